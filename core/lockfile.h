@@ -1,0 +1,107 @@
+#pragma once
+
+// LockFile: a single exclusive lock held by the existence of a file, compatible with the
+// sema/semats tools (see lockinfo.h for the bytes and docs/LOCKFILE.md for the protocol).
+//
+// Invariants:
+// - Acquire = write a 0600 temp file "<path>.<writer pid>.<16 hex>.tmp", then link() it to
+//   <path>. link fails with EEXIST when the lock exists, so content and exclusivity arrive
+//   together: nobody ever sees a half-written lock, and an existing lock is never replaced
+//   (rename() would silently replace it).
+// - Removing <path> (owner release, forced release, stale takeover, clean) always happens
+//   through removeIf(): open the file, take flock(LOCK_EX) on that inode, check that <path>
+//   still names the same inode, re-read and re-judge it, then unlink. Tollgate processes only
+//   unlink a lock file under the flock of the very inode they checked, so two processes that
+//   both judged a lock stale cannot both remove something, and neither can remove a fresh lock
+//   that replaced it. (Foreign tools that unlink without this flock are outside the guarantee.)
+// - A crash leaves at most: the lock file (reclaimable once stale: old and holder dead) and a
+//   temp file whose embedded writer pid is dead (removed by clean()).
+
+#include "clock.h"
+#include "lockinfo.h"
+#include "processprobe.h"
+#include "result.h"
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tollgate {
+
+struct LockOptions {
+    std::int64_t holderPid = 0; // the pid recorded as holder; 0 means this process
+    std::string tag; // sanitised before writing; empty = no tag line
+    std::int64_t staleSeconds = 3600; // 0 disables stale takeover
+};
+
+struct LockStatus {
+    bool exists = false;
+    bool corrupt = false;
+    std::string corruptReason; // why it does not parse
+    LockInfo info; // meaningful when exists && !corrupt
+    std::int64_t ageSeconds = 0; // from the timestamp, or from the mtime when corrupt
+    bool holderAlive = false;
+    bool stale = false; // may be taken over / cleaned
+};
+
+struct AcquireOutcome {
+    bool acquired = false;
+    bool tookOverStale = false; // a stale lock was removed on the way
+    LockInfo written; // when acquired
+    LockStatus holder; // when not acquired: who holds it
+};
+
+enum class ReleaseState { Released, NotLocked, NotOwner };
+
+struct ReleaseOutcome {
+    ReleaseState state = ReleaseState::NotLocked;
+    LockStatus before; // what was there
+};
+
+struct CleanReport {
+    std::vector<std::string> removedTemps;
+    bool removedLock = false;
+    LockStatus lock; // the lock as found
+};
+
+class LockFile {
+public:
+    using Deadline = std::chrono::steady_clock::time_point;
+
+    // Validates the path (no "..", no NUL). The clock and probe must outlive the LockFile.
+    static Result<LockFile> open(std::string_view path, const Clock& clock, const ProcessProbe& probe);
+
+    [[nodiscard]] const std::string& path() const { return m_path; }
+
+    [[nodiscard]] Result<LockStatus> status(std::int64_t staleSeconds) const;
+    [[nodiscard]] Result<AcquireOutcome> tryAcquire(const LockOptions& options) const;
+    [[nodiscard]] Result<AcquireOutcome> acquire(const LockOptions& options, Deadline deadline) const;
+    // Returns the final status: !exists or stale when it became free, otherwise the holder
+    // at the deadline.
+    [[nodiscard]] Result<LockStatus> waitUntilFree(std::int64_t staleSeconds, Deadline deadline) const;
+    // Without force only the recorded holder ownerPid may release.
+    [[nodiscard]] Result<ReleaseOutcome> release(std::int64_t ownerPid, bool force) const;
+    [[nodiscard]] Result<CleanReport> clean(std::int64_t staleSeconds) const;
+
+private:
+    LockFile(std::string path, const Clock& clock, const ProcessProbe& probe)
+        : m_path(std::move(path))
+        , m_clock(&clock)
+        , m_probe(&probe)
+    {
+    }
+
+    enum class Removal { Removed, Kept, Gone, Changed, Busy };
+    template <typename Predicate>
+    Result<Removal> removeIf(std::int64_t staleSeconds, Predicate keepUnless, LockStatus& seen) const;
+    Result<LockStatus> inspect(std::int64_t staleSeconds) const;
+    LockStatus judge(Result<LockInfo> parsed, std::int64_t mtime, std::int64_t staleSeconds) const;
+
+    std::string m_path;
+    const Clock* m_clock; // not owned
+    const ProcessProbe* m_probe; // not owned
+};
+
+} // namespace tollgate

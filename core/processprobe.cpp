@@ -1,0 +1,128 @@
+#include "processprobe.h"
+
+#include "fd.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace tollgate {
+
+namespace {
+
+// Seconds of slack between a process's start time (from clock ticks since boot, plus the
+// integral boot time) and a lock timestamp (whole seconds), so rounding never kills a holder.
+constexpr std::int64_t START_TIME_SLACK = 2;
+
+std::optional<std::string> readSmallFile(const std::string& path)
+{
+    auto fd = Fd::open(path, O_RDONLY);
+    if (!fd)
+        return std::nullopt;
+    std::string buf(4096, '\0');
+    auto n = fd->preadSome(buf.data(), buf.size(), 0);
+    if (!n)
+        return std::nullopt;
+    buf.resize(*n);
+    return buf;
+}
+
+std::optional<std::int64_t> bootTime()
+{
+    static const std::optional<std::int64_t> cached = []() -> std::optional<std::int64_t> {
+        auto fd = Fd::open("/proc/stat", O_RDONLY);
+        if (!fd)
+            return std::nullopt;
+        auto text = fd->readAll(1 << 20);
+        if (!text)
+            return std::nullopt;
+        const auto pos = text->find("\nbtime ");
+        if (pos == std::string::npos)
+            return std::nullopt;
+        return std::strtoll(text->c_str() + pos + 7, nullptr, 10);
+    }();
+    return cached;
+}
+
+struct StatFields {
+    char state = '?';
+    unsigned long long startTicks = 0;
+};
+
+std::optional<StatFields> readStat(std::int64_t pid)
+{
+    auto text = readSmallFile("/proc/" + std::to_string(pid) + "/stat");
+    if (!text)
+        return std::nullopt;
+    // Field 2 (comm) is in parentheses and may itself contain spaces and ')'.
+    const auto close = text->rfind(')');
+    if (close == std::string::npos || close + 2 >= text->size())
+        return std::nullopt;
+    StatFields out;
+    out.state = (*text)[close + 2];
+    // Fields after comm: 3 (state) is index 0, so field 22 (starttime) is index 19.
+    std::size_t pos = close + 2;
+    for (int field = 0; field < 19; ++field) {
+        pos = text->find(' ', pos);
+        if (pos == std::string::npos)
+            return std::nullopt;
+        ++pos;
+    }
+    out.startTicks = std::strtoull(text->c_str() + pos, nullptr, 10);
+    return out;
+}
+
+} // namespace
+
+Liveness ProcessProbe::liveness(std::int64_t pid, std::optional<std::int64_t> heldSince) const
+{
+    if (pid <= 0 || pid > INT32_MAX)
+        return Liveness::Dead;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        return Liveness::Dead;
+    if (auto st = readStat(pid); st && (st->state == 'Z' || st->state == 'X'))
+        return Liveness::Dead;
+    if (heldSince) {
+        if (auto started = startTime(pid); started && *started > *heldSince + START_TIME_SLACK)
+            return Liveness::Dead; // the number was reused by a younger process
+    }
+    return Liveness::Alive;
+}
+
+std::optional<std::int64_t> ProcessProbe::startTime(std::int64_t pid) const
+{
+    const auto boot = bootTime();
+    const auto st = readStat(pid);
+    const long ticks = ::sysconf(_SC_CLK_TCK);
+    if (!boot || !st || ticks <= 0)
+        return std::nullopt;
+    return *boot + static_cast<std::int64_t>(st->startTicks / static_cast<unsigned long long>(ticks));
+}
+
+std::string ProcessProbe::commandLine(std::int64_t pid) const
+{
+    auto text = readSmallFile("/proc/" + std::to_string(pid) + "/cmdline");
+    if (!text)
+        return {};
+    while (!text->empty() && text->back() == '\0')
+        text->pop_back();
+    for (char& c : *text) {
+        if (c == '\0')
+            c = ' ';
+    }
+    return *text;
+}
+
+std::int64_t ProcessProbe::selfPid()
+{
+    return ::getpid();
+}
+
+std::int64_t ProcessProbe::parentPid()
+{
+    return ::getppid();
+}
+
+} // namespace tollgate

@@ -1,0 +1,32 @@
+#pragma once
+
+// ProcessProbe: is the process that a lock or slot names still there?
+// Only ESRCH from kill(pid, 0) means "no such process"; EPERM means it exists under another
+// user. PIDs are reused, so when the holder's start time is known (/proc/PID/stat field 22)
+// a process that started after the lock was taken cannot be its holder and counts as dead.
+// A zombie (exited, not yet reaped) counts as dead too: it will never release anything.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tollgate {
+
+enum class Liveness { Alive, Dead };
+
+class ProcessProbe {
+public:
+    virtual ~ProcessProbe() = default;
+
+    // heldSince: unix seconds at which the holder already existed (the lock's timestamp).
+    [[nodiscard]] virtual Liveness liveness(std::int64_t pid, std::optional<std::int64_t> heldSince) const;
+    // Unix seconds at which the process started, when /proc tells.
+    [[nodiscard]] virtual std::optional<std::int64_t> startTime(std::int64_t pid) const;
+    // Space-joined argv from /proc/PID/cmdline; empty when unknown.
+    [[nodiscard]] virtual std::string commandLine(std::int64_t pid) const;
+
+    [[nodiscard]] static std::int64_t selfPid();
+    [[nodiscard]] static std::int64_t parentPid();
+};
+
+} // namespace tollgate

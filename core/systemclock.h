@@ -1,0 +1,12 @@
+#pragma once
+
+#include "clock.h"
+
+namespace tollgate {
+
+class SystemClock final : public Clock {
+public:
+    [[nodiscard]] WallTime now() const override { return std::chrono::system_clock::now(); }
+};
+
+} // namespace tollgate

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets everything up on a Debian 12 machine: installs the Debian packages Tollgate needs
+# (only those missing, with sudo when not root), configures and builds with CMake.
+# Idempotent, and quick when everything is already there.
+#
+#   scripts/bootstrap.sh            # packages + configure + build into ./build
+#   TOLLGATE_BUILD_DIR=dir scripts/bootstrap.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${TOLLGATE_BUILD_DIR:-$ROOT/build}
+JOBS=${TOLLGATE_JOBS:-2}
+
+PACKAGES=(
+    cmake ninja-build g++ pkg-config
+    qt6-base-dev qt6-charts-dev qt6-qpa-plugins
+    nlohmann-json3-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+if ((${#missing[@]})); then
+    echo "bootstrap: installing missing Debian packages: ${missing[*]}"
+    SUDO=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || { echo "bootstrap: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+        SUDO=(sudo)
+    fi
+    "${SUDO[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${missing[@]}"
+fi
+
+if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${TOLLGATE_CMAKE_ARGS:-}
+fi
+cmake --build "$BUILD_DIR" -j"$JOBS"

@@ -1,0 +1,269 @@
+// `tollgate lock ...` as a user runs it: separate processes, exit codes, messages, JSON.
+
+#include <QCoreApplication>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <csignal>
+
+class TestLockCli final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void tryAcquireRecordsParentAsHolder();
+    void secondTryIsRefusedNamingHolder();
+    void releaseOnlyByHolder();
+    void statusJsonIsValidWithQuotesInTag();
+    void statusOfCorruptFileExits3();
+    void usageErrorsExit2_data();
+    void usageErrorsExit2();
+    void runHoldsLockAndReturnsCommandExitCode();
+    void runRefusesWhenHeld();
+    void runForwardsTerminationAndReleases();
+    void acquireAndWaitTimeOut();
+    void cleanTakesDeadOldLock();
+
+private:
+    struct Ran {
+        int code = -1;
+        QByteArray out;
+        QByteArray err;
+    };
+    Ran tollgate(const QStringList& args);
+    QString lockPath() const { return m_dir->path() + QStringLiteral("/cli.lock"); }
+    QByteArray lockBytes() const
+    {
+        QFile f(lockPath());
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }
+    std::unique_ptr<QTemporaryDir> m_dir;
+};
+
+TestLockCli::Ran TestLockCli::tollgate(const QStringList& args)
+{
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
+    if (!p.waitForFinished(60000))
+        qFatal("tollgate did not finish");
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+        p.readAllStandardError() };
+}
+
+void TestLockCli::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+}
+
+void TestLockCli::tryAcquireRecordsParentAsHolder()
+{
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("try-acquire"), lockPath(), QStringLiteral("--tag"),
+        QStringLiteral("ci job") });
+    QCOMPARE(r.code, 0);
+    const QByteArray me = QByteArray::number(QCoreApplication::applicationPid());
+    QVERIFY2(lockBytes().startsWith("pid=" + me + "\ntimestamp="), lockBytes().constData());
+    QVERIFY(lockBytes().endsWith("\ntag=ci job\n"));
+    QVERIFY(r.out.contains("acquired"));
+}
+
+void TestLockCli::secondTryIsRefusedNamingHolder()
+{
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath(), QStringLiteral("--tag"),
+                          QStringLiteral("first") })
+                 .code,
+        0);
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() });
+    QCOMPARE(r.code, 1);
+    const QByteArray me = QByteArray::number(QCoreApplication::applicationPid());
+    QVERIFY2(r.err.contains("held by pid " + me), r.err.constData());
+    QVERIFY(r.err.contains("first"));
+    QVERIFY(r.err.contains("alive"));
+}
+
+void TestLockCli::releaseOnlyByHolder()
+{
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath(), QStringLiteral("--pid"),
+                          QStringLiteral("1") })
+                 .code,
+        0);
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath() });
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("not released"), r.err.constData());
+    QVERIFY(QFile::exists(lockPath()));
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath(), QStringLiteral("--pid"),
+                          QStringLiteral("1") })
+                 .code,
+        0);
+    QVERIFY(!QFile::exists(lockPath()));
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath() }).code, 1);
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath(), QStringLiteral("--pid"),
+                          QStringLiteral("1") })
+                 .code,
+        0);
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath(), QStringLiteral("--force") }).code,
+        0);
+    QVERIFY(!QFile::exists(lockPath()));
+}
+
+void TestLockCli::statusJsonIsValidWithQuotesInTag()
+{
+    const QString tag = QStringLiteral("say \"hi\" \\ back\nslash");
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath(), QStringLiteral("--tag"), tag }).code,
+        0);
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath(), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    QJsonParseError err {};
+    const auto doc = QJsonDocument::fromJson(r.out, &err);
+    QVERIFY2(err.error == QJsonParseError::NoError, r.out.constData());
+    const auto o = doc.object();
+    QCOMPARE(o.value(QStringLiteral("locked")).toBool(), true);
+    QCOMPARE(o.value(QStringLiteral("tag")).toString(), QStringLiteral("say \"hi\" \\ back slash"));
+    QCOMPARE(o.value(QStringLiteral("pid")).toInteger(), QCoreApplication::applicationPid());
+    QCOMPARE(o.value(QStringLiteral("alive")).toBool(), true);
+
+    auto human = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath() });
+    QCOMPARE(human.code, 0);
+    QVERIFY(human.out.startsWith("locked: true\npid: "));
+
+    QVERIFY(QFile::remove(lockPath()));
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath(), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    QCOMPARE(QJsonDocument::fromJson(r.out).object().value(QStringLiteral("locked")).toBool(), false);
+}
+
+void TestLockCli::statusOfCorruptFileExits3()
+{
+    QFile f(lockPath());
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("pid=12\n");
+    f.close();
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath() });
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains(lockPath().toUtf8()) && r.err.contains("corrupt"), r.err.constData());
+    QVERIFY(r.err.contains("no timestamp= line"));
+    // try-acquire treats it as held (a peer may be mid-write) and leaves it alone
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() });
+    QCOMPARE(r.code, 1);
+    QCOMPARE(lockBytes(), QByteArray("pid=12\n"));
+}
+
+void TestLockCli::usageErrorsExit2_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QByteArray>("message");
+    QTest::newRow("no command") << QStringList { QStringLiteral("lock") } << QByteArray("missing COMMAND");
+    QTest::newRow("unknown command") << QStringList { QStringLiteral("lock"), QStringLiteral("grab"), QStringLiteral("x") }
+                                     << QByteArray("unknown command");
+    QTest::newRow("no path") << QStringList { QStringLiteral("lock"), QStringLiteral("status") }
+                             << QByteArray("missing PATH");
+    QTest::newRow("bad timeout") << QStringList { QStringLiteral("lock"), QStringLiteral("acquire"),
+        QStringLiteral("/tmp/x.lock"), QStringLiteral("--timeout"), QStringLiteral("soon") }
+                                 << QByteArray("--timeout");
+    QTest::newRow("negative stale") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
+        QStringLiteral("/tmp/x.lock"), QStringLiteral("--stale"), QStringLiteral("-1") }
+                                    << QByteArray("--stale");
+    QTest::newRow("unknown option") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
+        QStringLiteral("/tmp/x.lock"), QStringLiteral("--bogus") } << QByteArray("unknown option --bogus");
+    QTest::newRow("dotdot") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
+        QStringLiteral("/tmp/../etc/x.lock") } << QByteArray("'..'");
+    QTest::newRow("run without command") << QStringList { QStringLiteral("lock"), QStringLiteral("run"),
+        QStringLiteral("/tmp/x.lock") } << QByteArray("needs a command");
+    QTest::newRow("unknown top-level") << QStringList { QStringLiteral("frobnicate") }
+                                       << QByteArray("unknown command");
+}
+
+void TestLockCli::usageErrorsExit2()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QByteArray, message);
+    auto r = tollgate(args);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(message), r.err.constData());
+}
+
+void TestLockCli::runHoldsLockAndReturnsCommandExitCode()
+{
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--tag"), QStringLiteral("job"),
+            QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("cat \"$0\"; exit 7"), lockPath() });
+    QVERIFY(p.waitForStarted());
+    const qint64 cliPid = p.processId();
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 7);
+    const QByteArray seen = p.readAllStandardOutput();
+    // while the command ran, the lock named tollgate itself as holder (not the test)
+    QVERIFY2(seen.startsWith("pid=" + QByteArray::number(cliPid) + "\n"), seen.constData());
+    QVERIFY(seen.endsWith("tag=job\n"));
+    QVERIFY(!QFile::exists(lockPath()));
+}
+
+void TestLockCli::runRefusesWhenHeld()
+{
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() }).code, 0);
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--timeout"),
+        QStringLiteral("0.2"), QStringLiteral("--conflict-exit"), QStringLiteral("75"), QStringLiteral("--"),
+        QStringLiteral("touch"), m_dir->path() + QStringLiteral("/ran") });
+    QCOMPARE(r.code, 75);
+    QVERIFY(r.err.contains("timed out"));
+    QVERIFY(!QFile::exists(m_dir->path() + QStringLiteral("/ran")));
+}
+
+void TestLockCli::runForwardsTerminationAndReleases()
+{
+    const QString ready = m_dir->path() + QStringLiteral("/ready");
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--"), QStringLiteral("sh"),
+            QStringLiteral("-c"), QStringLiteral("touch \"$0\"; exec sleep 600"), ready });
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(ready), 30000);
+    QVERIFY(QFile::exists(lockPath()));
+    p.terminate(); // SIGTERM to tollgate, which passes it on to the command
+    QVERIFY(p.waitForFinished(30000));
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 128 + SIGTERM);
+    QVERIFY(!QFile::exists(lockPath()));
+}
+
+void TestLockCli::acquireAndWaitTimeOut()
+{
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() }).code, 0);
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("acquire"), lockPath(), QStringLiteral("--timeout"),
+        QStringLiteral("0.3") });
+    QCOMPARE(r.code, 1);
+    QVERIFY(r.err.contains("timed out"));
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("wait"), lockPath(), QStringLiteral("--timeout"),
+        QStringLiteral("0.2"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 1);
+    QCOMPARE(QJsonDocument::fromJson(r.out).object().value(QStringLiteral("free")).toBool(), false);
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath() }).code, 0);
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("wait"), lockPath(), QStringLiteral("--timeout"),
+                          QStringLiteral("5") })
+                 .code,
+        0);
+}
+
+void TestLockCli::cleanTakesDeadOldLock()
+{
+    QProcess gone;
+    gone.start(QStringLiteral("true"), {});
+    QVERIFY(gone.waitForStarted());
+    const qint64 gonePid = gone.processId();
+    QVERIFY(gone.waitForFinished());
+    QFile f(lockPath());
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("pid=" + QByteArray::number(gonePid) + "\ntimestamp=1000\n");
+    f.close();
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("clean"), lockPath() });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("removed stale lock"), r.out.constData());
+    QVERIFY(!QFile::exists(lockPath()));
+}
+
+QTEST_GUILESS_MAIN(TestLockCli)
+#include "tst_lockcli.moc"
