@@ -1,0 +1,40 @@
+#pragma once
+
+// Doorbell: wakes waiting callers in other processes the moment capacity may have appeared.
+// A 4 KiB file in the home directory is mapped shared by every process; its first word is a
+// generation counter used as a futex (futex(2) works across processes on a shared file
+// mapping). A waiter reads the generation *before* its transaction and sleeps only while it
+// is unchanged, so a ring between the transaction and the sleep is never lost. The second
+// word counts sleepers so that ring() skips the wake syscall when nobody waits.
+
+#include "result.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tollgate {
+
+class Doorbell {
+public:
+    Doorbell() = default;
+    ~Doorbell();
+    Doorbell(Doorbell&& other) noexcept;
+    Doorbell& operator=(Doorbell&& other) noexcept;
+    Doorbell(const Doorbell&) = delete;
+    Doorbell& operator=(const Doorbell&) = delete;
+
+    static Result<Doorbell> open(const std::string& path);
+
+    [[nodiscard]] std::uint32_t generation() const;
+    void ring();
+    // Returns when the generation differs from `seen`, a ring arrives, or the timeout passes.
+    void wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
+
+private:
+    void unmap();
+    std::atomic<std::uint32_t>* m_words = nullptr; // [0] generation, [1] sleepers; mapped
+};
+
+} // namespace tollgate

@@ -1,0 +1,268 @@
+#include "filequotastore.h"
+
+#include "flockguard.h"
+#include "homedir.h"
+#include "quotapolicy.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace tollgate {
+
+namespace {
+
+bool sameStat(const struct stat& a, const struct stat& b)
+{
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size
+        && a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec;
+}
+
+std::string utcStamp(std::int64_t unixSeconds)
+{
+    const std::time_t t = static_cast<std::time_t>(unixSeconds);
+    std::tm tm {};
+    ::gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%dT%H%M%SZ", &tm);
+    return buf;
+}
+
+std::int64_t nowMs(const Clock& c)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(c.now().time_since_epoch()).count();
+}
+
+Result<void> checkRegular(const Fd& fd)
+{
+    auto st = fd.stat();
+    if (!st)
+        return st.error();
+    if (!S_ISREG(st->st_mode))
+        return Error::make(ErrorKind::Permission, fd.path(), "is not a regular file; refusing it");
+    return {};
+}
+
+} // namespace
+
+Result<std::unique_ptr<FileQuotaStore>> FileQuotaStore::open(const std::string& homeDir, const Clock& clock)
+{
+    if (auto r = HomeDir::ensure(homeDir); !r)
+        return r.error();
+    auto lockFd = Fd::open(homeDir + "/state.lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    if (!lockFd)
+        return lockFd.error();
+    if (auto r = checkRegular(*lockFd); !r)
+        return r.error();
+    auto bell = Doorbell::open(homeDir + "/doorbell");
+    if (!bell)
+        return bell.error();
+    return std::unique_ptr<FileQuotaStore>(
+        new FileQuotaStore(homeDir, clock, std::move(lockFd).value(), std::move(bell).value()));
+}
+
+void FileQuotaStore::waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const
+{
+    m_doorbell.wait(mark, timeout);
+}
+
+Result<void> FileQuotaStore::loadLimits()
+{
+    struct stat st {};
+    if (::lstat(limitsPath().c_str(), &st) != 0) {
+        if (errno != ENOENT)
+            return Error::fromErrno(errno, limitsPath(), "cannot read the limits");
+        m_limits = QuotaLimits {};
+        m_limitsLoaded = true;
+        m_limitsStat = {};
+        return {};
+    }
+    if (m_limitsLoaded && sameStat(st, m_limitsStat))
+        return {};
+    auto fd = Fd::open(limitsPath(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (!fd)
+        return fd.error();
+    if (auto r = checkRegular(*fd); !r)
+        return r.error();
+    auto text = fd->readAll(4 * 1024 * 1024);
+    if (!text)
+        return text.error();
+    auto parsed = QuotaLimits::fromJson(*text);
+    if (!parsed) {
+        return Error::make(ErrorKind::Corrupt, limitsPath(),
+            "the limits file is invalid: " + parsed.error().message
+                + "; it was left untouched (fix it, or restore limits.json.bak)");
+    }
+    m_limits = std::move(parsed).value();
+    m_limitsStat = st;
+    m_limitsLoaded = true;
+    return {};
+}
+
+Result<void> FileQuotaStore::saveLimits(const QuotaLimits& limits)
+{
+    const std::string path = limitsPath();
+    const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+    {
+        ::unlink(tmp.c_str());
+        auto fd = Fd::open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+        if (!fd)
+            return fd.error();
+        if (auto w = fd->writeAll(limits.toJson()); !w) {
+            ::unlink(tmp.c_str());
+            return w.error();
+        }
+        if (auto s = fd->syncData(); !s) {
+            ::unlink(tmp.c_str());
+            return s.error();
+        }
+    }
+    // Keep the previous limits as limits.json.bak, without a moment in which limits.json
+    // is missing (link + rename instead of rename-away).
+    const std::string bak = path + ".bak";
+    const std::string bakTmp = bak + "." + std::to_string(::getpid()) + ".tmp";
+    ::unlink(bakTmp.c_str());
+    if (::link(path.c_str(), bakTmp.c_str()) == 0)
+        ::rename(bakTmp.c_str(), bak.c_str());
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        return Error::fromErrno(err, path, "cannot save the limits");
+    }
+    auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY);
+    if (dirFd)
+        ::fsync(dirFd->get());
+    m_limitsLoaded = false; // re-stat next time
+    return loadLimits();
+}
+
+Result<void> FileQuotaStore::openState()
+{
+    const std::string path = statePath();
+    struct stat named {};
+    const bool exists = ::lstat(path.c_str(), &named) == 0;
+    if (m_state && exists && named.st_dev == m_stateStat.st_dev && named.st_ino == m_stateStat.st_ino)
+        return {};
+    auto fd = Fd::open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (!fd)
+        return fd.error();
+    if (auto r = checkRegular(*fd); !r)
+        return r.error();
+    auto st = fd->stat();
+    if (!st)
+        return st.error();
+    m_stateStat = *st;
+    m_state.emplace(std::move(fd).value());
+    return {};
+}
+
+Error FileQuotaStore::moveAside(const Error& why)
+{
+    const std::string path = statePath();
+    const std::string stamp = utcStamp(m_clock->unixSeconds());
+    std::string aside;
+    // link + unlink, not rename: an earlier corrupt file with the same name is never replaced.
+    for (int i = 0; i < 100; ++i) {
+        aside = path + ".corrupt-" + stamp + (i ? "-" + std::to_string(i) : "");
+        if (::link(path.c_str(), aside.c_str()) == 0)
+            break;
+        if (errno != EEXIST) {
+            return Error::make(ErrorKind::Corrupt, path,
+                "the state file is corrupt (" + why.message + ") and could not be moved aside: "
+                    + std::strerror(errno));
+        }
+    }
+    ::unlink(path.c_str());
+    m_state.reset();
+    return Error::make(ErrorKind::Corrupt, path,
+        "the state file is corrupt (" + why.message + "); moved it aside to " + aside
+            + " (kept for inspection). The next command starts from a fresh, conservative state; "
+              "your limits in limits.json are kept");
+}
+
+Result<QuotaState> FileQuotaStore::readState(std::vector<HistoryEvent>& events, bool& changed)
+{
+    if (auto r = openState(); !r)
+        return r.error();
+    auto read = m_state->read();
+    if (!read) {
+        if (read.error().kind == ErrorKind::Corrupt)
+            return moveAside(read.error());
+        return read.error();
+    }
+    if (*read)
+        return std::move(**read);
+    // No state yet. With limits in place this is a lost state (deleted, or moved aside):
+    // start conservatively so the lost window cannot be spent twice.
+    QuotaState fresh;
+    const std::int64_t now = nowMs(*m_clock);
+    // Fencing tokens must keep growing across a reset: start above any earlier count.
+    fresh.nextFence = static_cast<std::uint64_t>(now) * 1000;
+    if (!m_limits.providers().empty()) {
+        for (const auto& [name, l] : m_limits.providers())
+            QuotaPolicy::fillConservatively(fresh.ensureProvider(name), l, now);
+        HistoryEvent e;
+        e.timeMs = now;
+        e.type = "reset";
+        e.reason = "no state found while limits exist: started conservatively (windows full for one window)";
+        events.push_back(std::move(e));
+    }
+    changed = true;
+    return fresh;
+}
+
+Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunction* fn)
+{
+    auto guard = FlockGuard::lock(m_lockFd, true, std::chrono::steady_clock::now() + LOCK_TIMEOUT);
+    if (!guard)
+        return guard.error();
+    if (auto r = loadLimits(); !r)
+        return r.error();
+    std::vector<HistoryEvent> events;
+    bool changed = false;
+    auto state = readState(events, changed);
+    if (!state)
+        return state.error();
+    QuotaTransaction tx { *state, m_limits, std::move(events), changed, false };
+    if (limitsFn) {
+        QuotaLimits edited = m_limits;
+        if (auto r = (*limitsFn)(edited, tx); !r)
+            return r;
+        if (!(edited == m_limits)) {
+            if (auto r = saveLimits(edited); !r)
+                return r;
+        }
+        tx.changed = true;
+        tx.ring = true;
+    }
+    if (fn) {
+        if (auto r = (*fn)(tx); !r)
+            return r;
+    }
+    if (tx.changed) {
+        if (auto w = m_state->write(tx.state); !w)
+            return w.error();
+    }
+    // The history is best effort next to the state: a full disk must not stop admissions
+    // that the state already recorded, so its error is returned only when nothing else failed.
+    Result<void> history = m_history.append(tx.events);
+    guard->unlock();
+    if (tx.ring)
+        m_doorbell.ring();
+    return history;
+}
+
+Result<void> FileQuotaStore::transact(const TxFunction& fn)
+{
+    return run(nullptr, &fn);
+}
+
+Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
+{
+    return run(&fn, nullptr);
+}
+
+} // namespace tollgate

@@ -1,0 +1,79 @@
+#include "historyevent.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tollgate {
+
+namespace {
+
+using nlohmann::json;
+
+template <typename T>
+void take(const json& j, const char* key, T& out)
+{
+    auto it = j.find(key);
+    if (it == j.end())
+        return;
+    if constexpr (std::is_same_v<T, std::string>) {
+        if (it->is_string())
+            out = it->get<std::string>();
+    } else {
+        if (it->is_number_integer())
+            out = it->get<T>();
+    }
+}
+
+} // namespace
+
+std::string HistoryEvent::toJsonLine() const
+{
+    json j;
+    j["t"] = timeMs;
+    j["type"] = type;
+    if (!provider.empty())
+        j["provider"] = provider;
+    if (!caller.empty())
+        j["caller"] = caller;
+    if (!model.empty())
+        j["model"] = model;
+    if (pid)
+        j["pid"] = pid;
+    if (tokens)
+        j["tokens"] = tokens;
+    if (fence)
+        j["fence"] = fence;
+    if (waitedMs)
+        j["waited_ms"] = waitedMs;
+    if (!reason.empty())
+        j["reason"] = reason;
+    if (retryAfterMs)
+        j["retry_after_ms"] = retryAfterMs;
+    if (backoffMs)
+        j["backoff_ms"] = backoffMs;
+    return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Result<HistoryEvent> HistoryEvent::fromJsonLine(std::string_view line)
+{
+    const json j = json::parse(line.begin(), line.end(), nullptr, false);
+    if (j.is_discarded() || !j.is_object())
+        return Error::make(ErrorKind::Corrupt, "", "history line is not a JSON object");
+    HistoryEvent e;
+    take(j, "t", e.timeMs);
+    take(j, "type", e.type);
+    if (e.type.empty() || !j.contains("t"))
+        return Error::make(ErrorKind::Corrupt, "", "history line lacks \"t\" or \"type\"");
+    take(j, "provider", e.provider);
+    take(j, "caller", e.caller);
+    take(j, "model", e.model);
+    take(j, "pid", e.pid);
+    take(j, "tokens", e.tokens);
+    take(j, "fence", e.fence);
+    take(j, "waited_ms", e.waitedMs);
+    take(j, "reason", e.reason);
+    take(j, "retry_after_ms", e.retryAfterMs);
+    take(j, "backoff_ms", e.backoffMs);
+    return e;
+}
+
+} // namespace tollgate

@@ -1,0 +1,35 @@
+#pragma once
+
+// HistoryLog: the append-only, bounded history. Lines are appended to history.jsonl under the
+// home's state.lock; when the file passes MAX_BYTES it is renamed to history.1.jsonl
+// (replacing the previous generation) and a new one is started, so the history never holds
+// more than two generations. A reader follows the rename by inode (HistoryReader).
+
+#include "fd.h"
+#include "historyevent.h"
+
+#include <vector>
+
+namespace tollgate {
+
+class HistoryLog {
+public:
+    static constexpr off_t MAX_BYTES = 8 * 1024 * 1024;
+
+    explicit HistoryLog(std::string homeDir)
+        : m_dir(std::move(homeDir))
+    {
+    }
+    // Caller holds state.lock.
+    [[nodiscard]] Result<void> append(const std::vector<HistoryEvent>& events);
+
+    [[nodiscard]] std::string currentPath() const { return m_dir + "/history.jsonl"; }
+    [[nodiscard]] std::string previousPath() const { return m_dir + "/history.1.jsonl"; }
+
+private:
+    std::string m_dir;
+    Fd m_fd;
+    ino_t m_ino = 0;
+};
+
+} // namespace tollgate

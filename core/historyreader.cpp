@@ -1,0 +1,99 @@
+#include "historyreader.h"
+
+#include "fd.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+namespace tollgate {
+
+void HistoryReader::parseLines(std::string_view text, Batch& out, std::size_t& consumed)
+{
+    consumed = 0;
+    while (consumed < text.size()) {
+        const auto nl = text.find('\n', consumed);
+        if (nl == std::string_view::npos) {
+            if (text.size() - consumed > MAX_LINE) { // a runaway line: skip what we have
+                ++out.badLines;
+                consumed = text.size();
+            }
+            return;
+        }
+        const auto line = text.substr(consumed, nl - consumed);
+        consumed = nl + 1;
+        if (line.empty())
+            continue;
+        auto e = HistoryEvent::fromJsonLine(line);
+        if (e)
+            out.events.push_back(std::move(e).value());
+        else
+            ++out.badLines;
+    }
+}
+
+Result<void> HistoryReader::readFrom(const std::string& path, ino_t expectIno, off_t& offset, Batch& out,
+    bool requireIno)
+{
+    auto fd = Fd::open(path, O_RDONLY | O_NOFOLLOW);
+    if (!fd) {
+        if (fd.error().sysErrno == ENOENT)
+            return {};
+        return fd.error();
+    }
+    auto st = fd->stat();
+    if (!st)
+        return st.error();
+    if (requireIno && st->st_ino != expectIno)
+        return {};
+    if (!requireIno && st->st_ino != expectIno)
+        offset = 0;
+    if (st->st_size < offset)
+        offset = 0; // truncated by hand: start over
+    std::string buf;
+    const std::size_t chunk = 1 << 20;
+    for (;;) {
+        const std::size_t old = buf.size();
+        buf.resize(old + chunk);
+        auto n = fd->preadSome(buf.data() + old, chunk, offset + static_cast<off_t>(old));
+        if (!n)
+            return n.error();
+        buf.resize(old + *n);
+        if (*n == 0)
+            break;
+        std::size_t consumed = 0;
+        parseLines(buf, out, consumed);
+        offset += static_cast<off_t>(consumed);
+        buf.erase(0, consumed);
+    }
+    if (!requireIno)
+        m_ino = st->st_ino;
+    return {};
+}
+
+Result<HistoryReader::Batch> HistoryReader::poll()
+{
+    Batch out;
+    const std::string current = m_dir + "/history.jsonl";
+    const std::string previous = m_dir + "/history.1.jsonl";
+    struct stat named {};
+    const bool exists = ::lstat(current.c_str(), &named) == 0;
+    if (!m_started) {
+        m_started = true;
+        off_t prevOffset = 0;
+        struct stat prevSt {};
+        if (::lstat(previous.c_str(), &prevSt) == 0) {
+            if (auto r = readFrom(previous, prevSt.st_ino, prevOffset, out, true); !r)
+                return r.error();
+        }
+    } else if (m_ino != 0 && (!exists || named.st_ino != m_ino)) {
+        // Rotated since last time: finish the old generation (now history.1.jsonl) first.
+        if (auto r = readFrom(previous, m_ino, m_offset, out, true); !r)
+            return r.error();
+        m_offset = 0;
+    }
+    if (auto r = readFrom(current, m_ino, m_offset, out, false); !r)
+        return r.error();
+    return out;
+}
+
+} // namespace tollgate

@@ -1,0 +1,41 @@
+#pragma once
+
+// HistoryReader: reads the history incrementally — each call returns only the lines appended
+// since the previous call, following a rotation (history.jsonl renamed to history.1.jsonl)
+// by inode so that nothing is skipped or read twice. Never re-reads the whole file.
+
+#include "historyevent.h"
+
+#include <sys/types.h>
+#include <vector>
+
+namespace tollgate {
+
+class HistoryReader {
+public:
+    static constexpr std::size_t MAX_LINE = 64 * 1024;
+
+    explicit HistoryReader(std::string homeDir)
+        : m_dir(std::move(homeDir))
+    {
+    }
+
+    struct Batch {
+        std::vector<HistoryEvent> events;
+        std::size_t badLines = 0; // lines that did not parse (skipped, counted)
+    };
+    // Returns what was appended since the last call (the first call reads both generations).
+    [[nodiscard]] Result<Batch> poll();
+    // Parses complete lines of `text`; a trailing partial line is left for next time.
+    static void parseLines(std::string_view text, Batch& out, std::size_t& consumed);
+
+private:
+    Result<void> readFrom(const std::string& path, ino_t expectIno, off_t& offset, Batch& out, bool requireIno);
+
+    std::string m_dir;
+    ino_t m_ino = 0;
+    off_t m_offset = 0;
+    bool m_started = false;
+};
+
+} // namespace tollgate

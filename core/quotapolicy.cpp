@@ -1,0 +1,284 @@
+#include "quotapolicy.h"
+
+#include <algorithm>
+
+namespace tollgate {
+
+namespace {
+
+std::int64_t limitOrNone(const ProviderLimits& l, const std::optional<std::int64_t>& v)
+{
+    return v ? l.effective(*v) : -1;
+}
+
+HistoryEvent event(std::int64_t nowMs, std::string type, const std::string& provider)
+{
+    HistoryEvent e;
+    e.timeMs = nowMs;
+    e.type = std::move(type);
+    e.provider = provider;
+    return e;
+}
+
+// Checks one window; returns false (and fills the decision) when it blocks.
+bool windowAllows(const RollingWindow& w, std::int64_t requestLimit, std::int64_t tokenLimit, std::int64_t tokens,
+    std::int64_t nowMs, AdmitDecision& d)
+{
+    if (requestLimit < 0 && tokenLimit < 0)
+        return true;
+    const std::int64_t at = w.whenFits(nowMs, 1, requestLimit, tokens, tokenLimit);
+    if (at <= nowMs)
+        return true;
+    const bool requestsFit = requestLimit < 0 || w.whenFits(nowMs, 1, requestLimit, 0, -1) <= nowMs;
+    d.reason = requestsFit ? WaitReason::Tokens : WaitReason::Window;
+    d.retryAtMs = at;
+    return false;
+}
+
+} // namespace
+
+bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
+{
+    bool changed = false;
+    auto want = [&](const std::string& model, std::int64_t windowMs) {
+        if (auto* sc = p.scope(model)) {
+            if (sc->window.windowMs() != windowMs) {
+                sc->window.rescale(windowMs, nowMs);
+                changed = true;
+            }
+        } else {
+            p.scopes.push_back(ScopeWindow { model, RollingWindow(windowMs) });
+            changed = true;
+        }
+    };
+    want("", l.windowMs);
+    for (const auto& [model, ml] : l.models)
+        want(model, ml.windowMs);
+    const auto before = p.scopes.size();
+    std::erase_if(p.scopes, [&](const ScopeWindow& sc) { return !sc.model.empty() && !l.models.count(sc.model); });
+    return changed || before != p.scopes.size();
+}
+
+void QuotaPolicy::fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
+{
+    syncProvider(p, l, nowMs);
+    for (auto& sc : p.scopes) {
+        if (sc.model.empty()) {
+            sc.window.fill(nowMs, std::max<std::int64_t>(0, limitOrNone(l, l.requests)),
+                std::max<std::int64_t>(0, limitOrNone(l, l.tokens)));
+        } else if (auto it = l.models.find(sc.model); it != l.models.end()) {
+            sc.window.fill(nowMs, std::max<std::int64_t>(0, limitOrNone(l, it->second.requests)),
+                std::max<std::int64_t>(0, limitOrNone(l, it->second.tokens)));
+        }
+    }
+    if (l.parallel) {
+        while (static_cast<std::int64_t>(p.slots.size()) < *l.parallel) {
+            Slot placeholder;
+            placeholder.pid = 0;
+            placeholder.acquiredMs = nowMs;
+            placeholder.caller = "(unknown: state was reset)";
+            p.slots.push_back(placeholder);
+        }
+    }
+}
+
+bool QuotaPolicy::pruneQueueHead(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
+    std::vector<HistoryEvent>& events)
+{
+    bool changed = false;
+    while (!p.queue.empty()) {
+        const Waiter& w = p.queue.front();
+        const bool expired = nowMs > w.deadlineMs + GHOST_GRACE_MS;
+        const bool dead = !expired && probe.liveness(w.pid, std::nullopt) == Liveness::Dead;
+        if (!expired && !dead)
+            break;
+        HistoryEvent e = event(nowMs, "gave-up", p.name);
+        e.caller = w.caller;
+        e.model = w.model;
+        e.pid = w.pid;
+        e.waitedMs = nowMs - w.enqueuedMs;
+        e.reason = dead ? "waiter died" : "waiter vanished past its deadline";
+        events.push_back(std::move(e));
+        p.queue.erase(p.queue.begin());
+        changed = true;
+    }
+    return changed;
+}
+
+int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe,
+    bool overdue, const std::string& who, std::vector<HistoryEvent>& events)
+{
+    int n = 0;
+    std::erase_if(p.slots, [&](const Slot& s) {
+        std::string why;
+        if (s.pid == 0) {
+            if (nowMs < s.acquiredMs + l.windowMs)
+                return false;
+            why = "placeholder expired";
+        } else if (probe.liveness(s.pid, s.acquiredMs / 1000) == Liveness::Dead) {
+            why = "holder died";
+        } else if (overdue && nowMs - s.acquiredMs > l.maxHoldMs) {
+            why = "held past the maximum hold time";
+        } else {
+            return false;
+        }
+        HistoryEvent e = event(nowMs, "reclaim", p.name);
+        e.caller = s.caller;
+        e.model = s.model;
+        e.pid = s.pid;
+        e.fence = s.fence;
+        e.reason = why + (who.empty() ? "" : " (by " + who + ")");
+        events.push_back(std::move(e));
+        ++n;
+        return true;
+    });
+    return n;
+}
+
+std::optional<std::string> QuotaPolicy::impossible(const ProviderLimits& l, const AdmitRequest& r)
+{
+    if (r.tokens < 0)
+        return "a negative number of tokens";
+    if (l.tokens && r.tokens > l.effective(*l.tokens))
+        return "asks for " + std::to_string(r.tokens) + " tokens, but provider '" + r.provider + "' allows "
+            + std::to_string(l.effective(*l.tokens)) + " per window";
+    if (!r.model.empty()) {
+        if (auto it = l.models.find(r.model); it != l.models.end() && it->second.tokens
+            && r.tokens > l.effective(*it->second.tokens))
+            return "asks for " + std::to_string(r.tokens) + " tokens, but model '" + r.model + "' allows "
+                + std::to_string(l.effective(*it->second.tokens)) + " per window";
+    }
+    return std::nullopt;
+}
+
+AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p, const ProviderLimits& l,
+    const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs)
+{
+    AdmitDecision d;
+    d.ticket = ticket;
+    if (s.pausedAll || p.paused) {
+        d.reason = WaitReason::Paused;
+        return d;
+    }
+    if (nowMs < p.backoffUntilMs) {
+        d.reason = WaitReason::Backoff;
+        d.retryAtMs = p.backoffUntilMs;
+        return d;
+    }
+    if (!p.queue.empty() && (ticket == 0 || p.queue.front().ticket != ticket)) {
+        d.reason = WaitReason::Queue;
+        return d;
+    }
+    if (nowMs < p.paceUntilMs && l.requests) {
+        const std::int64_t spacing = l.windowMs / l.effective(*l.requests);
+        if (nowMs < p.lastAdmitMs + spacing) {
+            d.reason = WaitReason::Backoff;
+            d.retryAtMs = p.lastAdmitMs + spacing;
+            return d;
+        }
+    }
+    if (const auto* sc = p.scope("");
+        sc && !windowAllows(sc->window, limitOrNone(l, l.requests), limitOrNone(l, l.tokens), r.tokens, nowMs, d))
+        return d;
+    if (!r.model.empty()) {
+        auto it = l.models.find(r.model);
+        const auto* sc = p.scope(r.model);
+        if (it != l.models.end() && sc
+            && !windowAllows(sc->window, limitOrNone(l, it->second.requests), limitOrNone(l, it->second.tokens),
+                r.tokens, nowMs, d))
+            return d;
+    }
+    if (r.wantsSlot && l.parallel && static_cast<std::int64_t>(p.slots.size()) >= *l.parallel) {
+        d.reason = WaitReason::Slots;
+        for (const auto& slot : p.slots) {
+            if (slot.pid == 0)
+                d.retryAtMs = std::min(d.retryAtMs, slot.acquiredMs + l.windowMs);
+        }
+        return d;
+    }
+    d.admitted = true;
+    return d;
+}
+
+Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const ProviderLimits& l,
+    const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue)
+{
+    AdmitDecision d = evaluate(s, p, l, r, ticket, nowMs);
+    if (!d.admitted) {
+        if (ticket != 0) {
+            for (auto& w : p.queue) {
+                if (w.ticket == ticket)
+                    w.reason = d.reason;
+            }
+        } else if (enqueue) {
+            if (p.queue.size() >= QuotaState::MAX_WAITERS)
+                return Error::make(ErrorKind::Busy, "",
+                    "too many callers are already waiting for provider '" + p.name + "'");
+            Waiter w;
+            w.ticket = s.nextTicket++;
+            w.pid = r.pid;
+            w.enqueuedMs = nowMs;
+            w.deadlineMs = r.deadlineMs;
+            w.tokens = r.tokens;
+            w.caller = r.caller;
+            w.model = r.model;
+            w.wantsSlot = r.wantsSlot;
+            w.reason = d.reason;
+            p.queue.push_back(std::move(w));
+            d.ticket = p.queue.back().ticket;
+        }
+        return d;
+    }
+    for (auto& sc : p.scopes) {
+        if (sc.model.empty() || sc.model == r.model)
+            sc.window.record(nowMs, 1, r.tokens);
+    }
+    d.fence = s.nextFence++;
+    if (r.wantsSlot && l.parallel) {
+        Slot slot;
+        slot.fence = d.fence;
+        slot.pid = r.pid;
+        slot.acquiredMs = nowMs;
+        slot.tokens = r.tokens;
+        slot.caller = r.caller;
+        slot.model = r.model;
+        p.slots.push_back(std::move(slot));
+        d.slotTaken = true;
+    }
+    if (ticket != 0)
+        dequeue(p, ticket);
+    p.lastAdmitMs = nowMs;
+    ++p.admittedTotal;
+    return d;
+}
+
+bool QuotaPolicy::dequeue(ProviderState& p, std::uint64_t ticket)
+{
+    return std::erase_if(p.queue, [&](const Waiter& w) { return w.ticket == ticket; }) != 0;
+}
+
+std::int64_t QuotaPolicy::backoffFor(const ProviderLimits& l, std::int32_t consecutive,
+    std::optional<std::int64_t> retryAfterMs)
+{
+    std::int64_t exp = l.backoffBaseMs;
+    for (std::int32_t i = 1; i < consecutive && exp < l.backoffCapMs; ++i)
+        exp *= 2;
+    exp = std::min(exp, l.backoffCapMs);
+    return std::max(exp, retryAfterMs.value_or(0));
+}
+
+std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+    std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs)
+{
+    p.consecutive429 = std::min<std::int32_t>(p.consecutive429 + 1, 1 << 20);
+    const std::int64_t backoff = backoffFor(l, p.consecutive429, retryAfterMs);
+    p.backoffUntilMs = std::max(p.backoffUntilMs, nowMs + backoff + std::max<std::int64_t>(0, jitterMs));
+    // After the backoff, admissions restart at an even pace for one window instead of
+    // all queued callers firing in the same instant.
+    p.paceUntilMs = p.backoffUntilMs + l.windowMs;
+    p.last429Ms = nowMs;
+    ++p.rateLimitedTotal;
+    return backoff;
+}
+
+} // namespace tollgate

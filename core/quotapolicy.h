@@ -1,0 +1,79 @@
+#pragma once
+
+// QuotaPolicy: the admission rules, as pure functions of (state, limits, request, now).
+// No I/O and no clock of its own, so every rule is tested without sleeping; the limiter
+// runs these inside a store transaction.
+//
+// A request is admitted only when all hold, in this order: nothing is paused (globally or for
+// the provider); no 429 backoff is in force (nor, after one, the pacing that spreads the
+// restart); it is first in the provider's FIFO queue (or the queue is empty); the provider's
+// rolling window has room for one more request and its tokens; so does the model's, when the
+// model has limits; and, when it asks for one, a parallel slot is free.
+
+#include "historyevent.h"
+#include "quotalimits.h"
+#include "processprobe.h"
+#include "quotastate.h"
+
+#include <climits>
+#include <optional>
+#include <vector>
+
+namespace tollgate {
+
+struct AdmitRequest {
+    std::string provider;
+    std::string caller;
+    std::string model;
+    std::int64_t tokens = 0;
+    bool wantsSlot = false;
+    std::int64_t pid = 0; // the process that waits / holds the slot
+    std::int64_t deadlineMs = 0; // for the queue entry
+};
+
+struct AdmitDecision {
+    bool admitted = false;
+    WaitReason reason = WaitReason::None;
+    std::int64_t retryAtMs = INT64_MAX; // when to look again without a ring; INT64_MAX: on a ring
+    std::uint64_t fence = 0; // when admitted
+    std::uint64_t ticket = 0; // the queue ticket (kept across retries)
+    bool slotTaken = false;
+};
+
+class QuotaPolicy {
+public:
+    // A waiter whose deadline passed this long ago without it leaving is a ghost.
+    static constexpr std::int64_t GHOST_GRACE_MS = 5000;
+
+    // Makes the provider's windows match its limits (creates, rescales, drops scopes).
+    static bool syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
+    // A fresh state after a lost one: windows full, parallel slots taken by placeholders that
+    // expire after one window, so nothing is admitted beyond what the limits allow.
+    static void fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
+
+    // Removes queue entries from the front whose process is gone or whose deadline is long past.
+    static bool pruneQueueHead(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
+        std::vector<HistoryEvent>& events);
+    // Removes slots whose holder is dead (and expired placeholders); with overdue, also slots
+    // held longer than the maximum hold time. `who` names the process doing it.
+    static int reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe,
+        bool overdue, const std::string& who, std::vector<HistoryEvent>& events);
+
+    [[nodiscard]] static AdmitDecision evaluate(const QuotaState& s, const ProviderState& p, const ProviderLimits& l,
+        const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs);
+    // evaluate(), then apply: record the admission, or queue the request (when `enqueue`).
+    [[nodiscard]] static Result<AdmitDecision> admit(QuotaState& s, ProviderState& p, const ProviderLimits& l,
+        const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue);
+    static bool dequeue(ProviderState& p, std::uint64_t ticket);
+
+    // Backoff = max(Retry-After, base * 2^(n-1) capped at cap), n = consecutive 429s.
+    [[nodiscard]] static std::int64_t backoffFor(const ProviderLimits& l, std::int32_t consecutive,
+        std::optional<std::int64_t> retryAfterMs);
+    // Applies a 429; jitterMs is added on top (chosen by the caller). Returns the backoff.
+    static std::int64_t apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+        std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs);
+    // Why a request can never be admitted under these limits, if so.
+    [[nodiscard]] static std::optional<std::string> impossible(const ProviderLimits& l, const AdmitRequest& r);
+};
+
+} // namespace tollgate
