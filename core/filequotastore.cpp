@@ -102,38 +102,44 @@ Result<void> FileQuotaStore::loadLimits()
     return {};
 }
 
-Result<void> FileQuotaStore::saveLimits(const QuotaLimits& limits)
+namespace {
+
+// temp + fsync + rename: readers see the old or the new file, never a partial one.
+Result<void> writeAtomically(const std::string& path, const std::string& content)
 {
-    const std::string path = limitsPath();
     const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+    ::unlink(tmp.c_str());
     {
-        ::unlink(tmp.c_str());
         auto fd = Fd::open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
         if (!fd)
             return fd.error();
-        if (auto w = fd->writeAll(limits.toJson()); !w) {
+        auto w = fd->writeAll(content);
+        if (w)
+            w = fd->syncData();
+        if (!w) {
             ::unlink(tmp.c_str());
             return w.error();
         }
-        if (auto s = fd->syncData(); !s) {
-            ::unlink(tmp.c_str());
-            return s.error();
-        }
     }
-    // Keep the previous limits as limits.json.bak, without a moment in which limits.json
-    // is missing (link + rename instead of rename-away).
-    const std::string bak = path + ".bak";
-    const std::string bakTmp = bak + "." + std::to_string(::getpid()) + ".tmp";
-    ::unlink(bakTmp.c_str());
-    if (::link(path.c_str(), bakTmp.c_str()) == 0)
-        ::rename(bakTmp.c_str(), bak.c_str());
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const int err = errno;
         ::unlink(tmp.c_str());
-        return Error::fromErrno(err, path, "cannot save the limits");
+        return Error::fromErrno(err, path, "cannot save");
     }
-    auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY);
-    if (dirFd)
+    return {};
+}
+
+} // namespace
+
+Result<void> FileQuotaStore::saveLimits(const QuotaLimits& limits)
+{
+    const std::string content = limits.toJson();
+    if (auto r = writeAtomically(limitsPath(), content); !r)
+        return r;
+    // limits.json.bak: the last limits Tollgate wrote, to restore from if limits.json is
+    // later broken by hand. Best effort: the limits themselves are already safe.
+    (void)writeAtomically(limitsPath() + ".bak", content);
+    if (auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY); dirFd)
         ::fsync(dirFd->get());
     m_limitsLoaded = false; // re-stat next time
     return loadLimits();
@@ -199,9 +205,10 @@ Result<QuotaState> FileQuotaStore::readState(std::vector<HistoryEvent>& events, 
     // start conservatively so the lost window cannot be spent twice.
     QuotaState fresh;
     const std::int64_t now = nowMs(*m_clock);
-    // Fencing tokens must keep growing across a reset: start above any earlier count.
-    fresh.nextFence = static_cast<std::uint64_t>(now) * 1000;
     if (!m_limits.providers().empty()) {
+        // Fencing tokens must keep growing across a reset: start above any earlier count
+        // (good unless more than 1000 admissions per millisecond were ever made).
+        fresh.nextFence = static_cast<std::uint64_t>(now) * 1000;
         for (const auto& [name, l] : m_limits.providers())
             QuotaPolicy::fillConservatively(fresh.ensureProvider(name), l, now);
         HistoryEvent e;

@@ -7,7 +7,7 @@
 //                    inode (locking a file that is then replaced lets two processes both win).
 //   state.bin        the hot state (StateFile: two CRC-checked slots, rewritten in place).
 //   limits.json      the user's limits; replaced atomically (temp + fsync + rename) under the
-//                    lock, the previous version kept as limits.json.bak. Never written by
+//                    lock, a copy kept as limits.json.bak. Never written by
 //                    anything but a limit change, so a corrupt or deleted state loses no limit.
 //   history.jsonl    append-only events (HistoryLog), rotated to history.1.jsonl.
 //   doorbell         the futex word that wakes waiters (Doorbell).

@@ -25,7 +25,7 @@ Result<void> HistoryLog::append(const std::vector<HistoryEvent>& events)
         m_ino = st->st_ino;
         named = *st;
     }
-    if (named.st_size >= MAX_BYTES) {
+    if (named.st_size >= m_maxBytes) {
         if (::rename(path.c_str(), previousPath().c_str()) != 0)
             return Error::fromErrno(errno, path, "cannot rotate the history");
         auto fd = Fd::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);

@@ -16,8 +16,9 @@ class HistoryLog {
 public:
     static constexpr off_t MAX_BYTES = 8 * 1024 * 1024;
 
-    explicit HistoryLog(std::string homeDir)
+    explicit HistoryLog(std::string homeDir, off_t maxBytes = MAX_BYTES)
         : m_dir(std::move(homeDir))
+        , m_maxBytes(maxBytes)
     {
     }
     // Caller holds state.lock.
@@ -28,6 +29,7 @@ public:
 
 private:
     std::string m_dir;
+    off_t m_maxBytes;
     Fd m_fd;
     ino_t m_ino = 0;
 };

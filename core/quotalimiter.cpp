@@ -3,6 +3,7 @@
 #include "textsanitizer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 namespace tollgate {
@@ -244,8 +245,11 @@ Result<void> QuotaLimiter::setLimits(const std::string& provider, const Provider
             what += std::to_string(*limits.requests) + " requests";
         if (limits.tokens)
             what += (what.empty() ? "" : ", ") + std::to_string(*limits.tokens) + " tokens";
-        what += (what.empty() ? "" : " ") + std::string("per ") + std::to_string(limits.windowMs / 1000.0).substr(0, 8)
-            + " s";
+        if (limits.requests || limits.tokens) {
+            char window[32];
+            std::snprintf(window, sizeof window, "%g", static_cast<double>(limits.windowMs) / 1000.0);
+            what += std::string(" per ") + window + " s";
+        }
         if (limits.parallel)
             what += ", " + std::to_string(*limits.parallel) + " parallel";
         if (limits.headroomPercent != 100)

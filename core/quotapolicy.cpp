@@ -171,7 +171,9 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
     }
     if (nowMs < p.paceUntilMs && l.requests) {
         const std::int64_t spacing = l.windowMs / l.effective(*l.requests);
-        if (nowMs < p.lastAdmitMs + spacing) {
+        const std::int64_t backoffEnded = p.paceUntilMs - l.windowMs;
+        // Only admissions since the backoff ended set the pace; the first one goes at once.
+        if (p.lastAdmitMs >= backoffEnded && nowMs < p.lastAdmitMs + spacing) {
             d.reason = WaitReason::Backoff;
             d.retryAtMs = p.lastAdmitMs + spacing;
             return d;

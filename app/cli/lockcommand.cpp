@@ -1,6 +1,7 @@
 #include "lockcommand.h"
 
 #include "argparser.h"
+#include "childrunner.h"
 #include "exitcodes.h"
 #include "lockfile.h"
 #include "systemclock.h"
@@ -10,25 +11,13 @@
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char** environ;
 
 namespace tollgate::cli {
 
 namespace {
 
 constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
-
-volatile sig_atomic_t g_child = 0;
-
-void forwardSignal(int sig)
-{
-    if (g_child > 0)
-        ::kill(static_cast<pid_t>(g_child), sig);
-}
 
 struct Settings {
     std::string command;
@@ -262,38 +251,9 @@ int doRun(const Settings& s, const LockFile& lock)
         return code == EXIT_REFUSED ? s.conflictExit : code;
     }
 
-    std::vector<char*> argv;
-    for (const auto& a : s.commandLine)
-        argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-
-    struct sigaction sa {};
-    sa.sa_handler = forwardSignal;
-    sigemptyset(&sa.sa_mask);
-    for (int sig : { SIGINT, SIGTERM, SIGHUP, SIGQUIT })
-        ::sigaction(sig, &sa, nullptr);
-
-    pid_t child = 0;
-    const int spawnErr = ::posix_spawnp(&child, argv[0], nullptr, nullptr, argv.data(), environ);
-    int code;
-    if (spawnErr != 0) {
-        std::cerr << "tollgate: cannot run " << s.commandLine[0] << ": " << std::strerror(spawnErr) << '\n';
-        code = spawnErr == ENOENT ? 127 : 126;
-    } else {
-        g_child = child;
-        int status = 0;
-        pid_t w;
-        do {
-            w = ::waitpid(child, &status, 0);
-        } while (w < 0 && errno == EINTR);
-        g_child = 0;
-        if (w < 0)
-            code = EXIT_IO;
-        else if (WIFEXITED(status))
-            code = WEXITSTATUS(status);
-        else
-            code = 128 + WTERMSIG(status);
-    }
+    // Only now: while waiting for the lock, Ctrl-C should simply end tollgate.
+    ChildRunner::installSignalHandlers();
+    const int code = ChildRunner::run(s.commandLine, { { "TOLLGATE_LOCK_PATH", s.path } });
     auto rel = lock.release(r->written.pid, false);
     if (!rel)
         std::cerr << "tollgate: " << rel.error().describe() << '\n';

@@ -2,6 +2,7 @@
 
 #include "exitcodes.h"
 #include "lockcommand.h"
+#include "quotacommand.h"
 
 #include <iostream>
 #include <string>
@@ -12,6 +13,8 @@ namespace {
 constexpr const char* USAGE = "usage: tollgate COMMAND ...\n"
                               "commands:\n"
                               "  lock COMMAND PATH [options]   sema-compatible lock files (tollgate lock --help)\n"
+                              "  limits|acquire|run|report-429|report-ok|pause|resume|status|history|\n"
+                              "  release-stale|release|reset-backoff   the shared quota (below)\n"
                               "  --version                     print the version\n"
                               "  --help                        this text\n";
 
@@ -28,7 +31,7 @@ int main(int argc, char** argv)
     const std::string cmd = args.front();
     args.erase(args.begin());
     if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-        std::cout << USAGE;
+        std::cout << USAGE << QuotaCommand::usage();
         return EXIT_OK;
     }
     if (cmd == "--version") {
@@ -37,6 +40,8 @@ int main(int argc, char** argv)
     }
     if (cmd == "lock")
         return LockCommand::run(args);
+    if (QuotaCommand::handles(cmd))
+        return QuotaCommand::run(cmd, args);
     std::cerr << "tollgate: unknown command '" << cmd << "'\n" << USAGE;
     return EXIT_USAGE;
 }

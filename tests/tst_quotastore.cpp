@@ -1,0 +1,420 @@
+// The shared quota's files in one process: formats, crash and corruption handling, modes,
+// limits that survive, the history and its incremental reader.
+
+#include "crc32.h"
+#include "filequotastore.h"
+#include "homedir.h"
+#include "historylog.h"
+#include "historyreader.h"
+#include "manualclock.h"
+#include "quotalimiter.h"
+#include "retryafter.h"
+#include "statefile.h"
+
+#include <QDir>
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+using namespace tollgate;
+using namespace std::chrono_literals;
+
+class TestQuotaStore final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void stateRoundTrip();
+    void truncatedOrGarbageStateNeverCrashes();
+    void tornNewestSlotFallsBackToPrevious();
+    void crc32MatchesZlib();
+    void filesAre0600InA0700Home();
+    void unsafeHomeIsRefused();
+    void limitsSurviveReopen();
+    void limitsValidation();
+    void corruptStateIsSetAsideWithLimitsKept();
+    void deletedStateStartsConservatively();
+    void corruptLimitsAreNeverRewritten();
+    void unknownProviderNamesTheKnownOnes();
+    void permitGivesSlotBack();
+    void historyReaderIsIncrementalAcrossRotation();
+    void retryAfterParsing();
+
+private:
+    QString home() const { return m_dir->path() + QStringLiteral("/home"); }
+    std::string homeStd() const { return home().toStdString(); }
+    static QByteArray readFile(const QString& path)
+    {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }
+    static void writeFile(const QString& path, const QByteArray& bytes)
+    {
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(bytes);
+    }
+    ProviderLimits simple(std::int64_t requests) const
+    {
+        ProviderLimits l;
+        l.requests = requests;
+        l.windowMs = 60000;
+        return l;
+    }
+    AdmitRequest request(const char* caller, bool slot = false) const
+    {
+        AdmitRequest r;
+        r.provider = "p";
+        r.caller = caller;
+        r.wantsSlot = slot;
+        return r;
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    ManualClock m_clock { std::chrono::system_clock::now() };
+    ProcessProbe m_probe;
+};
+
+void TestQuotaStore::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_clock.set(std::chrono::system_clock::now());
+}
+
+static QuotaState sampleState()
+{
+    QuotaState s;
+    s.nextFence = 77;
+    s.nextTicket = 5;
+    s.pausedAll = true;
+    s.pauseReason = "maintenance";
+    auto& p = s.ensureProvider("anthropic");
+    p.consecutive429 = 2;
+    p.backoffUntilMs = 123456;
+    p.scopes.push_back(ScopeWindow { "", RollingWindow(60000) });
+    p.scopes.back().window.record(1000, 3, 300);
+    p.scopes.push_back(ScopeWindow { "opus", RollingWindow(30000) });
+    p.scopes.back().window.record(2000, 1, 50);
+    p.slots.push_back(Slot { 70, 1234, 999, 10, "caller \xe2\x9c\x93", "opus" });
+    p.queue.push_back(Waiter { 4, 4321, 1000, 2000, 5, "waiter", "", true, WaitReason::Slots });
+    return s;
+}
+
+void TestQuotaStore::stateRoundTrip()
+{
+    const QuotaState s = sampleState();
+    auto back = QuotaState::decode(s.encode());
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().message.c_str());
+    QCOMPARE(back->encode(), s.encode());
+    QCOMPARE(back->provider("anthropic")->slots[0].caller, std::string("caller \xe2\x9c\x93"));
+    QCOMPARE(back->provider("anthropic")->scope("opus")->window.usage(2000).tokens, 50);
+    QCOMPARE(back->provider("anthropic")->queue[0].reason, WaitReason::Slots);
+}
+
+void TestQuotaStore::truncatedOrGarbageStateNeverCrashes()
+{
+    const std::string good = sampleState().encode();
+    for (std::size_t n = 0; n < good.size(); ++n) {
+        auto r = QuotaState::decode(std::string_view(good).substr(0, n));
+        QVERIFY(!r.ok());
+        QCOMPARE(r.error().kind, ErrorKind::Corrupt);
+    }
+    std::string flipped = good;
+    for (std::size_t i = 8; i < flipped.size(); i += 7) {
+        flipped[i] = static_cast<char>(~flipped[i]);
+        (void)QuotaState::decode(flipped); // must not crash; may or may not parse
+    }
+    QVERIFY(!QuotaState::decode(good + "x").ok()); // trailing bytes
+}
+
+void TestQuotaStore::tornNewestSlotFallsBackToPrevious()
+{
+    QVERIFY(QDir().mkpath(home()));
+    const std::string path = homeStd() + "/state.bin";
+    auto fd = Fd::open(path, O_RDWR | O_CREAT, 0600);
+    QVERIFY(fd.ok());
+    StateFile file(std::move(fd).value());
+    QuotaState first = sampleState();
+    first.nextFence = 100;
+    QVERIFY(file.write(first).ok());
+    QuotaState second = first;
+    second.nextFence = 200;
+    QVERIFY(file.write(second).ok());
+    {
+        StateFile reader(Fd::open(path, O_RDWR).value());
+        QCOMPARE((*reader.read())->nextFence, std::uint64_t(200));
+    }
+    // a writer killed mid-write: the newest slot (seq 2, at offset 0) is torn
+    {
+        auto raw = Fd::open(path, O_RDWR).value();
+        QVERIFY(raw.pwriteAll("garbage!", StateFile::HEADER_BYTES + 10).ok());
+    }
+    StateFile reader(Fd::open(path, O_RDWR).value());
+    auto back = reader.read();
+    QVERIFY(back.ok());
+    QCOMPARE((*back)->nextFence, std::uint64_t(100));
+    // both slots torn: corrupt, with the path
+    {
+        auto raw = Fd::open(path, O_RDWR).value();
+        QVERIFY(raw.pwriteAll("garbage!", StateFile::SLOT_BYTES + StateFile::HEADER_BYTES + 10).ok());
+    }
+    auto none = reader.read();
+    QVERIFY(!none.ok());
+    QCOMPARE(none.error().kind, ErrorKind::Corrupt);
+    QCOMPARE(none.error().path, path);
+}
+
+void TestQuotaStore::crc32MatchesZlib()
+{
+    QCOMPARE(Crc32::compute("123456789"), 0xCBF43926u); // the standard check value
+    QCOMPARE(Crc32::compute("6789", Crc32::compute("12345")), 0xCBF43926u);
+}
+
+void TestQuotaStore::filesAre0600InA0700Home()
+{
+    const mode_t old = ::umask(0);
+    {
+        auto store = FileQuotaStore::open(homeStd(), m_clock);
+        QVERIFY(store.ok());
+        QuotaLimiter limiter(**store, m_clock, m_probe);
+        QVERIFY(limiter.setLimits("p", simple(5), "test").ok());
+        QVERIFY(limiter.acquire(request("a"), m_clock.now()).ok());
+    }
+    ::umask(old);
+    struct stat st {};
+    QCOMPARE(::stat(homeStd().c_str(), &st), 0);
+    QCOMPARE(st.st_mode & 07777, mode_t(0700));
+    for (const char* f : { "state.lock", "state.bin", "limits.json", "history.jsonl", "doorbell" }) {
+        QCOMPARE(::stat((homeStd() + "/" + f).c_str(), &st), 0);
+        QVERIFY2((st.st_mode & 07777) == 0600, f);
+    }
+}
+
+void TestQuotaStore::unsafeHomeIsRefused()
+{
+    QVERIFY(QDir().mkpath(home()));
+    QVERIFY(::chmod(homeStd().c_str(), 0777) == 0);
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QVERIFY(!store.ok());
+    QCOMPARE(store.error().kind, ErrorKind::Permission);
+    QVERIFY(QString::fromStdString(store.error().describe()).contains(QStringLiteral("writable by others")));
+    QVERIFY(::chmod(homeStd().c_str(), 0700) == 0);
+    const QString link = m_dir->path() + QStringLiteral("/link");
+    QVERIFY(QFile::link(home(), link));
+    auto viaLink = FileQuotaStore::open(link.toStdString(), m_clock);
+    QVERIFY(!viaLink.ok());
+    QVERIFY(QString::fromStdString(viaLink.error().describe()).contains(QStringLiteral("symbolic link")));
+    QVERIFY(!HomeDir::resolve(std::string("/tmp/../etc/tollgate")).ok());
+}
+
+void TestQuotaStore::limitsSurviveReopen()
+{
+    ProviderLimits l = simple(80);
+    l.tokens = 100000;
+    l.parallel = 4;
+    l.headroomPercent = 80;
+    l.models["opus"] = ModelLimits { 10, 5000, 30000 };
+    {
+        auto store = FileQuotaStore::open(homeStd(), m_clock);
+        QuotaLimiter limiter(**store, m_clock, m_probe);
+        QVERIFY(limiter.setLimits("anthropic", l, "test").ok());
+    }
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    auto back = limiter.limits();
+    QVERIFY(back.ok());
+    QVERIFY(back->find("anthropic"));
+    QVERIFY(*back->find("anthropic") == l);
+}
+
+void TestQuotaStore::limitsValidation()
+{
+    ProviderLimits l = simple(5);
+    l.windowMs = 0;
+    auto r = QuotaLimits::validate("p", l);
+    QVERIFY(!r.ok());
+    QVERIFY(QString::fromStdString(r.error().message).contains(QStringLiteral("window")));
+    l = simple(0);
+    QVERIFY(!QuotaLimits::validate("p", l).ok());
+    l = simple(5);
+    l.parallel = 0;
+    QVERIFY(!QuotaLimits::validate("p", l).ok());
+    QVERIFY(!QuotaLimits::validate("bad name!", simple(5)).ok());
+    QVERIFY(!QuotaLimits::validate("p/../x", simple(5)).ok());
+    QVERIFY(!QuotaLimits::fromJson("{\"version\":1,\"providers\":{\"p\":{\"requests\":\"many\"}}}").ok());
+    QVERIFY(!QuotaLimits::fromJson("{\"version\":2}").ok());
+    QVERIFY(!QuotaLimits::fromJson("[").ok());
+}
+
+void TestQuotaStore::corruptStateIsSetAsideWithLimitsKept()
+{
+    {
+        auto store = FileQuotaStore::open(homeStd(), m_clock);
+        QuotaLimiter limiter(**store, m_clock, m_probe);
+        QVERIFY(limiter.setLimits("p", simple(5), "test").ok());
+        QVERIFY(limiter.acquire(request("a"), m_clock.now()).ok());
+    }
+    const QByteArray limitsBefore = readFile(home() + QStringLiteral("/limits.json"));
+    const QByteArray garbage(5000, '\x5a');
+    writeFile(home() + QStringLiteral("/state.bin"), garbage);
+
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    auto snap = limiter.snapshot();
+    QVERIFY(!snap.ok());
+    QCOMPARE(snap.error().kind, ErrorKind::Corrupt);
+    const QString message = QString::fromStdString(snap.error().describe());
+    QVERIFY2(message.contains(home() + QStringLiteral("/state.bin")) && message.contains(QStringLiteral(".corrupt-")),
+        qPrintable(message));
+    const QStringList aside = QDir(home()).entryList({ QStringLiteral("state.bin.corrupt-*") });
+    QCOMPARE(aside.size(), 1);
+    QCOMPARE(readFile(home() + QStringLiteral("/") + aside[0]), garbage); // kept, byte for byte
+    QVERIFY(message.contains(aside[0]));
+    QCOMPARE(readFile(home() + QStringLiteral("/limits.json")), limitsBefore);
+
+    // the next command starts from a fresh, conservative state: limits kept, window full
+    auto limits = limiter.limits();
+    QVERIFY(limits.ok());
+    QVERIFY(limits->find("p"));
+    auto refused = limiter.acquire(request("b"), m_clock.now());
+    QVERIFY(!refused.ok());
+    QCOMPARE(refused.error().kind, ErrorKind::Timeout);
+    m_clock.advance(61s + 2s);
+    QVERIFY(limiter.acquire(request("b"), m_clock.now()).ok());
+
+    // a second corruption in the same second never overwrites the first one kept aside
+    writeFile(home() + QStringLiteral("/state.bin"), QByteArray(100, '\x01'));
+    QVERIFY(!limiter.snapshot().ok());
+    QCOMPARE(QDir(home()).entryList({ QStringLiteral("state.bin.corrupt-*") }).size(), 2);
+}
+
+void TestQuotaStore::deletedStateStartsConservatively()
+{
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    QVERIFY(limiter.setLimits("p", simple(5), "test").ok());
+    QVERIFY(limiter.acquire(request("a"), m_clock.now()).ok());
+    QVERIFY(QFile::remove(home() + QStringLiteral("/state.bin")));
+    QVERIFY(!limiter.acquire(request("b"), m_clock.now()).ok());
+    auto snap = limiter.snapshot();
+    QVERIFY(snap.ok());
+    QCOMPARE(snap->state.provider("p")->scope("")->window.usage(snap->nowMs).requests, 5);
+}
+
+void TestQuotaStore::corruptLimitsAreNeverRewritten()
+{
+    {
+        auto store = FileQuotaStore::open(homeStd(), m_clock);
+        QuotaLimiter limiter(**store, m_clock, m_probe);
+        QVERIFY(limiter.setLimits("p", simple(5), "test").ok());
+    }
+    const QByteArray broken = "{\"version\": 1, \"providers\": {\"p\": {\"requests\": 5,";
+    writeFile(home() + QStringLiteral("/limits.json"), broken);
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    auto r = limiter.acquire(request("a"), m_clock.now());
+    QVERIFY(!r.ok());
+    QCOMPARE(r.error().kind, ErrorKind::Corrupt);
+    QVERIFY(QString::fromStdString(r.error().describe()).contains(home() + QStringLiteral("/limits.json")));
+    QVERIFY(!limiter.setLimits("p", simple(9), "test").ok());
+    QCOMPARE(readFile(home() + QStringLiteral("/limits.json")), broken);
+    QVERIFY(readFile(home() + QStringLiteral("/limits.json.bak")).contains("\"requests\": 5"));
+}
+
+void TestQuotaStore::unknownProviderNamesTheKnownOnes()
+{
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    QVERIFY(limiter.setLimits("anthropic", simple(5), "test").ok());
+    QVERIFY(limiter.setLimits("openai", simple(5), "test").ok());
+    auto r = limiter.acquire(request("a"), m_clock.now());
+    QVERIFY(!r.ok());
+    QCOMPARE(r.error().kind, ErrorKind::Usage);
+    QVERIFY(QString::fromStdString(r.error().message).contains(QStringLiteral("anthropic, openai")));
+}
+
+void TestQuotaStore::permitGivesSlotBack()
+{
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    ProviderLimits l;
+    l.parallel = 1;
+    QVERIFY(limiter.setLimits("p", l, "test").ok());
+    {
+        auto permit = limiter.acquire(request("a", true), m_clock.now());
+        QVERIFY(permit.ok());
+        QVERIFY(permit->holdsSlot());
+        QVERIFY(!limiter.acquire(request("b", true), m_clock.now()).ok());
+    }
+    QVERIFY(limiter.acquire(request("b", true), m_clock.now()).ok());
+}
+
+void TestQuotaStore::historyReaderIsIncrementalAcrossRotation()
+{
+    QVERIFY(QDir().mkpath(home()));
+    HistoryLog log(homeStd(), 2000);
+    HistoryReader reader(homeStd());
+    auto ev = [](int i) {
+        HistoryEvent e;
+        e.timeMs = i;
+        e.type = "admit";
+        e.caller = "c" + std::to_string(i);
+        return e;
+    };
+    QVERIFY(log.append({ ev(1), ev(2) }).ok());
+    auto b = reader.poll();
+    QVERIFY(b.ok());
+    QCOMPARE(b->events.size(), std::size_t(2));
+    QVERIFY(reader.poll()->events.empty()); // nothing new, nothing re-read
+    int next = 3;
+    std::size_t seen = 0;
+    for (int round = 0; round < 10; ++round) { // ~10 rotations of a 2000-byte log
+        std::vector<HistoryEvent> batch;
+        for (int k = 0; k < 15; ++k)
+            batch.push_back(ev(next++));
+        QVERIFY(log.append(batch).ok());
+        auto got = reader.poll();
+        QVERIFY(got.ok());
+        for (const auto& e : got->events)
+            QCOMPARE(e.timeMs, std::int64_t(3 + seen++));
+    }
+    QCOMPARE(seen, std::size_t(150)); // every event exactly once, in order
+    QVERIFY(QFile::exists(home() + QStringLiteral("/history.1.jsonl")));
+    // a partial last line (writer killed mid-line) is left until complete
+    {
+        QFile f(home() + QStringLiteral("/history.jsonl"));
+        QVERIFY(f.open(QIODevice::Append));
+        f.write("{\"t\":999,\"ty");
+    }
+    QVERIFY(reader.poll()->events.empty());
+    {
+        QFile f(home() + QStringLiteral("/history.jsonl"));
+        QVERIFY(f.open(QIODevice::Append));
+        f.write("pe\":\"ok\"}\nnot json\n");
+    }
+    auto tail = reader.poll();
+    QCOMPARE(tail->events.size(), std::size_t(1));
+    QCOMPARE(tail->events[0].type, std::string("ok"));
+    QCOMPARE(tail->badLines, std::size_t(1));
+}
+
+void TestQuotaStore::retryAfterParsing()
+{
+    const std::int64_t now = 1'800'000'000'000;
+    QCOMPARE(*RetryAfter::parseMs("120", now), 120000);
+    QCOMPARE(*RetryAfter::parseMs(" 1.5 ", now), 1500);
+    QCOMPARE(*RetryAfter::parseMs("0", now), 0);
+    // 1800000060 s = Fri, 15 Jan 2027 08:01:00 GMT
+    QCOMPARE(*RetryAfter::parseMs("Fri, 15 Jan 2027 08:01:00 GMT", now), 60000);
+    QCOMPARE(*RetryAfter::parseMs("Friday, 15-Jan-27 08:01:00 GMT", now), 60000);
+    QCOMPARE(*RetryAfter::parseMs("Fri Jan 15 08:01:00 2027", now), 60000);
+    QCOMPARE(*RetryAfter::parseMs("Thu, 01 Jan 1970 00:00:00 GMT", now), 0); // past: no wait
+    QVERIFY(!RetryAfter::parseMs("soon", now).ok());
+    QVERIFY(!RetryAfter::parseMs("-5", now).ok());
+    QVERIFY(!RetryAfter::parseMs("", now).ok());
+}
+
+QTEST_GUILESS_MAIN(TestQuotaStore)
+#include "tst_quotastore.moc"
