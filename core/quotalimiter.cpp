@@ -49,7 +49,8 @@ std::string QuotaLimiter::sanitizeCaller(std::string_view caller)
     return s.empty() ? std::string("anonymous") : s;
 }
 
-Result<const ProviderLimits*> QuotaLimiter::knownProvider(const QuotaLimits& limits, const std::string& provider) const
+Result<const ProviderLimits*> QuotaLimiter::knownProvider(
+    const QuotaLimits& limits, const std::string& provider) const
 {
     if (const auto* l = limits.find(provider))
         return l;
@@ -63,6 +64,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     request.caller = sanitizeCaller(request.caller);
     if (request.pid <= 0)
         request.pid = ProcessProbe::selfPid();
+    // Whoever holds the slot, it is this process that waits: a ghost entry dies with it.
+    request.waiterPid = ProcessProbe::selfPid();
     const std::int64_t startMs = nowMs();
     const std::int64_t deadlineMs
         = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count();
@@ -125,7 +128,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         if (!r) {
             if (ticket != 0) {
                 (void)m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-                    if (auto* p = tx.state.provider(request.provider); p && QuotaPolicy::dequeue(*p, ticket)) {
+                    if (auto* p = tx.state.provider(request.provider);
+                        p && QuotaPolicy::dequeue(*p, ticket)) {
                         tx.changed = true;
                         tx.ring = true;
                     }
@@ -143,26 +147,26 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         const std::int64_t now = nowMs();
         if (now >= deadlineMs || (cancel && cancel->load())) {
             const bool cancelled = cancel && cancel->load();
-            (void)m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-                ProviderState* p = tx.state.provider(request.provider);
-                if (p && ticket != 0 && QuotaPolicy::dequeue(*p, ticket)) {
-                    tx.changed = true;
-                    tx.ring = true; // someone else may be at the head now
-                }
-                if (ticket != 0 || now > startMs) {
+            if (ticket != 0) // a refused try was never queued: nothing to undo or record
+                (void)m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+                    ProviderState* p = tx.state.provider(request.provider);
+                    if (p && QuotaPolicy::dequeue(*p, ticket)) {
+                        tx.changed = true;
+                        tx.ring = true; // someone else may be at the head now
+                    }
                     HistoryEvent e = event(now, "gave-up", request.provider, request.caller);
                     e.model = request.model;
                     e.pid = request.pid;
                     e.tokens = request.tokens;
                     e.waitedMs = now - startMs;
-                    e.reason = std::string(waitReasonName(decision.reason)) + (cancelled ? " (cancelled)" : " (deadline)");
+                    e.reason = std::string(waitReasonName(decision.reason))
+                        + (cancelled ? " (cancelled)" : " (deadline)");
                     tx.events.push_back(std::move(e));
-                }
-                return {};
-            });
+                    return {};
+                });
             return Error::make(ErrorKind::Timeout, "",
-                std::string(cancelled ? "cancelled" : "timed out") + " waiting for provider '" + request.provider
-                    + "': " + waitReasonName(decision.reason));
+                std::string(cancelled ? "cancelled" : "timed out") + " waiting for provider '"
+                    + request.provider + "': " + waitReasonName(decision.reason));
         }
         std::int64_t sleepMs = std::min<std::int64_t>(deadlineMs - now, MAX_SLEEP.count());
         if (decision.retryAtMs != INT64_MAX)
@@ -172,8 +176,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     }
 }
 
-Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const std::string& caller,
-    std::optional<std::int64_t> retryAfterMs)
+Result<std::int64_t> QuotaLimiter::report429(
+    const std::string& provider, const std::string& caller, std::optional<std::int64_t> retryAfterMs)
 {
     std::int64_t backoff = 0;
     const std::string who = sanitizeCaller(caller);
@@ -187,7 +191,8 @@ Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const 
         const std::int64_t base = QuotaPolicy::backoffFor(**l, p.consecutive429 + 1, retryAfterMs);
         // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised.
         const std::int64_t span = std::min<std::int64_t>(base / 10, 5000);
-        const std::int64_t jitter = span > 0 ? static_cast<std::int64_t>(m_rng() % static_cast<std::uint64_t>(span + 1)) : 0;
+        const std::int64_t jitter
+            = span > 0 ? static_cast<std::int64_t>(m_rng() % static_cast<std::uint64_t>(span + 1)) : 0;
         backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
         HistoryEvent e = event(now, "429", provider, who);
         e.pid = ProcessProbe::parentPid();
@@ -230,7 +235,8 @@ Result<QuotaLimits> QuotaLimiter::limits()
     return out;
 }
 
-Result<void> QuotaLimiter::setLimits(const std::string& provider, const ProviderLimits& limits, const std::string& who)
+Result<void> QuotaLimiter::setLimits(
+    const std::string& provider, const ProviderLimits& limits, const std::string& who)
 {
     if (auto v = QuotaLimits::validate(provider, limits); !v)
         return v;
@@ -276,7 +282,8 @@ Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::
     });
 }
 
-Result<void> QuotaLimiter::pause(const std::string& provider, const std::string& reason, const std::string& who)
+Result<void> QuotaLimiter::pause(
+    const std::string& provider, const std::string& reason, const std::string& who)
 {
     const std::string why = TextSanitizer::clean(reason, 200);
     return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
@@ -376,14 +383,16 @@ Result<int> QuotaLimiter::releaseStale(bool overdue, const std::string& who)
     return n;
 }
 
-Result<bool> QuotaLimiter::releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who)
+Result<bool> QuotaLimiter::releaseSlot(
+    const std::string& provider, std::uint64_t fence, const std::string& who)
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         ProviderState* p = tx.state.provider(provider);
         if (!p)
             return {};
-        auto it = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
+        auto it
+            = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
         if (it == p->slots.end())
             return {};
         HistoryEvent e = event(nowMs(), "release", provider, it->caller);

@@ -218,7 +218,7 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
                     "too many callers are already waiting for provider '" + p.name + "'");
             Waiter w;
             w.ticket = s.nextTicket++;
-            w.pid = r.pid;
+            w.pid = r.waiterPid > 0 ? r.waiterPid : r.pid;
             w.enqueuedMs = nowMs;
             w.deadlineMs = r.deadlineMs;
             w.tokens = r.tokens;

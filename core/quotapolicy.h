@@ -27,7 +27,8 @@ struct AdmitRequest {
     std::string model;
     std::int64_t tokens = 0;
     bool wantsSlot = false;
-    std::int64_t pid = 0; // the process that waits / holds the slot
+    std::int64_t pid = 0; // the process recorded as slot holder (may be the caller's parent)
+    std::int64_t waiterPid = 0; // the process that waits (queue entry); 0 = pid
     std::int64_t deadlineMs = 0; // for the queue entry
 };
 

@@ -192,16 +192,18 @@ std::string describeLimits(const ProviderLimits& l)
 
 int cmdLimits(const std::vector<std::string>& argv)
 {
-    if (argv.empty() || (argv[0] != "set" && argv[0] != "show" && argv[0] != "remove"))
-        return usageError("limits", "expected: limits set|show|remove ...");
-    const std::string sub = argv[0];
-    Context c("limits " + sub,
+    Context c("limits",
         { { "model", true }, { "requests", true }, { "window", true }, { "tokens", true }, { "parallel", true },
             { "headroom", true }, { "backoff-base", true }, { "backoff-cap", true }, { "max-hold", true },
             { "no-tokens", false }, { "no-parallel", false }, { "no-requests", false } });
-    if (int code = c.open({ argv.begin() + 1, argv.end() }); code >= 0)
+    if (int code = c.open(argv); code >= 0)
         return code;
-    const auto& pos = c.args.positional();
+    std::vector<std::string> pos = c.args.positional();
+    if (pos.empty() || (pos[0] != "set" && pos[0] != "show" && pos[0] != "remove"))
+        return usageError("limits", "expected: limits set|show|remove ...");
+    const std::string sub = pos[0];
+    pos.erase(pos.begin());
+    c.command = "limits " + sub;
     if (sub == "show") {
         if (pos.size() > 1)
             return usageError(c.command, "unexpected argument '" + pos[1] + "'");

@@ -1,0 +1,397 @@
+// Row 6: the usual alternative — a Redis token bucket (a Lua script run with EVALSHA) on a
+// private redis-server that this bench starts on a loopback port and always stops again.
+
+#include "benches.h"
+
+#include <cstdio>
+
+#if TOLLGATE_BENCH_HIREDIS
+
+#include <hiredis.h>
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <fcntl.h>
+#include <memory>
+#include <netinet/in.h>
+#include <stdexcept>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace bench {
+
+namespace {
+
+// A token bucket per key, refilled continuously: the hash holds the tokens left and the
+// time (ms) they were counted at. ARGV: now ms, capacity, refill per ms, tokens wanted.
+// Returns 1 when the tokens were taken, 0 when not; the bucket is stored either way and
+// expires an hour after its last use. (Equivalent in behaviour to seed 004's script.)
+constexpr const char* TOKEN_BUCKET = R"lua(
+local now, cap, perMs, want = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local saved = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = tonumber(saved[1]) or cap
+local at = tonumber(saved[2]) or now
+local since = now - at
+if since < 0 then since = 0 end
+tokens = math.min(cap, tokens + since * perMs)
+local granted = 0
+if tokens >= want then
+  tokens = tokens - want
+  granted = 1
+end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'at', now)
+redis.call('PEXPIRE', KEYS[1], 3600000)
+return granted
+)lua";
+
+constexpr const char* KEY = "tollgate-bench:bucket";
+constexpr const char* CAPACITY = "1000000000000"; // never runs dry: we measure cost, not refusals
+constexpr const char* PER_MS = "1000000";
+
+volatile sig_atomic_t g_serverPid = 0;
+
+void onSignal(int sig)
+{
+    if (g_serverPid > 0)
+        ::kill(static_cast<pid_t>(g_serverPid), SIGKILL);
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+std::string findExecutable(const std::string& name)
+{
+    if (name.find('/') != std::string::npos)
+        return ::access(name.c_str(), X_OK) == 0 ? name : std::string();
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    dirs += ":/usr/sbin:/sbin";
+    std::size_t pos = 0;
+    while (pos <= dirs.size()) {
+        const std::size_t end = std::min(dirs.find(':', pos), dirs.size());
+        const std::string candidate = dirs.substr(pos, end - pos) + "/" + name;
+        if (end > pos && ::access(candidate.c_str(), X_OK) == 0)
+            return candidate;
+        pos = end + 1;
+    }
+    return {};
+}
+
+int freeLoopbackPort()
+{
+    const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    sockaddr_in a {};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
+        && ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+        port = ntohs(a.sin_port);
+    ::close(s);
+    return port;
+}
+
+struct ContextDeleter {
+    void operator()(redisContext* c) const { redisFree(c); }
+};
+using Context = std::unique_ptr<redisContext, ContextDeleter>;
+struct ReplyDeleter {
+    void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+Context connect(int port)
+{
+    const struct timeval tv { 1, 0 };
+    Context c(redisConnectWithTimeout("127.0.0.1", port, tv));
+    if (!c || c->err)
+        return nullptr;
+    redisSetTimeout(c.get(), tv);
+    return c;
+}
+
+// Our own redis-server: loopback only, no persistence, in a temp dir; killed with its
+// parent (PR_SET_PDEATHSIG) and by the destructor, whatever happens in between.
+class RedisServer {
+public:
+    RedisServer(const std::string& exe, const std::string& dir)
+    {
+        std::string lastError;
+        for (int attempt = 0; attempt < 3 && m_pid <= 0; ++attempt) {
+            const int port = freeLoopbackPort();
+            if (port <= 0)
+                throw std::runtime_error("no free loopback port");
+            if (start(exe, dir, port, lastError))
+                m_port = port;
+        }
+        if (m_pid <= 0)
+            throw std::runtime_error("redis-server did not come up: " + lastError);
+    }
+    ~RedisServer() { stop(); }
+    RedisServer(const RedisServer&) = delete;
+    RedisServer& operator=(const RedisServer&) = delete;
+
+    [[nodiscard]] int port() const { return m_port; }
+
+    void stop()
+    {
+        if (m_pid <= 0 || m_owner != ::getpid())
+            return;
+        ::kill(m_pid, SIGTERM);
+        const std::int64_t deadline = monoNs() + 3000000000LL;
+        int status = 0;
+        while (::waitpid(m_pid, &status, WNOHANG) == 0) {
+            if (monoNs() > deadline) {
+                ::kill(m_pid, SIGKILL);
+                ::waitpid(m_pid, &status, 0);
+                break;
+            }
+            sleepUs(10000);
+        }
+        m_pid = -1;
+        g_serverPid = 0;
+    }
+
+private:
+    bool start(const std::string& exe, const std::string& dir, int port, std::string& error)
+    {
+        const std::string portText = std::to_string(port);
+        const std::string logFile = dir + "/redis.log";
+        std::fflush(nullptr);
+        const pid_t parent = ::getpid();
+        const pid_t pid = ::fork();
+        if (pid < 0) {
+            error = "fork failed";
+            return false;
+        }
+        if (pid == 0) {
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent)
+                ::_exit(127);
+            const int devnull = ::open("/dev/null", O_RDWR);
+            if (devnull >= 0) {
+                ::dup2(devnull, 0);
+                ::dup2(devnull, 1);
+                ::dup2(devnull, 2);
+            }
+            ::execl(exe.c_str(), exe.c_str(), "--bind", "127.0.0.1", "--port", portText.c_str(), "--save", "",
+                "--appendonly", "no", "--dir", dir.c_str(), "--logfile", logFile.c_str(), "--daemonize", "no",
+                "--protected-mode", "yes", static_cast<char*>(nullptr));
+            ::_exit(127);
+        }
+        m_pid = pid;
+        m_owner = ::getpid();
+        g_serverPid = pid;
+        // Poll with a deadline: connect + PING until it answers PONG.
+        const std::int64_t deadline = monoNs() + 5000000000LL;
+        while (monoNs() < deadline) {
+            int status = 0;
+            if (::waitpid(pid, &status, WNOHANG) == pid) {
+                error = "redis-server exited at start (status " + std::to_string(status) + "; see " + logFile + ")";
+                m_pid = -1;
+                g_serverPid = 0;
+                return false;
+            }
+            if (Context c = connect(port)) {
+                Reply r(static_cast<redisReply*>(redisCommand(c.get(), "PING")));
+                if (r && r->type == REDIS_REPLY_STATUS && std::string(r->str, r->len) == "PONG")
+                    return true;
+            }
+            sleepUs(20000);
+        }
+        error = "no PONG within 5 s";
+        stop();
+        return false;
+    }
+
+    pid_t m_pid = -1;
+    pid_t m_owner = 0;
+    int m_port = 0;
+};
+
+std::string nowMsText()
+{
+    struct timespec ts {};
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return std::to_string(static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000);
+}
+
+// One EVALSHA of the bucket; true when granted.
+bool take(redisContext* c, const std::string& sha)
+{
+    const std::string now = nowMsText();
+    Reply r(static_cast<redisReply*>(
+        redisCommand(c, "EVALSHA %s 1 %s %s %s %s 1", sha.c_str(), KEY, now.c_str(), CAPACITY, PER_MS)));
+    if (!r)
+        throw std::runtime_error(std::string("EVALSHA: ") + (c->err ? c->errstr : "no reply"));
+    if (r->type == REDIS_REPLY_ERROR)
+        throw std::runtime_error("EVALSHA: " + std::string(r->str, r->len));
+    return r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+}
+
+} // namespace
+
+void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
+{
+    const std::string exe = findExecutable(c.redisServer);
+    if (exe.empty()) {
+        f.redisSkipped = "redis-server not found ('" + c.redisServer
+            + "'; Debian package redis-server) — rows 6a/6b not measured";
+        std::fprintf(stderr, "bench: 6. SKIPPED: %s\n", f.redisSkipped.c_str());
+        return;
+    }
+    std::fprintf(stderr, "bench: 6. Redis token bucket (EVALSHA) on a private %s\n", exe.c_str());
+    TempDir dir("tollgate-bench-redis");
+    struct sigaction sa {};
+    struct sigaction oldInt {};
+    struct sigaction oldTerm {};
+    struct sigaction oldHup {};
+    sa.sa_handler = onSignal;
+    ::sigaction(SIGINT, &sa, &oldInt);
+    ::sigaction(SIGTERM, &sa, &oldTerm);
+    ::sigaction(SIGHUP, &sa, &oldHup);
+    struct RestoreSignals {
+        struct sigaction *i, *t, *h;
+        ~RestoreSignals()
+        {
+            ::sigaction(SIGINT, i, nullptr);
+            ::sigaction(SIGTERM, t, nullptr);
+            ::sigaction(SIGHUP, h, nullptr);
+        }
+    } restore { &oldInt, &oldTerm, &oldHup };
+
+    RedisServer server(exe, dir.path());
+    const int port = server.port();
+    std::string version = "?";
+    std::string sha;
+    {
+        Context ctx = connect(port);
+        if (!ctx)
+            throw std::runtime_error("cannot connect to the bench's redis-server");
+        Reply info(static_cast<redisReply*>(redisCommand(ctx.get(), "INFO server")));
+        if (info && info->type == REDIS_REPLY_STRING) {
+            const std::string text(info->str, info->len);
+            const auto at = text.find("redis_version:");
+            if (at != std::string::npos)
+                version = text.substr(at + 14, text.find_first_of("\r\n", at) - at - 14);
+        }
+        Reply load(static_cast<redisReply*>(redisCommand(ctx.get(), "SCRIPT LOAD %s", TOKEN_BUCKET)));
+        if (!load || load->type != REDIS_REPLY_STRING)
+            throw std::runtime_error("SCRIPT LOAD failed");
+        sha.assign(load->str, load->len);
+
+        std::fprintf(stderr, "bench: 6a. 1 client, %d calls\n", c.redisCalls);
+        std::vector<std::int64_t> samples;
+        samples.reserve(static_cast<std::size_t>(c.redisCalls));
+        std::int64_t denied = 0;
+        const int warm = std::min(c.warmup, 500);
+        for (int i = 0; i < warm + c.redisCalls; ++i) {
+            const std::int64_t t0 = monoNs();
+            const bool ok = take(ctx.get(), sha);
+            const std::int64_t t1 = monoNs();
+            if (i >= warm) {
+                samples.push_back(t1 - t0);
+                denied += ok ? 0 : 1;
+            }
+        }
+        const Summary s = summarize(std::move(samples));
+        Row r { "6a", "Redis " + version + " Lua token bucket, EVALSHA, 1 client", {}, {}, {}, 1e6 / s.meanUs, 0,
+            "hiredis, loopback, own redis-server (no persistence)"
+                + (denied ? "; " + std::to_string(denied) + " denied" : std::string()) };
+        fillLatency(r, s);
+        rows.push_back(r);
+    }
+
+    constexpr int CLIENTS = 8;
+    constexpr std::size_t MAX_SAMPLES = 1 << 20;
+    std::fprintf(stderr, "bench: 6b. %d clients, %d ms\n", CLIENTS, c.durationMs);
+    struct Slot {
+        std::int64_t granted;
+        std::int64_t other;
+        std::int64_t endNs;
+        std::int64_t samples;
+    };
+    const std::size_t slotBytes = sizeof(Slot) * CLIENTS;
+    const std::size_t sampleBytes = sizeof(std::int64_t) * MAX_SAMPLES * CLIENTS;
+    auto* slots = static_cast<Slot*>(sharedAlloc(slotBytes));
+    auto* samples = static_cast<std::int64_t*>(sharedAlloc(sampleBytes));
+    Context mine;
+    Workers w;
+    w.setup = [&](int) {
+        mine = connect(port);
+        return static_cast<bool>(mine);
+    };
+    w.run = [&](int i) {
+        Slot& s = slots[i];
+        std::int64_t* out = samples + static_cast<std::size_t>(i) * MAX_SAMPLES;
+        const std::int64_t end = monoNs() + static_cast<std::int64_t>(c.durationMs) * 1000000;
+        for (std::int64_t t0 = monoNs(); t0 < end;) {
+            const bool ok = take(mine.get(), sha);
+            const std::int64_t t1 = monoNs();
+            ++(ok ? s.granted : s.other);
+            if (s.samples < static_cast<std::int64_t>(MAX_SAMPLES))
+                out[s.samples++] = t1 - t0;
+            t0 = t1;
+        }
+        s.endNs = monoNs();
+        return 0;
+    };
+    std::string error;
+    const auto start = runWorkers(CLIENTS, w, c.durationMs + 30000, error);
+    if (!start) {
+        sharedFree(slots, slotBytes);
+        sharedFree(samples, sampleBytes);
+        throw std::runtime_error("Redis with 8 clients: " + error);
+    }
+    std::int64_t total = 0;
+    std::int64_t other = 0;
+    std::int64_t endNs = *start;
+    std::vector<std::int64_t> all;
+    for (int i = 0; i < CLIENTS; ++i) {
+        total += slots[i].granted;
+        other += slots[i].other;
+        endNs = std::max(endNs, slots[i].endNs);
+        const std::int64_t* in = samples + static_cast<std::size_t>(i) * MAX_SAMPLES;
+        all.insert(all.end(), in, in + slots[i].samples);
+    }
+    sharedFree(slots, slotBytes);
+    sharedFree(samples, sampleBytes);
+    server.stop();
+    const double wallS = static_cast<double>(endNs - *start) / 1e9;
+    const double perSec = static_cast<double>(total) / wallS;
+    Row r { "6b", "Redis " + version + " Lua token bucket, EVALSHA, 8 client processes", {}, {}, {}, perSec, 0,
+        fmtThousands(static_cast<double>(total)) + " granted in " + fmtNumber(wallS, 2) + " s wall"
+            + (other ? ", " + std::to_string(other) + " denied" : std::string()) };
+    const Summary s = summarize(std::move(all));
+    r.note += "; per-call latency p99.9 " + fmtNumber(s.p999Us / 1000.0, 1) + " ms, max " + fmtNumber(s.maxUs / 1000.0, 1)
+        + " ms";
+    fillLatency(r, s);
+    rows.push_back(r);
+    f.redis8PerSec = perSec;
+}
+
+} // namespace bench
+
+#else // no hiredis
+
+namespace bench {
+
+void benchRedis(const Config&, std::vector<Row>&, Figures& f)
+{
+    f.redisSkipped = "hiredis was not found when this bench was built (Debian package libhiredis-dev) — rows 6a/6b "
+                     "not measured";
+    std::fprintf(stderr, "bench: 6. SKIPPED: %s\n", f.redisSkipped.c_str());
+}
+
+} // namespace bench
+
+#endif

@@ -1,0 +1,87 @@
+// quotaworker: a caller process for the cross-process quota tests. It acquires through the
+// core library (as any client would), "calls the API" for a random time while holding its
+// parallel slot, releases, and logs — in its own file, independently of Tollgate — when it
+// asked, when it was admitted and when it let go:
+//
+//   quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS
+//   log line: <asked_us> <admitted_us> <released_us> <fence> <tokens> <caller>
+// (times: CLOCK_REALTIME microseconds, the same clock Tollgate stamps its history with).
+
+#include "filequotastore.h"
+#include "quotalimiter.h"
+#include "systemclock.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <unistd.h>
+
+using namespace tollgate;
+
+namespace {
+
+long long nowUs()
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc != 9) {
+        std::fprintf(stderr, "usage: quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS\n");
+        return 2;
+    }
+    const std::string home = argv[1];
+    const std::string provider = argv[2];
+    const std::string prefix = argv[3];
+    const long iterations = std::atol(argv[4]);
+    FILE* log = std::fopen(argv[5], "w");
+    std::mt19937_64 rng(std::strtoull(argv[6], nullptr, 10));
+    const long maxTokens = std::atol(argv[7]);
+    const long maxHoldMs = std::atol(argv[8]);
+    if (!log) {
+        std::perror(argv[5]);
+        return 3;
+    }
+    SystemClock clock;
+    ProcessProbe probe;
+    auto store = FileQuotaStore::open(home, clock);
+    if (!store) {
+        std::fprintf(stderr, "%s\n", store.error().describe().c_str());
+        return 3;
+    }
+    QuotaLimiter limiter(**store, clock, probe);
+    for (long i = 0; i < iterations; ++i) {
+        AdmitRequest r;
+        r.provider = provider;
+        r.caller = prefix + "-" + std::to_string(rng() % 4);
+        r.tokens = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(maxTokens + 1));
+        r.wantsSlot = true;
+        const long long asked = nowUs();
+        auto permit = limiter.acquire(r, clock.now() + std::chrono::seconds(120));
+        const long long admitted = nowUs();
+        if (!permit) {
+            std::fprintf(stderr, "acquire: %s\n", permit.error().describe().c_str());
+            return 3;
+        }
+        if (maxHoldMs > 0) // the simulated API call
+            std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(rng() % static_cast<std::uint64_t>(maxHoldMs))));
+        const long long released = nowUs();
+        const std::uint64_t fence = permit->fence();
+        if (auto rel = permit->release(); !rel) {
+            std::fprintf(stderr, "release: %s\n", rel.error().describe().c_str());
+            return 3;
+        }
+        std::fprintf(log, "%lld %lld %lld %llu %lld %s\n", asked, admitted, released, static_cast<unsigned long long>(fence),
+            static_cast<long long>(r.tokens), r.caller.c_str());
+        std::fflush(log);
+    }
+    std::fclose(log);
+    return 0;
+}

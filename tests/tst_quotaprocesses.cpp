@@ -1,0 +1,443 @@
+// The shared quota across real processes. Every guarantee is checked from evidence kept
+// outside Tollgate (the workers' own logs, the commands' own timestamps) and, where it adds
+// precision, also from Tollgate's history.
+
+#include "historyreader.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <algorithm>
+#include <csignal>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+class TestQuotaProcesses final : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void eightProcessesNeverOverrunWindowTokensOrSlots();
+    void killedHoldersSlotsAreReclaimed();
+    void a429MakesEveryProcessWaitPastRetryAfter();
+    void pauseAdmitsNobodyUntilResume();
+    void waitersAreAdmittedInArrivalOrder();
+    void raisedLimitAdmitsWaitingCallers();
+    void killedOrInterruptedWaiterLeavesNoGhost();
+    void corruptStateIsSetAsideWithLimitsKept();
+
+private:
+    struct Ran {
+        int code = -1;
+        QByteArray out;
+        QByteArray err;
+    };
+    QStringList withHome(QStringList args) const
+    {
+        // right after the command word: anything after "--" belongs to the command run
+        args.insert(std::min<qsizetype>(1, args.size()), QStringLiteral("--home"));
+        args.insert(std::min<qsizetype>(2, args.size()), m_home);
+        return args;
+    }
+    Ran cli(const QStringList& args) const;
+    QProcess* startCli(const QStringList& args);
+    QJsonObject providerStatus(const QString& provider) const;
+    int waitingCount(const QString& provider) const
+    {
+        return providerStatus(provider).value(QStringLiteral("queue")).toArray().size();
+    }
+    static qint64 nowMs() { return QDateTime::currentMSecsSinceEpoch(); }
+    static qint64 fileTimeMs(const QString& path);
+    std::vector<tollgate::HistoryEvent> history() const;
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QString m_home;
+    std::vector<std::unique_ptr<QProcess>> m_procs;
+};
+
+void TestQuotaProcesses::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_home = m_dir->path() + QStringLiteral("/home");
+}
+
+void TestQuotaProcesses::cleanup()
+{
+    for (auto& p : m_procs) {
+        if (p->state() != QProcess::NotRunning) {
+            p->kill();
+            p->waitForFinished(5000);
+        }
+    }
+    m_procs.clear();
+}
+
+TestQuotaProcesses::Ran TestQuotaProcesses::cli(const QStringList& args) const
+{
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), withHome(args));
+    if (!p.waitForFinished(120000))
+        qFatal("tollgate did not finish");
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+        p.readAllStandardError() };
+}
+
+QProcess* TestQuotaProcesses::startCli(const QStringList& args)
+{
+    auto p = std::make_unique<QProcess>();
+    p->start(QStringLiteral(TOLLGATE_CLI_PATH), withHome(args));
+    p->waitForStarted();
+    m_procs.push_back(std::move(p));
+    return m_procs.back().get();
+}
+
+QJsonObject TestQuotaProcesses::providerStatus(const QString& provider) const
+{
+    const auto r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    const auto providers = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("providers")).toArray();
+    for (const auto& p : providers) {
+        if (p.toObject().value(QStringLiteral("provider")).toString() == provider)
+            return p.toObject();
+    }
+    return {};
+}
+
+qint64 TestQuotaProcesses::fileTimeMs(const QString& path)
+{
+    QFile f(path);
+    return f.open(QIODevice::ReadOnly) ? f.readAll().trimmed().toLongLong() : -1;
+}
+
+std::vector<tollgate::HistoryEvent> TestQuotaProcesses::history() const
+{
+    tollgate::HistoryReader reader(m_home.toStdString());
+    auto b = reader.poll();
+    return b ? b->events : std::vector<tollgate::HistoryEvent> {};
+}
+
+void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
+{
+    const qint64 windowUs = 500000;
+    const int maxRequests = 12, maxTokens = 3000, maxParallel = 3;
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QString::number(maxRequests), QStringLiteral("--window"), QStringLiteral("0.5"),
+                     QStringLiteral("--tokens"), QString::number(maxTokens), QStringLiteral("--parallel"),
+                     QString::number(maxParallel) })
+                 .code,
+        0);
+    const int workers = 8, iterations = 10;
+    std::vector<std::unique_ptr<QProcess>> procs;
+    for (int w = 0; w < workers; ++w) {
+        auto p = std::make_unique<QProcess>();
+        p->start(QStringLiteral(TOLLGATE_QUOTAWORKER_PATH),
+            { m_home, QStringLiteral("api"), QStringLiteral("w%1").arg(w), QString::number(iterations),
+                m_dir->path() + QStringLiteral("/w%1.log").arg(w), QString::number(1000 + w), QStringLiteral("400"),
+                QStringLiteral("40") });
+        procs.push_back(std::move(p));
+    }
+    struct Call {
+        qint64 asked, admitted, released, tokens;
+        quint64 fence;
+    };
+    std::vector<Call> calls;
+    for (int w = 0; w < workers; ++w) {
+        QVERIFY(procs[w]->waitForFinished(120000));
+        QVERIFY2(procs[w]->exitCode() == 0, procs[w]->readAllStandardError().constData());
+        QFile log(m_dir->path() + QStringLiteral("/w%1.log").arg(w));
+        QVERIFY(log.open(QIODevice::ReadOnly));
+        for (const QByteArray& line : log.readAll().split('\n')) {
+            const auto f = line.split(' ');
+            if (f.size() < 6)
+                continue;
+            calls.push_back({ f[0].toLongLong(), f[1].toLongLong(), f[2].toLongLong(), f[4].toLongLong(), f[3].toULongLong() });
+        }
+    }
+    QCOMPARE(calls.size(), std::size_t(workers * iterations));
+
+    // 1. From the workers' logs: admission i happened within [asked_i, admitted_i]. A set of
+    //    admissions is a certain overrun if all of them fit inside one window-length interval
+    //    whatever their exact times: max(admitted) - min(asked) < window.
+    std::sort(calls.begin(), calls.end(), [](const Call& a, const Call& b) { return a.asked < b.asked; });
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        int count = 0;
+        qint64 tokens = 0;
+        for (std::size_t j = i; j < calls.size(); ++j) {
+            if (calls[j].admitted < calls[i].asked + windowUs) {
+                ++count;
+                tokens += calls[j].tokens;
+            }
+        }
+        QVERIFY2(count <= maxRequests, qPrintable(QStringLiteral("%1 admissions surely within one window").arg(count)));
+        QVERIFY2(tokens <= maxTokens, qPrintable(QStringLiteral("%1 tokens surely within one window").arg(tokens)));
+    }
+    // 2. Parallel: each logged hold [admitted, released] lies inside the real slot tenure.
+    std::vector<std::pair<qint64, int>> edges;
+    for (const auto& c : calls) {
+        edges.emplace_back(c.admitted, +1);
+        edges.emplace_back(c.released, -1);
+    }
+    std::sort(edges.begin(), edges.end());
+    int inFlight = 0, peak = 0;
+    for (const auto& [t, d] : edges) {
+        inFlight += d;
+        peak = std::max(peak, inFlight);
+    }
+    QVERIFY2(peak <= maxParallel, qPrintable(QStringLiteral("%1 calls in flight at once").arg(peak)));
+    QVERIFY(peak >= 1);
+
+    // 3. From Tollgate's history, to the millisecond: every logged fence was admitted, and no
+    //    window-length interval holds more than the limits.
+    std::vector<tollgate::HistoryEvent> admits;
+    for (const auto& e : history()) {
+        if (e.type == "admit" && e.provider == "api")
+            admits.push_back(e);
+    }
+    QCOMPARE(admits.size(), calls.size());
+    std::set<quint64> fences;
+    for (const auto& e : admits)
+        fences.insert(e.fence);
+    for (const auto& c : calls)
+        QVERIFY(fences.count(c.fence));
+    std::sort(admits.begin(), admits.end(), [](const auto& a, const auto& b) { return a.timeMs < b.timeMs; });
+    int waited = 0;
+    for (std::size_t i = 0; i < admits.size(); ++i) {
+        waited += admits[i].waitedMs > 0 ? 1 : 0;
+        int count = 0;
+        qint64 tokens = 0;
+        for (std::size_t j = i; j < admits.size() && admits[j].timeMs < admits[i].timeMs + windowUs / 1000; ++j) {
+            ++count;
+            tokens += admits[j].tokens;
+        }
+        QVERIFY2(count <= maxRequests, qPrintable(QStringLiteral("history: %1 admissions in one window").arg(count)));
+        QVERIFY2(tokens <= maxTokens, qPrintable(QStringLiteral("history: %1 tokens in one window").arg(tokens)));
+    }
+    QVERIFY2(waited > 10, "the limits never made anyone wait: the test did not exercise them");
+}
+
+void TestQuotaProcesses::killedHoldersSlotsAreReclaimed()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--parallel"),
+                     QStringLiteral("2") })
+                 .code,
+        0);
+    std::vector<QProcess*> victims;
+    for (int i = 0; i < 2; ++i) {
+        const QString pidFile = m_dir->path() + QStringLiteral("/victim%1.pid").arg(i);
+        victims.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("victim%1").arg(i), QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("echo $$ > \"$0\"; exec sleep 600"), pidFile }));
+        QTRY_VERIFY_WITH_TIMEOUT(fileTimeMs(pidFile) > 0, 30000);
+    }
+    QCOMPARE(providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray().size(), 2);
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("x"),
+                     QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0") })
+                 .code,
+        1);
+    for (int i = 0; i < 2; ++i) {
+        ::kill(static_cast<pid_t>(fileTimeMs(m_dir->path() + QStringLiteral("/victim%1.pid").arg(i))), SIGKILL);
+        victims[i]->kill(); // SIGKILL to tollgate itself: no chance to release
+        QVERIFY(victims[i]->waitForFinished(10000));
+    }
+    for (int i = 0; i < 2; ++i) {
+        auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("next%1").arg(i), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("20") });
+        QVERIFY2(r.code == 0, r.err.constData());
+    }
+    int reclaimed = 0;
+    for (const auto& e : history())
+        reclaimed += e.type == "reclaim" ? 1 : 0;
+    QCOMPARE(reclaimed, 2);
+}
+
+void TestQuotaProcesses::a429MakesEveryProcessWaitPastRetryAfter()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("1000"), QStringLiteral("--window"), QStringLiteral("60"),
+                     QStringLiteral("--backoff-base"), QStringLiteral("0.2") })
+                 .code,
+        0);
+    const qint64 before429 = nowMs();
+    QCOMPARE(cli({ QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("reporter"), QStringLiteral("--retry-after"), QStringLiteral("1.5") })
+                 .code,
+        0);
+    std::vector<QProcess*> callers;
+    for (int i = 0; i < 4; ++i) {
+        callers.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("30"), QStringLiteral("--"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("date +%s%3N > \"$0\""),
+            m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
+    }
+    for (int i = 0; i < 4; ++i) {
+        QVERIFY(callers[i]->waitForFinished(60000));
+        QCOMPARE(callers[i]->exitCode(), 0);
+        // the command runs after its admission, so its clock reading bounds the admission
+        const qint64 ran = fileTimeMs(m_dir->path() + QStringLiteral("/ran%1").arg(i));
+        QVERIFY2(ran >= before429 + 1500, qPrintable(QStringLiteral("ran %1 ms after the 429").arg(ran - before429)));
+    }
+    qint64 at429 = 0;
+    for (const auto& e : history()) {
+        if (e.type == "429")
+            at429 = e.timeMs;
+        if (e.type == "admit")
+            QVERIFY(e.timeMs >= at429 + 1500);
+    }
+}
+
+void TestQuotaProcesses::pauseAdmitsNobodyUntilResume()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("1000"), QStringLiteral("--window"), QStringLiteral("60") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("pause"), QStringLiteral("--reason"), QStringLiteral("maintenance") }).code, 0);
+    std::vector<QProcess*> callers;
+    for (int i = 0; i < 3; ++i) {
+        callers.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("date +%s%3N > \"$0\""),
+            m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 3, 30000);
+    const auto queue = providerStatus(QStringLiteral("api")).value(QStringLiteral("queue")).toArray();
+    QCOMPARE(queue[0].toObject().value(QStringLiteral("reason")).toString(), QStringLiteral("paused"));
+    const qint64 beforeResume = nowMs();
+    for (int i = 0; i < 3; ++i) {
+        QCOMPARE(callers[i]->state(), QProcess::Running);
+        QVERIFY(!QFile::exists(m_dir->path() + QStringLiteral("/ran%1").arg(i)));
+    }
+    QCOMPARE(cli({ QStringLiteral("resume") }).code, 0);
+    for (int i = 0; i < 3; ++i) {
+        QVERIFY(callers[i]->waitForFinished(30000));
+        QCOMPARE(callers[i]->exitCode(), 0);
+        QVERIFY(fileTimeMs(m_dir->path() + QStringLiteral("/ran%1").arg(i)) >= beforeResume);
+    }
+}
+
+void TestQuotaProcesses::waitersAreAdmittedInArrivalOrder()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--parallel"),
+                     QStringLiteral("1") })
+                 .code,
+        0);
+    // The test process itself holds the only slot.
+    auto held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("holder"),
+        QStringLiteral("--slot"), QStringLiteral("--json") });
+    QCOMPARE(held.code, 0);
+    const qint64 fence = QJsonDocument::fromJson(held.out).object().value(QStringLiteral("fence")).toInteger();
+    const QString order = m_dir->path() + QStringLiteral("/order");
+    std::vector<QProcess*> waiters;
+    for (int i = 0; i < 4; ++i) {
+        waiters.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("w%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("echo $TOLLGATE_CALLER >> \"$0\""), order }));
+        QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), i + 1, 30000);
+    }
+    QCOMPARE(cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QString::number(fence) }).code,
+        0);
+    for (auto* w : waiters) {
+        QVERIFY(w->waitForFinished(60000));
+        QCOMPARE(w->exitCode(), 0);
+    }
+    QFile f(order);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), QByteArray("w0\nw1\nw2\nw3\n"));
+}
+
+void TestQuotaProcesses::raisedLimitAdmitsWaitingCallers()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("1"), QStringLiteral("--window"), QStringLiteral("300") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("first") })
+                 .code,
+        0);
+    QProcess* waiter = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("second"), QStringLiteral("--timeout"), QStringLiteral("120") });
+    QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
+    QCOMPARE(waiter->state(), QProcess::Running);
+    // The window is 300 s and the waiter gives up after 120 s: only the new limit can admit it.
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("2") })
+                 .code,
+        0);
+    QVERIFY(waiter->waitForFinished(60000));
+    QCOMPARE(waiter->exitCode(), 0);
+}
+
+void TestQuotaProcesses::killedOrInterruptedWaiterLeavesNoGhost()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--parallel"),
+                     QStringLiteral("1") })
+                 .code,
+        0);
+    auto held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("holder"),
+        QStringLiteral("--slot"), QStringLiteral("--json") });
+    const qint64 fence = QJsonDocument::fromJson(held.out).object().value(QStringLiteral("fence")).toInteger();
+    QProcess* killed = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("killed"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("600") });
+    QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
+    QProcess* interrupted = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("interrupted"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("600") });
+    QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 2, 30000);
+    killed->kill();
+    QVERIFY(killed->waitForFinished(10000));
+    ::kill(static_cast<pid_t>(interrupted->processId()), SIGINT); // Ctrl-C
+    QVERIFY(interrupted->waitForFinished(10000));
+    QCOMPARE(interrupted->exitCode(), 128 + SIGINT);
+
+    // A new waiter behind the dead one's entry still gets the slot when it is released.
+    QProcess* next = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("next"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("30") });
+    QTRY_VERIFY_WITH_TIMEOUT(providerStatus(QStringLiteral("api")).value(QStringLiteral("waiting")).toInt() >= 1, 30000);
+    QCOMPARE(cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QString::number(fence) }).code,
+        0);
+    QVERIFY(next->waitForFinished(30000));
+    QCOMPARE(next->exitCode(), 0);
+    QCOMPARE(waitingCount(QStringLiteral("api")), 0);
+    bool cancelledRecorded = false;
+    for (const auto& e : history())
+        cancelledRecorded = cancelledRecorded || (e.type == "gave-up" && e.caller == "interrupted");
+    QVERIFY(cancelledRecorded);
+}
+
+void TestQuotaProcesses::corruptStateIsSetAsideWithLimitsKept()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("a") }).code,
+        0);
+    {
+        QFile f(m_home + QStringLiteral("/state.bin"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write("{ this is not a state }");
+    }
+    auto r = cli({ QStringLiteral("status") });
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains((m_home + QStringLiteral("/state.bin")).toUtf8()) && r.err.contains("state.bin.corrupt-"),
+        r.err.constData());
+    const auto aside = QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") });
+    QCOMPARE(aside.size(), 1);
+    auto shown = cli({ QStringLiteral("limits"), QStringLiteral("show") });
+    QCOMPARE(shown.code, 0);
+    QVERIFY2(shown.out.contains("api: 5 requests per 600s"), shown.out.constData());
+    // conservative: the lost window counts as full
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("b"),
+                     QStringLiteral("--timeout"), QStringLiteral("0") })
+                 .code,
+        1);
+}
+
+QTEST_GUILESS_MAIN(TestQuotaProcesses)
+#include "tst_quotaprocesses.moc"
