@@ -82,6 +82,17 @@ std::uint32_t Doorbell::generation() const
     return m_words ? m_words[0].load() : 0;
 }
 
+std::uint32_t Doorbell::counter(Counter c) const
+{
+    return m_words ? m_words[static_cast<int>(c)].load() : 0;
+}
+
+void Doorbell::bump(Counter c)
+{
+    if (m_words)
+        m_words[static_cast<int>(c)].fetch_add(1);
+}
+
 void Doorbell::ring()
 {
     if (!m_words)

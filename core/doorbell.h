@@ -5,7 +5,9 @@
 // generation counter used as a futex (futex(2) works across processes on a shared file
 // mapping). A waiter reads the generation *before* its transaction and sleeps only while it
 // is unchanged, so a ring between the transaction and the sleep is never lost. The second
-// word counts sleepers so that ring() skips the wake syscall when nobody waits.
+// word counts sleepers so that ring() skips the wake syscall when nobody waits. Two more
+// words are change counters that let every process notice, without a system call, that
+// the limits were saved, the state file was set aside, or the history was rotated.
 
 #include "result.h"
 
@@ -27,14 +29,18 @@ public:
 
     static Result<Doorbell> open(const std::string& path);
 
+    enum class Counter { Config = 2, History = 3 };
+
     [[nodiscard]] std::uint32_t generation() const;
+    [[nodiscard]] std::uint32_t counter(Counter c) const;
+    void bump(Counter c);
     void ring();
     // Returns when the generation differs from `seen`, a ring arrives, or the timeout passes.
     void wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
 
 private:
     void unmap();
-    std::atomic<std::uint32_t>* m_words = nullptr; // [0] generation, [1] sleepers; mapped
+    std::atomic<std::uint32_t>* m_words = nullptr; // [0] generation, [1] sleepers, [2] config, [3] history; mapped
 };
 
 } // namespace tollgate

@@ -71,33 +71,43 @@ void FileQuotaStore::waitForChange(std::uint32_t mark, std::chrono::nanoseconds 
 
 Result<void> FileQuotaStore::loadLimits()
 {
-    struct stat st {};
-    if (::lstat(limitsPath().c_str(), &st) != 0) {
-        if (errno != ENOENT)
-            return Error::fromErrno(errno, limitsPath(), "cannot read the limits");
+    const std::uint32_t config = m_doorbell.counter(Doorbell::Counter::Config);
+    if (m_limitsLoaded && config == m_configSeen) {
+        if (!m_limitsFd.valid()) {
+            // No limits file when we last looked: a process that saves one bumps the counter.
+            return {};
+        }
+        auto st = m_limitsFd.stat();
+        if (st && st->st_nlink > 0 && sameStat(*st, m_limitsStat))
+            return {};
+    }
+    auto fd = Fd::open(limitsPath(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    if (!fd) {
+        if (fd.error().sysErrno != ENOENT)
+            return fd.error();
         m_limits = QuotaLimits {};
+        m_limitsFd.reset();
         m_limitsLoaded = true;
-        m_limitsStat = {};
         return {};
     }
-    if (m_limitsLoaded && sameStat(st, m_limitsStat))
-        return {};
-    auto fd = Fd::open(limitsPath(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    if (!fd)
-        return fd.error();
     if (auto r = checkRegular(*fd); !r)
         return r.error();
+    auto st = fd->stat();
+    if (!st)
+        return st.error();
     auto text = fd->readAll(4 * 1024 * 1024);
     if (!text)
         return text.error();
     auto parsed = QuotaLimits::fromJson(*text);
     if (!parsed) {
+        m_limitsLoaded = false;
         return Error::make(ErrorKind::Corrupt, limitsPath(),
             "the limits file is invalid: " + parsed.error().message
                 + "; it was left untouched (fix it, or restore limits.json.bak)");
     }
     m_limits = std::move(parsed).value();
-    m_limitsStat = st;
+    m_limitsFd = std::move(fd).value();
+    m_limitsStat = *st;
     m_limitsLoaded = true;
     return {};
 }
@@ -141,26 +151,27 @@ Result<void> FileQuotaStore::saveLimits(const QuotaLimits& limits)
     (void)writeAtomically(limitsPath() + ".bak", content);
     if (auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY); dirFd)
         ::fsync(dirFd->get());
-    m_limitsLoaded = false; // re-stat next time
+    m_doorbell.bump(Doorbell::Counter::Config);
+    m_limitsLoaded = false;
     return loadLimits();
 }
 
 Result<void> FileQuotaStore::openState()
 {
-    const std::string path = statePath();
-    struct stat named {};
-    const bool exists = ::lstat(path.c_str(), &named) == 0;
-    if (m_state && exists && named.st_dev == m_stateStat.st_dev && named.st_ino == m_stateStat.st_ino)
-        return {};
-    auto fd = Fd::open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (m_state) {
+        auto st = m_state->fd().stat();
+        if (st && st->st_nlink > 0)
+            return {};
+    }
+    // O_NOATIME: every transaction reads right after a write, which would otherwise update
+    // the access time each time. Only the owner may ask for it; fall back without it.
+    auto fd = Fd::open(statePath(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOATIME, 0600);
+    if (!fd && fd.error().sysErrno == EPERM)
+        fd = Fd::open(statePath(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (!fd)
         return fd.error();
     if (auto r = checkRegular(*fd); !r)
         return r.error();
-    auto st = fd->stat();
-    if (!st)
-        return st.error();
-    m_stateStat = *st;
     m_state.emplace(std::move(fd).value());
     return {};
 }
@@ -183,6 +194,7 @@ Error FileQuotaStore::moveAside(const Error& why)
     }
     ::unlink(path.c_str());
     m_state.reset();
+    m_doorbell.bump(Doorbell::Counter::Config);
     return Error::make(ErrorKind::Corrupt, path,
         "the state file is corrupt (" + why.message + "); moved it aside to " + aside
             + " (kept for inspection). The next command starts from a fresh, conservative state; "
@@ -226,8 +238,12 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
     auto guard = FlockGuard::lock(m_lockFd, true, std::chrono::steady_clock::now() + LOCK_TIMEOUT);
     if (!guard)
         return guard.error();
+    const std::uint32_t config = m_doorbell.counter(Doorbell::Counter::Config);
+    if (config != m_configSeen)
+        m_state.reset(); // set aside by someone: reopen by name
     if (auto r = loadLimits(); !r)
         return r.error();
+    m_configSeen = config;
     std::vector<HistoryEvent> events;
     bool changed = false;
     auto state = readState(events, changed);
@@ -255,7 +271,12 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
     }
     // The history is best effort next to the state: a full disk must not stop admissions
     // that the state already recorded, so its error is returned only when nothing else failed.
-    Result<void> history = m_history.append(tx.events);
+    Result<void> history;
+    auto appended = m_history.append(tx.events, m_doorbell.counter(Doorbell::Counter::History));
+    if (!appended)
+        history = appended.error();
+    else if (*appended)
+        m_doorbell.bump(Doorbell::Counter::History);
     guard->unlock();
     if (tx.ring)
         m_doorbell.ring();

@@ -73,9 +73,13 @@ private:
     Fd m_lockFd;
     Doorbell m_doorbell;
     HistoryLog m_history;
+    // Cheap change detection, so a transaction needs no lookup by path: the shared config
+    // counter moves when any process saves limits or sets the state aside; an fstat of our
+    // descriptors shows a file edited in place or unlinked/replaced by hand (st_nlink == 0).
     std::optional<StateFile> m_state;
-    struct stat m_stateStat {};
+    std::uint32_t m_configSeen = 0;
     QuotaLimits m_limits;
+    Fd m_limitsFd;
     struct stat m_limitsStat {};
     bool m_limitsLoaded = false;
 };

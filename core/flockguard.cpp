@@ -51,7 +51,9 @@ Result<FlockGuard> FlockGuard::tryLock(const Fd& fd, bool exclusive)
 
 Result<FlockGuard> FlockGuard::lock(const Fd& fd, bool exclusive, std::chrono::steady_clock::time_point deadline)
 {
-    auto pause = std::chrono::microseconds(20);
+    // Short pauses keep the hand-over fair and the tail low: holders keep the lock for
+    // microseconds, so a waiter that sleeps for milliseconds loses its turn again and again.
+    auto pause = std::chrono::microseconds(10);
     for (;;) {
         auto r = tryLock(fd, exclusive);
         if (r || r.error().kind != ErrorKind::Busy)
@@ -59,7 +61,7 @@ Result<FlockGuard> FlockGuard::lock(const Fd& fd, bool exclusive, std::chrono::s
         if (std::chrono::steady_clock::now() >= deadline)
             return Error::make(ErrorKind::Timeout, fd.path(), "timed out waiting for the file lock");
         std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(2000));
+        pause = std::min(pause * 2, std::chrono::microseconds(200));
     }
 }
 

@@ -6,41 +6,37 @@
 
 namespace tollgate {
 
-Result<void> HistoryLog::append(const std::vector<HistoryEvent>& events)
+Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::uint32_t generation)
 {
     if (events.empty())
-        return {};
+        return false;
     const std::string path = currentPath();
-    // Another process may have rotated the file since we opened it: reopen by name then.
-    struct stat named {};
-    const bool exists = ::lstat(path.c_str(), &named) == 0;
-    if (!m_fd.valid() || !exists || named.st_ino != m_ino) {
+    if (!m_fd.valid() || generation != m_generation) {
         auto fd = Fd::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
         if (!fd)
             return fd.error();
-        auto st = fd->stat();
-        if (!st)
-            return st.error();
         m_fd = std::move(fd).value();
-        m_ino = st->st_ino;
-        named = *st;
+        m_generation = generation;
     }
-    if (named.st_size >= m_maxBytes) {
+    auto st = m_fd.stat();
+    if (!st)
+        return st.error();
+    bool rotated = false;
+    if (st->st_size >= m_maxBytes) {
         if (::rename(path.c_str(), previousPath().c_str()) != 0)
             return Error::fromErrno(errno, path, "cannot rotate the history");
         auto fd = Fd::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
         if (!fd)
             return fd.error();
-        auto st = fd->stat();
-        if (!st)
-            return st.error();
         m_fd = std::move(fd).value();
-        m_ino = st->st_ino;
+        rotated = true;
     }
     std::string buf;
     for (const auto& e : events)
         buf += e.toJsonLine();
-    return m_fd.writeAll(buf);
+    if (auto w = m_fd.writeAll(buf); !w)
+        return w.error();
+    return rotated;
 }
 
 } // namespace tollgate

@@ -14,15 +14,17 @@ namespace tollgate {
 
 class HistoryLog {
 public:
-    static constexpr off_t MAX_BYTES = 8 * 1024 * 1024;
+    static constexpr off_t MAX_BYTES = 32 * 1024 * 1024;
 
     explicit HistoryLog(std::string homeDir, off_t maxBytes = MAX_BYTES)
         : m_dir(std::move(homeDir))
         , m_maxBytes(maxBytes)
     {
     }
-    // Caller holds state.lock.
-    [[nodiscard]] Result<void> append(const std::vector<HistoryEvent>& events);
+    // Caller holds state.lock. `generation` changes whenever any process rotated the log
+    // (a shared counter), so an unchanged one means our descriptor still names history.jsonl.
+    // Returns true when this call rotated it.
+    [[nodiscard]] Result<bool> append(const std::vector<HistoryEvent>& events, std::uint32_t generation = 0);
 
     [[nodiscard]] std::string currentPath() const { return m_dir + "/history.jsonl"; }
     [[nodiscard]] std::string previousPath() const { return m_dir + "/history.1.jsonl"; }
@@ -31,7 +33,7 @@ private:
     std::string m_dir;
     off_t m_maxBytes;
     Fd m_fd;
-    ino_t m_ino = 0;
+    std::uint32_t m_generation = 0;
 };
 
 } // namespace tollgate

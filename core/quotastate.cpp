@@ -11,6 +11,7 @@ constexpr std::uint32_t PAYLOAD_MAGIC = 0x53514754; // "TGQS" little-endian
 
 class Writer {
 public:
+    Writer() { m_out.reserve(512); }
     void u8(std::uint8_t v) { m_out.push_back(static_cast<char>(v)); }
     void u16(std::uint16_t v) { raw(&v, 2); }
     void u32(std::uint32_t v) { raw(&v, 4); }

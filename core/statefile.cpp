@@ -10,7 +10,7 @@ namespace tollgate {
 namespace {
 
 constexpr std::uint32_t SLOT_MAGIC = 0x4C534754; // "TGSL" little-endian
-constexpr std::size_t FIRST_READ = 4096; // most states fit: one pread per slot
+constexpr std::size_t FIRST_READ = 1024; // most states fit: one pread per slot
 
 struct SlotHeader {
     std::uint32_t magic = 0;
