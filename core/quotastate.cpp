@@ -215,8 +215,12 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
     std::uint32_t magic = 0, version = 0;
     if (!r.u32(magic) || magic != PAYLOAD_MAGIC)
         return bad(r, "wrong magic number");
-    if (!r.u32(version) || version != FORMAT_VERSION)
-        return bad(r, "unsupported format version " + std::to_string(version));
+    if (!r.u32(version))
+        return bad(r, "truncated header");
+    if (version != FORMAT_VERSION)
+        return Error::make(ErrorKind::Unsupported, "",
+            "the state was written in format version " + std::to_string(version) + " by another Tollgate version (this one reads "
+                + std::to_string(FORMAT_VERSION) + "); leaving it untouched");
     QuotaState s;
     std::uint16_t nProviders = 0;
     if (!r.u64(s.nextFence) || !r.u64(s.nextTicket) || !r.flag(s.pausedAll) || !r.str(s.pauseReason)

@@ -76,6 +76,8 @@ Result<std::optional<QuotaState>> pick(std::vector<Candidate> slots, bool fileEm
             continue;
         }
         auto decoded = QuotaState::decode(payload);
+        if (!decoded && decoded.error().kind == ErrorKind::Unsupported)
+            return decoded.error(); // intact, just not ours to read: never set it aside
         if (!decoded) {
             lastProblem = decoded.error().message;
             continue;
@@ -121,7 +123,7 @@ Result<std::optional<QuotaState>> StateFile::read()
         return out;
     };
     auto r = pick(std::move(slots), empty, fetch, m_seq);
-    if (!r && r.error().kind == ErrorKind::Corrupt) {
+    if (!r && (r.error().kind == ErrorKind::Corrupt || r.error().kind == ErrorKind::Unsupported)) {
         auto e = r.error();
         e.path = m_fd.path();
         return e;

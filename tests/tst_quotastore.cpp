@@ -12,6 +12,7 @@
 #include "statefile.h"
 
 #include <QDir>
+#include <cstring>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
@@ -29,6 +30,7 @@ private Q_SLOTS:
     void truncatedOrGarbageStateNeverCrashes();
     void tornNewestSlotFallsBackToPrevious();
     void crc32MatchesZlib();
+    void newerFormatIsRefusedNotSetAside();
     void filesAre0600InA0700Home();
     void unsafeHomeIsRefused();
     void limitsSurviveReopen();
@@ -170,6 +172,35 @@ void TestQuotaStore::crc32MatchesZlib()
 {
     QCOMPARE(Crc32::compute("123456789"), 0xCBF43926u); // the standard check value
     QCOMPARE(Crc32::compute("6789", Crc32::compute("12345")), 0xCBF43926u);
+}
+
+void TestQuotaStore::newerFormatIsRefusedNotSetAside()
+{
+    std::string payload = sampleState().encode();
+    const std::uint32_t version = 2;
+    std::memcpy(payload.data() + 4, &version, 4);
+    std::string slot(StateFile::HEADER_BYTES, '\0');
+    const std::uint32_t magic = 0x4C534754, length = static_cast<std::uint32_t>(payload.size());
+    const std::uint64_t seq = 1;
+    std::memcpy(slot.data(), &magic, 4);
+    std::memcpy(slot.data() + 4, &length, 4);
+    std::memcpy(slot.data() + 8, &seq, 8);
+    const std::uint32_t crc = Crc32::compute(payload, Crc32::compute(std::string_view(slot).substr(4, 12)));
+    std::memcpy(slot.data() + 16, &crc, 4);
+    const std::string image = std::string(static_cast<std::size_t>(StateFile::SLOT_BYTES), '\0') + slot + payload;
+    auto r = StateFile::decodeImage(image);
+    QVERIFY(!r.ok());
+    QCOMPARE(r.error().kind, ErrorKind::Unsupported);
+
+    QVERIFY(QDir().mkpath(home()));
+    writeFile(home() + QStringLiteral("/state.bin"), QByteArray::fromStdString(image));
+    auto store = FileQuotaStore::open(homeStd(), m_clock);
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    auto snap = limiter.snapshot();
+    QVERIFY(!snap.ok());
+    QCOMPARE(snap.error().kind, ErrorKind::Unsupported);
+    QCOMPARE(readFile(home() + QStringLiteral("/state.bin")), QByteArray::fromStdString(image)); // untouched
+    QVERIFY(QDir(home()).entryList({ QStringLiteral("state.bin.corrupt-*") }).isEmpty());
 }
 
 void TestQuotaStore::filesAre0600InA0700Home()
