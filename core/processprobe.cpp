@@ -91,6 +91,13 @@ Liveness ProcessProbe::liveness(std::int64_t pid, std::optional<std::int64_t> he
     return Liveness::Alive;
 }
 
+bool ProcessProbe::exists(std::int64_t pid) const
+{
+    if (pid <= 0 || pid > INT32_MAX)
+        return false;
+    return !(::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+}
+
 std::optional<std::int64_t> ProcessProbe::startTime(std::int64_t pid) const
 {
     const auto boot = bootTime();

@@ -20,6 +20,8 @@ public:
 
     // heldSince: unix seconds at which the holder already existed (the lock's timestamp).
     [[nodiscard]] virtual Liveness liveness(std::int64_t pid, std::optional<std::int64_t> heldSince) const;
+    // The cheap test (one kill(pid, 0)): false only when the pid surely does not exist.
+    [[nodiscard]] virtual bool exists(std::int64_t pid) const;
     // Unix seconds at which the process started, when /proc tells.
     [[nodiscard]] virtual std::optional<std::int64_t> startTime(std::int64_t pid) const;
     // Space-joined argv from /proc/PID/cmdline; empty when unknown.

@@ -90,6 +90,10 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             ProviderState& p = tx.state.ensureProvider(request.provider);
             if (QuotaPolicy::syncProvider(p, **l, now))
                 tx.changed = true;
+            if (QuotaPolicy::reclaimVanished(p, now, *m_probe, tx.events) > 0) {
+                tx.changed = true;
+                tx.ring = true;
+            }
             if (QuotaPolicy::pruneQueueHead(p, now, *m_probe, tx.events)) {
                 tx.changed = true;
                 tx.ring = true;

@@ -105,6 +105,26 @@ bool QuotaPolicy::pruneQueueHead(ProviderState& p, std::int64_t nowMs, const Pro
     return changed;
 }
 
+int QuotaPolicy::reclaimVanished(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
+    std::vector<HistoryEvent>& events)
+{
+    int n = 0;
+    std::erase_if(p.slots, [&](const Slot& s) {
+        if (s.pid == 0 || probe.exists(s.pid))
+            return false;
+        HistoryEvent e = event(nowMs, "reclaim", p.name);
+        e.caller = s.caller;
+        e.model = s.model;
+        e.pid = s.pid;
+        e.fence = s.fence;
+        e.reason = "holder died";
+        events.push_back(std::move(e));
+        ++n;
+        return true;
+    });
+    return n;
+}
+
 int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe,
     bool overdue, const std::string& who, std::vector<HistoryEvent>& events)
 {

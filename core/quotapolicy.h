@@ -55,6 +55,10 @@ public:
     // Removes queue entries from the front whose process is gone or whose deadline is long past.
     static bool pruneQueueHead(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
         std::vector<HistoryEvent>& events);
+    // Every transaction: frees slots whose holder pid no longer exists (one kill(pid, 0) per
+    // slot; the costlier zombie and pid-reuse checks run in reclaimSlots).
+    static int reclaimVanished(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
+        std::vector<HistoryEvent>& events);
     // Removes slots whose holder is dead (and expired placeholders); with overdue, also slots
     // held longer than the maximum hold time. `who` names the process doing it.
     static int reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe,

@@ -14,6 +14,7 @@ public:
     {
         return pid == m_dead ? Liveness::Dead : Liveness::Alive;
     }
+    bool exists(std::int64_t pid) const override { return pid != m_dead; }
     std::int64_t m_dead = -1;
 };
 
@@ -143,10 +144,15 @@ void TestQuotaPolicy::deadSlotHolderIsReclaimed()
     QVERIFY(!admit(req("b", 0, true), 0)->admitted);
     std::vector<HistoryEvent> events;
     QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10, m_probe, false, "", events), 0);
+    QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 10, m_probe, events), 0);
     m_probe.m_dead = 4242;
     QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10, m_probe, false, "", events), 1);
     QCOMPARE(events.back().type, std::string("reclaim"));
     QVERIFY(admit(req("b", 0, true), 10)->admitted);
+    QVERIFY(!admit(req("c", 0, true, 4243), 10)->admitted);
+    m_probe.m_dead = 100; // b's holder
+    QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 10, m_probe, events), 1);
+    QVERIFY(admit(req("c", 0, true, 4243), 10)->admitted);
     // overdue: reported (and released on request) after the maximum hold time
     m_probe.m_dead = -1;
     QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10 + m_limits.maxHoldMs + 1, m_probe, false, "", events), 0);
