@@ -79,8 +79,8 @@ void benchFloor(const Config& c, std::vector<Row>& rows, Figures& f)
     f.floorKeptOpenP50Us = b.p50Us;
 
     // 2c: the exact system calls one acquire transaction makes (strace of row 1): flock,
-    // lstat limits.json, lstat state.bin, pread 4 KiB from each state slot, pwrite the new
-    // slot, lstat history.jsonl, append one history line, unlock, getpid — still no logic.
+    // fstat limits.json, fstat state.bin, pread 1 KiB from each state slot, pwrite the new
+    // slot, fstat history.jsonl, append one history line, unlock, getpid — still no logic.
     const std::string lockPath = dir.path() + "/state.lock";
     const std::string statePath = dir.path() + "/state.bin";
     const std::string limitsPath = dir.path() + "/limits.json";
@@ -89,34 +89,35 @@ void benchFloor(const Config& c, std::vector<Row>& rows, Figures& f)
     const int lockFd = ::open(lockPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     const int stateFd = ::open(statePath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     const int limitsFd = ::open(limitsPath.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    
     const int historyFd = ::open(historyPath.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     check(lockFd >= 0 && stateFd >= 0 && limitsFd >= 0 && historyFd >= 0, "open");
     check(::pwrite(limitsFd, "{}", 2, 0) == 2, "pwrite");
-    ::close(limitsFd);
     check(::pwrite(stateFd, buf.data(), n, 0) == static_cast<ssize_t>(n), "pwrite");
     check(::pwrite(stateFd, buf.data(), n, SLOT) == static_cast<ssize_t>(n), "pwrite");
-    std::string page(4096, '\0');
+    std::string page(1024, '\0');
     const std::string line(107, 'h'); // the size of one "admit" history line in row 1
     std::uint64_t seq = 0;
     const Summary s = run([&] {
         struct stat st {};
         check(::flock(lockFd, LOCK_EX | LOCK_NB) == 0, "flock");
-        check(::lstat(limitsPath.c_str(), &st) == 0, "lstat");
-        check(::lstat(statePath.c_str(), &st) == 0, "lstat");
+        check(::fstat(limitsFd, &st) == 0, "fstat");
+        check(::fstat(stateFd, &st) == 0, "fstat");
         check(::pread(stateFd, page.data(), page.size(), 0) > 0, "pread");
         check(::pread(stateFd, page.data(), page.size(), SLOT) > 0, "pread");
         ++seq;
         check(::pwrite(stateFd, buf.data(), n, static_cast<off_t>(seq % 2) * SLOT) == static_cast<ssize_t>(n), "pwrite");
-        check(::lstat(historyPath.c_str(), &st) == 0, "lstat");
+        check(::fstat(historyFd, &st) == 0, "fstat");
         check(::write(historyFd, line.data(), line.size()) == static_cast<ssize_t>(line.size()), "write");
         check(::flock(lockFd, LOCK_UN) == 0, "unlock");
         (void)::getpid();
     });
     ::close(lockFd);
     ::close(stateFd);
+    ::close(limitsFd);
     ::close(historyFd);
     Row rc { "2c", "the store's own syscalls per acquire, no logic", {}, {}, {}, {}, 0,
-        "flock, 3× lstat, 2× pread 4 KiB, pwrite " + std::to_string(n) + " B, append 107 B, unlock, getpid" };
+        "flock, 3× fstat, 2× pread 1 KiB, pwrite " + std::to_string(n) + " B, append 107 B, unlock, getpid" };
     fillLatency(rc, s);
     rc.opsPerSec = 1e6 / s.meanUs;
     rows.push_back(rc);
