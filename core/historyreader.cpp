@@ -49,6 +49,12 @@ Result<void> HistoryReader::readFrom(const std::string& path, ino_t expectIno, o
         offset = 0;
     if (st->st_size < offset)
         offset = 0; // truncated by hand: start over
+    bool resync = false;
+    if (st->st_size - offset > MAX_UNREAD) {
+        out.skippedBytes += static_cast<std::uint64_t>(st->st_size - MAX_UNREAD - offset);
+        offset = st->st_size - MAX_UNREAD;
+        resync = true; // we landed mid-line: drop up to the first newline
+    }
     std::string buf;
     const std::size_t chunk = 1 << 20;
     for (;;) {
@@ -60,6 +66,17 @@ Result<void> HistoryReader::readFrom(const std::string& path, ino_t expectIno, o
         buf.resize(old + *n);
         if (*n == 0)
             break;
+        if (resync) {
+            const auto nl = buf.find('\n');
+            if (nl == std::string::npos) {
+                offset += static_cast<off_t>(buf.size());
+                buf.clear();
+                continue;
+            }
+            offset += static_cast<off_t>(nl + 1);
+            buf.erase(0, nl + 1);
+            resync = false;
+        }
         std::size_t consumed = 0;
         parseLines(buf, out, consumed);
         offset += static_cast<off_t>(consumed);

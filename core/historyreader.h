@@ -14,6 +14,9 @@ namespace tollgate {
 class HistoryReader {
 public:
     static constexpr std::size_t MAX_LINE = 64 * 1024;
+    // More unread history than Tollgate ever keeps (two 32 MiB generations) means a hostile
+    // or foreign file: only its last MAX_UNREAD bytes are read, the rest is skipped and counted.
+    static constexpr off_t MAX_UNREAD = 64 * 1024 * 1024;
 
     explicit HistoryReader(std::string homeDir)
         : m_dir(std::move(homeDir))
@@ -23,6 +26,7 @@ public:
     struct Batch {
         std::vector<HistoryEvent> events;
         std::size_t badLines = 0; // lines that did not parse (skipped, counted)
+        std::uint64_t skippedBytes = 0; // unread bytes skipped over (see MAX_UNREAD)
     };
     // Returns what was appended since the last call (the first call reads both generations).
     [[nodiscard]] Result<Batch> poll();
