@@ -1,9 +1,41 @@
 #!/usr/bin/env bash
-# Builds (installing what is missing) and runs every test with CTest.
-# GUI tests run under QT_QPA_PLATFORM=offscreen, so no display is needed.
+# Builds (installing what is missing) and runs every test:
+#   1. the normal build: every test (ctest), GUI tests offscreen, the short kill storm;
+#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the dashboard's (threaded) tests built with ThreadSanitizer;
+#   4. each libFuzzer target for a short while (scripts/fuzz.sh).
+# TOLLGATE_QUICK=1 runs phase 1 only (for a fast local loop); CI runs everything.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$ROOT/scripts/bootstrap.sh"
-BUILD_DIR=${TOLLGATE_BUILD_DIR:-$ROOT/build}
 export QT_QPA_PLATFORM=offscreen
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j2 "$@"
+export TOLLGATE_JOBS=${TOLLGATE_JOBS:-2}
+
+phase() { echo; echo "==== test.sh: $* ===="; }
+
+phase "1/4 normal build"
+"$ROOT/scripts/bootstrap.sh"
+ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
+[ "${TOLLGATE_QUICK:-0}" = 1 ] && exit 0
+
+phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
+TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
+TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
+    "$ROOT/scripts/bootstrap.sh"
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
+LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
+UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
+    ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 "$@"
+
+phase "3/4 ThreadSanitizer (dashboard tests)"
+if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread >/dev/null
+fi
+mapfile -t uiTests < <(ctest --test-dir "$ROOT/build-tsan" -L ui -N | sed -n 's/^ *Test *#[0-9]*: //p')
+if ((${#uiTests[@]})); then
+    cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${uiTests[@]}"
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
+        ctest --test-dir "$ROOT/build-tsan" -L ui --output-on-failure -j2
+fi
+
+phase "4/4 fuzzing (${FUZZ_SECONDS:=10} s per target)"
+FUZZ_SECONDS=$FUZZ_SECONDS "$ROOT/scripts/fuzz.sh"

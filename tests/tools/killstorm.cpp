@@ -503,7 +503,8 @@ int main(int argc, char** argv)
         std::string detail;
     };
     const std::vector<Check> checks {
-        { "enough traffic", admissions.size() >= static_cast<std::size_t>(o.seconds) * 5 && kills > o.seconds,
+        // Only proof that the run exercised something; how much depends on the machine.
+        { "enough traffic", admissions.size() >= 20 && kills >= 3,
             std::to_string(admissions.size()) + " admissions logged, " + std::to_string(kills) + " kills" },
         { "no request overrun (callers' logs)", overRequests == 0, std::to_string(overRequests) },
         { "no token overrun (callers' logs)", overTokens == 0, std::to_string(overTokens) },
