@@ -81,9 +81,6 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             auto l = knownProvider(tx.limits, request.provider);
             if (!l)
                 return l.error();
-            if (!request.model.empty() && !(*l)->models.count(request.model) && (*l)->models.size() > 0) {
-                // A model without its own limits only counts against the provider's.
-            }
             if (auto why = QuotaPolicy::impossible(**l, request))
                 return Error::make(ErrorKind::Usage, "", "this request can never be admitted: it " + *why);
             const std::int64_t now = nowMs();

@@ -105,19 +105,23 @@ bool QuotaPolicy::pruneQueueHead(ProviderState& p, std::int64_t nowMs, const Pro
     return changed;
 }
 
-int QuotaPolicy::reclaimVanished(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
-    std::vector<HistoryEvent>& events)
+namespace {
+
+// Removes the slots for which `why` names a reason, recording each in the history.
+template <typename Why>
+int reclaimWhere(ProviderState& p, std::int64_t nowMs, std::vector<HistoryEvent>& events, Why why)
 {
     int n = 0;
     std::erase_if(p.slots, [&](const Slot& s) {
-        if (s.pid == 0 || probe.exists(s.pid))
+        const std::string reason = why(s);
+        if (reason.empty())
             return false;
         HistoryEvent e = event(nowMs, "reclaim", p.name);
         e.caller = s.caller;
         e.model = s.model;
         e.pid = s.pid;
         e.fence = s.fence;
-        e.reason = "holder died";
+        e.reason = reason;
         events.push_back(std::move(e));
         ++n;
         return true;
@@ -125,34 +129,29 @@ int QuotaPolicy::reclaimVanished(ProviderState& p, std::int64_t nowMs, const Pro
     return n;
 }
 
+} // namespace
+
+int QuotaPolicy::reclaimVanished(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
+    std::vector<HistoryEvent>& events)
+{
+    return reclaimWhere(p, nowMs, events, [&](const Slot& s) -> std::string {
+        return s.pid != 0 && !probe.exists(s.pid) ? "holder died" : "";
+    });
+}
+
 int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe,
     bool overdue, const std::string& who, std::vector<HistoryEvent>& events)
 {
-    int n = 0;
-    std::erase_if(p.slots, [&](const Slot& s) {
-        std::string why;
-        if (s.pid == 0) {
-            if (nowMs < s.acquiredMs + l.windowMs)
-                return false;
-            why = "placeholder expired";
-        } else if (probe.liveness(s.pid, s.acquiredMs / 1000) == Liveness::Dead) {
-            why = "holder died";
-        } else if (overdue && nowMs - s.acquiredMs > l.maxHoldMs) {
-            why = "held past the maximum hold time";
-        } else {
-            return false;
-        }
-        HistoryEvent e = event(nowMs, "reclaim", p.name);
-        e.caller = s.caller;
-        e.model = s.model;
-        e.pid = s.pid;
-        e.fence = s.fence;
-        e.reason = why + (who.empty() ? "" : " (by " + who + ")");
-        events.push_back(std::move(e));
-        ++n;
-        return true;
+    const std::string by = who.empty() ? "" : " (by " + who + ")";
+    return reclaimWhere(p, nowMs, events, [&](const Slot& s) -> std::string {
+        if (s.pid == 0)
+            return nowMs < s.acquiredMs + l.windowMs ? "" : "placeholder expired" + by;
+        if (probe.liveness(s.pid, s.acquiredMs / 1000) == Liveness::Dead)
+            return "holder died" + by;
+        if (overdue && nowMs - s.acquiredMs > l.maxHoldMs)
+            return "held past the maximum hold time" + by;
+        return "";
     });
-    return n;
 }
 
 std::optional<std::string> QuotaPolicy::impossible(const ProviderLimits& l, const AdmitRequest& r)
