@@ -17,22 +17,7 @@ PACKAGES=(
     nlohmann-json3-dev
 )
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-        missing+=("$pkg")
-    fi
-done
-if ((${#missing[@]})); then
-    echo "bootstrap: installing missing Debian packages: ${missing[*]}"
-    SUDO=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null || { echo "bootstrap: need root or sudo to install ${missing[*]}" >&2; exit 1; }
-        SUDO=(sudo)
-    fi
-    "${SUDO[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${missing[@]}"
-fi
+"$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${TOLLGATE_CMAKE_ARGS:-}
