@@ -141,19 +141,21 @@ Result<void> writeAtomically(const std::string& path, const std::string& content
 
 } // namespace
 
-Result<void> FileQuotaStore::saveLimits(const QuotaLimits& limits)
+Result<std::string> FileQuotaStore::prepareLimitsFile(const QuotaLimits& limits) const
 {
-    const std::string content = limits.toJson();
-    if (auto r = writeAtomically(limitsPath(), content); !r)
-        return r;
-    // limits.json.bak: the last limits Tollgate wrote, to restore from if limits.json is
-    // later broken by hand. Best effort: the limits themselves are already safe.
-    (void)writeAtomically(limitsPath() + ".bak", content);
-    if (auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY); dirFd)
-        ::fsync(dirFd->get());
-    m_doorbell.bump(Doorbell::Counter::Config);
-    m_limitsLoaded = false;
-    return loadLimits();
+    const std::string tmp = limitsPath() + "." + std::to_string(::getpid()) + ".tmp";
+    ::unlink(tmp.c_str());
+    auto fd = Fd::open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (!fd)
+        return fd.error();
+    auto w = fd->writeAll(limits.toJson());
+    if (w)
+        w = fd->syncData();
+    if (!w) {
+        ::unlink(tmp.c_str());
+        return w.error();
+    }
+    return tmp;
 }
 
 Result<void> FileQuotaStore::openState()
@@ -233,7 +235,7 @@ Result<QuotaState> FileQuotaStore::readState(std::vector<HistoryEvent>& events, 
     return fresh;
 }
 
-Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunction* fn)
+Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared)
 {
     auto guard = FlockGuard::lock(m_lockFd, true, std::chrono::steady_clock::now() + LOCK_TIMEOUT);
     if (!guard)
@@ -255,7 +257,15 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
         if (auto r = (*limitsFn)(edited, tx); !r)
             return r;
         if (!(edited == m_limits)) {
-            if (auto r = saveLimits(edited); !r)
+            // The durable file was written before we took the lock; it is only valid if
+            // nobody changed the limits in between (then the caller prepares again).
+            if (!prepared || !(prepared->base == m_limits) || !(prepared->edited == edited))
+                return Error::make(ErrorKind::Busy, limitsPath(), "the limits changed meanwhile");
+            if (::rename(prepared->tmpPath.c_str(), limitsPath().c_str()) != 0)
+                return Error::fromErrno(errno, limitsPath(), "cannot save the limits");
+            m_doorbell.bump(Doorbell::Counter::Config);
+            m_limitsLoaded = false;
+            if (auto r = loadLimits(); !r)
                 return r;
         }
         tx.changed = true;
@@ -285,12 +295,43 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
 
 Result<void> FileQuotaStore::transact(const TxFunction& fn)
 {
-    return run(nullptr, &fn);
+    return run(nullptr, &fn, nullptr);
 }
 
 Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
 {
-    return run(&fn, nullptr);
+    // fsync can take seconds on a busy disk, so the new limits.json is written and synced
+    // *before* taking state.lock, and only renamed into place under it (if the limits did
+    // not change meanwhile; otherwise prepare again). Every caller keeps moving meanwhile.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+        if (auto r = loadLimits(); !r)
+            return r;
+        PreparedLimits prepared { m_limits, m_limits, {} };
+        QuotaState scratch;
+        QuotaTransaction dryRun { scratch, prepared.base, {}, false, false };
+        if (auto r = fn(prepared.edited, dryRun); !r)
+            return r;
+        if (!(prepared.edited == prepared.base)) {
+            auto tmp = prepareLimitsFile(prepared.edited);
+            if (!tmp)
+                return tmp.error();
+            prepared.tmpPath = *tmp;
+        }
+        auto r = run(&fn, nullptr, &prepared);
+        if (!prepared.tmpPath.empty())
+            ::unlink(prepared.tmpPath.c_str()); // still there only if not renamed
+        if (!r && r.error().kind == ErrorKind::Busy && r.error().path == limitsPath())
+            continue;
+        if (r && !prepared.tmpPath.empty()) {
+            if (auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY); dirFd)
+                ::fsync(dirFd->get());
+            // limits.json.bak: the last limits Tollgate wrote, to restore from if limits.json
+            // is later broken by hand. Best effort: the limits themselves are already safe.
+            (void)writeAtomically(limitsPath() + ".bak", prepared.edited.toJson());
+        }
+        return r;
+    }
+    return Error::make(ErrorKind::Busy, limitsPath(), "the limits kept changing under us; try again");
 }
 
 } // namespace tollgate

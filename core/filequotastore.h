@@ -6,8 +6,8 @@
 //                    below. It is never replaced or removed, so every process locks the same
 //                    inode (locking a file that is then replaced lets two processes both win).
 //   state.bin        the hot state (StateFile: two CRC-checked slots, rewritten in place).
-//   limits.json      the user's limits; replaced atomically (temp + fsync + rename) under the
-//                    lock, a copy kept as limits.json.bak. Never written by
+//   limits.json      the user's limits; written to a temp file and synced outside the lock,
+//                    then renamed into place under it; a copy kept as limits.json.bak. Never written by
 //                    anything but a limit change, so a corrupt or deleted state loses no limit.
 //   history.jsonl    append-only events (HistoryLog), rotated to history.1.jsonl.
 //   doorbell         the futex word that wakes waiters (Doorbell).
@@ -61,9 +61,14 @@ private:
     {
     }
 
-    Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn);
+    struct PreparedLimits {
+        QuotaLimits base; // the limits the edit started from
+        QuotaLimits edited;
+        std::string tmpPath; // the edited limits, written and synced; empty when unchanged
+    };
+    Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared);
     Result<void> loadLimits();
-    Result<void> saveLimits(const QuotaLimits& limits);
+    Result<std::string> prepareLimitsFile(const QuotaLimits& limits) const;
     Result<void> openState();
     Result<QuotaState> readState(std::vector<HistoryEvent>& events, bool& changed);
     Error moveAside(const Error& why);
