@@ -33,7 +33,7 @@ fi
 mapfile -t uiTests < <(ctest --test-dir "$ROOT/build-tsan" -L ui -N | sed -n 's/^ *Test *#[0-9]*: //p')
 if ((${#uiTests[@]})); then
     cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${uiTests[@]}"
-    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
+    TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
         ctest --test-dir "$ROOT/build-tsan" -L ui --output-on-failure -j2
 fi
 
