@@ -105,8 +105,8 @@ Result<LockInfo> LockInfo::parse(std::string_view content)
         return parseError("timestamp is not a non-negative integer: " + quoted(*tsText));
     info.pid = *pid;
     info.timestamp = *ts;
-    if (tagText)
-        info.tag = std::string(*tagText);
+    if (tagText) // another tool may not have sanitised it (a CR or a C1 CSI would reach terminals)
+        info.tag = sanitizeTag(*tagText);
     return info;
 }
 

@@ -255,7 +255,8 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
                     return bad(r, "invalid bucket");
                 buckets[at] = b;
             }
-            sc.window.restore(windowMs, buckets);
+            if (!sc.window.restore(windowMs, buckets))
+                return bad(r, "window values out of range");
         }
         if (!r.u16(nSlots) || nSlots > MAX_SLOTS)
             return bad(r, "invalid slot count");

@@ -17,13 +17,14 @@ std::int64_t floorDiv(std::int64_t a, std::int64_t b)
 
 std::int64_t widthFor(std::int64_t windowMs)
 {
-    return std::max<std::int64_t>(1, (windowMs + RollingWindow::BUCKETS - 1) / RollingWindow::BUCKETS);
+    // ceil(windowMs / BUCKETS) without the overflow of windowMs + BUCKETS - 1
+    return std::max<std::int64_t>(1, windowMs / RollingWindow::BUCKETS + (windowMs % RollingWindow::BUCKETS != 0));
 }
 
 } // namespace
 
 RollingWindow::RollingWindow(std::int64_t windowMs)
-    : m_windowMs(std::max<std::int64_t>(1, windowMs))
+    : m_windowMs(std::clamp<std::int64_t>(windowMs, 1, MAX_WINDOW_MS))
     , m_bucketMs(widthFor(m_windowMs))
 {
 }
@@ -123,10 +124,18 @@ void RollingWindow::adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int
         record(nowMs, 0, delta);
 }
 
-void RollingWindow::restore(std::int64_t windowMs, const std::array<Bucket, SLOTS>& buckets)
+bool RollingWindow::restore(std::int64_t windowMs, const std::array<Bucket, SLOTS>& buckets)
 {
     *this = RollingWindow(windowMs);
+    if (windowMs < 1 || windowMs > MAX_WINDOW_MS)
+        return false;
+    for (const auto& b : buckets) {
+        if (b.index < -1 || b.requests < 0 || b.tokens < 0 || b.requests > MAX_BUCKET_COUNT
+            || b.tokens > MAX_BUCKET_COUNT || (b.index >= 0 && b.index > MAX_TIME_MS / m_bucketMs))
+            return false;
+    }
     m_buckets = buckets;
+    return true;
 }
 
 } // namespace tollgate

@@ -19,6 +19,11 @@ class RollingWindow {
 public:
     static constexpr int BUCKETS = 32;
     static constexpr int SLOTS = BUCKETS + 1;
+    static constexpr std::int64_t MAX_WINDOW_MS = 7LL * 24 * 3600 * 1000;
+    // Bounds that keep every sum and time computed here far from int64 overflow; a decoded
+    // state beyond them is corrupt (see QuotaState::decode).
+    static constexpr std::int64_t MAX_BUCKET_COUNT = std::int64_t(1) << 50;
+    static constexpr std::int64_t MAX_TIME_MS = std::int64_t(1) << 60;
 
     struct Bucket {
         std::int64_t index = -1; // absolute bucket number (time / width); -1 = empty
@@ -51,8 +56,9 @@ public:
     void adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta);
 
     [[nodiscard]] const std::array<Bucket, SLOTS>& buckets() const { return m_buckets; }
-    // For the state decoder: restores a ring exactly as stored.
-    void restore(std::int64_t windowMs, const std::array<Bucket, SLOTS>& buckets);
+    // For the state decoder: restores a ring exactly as stored; false (and an empty window)
+    // when the values are out of the bounds above.
+    [[nodiscard]] bool restore(std::int64_t windowMs, const std::array<Bucket, SLOTS>& buckets);
 
 private:
     [[nodiscard]] std::int64_t oldestCounted(std::int64_t nowMs) const;
