@@ -13,7 +13,7 @@ JOBS=${TOLLGATE_JOBS:-2}
 
 PACKAGES=(
     cmake ninja-build g++ pkg-config
-    qt6-base-dev qt6-charts-dev qt6-qpa-plugins
+    qt6-base-dev qt6-charts-dev qt6-qpa-plugins fonts-dejavu-core
     nlohmann-json3-dev
 )
 

@@ -1,24 +1,132 @@
 #pragma once
 
-// MainWindow: the dashboard's top-level window. For now it shows where Tollgate keeps its
-// state and how to start a caller; the live views arrive with the shared-quota state.
+// MainWindow: the dashboard's window — providers (limits editable in place), per-caller usage,
+// 429 history, holders and the event log, plus the actions (pause/resume, force-release,
+// clean stale, reset backoff) and the tray. It only shows what DashboardController hands it
+// and passes intents back; it never touches a file.
+//
+// Confirmations and the pause prompt go through replaceable handlers so tests can answer
+// them without a modal dialog; by default they are QMessageBox and PauseDialog.
+
+#include "actionresult.h"
+#include "dashboardoptions.h"
+#include "dashboardsettings.h"
+#include "stateicon.h"
+#include "stormdetector.h"
 
 #include <QMainWindow>
+#include <functional>
+#include <optional>
 
+QT_BEGIN_NAMESPACE
+class QAction;
+class QComboBox;
+class QFrame;
 class QLabel;
+class QLineEdit;
+class QSortFilterProxyModel;
+class QStackedWidget;
+class QTableView;
+QT_END_NAMESPACE
 
 namespace tollgate::ui {
 
-class MainWindow final : public QMainWindow {
+class DashboardController;
+class RateLimitChart;
+class TrayController;
+class UsageChart;
+
+class MainWindow final : public QMainWindow
+{
     Q_OBJECT
 public:
-    explicit MainWindow(QString homeDir, QWidget* parent = nullptr);
+    using ConfirmHandler = std::function<bool(const QString& title, const QString& text)>;
+    struct PauseChoice
+    {
+        QString provider; // empty: all
+        QString reason;
+    };
+    using PauseHandler
+        = std::function<std::optional<PauseChoice>(const QStringList& providers, const QString& preselect)>;
 
-    [[nodiscard]] QString homeDir() const { return m_homeDir; }
+    explicit MainWindow(const DashboardOptions& options, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    [[nodiscard]] QString homeDir() const;
+    [[nodiscard]] DashboardController* controller() const { return m_controller; }
+    [[nodiscard]] bool isLoaded() const;
+    [[nodiscard]] TrayController* tray() const { return m_tray; }
+
+    void setConfirmHandler(ConfirmHandler handler) { m_confirm = std::move(handler); }
+    void setPauseHandler(PauseHandler handler) { m_pausePrompt = std::move(handler); }
+
+    // Selects a provider / holder row (for actions that work on the selection).
+    void selectProvider(const QString& provider);
+    void selectHolder(const QString& key);
+
+public Q_SLOTS:
+    void pauseAll();
+    void resumeAll();
+    void pauseSelected();
+    void resumeSelected();
+    void resetBackoffSelected();
+    void releaseSelected();
+    void cleanStale();
+    void openSettings();
+    void quit();
+
+Q_SIGNALS:
+    void loaded(); // the first snapshot and history are on screen
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
 
 private:
-    QString m_homeDir;
-    QLabel* m_emptyState = nullptr; // owned by the widget tree
+    void buildUi();
+    void buildActions();
+    void onSnapshot();
+    void onCharts();
+    void onAction(const ActionResult& result);
+    void onStorm(const StormDetector::Storm& storm);
+    void onTrayState(TrayState state);
+    void showMessage(const QString& text, bool error);
+    void showAlert(const QString& text);
+    [[nodiscard]] QString selectedProvider() const;
+    [[nodiscard]] QString selectedHolder() const;
+    void applyLockDirs(const QStringList& dirs);
+    void fitProvidersView();
+
+    DashboardSettings m_settings;
+    DashboardController* m_controller = nullptr; // child
+    TrayController* m_tray = nullptr; // child
+    ConfirmHandler m_confirm;
+    PauseHandler m_pausePrompt;
+    bool m_quitting = false;
+
+    // owned by the widget tree
+    QLabel* m_corruptBanner = nullptr;
+    QFrame* m_alertBanner = nullptr;
+    QLabel* m_alertText = nullptr;
+    QFrame* m_messageBanner = nullptr;
+    QLabel* m_messageText = nullptr;
+    QStackedWidget* m_stack = nullptr;
+    QLabel* m_emptyState = nullptr;
+    QTableView* m_providersView = nullptr;
+    QTableView* m_callersView = nullptr;
+    QSortFilterProxyModel* m_callersSorted = nullptr;
+    UsageChart* m_usageChart = nullptr;
+    QComboBox* m_usageKind = nullptr;
+    RateLimitChart* m_rateLimitChart = nullptr;
+    QComboBox* m_rateLimitSpan = nullptr;
+    QTableView* m_rateLimitView = nullptr;
+    QSortFilterProxyModel* m_rateLimitSorted = nullptr;
+    QTableView* m_holdersView = nullptr;
+    QTableView* m_eventsView = nullptr;
+    QComboBox* m_eventType = nullptr;
+    QLineEdit* m_eventText = nullptr;
+    QLabel* m_statusLabel = nullptr;
+    QAction* m_pauseAllAction = nullptr;
+    QAction* m_resumeAllAction = nullptr;
 };
 
 } // namespace tollgate::ui

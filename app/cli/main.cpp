@@ -1,5 +1,6 @@
 // tollgate: the command line through which callers in any language share one API quota.
 
+#include "democommand.h"
 #include "exitcodes.h"
 #include "lockcommand.h"
 #include "quotacommand.h"
@@ -15,6 +16,7 @@ constexpr const char* USAGE = "usage: tollgate COMMAND ...\n"
                               "  lock COMMAND PATH [options]   sema-compatible lock files (tollgate lock --help)\n"
                               "  limits|acquire|run|report-429|report-ok|pause|resume|status|history|\n"
                               "  release-stale|release|reset-backoff   the shared quota (below)\n"
+                              "  demo [--home DIR] [--duration S]   simulated callers and 429 storms to watch\n"
                               "  --version                     print the version\n"
                               "  --help                        this text\n";
 
@@ -40,6 +42,8 @@ int main(int argc, char** argv)
     }
     if (cmd == "lock")
         return LockCommand::run(args);
+    if (cmd == "demo")
+        return DemoCommand::run(args);
     if (QuotaCommand::handles(cmd))
         return QuotaCommand::run(cmd, args);
     std::cerr << "tollgate: unknown command '" << cmd << "'\n" << USAGE;

@@ -1,44 +1,315 @@
-// The dashboard window under QT_QPA_PLATFORM=offscreen.
+// The dashboard window under QT_QPA_PLATFORM=offscreen: empty (missing home, then appearing),
+// live, and corrupt states; actions triggered from the window; storm alerts as a banner when
+// there is no tray; settings that persist.
 
+#include "dashboardcontroller.h"
+#include "eventsmodel.h"
+#include "filequotastore.h"
+#include "holdersmodel.h"
 #include "mainwindow.h"
+#include "providersmodel.h"
+#include "quotalimiter.h"
+#include "ratelimitchart.h"
+#include "systemclock.h"
+#include "traycontroller.h"
+#include "usagechart.h"
 
+#include <QAction>
+#include <QCryptographicHash>
+#include <QFile>
+#include <QFrame>
 #include <QLabel>
+#include <QSignalSpy>
+#include <QStackedWidget>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 
-class TestMainWindow final : public QObject {
+using namespace tollgate;
+using namespace tollgate::ui;
+
+class TestMainWindow final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
-    void opensOnMissingHome();
-    void rendersToPixmap();
+    void init();
+    void emptyStateOnMissingHome();
+    void liveState();
+    void corruptStateShowsBanner();
+    void windowActionsReachCore();
+    void stormShowsOneBannerWithoutTray();
+    void settingsPersist();
+
+private:
+    void makeHome();
+    [[nodiscard]] DashboardOptions options() const;
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QString m_home;
+    SystemClock m_clock;
+    ProcessProbe m_probe;
+    std::unique_ptr<FileQuotaStore> m_store;
+    std::unique_ptr<QuotaLimiter> m_limiter;
 };
 
-void TestMainWindow::opensOnMissingHome()
+namespace {
+
+constexpr int TIMEOUT_MS = 10000;
+
+bool hasDarkPixels(const QImage& img)
 {
-    QTemporaryDir dir;
-    const QString missing = dir.path() + QStringLiteral("/not/there");
-    tollgate::ui::MainWindow w(missing);
-    w.show();
-    QVERIFY(QTest::qWaitForWindowExposed(&w));
-    auto* empty = w.findChild<QLabel*>(QStringLiteral("emptyState"));
-    QVERIFY(empty);
-    QVERIFY(empty->text().contains(QStringLiteral("No callers yet")));
-    QVERIFY(empty->text().contains(missing));
+    for (int y = 0; y < img.height(); y += 2) {
+        for (int x = 0; x < img.width(); x += 2) {
+            if (qGray(img.pixel(x, y)) < 100)
+                return true;
+        }
+    }
+    return false;
 }
 
-void TestMainWindow::rendersToPixmap()
+} // namespace
+
+#define OPEN_WINDOW(w)                                                                                       \
+    MainWindow w(options());                                                                                 \
+    w.show();                                                                                                \
+    QVERIFY(QTest::qWaitForWindowExposed(&w));                                                               \
+    QTRY_VERIFY_WITH_TIMEOUT(w.isLoaded(), TIMEOUT_MS)
+
+void TestMainWindow::init()
 {
-    tollgate::ui::MainWindow w(QStringLiteral("/tmp/tollgate-test-home"));
-    w.show();
+    m_limiter.reset();
+    m_store.reset();
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_home = m_dir->path() + QStringLiteral("/home");
+}
+
+DashboardOptions TestMainWindow::options() const
+{
+    return DashboardOptions { m_home, {}, m_dir->path() + QStringLiteral("/dashboard.ini") };
+}
+
+void TestMainWindow::makeHome()
+{
+    auto store = FileQuotaStore::open(m_home.toStdString(), m_clock);
+    QVERIFY(store);
+    m_store = std::move(store).value();
+    m_limiter = std::make_unique<QuotaLimiter>(*m_store, m_clock, m_probe);
+    ProviderLimits l;
+    l.requests = 60;
+    l.parallel = 2;
+    QVERIFY(m_limiter->setLimits("api", l, "test"));
+}
+
+void TestMainWindow::emptyStateOnMissingHome()
+{
+    OPEN_WINDOW(w);
+    auto* empty = w.findChild<QLabel*>(QStringLiteral("emptyState"));
+    auto* stack = w.findChild<QStackedWidget*>();
+    QVERIFY(empty && stack);
+    QCOMPARE(stack->currentWidget(), empty);
+    QVERIFY(empty->text().contains(QStringLiteral("No callers yet")));
+    QVERIFY(empty->text().contains(m_home));
+    QVERIFY(empty->text().contains(QStringLiteral("tollgate demo")));
+    QVERIFY(!QFileInfo::exists(m_home));
+    QVERIFY(hasDarkPixels(w.grab().toImage()));
+
+    // The home appears later (a first caller): the window switches to the live view.
+    makeHome();
+    QTRY_VERIFY_WITH_TIMEOUT(stack->currentWidget() != empty, TIMEOUT_MS);
+}
+
+void TestMainWindow::liveState()
+{
+    makeHome();
+    for (const char* caller : { "indexer", "indexer", "indexer", "chat" }) {
+        AdmitRequest r;
+        r.provider = "api";
+        r.caller = caller;
+        r.tokens = 100;
+        QVERIFY(m_limiter->acquire(r, m_clock.now()));
+    }
+    QVERIFY(m_limiter->report429("api", "indexer", std::nullopt));
+    OPEN_WINDOW(w);
+    auto* stack = w.findChild<QStackedWidget*>();
+    QCOMPARE(stack->currentWidget()->objectName(), QStringLiteral("dashboardPage"));
+    auto* providers = w.findChild<QTableView*>(QStringLiteral("providersView"));
+    QVERIFY(providers);
+    QTRY_COMPARE_WITH_TIMEOUT(providers->model()->rowCount(), 1, TIMEOUT_MS);
+    QCOMPARE(providers->model()->index(0, ProvidersModel::RequestsUsed).data().toString(),
+        QStringLiteral("4 / 60 (7%)"));
+    auto* callers = w.findChild<QTableView*>(QStringLiteral("callersView"));
+    QTRY_COMPARE_WITH_TIMEOUT(callers->model()->rowCount(), 2, TIMEOUT_MS);
+    QCOMPARE(callers->model()->index(0, 0).data().toString(), QStringLiteral("indexer")); // the biggest first
+    auto* usage = w.findChild<UsageChart*>(QStringLiteral("usageChart"));
+    QTRY_COMPARE_WITH_TIMEOUT(
+        usage->bandNames(), QStringList({ QStringLiteral("indexer"), QStringLiteral("chat") }), TIMEOUT_MS);
+    auto* rate = w.findChild<RateLimitChart*>(QStringLiteral("rateLimitChart"));
+    QCOMPARE(rate->totalShown(), 1);
+    QVERIFY(rate->markersShown() >= 1); // the limits change
+    auto* events = w.findChild<QTableView*>(QStringLiteral("eventsView"));
+    QTRY_VERIFY_WITH_TIMEOUT(events->model()->rowCount() >= 6, TIMEOUT_MS);
+    QVERIFY(!w.findChild<QLabel*>(QStringLiteral("corruptBanner"))->isVisible());
     const QImage img = w.grab().toImage();
-    QVERIFY(!img.isNull());
     QVERIFY(img.width() >= 600 && img.height() >= 400);
-    // not a blank canvas: the text drew some pixels darker than the background
-    bool dark = false;
-    for (int y = 0; y < img.height() && !dark; y += 2)
-        for (int x = 0; x < img.width() && !dark; x += 2)
-            dark = qGray(img.pixel(x, y)) < 100;
-    QVERIFY(dark);
+    QVERIFY(hasDarkPixels(img));
+
+    // Live: another process's change reaches the window.
+    QVERIFY(m_limiter->pause("api", "from elsewhere", "test"));
+    QTRY_VERIFY_WITH_TIMEOUT(providers->model()
+                                 ->index(0, ProvidersModel::Paused)
+                                 .data()
+                                 .toString()
+                                 .contains(QStringLiteral("from elsewhere")),
+        TIMEOUT_MS);
+}
+
+void TestMainWindow::corruptStateShowsBanner()
+{
+    makeHome();
+    QVERIFY(m_limiter->pause("api", "", "test"));
+    m_limiter.reset();
+    m_store.reset();
+    const QString state = m_home + QStringLiteral("/state.bin");
+    {
+        QFile f(state);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(QByteArray(3000, '\x7f'));
+    }
+    OPEN_WINDOW(w);
+    auto* banner = w.findChild<QLabel*>(QStringLiteral("corruptBanner"));
+    QVERIFY(banner);
+    QTRY_VERIFY_WITH_TIMEOUT(banner->isVisible(), TIMEOUT_MS);
+    QVERIFY(banner->text().contains(state));
+    QVERIFY(hasDarkPixels(w.grab().toImage()));
+    QFile f(state);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), QByteArray(3000, '\x7f'));
+    QCOMPARE(QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") }).size(), 0);
+}
+
+void TestMainWindow::windowActionsReachCore()
+{
+    makeHome();
+    OPEN_WINDOW(w);
+    QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
+    w.findChild<QAction*>(QStringLiteral("actionPauseAll"))->trigger();
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QVERIFY(m_limiter->snapshot()->state.pausedAll);
+    w.findChild<QAction*>(QStringLiteral("actionResumeAll"))->trigger();
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QVERIFY(!m_limiter->snapshot()->state.pausedAll);
+
+    // Pause one provider with a reason, through the prompt.
+    w.setPauseHandler(
+        [](const QStringList& providers, const QString&) -> std::optional<MainWindow::PauseChoice> {
+            return MainWindow::PauseChoice { providers.value(0), QStringLiteral("quota review") };
+        });
+    w.findChild<QAction*>(QStringLiteral("actionPause"))->trigger();
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QCOMPARE(m_limiter->snapshot()->state.provider("api")->pauseReason, std::string("quota review"));
+
+    // Reset backoff asks first; refusing does nothing.
+    QVERIFY(m_limiter->report429("api", "x", std::nullopt));
+    QTRY_VERIFY_WITH_TIMEOUT(w.controller()->providers()->inBackoff(QStringLiteral("api")), TIMEOUT_MS);
+    w.selectProvider(QStringLiteral("api"));
+    QStringList asked;
+    w.setConfirmHandler([&asked](const QString&, const QString& text) {
+        asked.append(text);
+        return false;
+    });
+    actions.clear();
+    w.findChild<QAction*>(QStringLiteral("actionResetBackoff"))->trigger();
+    QCOMPARE(asked.size(), 1);
+    QVERIFY(asked.first().contains(QStringLiteral("api")));
+    QVERIFY(m_limiter->snapshot()->state.provider("api")->backoffUntilMs > 0);
+    w.setConfirmHandler([](const QString&, const QString&) { return true; });
+    w.findChild<QAction*>(QStringLiteral("actionResetBackoff"))->trigger();
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QCOMPARE(m_limiter->snapshot()->state.provider("api")->backoffUntilMs, std::int64_t(0));
+
+    // Force-release of a live holder names the pid and command line before doing it.
+    AdmitRequest r;
+    r.provider = "api";
+    r.caller = "me";
+    r.wantsSlot = true;
+    r.pid = ProcessProbe::selfPid();
+    QVERIFY(m_limiter->resume("api", "test"));
+    auto permit = m_limiter->acquire(r, m_clock.now());
+    QVERIFY(permit);
+    permit->detach();
+    const QString key = QStringLiteral("slot:api:%1").arg(permit->fence());
+    QTRY_VERIFY_WITH_TIMEOUT(w.controller()->holders()->rowCount() == 1, TIMEOUT_MS);
+    w.selectHolder(key);
+    asked.clear();
+    w.setConfirmHandler([&asked](const QString&, const QString& text) {
+        asked.append(text);
+        return true;
+    });
+    actions.clear();
+    w.findChild<QAction*>(QStringLiteral("actionRelease"))->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(m_limiter->snapshot()->state.provider("api")->slots.empty(), TIMEOUT_MS);
+    QCOMPARE(asked.size(), 1);
+    QVERIFY(asked.first().contains(QString::number(ProcessProbe::selfPid())));
+    QVERIFY(asked.first().contains(QStringLiteral("tst_mainwindow")));
+
+    // An invalid limit edit shows why, in the window.
+    auto* model = w.controller()->providers();
+    QVERIFY(!model->setData(model->index(0, ProvidersModel::Window), QStringLiteral("-1")));
+    auto* message = w.findChild<QFrame*>(QStringLiteral("messageBanner"));
+    QVERIFY(message->isVisible());
+    QVERIFY(w.findChild<QLabel*>(QStringLiteral("messageBannerText"))
+                ->text()
+                .contains(QStringLiteral("longer than 0")));
+}
+
+void TestMainWindow::stormShowsOneBannerWithoutTray()
+{
+    makeHome();
+    OPEN_WINDOW(w);
+    QVERIFY(!w.tray()->available()); // offscreen has no tray
+    auto* banner = w.findChild<QFrame*>(QStringLiteral("alertBanner"));
+    auto* text = w.findChild<QLabel*>(QStringLiteral("alertBannerText"));
+    QVERIFY(banner && text && !banner->isVisible());
+    QSignalSpy storms(w.controller(), &DashboardController::stormStarted);
+    for (const char* caller : { "indexer", "chat", "indexer" })
+        QVERIFY(m_limiter->report429("api", caller, std::nullopt));
+    QTRY_VERIFY_WITH_TIMEOUT(banner->isVisible(), TIMEOUT_MS);
+    QVERIFY(text->text().contains(QStringLiteral("api")));
+    QVERIFY(
+        text->text().contains(QStringLiteral("indexer")) && text->text().contains(QStringLiteral("chat")));
+    for (int i = 0; i < 4; ++i)
+        QVERIFY(m_limiter->report429("api", "more", std::nullopt));
+    QTRY_VERIFY_WITH_TIMEOUT(w.controller()->events()->rowCount() >= 8, TIMEOUT_MS);
+    QCOMPARE(storms.count(), 1);
+    QCOMPARE(w.controller()->trayState(), TrayState::Storm);
+}
+
+void TestMainWindow::settingsPersist()
+{
+    {
+        DashboardSettings s(options().settingsPath);
+        s.setStorm(5, 30);
+        s.setLockDirs({ m_dir->path() });
+        s.sync();
+    }
+    {
+        OPEN_WINDOW(w);
+        QCOMPARE(w.controller()->storms().threshold(), 5);
+        QCOMPARE(w.controller()->storms().windowMs(), qint64(30000));
+        QCOMPARE(w.controller()->lockDirs(), QStringList({ m_dir->path() }));
+        w.resize(1111, 777);
+    }
+    DashboardSettings s(options().settingsPath);
+    QVERIFY(!s.geometry().isEmpty());
+    MainWindow again(options());
+    QCOMPARE(again.size(), QSize(1111, 777));
+    // Lock directories from the command line win, and are remembered.
+    DashboardOptions o = options();
+    o.lockDirs = { QStringLiteral("/tmp") };
+    MainWindow third(o);
+    QCOMPARE(third.controller()->lockDirs(), QStringList({ QStringLiteral("/tmp") }));
+    QCOMPARE(DashboardSettings(o.settingsPath).lockDirs(), QStringList({ QStringLiteral("/tmp") }));
 }
 
 QTEST_MAIN(TestMainWindow)

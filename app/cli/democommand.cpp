@@ -1,0 +1,315 @@
+#include "democommand.h"
+
+#include "argparser.h"
+#include "childrunner.h"
+#include "demoprovider.h"
+#include "exitcodes.h"
+#include "filequotastore.h"
+#include "homedir.h"
+#include "lockfile.h"
+#include "quotalimiter.h"
+#include "systemclock.h"
+
+#include <cerrno>
+#include <csignal>
+#include <iostream>
+#include <random>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+namespace tollgate::cli {
+
+namespace {
+
+// Tollgate is told 60 requests per minute; the provider really allows 40.
+constexpr std::int64_t LIMIT_REQUESTS = 60;
+constexpr std::int64_t LIMIT_TOKENS = 60000;
+constexpr std::int64_t TRUE_QUOTA = 40;
+constexpr std::int64_t WINDOW_MS = 60000;
+constexpr std::int64_t PARALLEL = 4;
+constexpr auto STOP_GRACE = std::chrono::seconds(5);
+
+struct CallerSpec
+{
+    const char* name;
+    int thinkMinMs;
+    int thinkMaxMs;
+    int tokens;
+    bool slot;
+};
+
+// Different appetites, so that one caller visibly eats most of the quota.
+const CallerSpec CALLERS[] = {
+    { "batch-indexer", 0, 200, 800, true },
+    { "chat-bot", 1000, 2500, 300, true },
+    { "embedder", 400, 1200, 120, false },
+    { "nightly-report", 5000, 9000, 2000, true },
+};
+
+std::int64_t nowMs(const Clock& clock)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+}
+
+// Sleeps in short steps so that Ctrl-C ends it at once. Returns false when interrupted.
+bool nap(std::int64_t ms)
+{
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < end) {
+        if (ChildRunner::interrupted().load())
+            return false;
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+            std::chrono::milliseconds(50), end - std::chrono::steady_clock::now()));
+    }
+    return !ChildRunner::interrupted().load();
+}
+
+int fail(const std::string& what, const Error& e)
+{
+    std::cerr << "tollgate demo: " << what << ": " << e.describe() << '\n';
+    return e.kind == ErrorKind::Usage ? EXIT_USAGE : EXIT_IO;
+}
+
+std::string demoDir(const std::string& home)
+{
+    return home + "/demo";
+}
+
+std::string locksDir(const std::string& home)
+{
+    return home + "/demo/locks";
+}
+
+// One simulated caller: the loop every real client of a rate-limited API runs.
+int runCaller(
+    const std::string& home, const std::string& name, int thinkMin, int thinkMax, int tokens, bool slot)
+{
+    const SystemClock clock;
+    const ProcessProbe probe;
+    auto store = FileQuotaStore::open(home, clock);
+    if (!store)
+        return fail("cannot open the home", store.error());
+    QuotaLimiter limiter(**store, clock, probe);
+    auto provider = DemoProvider::open(demoDir(home), TRUE_QUOTA, WINDOW_MS);
+    if (!provider)
+        return fail("cannot open the simulated provider", provider.error());
+    std::mt19937 rng(static_cast<unsigned>(::getpid()));
+    auto between
+        = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, std::max(lo, hi))(rng); };
+
+    while (!ChildRunner::interrupted().load()) {
+        AdmitRequest request;
+        request.provider = DemoCommand::PROVIDER;
+        request.caller = name;
+        request.tokens = between(tokens / 2, tokens * 3 / 2);
+        request.wantsSlot = slot;
+        request.pid = ProcessProbe::selfPid();
+        auto permit
+            = limiter.acquire(request, clock.now() + std::chrono::seconds(30), &ChildRunner::interrupted());
+        if (!permit) {
+            if (ChildRunner::interrupted().load())
+                break;
+            if (permit.error().kind != ErrorKind::Timeout) {
+                std::cerr << "tollgate demo (" << name << "): " << permit.error().describe() << '\n';
+                nap(1000);
+            }
+            continue;
+        }
+        nap(between(150, 600)); // the request in flight
+        auto answer = provider->call(nowMs(clock));
+        if (answer && answer->rateLimited)
+            (void)limiter.report429(DemoCommand::PROVIDER, name, answer->retryAfterMs);
+        else if (answer)
+            (void)limiter.reportSuccess(DemoCommand::PROVIDER, name);
+        (void)permit->release();
+        nap(between(thinkMin, thinkMax));
+    }
+    return EXIT_OK;
+}
+
+// A deploy script that takes a lock file now and then: shows up under Holders.
+int runLocker(const std::string& home)
+{
+    const SystemClock clock;
+    const ProcessProbe probe;
+    auto lock = LockFile::open(locksDir(home) + "/deploy.lock", clock, probe);
+    if (!lock)
+        return fail("cannot open the demo lock", lock.error());
+    std::mt19937 rng(static_cast<unsigned>(::getpid()));
+    LockOptions options;
+    options.tag = "demo deploy";
+    while (nap(std::uniform_int_distribution<int>(3000, 8000)(rng))) {
+        auto got = lock->tryAcquire(options);
+        if (!got || !got->acquired)
+            continue;
+        nap(std::uniform_int_distribution<int>(8000, 15000)(rng));
+        (void)lock->release(ProcessProbe::selfPid(), false);
+    }
+    (void)lock->release(ProcessProbe::selfPid(), false);
+    return EXIT_OK;
+}
+
+// A cron job that dies holding its lock: a dead holder for "Clean stale" to remove.
+int runCrasher(const std::string& home)
+{
+    const SystemClock clock;
+    const ProcessProbe probe;
+    auto lock = LockFile::open(locksDir(home) + "/cron-cleanup.lock", clock, probe);
+    if (!lock)
+        return fail("cannot open the demo lock", lock.error());
+    LockOptions options;
+    options.tag = "cron cleanup (crashed)";
+    (void)lock->tryAcquire(options);
+    ::_exit(1); // no release: that is the point
+}
+
+pid_t spawn(const std::vector<std::string>& args)
+{
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid != 0)
+        return pid;
+    // If the demo itself is killed without a chance to stop us, we go too.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent)
+        ::_exit(0);
+    std::vector<char*> argv;
+    for (const auto& a : args)
+        argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv("/proc/self/exe", argv.data());
+    ::_exit(127);
+}
+
+int runDemo(const std::string& home, std::optional<double> durationSeconds)
+{
+    const SystemClock clock;
+    const ProcessProbe probe;
+    auto store = FileQuotaStore::open(home, clock);
+    if (!store)
+        return fail("cannot open the home", store.error());
+    QuotaLimiter limiter(**store, clock, probe);
+    ProviderLimits limits;
+    limits.requests = LIMIT_REQUESTS;
+    limits.tokens = LIMIT_TOKENS;
+    limits.windowMs = WINDOW_MS;
+    limits.parallel = PARALLEL;
+    limits.backoffBaseMs = 5000; // short, so the demo cycles through storms and recoveries
+    limits.backoffCapMs = 40000;
+    limits.maxHoldMs = 60000;
+    if (auto r = limiter.setLimits(DemoCommand::PROVIDER, limits, "tollgate demo"); !r)
+        return fail("cannot set the demo limits", r.error());
+    for (const std::string& dir : { demoDir(home), locksDir(home) }) {
+        if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+            return fail("cannot create " + dir, Error::fromErrno(errno, dir, "mkdir"));
+    }
+
+    std::cout << "tollgate demo: " << std::size(CALLERS) << " simulated callers share \""
+              << DemoCommand::PROVIDER << "\" in " << home << "\n"
+              << "  Tollgate's limit: " << LIMIT_REQUESTS << " requests per " << WINDOW_MS / 1000 << " s, "
+              << PARALLEL << " parallel. The simulated provider really allows " << TRUE_QUOTA << ",\n"
+              << "  so 429 storms will happen and every caller backs off together.\n"
+              << "  Watch it:  tollgate-dashboard --home " << home << " --locks " << locksDir(home) << "\n"
+              << "  Ctrl-C stops every caller (their slots are given back).\n"
+              << std::flush;
+
+    ChildRunner::installSignalHandlers();
+    std::vector<pid_t> children;
+    const std::string self = "tollgate";
+    for (const auto& c : CALLERS) {
+        std::vector<std::string> args { self, "demo", "--home", home, "--internal-caller", c.name,
+            "--think-min", std::to_string(c.thinkMinMs), "--think-max", std::to_string(c.thinkMaxMs),
+            "--tokens", std::to_string(c.tokens) };
+        if (c.slot)
+            args.push_back("--slot");
+        children.push_back(spawn(args));
+    }
+    children.push_back(spawn({ self, "demo", "--home", home, "--internal-locker" }));
+    const pid_t crasher = spawn({ self, "demo", "--home", home, "--internal-crasher" });
+
+    const auto start = std::chrono::steady_clock::now();
+    while (!ChildRunner::interrupted().load()) {
+        if (durationSeconds
+            && std::chrono::steady_clock::now() - start >= std::chrono::duration<double>(*durationSeconds))
+            break;
+        int status = 0;
+        const pid_t gone = ::waitpid(-1, &status, WNOHANG);
+        if (gone > 0 && gone != crasher) {
+            std::cerr << "tollgate demo: a simulated caller (pid " << gone << ") ended unexpectedly\n";
+            std::erase(children, gone);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+
+    std::cout << "tollgate demo: stopping " << children.size() << " simulated processes...\n" << std::flush;
+    for (pid_t pid : children)
+        ::kill(pid, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + STOP_GRACE;
+    while (!children.empty() && std::chrono::steady_clock::now() < deadline) {
+        std::erase_if(children, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == pid; });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (pid_t pid : children) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+    }
+    ::waitpid(crasher, nullptr, WNOHANG);
+    std::cout << "tollgate demo: stopped. The limits of " << DemoCommand::PROVIDER
+              << " stay in place (remove them with: tollgate limits remove " << DemoCommand::PROVIDER
+              << " --home " << home << ")\n";
+    return EXIT_OK;
+}
+
+} // namespace
+
+std::string DemoCommand::usage()
+{
+    return "  tollgate demo [--home DIR] [--duration SECONDS]   simulated callers and 429 storms to watch\n";
+}
+
+int DemoCommand::run(const std::vector<std::string>& args)
+{
+    ArgParser p({ { "home", true }, { "duration", true }, { "help", false, 'h' }, { "internal-caller", true },
+        { "think-min", true }, { "think-max", true }, { "tokens", true }, { "slot", false },
+        { "internal-locker", false }, { "internal-crasher", false } });
+    if (auto ok = p.parse(args); !ok) {
+        std::cerr << "tollgate demo: " << ok.error().message << "\n" << usage();
+        return EXIT_USAGE;
+    }
+    if (p.has("help") || !p.positional().empty()) {
+        (p.has("help") ? std::cout : std::cerr) << "usage:\n" << usage();
+        return p.has("help") ? EXIT_OK : EXIT_USAGE;
+    }
+    auto home = HomeDir::resolve(p.value("home"));
+    if (!home)
+        return fail("no home", home.error());
+    std::optional<double> duration;
+    if (auto d = p.value("duration")) {
+        auto s = ArgParser::parseSeconds("duration", *d);
+        if (!s)
+            return fail("bad --duration", s.error());
+        duration = *s;
+    }
+    if (auto name = p.value("internal-caller")) {
+        ChildRunner::installSignalHandlers();
+        auto number = [&p](const char* option, int fallback) {
+            auto v = p.value(option);
+            auto n = v ? ArgParser::parseInteger(option, *v, 0, 3600000) : Result<std::int64_t>(fallback);
+            return n ? static_cast<int>(*n) : fallback;
+        };
+        return runCaller(*home, *name, number("think-min", 500), number("think-max", 1500),
+            number("tokens", 100), p.has("slot"));
+    }
+    if (p.has("internal-locker")) {
+        ChildRunner::installSignalHandlers();
+        return runLocker(*home);
+    }
+    if (p.has("internal-crasher"))
+        return runCrasher(*home);
+    return runDemo(*home, duration);
+}
+
+} // namespace tollgate::cli

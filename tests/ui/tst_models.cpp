@@ -1,0 +1,316 @@
+// Every dashboard model under QAbstractItemModelTester, fed the way the worker feeds them:
+// snapshots and history batches that grow, shrink and change; plus the in-place limit edit.
+
+#include "callerusagemodel.h"
+#include "eventsfiltermodel.h"
+#include "eventsmodel.h"
+#include "holdersmodel.h"
+#include "providersmodel.h"
+#include "ratelimitcallersmodel.h"
+#include "usagehistory.h"
+
+#include <QAbstractItemModelTester>
+#include <QSignalSpy>
+#include <QTest>
+
+using namespace tollgate;
+using namespace tollgate::ui;
+
+class TestModels final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void providersFollowSnapshots();
+    void providersTickCountsDown();
+    void limitEditsAreValidated();
+    void holdersFollowSnapshots();
+    void eventsAppendAndCap();
+    void eventsFilter();
+    void callerAndRateLimitModels();
+};
+
+namespace {
+
+constexpr qint64 NOW = 1'700'000'000'000;
+
+ProviderLimits limits(
+    std::int64_t requests, std::int64_t windowMs = 60000, std::optional<std::int64_t> parallel = 4)
+{
+    ProviderLimits l;
+    l.requests = requests;
+    l.windowMs = windowMs;
+    l.parallel = parallel;
+    return l;
+}
+
+DashboardSnapshot snapshotWith(const std::vector<std::string>& providers)
+{
+    DashboardSnapshot s;
+    s.home = QStringLiteral("/nowhere");
+    s.status = HomeStatus::Ready;
+    s.nowMs = NOW;
+    for (const auto& name : providers) {
+        if (!s.limits.set(name, limits(60)))
+            qFatal("test limits refused");
+        ProviderState& p = s.state.ensureProvider(name);
+        p.scopes.push_back({ "", RollingWindow(60000) });
+        p.scopes.back().window.record(NOW - 1000, 30, 0);
+    }
+    return s;
+}
+
+HistoryEvent historyEvent(
+    qint64 t, const char* type, const char* provider, const char* caller, std::int64_t tokens = 0)
+{
+    HistoryEvent e;
+    e.timeMs = t;
+    e.type = type;
+    e.provider = provider;
+    e.caller = caller;
+    e.tokens = tokens;
+    return e;
+}
+
+QString cell(const QAbstractItemModel& m, int row, int column, int role = Qt::DisplayRole)
+{
+    return m.index(row, column).data(role).toString();
+}
+
+} // namespace
+
+void TestModels::providersFollowSnapshots()
+{
+    ProvidersModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy inserted(&model, &QAbstractItemModel::rowsInserted);
+    QSignalSpy removed(&model, &QAbstractItemModel::rowsRemoved);
+    QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+    QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+
+    model.setSnapshot(snapshotWith({ "alpha", "beta" }));
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(model.columnCount(), int(ProvidersModel::ColumnCount));
+    QCOMPARE(cell(model, 0, ProvidersModel::Provider), QStringLiteral("alpha"));
+    QCOMPARE(cell(model, 0, ProvidersModel::RequestsUsed), QStringLiteral("30 / 60 (50%)"));
+    QCOMPARE(
+        model.index(0, ProvidersModel::RequestsUsed).data(KeyedTableModel::FractionRole).toDouble(), 0.5);
+
+    // The same snapshot again changes nothing, so nothing is signalled.
+    changed.clear();
+    model.setSnapshot(snapshotWith({ "alpha", "beta" }));
+    QCOMPARE(changed.count(), 0);
+
+    // A provider appears, one goes away, one changes: insert, remove, one dataChanged.
+    DashboardSnapshot next = snapshotWith({ "beta", "gamma" });
+    next.state.provider("beta")->paused = true;
+    next.state.provider("beta")->pauseReason = "maintenance";
+    inserted.clear();
+    model.setSnapshot(next);
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(removed.count(), 1);
+    QCOMPARE(inserted.count(), 1);
+    QCOMPARE(model.keyAt(0), QStringLiteral("beta"));
+    QCOMPARE(model.keyAt(1), QStringLiteral("gamma"));
+    QCOMPARE(cell(model, 0, ProvidersModel::Paused), QStringLiteral("paused: maintenance"));
+    QVERIFY(model.isPaused(QStringLiteral("beta")));
+    QCOMPARE(reset.count(), 0);
+
+    // Pause all shows on every row.
+    next.state.pausedAll = true;
+    next.state.pauseReason = "deploy";
+    model.setSnapshot(next);
+    QCOMPARE(cell(model, 1, ProvidersModel::Paused), QStringLiteral("all paused: deploy"));
+
+    model.setSnapshot(DashboardSnapshot {});
+    QCOMPARE(model.rowCount(), 0);
+    QCOMPARE(reset.count(), 0);
+}
+
+void TestModels::providersTickCountsDown()
+{
+    ProvidersModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    DashboardSnapshot s = snapshotWith({ "api" });
+    ProviderState* p = s.state.provider("api");
+    p->backoffUntilMs = NOW + 10'000;
+    p->consecutive429 = 3;
+    model.setSnapshot(s);
+    QCOMPARE(cell(model, 0, ProvidersModel::Backoff), QStringLiteral("10 s"));
+    QCOMPARE(cell(model, 0, ProvidersModel::Consecutive429), QStringLiteral("3"));
+    QVERIFY(model.inBackoff(QStringLiteral("api")));
+    QSignalSpy changed(&model, &QAbstractItemModel::dataChanged);
+    model.tick(NOW + 4'500);
+    QCOMPARE(cell(model, 0, ProvidersModel::Backoff), QStringLiteral("6 s"));
+    QCOMPARE(changed.count(), 1);
+    // The window slides too: a minute later the 30 requests are out of it.
+    model.tick(NOW + 62'000);
+    QCOMPARE(cell(model, 0, ProvidersModel::Backoff), QString());
+    QCOMPARE(cell(model, 0, ProvidersModel::RequestsUsed), QStringLiteral("0 / 60 (0%)"));
+}
+
+void TestModels::limitEditsAreValidated()
+{
+    ProvidersModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setSnapshot(snapshotWith({ "api" }));
+    QSignalSpy requested(&model, &ProvidersModel::limitsEditRequested);
+    QSignalSpy refused(&model, &ProvidersModel::editRefused);
+
+    const QModelIndex window = model.index(0, ProvidersModel::Window);
+    QVERIFY(model.flags(window) & Qt::ItemIsEditable);
+    QVERIFY(!(model.flags(model.index(0, ProvidersModel::RequestsUsed)) & Qt::ItemIsEditable));
+    QCOMPARE(window.data(Qt::EditRole).toString(), QStringLiteral("60"));
+
+    QVERIFY(!model.setData(window, QStringLiteral("0")));
+    QCOMPARE(refused.count(), 1);
+    QVERIFY(refused.last().at(1).toString().contains(QStringLiteral("longer than 0 seconds")));
+    QVERIFY(!model.setData(window, QStringLiteral("-5")));
+    QCOMPARE(refused.count(), 2);
+    QVERIFY(refused.last().at(1).toString().contains(QStringLiteral("-5")));
+    QVERIFY(!model.setData(window, QStringLiteral("soon")));
+    QVERIFY(!model.setData(model.index(0, ProvidersModel::RequestLimit), QStringLiteral("12.5")));
+    // The core's own rules apply too: parallel above the maximum.
+    QVERIFY(!model.setData(model.index(0, ProvidersModel::Parallel), QStringLiteral("100000")));
+    QVERIFY(refused.last().at(1).toString().contains(QStringLiteral("parallel")));
+    QCOMPARE(requested.count(), 0);
+
+    QVERIFY(model.setData(window, QStringLiteral("30")));
+    QCOMPARE(requested.count(), 1);
+    QCOMPARE(requested.last().at(0).toString(), QStringLiteral("api"));
+    const auto edited = requested.last().at(1).value<ProviderLimits>();
+    QCOMPARE(edited.windowMs, std::int64_t(30000));
+    QCOMPARE(edited.requests, std::optional<std::int64_t>(60));
+
+    QVERIFY(model.setData(model.index(0, ProvidersModel::TokenLimit), QStringLiteral("5000")));
+    QCOMPARE(requested.last().at(1).value<ProviderLimits>().tokens, std::optional<std::int64_t>(5000));
+    QVERIFY(model.setData(model.index(0, ProvidersModel::Parallel), QString()));
+    QVERIFY(!requested.last().at(1).value<ProviderLimits>().parallel);
+}
+
+void TestModels::holdersFollowSnapshots()
+{
+    HoldersModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    DashboardSnapshot s;
+    s.nowMs = NOW;
+    HolderInfo slot;
+    slot.kind = HolderKind::Slot;
+    slot.key = QStringLiteral("slot:api:7");
+    slot.provider = QStringLiteral("api");
+    slot.fence = 7;
+    slot.pid = 4242;
+    slot.who = QStringLiteral("indexer");
+    slot.sinceMs = NOW - 90'000;
+    slot.health = HolderHealth::Dead;
+    HolderInfo lock;
+    lock.kind = HolderKind::LockFile;
+    lock.key = QStringLiteral("lock:/tmp/x/deploy.lock");
+    lock.path = QStringLiteral("/tmp/x/deploy.lock");
+    lock.pid = 99;
+    lock.who = QStringLiteral("nightly deploy");
+    lock.sinceMs = NOW - 5'000;
+    lock.commandLine = QStringLiteral("bash deploy.sh");
+    s.holders = { slot, lock };
+    model.setSnapshot(s);
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(cell(model, 0, HoldersModel::Health), QStringLiteral("dead"));
+    QCOMPARE(cell(model, 0, HoldersModel::Age), QStringLiteral("1 min 30 s"));
+    QCOMPARE(cell(model, 1, HoldersModel::Where), QStringLiteral("deploy.lock"));
+    QCOMPARE(cell(model, 1, HoldersModel::CommandLine), QStringLiteral("bash deploy.sh"));
+    QCOMPARE(model.deadCount(), 1);
+    QCOMPARE(model.index(1, 0).data(KeyedTableModel::KeyRole).toString(), lock.key);
+
+    model.tick(NOW + 60'000);
+    QCOMPARE(cell(model, 1, HoldersModel::Age), QStringLiteral("1 min 5 s"));
+
+    s.holders = { lock };
+    model.setSnapshot(s);
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(model.keyAt(0), lock.key);
+    QVERIFY(model.holder(lock.key));
+    QVERIFY(!model.holder(slot.key));
+}
+
+void TestModels::eventsAppendAndCap()
+{
+    EventsModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QSignalSpy reset(&model, &QAbstractItemModel::modelReset);
+    model.append({ historyEvent(NOW, "admit", "api", "a", 12), historyEvent(NOW + 1, "429", "api", "b") });
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(cell(model, 1, EventsModel::Type), QStringLiteral("429"));
+    QCOMPARE(cell(model, 0, EventsModel::Details), QStringLiteral("12 tokens"));
+
+    std::vector<HistoryEvent> many;
+    for (int i = 0; i < EventsModel::MAX_ROWS; ++i)
+        many.push_back(historyEvent(NOW + 10 + i, "admit", "api", "c"));
+    model.append(many);
+    QCOMPARE(model.rowCount(), EventsModel::MAX_ROWS);
+    QCOMPARE(cell(model, 0, EventsModel::Caller), QStringLiteral("c"));
+    // A batch bigger than the cap keeps only its newest rows.
+    many.push_back(historyEvent(NOW + 99999, "pause", "", ""));
+    model.append(many);
+    QCOMPARE(model.rowCount(), EventsModel::MAX_ROWS);
+    QCOMPARE(cell(model, EventsModel::MAX_ROWS - 1, EventsModel::Type), QStringLiteral("pause"));
+    QCOMPARE(cell(model, EventsModel::MAX_ROWS - 1, EventsModel::Provider), QStringLiteral("(all)"));
+    model.clear();
+    QCOMPARE(model.rowCount(), 0);
+    QCOMPARE(reset.count(), 0);
+}
+
+void TestModels::eventsFilter()
+{
+    EventsModel model;
+    EventsFilterModel filter;
+    filter.setSourceModel(&model);
+    QAbstractItemModelTester tester(&filter, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.append({ historyEvent(NOW, "admit", "api", "indexer"), historyEvent(NOW + 1, "429", "api", "chat"),
+        historyEvent(NOW + 2, "429", "other", "indexer"), historyEvent(NOW + 3, "pause", "api", "") });
+    QCOMPARE(filter.rowCount(), 4);
+    filter.setTypeFilter(QStringLiteral("429"));
+    QCOMPARE(filter.rowCount(), 2);
+    filter.setTextFilter(QStringLiteral("INDEXER"));
+    QCOMPARE(filter.rowCount(), 1);
+    QCOMPARE(filter.index(0, EventsModel::Provider).data().toString(), QStringLiteral("other"));
+    model.append({ historyEvent(NOW + 4, "429", "api", "indexer") });
+    QCOMPARE(filter.rowCount(), 2);
+    filter.setTypeFilter(QString());
+    filter.setTextFilter(QString());
+    QCOMPARE(filter.rowCount(), 5);
+}
+
+void TestModels::callerAndRateLimitModels()
+{
+    UsageHistory usage;
+    usage.add({ historyEvent(NOW - 120'000, "admit", "api", "indexer", 100),
+        historyEvent(NOW - 1000, "admit", "api", "indexer", 50),
+        historyEvent(NOW - 500, "admit", "api", "chat"), historyEvent(NOW - 400, "429", "api", "chat"),
+        historyEvent(NOW - 300, "429", "api", "indexer"), historyEvent(NOW - 200, "429", "api", "chat") });
+
+    CallerUsageModel callers;
+    QAbstractItemModelTester t1(&callers, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    callers.setTotals(usage.callerTotals(NOW));
+    QCOMPARE(callers.rowCount(), 2);
+    QCOMPARE(callers.keyAt(0), QStringLiteral("indexer"));
+    QCOMPARE(cell(callers, 0, CallerUsageModel::LastHour), QStringLiteral("2"));
+    QCOMPARE(cell(callers, 0, CallerUsageModel::Tokens), QStringLiteral("150"));
+    QCOMPARE(cell(callers, 0, CallerUsageModel::Share), QStringLiteral("67%"));
+    // An hour later nobody is left.
+    callers.setTotals(usage.callerTotals(NOW + 3'700'000));
+    QCOMPARE(callers.rowCount(), 0);
+
+    RateLimitCallersModel limited;
+    QAbstractItemModelTester t2(&limited, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    limited.setCallers(usage.rateLimitedCallers(NOW));
+    QCOMPARE(limited.rowCount(), 2);
+    QCOMPARE(cell(limited, 0, RateLimitCallersModel::Caller), QStringLiteral("chat"));
+    QCOMPARE(cell(limited, 0, RateLimitCallersModel::Count), QStringLiteral("2"));
+    usage.add({ historyEvent(NOW, "429", "other", "batch") });
+    limited.setCallers(usage.rateLimitedCallers(NOW));
+    QCOMPARE(limited.rowCount(), 3);
+    limited.setCallers({});
+    QCOMPARE(limited.rowCount(), 0);
+}
+
+QTEST_MAIN(TestModels)
+#include "tst_models.moc"

@@ -1,0 +1,89 @@
+// Pausing in the window makes a separate process's `tollgate acquire` wait; resuming in the
+// window lets it through. The waiter is the real CLI binary; that it waits is observed in
+// the shared state (it is queued, waiting because of the pause), not by timing.
+
+#include "dashboardcontroller.h"
+#include "filequotastore.h"
+#include "mainwindow.h"
+#include "quotalimiter.h"
+#include "systemclock.h"
+
+#include <QAction>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace tollgate;
+using namespace tollgate::ui;
+
+class TestPauseCrossProcess final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void pauseInWindowMakesCliWait();
+};
+
+namespace {
+
+constexpr int TIMEOUT_MS = 15000;
+
+bool waiterQueued(QuotaLimiter& limiter, qint64 pid, WaitReason reason)
+{
+    auto s = limiter.snapshot();
+    if (!s)
+        return false;
+    const ProviderState* p = s->state.provider("api");
+    if (!p)
+        return false;
+    return std::any_of(p->queue.begin(), p->queue.end(),
+        [&](const Waiter& w) { return w.pid == pid && w.reason == reason; });
+}
+
+} // namespace
+
+void TestPauseCrossProcess::pauseInWindowMakesCliWait()
+{
+    QTemporaryDir dir;
+    const QString home = dir.path() + QStringLiteral("/home");
+    SystemClock clock;
+    ProcessProbe probe;
+    auto store = FileQuotaStore::open(home.toStdString(), clock);
+    QVERIFY(store);
+    QuotaLimiter limiter(**store, clock, probe);
+    ProviderLimits l;
+    l.requests = 1000;
+    QVERIFY(limiter.setLimits("api", l, "test"));
+
+    MainWindow w(DashboardOptions { home, {}, dir.path() + QStringLiteral("/dashboard.ini") });
+    w.show();
+    QTRY_VERIFY_WITH_TIMEOUT(w.isLoaded(), TIMEOUT_MS);
+    QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
+    w.findChild<QAction*>(QStringLiteral("actionPauseAll"))->trigger();
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QVERIFY(actions.first().at(0).value<ActionResult>().ok);
+
+    QProcess cli;
+    cli.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("cron-job"), QStringLiteral("--timeout"), QStringLiteral("60"),
+            QStringLiteral("--home"), home });
+    QVERIFY(cli.waitForStarted());
+    const qint64 pid = cli.processId();
+    QTRY_VERIFY_WITH_TIMEOUT(waiterQueued(limiter, pid, WaitReason::Paused), TIMEOUT_MS);
+    QCOMPARE(cli.state(), QProcess::Running);
+    // The window shows it waiting too.
+    QTRY_COMPARE_WITH_TIMEOUT(w.controller()->snapshot().state.provider("api")
+            ? w.controller()->snapshot().state.provider("api")->queue.size()
+            : 0,
+        std::size_t(1), TIMEOUT_MS);
+
+    w.findChild<QAction*>(QStringLiteral("actionResumeAll"))->trigger();
+    QVERIFY(cli.waitForFinished(TIMEOUT_MS));
+    QCOMPARE(cli.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(cli.exitCode(), 0);
+    QVERIFY(cli.readAllStandardOutput().contains("admitted provider=api"));
+}
+
+QTEST_MAIN(TestPauseCrossProcess)
+#include "tst_pausecrossprocess.moc"

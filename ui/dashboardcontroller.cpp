@@ -1,0 +1,228 @@
+#include "dashboardcontroller.h"
+
+#include "callerusagemodel.h"
+#include "eventsfiltermodel.h"
+#include "eventsmodel.h"
+#include "holdersmodel.h"
+#include "providersmodel.h"
+#include "quotaobserver.h"
+#include "ratelimitcallersmodel.h"
+
+#include <QDateTime>
+
+namespace tollgate::ui {
+
+namespace {
+
+// Charts slide by one minute per minute; redrawing every few seconds keeps them live
+// without cost when nothing happens.
+constexpr int IDLE_CHART_TICKS = 10;
+
+} // namespace
+
+DashboardController::DashboardController(QString home, QStringList lockDirs, QObject* parent)
+    : QObject(parent)
+    , m_home(std::move(home))
+    , m_lockDirs(std::move(lockDirs))
+    , m_providers(new ProvidersModel(this))
+    , m_holders(new HoldersModel(this))
+    , m_events(new EventsModel(this))
+    , m_filteredEvents(new EventsFilterModel(this))
+    , m_callerUsage(new CallerUsageModel(this))
+    , m_rateLimitCallers(new RateLimitCallersModel(this))
+{
+    qRegisterMetaType<DashboardSnapshot>();
+    qRegisterMetaType<std::vector<HistoryEvent>>();
+    qRegisterMetaType<ProviderLimits>();
+    qRegisterMetaType<ActionResult>();
+    qRegisterMetaType<StormDetector::Storm>();
+    qRegisterMetaType<TrayState>();
+
+    m_filteredEvents->setSourceModel(m_events);
+    m_thread.setObjectName(QStringLiteral("tollgate-observer"));
+    m_observer = new QuotaObserver(m_home, m_lockDirs);
+    m_observer->moveToThread(&m_thread);
+    connect(&m_thread, &QThread::finished, m_observer, &QObject::deleteLater);
+    connect(m_observer, &QuotaObserver::snapshotReady, this, &DashboardController::onSnapshot);
+    connect(m_observer, &QuotaObserver::historyAppended, this, &DashboardController::onHistory);
+    connect(m_observer, &QuotaObserver::refreshed, this, &DashboardController::onRefreshed);
+    connect(m_observer, &QuotaObserver::historyReset, this, [this] {
+        m_events->clear();
+        m_usage.clear();
+        m_chartsDirty = true;
+    });
+    connect(m_observer, &QuotaObserver::actionFinished, this, &DashboardController::actionFinished);
+    connect(m_providers, &ProvidersModel::limitsEditRequested, this, &DashboardController::setLimits);
+
+    m_tick.setInterval(TICK_MS);
+    connect(&m_tick, &QTimer::timeout, this, &DashboardController::tick);
+}
+
+DashboardController::~DashboardController()
+{
+    m_thread.quit();
+    m_thread.wait();
+}
+
+void DashboardController::start()
+{
+    if (m_thread.isRunning())
+        return;
+    m_thread.start();
+    QMetaObject::invokeMethod(m_observer, &QuotaObserver::start, Qt::QueuedConnection);
+    m_tick.start();
+}
+
+qint64 DashboardController::nowMs() const
+{
+    return QDateTime::currentMSecsSinceEpoch();
+}
+
+void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)
+{
+    m_snapshot = snapshot;
+    m_providers->setSnapshot(snapshot);
+    m_holders->setSnapshot(snapshot);
+    updateTrayState();
+    Q_EMIT snapshotChanged();
+}
+
+void DashboardController::onHistory(const std::vector<HistoryEvent>& events)
+{
+    m_events->append(events);
+    m_usage.add(events);
+    m_chartsDirty = true;
+    const qint64 now = nowMs();
+    const QVector<StormDetector::Storm> started = m_storms.add(events, now);
+    // Storms found in old history end here, not a tick later (the tray must not flash "storm").
+    const QStringList ended = m_storms.tick(now);
+    for (const auto& storm : started)
+        Q_EMIT stormStarted(storm);
+    if (!started.isEmpty() || !ended.isEmpty())
+        updateTrayState();
+    // Leading edge: the first batch after a quiet spell is drawn at once; a flood is drawn
+    // at most once per CHART_REFRESH_MS (the tick picks up the rest).
+    if (now - m_lastChartMs >= CHART_REFRESH_MS)
+        updateCharts();
+}
+
+void DashboardController::onRefreshed()
+{
+    if (!m_loaded) {
+        m_loaded = true;
+        updateCharts();
+        Q_EMIT loadedChanged();
+    }
+    Q_EMIT refreshed();
+}
+
+void DashboardController::tick()
+{
+    const qint64 now = nowMs();
+    ++m_ticks;
+    m_providers->tick(now);
+    m_holders->tick(now);
+    if (!m_storms.tick(now).isEmpty())
+        updateTrayState();
+    else if (m_trayState == TrayState::Backoff)
+        updateTrayState(); // the backoff may just have run out
+    if (m_chartsDirty || m_ticks % IDLE_CHART_TICKS == 0)
+        updateCharts();
+}
+
+void DashboardController::updateCharts()
+{
+    const qint64 now = nowMs();
+    m_usage.prune(now);
+    m_callerUsage->setTotals(m_usage.callerTotals(now));
+    m_rateLimitCallers->setCallers(m_usage.rateLimitedCallers(now));
+    m_chartsDirty = false;
+    m_lastChartMs = now;
+    Q_EMIT chartsChanged();
+}
+
+void DashboardController::updateTrayState()
+{
+    const qint64 now = nowMs();
+    TrayState state = TrayState::Normal;
+    bool paused = m_snapshot.state.pausedAll;
+    bool backoff = false;
+    for (const ProviderState& p : m_snapshot.state.providers) {
+        paused = paused || p.paused;
+        backoff = backoff || p.backoffUntilMs > now;
+    }
+    if (m_storms.anyActive())
+        state = TrayState::Storm;
+    else if (paused)
+        state = TrayState::Paused;
+    else if (backoff)
+        state = TrayState::Backoff;
+    if (state != m_trayState) {
+        m_trayState = state;
+        Q_EMIT trayStateChanged(state);
+    }
+}
+
+void DashboardController::setStormThreshold(int count, qint64 windowMs)
+{
+    m_storms.setThreshold(count, windowMs);
+}
+
+void DashboardController::setLockDirs(const QStringList& dirs)
+{
+    m_lockDirs = dirs;
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, dirs] { o->setLockDirs(dirs); }, Qt::QueuedConnection);
+}
+
+void DashboardController::setStaleSeconds(qint64 seconds)
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, seconds] { o->setStaleSeconds(seconds); }, Qt::QueuedConnection);
+}
+
+void DashboardController::setLimits(const QString& provider, const ProviderLimits& limits)
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, provider, limits] { o->setLimits(provider, limits); },
+        Qt::QueuedConnection);
+}
+
+void DashboardController::pause(const QString& provider, const QString& reason)
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, provider, reason] { o->pause(provider, reason); }, Qt::QueuedConnection);
+}
+
+void DashboardController::resume(const QString& provider)
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, provider] { o->resume(provider); }, Qt::QueuedConnection);
+}
+
+void DashboardController::resetBackoff(const QString& provider)
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, provider] { o->resetBackoff(provider); }, Qt::QueuedConnection);
+}
+
+void DashboardController::releaseHolder(const QString& key, bool confirmed)
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer, key, confirmed] { o->releaseHolder(key, confirmed); },
+        Qt::QueuedConnection);
+}
+
+void DashboardController::cleanStale()
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer] { o->cleanStale(); }, Qt::QueuedConnection);
+}
+
+void DashboardController::refreshNow()
+{
+    QMetaObject::invokeMethod(
+        m_observer, [o = m_observer] { o->refresh(); }, Qt::QueuedConnection);
+}
+
+} // namespace tollgate::ui

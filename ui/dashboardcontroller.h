@@ -1,0 +1,115 @@
+#pragma once
+
+// DashboardController: the GUI-thread side of the dashboard. It owns the worker thread (with
+// its QuotaObserver), the models the views show and the aggregates the charts draw, and turns
+// user intents into queued calls to the worker.
+//
+// Invariants: nothing here touches a file. Snapshots and history batches arrive as values by
+// queued signals; models are updated by difference (never reset on a tick); the one-second
+// tick only re-derives time-dependent cells (countdowns, ages, window decay) from the last
+// snapshot. Storm alerts are raised once per storm.
+
+#include "actionresult.h"
+#include "dashboardsnapshot.h"
+#include "stateicon.h"
+#include "stormdetector.h"
+#include "usagehistory.h"
+
+#include <QObject>
+#include <QThread>
+#include <QTimer>
+
+namespace tollgate::ui {
+
+class CallerUsageModel;
+class EventsFilterModel;
+class EventsModel;
+class HoldersModel;
+class ProvidersModel;
+class QuotaObserver;
+class RateLimitCallersModel;
+
+class DashboardController final : public QObject
+{
+    Q_OBJECT
+public:
+    static constexpr int TICK_MS = 1000;
+    static constexpr int CHART_REFRESH_MS = 1000; // at most this often while history flows
+
+    DashboardController(QString home, QStringList lockDirs, QObject* parent = nullptr);
+    ~DashboardController() override;
+
+    void start();
+
+    [[nodiscard]] QString home() const { return m_home; }
+    [[nodiscard]] QStringList lockDirs() const { return m_lockDirs; }
+    [[nodiscard]] bool loaded() const { return m_loaded; }
+    [[nodiscard]] const DashboardSnapshot& snapshot() const { return m_snapshot; }
+    [[nodiscard]] const UsageHistory& usage() const { return m_usage; }
+    [[nodiscard]] const StormDetector& storms() const { return m_storms; }
+    [[nodiscard]] TrayState trayState() const { return m_trayState; }
+    [[nodiscard]] qint64 nowMs() const;
+
+    [[nodiscard]] ProvidersModel* providers() const { return m_providers; }
+    [[nodiscard]] HoldersModel* holders() const { return m_holders; }
+    [[nodiscard]] EventsModel* events() const { return m_events; }
+    [[nodiscard]] EventsFilterModel* filteredEvents() const { return m_filteredEvents; }
+    [[nodiscard]] CallerUsageModel* callerUsage() const { return m_callerUsage; }
+    [[nodiscard]] RateLimitCallersModel* rateLimitCallers() const { return m_rateLimitCallers; }
+
+    void setStormThreshold(int count, qint64 windowMs);
+    void setLockDirs(const QStringList& dirs);
+    void setStaleSeconds(qint64 seconds);
+
+    // User intents; each ends in actionFinished.
+    void setLimits(const QString& provider, const ProviderLimits& limits);
+    void pause(const QString& provider, const QString& reason); // empty provider: all
+    void resume(const QString& provider);
+    void resetBackoff(const QString& provider);
+    void releaseHolder(const QString& key, bool confirmed);
+    void cleanStale();
+    void refreshNow(); // asks the worker for a fresh look (also what the tests use)
+    void updateCharts(); // re-derives the chart data now
+
+Q_SIGNALS:
+    void snapshotChanged();
+    void loadedChanged(); // the first snapshot and its history are in
+    void chartsChanged();
+    void stormStarted(const tollgate::ui::StormDetector::Storm& storm);
+    void trayStateChanged(tollgate::ui::TrayState state);
+    void actionFinished(const tollgate::ui::ActionResult& result);
+    void refreshed(); // a worker refresh (snapshot + history) has been applied
+
+private:
+    void onSnapshot(const DashboardSnapshot& snapshot);
+    void onHistory(const std::vector<HistoryEvent>& events);
+    void onRefreshed();
+    void tick();
+    void updateTrayState();
+
+    QString m_home;
+    QStringList m_lockDirs;
+    QThread m_thread;
+    QuotaObserver* m_observer = nullptr; // lives in m_thread; deleted when it finishes
+    QTimer m_tick;
+    DashboardSnapshot m_snapshot;
+    bool m_loaded = false;
+    bool m_chartsDirty = true;
+    qint64 m_lastChartMs = 0;
+    UsageHistory m_usage;
+    StormDetector m_storms;
+    TrayState m_trayState = TrayState::Normal;
+    quint64 m_ticks = 0;
+
+    // owned through QObject parenting
+    ProvidersModel* m_providers = nullptr;
+    HoldersModel* m_holders = nullptr;
+    EventsModel* m_events = nullptr;
+    EventsFilterModel* m_filteredEvents = nullptr;
+    CallerUsageModel* m_callerUsage = nullptr;
+    RateLimitCallersModel* m_rateLimitCallers = nullptr;
+};
+
+} // namespace tollgate::ui
+
+Q_DECLARE_METATYPE(tollgate::ui::StormDetector::Storm)

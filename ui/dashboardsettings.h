@@ -1,0 +1,45 @@
+#pragma once
+
+// DashboardSettings: what the dashboard remembers between runs — window geometry, the storm
+// alert threshold, the watched lock directories and the stale age for lock files. Backed by
+// QSettings at an explicit file (tests pass a temporary one), never a global.
+
+#include <QSettings>
+#include <QStringList>
+#include <memory>
+
+namespace tollgate::ui {
+
+class DashboardSettings
+{
+public:
+    // An empty path means the user's default location (~/.config/tollgate/dashboard.conf).
+    explicit DashboardSettings(const QString& path = {});
+
+    [[nodiscard]] QString path() const { return m_settings->fileName(); }
+
+    [[nodiscard]] int stormThreshold() const;
+    [[nodiscard]] int stormWindowSeconds() const;
+    void setStorm(int threshold, int windowSeconds);
+
+    [[nodiscard]] QStringList lockDirs() const;
+    void setLockDirs(const QStringList& dirs);
+
+    [[nodiscard]] qint64 staleSeconds() const;
+    void setStaleSeconds(qint64 seconds);
+
+    [[nodiscard]] int rateLimitSpanHours() const;
+    void setRateLimitSpanHours(int hours);
+
+    [[nodiscard]] QByteArray geometry() const;
+    void setGeometry(const QByteArray& geometry);
+    [[nodiscard]] QByteArray windowState() const;
+    void setWindowState(const QByteArray& state);
+
+    void sync() { m_settings->sync(); }
+
+private:
+    std::unique_ptr<QSettings> m_settings;
+};
+
+} // namespace tollgate::ui

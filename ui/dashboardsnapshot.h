@@ -1,0 +1,66 @@
+#pragma once
+
+// DashboardSnapshot: everything the window shows about the home and the lock directories at
+// one instant, as a value. The worker thread builds it from files (read-only) and sends a copy
+// to the GUI thread by a queued signal; the GUI never touches a file itself.
+
+#include "historyevent.h"
+#include "quotalimits.h"
+#include "quotastate.h"
+
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <vector>
+
+namespace tollgate::ui {
+
+enum class HomeStatus {
+    Missing, // the directory does not exist (yet)
+    Empty, // it exists but no provider has limits or state: no callers yet
+    Ready,
+    Unusable, // exists but is refused (owner, mode, symlink) or unreadable
+};
+
+enum class HolderKind { Slot, LockFile };
+enum class HolderHealth { Alive, Dead, Stale, Overdue, Corrupt };
+
+struct HolderInfo
+{
+    HolderKind kind = HolderKind::Slot;
+    QString key; // stable identity: "slot:PROVIDER:FENCE" or "lock:PATH"
+    QString provider; // slots
+    quint64 fence = 0; // slots
+    QString path; // lock files
+    qint64 pid = 0;
+    QString who; // the caller (slots) or tag (lock files)
+    QString model;
+    qint64 sinceMs = 0; // when it was taken (unix ms)
+    HolderHealth health = HolderHealth::Alive;
+    QString commandLine; // of the holder, when alive and /proc tells
+    QString problem; // corrupt lock: why
+
+    bool operator==(const HolderInfo&) const = default;
+};
+
+struct DashboardSnapshot
+{
+    QString home;
+    HomeStatus status = HomeStatus::Missing;
+    QString problem; // Unusable: why
+    // A file that does not parse: the banner names it. Nothing is rewritten or moved.
+    QString corruptFile;
+    QString corruptReason;
+    bool hasState = false; // state.bin was read (false: missing, empty or corrupt)
+    QuotaState state;
+    QuotaLimits limits;
+    qint64 nowMs = 0; // wall clock when the snapshot was taken
+    std::vector<HolderInfo> holders;
+    QStringList lockDirProblems;
+};
+
+} // namespace tollgate::ui
+
+Q_DECLARE_METATYPE(tollgate::ui::DashboardSnapshot)
+Q_DECLARE_METATYPE(std::vector<tollgate::HistoryEvent>)
+Q_DECLARE_METATYPE(tollgate::ProviderLimits)

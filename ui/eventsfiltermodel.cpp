@@ -1,0 +1,45 @@
+#include "eventsfiltermodel.h"
+
+#include "eventsmodel.h"
+
+namespace tollgate::ui {
+
+EventsFilterModel::EventsFilterModel(QObject* parent)
+    : QSortFilterProxyModel(parent)
+{
+}
+
+void EventsFilterModel::setTypeFilter(const QString& type)
+{
+    if (type == m_type)
+        return;
+    m_type = type;
+    invalidateFilter();
+}
+
+void EventsFilterModel::setTextFilter(const QString& text)
+{
+    if (text == m_text)
+        return;
+    m_text = text;
+    invalidateFilter();
+}
+
+bool EventsFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const
+{
+    const QAbstractItemModel* src = sourceModel();
+    if (!src)
+        return false;
+    if (!m_type.isEmpty()
+        && src->index(sourceRow, 0, sourceParent).data(EventsModel::TypeRole).toString() != m_type)
+        return false;
+    if (m_text.isEmpty())
+        return true;
+    for (int c = 0; c < src->columnCount(sourceParent); ++c) {
+        if (src->index(sourceRow, c, sourceParent).data().toString().contains(m_text, Qt::CaseInsensitive))
+            return true;
+    }
+    return false;
+}
+
+} // namespace tollgate::ui

@@ -1,0 +1,61 @@
+#pragma once
+
+// HomeWatcher: notices every external change to the Tollgate home and the lock directories.
+//
+// Invariants:
+// - It watches directories *and* the files in them: a directory watch alone misses in-place
+//   writes (state.bin is rewritten in place), a file watch alone is lost when the file is
+//   replaced by rename or deleted. After every event the watch list is re-synced, so a file
+//   that was renamed over, deleted and re-created, or a home that appears later is watched
+//   again.
+// - A path that does not exist yet is covered by watching its nearest existing ancestor.
+// - Events are throttled, not just debounced: the first event starts a single-shot timer that
+//   later events do not restart, so a busy home still reports at least every DEBOUNCE.
+// - A slow poll of (inode, size, mtime) signatures catches whatever inotify misses (a full
+//   watch table, network filesystems). Nothing here reads file contents.
+
+#include <QFileSystemWatcher>
+#include <QHash>
+#include <QObject>
+#include <QStringList>
+#include <QTimer>
+
+namespace tollgate::ui {
+
+class HomeWatcher final : public QObject
+{
+    Q_OBJECT
+public:
+    static constexpr int DEBOUNCE_MS = 40;
+    static constexpr int POLL_MS = 2000;
+    enum class Mode { Notify, PollOnly };
+
+    explicit HomeWatcher(
+        QString home, QStringList lockDirs, Mode mode = Mode::Notify, QObject* parent = nullptr);
+
+    void setLockDirs(const QStringList& lockDirs);
+    void setPollInterval(int ms) { m_poll.setInterval(ms); }
+    [[nodiscard]] QStringList watchedPaths() const;
+
+Q_SIGNALS:
+    void changed();
+
+private:
+    void onEvent();
+    void flush();
+    void poll();
+    void resync();
+    [[nodiscard]] QStringList desiredPaths() const;
+    [[nodiscard]] QByteArray signature() const;
+
+    QString m_home;
+    QStringList m_lockDirs;
+    Mode m_mode;
+    QFileSystemWatcher m_watcher;
+    QTimer m_debounce;
+    QTimer m_poll;
+    QByteArray m_lastSignature;
+    QHash<QString, quint64> m_watchedInode; // a rename-over leaves the watch on the old inode
+};
+
+} // namespace tollgate::ui

@@ -1,0 +1,286 @@
+#include "providersmodel.h"
+
+#include <QBrush>
+#include <QColor>
+#include <cmath>
+
+namespace tollgate::ui {
+
+namespace {
+
+QString qs(const std::string& s)
+{
+    return QString::fromStdString(s);
+}
+
+QString seconds(qint64 ms)
+{
+    if (ms % 1000 == 0)
+        return QStringLiteral("%1 s").arg(ms / 1000);
+    return QStringLiteral("%1 s").arg(static_cast<double>(ms) / 1000.0, 0, 'f', 1);
+}
+
+KeyedTableModel::Cell text(const QString& display, const QVariant& sort = {})
+{
+    KeyedTableModel::Cell c;
+    c.insert(Qt::DisplayRole, display);
+    if (sort.isValid())
+        c.insert(KeyedTableModel::SortRole, sort);
+    return c;
+}
+
+KeyedTableModel::Cell limitCell(
+    const std::optional<std::int64_t>& given, const ProviderLimits& l, const QString& unit)
+{
+    if (!given) {
+        auto c = text(QStringLiteral("—"), -1);
+        c.insert(Qt::EditRole, QString());
+        c.insert(Qt::ToolTipRole, QObject::tr("No %1 limit. Edit to set one.").arg(unit));
+        return c;
+    }
+    auto c = text(QString::number(*given), static_cast<qlonglong>(*given));
+    c.insert(Qt::EditRole, QString::number(*given));
+    if (l.headroomPercent != 100) {
+        c.insert(Qt::ToolTipRole,
+            QObject::tr("%1 %2 after %3% headroom")
+                .arg(l.effective(*given))
+                .arg(unit)
+                .arg(l.headroomPercent));
+    }
+    return c;
+}
+
+KeyedTableModel::Cell usageCell(
+    std::int64_t used, const std::optional<std::int64_t>& limit, const ProviderLimits* l)
+{
+    if (!limit || !l)
+        return text(QString::number(used), static_cast<qlonglong>(used));
+    const std::int64_t effective = l->effective(*limit);
+    const double share = effective > 0 ? static_cast<double>(used) / static_cast<double>(effective) : 0.0;
+    auto c = text(
+        QStringLiteral("%1 / %2 (%3%)").arg(used).arg(effective).arg(std::lround(share * 100.0)), share);
+    c.insert(KeyedTableModel::FractionRole, share);
+    if (share >= 0.9)
+        c.insert(Qt::ForegroundRole, QBrush(QColor(0xb0, 0x30, 0x20)));
+    return c;
+}
+
+std::optional<std::int64_t> parseCount(const QString& raw, bool& ok)
+{
+    const QString t = raw.trimmed();
+    ok = true;
+    if (t.isEmpty() || t == QLatin1String("-") || t == QStringLiteral("—")
+        || t.compare(QLatin1String("none"), Qt::CaseInsensitive) == 0)
+        return std::nullopt;
+    const qlonglong n = t.toLongLong(&ok);
+    return ok ? std::optional<std::int64_t>(n) : std::nullopt;
+}
+
+} // namespace
+
+ProvidersModel::ProvidersModel(QObject* parent)
+    : KeyedTableModel(
+        { tr("Provider"), tr("Requests limit"), tr("Tokens limit"), tr("Window"), tr("Parallel"),
+            tr("Requests in window"), tr("Tokens in window"), tr("Slots in use"), tr("Backoff"),
+            tr("429s in a row"), tr("Waiting"), tr("Paused") },
+        parent)
+{
+}
+
+void ProvidersModel::setSnapshot(const DashboardSnapshot& snapshot)
+{
+    m_limits = snapshot.limits;
+    m_state = snapshot.state;
+    m_nowMs = snapshot.nowMs;
+    rebuild();
+}
+
+void ProvidersModel::tick(qint64 nowMs)
+{
+    m_nowMs = nowMs;
+    rebuild();
+}
+
+QStringList ProvidersModel::providerNames() const
+{
+    QStringList out;
+    for (int i = 0; i < rowCount(); ++i)
+        out.append(keyAt(i));
+    return out;
+}
+
+std::optional<ProviderLimits> ProvidersModel::limitsOf(const QString& provider) const
+{
+    if (const ProviderLimits* l = m_limits.find(provider.toStdString()))
+        return *l;
+    return std::nullopt;
+}
+
+bool ProvidersModel::isPaused(const QString& provider) const
+{
+    const ProviderState* p = m_state.provider(provider.toStdString());
+    return m_state.pausedAll || (p && p->paused);
+}
+
+bool ProvidersModel::inBackoff(const QString& provider) const
+{
+    const ProviderState* p = m_state.provider(provider.toStdString());
+    return p && p->backoffUntilMs > m_nowMs;
+}
+
+void ProvidersModel::rebuild()
+{
+    QStringList names;
+    for (const auto& [name, l] : m_limits.providers())
+        names.append(qs(name));
+    for (const ProviderState& p : m_state.providers) {
+        if (!names.contains(qs(p.name)))
+            names.append(qs(p.name));
+    }
+
+    QVector<Row> rows;
+    for (const QString& name : names) {
+        const std::string key = name.toStdString();
+        const ProviderLimits* l = m_limits.find(key);
+        const ProviderState* p = m_state.provider(key);
+        Row row;
+        row.key = name;
+        row.cells.resize(ColumnCount);
+        auto nameCell = text(name);
+        if (!l)
+            nameCell.insert(Qt::ToolTipRole, tr("No limits are set for %1 (removed?)").arg(name));
+        row.cells[Provider] = nameCell;
+        if (l) {
+            row.cells[RequestLimit] = limitCell(l->requests, *l, tr("requests"));
+            row.cells[TokenLimit] = limitCell(l->tokens, *l, tr("tokens"));
+            auto w = text(seconds(l->windowMs), static_cast<qlonglong>(l->windowMs));
+            w.insert(Qt::EditRole, QString::number(static_cast<double>(l->windowMs) / 1000.0));
+            row.cells[Window] = w;
+            row.cells[Parallel] = limitCell(l->parallel, *l, tr("parallel"));
+        } else {
+            row.cells[RequestLimit] = text(tr("(no limits)"));
+        }
+        RollingWindow::Usage used;
+        if (p) {
+            if (const ScopeWindow* scope = p->scope(""))
+                used = scope->window.usage(m_nowMs);
+        }
+        row.cells[RequestsUsed] = usageCell(used.requests, l ? l->requests : std::nullopt, l);
+        row.cells[TokensUsed] = usageCell(used.tokens, l ? l->tokens : std::nullopt, l);
+        const qlonglong slots = p ? static_cast<qlonglong>(p->slots.size()) : 0;
+        if (l && l->parallel) {
+            auto c = text(QStringLiteral("%1 / %2").arg(slots).arg(*l->parallel), slots);
+            c.insert(FractionRole, static_cast<double>(slots) / static_cast<double>(*l->parallel));
+            row.cells[Slots] = c;
+        } else {
+            row.cells[Slots] = text(QString::number(slots), slots);
+        }
+        const qint64 backoff = p ? std::max<qint64>(0, p->backoffUntilMs - m_nowMs) : 0;
+        if (backoff > 0) {
+            // Whole seconds, rounded up, so the countdown reaches 0 when the backoff ends.
+            auto c = text(tr("%1 s").arg((backoff + 999) / 1000), backoff);
+            c.insert(Qt::ForegroundRole, QBrush(QColor(0xc0, 0x60, 0x00)));
+            row.cells[Backoff] = c;
+        } else {
+            row.cells[Backoff] = text(QString(), 0);
+        }
+        const int consecutive = p ? p->consecutive429 : 0;
+        row.cells[Consecutive429] = text(consecutive ? QString::number(consecutive) : QString(), consecutive);
+        const qlonglong waiting = p ? static_cast<qlonglong>(p->queue.size()) : 0;
+        auto wc = text(waiting ? QString::number(waiting) : QString(), waiting);
+        if (p && !p->queue.empty()) {
+            QStringList who;
+            for (const Waiter& w : p->queue)
+                who.append(tr("%1 (pid %2): %3")
+                               .arg(qs(w.caller))
+                               .arg(w.pid)
+                               .arg(QLatin1String(waitReasonName(w.reason))));
+            wc.insert(Qt::ToolTipRole, who.join(QLatin1Char('\n')));
+        }
+        row.cells[Waiting] = wc;
+        QString paused;
+        if (m_state.pausedAll)
+            paused = m_state.pauseReason.empty() ? tr("all paused")
+                                                 : tr("all paused: %1").arg(qs(m_state.pauseReason));
+        else if (p && p->paused)
+            paused = p->pauseReason.empty() ? tr("paused") : tr("paused: %1").arg(qs(p->pauseReason));
+        auto pc = text(paused);
+        if (!paused.isEmpty())
+            pc.insert(Qt::ForegroundRole, QBrush(QColor(0x20, 0x50, 0xb0)));
+        row.cells[Paused] = pc;
+        rows.append(std::move(row));
+    }
+    setRows(std::move(rows));
+}
+
+Qt::ItemFlags ProvidersModel::flags(const QModelIndex& index) const
+{
+    if (!isCell(index))
+        return Qt::NoItemFlags;
+    Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
+    const bool limitColumn = index.column() == RequestLimit || index.column() == TokenLimit
+        || index.column() == Window || index.column() == Parallel;
+    if (limitColumn && m_limits.find(keyAt(index.row()).toStdString()))
+        f |= Qt::ItemIsEditable;
+    return f;
+}
+
+bool ProvidersModel::setData(const QModelIndex& index, const QVariant& value, int role)
+{
+    if (role != Qt::EditRole || !isCell(index))
+        return false;
+    const QString provider = keyAt(index.row());
+    const ProviderLimits* current = m_limits.find(provider.toStdString());
+    if (!current)
+        return false;
+    ProviderLimits edited = *current;
+    const QString raw = value.toString();
+    bool ok = true;
+    switch (index.column()) {
+    case RequestLimit:
+        edited.requests = parseCount(raw, ok);
+        break;
+    case TokenLimit:
+        edited.tokens = parseCount(raw, ok);
+        break;
+    case Parallel:
+        edited.parallel = parseCount(raw, ok);
+        break;
+    case Window: {
+        const double s = raw.trimmed().toDouble(&ok);
+        if (!ok) {
+            Q_EMIT editRefused(
+                provider, tr("The window of %1 must be a number of seconds, not \"%2\".").arg(provider, raw));
+            return false;
+        }
+        if (!(s > 0.0)) {
+            Q_EMIT editRefused(provider,
+                tr("The window of %1 must be longer than 0 seconds (got %2): a window of 0 or less would "
+                   "admit nothing "
+                   "or everything.")
+                    .arg(provider, raw.trimmed()));
+            return false;
+        }
+        edited.windowMs = std::llround(s * 1000.0);
+        break;
+    }
+    default:
+        return false;
+    }
+    if (!ok) {
+        Q_EMIT editRefused(provider,
+            tr("%1 for %2 must be a whole number, or empty for no limit (got \"%3\").")
+                .arg(headerData(index.column(), Qt::Horizontal).toString(), provider, raw));
+        return false;
+    }
+    if (auto valid = QuotaLimits::validate(provider.toStdString(), edited); !valid) {
+        Q_EMIT editRefused(provider, QString::fromStdString(valid.error().message));
+        return false;
+    }
+    if (edited == *current)
+        return true;
+    Q_EMIT limitsEditRequested(provider, edited);
+    return true;
+}
+
+} // namespace tollgate::ui

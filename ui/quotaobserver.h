@@ -1,0 +1,94 @@
+#pragma once
+
+// QuotaObserver: the dashboard's only door to the files. It lives on a worker QThread and
+// talks to the GUI by queued signals carrying value snapshots, so no file I/O, flock wait or
+// /proc probe ever runs on the GUI thread.
+//
+// Invariants:
+// - Looking never writes. A snapshot reads limits.json and state.bin read-only (under a
+//   shared flock on state.lock, so a writer is never seen half-way), never creates the home
+//   or any file in it, and never "repairs" a corrupt file: FileQuotaStore would move a
+//   corrupt state aside, so it is not used for reading.
+// - Acting goes through the core under its lock and is recorded in the history: every action
+//   is a QuotaLimiter or LockFile call, made with a FileQuotaStore opened only when the user
+//   acts and only on a home that already exists.
+// - The history is read incrementally (HistoryReader); a home that is deleted and re-created
+//   (a new inode) starts a new reader.
+
+#include "actionresult.h"
+#include "dashboardsnapshot.h"
+#include "processprobe.h"
+#include "systemclock.h"
+
+#include <QObject>
+#include <QTimer>
+#include <memory>
+
+namespace tollgate {
+class FileQuotaStore;
+class HistoryReader;
+class QuotaLimiter;
+} // namespace tollgate
+
+namespace tollgate::ui {
+
+class HomeWatcher;
+
+class QuotaObserver final : public QObject
+{
+    Q_OBJECT
+public:
+    static constexpr int REFRESH_MS = 2000; // ages, liveness and window decay move without file events
+    static constexpr qint64 DEFAULT_STALE_SECONDS = 3600;
+
+    QuotaObserver(QString home, QStringList lockDirs, QObject* parent = nullptr);
+    ~QuotaObserver() override;
+
+    // Read-only snapshot of a home and lock directories; also used directly by tests.
+    [[nodiscard]] static DashboardSnapshot readSnapshot(const QString& home, const QStringList& lockDirs,
+        qint64 staleSeconds, const ProcessProbe& probe, const Clock& clock);
+
+    [[nodiscard]] static QString who();
+
+public Q_SLOTS:
+    void start(); // call once the object lives in its thread
+    void refresh();
+    void setLockDirs(const QStringList& lockDirs);
+    void setStaleSeconds(qint64 seconds);
+
+    void setLimits(const QString& provider, const tollgate::ProviderLimits& limits);
+    void pause(const QString& provider, const QString& reason); // provider empty: all
+    void resume(const QString& provider); // provider empty: all
+    void resetBackoff(const QString& provider);
+    // confirmed=false refuses (with needsConfirmation) when the holder is alive.
+    void releaseHolder(const QString& key, bool confirmed);
+    void cleanStale();
+
+Q_SIGNALS:
+    void snapshotReady(const tollgate::ui::DashboardSnapshot& snapshot);
+    void historyAppended(const std::vector<tollgate::HistoryEvent>& events);
+    void actionFinished(const tollgate::ui::ActionResult& result);
+    void historyReset(); // the home is a different directory now: forget the old history
+    void refreshed(); // after the snapshot and history of one refresh were emitted
+
+private:
+    void pollHistory();
+    [[nodiscard]] QString openLimiter(); // empty on success, else why not
+    void finish(ActionResult result);
+
+    QString m_home;
+    QStringList m_lockDirs;
+    qint64 m_staleSeconds = DEFAULT_STALE_SECONDS;
+    SystemClock m_clock;
+    ProcessProbe m_probe;
+    HomeWatcher* m_watcher = nullptr; // child; created in start() so it lives in the worker thread
+    QTimer* m_refreshTimer = nullptr; // child
+    std::unique_ptr<HistoryReader> m_history;
+    quint64 m_homeInode = 0;
+    std::unique_ptr<FileQuotaStore> m_store;
+    std::unique_ptr<QuotaLimiter> m_limiter;
+    quint64 m_storeInode = 0;
+    DashboardSnapshot m_last;
+};
+
+} // namespace tollgate::ui

@@ -1,0 +1,82 @@
+#include "settingsdialog.h"
+
+#include <QDialogButtonBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QListWidget>
+#include <QPushButton>
+#include <QSpinBox>
+
+namespace tollgate::ui {
+
+SettingsDialog::SettingsDialog(int stormThreshold, int stormWindowSeconds, const QStringList& lockDirs,
+    qint64 staleSeconds, QWidget* parent)
+    : QDialog(parent)
+{
+    setWindowTitle(tr("Dashboard settings"));
+    auto* form = new QFormLayout(this);
+    m_threshold = new QSpinBox(this);
+    m_threshold->setRange(1, 1000);
+    m_threshold->setValue(stormThreshold);
+    m_threshold->setSuffix(tr(" × 429"));
+    m_window = new QSpinBox(this);
+    m_window->setRange(1, 3600);
+    m_window->setValue(stormWindowSeconds);
+    m_window->setSuffix(tr(" s"));
+    form->addRow(tr("Storm alert at:"), m_threshold);
+    form->addRow(tr("within:"), m_window);
+
+    m_dirs = new QListWidget(this);
+    m_dirs->addItems(lockDirs);
+    auto* add = new QPushButton(tr("Add…"), this);
+    auto* remove = new QPushButton(tr("Remove"), this);
+    connect(add, &QPushButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Watch lock files in"));
+        if (!dir.isEmpty() && m_dirs->findItems(dir, Qt::MatchExactly).isEmpty())
+            m_dirs->addItem(dir);
+    });
+    connect(remove, &QPushButton::clicked, this, [this] { delete m_dirs->currentItem(); });
+    auto* dirButtons = new QHBoxLayout();
+    dirButtons->addWidget(add);
+    dirButtons->addWidget(remove);
+    dirButtons->addStretch(1);
+    form->addRow(tr("Lock directories (*.lock):"), m_dirs);
+    form->addRow(QString(), dirButtons);
+    m_stale = new QSpinBox(this);
+    m_stale->setRange(0, 7 * 24 * 3600);
+    m_stale->setValue(static_cast<int>(staleSeconds));
+    m_stale->setSuffix(tr(" s"));
+    m_stale->setSpecialValueText(tr("never"));
+    form->addRow(tr("A dead holder's lock is stale after:"), m_stale);
+
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
+    connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+    form->addRow(buttons);
+}
+
+int SettingsDialog::stormThreshold() const
+{
+    return m_threshold->value();
+}
+
+int SettingsDialog::stormWindowSeconds() const
+{
+    return m_window->value();
+}
+
+QStringList SettingsDialog::lockDirs() const
+{
+    QStringList out;
+    for (int i = 0; i < m_dirs->count(); ++i)
+        out.append(m_dirs->item(i)->text());
+    return out;
+}
+
+qint64 SettingsDialog::staleSeconds() const
+{
+    return m_stale->value();
+}
+
+} // namespace tollgate::ui

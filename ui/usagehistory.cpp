@@ -1,0 +1,163 @@
+#include "usagehistory.h"
+
+#include <QObject>
+#include <algorithm>
+
+namespace tollgate::ui {
+
+namespace {
+
+QString qs(const std::string& s)
+{
+    return QString::fromStdString(s);
+}
+
+} // namespace
+
+void UsageHistory::add(const std::vector<HistoryEvent>& events)
+{
+    for (const HistoryEvent& e : events) {
+        if (e.type == "admit") {
+            Usage& u = m_usage[minuteOf(e.timeMs)][qs(e.caller)];
+            ++u.requests;
+            u.tokens += e.tokens;
+        } else if (e.type == "429") {
+            m_hits.push_back({ e.timeMs, qs(e.provider), qs(e.caller) });
+        } else if (e.type == "pause" || e.type == "resume" || e.type == "limits"
+            || e.type == "backoff-reset") {
+            m_markers.push_back({ e.timeMs, qs(e.type), qs(e.provider), qs(e.reason) });
+        }
+    }
+}
+
+void UsageHistory::clear()
+{
+    m_usage.clear();
+    m_hits.clear();
+    m_markers.clear();
+}
+
+void UsageHistory::prune(qint64 nowMs)
+{
+    const qint64 firstMinute = minuteOf(nowMs) - USAGE_MINUTES;
+    m_usage.erase(m_usage.begin(), m_usage.lower_bound(firstMinute));
+    const qint64 dayAgo = nowMs - qint64(RATE_LIMIT_MINUTES) * MINUTE_MS;
+    // Arrival order is time order except across clock steps; pruning from the front is enough.
+    while (!m_hits.empty() && m_hits.front().timeMs < dayAgo)
+        m_hits.pop_front();
+    while (!m_markers.empty() && m_markers.front().timeMs < dayAgo)
+        m_markers.pop_front();
+}
+
+QVector<UsageHistory::CallerSeries> UsageHistory::callerSeries(
+    qint64 nowMs, bool tokens, int maxCallers) const
+{
+    const qint64 last = minuteOf(nowMs);
+    const qint64 first = last - USAGE_MINUTES + 1;
+    QHash<QString, CallerSeries> byCaller;
+    for (auto it = m_usage.lower_bound(first); it != m_usage.end() && it->first <= last; ++it) {
+        const int slot = static_cast<int>(it->first - first);
+        for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
+            CallerSeries& s = byCaller[c.key()];
+            if (s.perMinute.isEmpty()) {
+                s.caller = c.key();
+                s.perMinute.fill(0.0, USAGE_MINUTES);
+            }
+            const double v = static_cast<double>(tokens ? c->tokens : c->requests);
+            s.perMinute[slot] += v;
+            s.total += v;
+        }
+    }
+    QVector<CallerSeries> all = byCaller.values().toVector();
+    std::sort(all.begin(), all.end(), [](const CallerSeries& a, const CallerSeries& b) {
+        return a.total != b.total ? a.total > b.total : a.caller < b.caller;
+    });
+    all.erase(std::remove_if(all.begin(), all.end(), [](const CallerSeries& s) { return s.total <= 0; }),
+        all.end());
+    if (maxCallers > 0 && all.size() > maxCallers) {
+        CallerSeries others;
+        others.caller = QObject::tr("others");
+        others.perMinute.fill(0.0, USAGE_MINUTES);
+        for (int i = maxCallers - 1; i < all.size(); ++i) {
+            for (int m = 0; m < USAGE_MINUTES; ++m)
+                others.perMinute[m] += all[i].perMinute[m];
+            others.total += all[i].total;
+        }
+        all.resize(maxCallers - 1);
+        all.append(others);
+    }
+    return all;
+}
+
+QVector<UsageHistory::CallerTotals> UsageHistory::callerTotals(qint64 nowMs) const
+{
+    const qint64 last = minuteOf(nowMs);
+    const qint64 first = last - USAGE_MINUTES + 1;
+    QHash<QString, CallerTotals> byCaller;
+    qint64 all = 0;
+    for (auto it = m_usage.lower_bound(first); it != m_usage.end() && it->first <= last; ++it) {
+        for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
+            CallerTotals& t = byCaller[c.key()];
+            t.caller = c.key();
+            t.requests += c->requests;
+            t.tokens += c->tokens;
+            if (it->first == last)
+                t.requestsLastMinute += c->requests;
+            all += c->requests;
+        }
+    }
+    QVector<CallerTotals> out = byCaller.values().toVector();
+    for (CallerTotals& t : out)
+        t.share = all > 0 ? static_cast<double>(t.requests) / static_cast<double>(all) : 0.0;
+    std::sort(out.begin(), out.end(), [](const CallerTotals& a, const CallerTotals& b) {
+        return a.requests != b.requests ? a.requests > b.requests : a.caller < b.caller;
+    });
+    return out;
+}
+
+QVector<int> UsageHistory::rateLimitsPerMinute(qint64 nowMs) const
+{
+    QVector<int> out(RATE_LIMIT_MINUTES, 0);
+    const qint64 first = minuteOf(nowMs) - RATE_LIMIT_MINUTES + 1;
+    for (const Hit& h : m_hits) {
+        const qint64 slot = minuteOf(h.timeMs) - first;
+        if (slot >= 0 && slot < RATE_LIMIT_MINUTES)
+            ++out[static_cast<int>(slot)];
+    }
+    return out;
+}
+
+QVector<UsageHistory::RateLimited> UsageHistory::rateLimitedCallers(qint64 nowMs) const
+{
+    const qint64 dayAgo = nowMs - qint64(RATE_LIMIT_MINUTES) * MINUTE_MS;
+    QHash<QString, RateLimited> byKey;
+    for (const Hit& h : m_hits) {
+        if (h.timeMs < dayAgo)
+            continue;
+        RateLimited& r = byKey[h.provider + QChar(0) + h.caller];
+        r.provider = h.provider;
+        r.caller = h.caller;
+        ++r.count;
+        r.lastMs = std::max(r.lastMs, h.timeMs);
+    }
+    QVector<RateLimited> out = byKey.values().toVector();
+    std::sort(out.begin(), out.end(), [](const RateLimited& a, const RateLimited& b) {
+        if (a.count != b.count)
+            return a.count > b.count;
+        return a.provider != b.provider ? a.provider < b.provider : a.caller < b.caller;
+    });
+    return out;
+}
+
+QVector<UsageHistory::Marker> UsageHistory::markers(qint64 nowMs) const
+{
+    const qint64 dayAgo = nowMs - qint64(RATE_LIMIT_MINUTES) * MINUTE_MS;
+    QVector<Marker> out;
+    for (const Marker& m : m_markers) {
+        if (m.timeMs >= dayAgo)
+            out.append(m);
+    }
+    return out;
+}
+
+} // namespace tollgate::ui
