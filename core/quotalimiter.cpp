@@ -177,8 +177,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     }
 }
 
-Result<std::int64_t> QuotaLimiter::report429(
-    const std::string& provider, const std::string& caller, std::optional<std::int64_t> retryAfterMs)
+Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const std::string& caller,
+    std::optional<std::int64_t> retryAfterMs, std::int64_t pid)
 {
     std::int64_t backoff = 0;
     const std::string who = sanitizeCaller(caller);
@@ -196,7 +196,7 @@ Result<std::int64_t> QuotaLimiter::report429(
             = span > 0 ? static_cast<std::int64_t>(m_rng() % static_cast<std::uint64_t>(span + 1)) : 0;
         backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
         HistoryEvent e = event(now, "429", provider, who);
-        e.pid = ProcessProbe::parentPid();
+        e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
         e.retryAfterMs = retryAfterMs.value_or(0);
         e.backoffMs = p.backoffUntilMs - now;
         e.reason = std::to_string(p.consecutive429) + " consecutive";

@@ -41,9 +41,10 @@ public:
     // a signal handler) ends the wait like a deadline.
     [[nodiscard]] Result<Permit> acquire(AdmitRequest request, WallTime deadline,
         const std::atomic<bool>* cancel = nullptr);
-    // Returns the backoff now in force, in ms.
+    // Returns the backoff now in force, in ms. `pid`: the process that got the 429, for the
+    // history (0: this process).
     [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
-        std::optional<std::int64_t> retryAfterMs);
+        std::optional<std::int64_t> retryAfterMs, std::int64_t pid = 0);
     [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller);
 
     [[nodiscard]] Result<QuotaLimits> limits();

@@ -7,6 +7,7 @@
 #include "historylog.h"
 #include "historyreader.h"
 #include "manualclock.h"
+#include "quotapeek.h"
 #include "quotalimiter.h"
 #include "retryafter.h"
 #include "statefile.h"
@@ -42,6 +43,7 @@ private Q_SLOTS:
     void permitGivesSlotBack();
     void historyReaderIsIncrementalAcrossRotation();
     void retryAfterParsing();
+    void peekNeverWrites();
 
 private:
     QString home() const { return m_dir->path() + QStringLiteral("/home"); }
@@ -445,6 +447,33 @@ void TestQuotaStore::retryAfterParsing()
     QVERIFY(!RetryAfter::parseMs("soon", now).ok());
     QVERIFY(!RetryAfter::parseMs("-5", now).ok());
     QVERIFY(!RetryAfter::parseMs("", now).ok());
+}
+
+void TestQuotaStore::peekNeverWrites()
+{
+    QVERIFY(QDir().mkpath(home()));
+    auto empty = QuotaPeek::read(homeStd(), std::chrono::milliseconds(1000));
+    QVERIFY(empty.ok());
+    QVERIFY(!empty->state);
+    QVERIFY(QDir(home()).entryList(QDir::NoDotAndDotDot | QDir::AllEntries).isEmpty()); // nothing created
+    {
+        auto store = FileQuotaStore::open(homeStd(), m_clock);
+        QuotaLimiter limiter(**store, m_clock, m_probe);
+        QVERIFY(limiter.setLimits("p", simple(5), "test").ok());
+        QVERIFY(limiter.acquire(request("a"), m_clock.now()).ok());
+    }
+    auto live = QuotaPeek::read(homeStd(), std::chrono::milliseconds(1000));
+    QVERIFY(live.ok());
+    QVERIFY(live->state);
+    QVERIFY(live->limits.find("p"));
+    QCOMPARE(live->state->provider("p")->admittedTotal, std::uint64_t(1));
+    const QByteArray garbage(300, '\x33');
+    writeFile(home() + QStringLiteral("/state.bin"), garbage);
+    auto corrupt = QuotaPeek::read(homeStd(), std::chrono::milliseconds(1000));
+    QVERIFY(corrupt.ok());
+    QCOMPARE(QString::fromStdString(corrupt->corruptFile), home() + QStringLiteral("/state.bin"));
+    QCOMPARE(readFile(home() + QStringLiteral("/state.bin")), garbage); // left exactly as it was
+    QVERIFY(QDir(home()).entryList({ QStringLiteral("state.bin.corrupt-*") }).isEmpty());
 }
 
 QTEST_GUILESS_MAIN(TestQuotaStore)

@@ -1,14 +1,12 @@
 #include "quotaobserver.h"
 
-#include "fd.h"
 #include "filequotastore.h"
-#include "flockguard.h"
 #include "historyreader.h"
 #include "homedir.h"
 #include "homewatcher.h"
 #include "lockfile.h"
 #include "quotalimiter.h"
-#include "statefile.h"
+#include "quotapeek.h"
 
 #include <QDir>
 #include <QFile>
@@ -24,11 +22,10 @@ namespace {
 
 // A shared flock on state.lock is held for the few microseconds of two preads; a writer that
 // keeps the lock this long is stopped, and the previous snapshot stays on screen.
-constexpr auto READ_LOCK_TIMEOUT = std::chrono::seconds(2);
+constexpr auto READ_LOCK_TIMEOUT = std::chrono::milliseconds(2000);
 // Lock files are removed by "clean" only once older than this (LockFile's stale rule needs a
 // positive age), so a lock whose holder died a moment ago is re-judged under its flock.
 constexpr std::int64_t CLEAN_AGE_SECONDS = 1;
-constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
 
 QString qs(const std::string& s)
 {
@@ -54,74 +51,18 @@ quint64 inodeOf(const QString& path)
     return ::lstat(native.constData(), &st) == 0 ? static_cast<quint64>(st.st_ino) : 0;
 }
 
-bool exists(const std::string& path)
+void readQuota(const std::string& home, DashboardSnapshot& s)
 {
-    struct stat st
-    {
-    };
-    return ::lstat(path.c_str(), &st) == 0;
-}
-
-void readLimits(const std::string& home, DashboardSnapshot& s)
-{
-    const std::string path = home + "/limits.json";
-    if (!exists(path))
-        return;
-    auto fd = Fd::open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    if (!fd) {
-        s.corruptFile = qs(path);
-        s.corruptReason = qs(fd.error().message);
+    auto view = QuotaPeek::read(home, READ_LOCK_TIMEOUT);
+    if (!view) {
+        s.problem = qs(view.error().describe());
         return;
     }
-    auto text = fd->readAll(MAX_LIMITS_BYTES);
-    if (!text) {
-        s.corruptFile = qs(path);
-        s.corruptReason = qs(text.error().message);
-        return;
-    }
-    auto parsed = QuotaLimits::fromJson(*text);
-    if (!parsed) {
-        s.corruptFile = qs(path);
-        s.corruptReason = qs(parsed.error().message);
-        return;
-    }
-    s.limits = std::move(parsed).value();
-}
-
-void readState(const std::string& home, DashboardSnapshot& s)
-{
-    const std::string path = home + "/state.bin";
-    if (!exists(path))
-        return;
-    std::optional<FlockGuard> guard;
-    std::optional<Fd> lockFd;
-    if (auto lf = Fd::open(home + "/state.lock", O_RDONLY | O_NOFOLLOW | O_NONBLOCK); lf) {
-        lockFd.emplace(std::move(lf).value());
-        auto g = FlockGuard::lock(*lockFd, false, std::chrono::steady_clock::now() + READ_LOCK_TIMEOUT);
-        if (!g) {
-            s.problem = qs(g.error().describe());
-            return;
-        }
-        guard.emplace(std::move(g).value());
-    }
-    auto fd = Fd::open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    if (!fd) {
-        s.problem = qs(fd.error().describe());
-        return;
-    }
-    StateFile file(std::move(fd).value());
-    auto read = file.read();
-    if (!read) {
-        if (read.error().kind == ErrorKind::Corrupt) {
-            s.corruptFile = qs(path);
-            s.corruptReason = qs(read.error().message);
-        } else {
-            s.problem = qs(read.error().describe());
-        }
-        return;
-    }
-    if (*read) {
-        s.state = std::move(**read);
+    s.limits = std::move(view->limits);
+    s.corruptFile = qs(view->corruptFile);
+    s.corruptReason = qs(view->corruptReason);
+    if (view->state) {
+        s.state = std::move(*view->state);
         s.hasState = true;
     }
 }
@@ -228,8 +169,7 @@ DashboardSnapshot QuotaObserver::readSnapshot(const QString& home, const QString
         s.status = HomeStatus::Unusable;
         s.problem = qs(ok.error().describe());
     } else {
-        readLimits(dir, s);
-        readState(dir, s);
+        readQuota(dir, s);
         const bool any
             = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
         s.status = any ? HomeStatus::Ready : HomeStatus::Empty;

@@ -486,7 +486,7 @@ int cmdRun(const std::vector<std::string>& argv)
             else
                 std::cerr << "tollgate: ignoring TOLLGATE_RETRY_AFTER_FILE: " << parsed.error().message << '\n';
         }
-        auto b = c.limiter->report429(o.request.provider, o.request.caller, ms);
+        auto b = c.limiter->report429(o.request.provider, o.request.caller, ms, ProcessProbe::selfPid());
         if (!b)
             std::cerr << "tollgate: could not record the 429: " << b.error().describe() << '\n';
         else if (!c.quiet)
@@ -526,7 +526,8 @@ int cmdReport(const std::string& which, const std::vector<std::string>& argv)
             return usageError(c.command, ms.error().message);
         retryMs = *ms;
     }
-    auto b = c.limiter->report429(pos[0], *caller, retryMs);
+    // the caller that got the 429 is the script that ran us
+    auto b = c.limiter->report429(pos[0], *caller, retryMs, ProcessProbe::parentPid());
     if (!b)
         return fail(b.error());
     if (c.json) {

@@ -379,7 +379,10 @@ void TestDashboardActions::resetBackoffReachesCore()
     QSignalSpy actions(c.get(), &DashboardController::actionFinished);
     c->resetBackoff(QStringLiteral("api"));
     QVERIFY(waitAction(actions).ok);
-    const auto* p = m_limiter->snapshot()->state.provider("api");
+    const auto snap = m_limiter->snapshot();
+    QVERIFY(snap.ok());
+    const auto* p = snap->state.provider("api");
+    QVERIFY(p);
     QCOMPARE(p->backoffUntilMs, std::int64_t(0));
     QCOMPARE(p->consecutive429, 0);
     QTRY_VERIFY_WITH_TIMEOUT(!c->providers()->inBackoff(QStringLiteral("api")), TIMEOUT_MS);

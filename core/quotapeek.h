@@ -1,0 +1,32 @@
+#pragma once
+
+// QuotaPeek: a read-only look at a home, for observers such as the dashboard. Unlike a
+// QuotaStore transaction it never creates, moves or writes anything: a corrupt file is
+// reported (named, with the reason) and left exactly as it is. state.bin is read under a
+// *shared* flock of state.lock, so a writer's transaction is never seen half-done.
+
+#include "quotalimits.h"
+#include "quotastate.h"
+#include "result.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace tollgate {
+
+struct QuotaView {
+    QuotaLimits limits; // empty when there is no limits.json
+    std::optional<QuotaState> state; // nullopt: no state yet (missing or empty state.bin)
+    std::string corruptFile; // a file that does not parse; empty when none
+    std::string corruptReason;
+};
+
+class QuotaPeek {
+public:
+    // The home must exist (check it with HomeDir::check first). Errors: I/O, or the shared
+    // lock not granted within lockTimeout (a writer stopped inside its transaction).
+    [[nodiscard]] static Result<QuotaView> read(const std::string& homeDir, std::chrono::milliseconds lockTimeout);
+};
+
+} // namespace tollgate
