@@ -23,22 +23,7 @@ if ! [[ $SECONDS_PER_TARGET =~ ^[0-9]+$ ]] || ((SECONDS_PER_TARGET < 1)); then
 fi
 
 PACKAGES=(clang libclang-rt-14-dev cmake ninja-build nlohmann-json3-dev)
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
-        missing+=("$pkg")
-    fi
-done
-if ((${#missing[@]})); then
-    echo "fuzz: installing missing Debian packages: ${missing[*]}"
-    SUDO=()
-    if [ "$(id -u)" -ne 0 ]; then
-        command -v sudo >/dev/null || { echo "fuzz: need root or sudo to install ${missing[*]}" >&2; exit 1; }
-        SUDO=(sudo)
-    fi
-    "${SUDO[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq "${missing[@]}"
-fi
+"$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
     CXX=clang++ cmake -S "$ROOT/fuzz" -B "$BUILD_DIR" -G Ninja
