@@ -105,8 +105,10 @@ Result<LockInfo> LockInfo::parse(std::string_view content)
         return parseError("timestamp is not a non-negative integer: " + quoted(*tsText));
     info.pid = *pid;
     info.timestamp = *ts;
-    if (tagText) // another tool may not have sanitised it (a CR or a C1 CSI would reach terminals)
-        info.tag = sanitizeTag(*tagText);
+    if (tagText) { // another tool may not have sanitised it (a CR or a C1 CSI would reach terminals)
+        const std::string clean = sanitizeTag(*tagText);
+        info.tag = std::string(trim(clean)); // a control at either end became a space
+    }
     return info;
 }
 

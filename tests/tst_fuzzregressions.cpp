@@ -243,6 +243,7 @@ void TestFuzzRegressions::lockinfo()
     }
     QVERIFY(parsed->pid >= 1 && parsed->pid <= INT32_MAX);
     QVERIFY(parsed->timestamp >= 0);
+    QCOMPARE(std::string(trimmed(parsed->tag)), parsed->tag); // values are trimmed, also after sanitising
     const std::string bytes = parsed->serialize();
     QVERIFY(bytes.size() <= LockInfo::MAX_FILE_BYTES);
     QCOMPARE(std::count(bytes.begin(), bytes.end(), '\n'), std::ptrdiff_t(parsed->tag.empty() ? 2 : 3));
