@@ -13,6 +13,9 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <csignal>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -32,6 +35,7 @@ private Q_SLOTS:
     void hugeHistoryReadOnlyAtTheEnd();
     void binaryLimitsFile();
     void writeFailureMidStateKeepsOldState();
+    void fullDiskKeepsOldState();
     void readOnlyHomeGivesClearError();
     void hostileCallerNamesAndTags();
 
@@ -207,6 +211,66 @@ void TestHostile::writeFailureMidStateKeepsOldState()
     QVERIFY2(r.out.contains("\"used_requests\":" + QByteArray::number(admitted)), r.out.constData());
     QCOMPARE(readFile(m_home + QStringLiteral("/limits.json")), limitsBefore);
     QVERIFY(QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") }).isEmpty());
+}
+
+void TestHostile::fullDiskKeepsOldState()
+{
+    // A real ENOSPC: a tiny tmpfs, mounted in a private mount namespace of a child process
+    // (needs root; the namespace and the mount vanish with the child).
+    if (::geteuid() != 0)
+        QSKIP("needs root to mount a small filesystem");
+    const std::string mnt = (m_dir->path() + QStringLiteral("/small")).toStdString();
+    QVERIFY(QDir().mkpath(QString::fromStdString(mnt)));
+    const pid_t child = ::fork();
+    if (child == 0) {
+        if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0
+            || ::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=256k") != 0)
+            ::_exit(77); // no mount namespaces here
+        SystemClock clock;
+        ProcessProbe probe;
+        const std::string home = mnt + "/home";
+        auto store = FileQuotaStore::open(home, clock);
+        if (!store)
+            ::_exit(10);
+        QuotaLimiter limiter(**store, clock, probe);
+        ProviderLimits l;
+        l.requests = 100;
+        AdmitRequest req;
+        req.provider = "api";
+        req.caller = "a";
+        if (!limiter.setLimits("api", l, "test") || !limiter.acquire(req, clock.now()))
+            ::_exit(11);
+        // Both state slots hold a page now. Give the page of the slot the next write goes to
+        // back to the filesystem, then fill the filesystem: that write needs a page it cannot get.
+        const int sfd = ::open((home + "/state.bin").c_str(), O_RDWR);
+        std::uint64_t seq[2] = {};
+        for (int i = 0; i < 2; ++i)
+            (void)!::pread(sfd, &seq[i], 8, i * StateFile::SLOT_BYTES + 8);
+        const off_t next = seq[0] > seq[1] ? StateFile::SLOT_BYTES : 0;
+        if (::fallocate(sfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, next, 4096) != 0)
+            ::_exit(12);
+        ::close(sfd);
+        const int filler = ::open((mnt + "/filler").c_str(), O_WRONLY | O_CREAT, 0600);
+        char page[4096] = {};
+        while (::write(filler, page, sizeof page) > 0) { }
+        ::close(filler);
+        auto r = limiter.acquire(req, clock.now());
+        if (r || r.error().sysErrno != ENOSPC)
+            ::_exit(13); // the state write must fail, and say why
+        // The previous state is intact: it reads back with the one earlier admission.
+        ::unlink((mnt + "/filler").c_str());
+        auto after = limiter.snapshot();
+        if (!after)
+            ::_exit(14);
+        const auto used = after->state.provider("api")->scope("")->window.usage(after->nowMs).requests;
+        ::_exit(used == 1 ? 0 : 15);
+    }
+    int status = 0;
+    QCOMPARE(::waitpid(child, &status, 0), child);
+    QVERIFY(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77)
+        QSKIP("cannot mount a filesystem in a private namespace here");
+    QCOMPARE(WEXITSTATUS(status), 0);
 }
 
 void TestHostile::readOnlyHomeGivesClearError()
