@@ -62,12 +62,13 @@ bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::i
 void QuotaPolicy::fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
 {
     syncProvider(p, l, nowMs);
+    // As if the whole limit had been admitted just now.
     for (auto& sc : p.scopes) {
         if (sc.model.empty()) {
-            sc.window.fill(nowMs, std::max<std::int64_t>(0, limitOrNone(l, l.requests)),
+            sc.window.record(nowMs, std::max<std::int64_t>(0, limitOrNone(l, l.requests)),
                 std::max<std::int64_t>(0, limitOrNone(l, l.tokens)));
         } else if (auto it = l.models.find(sc.model); it != l.models.end()) {
-            sc.window.fill(nowMs, std::max<std::int64_t>(0, limitOrNone(l, it->second.requests)),
+            sc.window.record(nowMs, std::max<std::int64_t>(0, limitOrNone(l, it->second.requests)),
                 std::max<std::int64_t>(0, limitOrNone(l, it->second.tokens)));
         }
     }

@@ -107,11 +107,6 @@ void RollingWindow::rescale(std::int64_t newWindowMs, std::int64_t nowMs)
         record(nowMs, u.requests, u.tokens);
 }
 
-void RollingWindow::fill(std::int64_t nowMs, std::int64_t requests, std::int64_t tokens)
-{
-    record(nowMs, requests, tokens);
-}
-
 void RollingWindow::adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta)
 {
     const std::int64_t k = floorDiv(atMs, m_bucketMs);

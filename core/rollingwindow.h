@@ -48,9 +48,6 @@ public:
     // A new window length: what is in the window now is kept, conservatively, as if it had
     // all happened now (it cannot be re-bucketed exactly).
     void rescale(std::int64_t newWindowMs, std::int64_t nowMs);
-    // Fills the window as if `requests`/`tokens` had been admitted now (a fresh state after
-    // a lost one must not admit more than the limits allow).
-    void fill(std::int64_t nowMs, std::int64_t requests, std::int64_t tokens);
     // Reconcile an estimate: adds delta tokens (may be negative) to the bucket that holds
     // atMs, if it is still in the ring; otherwise a positive delta lands in the current bucket.
     void adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta);

@@ -1,5 +1,7 @@
 // `tollgate lock ...` as a user runs it: separate processes, exit codes, messages, JSON.
 
+#include "testsupport.h"
+
 #include <QCoreApplication>
 #include <QFile>
 #include <QJsonDocument>
@@ -250,11 +252,7 @@ void TestLockCli::acquireAndWaitTimeOut()
 
 void TestLockCli::cleanTakesDeadOldLock()
 {
-    QProcess gone;
-    gone.start(QStringLiteral("true"), {});
-    QVERIFY(gone.waitForStarted());
-    const qint64 gonePid = gone.processId();
-    QVERIFY(gone.waitForFinished());
+    const qint64 gonePid = TestSupport::deadPid();
     QFile f(lockPath());
     QVERIFY(f.open(QIODevice::WriteOnly));
     f.write("pid=" + QByteArray::number(gonePid) + "\ntimestamp=1000\n");

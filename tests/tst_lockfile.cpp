@@ -4,6 +4,7 @@
 
 #include "lockfile.h"
 #include "manualclock.h"
+#include "testsupport.h"
 
 #include <QDir>
 #include <QFile>
@@ -42,7 +43,6 @@ private Q_SLOTS:
 private:
     std::string lockPath() const { return (m_dir->path() + QStringLiteral("/test.lock")).toStdString(); }
     void writeLock(const std::string& content, mode_t mode = 0600);
-    static qint64 deadPid();
 
     std::unique_ptr<QTemporaryDir> m_dir;
     ManualClock m_clock { std::chrono::system_clock::now() };
@@ -63,19 +63,6 @@ void TestLockFile::writeLock(const std::string& content, mode_t mode)
     f.write(content.data(), static_cast<qint64>(content.size()));
     f.close();
     ::chmod(lockPath().c_str(), mode);
-}
-
-// A pid whose process has exited and been reaped (kill() answers ESRCH).
-qint64 TestLockFile::deadPid()
-{
-    QProcess p;
-    p.start(QStringLiteral("true"), {});
-    if (!p.waitForStarted(10000))
-        qFatal("could not run true");
-    const qint64 pid = p.processId(); // 0 once it has finished
-    if (!p.waitForFinished(10000) || pid <= 0)
-        qFatal("could not run true");
-    return pid;
 }
 
 static QByteArray readAll(const std::string& path)
@@ -170,7 +157,7 @@ void TestLockFile::staleMatrix()
     const qint64 stamped = std::chrono::duration_cast<std::chrono::seconds>(
         std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    const qint64 holder = holderAlive ? qint64(::getpid()) : deadPid();
+    const qint64 holder = holderAlive ? qint64(::getpid()) : TestSupport::deadPid();
     const std::string original = LockInfo { holder, stamped, "victim" }.serialize();
     writeLock(original);
     m_clock.set(std::chrono::system_clock::time_point(std::chrono::seconds(stamped + age)));
@@ -340,7 +327,7 @@ void TestLockFile::directoryAsLockRefused()
 void TestLockFile::cleanRemovesOnlyDeadWritersTempFiles()
 {
     const QString base = QString::fromStdString(lockPath());
-    const QString dead = base + QStringLiteral(".%1.0123456789abcdef.tmp").arg(deadPid());
+    const QString dead = base + QStringLiteral(".%1.0123456789abcdef.tmp").arg(TestSupport::deadPid());
     const QString live = base + QStringLiteral(".%1.fedcba9876543210.tmp").arg(::getpid());
     const QString other = base + QStringLiteral(".notes.txt");
     for (const QString& p : { dead, live, other }) {

@@ -1,6 +1,7 @@
 #include "ratelimitchart.h"
 
 #include "niceaxis.h"
+#include "timechart.h"
 
 #include <QDateTime>
 #include <QToolTip>
@@ -35,17 +36,7 @@ QScatterSeries* markerSeries(
 RateLimitChart::RateLimitChart(QWidget* parent)
     : QChartView(parent)
 {
-    auto* chart = new QChart();
-    chart->setTitle(tr("429s per minute, last 24 hours"));
-    chart->legend()->setAlignment(Qt::AlignRight);
-    chart->setMargins(QMargins(4, 4, 4, 4));
-    m_x = new QDateTimeAxis(chart);
-    m_x->setFormat(QStringLiteral("HH:mm"));
-    m_x->setTickCount(7);
-    m_y = new QValueAxis(chart);
-    m_y->setLabelFormat(QStringLiteral("%d"));
-    chart->addAxis(m_x, Qt::AlignBottom);
-    chart->addAxis(m_y, Qt::AlignLeft);
+    QChart* chart = TimeChart::create(tr("429s per minute, last 24 hours"), m_x, m_y);
     m_line = new QLineSeries(chart);
     m_area = new QAreaSeries(m_line);
     m_area->setName(tr("429s"));
@@ -67,9 +58,7 @@ RateLimitChart::RateLimitChart(QWidget* parent)
     }
     for (QScatterSeries* s : { m_pauses, m_resumes, m_limits })
         connect(s, &QScatterSeries::hovered, this, &RateLimitChart::showMarkerTip);
-    setChart(chart);
-    setRenderHint(QPainter::Antialiasing);
-    setMinimumHeight(220);
+    TimeChart::install(this, chart);
     setSpanHours(24);
 }
 

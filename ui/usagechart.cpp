@@ -1,6 +1,7 @@
 #include "usagechart.h"
 
 #include "niceaxis.h"
+#include "timechart.h"
 
 #include <QDateTime>
 #include <QtCharts/QAreaSeries>
@@ -24,18 +25,7 @@ const QColor PALETTE[] = { QColor(0xd6, 0x4f, 0x3c), QColor(0x3b, 0x7d, 0xd8), Q
 UsageChart::UsageChart(QWidget* parent)
     : QChartView(parent)
 {
-    auto* chart = new QChart();
-    chart->setTitle(tr("Requests per minute by caller, last 60 minutes"));
-    chart->legend()->setAlignment(Qt::AlignRight);
-    chart->setMargins(QMargins(4, 4, 4, 4));
-    m_x = new QDateTimeAxis(chart);
-    m_x->setFormat(QStringLiteral("HH:mm"));
-    m_x->setTickCount(7);
-    m_y = new QValueAxis(chart);
-    m_y->setLabelFormat(QStringLiteral("%d"));
-    m_y->setMin(0);
-    chart->addAxis(m_x, Qt::AlignBottom);
-    chart->addAxis(m_y, Qt::AlignLeft);
+    QChart* chart = TimeChart::create(tr("Requests per minute by caller, last 60 minutes"), m_x, m_y);
     QLineSeries* below = nullptr;
     for (int i = 0; i < MAX_BANDS; ++i) {
         auto* upper = new QLineSeries(chart);
@@ -48,9 +38,7 @@ UsageChart::UsageChart(QWidget* parent)
         m_areas.append(area);
         below = upper;
     }
-    setChart(chart);
-    setRenderHint(QPainter::Antialiasing);
-    setMinimumHeight(220);
+    TimeChart::install(this, chart);
 }
 
 void UsageChart::setShowTokens(bool tokens)

@@ -2,6 +2,7 @@
 // the core (checked through a separate QuotaLimiter, as another process would see it), what
 // others do shows up, and looking never writes.
 
+#include "testsupport.h"
 #include "actionresult.h"
 #include "callerusagemodel.h"
 #include "dashboardcontroller.h"
@@ -50,6 +51,8 @@ private:
     void makeHome();
     ActionResult waitAction(QSignalSpy& spy);
     std::vector<HistoryEvent> history();
+    // A parallel slot of provider "api" held for `pid` (kept after this returns); its fence.
+    std::uint64_t holdSlot(const char* caller, qint64 pid);
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_home;
@@ -62,17 +65,6 @@ private:
 namespace {
 
 constexpr int TIMEOUT_MS = 10000;
-
-qint64 deadPid()
-{
-    QProcess p;
-    p.start(QStringLiteral("true"), {});
-    if (!p.waitForStarted())
-        return 999999;
-    const qint64 pid = p.processId();
-    p.waitForFinished();
-    return pid;
-}
 
 void writeLock(const QString& path, qint64 pid, qint64 timestamp, const QByteArray& tag)
 {
@@ -151,6 +143,20 @@ ActionResult TestDashboardActions::waitAction(QSignalSpy& spy)
         return ActionResult { QStringLiteral("timeout"), false, QStringLiteral("no action result"), false, {},
             0, {} };
     return spy.takeFirst().at(0).value<ActionResult>();
+}
+
+std::uint64_t TestDashboardActions::holdSlot(const char* caller, qint64 pid)
+{
+    AdmitRequest r;
+    r.provider = "api";
+    r.caller = caller;
+    r.wantsSlot = true;
+    r.pid = pid;
+    auto permit = m_limiter->acquire(r, m_clock.now());
+    if (!permit)
+        return 0;
+    permit->detach();
+    return permit->fence();
 }
 
 std::vector<HistoryEvent> TestDashboardActions::history()
@@ -239,22 +245,11 @@ void TestDashboardActions::externalChangeShowsUp()
 void TestDashboardActions::forceReleaseSlotConfirmsLiveHolder()
 {
     MAKE_HOME();
-    AdmitRequest alive;
-    alive.provider = "api";
-    alive.caller = "me";
-    alive.wantsSlot = true;
-    alive.pid = ProcessProbe::selfPid();
-    auto p1 = m_limiter->acquire(alive, m_clock.now());
-    QVERIFY(p1);
-    p1->detach();
-    AdmitRequest dead = alive;
-    dead.caller = "ghost";
-    dead.pid = deadPid();
-    auto p2 = m_limiter->acquire(dead, m_clock.now());
-    QVERIFY(p2);
-    p2->detach();
-    const QString aliveKey = QStringLiteral("slot:api:%1").arg(p1->fence());
-    const QString deadKey = QStringLiteral("slot:api:%1").arg(p2->fence());
+    const std::uint64_t aliveFence = holdSlot("me", ProcessProbe::selfPid());
+    const std::uint64_t deadFence = holdSlot("ghost", TestSupport::deadPid());
+    QVERIFY(aliveFence && deadFence);
+    const QString aliveKey = QStringLiteral("slot:api:%1").arg(aliveFence);
+    const QString deadKey = QStringLiteral("slot:api:%1").arg(deadFence);
 
     START_CONTROLLER(c, {});
     QTRY_COMPARE_WITH_TIMEOUT(c->holders()->rowCount(), 2, TIMEOUT_MS);
@@ -320,27 +315,16 @@ void TestDashboardActions::forceReleaseLockFileConfirmsLiveHolder()
 void TestDashboardActions::cleanStaleReleasesDeadHolders()
 {
     MAKE_HOME();
-    AdmitRequest alive;
-    alive.provider = "api";
-    alive.caller = "me";
-    alive.wantsSlot = true;
-    alive.pid = ProcessProbe::selfPid();
-    auto kept = m_limiter->acquire(alive, m_clock.now());
-    QVERIFY(kept);
-    kept->detach();
+    QVERIFY(holdSlot("me", ProcessProbe::selfPid()));
     // Taken last: an acquire reclaims the slots of vanished holders on its way.
-    AdmitRequest dead = alive;
-    dead.caller = "ghost";
-    dead.pid = deadPid();
-    auto permit = m_limiter->acquire(dead, m_clock.now());
-    QVERIFY(permit);
-    permit->detach();
+    const qint64 deadHolder = TestSupport::deadPid();
+    QVERIFY(holdSlot("ghost", deadHolder));
 
     const QString locks = m_dir->path() + QStringLiteral("/locks");
     QVERIFY(QDir().mkpath(locks));
     const qint64 now = m_clock.unixSeconds();
-    writeLock(locks + QStringLiteral("/dead.lock"), dead.pid, now - 30, "crashed job");
-    writeLock(locks + QStringLiteral("/old.lock"), dead.pid, now - 7200, "long gone");
+    writeLock(locks + QStringLiteral("/dead.lock"), deadHolder, now - 30, "crashed job");
+    writeLock(locks + QStringLiteral("/old.lock"), deadHolder, now - 7200, "long gone");
     writeLock(locks + QStringLiteral("/live.lock"), ProcessProbe::selfPid(), now, "still here");
 
     START_CONTROLLER(c, { locks });

@@ -1,6 +1,7 @@
 // Storm detection: thresholds, one alert per storm (not one per 429), per provider, quiet
 // windows ending a storm, and old history never alerting. Pure logic: no clock, no files.
 
+#include "testsupport.h"
 #include "stormdetector.h"
 
 #include <QTest>
@@ -26,12 +27,7 @@ constexpr qint64 T0 = 1'700'000'000'000;
 
 HistoryEvent hit(qint64 t, const char* provider, const char* caller)
 {
-    HistoryEvent e;
-    e.timeMs = t;
-    e.type = "429";
-    e.provider = provider;
-    e.caller = caller;
-    return e;
+    return TestSupport::rateLimited(t, provider, caller);
 }
 
 } // namespace

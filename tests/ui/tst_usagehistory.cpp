@@ -1,5 +1,6 @@
 // UsageHistory: the per-minute aggregates behind the charts and per-caller tables.
 
+#include "testsupport.h"
 #include "usagehistory.h"
 
 #include <QTest>
@@ -20,12 +21,7 @@ constexpr qint64 T0 = 1'700'000'000'000;
 
 HistoryEvent hit(qint64 t, const char* provider, const char* caller)
 {
-    HistoryEvent e;
-    e.timeMs = t;
-    e.type = "429";
-    e.provider = provider;
-    e.caller = caller;
-    return e;
+    return TestSupport::rateLimited(t, provider, caller);
 }
 
 } // namespace
