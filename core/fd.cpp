@@ -6,6 +6,44 @@
 
 namespace tollgate {
 
+namespace {
+
+Error openError(int err, const std::string& path, int flags)
+{
+    if (err == ELOOP)
+        return Error::make(ErrorKind::Permission, path, "is a symbolic link; refusing to follow it");
+    return Error::fromErrno(err, path, (flags & O_CREAT) ? "cannot create" : "cannot open");
+}
+
+Result<Fd> requireRegular(Result<Fd> fd, int flags)
+{
+    if (!fd) {
+        const Error& e = fd.error();
+        // Opening a directory for writing fails with EISDIR, a FIFO without a reader opened
+        // non-blocking for writing with ENXIO: both mean "not a regular file" to the user.
+        if (e.sysErrno == EISDIR)
+            return Error::make(ErrorKind::Permission, e.path, "is a directory, not a regular file; refusing it");
+        if (e.sysErrno == ENXIO)
+            return Error::make(ErrorKind::Permission, e.path, "is a FIFO or socket, not a regular file; refusing it");
+        return fd;
+    }
+    auto st = fd->stat();
+    if (!st)
+        return st.error();
+    if (!S_ISREG(st->st_mode)) {
+        return Error::make(ErrorKind::Permission, fd->path(),
+            std::string("is ") + Fd::fileTypeName(st->st_mode) + ", not a regular file; refusing it");
+    }
+    if (!(flags & O_NONBLOCK)) {
+        const int fl = ::fcntl(fd->get(), F_GETFL);
+        if (fl >= 0)
+            (void)::fcntl(fd->get(), F_SETFL, fl & ~O_NONBLOCK);
+    }
+    return fd;
+}
+
+} // namespace
+
 Fd::~Fd()
 {
     reset();
@@ -43,13 +81,53 @@ Result<Fd> Fd::open(const std::string& path, int flags, mode_t mode)
     do {
         fd = ::open(path.c_str(), flags | O_CLOEXEC, mode);
     } while (fd < 0 && errno == EINTR);
-    if (fd < 0) {
-        const int err = errno;
-        if (err == ELOOP)
-            return Error::make(ErrorKind::Permission, path, "is a symbolic link; refusing to follow it");
-        return Error::fromErrno(err, path, (flags & O_CREAT) ? "cannot create" : "cannot open");
-    }
+    if (fd < 0)
+        return openError(errno, path, flags);
     return Fd(fd, path);
+}
+
+
+const char* Fd::fileTypeName(mode_t mode)
+{
+    if (S_ISREG(mode))
+        return "a regular file";
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISLNK(mode))
+        return "a symbolic link";
+    return "an unknown kind of file";
+}
+
+Result<Fd> Fd::openAt(const Fd& dir, const std::string& name, int flags, mode_t mode)
+{
+    const std::string path = dir.path() + "/" + name;
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+        return Error::make(ErrorKind::Usage, path, "is not a plain file name");
+    int fd;
+    do {
+        fd = ::openat(dir.get(), name.c_str(), flags | O_CLOEXEC | O_NOFOLLOW, mode);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0)
+        return openError(errno, path, flags);
+    return Fd(fd, path);
+}
+
+Result<Fd> Fd::openRegular(const std::string& path, int flags, mode_t mode)
+{
+    return requireRegular(open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode), flags);
+}
+
+Result<Fd> Fd::openRegularAt(const Fd& dir, const std::string& name, int flags, mode_t mode)
+{
+    return requireRegular(openAt(dir, name, flags | O_NONBLOCK, mode), flags);
 }
 
 Result<struct stat> Fd::stat() const

@@ -29,6 +29,19 @@ public:
     Fd& operator=(const Fd&) = delete;
 
     static Result<Fd> open(const std::string& path, int flags, mode_t mode = 0600);
+    // openat(2) relative to an open directory, adding O_CLOEXEC and O_NOFOLLOW: the directory
+    // was verified once, so no component of the path can be swapped after that check. `name`
+    // is one path component; the error messages name dir.path() + "/" + name.
+    static Result<Fd> openAt(const Fd& dir, const std::string& name, int flags, mode_t mode = 0600);
+    // Opens a file that must be a regular file. Adds O_NOFOLLOW and O_NONBLOCK, so a FIFO or
+    // a device planted at the path cannot block the open (which, under a lock, would block
+    // every other process too), then fstat()s the descriptor and refuses anything that is not
+    // a regular file (ErrorKind::Permission, naming what it is). O_NONBLOCK is cleared again
+    // once the file is known to be regular. Use these for every file a user could replace.
+    static Result<Fd> openRegular(const std::string& path, int flags, mode_t mode = 0600);
+    static Result<Fd> openRegularAt(const Fd& dir, const std::string& name, int flags, mode_t mode = 0600);
+    // "a FIFO", "a directory", ... for messages.
+    [[nodiscard]] static const char* fileTypeName(mode_t mode);
 
     [[nodiscard]] int get() const { return m_fd; }
     [[nodiscard]] bool valid() const { return m_fd >= 0; }

@@ -14,7 +14,7 @@ JOBS=${TOLLGATE_JOBS:-2}
 PACKAGES=(
     cmake ninja-build g++ pkg-config
     qt6-base-dev qt6-charts-dev qt6-qpa-plugins fonts-dejavu-core
-    nlohmann-json3-dev
+    nlohmann-json3-dev libcli11-dev
 )
 
 "$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"
