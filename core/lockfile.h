@@ -44,6 +44,10 @@ struct LockStatus {
     std::int64_t ageSeconds = 0; // from the timestamp, or from the mtime when corrupt
     bool holderAlive = false;
     bool stale = false; // may be taken over / cleaned
+    std::int64_t ownerUid = -1; // the lock file's owner (st_uid); -1 when unknown
+    // Something about the lock cannot be trusted: a timestamp in the future, or a holder pid
+    // that runs as another user than the file's owner (a forgery). Says why; empty when none.
+    std::string suspicion;
 };
 
 struct AcquireOutcome {

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tollgate {
@@ -120,6 +121,16 @@ std::string ProcessProbe::commandLine(std::int64_t pid) const
             c = ' ';
     }
     return *text;
+}
+
+std::optional<std::int64_t> ProcessProbe::userOf(std::int64_t pid) const
+{
+    if (pid <= 0)
+        return std::nullopt;
+    struct stat st {};
+    if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0)
+        return std::nullopt;
+    return static_cast<std::int64_t>(st.st_uid);
 }
 
 std::int64_t ProcessProbe::selfPid()

@@ -26,6 +26,8 @@ public:
     [[nodiscard]] virtual std::optional<std::int64_t> startTime(std::int64_t pid) const;
     // Space-joined argv from /proc/PID/cmdline; empty when unknown.
     [[nodiscard]] virtual std::string commandLine(std::int64_t pid) const;
+    // The user the process runs as (owner of /proc/PID); nullopt when unknown or gone.
+    [[nodiscard]] virtual std::optional<std::int64_t> userOf(std::int64_t pid) const;
 
     [[nodiscard]] static std::int64_t selfPid();
     [[nodiscard]] static std::int64_t parentPid();

@@ -38,6 +38,10 @@ public:
     [[nodiscard]] virtual std::uint32_t changeMark() const = 0;
     virtual void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const = 0;
     [[nodiscard]] virtual std::string describe() const = 0; // where it lives, for messages
+    // Problems that did not undo a committed transaction (e.g. the history could not be
+    // written): the deed is done, so callers report success and print these as warnings.
+    // Taking them clears them.
+    [[nodiscard]] virtual std::vector<Error> takeWarnings() { return {}; }
 };
 
 } // namespace tollgate
