@@ -4,12 +4,14 @@
 #include "flockguard.h"
 #include "pathpolicy.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <dirent.h>
+#include <fcntl.h>
 #include <functional>
 #include <memory>
-#include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <thread>
@@ -22,6 +24,31 @@ namespace {
 // Bounded retries of the link/inspect/remove cycle inside one tryAcquire: each retry means
 // another process changed the file under us, which cannot go on for long.
 constexpr int MAX_ATTEMPTS = 16;
+
+// Everyone who can see the directory may read who holds a lock (as with sema); only the owner
+// may write. The content is a pid, a time and a tag: nothing secret.
+constexpr mode_t LOCK_FILE_MODE = 0644;
+
+// Saturating arithmetic: timestamps and file times come from files anyone may have written
+// (a timestamp of 2^63-1, an mtime in 1901), and must not overflow anything.
+std::int64_t plusSaturated(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+// Seconds from `since` to `now`; 0 when `since` is not in the past.
+std::int64_t secondsSince(std::int64_t now, std::int64_t since)
+{
+    if (since >= now)
+        return 0;
+    std::int64_t r = 0;
+    if (__builtin_sub_overflow(now, since, &r))
+        return INT64_MAX;
+    return r;
+}
 
 std::string randomHex16()
 {
@@ -49,7 +76,8 @@ std::string randomHex16()
 
 // A temp file that is unlinked when it goes out of scope (after link() it is just a second
 // name of the lock's inode, so unlinking it leaves the lock in place).
-class TempName {
+class TempName
+{
 public:
     ~TempName()
     {
@@ -63,8 +91,9 @@ public:
     Result<void> create(const std::string& lockPath, const std::string& content)
     {
         for (int attempt = 0; attempt < 4; ++attempt) {
-            std::string candidate = lockPath + "." + std::to_string(::getpid()) + "." + randomHex16() + ".tmp";
-            auto fd = Fd::open(candidate, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+            std::string candidate
+                = lockPath + "." + std::to_string(::getpid()) + "." + randomHex16() + ".tmp";
+            auto fd = Fd::openRegular(candidate, O_WRONLY | O_CREAT | O_EXCL, LOCK_FILE_MODE);
             if (!fd) {
                 if (fd.error().sysErrno == EEXIST)
                     continue;
@@ -73,8 +102,8 @@ public:
                 return err;
             }
             m_path = std::move(candidate);
-            // umask may only have removed bits; make the mode exact regardless.
-            ::fchmod(fd->get(), 0600);
+            // umask may have removed bits; make the mode exact regardless.
+            ::fchmod(fd->get(), LOCK_FILE_MODE);
             if (auto w = fd->writeAll(content); !w)
                 return w.error();
             return {};
@@ -99,22 +128,6 @@ void pause(std::chrono::milliseconds& step)
     step = std::min(step * 2, std::chrono::milliseconds(64));
 }
 
-Result<LockStatus> readStatusFrom(const Fd& fd, const std::function<LockStatus(Result<LockInfo>, std::int64_t)>& judge)
-{
-    auto st = fd.stat();
-    if (!st)
-        return st.error();
-    if (!S_ISREG(st->st_mode))
-        return Error::make(ErrorKind::Usage, fd.path(), "is not a regular file; refusing to treat it as a lock");
-    auto content = fd.readAll(LockInfo::MAX_FILE_BYTES);
-    if (!content) {
-        if (content.error().kind != ErrorKind::Corrupt)
-            return content.error();
-        return judge(Error::make(ErrorKind::Corrupt, "", content.error().message), st->st_mtim.tv_sec);
-    }
-    return judge(LockInfo::parse(*content), st->st_mtim.tv_sec);
-}
-
 } // namespace
 
 Result<LockFile> LockFile::open(std::string_view path, const Clock& clock, const ProcessProbe& probe)
@@ -125,37 +138,98 @@ Result<LockFile> LockFile::open(std::string_view path, const Clock& clock, const
     return LockFile(std::move(valid).value(), clock, probe);
 }
 
-LockStatus LockFile::judge(Result<LockInfo> parsed, std::int64_t mtime, std::int64_t staleSeconds) const
+LockStatus LockFile::judge(Result<LockInfo> parsed, const FileFacts& file, std::int64_t staleSeconds) const
 {
     LockStatus s;
     s.exists = true;
+    s.ownerUid = file.uid;
     const std::int64_t now = m_clock->unixSeconds();
+    const std::int64_t latestBelievable = plusSaturated(now, FUTURE_TOLERANCE_SECONDS);
+    std::vector<std::string> doubts;
+
+    // A file time to judge the age by when the content cannot be: the mtime, or, when even
+    // that is in the future (utimensat lets the owner set anything), the inode change time,
+    // which only the kernel sets. If the clock was set back past that too, the age is 0 until
+    // the clock catches up: nothing more trustworthy is left.
+    const auto fileTime = [&]() {
+        if (file.mtime <= latestBelievable)
+            return file.mtime;
+        doubts.emplace_back("modification time in the future");
+        return file.ctime;
+    };
+
     if (!parsed) {
         s.corrupt = true;
         s.corruptReason = parsed.error().message;
-        s.ageSeconds = now - mtime;
+        s.ageSeconds = secondsSince(now, fileTime());
         // A corrupt lock has no holder to ask; only its age can make it reclaimable.
         s.stale = staleSeconds > 0 && s.ageSeconds > staleSeconds;
-        return s;
+    } else {
+        s.info = std::move(parsed).value();
+        std::int64_t since = s.info.timestamp;
+        if (since > latestBelievable) {
+            // Not infinitely young: untrustworthy. Without this a dead holder's lock stamped in
+            // the future would never become stale.
+            doubts.emplace_back("timestamp in the future (" + std::to_string(secondsSince(since, now))
+                + "s ahead of this clock)");
+            since = fileTime();
+        }
+        since = std::min(since, now); // within the tolerance: a fast clock elsewhere, age 0
+        s.ageSeconds = secondsSince(now, since);
+        s.holderAlive = m_probe->liveness(s.info.pid, since) == Liveness::Alive;
+
+        // A lock file is created by the user its holder runs as (the CLI records its parent or
+        // itself). A live pid of another user is not proof of anything: anyone can write any pid
+        // into a file in a shared directory, and a victim's long-lived process (or pid 1) would
+        // then hold the lock for ever. Such a lock ages like a dead holder's. Root's files are
+        // exempt: only root can make them, and root may name any holder (`sudo ... --pid $$`).
+        bool forged = false;
+        if (s.holderAlive && file.uid > 0) {
+            if (const auto runsAs = m_probe->userOf(s.info.pid); runsAs && *runsAs != file.uid) {
+                forged = true;
+                doubts.push_back("holder pid " + std::to_string(s.info.pid) + " runs as uid "
+                    + std::to_string(*runsAs) + " but the lock file belongs to uid "
+                    + std::to_string(file.uid));
+            }
+        }
+        s.stale = staleSeconds > 0 && s.ageSeconds > staleSeconds && (!s.holderAlive || forged);
     }
-    s.info = std::move(parsed).value();
-    s.ageSeconds = now - s.info.timestamp;
-    s.holderAlive = m_probe->liveness(s.info.pid, s.info.timestamp) == Liveness::Alive;
-    s.stale = staleSeconds > 0 && s.ageSeconds > staleSeconds && !s.holderAlive;
+    for (const auto& d : doubts)
+        s.suspicion += (s.suspicion.empty() ? "" : "; ") + d;
     return s;
+}
+
+Result<LockStatus> LockFile::readStatus(const Fd& fd, std::int64_t staleSeconds) const
+{
+    auto st = fd.stat();
+    if (!st)
+        return st.error();
+    if (!S_ISREG(st->st_mode)) // openRegular checked it; this keeps the function safe alone
+        return Error::make(
+            ErrorKind::Permission, fd.path(), "is not a regular file; refusing to treat it as a lock");
+    FileFacts facts;
+    facts.mtime = st->st_mtim.tv_sec;
+    facts.ctime = st->st_ctim.tv_sec;
+    facts.uid = st->st_uid;
+    auto content = fd.readAll(LockInfo::MAX_FILE_BYTES);
+    if (!content) {
+        if (content.error().kind != ErrorKind::Corrupt)
+            return content.error();
+        return judge(Error::make(ErrorKind::Corrupt, "", content.error().message), facts, staleSeconds);
+    }
+    return judge(LockInfo::parse(*content), facts, staleSeconds);
 }
 
 Result<LockStatus> LockFile::inspect(std::int64_t staleSeconds) const
 {
-    auto fd = Fd::open(m_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    // Non-blocking and no-follow: a FIFO planted at the lock path must not hang us.
+    auto fd = Fd::openRegular(m_path, O_RDONLY);
     if (!fd) {
         if (fd.error().kind == ErrorKind::NotFound && fd.error().sysErrno == ENOENT)
             return LockStatus {};
         return fd.error();
     }
-    return readStatusFrom(*fd, [&](Result<LockInfo> p, std::int64_t mtime) {
-        return judge(std::move(p), mtime, staleSeconds);
-    });
+    return readStatus(*fd, staleSeconds);
 }
 
 Result<LockStatus> LockFile::status(std::int64_t staleSeconds) const
@@ -164,9 +238,12 @@ Result<LockStatus> LockFile::status(std::int64_t staleSeconds) const
 }
 
 template <typename Predicate>
-Result<LockFile::Removal> LockFile::removeIf(std::int64_t staleSeconds, Predicate removeWhen, LockStatus& seen) const
+Result<LockFile::Removal> LockFile::removeIf(
+    std::int64_t staleSeconds, Predicate removeWhen, LockStatus& seen) const
 {
-    auto fd = Fd::open(m_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
+    // Read-only is enough for flock, so a user who may remove the file (its owner, or anyone
+    // in a non-sticky directory they can write) needs no write access to it.
+    auto fd = Fd::openRegular(m_path, O_RDONLY);
     if (!fd) {
         if (fd.error().sysErrno == ENOENT)
             return Removal::Gone;
@@ -181,7 +258,9 @@ Result<LockFile::Removal> LockFile::removeIf(std::int64_t staleSeconds, Predicat
     auto mine = fd->stat();
     if (!mine)
         return mine.error();
-    struct stat now {};
+    struct stat now
+    {
+    };
     if (::lstat(m_path.c_str(), &now) != 0) {
         if (errno == ENOENT)
             return Removal::Gone;
@@ -189,18 +268,22 @@ Result<LockFile::Removal> LockFile::removeIf(std::int64_t staleSeconds, Predicat
     }
     if (!sameFile(*mine, now))
         return Removal::Changed;
-    auto status = readStatusFrom(*fd, [&](Result<LockInfo> p, std::int64_t mtime) {
-        return judge(std::move(p), mtime, staleSeconds);
-    });
+    auto status = readStatus(*fd, staleSeconds);
     if (!status)
         return status.error();
     seen = *status;
     if (!removeWhen(seen))
         return Removal::Kept;
     if (::unlink(m_path.c_str()) != 0) {
-        if (errno == ENOENT)
+        const int err = errno;
+        if (err == ENOENT)
             return Removal::Gone;
-        return Error::fromErrno(errno, m_path, "cannot remove the lock file");
+        if ((err == EPERM || err == EACCES)
+            && static_cast<std::int64_t>(mine->st_uid) != static_cast<std::int64_t>(::geteuid()))
+            return Error::fromErrno(err, m_path,
+                "cannot remove the lock file of uid " + std::to_string(mine->st_uid)
+                    + " (in a sticky or unwritable directory only its owner or root can)");
+        return Error::fromErrno(err, m_path, "cannot remove the lock file");
     }
     return Removal::Removed;
 }
@@ -233,8 +316,8 @@ Result<AcquireOutcome> LockFile::tryAcquire(const LockOptions& options) const
         if (errno != EEXIST) {
             const int err = errno;
             if (err == EPERM || err == EOPNOTSUPP || err == ENOSYS)
-                return Error::fromErrno(err, m_path,
-                    "the filesystem does not support hard links, which the lock protocol needs");
+                return Error::fromErrno(
+                    err, m_path, "the filesystem does not support hard links, which the lock protocol needs");
             return Error::fromErrno(err, m_path, "cannot create the lock file");
         }
         auto seen = inspect(options.staleSeconds);
@@ -247,7 +330,8 @@ Result<AcquireOutcome> LockFile::tryAcquire(const LockOptions& options) const
             return out;
         }
         LockStatus underLock;
-        auto removed = removeIf(options.staleSeconds, [](const LockStatus& s) { return s.stale; }, underLock);
+        auto removed = removeIf(
+            options.staleSeconds, [](const LockStatus& s) { return s.stale; }, underLock);
         if (!removed)
             return removed.error();
         switch (*removed) {
@@ -281,7 +365,8 @@ Result<AcquireOutcome> LockFile::acquire(const LockOptions& options, Deadline de
             return r;
         // Polling, with a cap of 64 ms: peers that do not use Tollgate create and remove lock
         // files without telling anyone, so there is no signal to wait for.
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         auto wait = std::min(step, std::max(left, std::chrono::milliseconds(0)));
         pause(wait);
         step = std::min(step * 2, std::chrono::milliseconds(64));
@@ -295,7 +380,8 @@ Result<LockStatus> LockFile::waitUntilFree(std::int64_t staleSeconds, Deadline d
         auto s = inspect(staleSeconds);
         if (!s || !s->exists || s->stale || std::chrono::steady_clock::now() >= deadline)
             return s;
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            deadline - std::chrono::steady_clock::now());
         auto wait = std::min(step, std::max(left, std::chrono::milliseconds(0)));
         pause(wait);
         step = std::min(step * 2, std::chrono::milliseconds(64));
@@ -310,7 +396,8 @@ Result<ReleaseOutcome> LockFile::release(std::int64_t ownerPid, bool force) cons
     auto step = std::chrono::milliseconds(1);
     for (;;) {
         auto removed = removeIf(
-            0, [&](const LockStatus& s) { return force || (!s.corrupt && s.info.pid == ownerPid); }, out.before);
+            0, [&](const LockStatus& s) { return force || (!s.corrupt && s.info.pid == ownerPid); },
+            out.before);
         if (!removed)
             return removed.error();
         switch (*removed) {
@@ -327,7 +414,8 @@ Result<ReleaseOutcome> LockFile::release(std::int64_t ownerPid, bool force) cons
             continue;
         case Removal::Busy:
             if (std::chrono::steady_clock::now() >= deadline)
-                return Error::make(ErrorKind::Busy, m_path, "another process is removing this lock right now");
+                return Error::make(
+                    ErrorKind::Busy, m_path, "another process is removing this lock right now");
             pause(step);
             continue;
         }
@@ -343,7 +431,8 @@ Result<CleanReport> LockFile::clean(std::int64_t staleSeconds) const
     report.lock = *found;
     if (found->exists && found->stale) {
         LockStatus seen;
-        auto removed = removeIf(staleSeconds, [](const LockStatus& s) { return s.stale; }, seen);
+        auto removed = removeIf(
+            staleSeconds, [](const LockStatus& s) { return s.stale; }, seen);
         if (!removed)
             return removed.error();
         report.removedLock = *removed == Removal::Removed;
@@ -353,12 +442,24 @@ Result<CleanReport> LockFile::clean(std::int64_t staleSeconds) const
     // writer's temp file is its in-flight acquire and must be left alone.
     const std::string dir = PathPolicy::dirName(m_path);
     const std::string prefix = PathPolicy::baseName(m_path) + ".";
-    std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), &::closedir);
-    if (!d)
+    // Non-blocking and O_DIRECTORY: whatever sits at the directory's path cannot hang the
+    // scan. Entries are then judged and removed relative to this very directory.
+    auto dirFd = Fd::open(dir, O_RDONLY | O_DIRECTORY | O_NONBLOCK);
+    if (!dirFd)
+        return Error::fromErrno(dirFd.error().sysErrno, dir, "cannot list the lock's directory");
+    const int listFd = ::fcntl(dirFd->get(), F_DUPFD_CLOEXEC, 0);
+    if (listFd < 0)
         return Error::fromErrno(errno, dir, "cannot list the lock's directory");
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(listFd), &::closedir);
+    if (!d) {
+        const int err = errno;
+        ::close(listFd);
+        return Error::fromErrno(err, dir, "cannot list the lock's directory");
+    }
     while (const dirent* e = ::readdir(d.get())) {
         const std::string_view name(e->d_name);
-        if (name.size() <= prefix.size() + 21 || name.substr(0, prefix.size()) != prefix || !name.ends_with(".tmp"))
+        if (name.size() <= prefix.size() + 21 || name.substr(0, prefix.size()) != prefix
+            || !name.ends_with(".tmp"))
             continue;
         const auto rest = name.substr(prefix.size(), name.size() - prefix.size() - 4); // "<pid>.<hex>"
         const auto dot = rest.find('.');
@@ -372,9 +473,16 @@ Result<CleanReport> LockFile::clean(std::int64_t staleSeconds) const
         const std::int64_t writer = std::stoll(std::string(pidText));
         if (m_probe->liveness(writer, std::nullopt) != Liveness::Dead)
             continue;
-        const std::string full = (dir == "/" ? "" : dir) + "/" + std::string(name);
-        if (::unlink(full.c_str()) == 0)
-            report.removedTemps.push_back(full);
+        // Only what we could have written: a FIFO, directory or link with a temp file's name
+        // is someone else's business (and is never opened).
+        const std::string entry(name);
+        struct stat st
+        {
+        };
+        if (::fstatat(dirFd->get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (::unlinkat(dirFd->get(), entry.c_str(), 0) == 0)
+            report.removedTemps.push_back((dir == "/" ? "" : dir) + "/" + entry);
     }
     return report;
 }

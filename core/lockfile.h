@@ -4,16 +4,23 @@
 // sema/semats tools (see lockinfo.h for the bytes and docs/LOCKFILE.md for the protocol).
 //
 // Invariants:
-// - Acquire = write a 0600 temp file "<path>.<writer pid>.<16 hex>.tmp", then link() it to
+// - Acquire = write a 0644 temp file "<path>.<writer pid>.<16 hex>.tmp", then link() it to
 //   <path>. link fails with EEXIST when the lock exists, so content and exclusivity arrive
 //   together: nobody ever sees a half-written lock, and an existing lock is never replaced
-//   (rename() would silently replace it).
+//   (rename() would silently replace it). 0644 because the content is not secret and other
+//   users must be able to see who holds a lock in a shared directory.
+// - Every file is opened with Fd::openRegular (no-follow, non-blocking, fstat-checked): a FIFO,
+//   socket, directory or device at the lock path is refused with a clear error, never waited on.
 // - Removing <path> (owner release, forced release, stale takeover, clean) always happens
 //   through removeIf(): open the file, take flock(LOCK_EX) on that inode, check that <path>
 //   still names the same inode, re-read and re-judge it, then unlink. Tollgate processes only
 //   unlink a lock file under the flock of the very inode they checked, so two processes that
 //   both judged a lock stale cannot both remove something, and neither can remove a fresh lock
 //   that replaced it. (Foreign tools that unlink without this flock are outside the guarantee.)
+//   flock works on the read-only descriptor, so another user can take part too.
+// - Nothing in the file is trusted blindly: a timestamp in the future, or a live holder pid
+//   that runs as another user than the file's owner, is reported in LockStatus::suspicion and
+//   never makes a lock last for ever (see judge() and docs/LOCKFILE.md).
 // - A crash leaves at most: the lock file (reclaimable once stale: old and holder dead) and a
 //   temp file whose embedded writer pid is dead (removed by clean()).
 
@@ -30,27 +37,37 @@
 
 namespace tollgate {
 
-struct LockOptions {
+class Fd;
+
+struct LockOptions
+{
     std::int64_t holderPid = 0; // the pid recorded as holder; 0 means this process
     std::string tag; // sanitised before writing; empty = no tag line
     std::int64_t staleSeconds = 3600; // 0 disables stale takeover
 };
 
-struct LockStatus {
+struct LockStatus
+{
     bool exists = false;
     bool corrupt = false;
     std::string corruptReason; // why it does not parse
     LockInfo info; // meaningful when exists && !corrupt
-    std::int64_t ageSeconds = 0; // from the timestamp, or from the mtime when corrupt
-    bool holderAlive = false;
-    bool stale = false; // may be taken over / cleaned
+    // Never negative. From the timestamp; from the file's mtime when the file is corrupt or the
+    // timestamp is in the future; from its change time (which no user can set) when the mtime
+    // is in the future too.
+    std::int64_t ageSeconds = 0;
+    bool holderAlive = false; // the recorded pid is a running process that may be the holder
+    // May be taken over / cleaned: older than the stale timeout and the holder dead or
+    // untrustworthy (a suspicious owner); a live, trustworthy holder is never stale.
+    bool stale = false;
     std::int64_t ownerUid = -1; // the lock file's owner (st_uid); -1 when unknown
     // Something about the lock cannot be trusted: a timestamp in the future, or a holder pid
     // that runs as another user than the file's owner (a forgery). Says why; empty when none.
     std::string suspicion;
 };
 
-struct AcquireOutcome {
+struct AcquireOutcome
+{
     bool acquired = false;
     bool tookOverStale = false; // a stale lock was removed on the way
     LockInfo written; // when acquired
@@ -59,20 +76,28 @@ struct AcquireOutcome {
 
 enum class ReleaseState { Released, NotLocked, NotOwner };
 
-struct ReleaseOutcome {
+struct ReleaseOutcome
+{
     ReleaseState state = ReleaseState::NotLocked;
     LockStatus before; // what was there
 };
 
-struct CleanReport {
+struct CleanReport
+{
     std::vector<std::string> removedTemps;
     bool removedLock = false;
     LockStatus lock; // the lock as found
 };
 
-class LockFile {
+class LockFile
+{
 public:
     using Deadline = std::chrono::steady_clock::time_point;
+
+    // A lock timestamp (or a file time) more than this far ahead of our clock cannot be
+    // true: it is "suspicious", and the lock's age is judged from a file time instead.
+    // Below it, a peer's slightly fast clock is forgiven (the age is 0, never negative).
+    static constexpr std::int64_t FUTURE_TOLERANCE_SECONDS = 60;
 
     // Validates the path (no "..", no NUL). The clock and probe must outlive the LockFile.
     static Result<LockFile> open(std::string_view path, const Clock& clock, const ProcessProbe& probe);
@@ -100,8 +125,16 @@ private:
     enum class Removal { Removed, Kept, Gone, Changed, Busy };
     template <typename Predicate>
     Result<Removal> removeIf(std::int64_t staleSeconds, Predicate keepUnless, LockStatus& seen) const;
+    // What fstat says about the lock file, for judging it.
+    struct FileFacts
+    {
+        std::int64_t mtime = 0;
+        std::int64_t ctime = 0;
+        std::int64_t uid = -1;
+    };
     Result<LockStatus> inspect(std::int64_t staleSeconds) const;
-    LockStatus judge(Result<LockInfo> parsed, std::int64_t mtime, std::int64_t staleSeconds) const;
+    Result<LockStatus> readStatus(const Fd& fd, std::int64_t staleSeconds) const;
+    LockStatus judge(Result<LockInfo> parsed, const FileFacts& file, std::int64_t staleSeconds) const;
 
     std::string m_path;
     const Clock* m_clock; // not owned

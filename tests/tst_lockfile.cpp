@@ -11,17 +11,25 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <functional>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
 
-class TestLockFile final : public QObject {
+class TestLockFile final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();
-    void acquireWritesExactBytesWithMode0600();
+    void acquireWritesExactBytesWithMode0644();
     void acquireWithTag();
     void noTempFilesLeftBehind();
     void secondAcquireIsRefusedAndNamesHolder();
@@ -39,6 +47,14 @@ private Q_SLOTS:
     void cleanRemovesOnlyDeadWritersTempFiles();
     void acquireTimesOut();
     void waitReturnsWhenFree();
+    void nonRegularLockPathRefusedWithoutBlocking_data();
+    void nonRegularLockPathRefusedWithoutBlocking();
+    void cleanLeavesNonRegularTempNamesAlone();
+    void futureTimestampIsSuspiciousAndAgesByMtime_data();
+    void futureTimestampIsSuspiciousAndAgesByMtime();
+    void futureTimestampWithLiveHolderStaysHeld();
+    void futureTimestampWithinToleranceIsTrusted();
+    void futureMtimeFallsBackToChangeTime();
 
 private:
     std::string lockPath() const { return (m_dir->path() + QStringLiteral("/test.lock")).toStdString(); }
@@ -71,7 +87,7 @@ static QByteArray readAll(const std::string& path)
     return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray("<missing>");
 }
 
-void TestLockFile::acquireWritesExactBytesWithMode0600()
+void TestLockFile::acquireWritesExactBytesWithMode0644()
 {
     const mode_t old = ::umask(0);
     auto lock = LockFile::open(lockPath(), m_clock, m_probe);
@@ -82,12 +98,27 @@ void TestLockFile::acquireWritesExactBytesWithMode0600()
     ::umask(old);
     QVERIFY(r.ok());
     QVERIFY(r->acquired);
-    const QByteArray expected = "pid=" + QByteArray::number(::getpid()) + "\ntimestamp="
-        + QByteArray::number(static_cast<qint64>(m_clock.unixSeconds())) + "\n";
+    const QByteArray expected = "pid=" + QByteArray::number(::getpid())
+        + "\ntimestamp=" + QByteArray::number(static_cast<qint64>(m_clock.unixSeconds())) + "\n";
     QCOMPARE(readAll(lockPath()), expected);
-    struct stat st {};
+    struct stat st
+    {
+    };
     QCOMPARE(::stat(lockPath().c_str(), &st), 0);
-    QCOMPARE(st.st_mode & 07777, mode_t(0600));
+    // 0644 whatever the umask: the content is not secret, and other users must be able to
+    // read who holds the lock (issue 10).
+    QCOMPARE(st.st_mode & 07777, mode_t(0644));
+    ::umask(077);
+    QCOMPARE(lock->release(::getpid(), false)->state, ReleaseState::Released);
+    r = lock->tryAcquire(o);
+    ::umask(old);
+    QVERIFY(r.ok() && r->acquired);
+    QCOMPARE(::stat(lockPath().c_str(), &st), 0);
+    QCOMPARE(st.st_mode & 07777, mode_t(0644));
+    auto s = lock->status(3600);
+    QVERIFY(s.ok());
+    QCOMPARE(s->ownerUid, qint64(::geteuid()));
+    QVERIFY(s->suspicion.empty());
 }
 
 void TestLockFile::acquireWithTag()
@@ -111,7 +142,8 @@ void TestLockFile::noTempFilesLeftBehind()
     QVERIFY(lock->tryAcquire(o)->acquired);
     QVERIFY(!lock->tryAcquire(o)->acquired);
     QCOMPARE(lock->release(::getpid(), false)->state, ReleaseState::Released);
-    QCOMPARE(QDir(m_dir->path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden), QStringList {});
+    QCOMPARE(QDir(m_dir->path()).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden),
+        QStringList {});
 }
 
 void TestLockFile::secondAcquireIsRefusedAndNamesHolder()
@@ -287,8 +319,8 @@ void TestLockFile::releaseOfFreeLock()
 
 void TestLockFile::dotDotAndNulRefused()
 {
-    for (const std::string& bad : { std::string("../x.lock"), std::string("/tmp/a/../b.lock"), std::string(".."),
-             std::string("a/..\0/b", 7), std::string("x\0y", 3), std::string() }) {
+    for (const std::string& bad : { std::string("../x.lock"), std::string("/tmp/a/../b.lock"),
+             std::string(".."), std::string("a/..\0/b", 7), std::string("x\0y", 3), std::string() }) {
         auto lock = LockFile::open(bad, m_clock, m_probe);
         QVERIFY(!lock.ok());
         QCOMPARE(lock.error().kind, ErrorKind::Usage);
@@ -360,6 +392,238 @@ void TestLockFile::waitReturnsWhenFree()
     auto s = lock->waitUntilFree(3600, std::chrono::steady_clock::now() + 10s);
     QVERIFY(s.ok());
     QVERIFY(!s->exists);
+}
+
+// Runs `work` in a forked child and waits for it with a deadline: a call that blocks (an open
+// of a FIFO without O_NONBLOCK waits for a writer for ever) fails the test instead of hanging
+// it. The child reports through its exit code: 0 = every expectation held.
+static bool finishesInTime(const std::function<int()>& work, int& exitCode)
+{
+    const pid_t child = ::fork();
+    if (child == 0)
+        ::_exit(work());
+    if (child < 0)
+        return false;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    int status = 0;
+    while (::waitpid(child, &status, WNOHANG) == 0) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+            ::kill(child, SIGKILL);
+            ::waitpid(child, &status, 0);
+            return false;
+        }
+        QTest::qWait(5);
+    }
+    exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+}
+
+void TestLockFile::nonRegularLockPathRefusedWithoutBlocking_data()
+{
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QString>("expected"); // in every error message
+    QTest::newRow("FIFO") << QStringLiteral("fifo") << QStringLiteral("FIFO");
+    QTest::newRow("socket") << QStringLiteral("socket") << QStringLiteral("socket");
+    QTest::newRow("directory") << QStringLiteral("dir") << QStringLiteral("directory");
+}
+
+void TestLockFile::nonRegularLockPathRefusedWithoutBlocking()
+{
+    QFETCH(QString, kind);
+    QFETCH(QString, expected);
+    int sock = -1;
+    if (kind == QLatin1String("fifo")) {
+        QCOMPARE(::mkfifo(lockPath().c_str(), 0666), 0);
+    } else if (kind == QLatin1String("dir")) {
+        QCOMPARE(::mkdir(lockPath().c_str(), 0755), 0);
+    } else {
+        sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        QVERIFY(sock >= 0);
+        sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        QVERIFY(lockPath().size() < sizeof addr.sun_path);
+        std::memcpy(addr.sun_path, lockPath().c_str(), lockPath().size() + 1);
+        QCOMPARE(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+        QCOMPARE(::listen(sock, 1), 0);
+    }
+    const std::string want = expected.toStdString();
+    int code = -1;
+    // Each step must come back with an error that says what the path is, not block and not
+    // say "No such device or address".
+    const bool returned = finishesInTime(
+        [&]() -> int {
+            auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+            if (!lock)
+                return 10;
+            const auto refused = [&](const auto& r) {
+                return !r.ok() && r.error().describe().find(want) != std::string::npos
+                    && r.error().describe().find("not a regular file") != std::string::npos
+                    && r.error().kind != ErrorKind::NotFound;
+            };
+            if (!refused(lock->status(3600)))
+                return 11;
+            LockOptions o;
+            o.staleSeconds = 1;
+            if (!refused(lock->tryAcquire(o)))
+                return 12;
+            if (!refused(lock->acquire(o, std::chrono::steady_clock::now() + 100ms)))
+                return 13;
+            if (!refused(lock->release(::getpid(), true)))
+                return 14;
+            if (!refused(lock->clean(1)))
+                return 15;
+            if (!refused(lock->waitUntilFree(1, std::chrono::steady_clock::now() + 100ms)))
+                return 16;
+            return 0;
+        },
+        code);
+    if (sock >= 0)
+        ::close(sock);
+    QVERIFY2(returned, "a lock operation blocked on a non-regular file at the lock path");
+    QCOMPARE(code, 0);
+    struct stat st
+    {
+    };
+    QCOMPARE(::lstat(lockPath().c_str(), &st), 0); // never removed
+}
+
+void TestLockFile::cleanLeavesNonRegularTempNamesAlone()
+{
+    // Named like a dead writer's temp file, but not a file we could have written: clean must
+    // neither open (and block on) it nor remove it.
+    const std::string base = lockPath();
+    const std::string fifo = base + "." + std::to_string(TestSupport::deadPid()) + ".0123456789abcdef.tmp";
+    const std::string dir = base + "." + std::to_string(TestSupport::deadPid()) + ".fedcba9876543210.tmp";
+    const std::string file = base + "." + std::to_string(TestSupport::deadPid()) + ".00112233445566aa.tmp";
+    QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+    QCOMPARE(::mkdir(dir.c_str(), 0700), 0);
+    QFile f(QString::fromStdString(file));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.close();
+    int code = -1;
+    const bool returned = finishesInTime(
+        [&]() -> int {
+            auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+            auto c = lock->clean(3600);
+            if (!c)
+                return 10;
+            return c->removedTemps == std::vector<std::string> { file } ? 0 : 11;
+        },
+        code);
+    QVERIFY(returned);
+    QCOMPARE(code, 0);
+    struct stat st
+    {
+    };
+    QCOMPARE(::lstat(fifo.c_str(), &st), 0);
+    QVERIFY(S_ISFIFO(st.st_mode));
+    QCOMPARE(::lstat(dir.c_str(), &st), 0);
+    QVERIFY(!QFile::exists(QString::fromStdString(file)));
+}
+
+void TestLockFile::futureTimestampIsSuspiciousAndAgesByMtime_data()
+{
+    QTest::addColumn<qint64>("timestamp");
+    const qint64 now = std::chrono::duration_cast<std::chrono::seconds>(
+        std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+    QTest::newRow("the issue's example") << qint64(now + 98204578435);
+    QTest::newRow("61 s ahead") << qint64(now + LockFile::FUTURE_TOLERANCE_SECONDS + 1);
+    QTest::newRow("year 9999") << qint64(253402300799);
+    QTest::newRow("int64 max") << qint64(INT64_MAX);
+}
+
+void TestLockFile::futureTimestampIsSuspiciousAndAgesByMtime()
+{
+    QFETCH(qint64, timestamp);
+    const std::string original
+        = LockInfo { TestSupport::deadPid(), timestamp, "from the future" }.serialize();
+    writeLock(original);
+    auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+    auto s = lock->status(1);
+    QVERIFY(s.ok());
+    QVERIFY(!s->corrupt);
+    QVERIFY2(s->suspicion.find("timestamp in the future") != std::string::npos, s->suspicion.c_str());
+    QVERIFY(s->ageSeconds >= 0); // judged by the file's mtime: just written
+    QVERIFY(s->ageSeconds <= 5);
+    QVERIFY(!s->stale);
+
+    // Two hours on (by the lock's own mtime), with a dead holder: stale, like any other lock.
+    m_clock.advance(2h);
+    s = lock->status(3600);
+    QVERIFY(s.ok());
+    // (the "61 s ahead" timestamp is in the past by now, and judged by itself again)
+    QVERIFY(s->ageSeconds >= 7200 - 61 && s->ageSeconds <= 7205);
+    QVERIFY(!s->holderAlive);
+    QVERIFY(s->stale);
+    auto c = lock->clean(3600);
+    QVERIFY(c.ok());
+    QVERIFY(c->removedLock);
+
+    writeLock(original);
+    LockOptions o;
+    o.staleSeconds = 3600;
+    auto r = lock->tryAcquire(o);
+    QVERIFY(r.ok());
+    QVERIFY(r->acquired);
+    QVERIFY(r->tookOverStale);
+}
+
+void TestLockFile::futureTimestampWithLiveHolderStaysHeld()
+{
+    writeLock(LockInfo { ::getpid(), INT64_MAX, {} }.serialize());
+    m_clock.advance(2h);
+    auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+    auto s = lock->status(3600);
+    QVERIFY(s.ok());
+    QVERIFY(!s->suspicion.empty());
+    QVERIFY(s->holderAlive); // we started before the file was written
+    QVERIFY(!s->stale);
+    LockOptions o;
+    auto r = lock->tryAcquire(o);
+    QVERIFY(r.ok());
+    QVERIFY(!r->acquired);
+}
+
+void TestLockFile::futureTimestampWithinToleranceIsTrusted()
+{
+    // A peer whose clock runs a little fast: no suspicion, age 0 rather than negative.
+    const qint64 now = m_clock.unixSeconds();
+    writeLock(LockInfo { TestSupport::deadPid(), now + 30, {} }.serialize());
+    auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+    auto s = lock->status(3600);
+    QVERIFY(s.ok());
+    QVERIFY2(s->suspicion.empty(), s->suspicion.c_str());
+    QCOMPARE(s->ageSeconds, qint64(0));
+    m_clock.advance(std::chrono::seconds(3600 + 31));
+    s = lock->status(3600);
+    QCOMPARE(s->ageSeconds, qint64(3601));
+    QVERIFY(s->stale);
+}
+
+void TestLockFile::futureMtimeFallsBackToChangeTime()
+{
+    // Both the timestamp and the mtime (utimensat) claim the future; only the inode change
+    // time, which no user can set, is left to judge the age by. Same for a corrupt file,
+    // which is judged by its mtime alone.
+    for (const std::string& content :
+        { LockInfo { TestSupport::deadPid(), INT64_MAX, {} }.serialize(), std::string("garbage") }) {
+        writeLock(content);
+        const timespec times[2] = { { 253402300799, 0 }, { 253402300799, 0 } };
+        QCOMPARE(::utimensat(AT_FDCWD, lockPath().c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
+        m_clock.set(std::chrono::system_clock::now());
+        auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+        auto s = lock->status(3600);
+        QVERIFY(s.ok());
+        QVERIFY(s->ageSeconds >= 0 && s->ageSeconds <= 5);
+        QVERIFY2(s->suspicion.find("in the future") != std::string::npos, s->suspicion.c_str());
+        QVERIFY(!s->stale);
+        m_clock.advance(2h);
+        auto c = lock->clean(3600);
+        QVERIFY(c.ok());
+        QVERIFY(c->lock.ageSeconds >= 7200);
+        QVERIFY(c->removedLock);
+    }
 }
 
 QTEST_GUILESS_MAIN(TestLockFile)

@@ -26,7 +26,8 @@ using namespace tollgate;
 
 namespace {
 
-struct Counts {
+struct Counts
+{
     long wins = 0, overlaps = 0, mismatches = 0, lost = 0, takeovers = 0, abandoned = 0;
 };
 
@@ -101,7 +102,7 @@ int main(int argc, char** argv)
         const int m = ::open(marker.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
         if (m < 0)
             ++c.overlaps;
-        auto fd = Fd::open(path, O_RDONLY);
+        auto fd = Fd::openRegular(path, O_RDONLY);
         auto content = fd ? fd->readAll(4096) : Result<std::string>(fd.error());
         if (!content || content->rfind("pid=" + self + "\n", 0) != 0)
             ++c.mismatches;
@@ -113,7 +114,7 @@ int main(int argc, char** argv)
         if (!rel || rel->state != ReleaseState::Released)
             ++c.lost;
     }
-    std::printf("wins=%ld overlaps=%ld mismatches=%ld lost=%ld takeovers=%ld abandoned=%ld\n", c.wins, c.overlaps,
-        c.mismatches, c.lost, c.takeovers, c.abandoned);
+    std::printf("wins=%ld overlaps=%ld mismatches=%ld lost=%ld takeovers=%ld abandoned=%ld\n", c.wins,
+        c.overlaps, c.mismatches, c.lost, c.takeovers, c.abandoned);
     return 0;
 }
