@@ -6,11 +6,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <dirent.h>
 #include <fcntl.h>
-#include <functional>
 #include <memory>
 #include <sys/random.h>
 #include <sys/stat.h>
