@@ -16,6 +16,7 @@ Permit::Permit(Permit&& other) noexcept
     , m_fence(other.m_fence)
     , m_slot(other.m_slot)
     , m_waitedMs(other.m_waitedMs)
+    , m_leaseMs(other.m_leaseMs)
 {
     other.m_limiter = nullptr;
 }
@@ -30,6 +31,7 @@ Permit& Permit::operator=(Permit&& other) noexcept
         m_fence = other.m_fence;
         m_slot = other.m_slot;
         m_waitedMs = other.m_waitedMs;
+        m_leaseMs = other.m_leaseMs;
         other.m_limiter = nullptr;
     }
     return *this;
@@ -45,6 +47,13 @@ Result<void> Permit::release()
     if (!r)
         return r.error();
     return {};
+}
+
+Result<bool> Permit::renew()
+{
+    if (!holdsSlot())
+        return false;
+    return m_limiter->renewSlot(m_provider, m_fence, m_leaseMs);
 }
 
 } // namespace tollgate

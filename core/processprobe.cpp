@@ -47,7 +47,8 @@ std::optional<std::int64_t> bootTime()
     return cached;
 }
 
-struct StatFields {
+struct StatFields
+{
     char state = '?';
     unsigned long long startTicks = 0;
 };
@@ -75,7 +76,56 @@ std::optional<StatFields> readStat(std::int64_t pid)
     return out;
 }
 
+// Whether /proc is the procfs of our own pid namespace: /proc/self then names our own pid.
+// In a namespace that kept its parent's /proc (unshare --pid without --mount-proc) the
+// numbers under /proc are the parent namespace's, and reading /proc/PID would be about
+// another process.
+bool procIsOurs()
+{
+    static const bool ours = [] {
+        char buf[32] = {};
+        const ssize_t n = ::readlink("/proc/self", buf, sizeof buf - 1);
+        return n > 0 && std::strtoll(buf, nullptr, 10) == static_cast<long long>(::getpid());
+    }();
+    return ours;
+}
+
 } // namespace
+
+std::uint64_t ProcessProbe::pidNamespace() const
+{
+    // The namespace cannot change under a running process (setns/unshare of CLONE_NEWPID
+    // only affect its children), so once is enough. stat follows the magic link to nsfs.
+    static const std::uint64_t ns = [] {
+        struct stat st
+        {
+        };
+        return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino)
+                                                     : std::uint64_t(0);
+    }();
+    return ns;
+}
+
+std::optional<std::uint64_t> ProcessProbe::startTicks(std::int64_t pid) const
+{
+    if (pid <= 0 || pid > INT32_MAX || !procIsOurs())
+        return std::nullopt;
+    const auto st = readStat(pid);
+    if (!st || st->startTicks == 0)
+        return std::nullopt;
+    return static_cast<std::uint64_t>(st->startTicks);
+}
+
+Liveness ProcessProbe::holderLiveness(std::int64_t pid, std::uint64_t recordedTicks) const
+{
+    if (liveness(pid, std::nullopt) == Liveness::Dead)
+        return Liveness::Dead;
+    if (recordedTicks != 0) {
+        if (auto now = startTicks(pid); now && *now != recordedTicks)
+            return Liveness::Dead; // the number now names another process
+    }
+    return Liveness::Alive;
+}
 
 Liveness ProcessProbe::liveness(std::int64_t pid, std::optional<std::int64_t> heldSince) const
 {
@@ -83,7 +133,7 @@ Liveness ProcessProbe::liveness(std::int64_t pid, std::optional<std::int64_t> he
         return Liveness::Dead;
     if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
         return Liveness::Dead;
-    if (auto st = readStat(pid); st && (st->state == 'Z' || st->state == 'X'))
+    if (auto st = procIsOurs() ? readStat(pid) : std::nullopt; st && (st->state == 'Z' || st->state == 'X'))
         return Liveness::Dead;
     if (heldSince) {
         if (auto started = startTime(pid); started && *started > *heldSince + START_TIME_SLACK)
@@ -101,6 +151,8 @@ bool ProcessProbe::exists(std::int64_t pid) const
 
 std::optional<std::int64_t> ProcessProbe::startTime(std::int64_t pid) const
 {
+    if (!procIsOurs())
+        return std::nullopt;
     const auto boot = bootTime();
     const auto st = readStat(pid);
     const long ticks = ::sysconf(_SC_CLK_TCK);
@@ -127,7 +179,9 @@ std::optional<std::int64_t> ProcessProbe::userOf(std::int64_t pid) const
 {
     if (pid <= 0)
         return std::nullopt;
-    struct stat st {};
+    struct stat st
+    {
+    };
     if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0)
         return std::nullopt;
     return static_cast<std::int64_t>(st.st_uid);

@@ -5,6 +5,10 @@
 // user. PIDs are reused, so when the holder's start time is known (/proc/PID/stat field 22)
 // a process that started after the lock was taken cannot be its holder and counts as dead.
 // A zombie (exited, not yet reaped) counts as dead too: it will never release anything.
+//
+// A pid means something only inside its pid namespace: a slot holder is recorded with the
+// namespace it lives in (pidNamespace(), the inode of /proc/self/ns/pid) and its exact start
+// time (startTicks()), and only a reader in that same namespace may probe it (holderLiveness).
 
 #include <cstdint>
 #include <optional>
@@ -14,7 +18,8 @@ namespace tollgate {
 
 enum class Liveness { Alive, Dead };
 
-class ProcessProbe {
+class ProcessProbe
+{
 public:
     virtual ~ProcessProbe() = default;
 
@@ -28,6 +33,18 @@ public:
     [[nodiscard]] virtual std::string commandLine(std::int64_t pid) const;
     // The user the process runs as (owner of /proc/PID); nullopt when unknown or gone.
     [[nodiscard]] virtual std::optional<std::int64_t> userOf(std::int64_t pid) const;
+
+    // The pid namespace this process lives in (inode of /proc/self/ns/pid); 0 when unknown.
+    [[nodiscard]] virtual std::uint64_t pidNamespace() const;
+    // When the process started, in clock ticks since boot (/proc/PID/stat field 22): with the
+    // pid, it names one process for as long as the machine runs. nullopt when /proc does not
+    // tell, or when the /proc mounted here belongs to another pid namespace (its numbers would
+    // name other processes).
+    [[nodiscard]] virtual std::optional<std::uint64_t> startTicks(std::int64_t pid) const;
+    // The liveness of a holder recorded in this process's pid namespace: dead when the pid is
+    // gone, a zombie, or now names a process with another start time (startTicks 0: unknown,
+    // not compared). Calls liveness(pid, nullopt), so a probe that fakes liveness() fakes this.
+    [[nodiscard]] virtual Liveness holderLiveness(std::int64_t pid, std::uint64_t startTicks) const;
 
     [[nodiscard]] static std::int64_t selfPid();
     [[nodiscard]] static std::int64_t parentPid();

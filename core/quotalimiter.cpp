@@ -66,6 +66,12 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         request.pid = ProcessProbe::selfPid();
     // Whoever holds the slot, it is this process that waits: a ghost entry dies with it.
     request.waiterPid = ProcessProbe::selfPid();
+    // Both pids are numbers of this process's pid namespace; their start times make them one
+    // process each, not whichever later gets the same number.
+    request.pidNs = m_probe->pidNamespace();
+    request.startTicks = m_probe->startTicks(request.pid).value_or(0);
+    request.waiterStartTicks = m_probe->startTicks(request.waiterPid).value_or(0);
+    std::int64_t leaseMs = request.leaseMs;
     const std::int64_t startMs = nowMs();
     const std::int64_t deadlineMs
         = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count();
@@ -95,6 +101,13 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
                 tx.changed = true;
                 tx.ring = true;
             }
+            if (ticket != 0 && std::none_of(p.queue.begin(), p.queue.end(), [&](const Waiter& w) {
+                    return w.ticket == ticket;
+                }))
+                ticket = 0; // judged a ghost while we lived (stopped, or a lease that lapsed): queue again
+            if (ticket != 0 && QuotaPolicy::renewWaiter(p, ticket, now))
+                tx.changed = true;
+            leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
             auto d = QuotaPolicy::admit(tx.state, p, **l, request, ticket, now, willWait);
             if (!d)
                 return d.error();
@@ -140,7 +153,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             return r.error();
         }
         if (decision.admitted)
-            return Permit(this, request.provider, decision.fence, decision.slotTaken, nowMs() - startMs);
+            return Permit(
+                this, request.provider, decision.fence, decision.slotTaken, nowMs() - startMs, leaseMs);
         ticket = decision.ticket;
         if (firstReason == WaitReason::None)
             firstReason = decision.reason;
@@ -367,10 +381,8 @@ Result<int> QuotaLimiter::releaseStale(bool overdue, const std::string& who)
             n += QuotaPolicy::reclaimSlots(p, *l, now, *m_probe, overdue, who, tx.events);
             // Ghost waiters anywhere in the queue, not only at the head.
             const auto before = p.queue.size();
-            std::erase_if(p.queue, [&](const Waiter& w) {
-                return now > w.deadlineMs + QuotaPolicy::GHOST_GRACE_MS
-                    || m_probe->liveness(w.pid, std::nullopt) == Liveness::Dead;
-            });
+            std::erase_if(p.queue,
+                [&](const Waiter& w) { return !QuotaPolicy::whyWaiterGone(w, now, *m_probe).empty(); });
             n += static_cast<int>(before - p.queue.size());
         }
         if (n > 0) {
@@ -407,6 +419,28 @@ Result<bool> QuotaLimiter::releaseSlot(
         found = true;
         tx.changed = true;
         tx.ring = true;
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return found;
+}
+
+Result<bool> QuotaLimiter::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+{
+    bool found = false;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        ProviderState* p = tx.state.provider(provider);
+        if (!p)
+            return {};
+        auto it
+            = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
+        if (it == p->slots.end())
+            return {};
+        const std::int64_t now = nowMs();
+        it->leaseUntilMs = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
+        found = true;
+        tx.changed = true;
         return {};
     });
     if (!r)

@@ -9,9 +9,9 @@
 // (deadline, cancel), or — if it dies — when a later transaction finds its pid gone.
 
 #include "clock.h"
-#include "quotalimits.h"
 #include "permit.h"
 #include "processprobe.h"
+#include "quotalimits.h"
 #include "quotapolicy.h"
 #include "quotastore.h"
 
@@ -21,26 +21,31 @@
 
 namespace tollgate {
 
-struct LimiterSnapshot {
+struct LimiterSnapshot
+{
     QuotaState state;
     QuotaLimits limits;
     std::int64_t nowMs = 0;
 };
 
-class QuotaLimiter {
+class QuotaLimiter
+{
 public:
     static constexpr std::size_t MAX_CALLER_CHARS = 128;
     // A waiter re-checks at least this often even without a ring: the one event nobody rings
     // for is a slot holder's death.
     static constexpr std::chrono::milliseconds MAX_SLEEP { 250 };
+    // The lease of a holder that renews it (`tollgate run`, every RUN_LEASE / 3): how long a
+    // slot held from another pid namespace outlives its holder at most.
+    static constexpr std::chrono::milliseconds RUN_LEASE { 30000 };
 
     QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessProbe& probe);
 
     // Waits until admitted or the deadline (in the clock's time). A deadline at or before
     // now makes it a try: admitted now or ErrorKind::Timeout at once. `cancel` (e.g. set by
     // a signal handler) ends the wait like a deadline.
-    [[nodiscard]] Result<Permit> acquire(AdmitRequest request, WallTime deadline,
-        const std::atomic<bool>* cancel = nullptr);
+    [[nodiscard]] Result<Permit> acquire(
+        AdmitRequest request, WallTime deadline, const std::atomic<bool>* cancel = nullptr);
     // Returns the backoff now in force, in ms. `pid`: the process that got the 429, for the
     // history (0: this process).
     [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
@@ -48,17 +53,23 @@ public:
     [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller);
 
     [[nodiscard]] Result<QuotaLimits> limits();
-    [[nodiscard]] Result<void> setLimits(const std::string& provider, const ProviderLimits& limits,
-        const std::string& who);
+    [[nodiscard]] Result<void> setLimits(
+        const std::string& provider, const ProviderLimits& limits, const std::string& who);
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who);
     // provider empty: everything.
-    [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& reason, const std::string& who);
+    [[nodiscard]] Result<void> pause(
+        const std::string& provider, const std::string& reason, const std::string& who);
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who);
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who);
     // Frees slots whose holder is dead (and, with overdue, held past the maximum hold time).
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who);
     // Frees one slot by its fencing token. false: no such slot (already released/reclaimed).
-    [[nodiscard]] Result<bool> releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who);
+    [[nodiscard]] Result<bool> releaseSlot(
+        const std::string& provider, std::uint64_t fence, const std::string& who);
+    // Extends the slot's lease to now + leaseMs (what readers in other pid namespaces go by).
+    // false: no such slot any more (released by hand, or reclaimed).
+    [[nodiscard]] Result<bool> renewSlot(
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs);
     [[nodiscard]] Result<LimiterSnapshot> snapshot();
 
     void seedJitter(std::uint64_t seed) { m_rng.seed(seed); }

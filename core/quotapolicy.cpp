@@ -21,8 +21,8 @@ HistoryEvent event(std::int64_t nowMs, std::string type, const std::string& prov
 }
 
 // Checks one window; returns false (and fills the decision) when it blocks.
-bool windowAllows(const RollingWindow& w, std::int64_t requestLimit, std::int64_t tokenLimit, std::int64_t tokens,
-    std::int64_t nowMs, AdmitDecision& d)
+bool windowAllows(const RollingWindow& w, std::int64_t requestLimit, std::int64_t tokenLimit,
+    std::int64_t tokens, std::int64_t nowMs, AdmitDecision& d)
 {
     if (requestLimit < 0 && tokenLimit < 0)
         return true;
@@ -55,7 +55,8 @@ bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::i
     for (const auto& [model, ml] : l.models)
         want(model, ml.windowMs);
     const auto before = p.scopes.size();
-    std::erase_if(p.scopes, [&](const ScopeWindow& sc) { return !sc.model.empty() && !l.models.count(sc.model); });
+    std::erase_if(
+        p.scopes, [&](const ScopeWindow& sc) { return !sc.model.empty() && !l.models.count(sc.model); });
     return changed || before != p.scopes.size();
 }
 
@@ -83,27 +84,80 @@ void QuotaPolicy::fillConservatively(ProviderState& p, const ProviderLimits& l, 
     }
 }
 
-bool QuotaPolicy::pruneQueueHead(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
-    std::vector<HistoryEvent>& events)
+bool QuotaPolicy::pruneQueueHead(
+    ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe, std::vector<HistoryEvent>& events)
 {
     bool changed = false;
     while (!p.queue.empty()) {
         const Waiter& w = p.queue.front();
-        const bool expired = nowMs > w.deadlineMs + GHOST_GRACE_MS;
-        const bool dead = !expired && probe.liveness(w.pid, std::nullopt) == Liveness::Dead;
-        if (!expired && !dead)
+        const std::string why = whyWaiterGone(w, nowMs, probe);
+        if (why.empty())
             break;
         HistoryEvent e = event(nowMs, "gave-up", p.name);
         e.caller = w.caller;
         e.model = w.model;
         e.pid = w.pid;
         e.waitedMs = nowMs - w.enqueuedMs;
-        e.reason = dead ? "waiter died" : "waiter vanished past its deadline";
+        e.reason = why;
         events.push_back(std::move(e));
         p.queue.erase(p.queue.begin());
         changed = true;
     }
     return changed;
+}
+
+bool QuotaPolicy::sameNamespace(std::uint64_t pidNs, const ProcessProbe& probe)
+{
+    return pidNs != 0 && pidNs == probe.pidNamespace();
+}
+
+std::int64_t QuotaPolicy::leaseEnd(const Slot& s, const ProviderLimits& l)
+{
+    if (s.leaseUntilMs != 0)
+        return s.leaseUntilMs;
+    // A slot from format 1 names no namespace, so its pid proves nothing either way: it is
+    // kept for as long as any holder may hold a slot.
+    return s.acquiredMs > INT64_MAX - l.maxHoldMs ? INT64_MAX : s.acquiredMs + l.maxHoldMs;
+}
+
+std::string QuotaPolicy::whyHolderGone(
+    const Slot& s, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe, bool cheap)
+{
+    if (s.pid == 0)
+        return nowMs < s.acquiredMs + l.windowMs ? "" : "placeholder expired";
+    if (sameNamespace(s.pidNs, probe)) {
+        if (cheap)
+            return probe.exists(s.pid) ? "" : "holder died";
+        return probe.holderLiveness(s.pid, s.startTicks) == Liveness::Dead ? "holder died" : "";
+    }
+    return nowMs < leaseEnd(s, l)
+        ? ""
+        : "lease expired (holder pid " + std::to_string(s.pid) + " of another pid namespace)";
+}
+
+std::string QuotaPolicy::whyWaiterGone(const Waiter& w, std::int64_t nowMs, const ProcessProbe& probe)
+{
+    if (nowMs > w.deadlineMs + GHOST_GRACE_MS)
+        return "waiter vanished past its deadline";
+    if (sameNamespace(w.pidNs, probe))
+        return probe.holderLiveness(w.pid, w.startTicks) == Liveness::Dead ? "waiter died" : "";
+    if (w.pidNs == 0 && w.leaseUntilMs == 0) // format 1: as before, the pid is all there is
+        return probe.liveness(w.pid, std::nullopt) == Liveness::Dead ? "waiter died" : "";
+    return w.leaseUntilMs != 0 && nowMs > w.leaseUntilMs ? "waiter stopped renewing (another pid namespace)"
+                                                         : "";
+}
+
+bool QuotaPolicy::renewWaiter(ProviderState& p, std::uint64_t ticket, std::int64_t nowMs)
+{
+    for (auto& w : p.queue) {
+        if (w.ticket != ticket)
+            continue;
+        if (w.leaseUntilMs - nowMs > WAITER_LEASE_MS * 2 / 3)
+            return false;
+        w.leaseUntilMs = nowMs + WAITER_LEASE_MS;
+        return true;
+    }
+    return false;
 }
 
 namespace {
@@ -132,24 +186,26 @@ int reclaimWhere(ProviderState& p, std::int64_t nowMs, std::vector<HistoryEvent>
 
 } // namespace
 
-int QuotaPolicy::reclaimVanished(ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe,
-    std::vector<HistoryEvent>& events)
+int QuotaPolicy::reclaimVanished(
+    ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe, std::vector<HistoryEvent>& events)
 {
+    // Placeholders wait for reclaimSlots (they block admission only when slots are short).
+    const ProviderLimits none;
     return reclaimWhere(p, nowMs, events, [&](const Slot& s) -> std::string {
-        return s.pid != 0 && !probe.exists(s.pid) ? "holder died" : "";
+        if (s.pid == 0 || (!sameNamespace(s.pidNs, probe) && s.leaseUntilMs == 0))
+            return "";
+        return whyHolderGone(s, none, nowMs, probe, true);
     });
 }
 
-int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe,
-    bool overdue, const std::string& who, std::vector<HistoryEvent>& events)
+int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+    const ProcessProbe& probe, bool overdue, const std::string& who, std::vector<HistoryEvent>& events)
 {
     const std::string by = who.empty() ? "" : " (by " + who + ")";
     return reclaimWhere(p, nowMs, events, [&](const Slot& s) -> std::string {
-        if (s.pid == 0)
-            return nowMs < s.acquiredMs + l.windowMs ? "" : "placeholder expired" + by;
-        if (probe.liveness(s.pid, s.acquiredMs / 1000) == Liveness::Dead)
-            return "holder died" + by;
-        if (overdue && nowMs - s.acquiredMs > l.maxHoldMs)
+        if (const std::string why = whyHolderGone(s, l, nowMs, probe); !why.empty())
+            return why + by;
+        if (s.pid != 0 && overdue && nowMs - s.acquiredMs > l.maxHoldMs)
             return "held past the maximum hold time" + by;
         return "";
     });
@@ -163,8 +219,8 @@ std::optional<std::string> QuotaPolicy::impossible(const ProviderLimits& l, cons
         return "asks for " + std::to_string(r.tokens) + " tokens, but provider '" + r.provider + "' allows "
             + std::to_string(l.effective(*l.tokens)) + " per window";
     if (!r.model.empty()) {
-        if (auto it = l.models.find(r.model); it != l.models.end() && it->second.tokens
-            && r.tokens > l.effective(*it->second.tokens))
+        if (auto it = l.models.find(r.model);
+            it != l.models.end() && it->second.tokens && r.tokens > l.effective(*it->second.tokens))
             return "asks for " + std::to_string(r.tokens) + " tokens, but model '" + r.model + "' allows "
                 + std::to_string(l.effective(*it->second.tokens)) + " per window";
     }
@@ -199,15 +255,16 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
             return d;
         }
     }
-    if (const auto* sc = p.scope("");
-        sc && !windowAllows(sc->window, limitOrNone(l, l.requests), limitOrNone(l, l.tokens), r.tokens, nowMs, d))
+    if (const auto* sc = p.scope(""); sc
+        && !windowAllows(
+            sc->window, limitOrNone(l, l.requests), limitOrNone(l, l.tokens), r.tokens, nowMs, d))
         return d;
     if (!r.model.empty()) {
         auto it = l.models.find(r.model);
         const auto* sc = p.scope(r.model);
         if (it != l.models.end() && sc
-            && !windowAllows(sc->window, limitOrNone(l, it->second.requests), limitOrNone(l, it->second.tokens),
-                r.tokens, nowMs, d))
+            && !windowAllows(sc->window, limitOrNone(l, it->second.requests),
+                limitOrNone(l, it->second.tokens), r.tokens, nowMs, d))
             return d;
     }
     if (r.wantsSlot && l.parallel && static_cast<std::int64_t>(p.slots.size()) >= *l.parallel) {
@@ -246,6 +303,9 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
             w.model = r.model;
             w.wantsSlot = r.wantsSlot;
             w.reason = d.reason;
+            w.pidNs = r.pidNs;
+            w.startTicks = r.waiterStartTicks;
+            w.leaseUntilMs = nowMs + WAITER_LEASE_MS;
             p.queue.push_back(std::move(w));
             d.ticket = p.queue.back().ticket;
         }
@@ -264,6 +324,10 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
         slot.tokens = r.tokens;
         slot.caller = r.caller;
         slot.model = r.model;
+        slot.pidNs = r.pidNs;
+        slot.startTicks = r.startTicks;
+        const std::int64_t lease = r.leaseMs > 0 ? r.leaseMs : l.maxHoldMs;
+        slot.leaseUntilMs = lease > INT64_MAX - nowMs ? INT64_MAX : nowMs + lease;
         p.slots.push_back(std::move(slot));
         d.slotTaken = true;
     }
@@ -279,8 +343,8 @@ bool QuotaPolicy::dequeue(ProviderState& p, std::uint64_t ticket)
     return std::erase_if(p.queue, [&](const Waiter& w) { return w.ticket == ticket; }) != 0;
 }
 
-std::int64_t QuotaPolicy::backoffFor(const ProviderLimits& l, std::int32_t consecutive,
-    std::optional<std::int64_t> retryAfterMs)
+std::int64_t QuotaPolicy::backoffFor(
+    const ProviderLimits& l, std::int32_t consecutive, std::optional<std::int64_t> retryAfterMs)
 {
     std::int64_t exp = l.backoffBaseMs;
     for (std::int32_t i = 1; i < consecutive && exp < l.backoffCapMs; ++i)

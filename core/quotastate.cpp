@@ -9,7 +9,8 @@ namespace {
 
 constexpr std::uint32_t PAYLOAD_MAGIC = 0x53514754; // "TGQS" little-endian
 
-class Writer {
+class Writer
+{
 public:
     Writer() { m_out.reserve(512); }
     void u8(std::uint8_t v) { m_out.push_back(static_cast<char>(v)); }
@@ -33,7 +34,8 @@ private:
 
 static_assert(std::endian::native == std::endian::little, "the state format is little-endian");
 
-class Reader {
+class Reader
+{
 public:
     explicit Reader(std::string_view in)
         : m_in(in)
@@ -80,7 +82,8 @@ private:
 
 Error bad(const Reader& r, const std::string& what)
 {
-    return Error::make(ErrorKind::Corrupt, "", "state payload: " + what + " (at byte " + std::to_string(r.pos()) + ")");
+    return Error::make(
+        ErrorKind::Corrupt, "", "state payload: " + what + " (at byte " + std::to_string(r.pos()) + ")");
 }
 
 } // namespace
@@ -192,6 +195,9 @@ std::string QuotaState::encode() const
             w.i64(s.tokens);
             w.str(s.caller);
             w.str(s.model);
+            w.u64(s.pidNs);
+            w.u64(s.startTicks);
+            w.i64(s.leaseUntilMs);
         }
         w.u16(static_cast<std::uint16_t>(p.queue.size()));
         for (const auto& q : p.queue) {
@@ -204,6 +210,9 @@ std::string QuotaState::encode() const
             w.str(q.model);
             w.u8(q.wantsSlot ? 1 : 0);
             w.u8(static_cast<std::uint8_t>(q.reason));
+            w.u64(q.pidNs);
+            w.u64(q.startTicks);
+            w.i64(q.leaseUntilMs);
         }
     }
     return w.take();
@@ -217,10 +226,12 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
         return bad(r, "wrong magic number");
     if (!r.u32(version))
         return bad(r, "truncated header");
-    if (version != FORMAT_VERSION)
+    if (version < OLDEST_READABLE_VERSION || version > FORMAT_VERSION)
         return Error::make(ErrorKind::Unsupported, "",
-            "the state was written in format version " + std::to_string(version) + " by another Tollgate version (this one reads "
-                + std::to_string(FORMAT_VERSION) + "); leaving it untouched");
+            "the state was written in format version " + std::to_string(version)
+                + " by another Tollgate version (this one reads " + std::to_string(OLDEST_READABLE_VERSION)
+                + " to " + std::to_string(FORMAT_VERSION) + "); leaving it untouched");
+    const bool holderIds = version >= 2; // namespace, start time and lease of slots and waiters
     QuotaState s;
     std::uint16_t nProviders = 0;
     if (!r.u64(s.nextFence) || !r.u64(s.nextTicket) || !r.flag(s.pausedAll) || !r.str(s.pauseReason)
@@ -232,8 +243,9 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
     for (auto& p : s.providers) {
         std::uint16_t nScopes = 0, nSlots = 0, nWaiters = 0;
         if (!r.str(p.name) || !r.flag(p.paused) || !r.str(p.pauseReason) || !r.i64(p.pausedAtMs)
-            || !r.i32(p.consecutive429) || !r.i64(p.backoffUntilMs) || !r.i64(p.last429Ms) || !r.i64(p.paceUntilMs)
-            || !r.i64(p.lastAdmitMs) || !r.u64(p.admittedTotal) || !r.u64(p.rateLimitedTotal) || !r.u16(nScopes))
+            || !r.i32(p.consecutive429) || !r.i64(p.backoffUntilMs) || !r.i64(p.last429Ms)
+            || !r.i64(p.paceUntilMs) || !r.i64(p.lastAdmitMs) || !r.u64(p.admittedTotal)
+            || !r.u64(p.rateLimitedTotal) || !r.u16(nScopes))
             return bad(r, "truncated provider");
         if (nScopes > 64)
             return bad(r, "too many scopes");
@@ -262,8 +274,10 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             return bad(r, "invalid slot count");
         p.slots.resize(nSlots);
         for (auto& sl : p.slots) {
-            if (!r.u64(sl.fence) || !r.i64(sl.pid) || !r.i64(sl.acquiredMs) || !r.i64(sl.tokens) || !r.str(sl.caller)
-                || !r.str(sl.model))
+            if (!r.u64(sl.fence) || !r.i64(sl.pid) || !r.i64(sl.acquiredMs) || !r.i64(sl.tokens)
+                || !r.str(sl.caller) || !r.str(sl.model))
+                return bad(r, "truncated slot");
+            if (holderIds && (!r.u64(sl.pidNs) || !r.u64(sl.startTicks) || !r.i64(sl.leaseUntilMs)))
                 return bad(r, "truncated slot");
         }
         if (!r.u16(nWaiters) || nWaiters > MAX_WAITERS)
@@ -271,8 +285,11 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
         p.queue.resize(nWaiters);
         for (auto& q : p.queue) {
             std::uint8_t reason = 0;
-            if (!r.u64(q.ticket) || !r.i64(q.pid) || !r.i64(q.enqueuedMs) || !r.i64(q.deadlineMs) || !r.i64(q.tokens)
-                || !r.str(q.caller) || !r.str(q.model) || !r.flag(q.wantsSlot) || !r.u8(reason))
+            if (!r.u64(q.ticket) || !r.i64(q.pid) || !r.i64(q.enqueuedMs) || !r.i64(q.deadlineMs)
+                || !r.i64(q.tokens) || !r.str(q.caller) || !r.str(q.model) || !r.flag(q.wantsSlot)
+                || !r.u8(reason))
+                return bad(r, "truncated waiter");
+            if (holderIds && (!r.u64(q.pidNs) || !r.u64(q.startTicks) || !r.i64(q.leaseUntilMs)))
                 return bad(r, "truncated waiter");
             if (reason > static_cast<std::uint8_t>(WaitReason::Slots))
                 return bad(r, "invalid wait reason");

@@ -19,16 +19,26 @@ namespace tollgate {
 enum class WaitReason : std::uint8_t { None = 0, Paused, Backoff, Queue, Window, Tokens, Slots };
 [[nodiscard]] const char* waitReasonName(WaitReason r);
 
-struct Slot {
+// A holder is a pid *in a pid namespace*, started at a known time: the same number in another
+// namespace (another container sharing the home, `unshare --pid`) is another process. Only a
+// reader in the holder's namespace may probe its pid; everyone else goes by its lease.
+struct Slot
+{
     std::uint64_t fence = 0; // the admission's fencing token; identifies the slot
     std::int64_t pid = 0; // holder; 0 = unknown (placeholder after a state reset)
     std::int64_t acquiredMs = 0;
     std::int64_t tokens = 0;
     std::string caller;
     std::string model;
+    std::uint64_t pidNs = 0; // the holder's pid namespace (inode); 0 = unknown: never "ours"
+    std::uint64_t startTicks = 0; // the holder's start (ticks since boot); 0 = unknown
+    // Until when the holder vouches for itself to readers outside its namespace; 0 = no lease
+    // recorded (a slot from format 1): acquiredMs + the provider's maximum hold time.
+    std::int64_t leaseUntilMs = 0;
 };
 
-struct Waiter {
+struct Waiter
+{
     std::uint64_t ticket = 0; // arrival order
     std::int64_t pid = 0;
     std::int64_t enqueuedMs = 0;
@@ -38,14 +48,19 @@ struct Waiter {
     std::string model;
     bool wantsSlot = false;
     WaitReason reason = WaitReason::None; // why it waits, as last judged
+    std::uint64_t pidNs = 0; // as in Slot
+    std::uint64_t startTicks = 0;
+    std::int64_t leaseUntilMs = 0; // renewed while it waits; 0 = none (then only the deadline)
 };
 
-struct ScopeWindow {
+struct ScopeWindow
+{
     std::string model; // empty: the provider-wide window
     RollingWindow window;
 };
 
-struct ProviderState {
+struct ProviderState
+{
     std::string name;
     bool paused = false;
     std::string pauseReason;
@@ -65,8 +80,12 @@ struct ProviderState {
     [[nodiscard]] const ScopeWindow* scope(std::string_view model) const;
 };
 
-struct QuotaState {
-    static constexpr std::uint32_t FORMAT_VERSION = 1;
+struct QuotaState
+{
+    static constexpr std::uint32_t FORMAT_VERSION = 2;
+    // Still read (and rewritten as FORMAT_VERSION): slots and waiters without namespace,
+    // start time and lease. See docs/PROTOCOL.md for how such holders are judged.
+    static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
     static constexpr std::size_t MAX_PROVIDERS = 64;
     static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)
     static constexpr std::size_t MAX_WAITERS = 512; // per provider

@@ -145,8 +145,12 @@ QString stateProblem(const QuotaState& s, std::size_t inputSize)
             }
         }
     }
+    // A format-1 state is rewritten as format 2: 24 more bytes per slot and waiter.
+    std::size_t holders = 0;
+    for (const auto& p : s.providers)
+        holders += p.slots.size() + p.queue.size();
     const std::string once = s.encode();
-    if (once.size() > inputSize)
+    if (once.size() > inputSize + holders * 24)
         return QStringLiteral("re-encoding is longer than the input");
     auto back = QuotaState::decode(once);
     if (!back)

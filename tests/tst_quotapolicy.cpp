@@ -2,21 +2,35 @@
 
 #include "quotapolicy.h"
 
+#include <QFile>
 #include <QTest>
+#include <map>
 
 using namespace tollgate;
 
 namespace {
 
-class FakeProbe final : public ProcessProbe {
+class FakeProbe final : public ProcessProbe
+{
 public:
     Liveness liveness(std::int64_t pid, std::optional<std::int64_t>) const override
     {
         return pid == m_dead ? Liveness::Dead : Liveness::Alive;
     }
     bool exists(std::int64_t pid) const override { return pid != m_dead; }
+    std::uint64_t pidNamespace() const override { return m_ns; }
+    std::optional<std::uint64_t> startTicks(std::int64_t pid) const override
+    {
+        auto it = m_ticks.find(pid);
+        return it == m_ticks.end() ? std::nullopt : std::optional<std::uint64_t>(it->second);
+    }
     std::int64_t m_dead = -1;
+    std::uint64_t m_ns = OUR_NS;
+    std::map<std::int64_t, std::uint64_t> m_ticks;
+    static constexpr std::uint64_t OUR_NS = 4026531836;
 };
+
+constexpr std::uint64_t OTHER_NS = 4026532177;
 
 AdmitRequest req(const char* caller, std::int64_t tokens = 0, bool slot = false, std::int64_t pid = 100)
 {
@@ -27,12 +41,14 @@ AdmitRequest req(const char* caller, std::int64_t tokens = 0, bool slot = false,
     r.wantsSlot = slot;
     r.pid = pid;
     r.deadlineMs = 1'000'000'000;
+    r.pidNs = FakeProbe::OUR_NS;
     return r;
 }
 
 } // namespace
 
-class TestQuotaPolicy final : public QObject {
+class TestQuotaPolicy final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();
@@ -50,13 +66,19 @@ private Q_SLOTS:
     void fencesOnlyGrow();
     void impossibleRequests();
     void conservativeFillAdmitsNothingForAWindow();
+    void holderOfAnotherNamespaceIsJudgedByItsLease();
+    void unknownNamespaceIsNeverOurs();
+    void reusedPidWithAnotherStartTimeIsDead();
+    void waiterOfAnotherNamespaceExpiresWithItsLease();
+    void formatOneStateIsReadConservatively();
 
 private:
     QuotaState m_state;
     ProviderLimits m_limits;
     FakeProbe m_probe;
     ProviderState& provider() { return m_state.ensureProvider("p"); }
-    Result<AdmitDecision> admit(const AdmitRequest& r, std::int64_t now, std::uint64_t ticket = 0, bool enqueue = false)
+    Result<AdmitDecision> admit(
+        const AdmitRequest& r, std::int64_t now, std::uint64_t ticket = 0, bool enqueue = false)
     {
         QuotaPolicy::syncProvider(provider(), m_limits, now);
         return QuotaPolicy::admit(m_state, provider(), m_limits, r, ticket, now, enqueue);
@@ -70,6 +92,8 @@ void TestQuotaPolicy::init()
     m_limits.requests = 3;
     m_limits.windowMs = 60000;
     m_probe.m_dead = -1;
+    m_probe.m_ns = FakeProbe::OUR_NS;
+    m_probe.m_ticks.clear();
 }
 
 void TestQuotaPolicy::windowLimitsRequests()
@@ -155,8 +179,12 @@ void TestQuotaPolicy::deadSlotHolderIsReclaimed()
     QVERIFY(admit(req("c", 0, true, 4243), 10)->admitted);
     // overdue: reported (and released on request) after the maximum hold time
     m_probe.m_dead = -1;
-    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10 + m_limits.maxHoldMs + 1, m_probe, false, "", events), 0);
-    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10 + m_limits.maxHoldMs + 1, m_probe, true, "me", events), 1);
+    QCOMPARE(QuotaPolicy::reclaimSlots(
+                 provider(), m_limits, 10 + m_limits.maxHoldMs + 1, m_probe, false, "", events),
+        0);
+    QCOMPARE(QuotaPolicy::reclaimSlots(
+                 provider(), m_limits, 10 + m_limits.maxHoldMs + 1, m_probe, true, "me", events),
+        1);
 }
 
 void TestQuotaPolicy::backoffDoublesAndHonoursRetryAfter()
@@ -169,7 +197,8 @@ void TestQuotaPolicy::backoffDoublesAndHonoursRetryAfter()
     QCOMPARE(QuotaPolicy::backoffFor(m_limits, 5, std::nullopt), 900000); // capped (960 s > 900 s)
     QCOMPARE(QuotaPolicy::backoffFor(m_limits, 40, std::nullopt), 900000);
     QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, 30000), 60000); // Retry-After below the backoff
-    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, 3600000), 3600000); // a long Retry-After wins, even past the cap
+    QCOMPARE(
+        QuotaPolicy::backoffFor(m_limits, 1, 3600000), 3600000); // a long Retry-After wins, even past the cap
     auto& p = provider();
     QuotaPolicy::apply429(p, m_limits, 0, std::nullopt, 0);
     QuotaPolicy::apply429(p, m_limits, 1, std::nullopt, 0);
@@ -284,6 +313,124 @@ void TestQuotaPolicy::conservativeFillAdmitsNothingForAWindow()
     QuotaPolicy::reclaimSlots(provider(), m_limits, 1000 + 60000 + 3000, m_probe, false, "", events);
     QVERIFY(provider().slots.empty()); // placeholders expire after one window
     QVERIFY(admit(req("a", 0, true), 1000 + 60000 + 3000)->admitted);
+}
+
+// Issue defect 11: the pid of a holder in another pid namespace names nothing here (or an
+// unrelated process); only its lease says whether it still holds the slot.
+void TestQuotaPolicy::holderOfAnotherNamespaceIsJudgedByItsLease()
+{
+    m_limits.requests.reset();
+    m_limits.parallel = 1;
+    auto foreign = req("a", 0, true, 33);
+    foreign.pidNs = OTHER_NS;
+    foreign.leaseMs = 3000;
+    QVERIFY(admit(foreign, 0)->admitted);
+    QCOMPARE(provider().slots.front().leaseUntilMs, std::int64_t(3000));
+    m_probe.m_dead = 33; // no pid 33 here
+    std::vector<HistoryEvent> events;
+    QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 2999, m_probe, events), 0);
+    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 2999, m_probe, false, "", events), 0);
+    QVERIFY(!admit(req("b", 0, true), 2999)->admitted);
+    QVERIFY(QuotaPolicy::holderAlive(provider().slots.front(), m_limits, 2999, m_probe));
+    // renewed (QuotaLimiter::renewSlot): held on
+    provider().slots.front().leaseUntilMs = 6000;
+    QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 5999, m_probe, events), 0);
+    // ... and an unrelated live pid 33 here does not keep it once the renewals stop
+    m_probe.m_dead = -1;
+    QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 6000, m_probe, events), 1);
+    QVERIFY(events.back().reason.find("lease expired") != std::string::npos);
+    QVERIFY(admit(req("b", 0, true), 6000)->admitted);
+    // A holder of our namespace goes by its pid, not its lease: alive past the lease ...
+    QVERIFY(QuotaPolicy::holderAlive(provider().slots.front(), m_limits, 10'000'000, m_probe));
+    // ... and dead as soon as its pid is, lease or not.
+    m_probe.m_dead = 100;
+    QVERIFY(!QuotaPolicy::holderAlive(provider().slots.front(), m_limits, 6001, m_probe));
+    // Without a lease of its own (acquire --slot), the lease is the maximum hold time.
+    auto script = req("c", 0, true, 44);
+    script.pidNs = OTHER_NS;
+    QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 6001, m_probe, events), 1);
+    QVERIFY(admit(script, 7000)->admitted);
+    QCOMPARE(provider().slots.front().leaseUntilMs, 7000 + m_limits.maxHoldMs);
+}
+
+void TestQuotaPolicy::unknownNamespaceIsNeverOurs()
+{
+    m_limits.requests.reset();
+    m_limits.parallel = 1;
+    m_probe.m_ns = 0; // this reader cannot tell its namespace (no /proc)
+    auto r = req("a", 0, true, 55);
+    r.pidNs = 0;
+    r.leaseMs = 1000;
+    QVERIFY(admit(r, 0)->admitted);
+    m_probe.m_dead = 55;
+    std::vector<HistoryEvent> events;
+    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 999, m_probe, false, "", events), 0);
+    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 1000, m_probe, false, "", events), 1);
+}
+
+void TestQuotaPolicy::reusedPidWithAnotherStartTimeIsDead()
+{
+    m_limits.requests.reset();
+    m_limits.parallel = 1;
+    auto r = req("a", 0, true, 66);
+    r.startTicks = 5000;
+    QVERIFY(admit(r, 0)->admitted);
+    std::vector<HistoryEvent> events;
+    m_probe.m_ticks[66] = 5000;
+    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10, m_probe, false, "", events), 0);
+    m_probe.m_ticks[66] = 5001; // pid 66 now names a younger process
+    QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10, m_probe, false, "", events), 1);
+    QCOMPARE(events.back().reason, std::string("holder died"));
+}
+
+void TestQuotaPolicy::waiterOfAnotherNamespaceExpiresWithItsLease()
+{
+    m_limits.requests = 1;
+    QVERIFY(admit(req("first"), 0)->admitted);
+    auto foreign = req("foreign", 0, false, 77);
+    foreign.pidNs = OTHER_NS;
+    auto d = admit(foreign, 0, 0, true);
+    QVERIFY(!d->admitted);
+    QCOMPARE(provider().queue.front().leaseUntilMs, QuotaPolicy::WAITER_LEASE_MS);
+    m_probe.m_dead = 77; // means nothing for another namespace's waiter
+    std::vector<HistoryEvent> events;
+    QVERIFY(!QuotaPolicy::pruneQueueHead(provider(), 1000, m_probe, events));
+    // Renewed only once a third of the lease is gone (a state write each time).
+    QVERIFY(!QuotaPolicy::renewWaiter(provider(), d->ticket, 1000));
+    QVERIFY(QuotaPolicy::renewWaiter(provider(), d->ticket, QuotaPolicy::WAITER_LEASE_MS / 3 + 1));
+    const std::int64_t until = provider().queue.front().leaseUntilMs;
+    QVERIFY(!QuotaPolicy::pruneQueueHead(provider(), until, m_probe, events));
+    QVERIFY(QuotaPolicy::pruneQueueHead(provider(), until + 1, m_probe, events));
+    QVERIFY(provider().queue.empty());
+}
+
+// A state written in format 1 names no namespace: its slots are held for the maximum hold
+// time whatever their pids say here (the pid may belong to another namespace).
+void TestQuotaPolicy::formatOneStateIsReadConservatively()
+{
+    QFile f(QStringLiteral(TOLLGATE_TEST_DATA "/state-format1-busy.bin"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    auto s = QuotaState::decode(std::string_view(bytes.constData(), static_cast<std::size_t>(bytes.size())));
+    QVERIFY2(s.ok(), s ? "" : s.error().message.c_str());
+    ProviderState* p = s->provider("anthropic");
+    QVERIFY(p);
+    QCOMPARE(p->slots.size(), std::size_t(2));
+    const Slot& held = p->slots.front();
+    QCOMPARE(held.pid, std::int64_t(4242));
+    QCOMPARE(held.pidNs, std::uint64_t(0));
+    QCOMPARE(held.leaseUntilMs, std::int64_t(0));
+    m_probe.m_dead = 4242; // no such pid here: in format 1 that proved nothing
+    ProviderLimits l;
+    l.parallel = 4;
+    QVERIFY(QuotaPolicy::holderAlive(held, l, held.acquiredMs + l.maxHoldMs - 1, m_probe));
+    QVERIFY(!QuotaPolicy::holderAlive(held, l, held.acquiredMs + l.maxHoldMs, m_probe));
+    // Rewritten in the current format, and read back the same.
+    const std::string again = s->encode();
+    QCOMPARE(static_cast<unsigned char>(again[4]), static_cast<unsigned char>(QuotaState::FORMAT_VERSION));
+    auto back = QuotaState::decode(again);
+    QVERIFY(back.ok());
+    QCOMPARE(back->encode(), again);
 }
 
 QTEST_APPLESS_MAIN(TestQuotaPolicy)

@@ -179,7 +179,7 @@ void TestQuotaStore::crc32MatchesZlib()
 void TestQuotaStore::newerFormatIsRefusedNotSetAside()
 {
     std::string payload = sampleState().encode();
-    const std::uint32_t version = 2;
+    const std::uint32_t version = QuotaState::FORMAT_VERSION + 1;
     std::memcpy(payload.data() + 4, &version, 4);
     std::string slot(StateFile::HEADER_BYTES, '\0');
     const std::uint32_t magic = 0x4C534754, length = static_cast<std::uint32_t>(payload.size());

@@ -449,9 +449,17 @@ int cmdRun(const std::vector<std::string>& argv)
     auto limitedExit = c.integer("rate-limited-exit", 1, 255);
     if (!limitedExit)
         return usageError(c.command, limitedExit.error().message);
-    // tollgate itself holds the slot: it lives exactly as long as the command.
+    // A command that cannot run must not spend a request, tokens or a slot.
+    if (const auto found = ChildRunner::resolve(c.args.trailing()[0]); found.exitCode != 0) {
+        std::cerr << "tollgate: " << found.problem << " (nothing was spent)\n";
+        return found.exitCode;
+    }
+    // tollgate itself holds the slot: it lives exactly as long as the command (which dies
+    // with it), and renews the lease that readers in other pid namespaces go by.
     o.request.wantsSlot = true;
     o.request.pid = ProcessProbe::selfPid();
+    const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
+    o.request.leaseMs = lease.count();
     ChildRunner::installSignalHandlers();
     auto permit = c.limiter->acquire(o.request, deadlineFrom(c.clock, o.timeoutSeconds), &ChildRunner::interrupted());
     if (!permit)
@@ -464,7 +472,17 @@ int cmdRun(const std::vector<std::string>& argv)
     const int code = ChildRunner::run(c.args.trailing(),
         { { "TOLLGATE_PROVIDER", o.request.provider }, { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(o.request.caller) },
             { "TOLLGATE_MODEL", o.request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
-            { "TOLLGATE_HOME", c.store->dir() }, { "TOLLGATE_RETRY_AFTER_FILE", rfd >= 0 ? retryFile : "" } });
+            { "TOLLGATE_HOME", c.store->dir() }, { "TOLLGATE_RETRY_AFTER_FILE", rfd >= 0 ? retryFile : "" } },
+        [&, warned = false]() mutable {
+            auto held = permit->renew();
+            if (!held && !warned)
+                std::cerr << "tollgate: could not renew the slot's lease: " << held.error().describe() << '\n';
+            else if (held && !*held && !warned)
+                std::cerr << "tollgate: the slot (fence " << permit->fence()
+                          << ") was taken away (released by hand or reclaimed); the command runs on without it\n";
+            warned = warned || !held || !*held;
+        },
+        lease / 3);
     if (auto r = permit->release(); !r)
         std::cerr << "tollgate: could not give the slot back: " << r.error().describe() << '\n';
     std::string retryAfter;

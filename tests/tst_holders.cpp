@@ -1,0 +1,318 @@
+// Who holds a parallel slot, and for how long — across real processes and real pid
+// namespaces: the command of `tollgate run` dies with it (a SIGKILLed run leaves no command
+// running without a slot), a holder in another pid namespace keeps its slot by renewing a
+// lease and loses it when it stops, and a command that does not exist spends nothing.
+// The evidence is taken outside Tollgate: the commands' own marker files and /proc.
+
+#include "historyreader.h"
+#include "processprobe.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <csignal>
+#include <unistd.h>
+
+class TestHolders final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void killedRunTakesItsCommandAlong();
+    void missingCommandSpendsNothing();
+    void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
+
+private:
+    struct Ran
+    {
+        int code = -1;
+        QByteArray out;
+        QByteArray err;
+    };
+    QStringList withHome(QStringList args) const
+    {
+        args.insert(std::min<qsizetype>(1, args.size()), QStringLiteral("--home"));
+        args.insert(std::min<qsizetype>(2, args.size()), m_home);
+        return args;
+    }
+    Ran cli(const QStringList& args) const;
+    QProcess* start(const QString& program, const QStringList& args, const QStringList& env = {});
+    QJsonObject providerStatus(const QString& provider) const;
+    int waitingCount(const QString& provider) const
+    {
+        return providerStatus(provider).value(QStringLiteral("queue")).toArray().size();
+    }
+    std::vector<tollgate::HistoryEvent> history() const;
+    // Pids (as this test sees them) whose argv is exactly `argv`, or starts with it.
+    static std::vector<qint64> pidsOf(const QByteArrayList& argv, bool prefix = false);
+    static bool gone(qint64 pid)
+    {
+        return tollgate::ProcessProbe().liveness(pid, std::nullopt) == tollgate::Liveness::Dead;
+    }
+    // A sleep whose argument names it uniquely, so the test can find it in /proc.
+    QString uniqueSleep() { return QStringLiteral("3600.%1%2").arg(::getpid()).arg(++m_counter); }
+    static bool canUnsharePid();
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QString m_home;
+    std::vector<std::unique_ptr<QProcess>> m_procs;
+    std::vector<qint64> m_leftovers; // commands to kill should a run not take them along
+    int m_counter = 0;
+};
+
+void TestHolders::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_home = m_dir->path() + QStringLiteral("/home");
+}
+
+void TestHolders::cleanup()
+{
+    for (auto& p : m_procs) {
+        if (p->state() != QProcess::NotRunning) {
+            p->kill();
+            p->waitForFinished(5000);
+        }
+    }
+    m_procs.clear();
+    for (qint64 pid : m_leftovers) {
+        if (!gone(pid))
+            ::kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+    m_leftovers.clear();
+}
+
+TestHolders::Ran TestHolders::cli(const QStringList& args) const
+{
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), withHome(args));
+    if (!p.waitForFinished(120000))
+        qFatal("tollgate did not finish");
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+        p.readAllStandardError() };
+}
+
+QProcess* TestHolders::start(const QString& program, const QStringList& args, const QStringList& env)
+{
+    auto p = std::make_unique<QProcess>();
+    if (!env.isEmpty()) {
+        QStringList e = QProcess::systemEnvironment();
+        e << env;
+        p->setEnvironment(e);
+    }
+    p->start(program, args);
+    p->waitForStarted();
+    m_procs.push_back(std::move(p));
+    return m_procs.back().get();
+}
+
+QJsonObject TestHolders::providerStatus(const QString& provider) const
+{
+    const auto r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    const auto providers
+        = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("providers")).toArray();
+    for (const auto& p : providers) {
+        if (p.toObject().value(QStringLiteral("provider")).toString() == provider)
+            return p.toObject();
+    }
+    return {};
+}
+
+std::vector<tollgate::HistoryEvent> TestHolders::history() const
+{
+    tollgate::HistoryReader reader(m_home.toStdString());
+    auto b = reader.poll();
+    return b ? b->events : std::vector<tollgate::HistoryEvent> {};
+}
+
+std::vector<qint64> TestHolders::pidsOf(const QByteArrayList& argv, bool prefix)
+{
+    std::vector<qint64> out;
+    const QByteArray want = argv.join('\0');
+    for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        bool ok = false;
+        const qint64 pid = entry.toLongLong(&ok);
+        if (!ok)
+            continue;
+        QFile f(QStringLiteral("/proc/%1/cmdline").arg(pid));
+        if (!f.open(QIODevice::ReadOnly))
+            continue;
+        QByteArray cmd = f.readAll();
+        if (cmd.endsWith('\0'))
+            cmd.chop(1);
+        if (cmd == want || (prefix && cmd.startsWith(want + '\0')))
+            out.push_back(pid);
+    }
+    return out;
+}
+
+bool TestHolders::canUnsharePid()
+{
+    QProcess p;
+    p.start(QStringLiteral("unshare"),
+        { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
+            QStringLiteral("true") });
+    return p.waitForStarted(10000) && p.waitForFinished(10000) && p.exitStatus() == QProcess::NormalExit
+        && p.exitCode() == 0;
+}
+
+// Issue defect 5: with --parallel 1, SIGKILL of a `tollgate run` must not leave its command
+// running while the next run is admitted.
+void TestHolders::killedRunTakesItsCommandAlong()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    const QString tag = uniqueSleep();
+    QProcess* first = start(QStringLiteral(TOLLGATE_CLI_PATH),
+        withHome({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("first"), QStringLiteral("--"), QStringLiteral("sleep"), tag }));
+    QTRY_VERIFY_WITH_TIMEOUT(!pidsOf({ "sleep", tag.toUtf8() }).empty(), 30000);
+    const qint64 command = pidsOf({ "sleep", tag.toUtf8() }).front();
+    m_leftovers.push_back(command);
+
+    // The second run waits for the slot; its command records whether the first command is
+    // still alive (not gone and not a zombie) at the moment it starts.
+    const QString seen = m_dir->path() + QStringLiteral("/seen");
+    QProcess* second = start(QStringLiteral(TOLLGATE_CLI_PATH),
+        withHome({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("second"), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
+            QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("s=$(cut -d' ' -f3 /proc/$1/stat 2>/dev/null); "
+                           "if [ -n \"$s\" ] && [ \"$s\" != Z ]; then echo overlap > \"$0\"; else echo alone "
+                           "> \"$0\"; fi"),
+            seen, QString::number(command) }));
+    QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
+    QVERIFY(!QFile::exists(seen));
+
+    first->kill(); // SIGKILL: no chance to release or to stop its command
+    QVERIFY(first->waitForFinished(10000));
+    QTRY_VERIFY2_WITH_TIMEOUT(gone(command), "the command outlived its SIGKILLed run", 10000);
+
+    QVERIFY(second->waitForFinished(60000));
+    QCOMPARE(second->exitCode(), 0);
+    QFile f(seen);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll().trimmed(), QByteArray("alone"));
+}
+
+// `run` resolves its command before it asks for anything: a missing or non-executable
+// command spends no request, no tokens and no slot.
+void TestHolders::missingCommandSpendsNothing()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("1"), QStringLiteral("--window"),
+                     QStringLiteral("600"), QStringLiteral("--tokens"), QStringLiteral("2000"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("status") }).code, 0); // the state exists from here on
+    const auto stateBytes = [&] {
+        QFile f(m_home + QStringLiteral("/state.bin"));
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray("(unreadable)");
+    };
+    const QByteArray before = stateBytes();
+    const std::size_t eventsBefore = history().size();
+
+    const QString notExecutable = m_dir->path() + QStringLiteral("/data.txt");
+    {
+        QFile f(notExecutable);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("echo hi\n");
+    }
+    struct Case
+    {
+        QString command;
+        int code;
+    };
+    for (const Case& c : { Case { QStringLiteral("tollgate-test-no-such-command"), 127 },
+             Case { m_dir->path() + QStringLiteral("/missing/cmd"), 127 }, Case { notExecutable, 126 },
+             Case { m_dir->path(), 126 } }) {
+        auto r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("x"), QStringLiteral("--tokens"), QStringLiteral("2000"),
+            QStringLiteral("--timeout"), QStringLiteral("0"), QStringLiteral("--"), c.command });
+        QVERIFY2(r.code == c.code,
+            qPrintable(
+                QStringLiteral("%1: exit %2, %3").arg(c.command).arg(r.code).arg(QString::fromUtf8(r.err))));
+        QVERIFY2(r.err.contains(c.command.toUtf8()), r.err.constData());
+    }
+    QCOMPARE(stateBytes(), before);
+    QCOMPARE(history().size(), eventsBefore);
+    // The whole quota is still there.
+    auto ok = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("y"), QStringLiteral("--tokens"), QStringLiteral("2000"), QStringLiteral("--timeout"),
+        QStringLiteral("0"), QStringLiteral("--"), QStringLiteral("true") });
+    QVERIFY2(ok.code == 0, ok.err.constData());
+}
+
+// Issue defect 11: a pid from another pid namespace means nothing here. A `run` in namespace
+// B must not reclaim the slot of a live `run` in namespace A (whose pid does not exist in
+// B), and must get it once A stops renewing its lease.
+void TestHolders::holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews()
+{
+    if (!canUnsharePid())
+        QSKIP("cannot create a pid namespace here (unshare --pid --fork --mount-proc failed: needs root or "
+              "user "
+              "namespaces)");
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    const QString cliPath = QStringLiteral(TOLLGATE_CLI_PATH);
+    // Holder A, in its own pid namespace: sh is pid 1 there, tollgate pid 2, which no
+    // process in namespace B has. TOLLGATE_TEST_LEASE_MS shortens its lease (tests only).
+    const QString tag = uniqueSleep();
+    start(QStringLiteral("unshare"),
+        { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("\"$@\"; exit $?"),
+            QStringLiteral("sh"), cliPath, QStringLiteral("run"), QStringLiteral("--home"), m_home,
+            QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("in-ns-a"),
+            QStringLiteral("--"), QStringLiteral("sleep"), tag },
+        { QStringLiteral("TOLLGATE_TEST_LEASE_MS=1500") });
+    QTRY_VERIFY_WITH_TIMEOUT(!pidsOf({ "sleep", tag.toUtf8() }).empty(), 30000);
+    const qint64 commandA = pidsOf({ "sleep", tag.toUtf8() }).front();
+    m_leftovers.push_back(commandA);
+    const auto runA
+        = pidsOf({ cliPath.toUtf8(), "run", "--home", m_home.toUtf8(), "api", "--caller", "in-ns-a" }, true);
+    QCOMPARE(runA.size(), std::size_t(1));
+
+    const auto runInB = [&](const QString& caller, const QString& timeout, const QString& marker) {
+        return start(QStringLiteral("unshare"),
+            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"), cliPath,
+                QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"),
+                QStringLiteral("--caller"), caller, QStringLiteral("--timeout"), timeout,
+                QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+                QStringLiteral("echo ran > \"$0\""), marker });
+    };
+    // 1. While A lives and renews, B waits for several lease lengths and is not admitted.
+    const QString markerB1 = m_dir->path() + QStringLiteral("/b1");
+    QProcess* b1 = runInB(QStringLiteral("in-ns-b"), QStringLiteral("5"), markerB1);
+    QVERIFY(b1->waitForFinished(60000));
+    QVERIFY2(!QFile::exists(markerB1), "namespace B ran its command while A held the only slot");
+    QCOMPARE(b1->exitCode(), 1);
+    QVERIFY(!gone(commandA));
+
+    // 2. A's run is SIGKILLed: its command dies with it, its lease runs out, B gets the slot.
+    ::kill(static_cast<pid_t>(runA.front()), SIGKILL);
+    QTRY_VERIFY2_WITH_TIMEOUT(gone(commandA), "A's command outlived its run", 10000);
+    const QString markerB2 = m_dir->path() + QStringLiteral("/b2");
+    QProcess* b2 = runInB(QStringLiteral("in-ns-b2"), QStringLiteral("30"), markerB2);
+    QVERIFY(b2->waitForFinished(60000));
+    QVERIFY2(b2->exitCode() == 0, b2->readAllStandardError().constData());
+    QVERIFY(QFile::exists(markerB2));
+    bool reclaimed = false;
+    for (const auto& e : history())
+        reclaimed = reclaimed || (e.type == "reclaim" && e.caller == "in-ns-a");
+    QVERIFY(reclaimed);
+}
+
+QTEST_GUILESS_MAIN(TestHolders)
+#include "tst_holders.moc"
