@@ -136,7 +136,9 @@ Liveness ProcessProbe::liveness(std::int64_t pid, std::optional<std::int64_t> he
     if (auto st = procIsOurs() ? readStat(pid) : std::nullopt; st && (st->state == 'Z' || st->state == 'X'))
         return Liveness::Dead;
     if (heldSince) {
-        if (auto started = startTime(pid); started && *started > *heldSince + START_TIME_SLACK)
+        // heldSince comes from a file anyone may have forged: compare without overflowing.
+        if (auto started = startTime(pid);
+            started && *heldSince<INT64_MAX - START_TIME_SLACK&& * started> * heldSince + START_TIME_SLACK)
             return Liveness::Dead; // the number was reused by a younger process
     }
     return Liveness::Alive;
@@ -177,14 +179,23 @@ std::string ProcessProbe::commandLine(std::int64_t pid) const
 
 std::optional<std::int64_t> ProcessProbe::userOf(std::int64_t pid) const
 {
-    if (pid <= 0)
+    // The real uid from /proc/PID/status, not the owner of /proc/PID: a process that dropped
+    // privileges without exec is not dumpable and its /proc directory belongs to root.
+    if (pid <= 0 || pid > INT32_MAX || !procIsOurs())
         return std::nullopt;
-    struct stat st
-    {
-    };
-    if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0)
+    auto text = readSmallFile("/proc/" + std::to_string(pid) + "/status");
+    if (!text)
         return std::nullopt;
-    return static_cast<std::int64_t>(st.st_uid);
+    const auto at = text->find("\nUid:");
+    if (at == std::string::npos)
+        return std::nullopt;
+    const char* p = text->c_str() + at + 5;
+    char* end = nullptr;
+    errno = 0;
+    const long long uid = std::strtoll(p, &end, 10);
+    if (end == p || errno != 0 || uid < 0)
+        return std::nullopt;
+    return static_cast<std::int64_t>(uid);
 }
 
 std::int64_t ProcessProbe::selfPid()
