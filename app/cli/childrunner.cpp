@@ -1,5 +1,7 @@
 #include "childrunner.h"
 
+#include "console.h"
+
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -170,7 +172,7 @@ int ChildRunner::run(const std::vector<std::string>& argv,
 {
     const Resolution found = resolve(argv.empty() ? std::string() : argv[0]);
     if (found.exitCode != 0) {
-        std::cerr << "tollgate: " << found.problem << '\n';
+        std::cerr << "tollgate: " << Console::printable(found.problem) << '\n';
         return found.exitCode;
     }
     std::vector<std::string> envStore;
@@ -197,7 +199,8 @@ int ChildRunner::run(const std::vector<std::string>& argv,
 
     int report[2];
     if (::pipe2(report, O_CLOEXEC) != 0) {
-        std::cerr << "tollgate: cannot run " << argv[0] << ": " << std::strerror(errno) << '\n';
+        std::cerr << "tollgate: cannot run " << Console::printable(argv[0]) << ": " << std::strerror(errno)
+                  << '\n';
         return 126;
     }
     // Block the forwarded signals around fork so one cannot slip between fork and g_child.
@@ -219,7 +222,8 @@ int ChildRunner::run(const std::vector<std::string>& argv,
     ::close(report[1]);
     if (child < 0) {
         ::close(report[0]);
-        std::cerr << "tollgate: cannot run " << argv[0] << ": " << std::strerror(forkErr) << '\n';
+        std::cerr << "tollgate: cannot run " << Console::printable(argv[0]) << ": " << std::strerror(forkErr)
+                  << '\n';
         return 126;
     }
     // The report pipe closes on a successful exec; an errno arrives when exec failed.
@@ -261,7 +265,8 @@ int ChildRunner::run(const std::vector<std::string>& argv,
     if (w < 0)
         return 3;
     if (n == static_cast<ssize_t>(sizeof execErr)) {
-        std::cerr << "tollgate: cannot run " << argv[0] << ": " << std::strerror(execErr) << '\n';
+        std::cerr << "tollgate: cannot run " << Console::printable(argv[0]) << ": " << std::strerror(execErr)
+                  << '\n';
         return codeFor(execErr);
     }
     if (WIFEXITED(status))

@@ -1,7 +1,8 @@
 #include "democommand.h"
 
-#include "argparser.h"
 #include "childrunner.h"
+#include "clioptions.h"
+#include "console.h"
 #include "demoprovider.h"
 #include "exitcodes.h"
 #include "filequotastore.h"
@@ -69,7 +70,7 @@ bool nap(std::int64_t ms)
 
 int fail(const std::string& what, const Error& e)
 {
-    std::cerr << "tollgate demo: " << what << ": " << e.describe() << '\n';
+    std::cerr << "tollgate demo: " << Console::printable(what + ": " + e.describe()) << '\n';
     return e.kind == ErrorKind::Usage ? EXIT_USAGE : EXIT_IO;
 }
 
@@ -113,7 +114,8 @@ int runCaller(
             if (ChildRunner::interrupted().load())
                 break;
             if (permit.error().kind != ErrorKind::Timeout) {
-                std::cerr << "tollgate demo (" << name << "): " << permit.error().describe() << '\n';
+                std::cerr << Console::printable("tollgate demo (" + name + "): " + permit.error().describe())
+                          << '\n';
                 nap(1000);
             }
             continue;
@@ -208,11 +210,12 @@ int runDemo(const std::string& home, std::optional<double> durationSeconds)
     }
 
     std::cout << "tollgate demo: " << std::size(CALLERS) << " simulated callers share \""
-              << DemoCommand::PROVIDER << "\" in " << home << "\n"
+              << DemoCommand::PROVIDER << "\" in " << Console::printable(home) << "\n"
               << "  Tollgate's limit: " << LIMIT_REQUESTS << " requests per " << WINDOW_MS / 1000 << " s, "
               << PARALLEL << " parallel. The simulated provider really allows " << TRUE_QUOTA << ",\n"
               << "  so 429 storms will happen and every caller backs off together.\n"
-              << "  Watch it:  tollgate-dashboard --home " << home << " --locks " << locksDir(home) << "\n"
+              << "  Watch it:  tollgate-dashboard --home " << Console::printable(home) << " --locks "
+              << Console::printable(locksDir(home)) << "\n"
               << "  Ctrl-C stops every caller (their slots are given back).\n"
               << std::flush;
 
@@ -259,57 +262,58 @@ int runDemo(const std::string& home, std::optional<double> durationSeconds)
     ::waitpid(crasher, nullptr, WNOHANG);
     std::cout << "tollgate demo: stopped. The limits of " << DemoCommand::PROVIDER
               << " stay in place (remove them with: tollgate limits remove " << DemoCommand::PROVIDER
-              << " --home " << home << ")\n";
+              << " --home " << Console::printable(home) << ")\n";
     return EXIT_OK;
 }
 
 } // namespace
 
-std::string DemoCommand::usage()
+void DemoCommand::addTo(CLI::App& app, CommandTable& table)
 {
-    return "  tollgate demo [--home DIR] [--duration SECONDS]   simulated callers and 429 storms to watch\n";
-}
-
-int DemoCommand::run(const std::vector<std::string>& args)
-{
-    ArgParser p({ { "home", true }, { "duration", true }, { "help", false, 'h' }, { "internal-caller", true },
-        { "think-min", true }, { "think-max", true }, { "tokens", true }, { "slot", false },
-        { "internal-locker", false }, { "internal-crasher", false } });
-    if (auto ok = p.parse(args); !ok) {
-        std::cerr << "tollgate demo: " << ok.error().message << "\n" << usage();
-        return EXIT_USAGE;
-    }
-    if (p.has("help") || !p.positional().empty()) {
-        (p.has("help") ? std::cout : std::cerr) << "usage:\n" << usage();
-        return p.has("help") ? EXIT_OK : EXIT_USAGE;
-    }
-    auto home = HomeDir::resolve(p.value("home"));
-    if (!home)
-        return fail("no home", home.error());
-    std::optional<double> duration;
-    if (auto d = p.value("duration")) {
-        auto s = ArgParser::parseSeconds("duration", *d);
-        if (!s)
-            return fail("bad --duration", s.error());
-        duration = *s;
-    }
-    if (auto name = p.value("internal-caller")) {
-        ChildRunner::installSignalHandlers();
-        auto number = [&p](const char* option, int fallback) {
-            auto v = p.value(option);
-            auto n = v ? ArgParser::parseInteger(option, *v, 0, 3600000) : Result<std::int64_t>(fallback);
-            return n ? static_cast<int>(*n) : fallback;
-        };
-        return runCaller(*home, *name, number("think-min", 500), number("think-max", 1500),
-            number("tokens", 100), p.has("slot"));
-    }
-    if (p.has("internal-locker")) {
-        ChildRunner::installSignalHandlers();
-        return runLocker(*home);
-    }
-    if (p.has("internal-crasher"))
-        return runCrasher(*home);
-    return runDemo(*home, duration);
+    struct Parsed
+    {
+        CliOptions::Common common;
+        std::optional<double> duration;
+        std::optional<std::string> caller;
+        std::optional<std::int64_t> thinkMin, thinkMax, tokens;
+        bool slot = false, locker = false, crasher = false;
+    };
+    static Parsed p;
+    CLI::App* demo = app.add_subcommand("demo", "simulated callers and 429 storms to watch in the dashboard");
+    demo->add_option_function<std::string>(
+            "--home", [](const std::string& v) { p.common.home = v; }, "the Tollgate home to run the demo in")
+        ->type_name("DIR")
+        ->check(CLI::Validator(
+            [](std::string& v) { return v.empty() ? std::string("must not be empty") : std::string(); }, ""));
+    CliOptions::addSeconds(
+        demo, "--duration", p.duration, "stop by itself after this long (default: at Ctrl-C)");
+    // The simulated processes are this binary re-executed in hidden modes.
+    CliOptions::addText(demo, "--internal-caller", p.caller, "")->group("");
+    CliOptions::addInteger(demo, "--think-min", p.thinkMin, 0, 3600000, "")->group("");
+    CliOptions::addInteger(demo, "--think-max", p.thinkMax, 0, 3600000, "")->group("");
+    CliOptions::addInteger(demo, "--tokens", p.tokens, 0, 3600000, "")->group("");
+    demo->add_flag("--slot", p.slot, "")->group("");
+    demo->add_flag("--internal-locker", p.locker, "")->group("");
+    demo->add_flag("--internal-crasher", p.crasher, "")->group("");
+    table.add(demo, [] {
+        Console console("demo", false, false);
+        auto home = HomeDir::resolve(p.common.home);
+        if (!home)
+            return console.fail(home.error());
+        if (p.caller) {
+            ChildRunner::installSignalHandlers();
+            return runCaller(*home, *p.caller, static_cast<int>(p.thinkMin.value_or(500)),
+                static_cast<int>(p.thinkMax.value_or(1500)), static_cast<int>(p.tokens.value_or(100)),
+                p.slot);
+        }
+        if (p.locker) {
+            ChildRunner::installSignalHandlers();
+            return runLocker(*home);
+        }
+        if (p.crasher)
+            return runCrasher(*home);
+        return runDemo(*home, p.duration);
+    });
 }
 
 } // namespace tollgate::cli

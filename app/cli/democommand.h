@@ -8,8 +8,7 @@
 // holder and a holder that "crashes" (leaving a dead lock behind) show up as well.
 // Ctrl-C (or the end of --duration) stops every caller; each gives its slot back on the way.
 
-#include <string>
-#include <vector>
+#include "commandtable.h"
 
 namespace tollgate::cli {
 
@@ -18,8 +17,8 @@ class DemoCommand
 public:
     static constexpr const char* PROVIDER = "demo-api";
 
-    static int run(const std::vector<std::string>& args);
-    [[nodiscard]] static std::string usage();
+    // Adds `demo` to `app`; its action goes into `table`.
+    static void addTo(CLI::App& app, CommandTable& table);
 };
 
 } // namespace tollgate::cli

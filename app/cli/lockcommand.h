@@ -2,16 +2,15 @@
 
 // `tollgate lock COMMAND PATH [options]`: the sema/semats-compatible single lock.
 
-#include <string>
-#include <vector>
+#include "commandtable.h"
 
 namespace tollgate::cli {
 
-class LockCommand {
+class LockCommand
+{
 public:
-    // args: everything after "lock". Returns the process exit code.
-    [[nodiscard]] static int run(const std::vector<std::string>& args);
-    [[nodiscard]] static const char* usage();
+    // Adds `lock` and its commands to `app`; their actions go into `table`.
+    static void addTo(CLI::App& app, CommandTable& table);
 };
 
 } // namespace tollgate::cli

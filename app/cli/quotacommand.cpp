@@ -1,21 +1,25 @@
 #include "quotacommand.h"
 
-#include "argparser.h"
 #include "childrunner.h"
+#include "clioptions.h"
+#include "console.h"
 #include "exitcodes.h"
+#include "fd.h"
 #include "filequotastore.h"
 #include "historyreader.h"
 #include "homedir.h"
 #include "quotalimiter.h"
+#include "quotapeek.h"
 #include "retryafter.h"
 #include "systemclock.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <fcntl.h>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tollgate::cli {
@@ -25,34 +29,23 @@ namespace {
 using nlohmann::json;
 
 constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
+constexpr std::int64_t MAX_AMOUNT = std::int64_t(1) << 40;
 
-const std::vector<std::string> COMMANDS { "limits", "acquire", "run", "report-429", "report-ok", "pause", "resume",
-    "status", "history", "release-stale", "release", "reset-backoff" };
-
-int fail(const Error& e)
+// Every option of every shared-quota command. One command runs per process, so the
+// subcommands bind their options to this one set.
+struct Options
 {
-    std::cerr << "tollgate: " << e.describe() << '\n';
-    switch (e.kind) {
-    case ErrorKind::Usage:
-        return EXIT_USAGE;
-    case ErrorKind::Timeout:
-    case ErrorKind::Busy:
-        return EXIT_REFUSED;
-    default:
-        return EXIT_IO;
-    }
-}
+    CliOptions::Common common;
+    std::string provider; // the PROVIDER positional ("" when not given)
+    std::optional<std::string> caller, model, reason, retryAfter, providerFilter;
+    std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence;
+    std::optional<std::int64_t> requests, parallel, headroom;
+    std::optional<double> timeout, window, backoffBase, backoffCap, maxHold, since;
+    bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
+};
 
-int usageError(const std::string& command, const std::string& message)
-{
-    std::cerr << "tollgate " << command << ": " << message << "\n" << QuotaCommand::usage();
-    return EXIT_USAGE;
-}
-
-void printJson(const json& j)
-{
-    std::cout << j.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
-}
+Options g_options;
+const CommandTable* g_table = nullptr;
 
 std::string who()
 {
@@ -75,75 +68,94 @@ std::int64_t toMs(double seconds)
     return static_cast<std::int64_t>(std::llround(seconds * 1000.0));
 }
 
-struct Context {
-    std::string command;
-    ArgParser args;
+std::int64_t nowMsOf(const Clock& clock)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+}
+
+struct Context
+{
+    Console console;
     const SystemClock clock;
     const ProcessProbe probe;
+    std::string home;
     std::unique_ptr<FileQuotaStore> store;
     std::unique_ptr<QuotaLimiter> limiter;
-    bool json = false;
-    bool quiet = false;
 
-    explicit Context(std::string cmd, std::vector<ArgParser::Option> options)
-        : command(std::move(cmd))
-        , args(withCommon(std::move(options)))
+    explicit Context(std::string command)
+        : console(std::move(command), g_options.common.json, g_options.common.quiet)
     {
     }
-
-    static std::vector<ArgParser::Option> withCommon(std::vector<ArgParser::Option> o)
+    ~Context()
     {
-        o.push_back({ "home", true });
-        o.push_back({ "json", false });
-        o.push_back({ "quiet", false, 'q' });
-        o.push_back({ "help", false, 'h' });
-        return o;
+        // Warnings of a store nobody printed a result for yet (a failure path) still reach stderr.
+        console.collectWarnings(store.get());
     }
 
-    // Parses, then opens the home. Returns an exit code, or -1 to go on.
-    int open(const std::vector<std::string>& argv)
+    // The write side: creates the home when needed. Returns an exit code, or -1 to go on.
+    int open()
     {
-        if (auto ok = args.parse(argv); !ok)
-            return usageError(command, ok.error().message);
-        if (args.has("help")) {
-            std::cout << QuotaCommand::usage();
-            return EXIT_OK;
-        }
-        json = args.has("json");
-        quiet = args.has("quiet");
-        auto home = HomeDir::resolve(args.value("home"));
-        if (!home)
-            return fail(home.error());
-        auto s = FileQuotaStore::open(*home, clock);
+        auto dir = HomeDir::resolve(g_options.common.home);
+        if (!dir)
+            return console.fail(dir.error());
+        home = *dir;
+        auto s = FileQuotaStore::open(home, clock);
         if (!s)
-            return fail(s.error());
+            return console.fail(s.error());
         store = std::move(s).value();
+        console.setStore(store.get());
         limiter = std::make_unique<QuotaLimiter>(*store, clock, probe);
         return -1;
     }
 
-    Result<std::optional<std::int64_t>> integer(const std::string& name, std::int64_t min, std::int64_t max) const
+    // The read side: never creates anything. Returns an exit code, 0 after saying that
+    // there is no home yet (exists stays false), or -1 to go on with an existing home.
+    int openExisting(bool& exists)
     {
-        auto v = args.value(name);
-        if (!v)
-            return std::optional<std::int64_t>();
-        auto n = ArgParser::parseInteger(name, *v, min, max);
-        if (!n)
-            return n.error();
-        return std::optional<std::int64_t>(*n);
+        exists = false;
+        auto dir = HomeDir::resolve(g_options.common.home);
+        if (!dir)
+            return console.fail(dir.error());
+        home = *dir;
+        struct stat st
+        {
+        };
+        if (::lstat(home.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+            return -1;
+        if (auto ok = HomeDir::check(home); !ok)
+            return console.fail(ok.error());
+        exists = true;
+        return -1;
     }
 
-    Result<std::optional<double>> seconds(const std::string& name) const
+    void sayNoHome() const { console.say("no Tollgate home at " + home + " yet (nothing has run here)"); }
+
+    // A look at the home without a transaction: names a corrupt file as an error.
+    Result<QuotaView> peek(bool needState) const
     {
-        auto v = args.value(name);
-        if (!v)
-            return std::optional<double>();
-        auto n = ArgParser::parseSeconds(name, *v);
-        if (!n)
-            return n.error();
-        return std::optional<double>(*n);
+        auto view = QuotaPeek::read(
+            home, std::chrono::duration_cast<std::chrono::milliseconds>(FileQuotaStore::LOCK_TIMEOUT));
+        if (!view)
+            return view.error();
+        const bool limitsCorrupt = view->corruptFile == home + "/limits.json";
+        if (!view->corruptFile.empty() && (limitsCorrupt || needState)) {
+            std::string message = view->corruptReason;
+            if (!limitsCorrupt)
+                message += " (the next command that changes the quota sets it aside as " + view->corruptFile
+                    + ".corrupt-TIME and starts from a conservative state)";
+            return Error::make(ErrorKind::Corrupt, view->corruptFile, message);
+        }
+        return view;
     }
 };
+
+// A request's PROVIDER is required; its name must be valid.
+int needProvider(Context& c)
+{
+    if (g_options.provider.empty())
+        return c.console.usage("missing PROVIDER");
+    return -1;
+}
 
 json limitsJson(const std::string& name, const ProviderLimits& l)
 {
@@ -171,297 +183,327 @@ json limitsJson(const std::string& name, const ProviderLimits& l)
     return j;
 }
 
+std::string amounts(const std::optional<std::int64_t>& requests, const std::optional<std::int64_t>& tokens)
+{
+    std::string out;
+    if (requests)
+        out += std::to_string(*requests) + " requests";
+    if (tokens)
+        out += (requests ? ", " : "") + std::to_string(*tokens) + " tokens";
+    return out;
+}
+
 std::string describeLimits(const ProviderLimits& l)
 {
     std::ostringstream out;
-    if (l.requests)
-        out << l.effective(*l.requests) << " requests";
-    if (l.tokens)
-        out << (l.requests ? ", " : "") << l.effective(*l.tokens) << " tokens";
+    const std::optional<std::int64_t> req
+        = l.requests ? std::optional(l.effective(*l.requests)) : std::nullopt;
+    const std::optional<std::int64_t> tok = l.tokens ? std::optional(l.effective(*l.tokens)) : std::nullopt;
+    out << amounts(req, tok);
     if (l.requests || l.tokens)
         out << " per " << fmtSeconds(l.windowMs);
     if (l.parallel)
         out << ((l.requests || l.tokens) ? ", " : "") << *l.parallel << " parallel";
     if (!l.requests && !l.tokens && !l.parallel)
         out << "no limits";
-    if (l.headroomPercent != 100)
-        out << " (headroom " << l.headroomPercent << "% of " << (l.requests ? std::to_string(*l.requests) : "-")
-            << (l.tokens ? "/" + std::to_string(*l.tokens) : "") << ")";
+    if (l.headroomPercent != 100 && (l.requests || l.tokens))
+        out << " (headroom " << l.headroomPercent << "% of " << amounts(l.requests, l.tokens) << ")";
     return out.str();
 }
 
-int cmdLimits(const std::vector<std::string>& argv)
+ProviderLimits modelShown(const ProviderLimits& l, const ModelLimits& ml)
 {
-    Context c("limits",
-        { { "model", true }, { "requests", true }, { "window", true }, { "tokens", true }, { "parallel", true },
-            { "headroom", true }, { "backoff-base", true }, { "backoff-cap", true }, { "max-hold", true },
-            { "no-tokens", false }, { "no-parallel", false }, { "no-requests", false } });
-    if (int code = c.open(argv); code >= 0)
+    ProviderLimits shown;
+    shown.requests = ml.requests;
+    shown.tokens = ml.tokens;
+    shown.windowMs = ml.windowMs;
+    shown.headroomPercent = l.headroomPercent;
+    return shown;
+}
+
+int cmdLimitsShow()
+{
+    Context c("limits show");
+    bool exists = false;
+    if (int code = c.openExisting(exists); code >= 0)
         return code;
-    std::vector<std::string> pos = c.args.positional();
-    if (pos.empty() || (pos[0] != "set" && pos[0] != "show" && pos[0] != "remove"))
-        return usageError("limits", "expected: limits set|show|remove ...");
-    const std::string sub = pos[0];
-    pos.erase(pos.begin());
-    c.command = "limits " + sub;
-    if (sub == "show") {
-        if (pos.size() > 1)
-            return usageError(c.command, "unexpected argument '" + pos[1] + "'");
-        auto all = c.limiter->limits();
-        if (!all)
-            return fail(all.error());
-        if (!pos.empty() && !all->find(pos[0]))
-            return fail(Error::make(ErrorKind::Usage, "",
-                "unknown provider '" + pos[0] + "'; known providers: " + all->knownProviders()));
-        json list = json::array();
-        for (const auto& [name, l] : all->providers()) {
-            if (!pos.empty() && name != pos[0])
-                continue;
-            if (c.json) {
-                list.push_back(limitsJson(name, l));
-                continue;
-            }
-            std::cout << name << ": " << describeLimits(l) << "; backoff " << fmtSeconds(l.backoffBaseMs) << " doubling to "
-                      << fmtSeconds(l.backoffCapMs) << "; max hold " << fmtSeconds(l.maxHoldMs) << '\n';
-            for (const auto& [m, ml] : l.models) {
-                ProviderLimits shown;
-                shown.requests = ml.requests;
-                shown.tokens = ml.tokens;
-                shown.windowMs = ml.windowMs;
-                shown.headroomPercent = l.headroomPercent;
-                std::cout << "  model " << m << ": " << describeLimits(shown) << '\n';
-            }
-        }
-        if (c.json)
-            printJson(list);
-        else if (all->providers().empty() && !c.quiet)
-            std::cout << "no providers yet; add one with: tollgate limits set PROVIDER --requests N --window SECONDS\n";
+    const std::string& only = g_options.provider;
+    if (!exists) {
+        c.sayNoHome();
+        if (!only.empty())
+            return c.console.fail(
+                Error::make(ErrorKind::Usage, "", "unknown provider '" + only + "': no limits set yet"));
+        c.console.emit(json::array());
         return EXIT_OK;
     }
-    if (pos.size() != 1)
-        return usageError(c.command, pos.empty() ? "missing PROVIDER" : "unexpected argument '" + pos[1] + "'");
-    const std::string provider = pos[0];
-    if (auto r = QuotaLimits::validateName("provider", provider); !r)
-        return fail(r.error());
-    auto all = c.limiter->limits();
-    if (!all)
-        return fail(all.error());
-    const auto model = c.args.value("model");
-
-    if (sub == "remove") {
-        if (!model) {
-            if (auto r = c.limiter->removeLimits(provider, who()); !r)
-                return fail(r.error());
-            if (!c.quiet)
-                std::cout << "removed provider " << provider << '\n';
-            return EXIT_OK;
-        }
-        const ProviderLimits* existing = all->find(provider);
-        if (!existing || !existing->models.count(*model))
-            return fail(Error::make(ErrorKind::Usage, "", "provider '" + provider + "' has no limits for model '" + *model + "'"));
-        ProviderLimits l = *existing;
-        l.models.erase(*model);
-        if (auto r = c.limiter->setLimits(provider, l, who()); !r)
-            return fail(r.error());
-        if (!c.quiet)
-            std::cout << "removed model " << *model << " from " << provider << '\n';
-        return EXIT_OK;
+    auto view = c.peek(false);
+    if (!view)
+        return c.console.fail(view.error());
+    const QuotaLimits& all = view->limits;
+    if (!only.empty() && !all.find(only))
+        return c.console.fail(Error::make(ErrorKind::Usage, "",
+            "unknown provider '" + only + "'; known providers: " + all.knownProviders()));
+    json list = json::array();
+    for (const auto& [name, l] : all.providers()) {
+        if (!only.empty() && name != only)
+            continue;
+        list.push_back(limitsJson(name, l));
+        c.console.say(name + ": " + describeLimits(l) + "; backoff " + fmtSeconds(l.backoffBaseMs)
+            + " doubling to " + fmtSeconds(l.backoffCapMs) + "; max hold " + fmtSeconds(l.maxHoldMs));
+        for (const auto& [m, ml] : l.models)
+            c.console.say("  model " + m + ": " + describeLimits(modelShown(l, ml)));
     }
-
-    ProviderLimits l = all->find(provider) ? *all->find(provider) : ProviderLimits {};
-    auto requests = c.integer("requests", 1, std::int64_t(1) << 40);
-    auto tokens = c.integer("tokens", 1, std::int64_t(1) << 40);
-    auto parallel = c.integer("parallel", 1, QuotaLimits::MAX_PARALLEL);
-    auto headroom = c.integer("headroom", 1, 100);
-    auto window = c.seconds("window");
-    auto base = c.seconds("backoff-base");
-    auto cap = c.seconds("backoff-cap");
-    auto hold = c.seconds("max-hold");
-    for (const Result<std::optional<std::int64_t>>* r : { &requests, &tokens, &parallel, &headroom }) {
-        if (!*r)
-            return usageError(c.command, r->error().message);
-    }
-    for (const Result<std::optional<double>>* r : { &window, &base, &cap, &hold }) {
-        if (!*r)
-            return usageError(c.command, r->error().message);
-    }
-    if (*window && (**window * 1000.0 < QuotaLimits::MIN_WINDOW_MS || **window * 1000.0 > QuotaLimits::MAX_WINDOW_MS))
-        return usageError(c.command, "--window must be between 0.1 seconds and 7 days (a window of 0 can hold nothing)");
-    if (model) {
-        if (auto r = QuotaLimits::validateName("model", *model); !r)
-            return fail(r.error());
-        if (*parallel || *headroom || *base || *cap || *hold)
-            return usageError(c.command,
-                "with --model only --requests, --tokens and --window apply (parallel, headroom and backoff are per provider)");
-        ModelLimits ml = l.models.count(*model) ? l.models[*model] : ModelLimits { std::nullopt, std::nullopt, l.windowMs };
-        if (*requests)
-            ml.requests = **requests;
-        if (*tokens)
-            ml.tokens = **tokens;
-        if (*window)
-            ml.windowMs = toMs(**window);
-        if (c.args.has("no-tokens"))
-            ml.tokens.reset();
-        if (c.args.has("no-requests"))
-            ml.requests.reset();
-        if (!ml.requests && !ml.tokens)
-            return usageError(c.command, "a model limit needs --requests or --tokens");
-        l.models[*model] = ml;
-    } else {
-        if (*requests)
-            l.requests = **requests;
-        if (*tokens)
-            l.tokens = **tokens;
-        if (*parallel)
-            l.parallel = **parallel;
-        if (*headroom)
-            l.headroomPercent = **headroom;
-        if (*window)
-            l.windowMs = toMs(**window);
-        if (*base)
-            l.backoffBaseMs = toMs(**base);
-        if (*cap)
-            l.backoffCapMs = toMs(**cap);
-        if (*hold)
-            l.maxHoldMs = toMs(**hold);
-        if (c.args.has("no-tokens"))
-            l.tokens.reset();
-        if (c.args.has("no-parallel"))
-            l.parallel.reset();
-        if (c.args.has("no-requests"))
-            l.requests.reset();
-        if (!l.requests && !l.tokens && !l.parallel)
-            return usageError(c.command, "give at least one of --requests, --tokens or --parallel");
-    }
-    if (auto r = c.limiter->setLimits(provider, l, who()); !r)
-        return fail(r.error());
-    if (c.json)
-        printJson(limitsJson(provider, l));
-    else if (!c.quiet)
-        std::cout << provider << ": " << describeLimits(l) << '\n';
+    if (all.providers().empty())
+        c.console.say(
+            "no providers yet; add one with: tollgate limits set PROVIDER --requests N --window SECONDS");
+    c.console.emit(list);
     return EXIT_OK;
 }
 
-// acquire and run share their request options.
-struct RequestOptions {
-    AdmitRequest request;
-    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
-};
-
-int parseRequest(Context& c, RequestOptions& out)
+int cmdLimitsRemove()
 {
-    const auto& pos = c.args.positional();
-    if (pos.size() != 1)
-        return usageError(c.command, pos.empty() ? "missing PROVIDER" : "unexpected argument '" + pos[1] + "'");
-    out.request.provider = pos[0];
-    auto caller = c.args.value("caller");
-    if (!caller || caller->empty())
-        return usageError(c.command, "--caller NAME is required (it names you in status and history)");
-    out.request.caller = *caller;
-    out.request.model = c.args.value("model").value_or("");
-    if (!out.request.model.empty()) {
-        if (auto r = QuotaLimits::validateName("model", out.request.model); !r)
-            return fail(r.error());
+    Context c("limits remove");
+    if (int code = needProvider(c); code >= 0)
+        return code;
+    if (int code = c.open(); code >= 0)
+        return code;
+    const std::string& provider = g_options.provider;
+    const auto& model = g_options.model;
+    json result;
+    result["provider"] = provider;
+    result["removed"] = true;
+    if (!model) {
+        if (auto r = c.limiter->removeLimits(provider, who()); !r)
+            return c.console.fail(r.error());
+        c.console.say("removed provider " + provider);
+        c.console.emit(result);
+        return EXIT_OK;
     }
-    auto tokens = c.integer("tokens", 0, std::int64_t(1) << 40);
-    if (!tokens)
-        return usageError(c.command, tokens.error().message);
-    out.request.tokens = tokens->value_or(0);
-    auto timeout = c.seconds("timeout");
-    if (!timeout)
-        return usageError(c.command, timeout.error().message);
-    out.timeoutSeconds = std::min(timeout->value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
-    return -1;
+    auto all = c.limiter->limits();
+    if (!all)
+        return c.console.fail(all.error());
+    const ProviderLimits* existing = all->find(provider);
+    if (!existing || !existing->models.count(*model))
+        return c.console.fail(Error::make(
+            ErrorKind::Usage, "", "provider '" + provider + "' has no limits for model '" + *model + "'"));
+    ProviderLimits l = *existing;
+    l.models.erase(*model);
+    if (auto r = c.limiter->setLimits(provider, l, who()); !r)
+        return c.console.fail(r.error());
+    c.console.say("removed model " + *model + " from " + provider);
+    result["model"] = *model;
+    c.console.emit(result);
+    return EXIT_OK;
+}
+
+int cmdLimitsSet()
+{
+    Context c("limits set");
+    const Options& o = g_options;
+    if (int code = needProvider(c); code >= 0)
+        return code;
+    if (auto r = QuotaLimits::validateName("provider", o.provider); !r)
+        return c.console.fail(r.error());
+    if (o.model) {
+        if (auto r = QuotaLimits::validateName("model", *o.model); !r)
+            return c.console.fail(r.error());
+    }
+    if (o.window) {
+        const double ms = *o.window * 1000.0;
+        if (ms < QuotaLimits::MIN_WINDOW_MS)
+            return c.console.usage("--window must be at least 0.1 seconds (a window of 0 can hold nothing)");
+        if (ms > QuotaLimits::MAX_WINDOW_MS)
+            return c.console.usage("--window must be at most 7 days (604800 seconds)");
+    }
+    if (int code = c.open(); code >= 0)
+        return code;
+    auto all = c.limiter->limits();
+    if (!all)
+        return c.console.fail(all.error());
+    ProviderLimits l = all->find(o.provider) ? *all->find(o.provider) : ProviderLimits {};
+    if (o.model) {
+        ModelLimits ml = l.models.count(*o.model) ? l.models[*o.model]
+                                                  : ModelLimits { std::nullopt, std::nullopt, l.windowMs };
+        if (o.requests)
+            ml.requests = *o.requests;
+        if (o.tokens)
+            ml.tokens = *o.tokens;
+        if (o.window)
+            ml.windowMs = toMs(*o.window);
+        if (o.noTokens)
+            ml.tokens.reset();
+        if (o.noRequests)
+            ml.requests.reset();
+        if (!ml.requests && !ml.tokens)
+            return c.console.usage("a model limit needs --requests or --tokens");
+        l.models[*o.model] = ml;
+    } else {
+        if (o.requests)
+            l.requests = *o.requests;
+        if (o.tokens)
+            l.tokens = *o.tokens;
+        if (o.parallel)
+            l.parallel = *o.parallel;
+        if (o.headroom)
+            l.headroomPercent = *o.headroom;
+        if (o.window)
+            l.windowMs = toMs(*o.window);
+        if (o.backoffBase)
+            l.backoffBaseMs = toMs(*o.backoffBase);
+        if (o.backoffCap)
+            l.backoffCapMs = toMs(*o.backoffCap);
+        if (o.maxHold)
+            l.maxHoldMs = toMs(*o.maxHold);
+        if (o.noTokens)
+            l.tokens.reset();
+        if (o.noParallel)
+            l.parallel.reset();
+        if (o.noRequests)
+            l.requests.reset();
+        if (!l.requests && !l.tokens && !l.parallel)
+            return c.console.usage("give at least one of --requests, --tokens or --parallel");
+    }
+    if (auto r = c.limiter->setLimits(o.provider, l, who()); !r)
+        return c.console.fail(r.error());
+    if (o.model)
+        c.console.say(
+            o.provider + " model " + *o.model + ": " + describeLimits(modelShown(l, l.models[*o.model])));
+    else
+        c.console.say(o.provider + ": " + describeLimits(l));
+    c.console.emit(limitsJson(o.provider, l));
+    return EXIT_OK;
 }
 
 WallTime deadlineFrom(const Clock& clock, double seconds)
 {
-    return clock.now() + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(seconds));
+    return clock.now()
+        + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(seconds));
 }
 
-int reportRefusal(const Context& c, const Error& e)
+// acquire and run share their request options.
+int parseRequest(Context& c, AdmitRequest& request, double& timeoutSeconds)
 {
-    if (e.kind != ErrorKind::Timeout)
-        return fail(e);
-    if (c.json) {
-        json j;
-        j["admitted"] = false;
-        j["error"] = e.message;
-        printJson(j);
+    const Options& o = g_options;
+    if (int code = needProvider(c); code >= 0)
+        return code;
+    request.provider = o.provider;
+    if (!o.caller || o.caller->empty())
+        return c.console.usage("--caller NAME is required (it names you in status and history)");
+    request.caller = *o.caller;
+    request.model = o.model.value_or("");
+    if (!request.model.empty()) {
+        if (auto r = QuotaLimits::validateName("model", request.model); !r)
+            return c.console.fail(r.error());
     }
-    if (!c.quiet)
-        std::cerr << "tollgate: " << e.describe() << '\n';
-    if (ChildRunner::interrupted().load())
-        return 128 + ChildRunner::interruptSignal();
-    return EXIT_REFUSED;
+    request.tokens = o.tokens.value_or(0);
+    timeoutSeconds = std::min(o.timeout.value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
+    return -1;
 }
 
-int cmdAcquire(const std::vector<std::string>& argv)
+// A --model the provider has no limits for is counted against the provider only: say so.
+void warnUnknownModel(Context& c, const AdmitRequest& request)
 {
-    Context c("acquire",
-        { { "caller", true }, { "model", true }, { "tokens", true }, { "timeout", true }, { "slot", false },
-            { "pid", true } });
-    if (int code = c.open(argv); code >= 0)
+    if (request.model.empty())
+        return;
+    auto all = c.limiter->limits();
+    if (!all)
+        return; // the acquire that follows reports it
+    const ProviderLimits* l = all->find(request.provider);
+    if (l && !l->models.count(request.model))
+        c.console.warn("provider " + request.provider + " has no limits for model " + request.model
+            + "; only the provider's limits apply (set some with: tollgate limits set " + request.provider
+            + " --model " + request.model + " --requests N)");
+}
+
+int reportRefusal(Context& c, const Error& e)
+{
+    if (e.kind != ErrorKind::Timeout || !e.path.empty())
+        return c.console.fail(e);
+    if (ChildRunner::interrupted().load())
+        return c.console.fail(
+            Error::make(ErrorKind::Timeout, "", "interrupted while waiting; left the queue"),
+            128 + ChildRunner::interruptSignal());
+    return c.console.fail(e, EXIT_REFUSED);
+}
+
+int cmdAcquire()
+{
+    Context c("acquire");
+    AdmitRequest request;
+    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    if (int code = parseRequest(c, request, timeoutSeconds); code >= 0)
         return code;
-    RequestOptions o;
-    if (int code = parseRequest(c, o); code >= 0)
+    if (int code = c.open(); code >= 0)
         return code;
-    auto pid = c.integer("pid", 1, INT32_MAX);
-    if (!pid)
-        return usageError(c.command, pid.error().message);
+    warnUnknownModel(c, request);
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
-    o.request.wantsSlot = c.args.has("slot");
-    o.request.pid = pid->value_or(ProcessProbe::parentPid());
+    request.wantsSlot = g_options.slot;
+    request.pid = g_options.pid.value_or(ProcessProbe::parentPid());
     ChildRunner::installSignalHandlers();
-    auto permit = c.limiter->acquire(o.request, deadlineFrom(c.clock, o.timeoutSeconds), &ChildRunner::interrupted());
+    auto permit
+        = c.limiter->acquire(request, deadlineFrom(c.clock, timeoutSeconds), &ChildRunner::interrupted());
     if (!permit)
         return reportRefusal(c, permit.error());
     const bool slot = permit->holdsSlot();
     permit->detach();
-    if (c.json) {
-        json j;
-        j["admitted"] = true;
-        j["provider"] = o.request.provider;
-        j["caller"] = QuotaLimiter::sanitizeCaller(o.request.caller);
-        j["fence"] = permit->fence();
-        j["waited_ms"] = permit->waitedMs();
-        j["slot"] = slot;
-        printJson(j);
-    } else if (!c.quiet) {
-        std::cout << "admitted provider=" << o.request.provider << " fence=" << permit->fence()
-                  << " waited_ms=" << permit->waitedMs() << (slot ? " slot=held" : "") << '\n';
-    }
+    c.console.say("admitted provider=" + request.provider + " fence=" + std::to_string(permit->fence())
+        + " waited_ms=" + std::to_string(permit->waitedMs()) + (slot ? " slot=held" : ""));
+    json j;
+    j["admitted"] = true;
+    j["provider"] = request.provider;
+    j["caller"] = QuotaLimiter::sanitizeCaller(request.caller);
+    j["fence"] = permit->fence();
+    j["waited_ms"] = permit->waitedMs();
+    j["slot"] = slot;
+    c.console.emit(j);
     return EXIT_OK;
 }
 
-int cmdRun(const std::vector<std::string>& argv)
+// What the command wrote into $TOLLGATE_RETRY_AFTER_FILE. The command may have replaced the
+// file with anything: opened without following a link and without blocking, and only read
+// when it is a regular file, so a FIFO or a device cannot hang or feed us.
+std::string readRetryAfterFile(Context& c, const std::string& path)
 {
-    Context c("run",
-        { { "caller", true }, { "model", true }, { "tokens", true }, { "timeout", true },
-            { "rate-limited-exit", true } });
-    if (int code = c.open(argv); code >= 0)
-        return code;
-    if (c.args.trailing().empty())
-        return usageError(c.command, "run needs a command after --");
-    RequestOptions o;
-    if (int code = parseRequest(c, o); code >= 0)
-        return code;
-    auto limitedExit = c.integer("rate-limited-exit", 1, 255);
-    if (!limitedExit)
-        return usageError(c.command, limitedExit.error().message);
-    // A command that cannot run must not spend a request, tokens or a slot.
-    if (const auto found = ChildRunner::resolve(c.args.trailing()[0]); found.exitCode != 0) {
-        std::cerr << "tollgate: " << found.problem << " (nothing was spent)\n";
-        return found.exitCode;
+    auto fd = Fd::openRegular(path, O_RDONLY);
+    if (!fd) {
+        if (fd.error().sysErrno != ENOENT)
+            c.console.warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + fd.error().describe());
+        return "";
     }
+    auto text = fd->readAll(256);
+    if (!text) {
+        c.console.warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + text.error().describe());
+        return "";
+    }
+    return *text;
+}
+
+int cmdRun()
+{
+    Context c("run");
+    const Options& o = g_options;
+    AdmitRequest request;
+    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    if (int code = parseRequest(c, request, timeoutSeconds); code >= 0)
+        return code;
+    if (g_table->trailing.empty())
+        return c.console.usage("run needs a command after --");
+    // A command that cannot run must not spend a request, tokens or a slot.
+    if (const auto found = ChildRunner::resolve(g_table->trailing[0]); found.exitCode != 0)
+        return c.console.fail(
+            Error::make(ErrorKind::NotFound, "", found.problem + " (nothing was spent)"), found.exitCode);
+    if (int code = c.open(); code >= 0)
+        return code;
+    warnUnknownModel(c, request);
     // tollgate itself holds the slot: it lives exactly as long as the command (which dies
     // with it), and renews the lease that readers in other pid namespaces go by.
-    o.request.wantsSlot = true;
-    o.request.pid = ProcessProbe::selfPid();
+    request.wantsSlot = true;
+    request.pid = ProcessProbe::selfPid();
     const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
-    o.request.leaseMs = lease.count();
+    request.leaseMs = lease.count();
     ChildRunner::installSignalHandlers();
-    auto permit = c.limiter->acquire(o.request, deadlineFrom(c.clock, o.timeoutSeconds), &ChildRunner::interrupted());
+    auto permit
+        = c.limiter->acquire(request, deadlineFrom(c.clock, timeoutSeconds), &ChildRunner::interrupted());
     if (!permit)
         return reportRefusal(c, permit.error());
 
@@ -469,168 +511,202 @@ int cmdRun(const std::vector<std::string>& argv)
     const int rfd = ::mkstemp(retryFile);
     if (rfd >= 0)
         ::close(rfd);
-    const int code = ChildRunner::run(c.args.trailing(),
-        { { "TOLLGATE_PROVIDER", o.request.provider }, { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(o.request.caller) },
-            { "TOLLGATE_MODEL", o.request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
+    const int code = ChildRunner::run(
+        g_table->trailing,
+        { { "TOLLGATE_PROVIDER", request.provider },
+            { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
+            { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
             { "TOLLGATE_HOME", c.store->dir() }, { "TOLLGATE_RETRY_AFTER_FILE", rfd >= 0 ? retryFile : "" } },
         [&, warned = false]() mutable {
             auto held = permit->renew();
             if (!held && !warned)
-                std::cerr << "tollgate: could not renew the slot's lease: " << held.error().describe() << '\n';
+                c.console.warn("could not renew the slot's lease: " + held.error().describe());
             else if (held && !*held && !warned)
-                std::cerr << "tollgate: the slot (fence " << permit->fence()
-                          << ") was taken away (released by hand or reclaimed); the command runs on without it\n";
+                c.console.warn("the slot (fence " + std::to_string(permit->fence())
+                    + ") was taken away (released by hand or reclaimed); the command runs on without it");
             warned = warned || !held || !*held;
         },
         lease / 3);
     if (auto r = permit->release(); !r)
-        std::cerr << "tollgate: could not give the slot back: " << r.error().describe() << '\n';
+        c.console.warn("could not give the slot back: " + r.error().describe());
     std::string retryAfter;
     if (rfd >= 0) {
-        if (auto fd = Fd::open(retryFile, O_RDONLY | O_NOFOLLOW); fd) {
-            if (auto text = fd->readAll(256); text)
-                retryAfter = *text;
-        }
+        retryAfter = readRetryAfterFile(c, retryFile);
         ::unlink(retryFile);
     }
-    if (*limitedExit && code == **limitedExit) {
+    json j;
+    j["provider"] = request.provider;
+    j["fence"] = permit->fence();
+    j["waited_ms"] = permit->waitedMs();
+    j["exit_code"] = code;
+    j["rate_limited"] = false;
+    if (o.rateLimitedExit && code == *o.rateLimitedExit) {
+        j["rate_limited"] = true;
         std::optional<std::int64_t> ms;
+        while (!retryAfter.empty() && (retryAfter.back() == '\n' || retryAfter.back() == '\r'))
+            retryAfter.pop_back();
         if (!retryAfter.empty()) {
-            while (!retryAfter.empty() && (retryAfter.back() == '\n' || retryAfter.back() == '\r'))
-                retryAfter.pop_back();
             auto parsed = RetryAfter::parseMs(retryAfter, c.clock.unixSeconds() * 1000);
             if (parsed)
                 ms = *parsed;
             else
-                std::cerr << "tollgate: ignoring TOLLGATE_RETRY_AFTER_FILE: " << parsed.error().message << '\n';
+                c.console.warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + parsed.error().message);
         }
-        auto b = c.limiter->report429(o.request.provider, o.request.caller, ms, ProcessProbe::selfPid());
-        if (!b)
-            std::cerr << "tollgate: could not record the 429: " << b.error().describe() << '\n';
-        else if (!c.quiet)
-            std::cerr << "tollgate: " << o.request.provider << " rate-limited (exit " << code << "); all callers back off "
-                      << fmtSeconds(*b) << '\n';
+        auto b = c.limiter->report429(request.provider, request.caller, ms, ProcessProbe::selfPid());
+        if (!b) {
+            c.console.warn("could not record the 429: " + b.error().describe());
+        } else {
+            j["backoff_ms"] = *b;
+            c.console.tell("tollgate: " + request.provider + " rate-limited (exit " + std::to_string(code)
+                + "); all callers back off " + fmtSeconds(*b));
+        }
     } else if (code == 0) {
-        if (auto r = c.limiter->reportSuccess(o.request.provider, o.request.caller); !r)
-            std::cerr << "tollgate: could not record the success: " << r.error().describe() << '\n';
+        if (auto r = c.limiter->reportSuccess(request.provider, request.caller); !r)
+            c.console.warn("could not record the success: " + r.error().describe());
     }
+    c.console.emit(j);
     return code;
 }
 
-int cmdReport(const std::string& which, const std::vector<std::string>& argv)
+int cmdReport(bool rateLimited)
 {
-    Context c(which, { { "caller", true }, { "retry-after", true } });
-    if (int code = c.open(argv); code >= 0)
+    Context c(rateLimited ? "report-429" : "report-ok");
+    const Options& o = g_options;
+    if (int code = needProvider(c); code >= 0)
         return code;
-    const auto& pos = c.args.positional();
-    if (pos.size() != 1)
-        return usageError(c.command, pos.empty() ? "missing PROVIDER" : "unexpected argument '" + pos[1] + "'");
-    auto caller = c.args.value("caller");
-    if (!caller || caller->empty())
-        return usageError(c.command, "--caller NAME is required");
-    if (which == "report-ok") {
-        if (c.args.has("retry-after"))
-            return usageError(c.command, "--retry-after goes with report-429");
-        if (auto r = c.limiter->reportSuccess(pos[0], *caller); !r)
-            return fail(r.error());
-        if (!c.quiet && !c.json)
-            std::cout << "recorded a success for " << pos[0] << "; consecutive 429s reset\n";
-        return EXIT_OK;
-    }
+    if (!o.caller || o.caller->empty())
+        return c.console.usage("--caller NAME is required");
     std::optional<std::int64_t> retryMs;
-    if (auto v = c.args.value("retry-after")) {
-        auto ms = RetryAfter::parseMs(*v, c.clock.unixSeconds() * 1000);
+    if (rateLimited && o.retryAfter) {
+        auto ms = RetryAfter::parseMs(*o.retryAfter, c.clock.unixSeconds() * 1000);
         if (!ms)
-            return usageError(c.command, ms.error().message);
+            return c.console.usage("--retry-after: " + ms.error().message);
         retryMs = *ms;
     }
-    // the caller that got the 429 is the script that ran us
-    auto b = c.limiter->report429(pos[0], *caller, retryMs, ProcessProbe::parentPid());
-    if (!b)
-        return fail(b.error());
-    if (c.json) {
-        json j;
-        j["provider"] = pos[0];
-        j["backoff_ms"] = *b;
-        printJson(j);
-    } else if (!c.quiet) {
-        std::cout << pos[0] << ": every caller now backs off for " << fmtSeconds(*b) << " (plus jitter)\n";
-    }
-    return EXIT_OK;
-}
-
-int cmdPauseResume(const std::string& which, const std::vector<std::string>& argv)
-{
-    Context c(which, { { "reason", true } });
-    if (int code = c.open(argv); code >= 0)
+    if (int code = c.open(); code >= 0)
         return code;
-    const auto& pos = c.args.positional();
-    if (pos.size() > 1)
-        return usageError(c.command, "unexpected argument '" + pos[1] + "'");
-    const std::string provider = pos.empty() ? "" : pos[0];
-    Result<void> r = which == "pause" ? c.limiter->pause(provider, c.args.value("reason").value_or(""), who())
-        : which == "resume"           ? c.limiter->resume(provider, who())
-                                      : Result<void>(Error::make(ErrorKind::Usage, "", "unknown"));
-    if (which == "reset-backoff") {
-        if (provider.empty())
-            return usageError(c.command, "missing PROVIDER");
-        r = c.limiter->resetBackoff(provider, who());
+    json j;
+    j["provider"] = o.provider;
+    if (!rateLimited) {
+        if (auto r = c.limiter->reportSuccess(o.provider, *o.caller); !r)
+            return c.console.fail(r.error());
+        c.console.say("recorded a success for " + o.provider + "; consecutive 429s reset");
+        j["recorded"] = "success";
+        c.console.emit(j);
+        return EXIT_OK;
     }
-    if (!r)
-        return fail(r.error());
-    if (!c.quiet && !c.json) {
-        const std::string what = provider.empty() ? "all providers" : provider;
-        if (which == "pause")
-            std::cout << "paused " << what << "; waiting callers stay queued until `tollgate resume`\n";
-        else if (which == "resume")
-            std::cout << "resumed " << what << '\n';
-        else
-            std::cout << "backoff of " << provider << " cleared\n";
-    }
+    // the caller that got the 429 is the script that ran us
+    auto b = c.limiter->report429(o.provider, *o.caller, retryMs, ProcessProbe::parentPid());
+    if (!b)
+        return c.console.fail(b.error());
+    c.console.say(o.provider + ": every caller now backs off for " + fmtSeconds(*b) + " (plus jitter)");
+    j["recorded"] = "429";
+    j["backoff_ms"] = *b;
+    c.console.emit(j);
     return EXIT_OK;
 }
 
-std::string slotState(const ProcessProbe& probe, const Slot& s, const ProviderLimits* l, std::int64_t nowMs)
+enum class Switch { Pause, Resume, ResetBackoff };
+
+int cmdSwitch(Switch which)
+{
+    Context c(which == Switch::Pause ? "pause" : which == Switch::Resume ? "resume" : "reset-backoff");
+    const std::string& provider = g_options.provider;
+    if (which == Switch::ResetBackoff) {
+        if (int code = needProvider(c); code >= 0)
+            return code;
+    }
+    if (int code = c.open(); code >= 0)
+        return code;
+    const std::string what = provider.empty() ? "all providers" : provider;
+    Result<void> r = which == Switch::Pause ? c.limiter->pause(provider, g_options.reason.value_or(""), who())
+        : which == Switch::Resume           ? c.limiter->resume(provider, who())
+                                            : c.limiter->resetBackoff(provider, who());
+    if (!r)
+        return c.console.fail(r.error());
+    json j;
+    j["provider"] = provider.empty() ? json(nullptr) : json(provider);
+    if (which == Switch::Pause) {
+        c.console.say("paused " + what + "; waiting callers stay queued until `tollgate resume`");
+        j["paused"] = true;
+        j["reason"] = g_options.reason.value_or("");
+    } else if (which == Switch::Resume) {
+        c.console.say("resumed " + what);
+        j["paused"] = false;
+    } else {
+        c.console.say("backoff of " + provider + " cleared");
+        j["backoff_cleared"] = true;
+    }
+    c.console.emit(j);
+    return EXIT_OK;
+}
+
+// What a transaction would see: the rules every transaction applies before it decides
+// (vanished holders and waiters, expired placeholders), applied to a copy. The one place
+// the read side calls into QuotaPolicy's liveness rules.
+void settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe)
+{
+    std::vector<HistoryEvent> ignored;
+    for (const auto& [name, l] : limits.providers()) {
+        ProviderState& p = state.ensureProvider(name);
+        QuotaPolicy::syncProvider(p, l, nowMs);
+        QuotaPolicy::reclaimVanished(p, nowMs, probe, ignored);
+        QuotaPolicy::pruneQueueHead(p, nowMs, probe, ignored);
+        QuotaPolicy::reclaimSlots(p, l, nowMs, probe, false, "", ignored);
+    }
+}
+
+std::string slotState(const ProcessProbe& probe, const Slot& s, const ProviderLimits& l, std::int64_t nowMs)
 {
     if (s.pid == 0)
         return "placeholder";
     if (probe.liveness(s.pid, s.acquiredMs / 1000) == Liveness::Dead)
         return "dead";
-    if (l && nowMs - s.acquiredMs > l->maxHoldMs)
+    if (nowMs - s.acquiredMs > l.maxHoldMs)
         return "overdue";
     return "alive";
 }
 
-int cmdStatus(const std::vector<std::string>& argv)
+int cmdStatus()
 {
-    Context c("status", {});
-    if (int code = c.open(argv); code >= 0)
+    Context c("status");
+    bool exists = false;
+    if (int code = c.openExisting(exists); code >= 0)
         return code;
-    if (!c.args.positional().empty())
-        return usageError(c.command, "unexpected argument '" + c.args.positional()[0] + "'");
-    auto snap = c.limiter->snapshot();
-    if (!snap)
-        return fail(snap.error());
-    const std::int64_t now = snap->nowMs;
     json out;
-    out["home"] = c.store->dir();
-    out["paused_all"] = snap->state.pausedAll;
-    out["pause_reason"] = snap->state.pauseReason;
+    out["home"] = c.home;
+    out["home_exists"] = exists;
+    if (!exists) {
+        c.sayNoHome();
+        out["paused_all"] = false;
+        out["pause_reason"] = "";
+        out["providers"] = json::array();
+        c.console.emit(out);
+        return EXIT_OK;
+    }
+    auto view = c.peek(true);
+    if (!view)
+        return c.console.fail(view.error());
+    const std::int64_t now = nowMsOf(c.clock);
+    QuotaState state = view->state.value_or(QuotaState {});
+    settle(state, view->limits, now, c.probe);
+    out["paused_all"] = state.pausedAll;
+    out["pause_reason"] = state.pauseReason;
     json providers = json::array();
-    std::ostringstream text;
-    if (snap->state.pausedAll)
-        text << "ALL PAUSED" << (snap->state.pauseReason.empty() ? "" : ": " + snap->state.pauseReason) << "\n";
-    for (const auto& [name, l] : snap->limits.providers()) {
-        const ProviderState* p = snap->state.provider(name);
-        const ProviderState empty;
-        const ProviderState& ps = p ? *p : empty;
+    if (view->limits.providers().empty())
+        c.console.say("no providers yet (home " + c.home
+            + "); add one with: tollgate limits set PROVIDER --requests N --window SECONDS");
+    if (state.pausedAll)
+        c.console.say("ALL PAUSED" + (state.pauseReason.empty() ? std::string() : ": " + state.pauseReason));
+    for (const auto& [name, l] : view->limits.providers()) {
+        const ProviderState& ps = *state.provider(name);
         const ScopeWindow* sc = ps.scope("");
         const auto used = sc ? sc->window.usage(now) : RollingWindow::Usage {};
         json j = limitsJson(name, l);
         j["used_requests"] = used.requests;
         j["used_tokens"] = used.tokens;
-        j["paused"] = ps.paused || snap->state.pausedAll;
-        j["pause_reason"] = ps.paused ? ps.pauseReason : snap->state.pauseReason;
+        j["paused"] = ps.paused || state.pausedAll;
+        j["pause_reason"] = ps.paused ? ps.pauseReason : state.pauseReason;
         j["backoff_remaining_ms"] = std::max<std::int64_t>(0, ps.backoffUntilMs - now);
         j["consecutive_429s"] = ps.consecutive429;
         j["admitted_total"] = ps.admittedTotal;
@@ -644,7 +720,7 @@ int cmdStatus(const std::vector<std::string>& argv)
             sj["caller"] = s.caller;
             sj["model"] = s.model;
             sj["age_ms"] = now - s.acquiredMs;
-            sj["state"] = slotState(c.probe, s, &l, now);
+            sj["state"] = slotState(c.probe, s, l, now);
             slots.push_back(sj);
         }
         j["slots"] = slots;
@@ -660,198 +736,269 @@ int cmdStatus(const std::vector<std::string>& argv)
         j["queue"] = waiters;
         providers.push_back(j);
 
-        text << name << ": ";
+        std::ostringstream line;
+        line << name << ": ";
         if (l.requests)
-            text << used.requests << "/" << l.effective(*l.requests) << " requests";
+            line << used.requests << "/" << l.effective(*l.requests) << " requests";
         if (l.tokens)
-            text << (l.requests ? ", " : "") << used.tokens << "/" << l.effective(*l.tokens) << " tokens";
+            line << (l.requests ? ", " : "") << used.tokens << "/" << l.effective(*l.tokens) << " tokens";
         if (l.requests || l.tokens)
-            text << " in the last " << fmtSeconds(l.windowMs);
+            line << " in the last " << fmtSeconds(l.windowMs);
         if (l.parallel)
-            text << ((l.requests || l.tokens) ? ", " : "") << ps.slots.size() << "/" << *l.parallel << " slots";
-        text << "\n";
+            line << ((l.requests || l.tokens) ? ", " : "") << ps.slots.size() << "/" << *l.parallel
+                 << " slots";
+        c.console.say(line.str());
         for (const auto& [m, ml] : l.models) {
             const ScopeWindow* msc = ps.scope(m);
             const auto mu = msc ? msc->window.usage(now) : RollingWindow::Usage {};
-            text << "  model " << m << ": ";
+            std::ostringstream ml_line;
+            ml_line << "  model " << m << ": ";
             if (ml.requests)
-                text << mu.requests << "/" << l.effective(*ml.requests) << " requests";
+                ml_line << mu.requests << "/" << l.effective(*ml.requests) << " requests";
             if (ml.tokens)
-                text << (ml.requests ? ", " : "") << mu.tokens << "/" << l.effective(*ml.tokens) << " tokens";
-            text << " in the last " << fmtSeconds(ml.windowMs) << "\n";
+                ml_line << (ml.requests ? ", " : "") << mu.tokens << "/" << l.effective(*ml.tokens)
+                        << " tokens";
+            ml_line << " in the last " << fmtSeconds(ml.windowMs);
+            c.console.say(ml_line.str());
         }
         if (ps.paused)
-            text << "  PAUSED" << (ps.pauseReason.empty() ? "" : ": " + ps.pauseReason) << "\n";
-        if (ps.backoffUntilMs > now)
-            text << "  BACKOFF " << fmtSeconds(((ps.backoffUntilMs - now + 99) / 100) * 100) << " left after "
-                 << ps.consecutive429 << " consecutive 429(s)\n";
-        else if (ps.consecutive429)
-            text << "  " << ps.consecutive429 << " consecutive 429(s), backoff over\n";
+            c.console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
+        if (ps.backoffUntilMs > now) {
+            std::string b = "  BACKOFF " + fmtSeconds(((ps.backoffUntilMs - now + 99) / 100) * 100) + " left";
+            if (ps.consecutive429 > 0)
+                b += " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)";
+            c.console.say(b);
+        } else if (ps.consecutive429) {
+            c.console.say("  " + std::to_string(ps.consecutive429) + " consecutive 429(s), backoff over");
+        }
         for (const auto& s : ps.slots)
-            text << "  slot fence " << s.fence << ": " << s.caller << " (pid " << s.pid << ", " << fmtSeconds(now - s.acquiredMs)
-                 << ", " << slotState(c.probe, s, &l, now) << ")\n";
+            c.console.say("  slot fence " + std::to_string(s.fence) + ": " + s.caller + " (pid "
+                + std::to_string(s.pid) + ", " + fmtSeconds(now - s.acquiredMs) + ", "
+                + slotState(c.probe, s, l, now) + ")");
         for (const auto& w : ps.queue)
-            text << "  waiting: " << w.caller << " (pid " << w.pid << ", " << fmtSeconds(now - w.enqueuedMs) << ", "
-                 << waitReasonName(w.reason) << ")\n";
+            c.console.say("  waiting: " + w.caller + " (pid " + std::to_string(w.pid) + ", "
+                + fmtSeconds(now - w.enqueuedMs) + ", " + waitReasonName(w.reason) + ")");
     }
     out["providers"] = providers;
-    if (c.json)
-        printJson(out);
-    else if (!c.quiet) {
-        if (snap->limits.providers().empty())
-            std::cout << "no providers yet (home " << c.store->dir()
-                      << "); add one with: tollgate limits set PROVIDER --requests N --window SECONDS\n";
-        std::cout << text.str();
-    }
+    c.console.emit(out);
     return EXIT_OK;
 }
 
-int cmdHistory(const std::vector<std::string>& argv)
+int cmdHistory()
 {
-    Context c("history", { { "since", true }, { "provider", true } });
-    if (int code = c.open(argv); code >= 0)
+    Context c("history");
+    bool exists = false;
+    if (int code = c.openExisting(exists); code >= 0)
         return code;
-    auto since = c.seconds("since");
-    if (!since)
-        return usageError(c.command, since.error().message);
-    const std::int64_t fromMs = c.clock.unixSeconds() * 1000 - toMs(since->value_or(3600));
-    const auto provider = c.args.value("provider");
-    HistoryReader reader(c.store->dir());
+    if (!exists) {
+        c.sayNoHome();
+        c.console.emit(json::array());
+        return EXIT_OK;
+    }
+    const std::int64_t fromMs = c.clock.unixSeconds() * 1000 - toMs(g_options.since.value_or(3600));
+    const auto& provider = g_options.providerFilter;
+    HistoryReader reader(c.home);
     auto batch = reader.poll();
     if (!batch)
-        return fail(batch.error());
+        return c.console.fail(batch.error());
     json list = json::array();
     for (const auto& e : batch->events) {
         if (e.timeMs < fromMs || (provider && e.provider != *provider && !e.provider.empty()))
             continue;
-        if (c.json) {
-            list.push_back(json::parse(e.toJsonLine(), nullptr, false));
-            continue;
-        }
-        if (c.quiet)
-            continue;
+        list.push_back(json::parse(e.toJsonLine(), nullptr, false));
         const std::time_t t = static_cast<std::time_t>(e.timeMs / 1000);
         std::tm tm {};
         ::localtime_r(&t, &tm);
         char when[32];
         std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-        std::cout << when << "." << (e.timeMs % 1000) / 100 << "  " << e.type;
+        std::ostringstream line;
+        line << when << "." << (e.timeMs % 1000) / 100 << "  " << e.type;
         if (!e.provider.empty())
-            std::cout << "  " << e.provider;
+            line << "  " << e.provider;
         if (!e.caller.empty())
-            std::cout << "  caller=" << e.caller;
+            line << "  caller=" << e.caller;
         if (!e.model.empty())
-            std::cout << "  model=" << e.model;
+            line << "  model=" << e.model;
         if (e.tokens)
-            std::cout << "  tokens=" << e.tokens;
+            line << "  tokens=" << e.tokens;
         if (e.fence)
-            std::cout << "  fence=" << e.fence;
+            line << "  fence=" << e.fence;
         if (e.waitedMs)
-            std::cout << "  waited=" << fmtSeconds(e.waitedMs);
+            line << "  waited=" << fmtSeconds(e.waitedMs);
         if (e.retryAfterMs)
-            std::cout << "  retry-after=" << fmtSeconds(e.retryAfterMs);
+            line << "  retry-after=" << fmtSeconds(e.retryAfterMs);
         if (e.backoffMs)
-            std::cout << "  backoff=" << fmtSeconds(e.backoffMs);
+            line << "  backoff=" << fmtSeconds(e.backoffMs);
         if (!e.reason.empty())
-            std::cout << "  (" << e.reason << ")";
-        std::cout << '\n';
+            line << "  (" << e.reason << ")";
+        c.console.say(line.str());
     }
-    if (c.json)
-        printJson(list);
     if (batch->badLines)
-        std::cerr << "tollgate: skipped " << batch->badLines << " unreadable history line(s)\n";
+        c.console.warn("skipped " + std::to_string(batch->badLines) + " unreadable history line(s)");
+    c.console.emit(list);
     return EXIT_OK;
 }
 
-int cmdReleaseStale(const std::vector<std::string>& argv)
+int cmdReleaseStale()
 {
-    Context c("release-stale", { { "overdue", false } });
-    if (int code = c.open(argv); code >= 0)
+    Context c("release-stale");
+    if (int code = c.open(); code >= 0)
         return code;
-    auto n = c.limiter->releaseStale(c.args.has("overdue"), who());
+    auto n = c.limiter->releaseStale(g_options.overdue, who());
     if (!n)
-        return fail(n.error());
-    if (c.json) {
-        json j;
-        j["released"] = *n;
-        printJson(j);
-    } else if (!c.quiet) {
-        std::cout << (*n ? "released " + std::to_string(*n) + " stale holder(s)/waiter(s)" : "nothing stale") << '\n';
-    }
+        return c.console.fail(n.error());
+    c.console.say(
+        *n ? "released " + std::to_string(*n) + " stale holder(s)/waiter(s)" : std::string("nothing stale"));
+    json j;
+    j["released"] = *n;
+    c.console.emit(j);
     return EXIT_OK;
 }
 
-int cmdRelease(const std::vector<std::string>& argv)
+int cmdRelease()
 {
-    Context c("release", { { "fence", true } });
-    if (int code = c.open(argv); code >= 0)
+    Context c("release");
+    if (int code = needProvider(c); code >= 0)
         return code;
-    const auto& pos = c.args.positional();
-    if (pos.size() != 1)
-        return usageError(c.command, "missing PROVIDER");
-    auto fence = c.integer("fence", 1, INT64_MAX);
-    if (!fence || !*fence)
-        return usageError(c.command, fence ? "--fence N is required" : fence.error().message);
-    auto r = c.limiter->releaseSlot(pos[0], static_cast<std::uint64_t>(**fence), who());
+    if (!g_options.fence)
+        return c.console.usage("--fence N is required");
+    const auto fence = static_cast<std::uint64_t>(*g_options.fence);
+    if (int code = c.open(); code >= 0)
+        return code;
+    auto r = c.limiter->releaseSlot(g_options.provider, fence, who());
     if (!r)
-        return fail(r.error());
-    if (!*r) {
-        if (!c.quiet)
-            std::cerr << "tollgate: " << pos[0] << ": no slot with fence " << **fence << '\n';
-        return EXIT_REFUSED;
-    }
-    if (!c.quiet && !c.json)
-        std::cout << "released slot fence " << **fence << '\n';
+        return c.console.fail(r.error());
+    if (!*r)
+        return c.console.fail(Error::make(ErrorKind::Busy, "",
+                                  g_options.provider + ": no slot with fence " + std::to_string(fence)),
+            EXIT_REFUSED);
+    c.console.say("released slot fence " + std::to_string(fence));
+    json j;
+    j["provider"] = g_options.provider;
+    j["fence"] = fence;
+    j["released"] = true;
+    c.console.emit(j);
     return EXIT_OK;
 }
 
 } // namespace
 
-bool QuotaCommand::handles(const std::string& command)
+void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
 {
-    return std::find(COMMANDS.begin(), COMMANDS.end(), command) != COMMANDS.end();
-}
+    g_table = &table;
+    Options& o = g_options;
+    auto command = [&](CLI::App* parent, const std::string& name, const std::string& help,
+                       CommandTable::Action action) {
+        CLI::App* sub = parent->add_subcommand(name, help);
+        CliOptions::addCommon(sub, o.common);
+        table.add(sub, std::move(action));
+        return sub;
+    };
+    auto provider
+        = [&o](CLI::App* sub, const std::string& help) { sub->add_option("PROVIDER", o.provider, help); };
+    auto caller = [&o](CLI::App* sub, const std::string& help) {
+        CliOptions::addText(sub, "--caller", o.caller, help)->type_name("NAME");
+    };
+    auto request = [&](CLI::App* sub) {
+        provider(sub, "the provider whose quota to use");
+        caller(sub, "who you are (required; shown in status and history)");
+        CliOptions::addText(sub, "--model", o.model, "count against this model's limits too")->type_name("M");
+        CliOptions::addInteger(
+            sub, "--tokens", o.tokens, 0, MAX_AMOUNT, "tokens this request will use (default 0)");
+        CliOptions::addSeconds(sub, "--timeout", o.timeout, "how long to wait at most (default 60)");
+    };
 
-const char* QuotaCommand::usage()
-{
-    return "shared quota commands (all take --home DIR, --json, -q):\n"
-           "  tollgate limits set PROVIDER [--model M] [--requests N --window SECONDS] [--tokens N]\n"
-           "                      [--parallel N] [--headroom PERCENT] [--backoff-base S] [--backoff-cap S]\n"
-           "                      [--max-hold S] [--no-tokens] [--no-parallel] [--no-requests]\n"
-           "  tollgate limits show [PROVIDER]        tollgate limits remove PROVIDER [--model M]\n"
-           "  tollgate acquire PROVIDER --caller NAME [--model M] [--tokens N] [--timeout S] [--slot] [--pid PID]\n"
-           "  tollgate run PROVIDER --caller NAME [--model M] [--tokens N] [--timeout S]\n"
-           "               [--rate-limited-exit CODE] -- CMD [ARGS...]\n"
-           "  tollgate report-429 PROVIDER --caller NAME [--retry-after SECONDS|HTTP-DATE]\n"
-           "  tollgate report-ok PROVIDER --caller NAME\n"
-           "  tollgate pause [PROVIDER] [--reason TEXT]     tollgate resume [PROVIDER]\n"
-           "  tollgate reset-backoff PROVIDER\n"
-           "  tollgate status                              tollgate history [--since SECONDS] [--provider P]\n"
-           "  tollgate release-stale [--overdue]           tollgate release PROVIDER --fence N\n"
-           "waits default to 60 s (--timeout). exit codes: 0 ok, 1 timed out / refused, 2 usage, 3 I/O or corrupt state\n";
-}
+    CLI::App* limits = app.add_subcommand("limits", "set, show or remove a provider's limits");
+    limits->require_subcommand(0, 1);
+    CliOptions::addCommon(limits, o.common);
 
-int QuotaCommand::run(const std::string& command, const std::vector<std::string>& args)
-{
-    if (command == "limits")
-        return cmdLimits(args);
-    if (command == "acquire")
-        return cmdAcquire(args);
-    if (command == "run")
-        return cmdRun(args);
-    if (command == "report-429" || command == "report-ok")
-        return cmdReport(command, args);
-    if (command == "pause" || command == "resume" || command == "reset-backoff")
-        return cmdPauseResume(command, args);
-    if (command == "status")
-        return cmdStatus(args);
-    if (command == "history")
-        return cmdHistory(args);
-    if (command == "release-stale")
-        return cmdReleaseStale(args);
-    if (command == "release")
-        return cmdRelease(args);
-    return usageError(command, "unknown command");
+    CLI::App* set = command(
+        limits, "set", "set (or change) the limits of PROVIDER, or of one of its models", cmdLimitsSet);
+    provider(set, "the provider (letters, digits and . _ - : @)");
+    CLI::Option* model = CliOptions::addText(
+        set, "--model", o.model, "set the limits of this model (requests, tokens, window)")
+                             ->type_name("M");
+    CLI::Option* requests
+        = CliOptions::addInteger(set, "--requests", o.requests, 1, MAX_AMOUNT, "requests per window");
+    CliOptions::addSeconds(set, "--window", o.window, "the rolling window (0.1 s to 7 days; default 60)");
+    CLI::Option* tokens
+        = CliOptions::addInteger(set, "--tokens", o.tokens, 1, MAX_AMOUNT, "tokens per window");
+    CLI::Option* parallel = CliOptions::addInteger(
+        set, "--parallel", o.parallel, 1, QuotaLimits::MAX_PARALLEL, "requests in flight at once");
+    CLI::Option* headroom = CliOptions::addInteger(
+        set, "--headroom", o.headroom, 1, 100, "use only this percentage of the limits")
+                                ->type_name("PERCENT");
+    CLI::Option* base = CliOptions::addSeconds(
+        set, "--backoff-base", o.backoffBase, "backoff after the first 429 (default 60)");
+    CLI::Option* cap
+        = CliOptions::addSeconds(set, "--backoff-cap", o.backoffCap, "longest backoff (default 900)");
+    CLI::Option* hold
+        = CliOptions::addSeconds(set, "--max-hold", o.maxHold, "a slot held longer is overdue (default 600)");
+    CLI::Option* noTokens = set->add_flag("--no-tokens", o.noTokens, "drop the token limit");
+    CLI::Option* noParallel = set->add_flag("--no-parallel", o.noParallel, "drop the parallel limit");
+    CLI::Option* noRequests = set->add_flag("--no-requests", o.noRequests, "drop the request limit");
+    noRequests->excludes(requests);
+    noTokens->excludes(tokens);
+    noParallel->excludes(parallel);
+    for (CLI::Option* perProvider : { parallel, noParallel, headroom, base, cap, hold })
+        model->excludes(perProvider);
+
+    CLI::App* show = command(limits, "show", "show the limits (of PROVIDER, or of all)", cmdLimitsShow);
+    provider(show, "only this provider");
+    CLI::App* remove
+        = command(limits, "remove", "remove PROVIDER's limits, or only those of one model", cmdLimitsRemove);
+    provider(remove, "the provider");
+    CliOptions::addText(remove, "--model", o.model, "remove only this model's limits")->type_name("M");
+
+    CLI::App* acquire
+        = command(&app, "acquire", "wait for the quota of PROVIDER; exit 0 when admitted", cmdAcquire);
+    request(acquire);
+    acquire->add_flag("--slot", o.slot, "also take a parallel slot, held until released or the caller dies");
+    CliOptions::addInteger(acquire, "--pid", o.pid, 1, INT32_MAX,
+        "the process that holds the slot (default: the one that ran tollgate)");
+
+    CLI::App* run = command(&app, "run",
+        "run a command under the quota (tollgate run PROVIDER --caller NAME -- CMD ARGS...)", cmdRun);
+    request(run);
+    CliOptions::addInteger(run, "--rate-limited-exit", o.rateLimitedExit, 1, 255,
+        "the command's exit code that means it got a 429 (reported for every caller)")
+        ->type_name("CODE");
+
+    CLI::App* r429
+        = command(&app, "report-429", "report a 429: every caller backs off", [] { return cmdReport(true); });
+    provider(r429, "the provider that answered 429");
+    caller(r429, "who got it (required)");
+    CliOptions::addText(r429, "--retry-after", o.retryAfter, "the Retry-After value: seconds or an HTTP date")
+        ->type_name("SECONDS|DATE");
+    CLI::App* ok = command(&app, "report-ok", "report a success: resets the count of consecutive 429s",
+        [] { return cmdReport(false); });
+    provider(ok, "the provider");
+    caller(ok, "who succeeded (required)");
+
+    CLI::App* pause = command(&app, "pause", "pause PROVIDER (or all): callers wait in the queue",
+        [] { return cmdSwitch(Switch::Pause); });
+    provider(pause, "the provider (default: all)");
+    CliOptions::addText(pause, "--reason", o.reason, "why, shown in status")->type_name("TEXT");
+    CLI::App* resume
+        = command(&app, "resume", "resume PROVIDER (or all)", [] { return cmdSwitch(Switch::Resume); });
+    provider(resume, "the provider (default: all)");
+    CLI::App* reset = command(&app, "reset-backoff", "clear PROVIDER's 429 backoff now",
+        [] { return cmdSwitch(Switch::ResetBackoff); });
+    provider(reset, "the provider");
+
+    command(&app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    CLI::App* history = command(
+        &app, "history", "admissions, waits, 429s, pauses and limit changes (reads only)", cmdHistory);
+    CliOptions::addSeconds(history, "--since", o.since, "how far back (default 3600)");
+    CliOptions::addText(history, "--provider", o.providerFilter, "only this provider")->type_name("P");
+
+    CLI::App* stale
+        = command(&app, "release-stale", "free slots of dead holders and waiters now", cmdReleaseStale);
+    stale->add_flag("--overdue", o.overdue, "also slots held past the maximum hold time");
+    CLI::App* release = command(&app, "release", "free one slot by its fence", cmdRelease);
+    provider(release, "the provider");
+    CliOptions::addInteger(
+        release, "--fence", o.fence, 1, INT64_MAX, "the fence printed by acquire (required)");
 }
 
 } // namespace tollgate::cli

@@ -1,19 +1,18 @@
 #pragma once
 
-// The shared-quota commands: limits, acquire, run, report-429, report-ok, pause, resume,
-// status, history, release-stale, release, reset-backoff.
+// The shared-quota commands: limits set|show|remove, acquire, run, report-429, report-ok,
+// pause, resume, status, history, release-stale, release, reset-backoff. status, history and
+// limits show only read: they never create a home or a file in it.
 
-#include <string>
-#include <vector>
+#include "commandtable.h"
 
 namespace tollgate::cli {
 
-class QuotaCommand {
+class QuotaCommand
+{
 public:
-    [[nodiscard]] static bool handles(const std::string& command);
-    // args: everything after the command word. Returns the exit code.
-    [[nodiscard]] static int run(const std::string& command, const std::vector<std::string>& args);
-    [[nodiscard]] static const char* usage();
+    // Adds the commands to `app`; their actions go into `table`.
+    static void addTo(CLI::App& app, CommandTable& table);
 };
 
 } // namespace tollgate::cli

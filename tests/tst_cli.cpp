@@ -1,0 +1,484 @@
+// The `tollgate` command line as a user and a script meet it: the real binary, its exit codes,
+// what it prints (never a raw control byte), its --json documents, per-command help, and
+// read-only commands that never create anything.
+
+#include "testsupport.h"
+
+#include <QDir>
+#include <QElapsedTimer>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+#include <csignal>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+class TestCli final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void controlBytesAreEscaped_data();
+    void controlBytesAreEscaped();
+    void controlBytesInStatusFields();
+    void contradictoryFlagsAreOneLineUsageErrors_data();
+    void contradictoryFlagsAreOneLineUsageErrors();
+    void everyCommandHasItsOwnHelp_data();
+    void everyCommandHasItsOwnHelp();
+    void jsonErrorsAreObjects();
+    void jsonResultsForEveryCommand();
+    void readOnlyCommandsCreateNothing();
+    void emptyHomeIsRefused();
+    void retryAfterFifoDoesNotHangRun();
+    void statusHidesKilledWaiter();
+    void storeTimeoutExits3();
+    void messagesSayWhatHappened();
+
+private:
+    struct Ran
+    {
+        int code = -1;
+        QByteArray out;
+        QByteArray err;
+    };
+    // Runs the CLI with `--home HOME` after the command word; kills it after `limitMs`.
+    Ran cli(QStringList args, int limitMs = 60000) const;
+    Ran raw(const QStringList& args, int limitMs = 60000) const;
+    static QJsonObject object(const QByteArray& out)
+    {
+        QJsonParseError e {};
+        const auto doc = QJsonDocument::fromJson(out, &e);
+        if (e.error != QJsonParseError::NoError || !doc.isObject())
+            return {};
+        return doc.object();
+    }
+    void setLimits(const QStringList& extra)
+    {
+        const Ran r = cli(
+            QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") } + extra);
+        QVERIFY2(r.code == 0, r.err.constData());
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QString m_home;
+};
+
+TestCli::Ran TestCli::raw(const QStringList& args, int limitMs) const
+{
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
+    if (!p.waitForStarted(10000))
+        qFatal("tollgate did not start");
+    if (!p.waitForFinished(limitMs)) {
+        p.kill();
+        p.waitForFinished(10000);
+        return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
+    }
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+        p.readAllStandardError() };
+}
+
+TestCli::Ran TestCli::cli(QStringList args, int limitMs) const
+{
+    // after the (sub)command words, before anything else
+    if (!args.isEmpty() && args[0] == QStringLiteral("lock"))
+        return raw(args, limitMs); // lock files live anywhere: no home
+    int at = 1;
+    if (args.size() > 1 && args[0] == QStringLiteral("limits"))
+        at = 2;
+    args.insert(at, QStringLiteral("--home"));
+    args.insert(at + 1, m_home);
+    return raw(args, limitMs);
+}
+
+void TestCli::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_home = m_dir->path() + QStringLiteral("/home");
+}
+
+void TestCli::controlBytesAreEscaped_data()
+{
+    QTest::addColumn<QStringList>("args");
+    const QString esc = QStringLiteral("a\x1b[2Jb\x07");
+    const QString c1 = QStringLiteral("c") + QChar(0x9b) + QStringLiteral("31m");
+    QTest::newRow("provider in limits set")
+        << QStringList { QStringLiteral("limits"), QStringLiteral("set"), esc, QStringLiteral("--requests"),
+               QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("1") };
+    QTest::newRow("C1 provider") << QStringList { QStringLiteral("limits"), QStringLiteral("set"), c1,
+        QStringLiteral("--requests"), QStringLiteral("3") };
+    QTest::newRow("provider in report-429")
+        << QStringList { QStringLiteral("report-429"), esc, QStringLiteral("--caller"), QStringLiteral("x") };
+    QTest::newRow("model") << QStringList { QStringLiteral("acquire"), QStringLiteral("api"),
+        QStringLiteral("--caller"), QStringLiteral("x"), QStringLiteral("--model"), esc };
+    QTest::newRow("bad number") << QStringList { QStringLiteral("limits"), QStringLiteral("set"),
+        QStringLiteral("api"), QStringLiteral("--requests"), esc };
+    QTest::newRow("unknown option") << QStringList { QStringLiteral("status"), QStringLiteral("--") + esc };
+    QTest::newRow("unexpected argument") << QStringList { QStringLiteral("status"), esc };
+    QTest::newRow("lock path") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
+        QStringLiteral("/nonexistent-dir-") + esc + QStringLiteral("/x.lock") };
+}
+
+void TestCli::controlBytesAreEscaped()
+{
+    QFETCH(QStringList, args);
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    for (bool json : { false, true }) {
+        QStringList a = args;
+        if (json)
+            a << QStringLiteral("--json");
+        const Ran r = cli(a);
+        QVERIFY2(r.code != 0, r.out.constData());
+        const QByteArray all = r.out + r.err;
+        QVERIFY2(!all.contains('\x1b') && !all.contains('\x07') && !all.contains("\xc2\x9b"),
+            all.toPercentEncoding().constData());
+        if (!json)
+            QVERIFY2(all.contains("\\x1b") || all.contains("\\xc2\\x9b"), all.constData()); // shown, escaped
+    }
+}
+
+void TestCli::controlBytesInStatusFields()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    QCOMPARE(
+        cli({ QStringLiteral("pause"), QStringLiteral("--reason"), QStringLiteral("x\x1b]0;owned\x07y") })
+            .code,
+        0);
+    const Ran status = cli({ QStringLiteral("status") });
+    QCOMPARE(status.code, 0);
+    QVERIFY2(!status.out.contains('\x1b') && !status.out.contains('\x07'),
+        status.out.toPercentEncoding().constData());
+    QVERIFY2(status.out.contains("PAUSED"), status.out.constData());
+    const Ran history = cli({ QStringLiteral("history") });
+    QCOMPARE(history.code, 0);
+    QVERIFY2(!history.out.contains('\x1b') && !history.out.contains('\x07'),
+        history.out.toPercentEncoding().constData());
+}
+
+void TestCli::contradictoryFlagsAreOneLineUsageErrors_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QByteArray>("command");
+    QTest::newRow("requests") << QStringList { QStringLiteral("limits"), QStringLiteral("set"),
+        QStringLiteral("p"), QStringLiteral("--no-requests"), QStringLiteral("--requests"),
+        QStringLiteral("3") } << QByteArray("limits set");
+    QTest::newRow("tokens") << QStringList { QStringLiteral("limits"), QStringLiteral("set"),
+        QStringLiteral("p"), QStringLiteral("--tokens"), QStringLiteral("3"), QStringLiteral("--no-tokens") }
+                            << QByteArray("limits set");
+    QTest::newRow("parallel") << QStringList { QStringLiteral("limits"), QStringLiteral("set"),
+        QStringLiteral("p"), QStringLiteral("--parallel"), QStringLiteral("3"),
+        QStringLiteral("--no-parallel") }
+                              << QByteArray("limits set");
+    QTest::newRow("model and parallel") << QStringList { QStringLiteral("limits"), QStringLiteral("set"),
+        QStringLiteral("p"), QStringLiteral("--model"), QStringLiteral("m"), QStringLiteral("--parallel"),
+        QStringLiteral("3") } << QByteArray("limits set");
+    QTest::newRow("bad value") << QStringList { QStringLiteral("acquire"), QStringLiteral("p"),
+        QStringLiteral("--caller"), QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("soon") }
+                               << QByteArray("acquire");
+    QTest::newRow("unknown option") << QStringList { QStringLiteral("status"), QStringLiteral("--bogus") }
+                                    << QByteArray("status");
+    QTest::newRow("lock") << QStringList { QStringLiteral("lock"), QStringLiteral("status"),
+        QStringLiteral("/tmp/x.lock"), QStringLiteral("--force") }
+                          << QByteArray("lock status");
+}
+
+void TestCli::contradictoryFlagsAreOneLineUsageErrors()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QByteArray, command);
+    const Ran r = cli(args);
+    QCOMPARE(r.code, 2);
+    const QList<QByteArray> lines = r.err.trimmed().split('\n');
+    QVERIFY2(lines.size() == 2, r.err.constData());
+    QVERIFY2(lines[0].startsWith("tollgate " + command + ": "), r.err.constData());
+    QCOMPARE(lines[1], "Run 'tollgate " + command + " --help' for more.");
+    QVERIFY(r.out.isEmpty());
+    QVERIFY(!QFileInfo::exists(m_home + QStringLiteral("/limits.json"))); // nothing was set
+}
+
+void TestCli::everyCommandHasItsOwnHelp_data()
+{
+    QTest::addColumn<QStringList>("words");
+    QTest::addColumn<QByteArray>("own"); // an option only this command has
+    QTest::newRow("limits set") << QStringList { QStringLiteral("limits"), QStringLiteral("set") }
+                                << QByteArray("--no-requests");
+    QTest::newRow("limits show") << QStringList { QStringLiteral("limits"), QStringLiteral("show") }
+                                 << QByteArray("--home");
+    QTest::newRow("limits remove") << QStringList { QStringLiteral("limits"), QStringLiteral("remove") }
+                                   << QByteArray("--model");
+    QTest::newRow("acquire") << QStringList { QStringLiteral("acquire") } << QByteArray("--slot");
+    QTest::newRow("run") << QStringList { QStringLiteral("run") } << QByteArray("--rate-limited-exit");
+    QTest::newRow("report-429") << QStringList { QStringLiteral("report-429") }
+                                << QByteArray("--retry-after");
+    QTest::newRow("report-ok") << QStringList { QStringLiteral("report-ok") } << QByteArray("--caller");
+    QTest::newRow("pause") << QStringList { QStringLiteral("pause") } << QByteArray("--reason");
+    QTest::newRow("resume") << QStringList { QStringLiteral("resume") } << QByteArray("--home");
+    QTest::newRow("status") << QStringList { QStringLiteral("status") } << QByteArray("--json");
+    QTest::newRow("history") << QStringList { QStringLiteral("history") } << QByteArray("--since");
+    QTest::newRow("release-stale") << QStringList { QStringLiteral("release-stale") }
+                                   << QByteArray("--overdue");
+    QTest::newRow("release") << QStringList { QStringLiteral("release") } << QByteArray("--fence");
+    QTest::newRow("reset-backoff") << QStringList { QStringLiteral("reset-backoff") } << QByteArray("--home");
+    QTest::newRow("lock try") << QStringList { QStringLiteral("lock"), QStringLiteral("try-acquire") }
+                              << QByteArray("--tag");
+    QTest::newRow("lock release") << QStringList { QStringLiteral("lock"), QStringLiteral("release") }
+                                  << QByteArray("--force");
+    QTest::newRow("lock run") << QStringList { QStringLiteral("lock"), QStringLiteral("run") }
+                              << QByteArray("--conflict-exit");
+    QTest::newRow("demo") << QStringList { QStringLiteral("demo") } << QByteArray("--duration");
+}
+
+void TestCli::everyCommandHasItsOwnHelp()
+{
+    QFETCH(QStringList, words);
+    QFETCH(QByteArray, own);
+    const Ran r = raw(words + QStringList { QStringLiteral("--help") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains(own), r.out.constData());
+    // its own help, not the whole tool's: no other command's options
+    if (words != QStringList { QStringLiteral("release") })
+        QVERIFY2(!r.out.contains("--fence"), r.out.constData());
+    QVERIFY2(r.out.contains(words.join(u' ').toUtf8()), r.out.constData());
+}
+
+void TestCli::jsonErrorsAreObjects()
+{
+    // a usage error
+    Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("--caller"), QStringLiteral("x"),
+        QStringLiteral("--json") });
+    QCOMPARE(r.code, 2);
+    QJsonObject o = object(r.out);
+    QVERIFY2(o.contains(QStringLiteral("error")), r.out.constData());
+    QCOMPARE(o.value(QStringLiteral("code")).toInt(), 2);
+    QCOMPARE(o.value(QStringLiteral("kind")).toString(), QStringLiteral("usage"));
+
+    // an I/O error: a home writable by others
+    QVERIFY(QDir().mkpath(m_home));
+    QCOMPARE(::chmod(m_home.toLocal8Bit().constData(), 0777), 0);
+    r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 3);
+    o = object(r.out);
+    QVERIFY2(o.value(QStringLiteral("error")).toString().contains(QStringLiteral("writable by others")),
+        r.out.constData());
+    QCOMPARE(o.value(QStringLiteral("code")).toInt(), 3);
+    QCOMPARE(o.value(QStringLiteral("path")).toString(), m_home);
+    QCOMPARE(::chmod(m_home.toLocal8Bit().constData(), 0700), 0);
+
+    // a refusal: the quota is used up
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("1"), QStringLiteral("--window"),
+        QStringLiteral("600") });
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("a") })
+                 .code,
+        0);
+    r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("b"), QStringLiteral("--timeout"), QStringLiteral("0"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 1);
+    o = object(r.out);
+    QVERIFY2(o.contains(QStringLiteral("error")), r.out.constData());
+    QCOMPARE(o.value(QStringLiteral("code")).toInt(), 1);
+    QCOMPARE(o.value(QStringLiteral("kind")).toString(), QStringLiteral("timeout"));
+
+    // an unknown provider, lock and unknown command
+    r = cli({ QStringLiteral("report-ok"), QStringLiteral("nope"), QStringLiteral("--caller"),
+        QStringLiteral("a"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 2);
+    QCOMPARE(object(r.out).value(QStringLiteral("code")).toInt(), 2);
+    r = raw({ QStringLiteral("frobnicate"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 2);
+    QCOMPARE(object(r.out).value(QStringLiteral("code")).toInt(), 2);
+    r = raw({ QStringLiteral("lock"), QStringLiteral("status"), QStringLiteral("/tmp/../x.lock"),
+        QStringLiteral("--json") });
+    QCOMPARE(r.code, 2);
+    QCOMPARE(object(r.out).value(QStringLiteral("code")).toInt(), 2);
+}
+
+void TestCli::jsonResultsForEveryCommand()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    const QList<QStringList> commands {
+        { QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("a") },
+        { QStringLiteral("report-ok"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("a") },
+        { QStringLiteral("reset-backoff"), QStringLiteral("api") },
+        { QStringLiteral("pause"), QStringLiteral("api") },
+        { QStringLiteral("resume"), QStringLiteral("api") },
+        { QStringLiteral("release-stale") },
+        { QStringLiteral("limits"), QStringLiteral("show") },
+        { QStringLiteral("limits"), QStringLiteral("remove"), QStringLiteral("api") },
+        { QStringLiteral("status") },
+        { QStringLiteral("run"), QStringLiteral("nope"), QStringLiteral("--caller"), QStringLiteral("a"),
+            QStringLiteral("--"), QStringLiteral("true") },
+    };
+    for (const auto& c : commands) {
+        QStringList args = c;
+        const qsizetype dd = args.indexOf(QStringLiteral("--"));
+        args.insert(dd < 0 ? args.size() : dd, QStringLiteral("--json"));
+        const Ran r = cli(args);
+        QJsonParseError e {};
+        const auto doc = QJsonDocument::fromJson(r.out, &e);
+        QVERIFY2(e.error == QJsonParseError::NoError && !doc.isNull(),
+            qPrintable(c.join(u' ') + QStringLiteral(": ") + QString::fromUtf8(r.out)));
+        QCOMPARE(r.out.count('\n'), 1); // exactly one document
+    }
+}
+
+void TestCli::readOnlyCommandsCreateNothing()
+{
+    const QString missing = m_dir->path() + QStringLiteral("/typo/home");
+    const QList<QStringList> commands {
+        { QStringLiteral("status"), QStringLiteral("--home"), missing },
+        { QStringLiteral("history"), QStringLiteral("--home"), missing },
+        { QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--home"), missing },
+    };
+    for (const auto& c : commands) {
+        const Ran r = raw(c);
+        QVERIFY2(r.code == 0, r.err.constData());
+        QVERIFY2(r.out.contains("no Tollgate home at " + missing.toUtf8() + " yet"), r.out.constData());
+        QVERIFY(!QFileInfo::exists(m_dir->path() + QStringLiteral("/typo")));
+    }
+    const Ran j
+        = raw({ QStringLiteral("status"), QStringLiteral("--home"), missing, QStringLiteral("--json") });
+    QCOMPARE(j.code, 0);
+    QCOMPARE(object(j.out).value(QStringLiteral("home_exists")).toBool(true), false);
+    QVERIFY(!QFileInfo::exists(m_dir->path() + QStringLiteral("/typo")));
+
+    // an existing home: status leaves every file as it was (no state.bin, lock or doorbell made)
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    QFile::remove(m_home + QStringLiteral("/state.bin"));
+    QFile::remove(m_home + QStringLiteral("/doorbell"));
+    const QStringList before = QDir(m_home).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
+    QCOMPARE(cli({ QStringLiteral("status") }).code, 0);
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("show") }).code, 0);
+    QCOMPARE(QDir(m_home).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden), before);
+}
+
+void TestCli::emptyHomeIsRefused()
+{
+    for (const QStringList& c : { QStringList { QStringLiteral("status") },
+             QStringList { QStringLiteral("history") }, QStringList { QStringLiteral("pause") } }) {
+        const Ran r = raw(c + QStringList { QStringLiteral("--home"), QString() });
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--home"), r.err.constData());
+    }
+}
+
+void TestCli::retryAfterFifoDoesNotHangRun()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    const Ran r
+        = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+                  QStringLiteral("--rate-limited-exit"), QStringLiteral("75"), QStringLiteral("--"),
+                  QStringLiteral("sh"), QStringLiteral("-c"),
+                  QStringLiteral("f=$TOLLGATE_RETRY_AFTER_FILE; rm -f \"$f\" && mkfifo \"$f\" && exit 75") },
+            20000);
+    QVERIFY2(r.code != -2, "tollgate run hung on a FIFO in TOLLGATE_RETRY_AFTER_FILE");
+    QCOMPARE(r.code, 75);
+    QVERIFY2(r.err.contains("TOLLGATE_RETRY_AFTER_FILE") && r.err.contains("warning"), r.err.constData());
+    QVERIFY2(r.err.contains("rate-limited"), r.err.constData()); // the 429 was still recorded
+}
+
+void TestCli::statusHidesKilledWaiter()
+{
+    setLimits({ QStringLiteral("--parallel"), QStringLiteral("1") });
+    // the slot belongs to this test process: it stays taken
+    const Ran held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("holder"), QStringLiteral("--slot") });
+    QCOMPARE(held.code, 0);
+    QStringList args { QStringLiteral("acquire"), QStringLiteral("--home"), m_home, QStringLiteral("api"),
+        QStringLiteral("--caller"), QStringLiteral("doomed"), QStringLiteral("--slot"),
+        QStringLiteral("--timeout"), QStringLiteral("600") };
+    QProcess waiter;
+    waiter.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
+    QVERIFY(waiter.waitForStarted());
+    auto queued = [this] {
+        const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+        const auto providers = object(r.out).value(QStringLiteral("providers")).toArray();
+        return providers.isEmpty() ? -1 : providers[0].toObject().value(QStringLiteral("waiting")).toInt();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(queued(), 1, 30000);
+    ::kill(static_cast<pid_t>(waiter.processId()), SIGKILL);
+    QVERIFY(waiter.waitForFinished(10000));
+    // no transaction ran since: status itself applies the rules a transaction would
+    QCOMPARE(queued(), 0);
+    const Ran text = cli({ QStringLiteral("status") });
+    QVERIFY2(!text.out.contains("doomed"), text.out.constData());
+}
+
+void TestCli::storeTimeoutExits3()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    const QString lockPath = m_home + QStringLiteral("/state.lock");
+    const int fd = ::open(lockPath.toLocal8Bit().constData(), O_RDWR);
+    QVERIFY(fd >= 0);
+    QCOMPARE(::flock(fd, LOCK_EX), 0); // a writer stopped inside its transaction
+    const Ran r = cli({ QStringLiteral("report-ok"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("a") });
+    ::close(fd);
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains("did not answer") && r.err.contains("state.lock"), r.err.constData());
+}
+
+void TestCli::messagesSayWhatHappened()
+{
+    // --model echoes the model's line
+    Ran r = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+        QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    QCOMPARE(r.code, 0);
+    r = cli(
+        { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--model"),
+            QStringLiteral("big"), QStringLiteral("--requests"), QStringLiteral("7") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("model big") && r.out.contains("7 requests"), r.out.constData());
+
+    // headroom names what it is a share of
+    r = cli(
+        { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("tok"), QStringLiteral("--tokens"),
+            QStringLiteral("100"), QStringLiteral("--headroom"), QStringLiteral("80") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(!r.out.contains("-/") && r.out.contains("100 tokens"), r.out.constData());
+
+    // a window too long is not "a window of 0"
+    r = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+        QStringLiteral("--window"), QStringLiteral("604801") });
+    QCOMPARE(r.code, 2);
+    QVERIFY2(!r.err.contains("window of 0") && r.err.contains("7 days"), r.err.constData());
+
+    // a model without limits of its own is accepted, with a warning
+    r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("a"), QStringLiteral("--model"), QStringLiteral("unknown-model") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.err.contains("warning") && r.err.contains("unknown-model"), r.err.constData());
+
+    // a backoff after a success: no "after 0 consecutive 429(s)"
+    QCOMPARE(cli({ QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("a"), QStringLiteral("--retry-after"), QStringLiteral("300") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("report-ok"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("a") })
+                 .code,
+        0);
+    r = cli({ QStringLiteral("status") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("BACKOFF") && !r.out.contains("after 0 consecutive"), r.out.constData());
+}
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
