@@ -5,12 +5,14 @@
 
 #include <QTest>
 #include <algorithm>
+#include <climits>
 #include <random>
 #include <vector>
 
 using tollgate::RollingWindow;
 
-class TestRollingWindow final : public QObject {
+class TestRollingWindow final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void admitsUpToLimitThenBlocks();
@@ -20,6 +22,7 @@ private Q_SLOTS:
     void tokensLimitHolds();
     void impossibleRequestNeverFits();
     void rescaleKeepsUsageConservatively();
+    void rescaleBeyondTheMaximumChangesNothing();
     void clockGoingBackCountsFutureBuckets();
     void adjustTokensReconciles();
     void costDoesNotDependOnTraffic();
@@ -80,7 +83,9 @@ void TestRollingWindow::neverExceedsLimitInAnyInterval()
     for (std::size_t i = 0; i < admitted.size(); ++i) {
         const auto end = std::lower_bound(admitted.begin(), admitted.end(), admitted[i] + windowMs);
         const auto count = end - (admitted.begin() + static_cast<std::ptrdiff_t>(i));
-        QVERIFY2(count <= limit, qPrintable(QStringLiteral("%1 admissions in [%2, +%3)").arg(count).arg(admitted[i]).arg(windowMs)));
+        QVERIFY2(count <= limit,
+            qPrintable(
+                QStringLiteral("%1 admissions in [%2, +%3)").arg(count).arg(admitted[i]).arg(windowMs)));
     }
 }
 
@@ -122,6 +127,21 @@ void TestRollingWindow::rescaleKeepsUsageConservatively()
     QCOMPARE(w.usage(30000).requests, 4); // kept, as if it happened now
     QCOMPARE(w.usage(30000).tokens, 40);
     QCOMPARE(w.usage(30000 + 10000 + w.bucketMs()).requests, 0); // gone one window later
+}
+
+void TestRollingWindow::rescaleBeyondTheMaximumChangesNothing()
+{
+    // An out-of-range length is clamped to the maximum; asking for it again must not count
+    // to-day's usage again "as if it happened now", or it would never leave the window.
+    const std::int64_t max = RollingWindow::MAX_WINDOW_MS;
+    RollingWindow w(2 * max);
+    QCOMPARE(w.windowMs(), max);
+    w.record(0, 1, 0);
+    for (std::int64_t t = 0; t <= max + w.bucketMs() + 1; t += max / 4)
+        w.rescale(2 * max, t);
+    w.rescale(INT64_MAX, max + w.bucketMs() + 1);
+    QCOMPARE(w.windowMs(), max);
+    QCOMPARE(w.usage(max + w.bucketMs() + 1).requests, 0);
 }
 
 void TestRollingWindow::clockGoingBackCountsFutureBuckets()
