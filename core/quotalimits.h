@@ -4,12 +4,12 @@
 // Lives in limits.json in the home directory, apart from the hot state, so a corrupt or
 // deleted state never loses it. Numbers are stored as given; headroom is applied on use.
 //
-// Every field has one documented range (LimitField / QuotaLimits::range, and the table in
-// docs/PROTOCOL.md §4). A value outside it, of the wrong JSON type, or fractional where a
-// count is needed is REFUSED with the field's name, its range and the value seen — never
-// replaced by the default: a hand-edited "max_hold_seconds": -1 must not quietly become 600.
-// Only a field that is absent takes its default. The CLI checks its options with the same
-// function (QuotaLimits::check), so both say the same thing about the same value.
+// Every field has one documented range (the table below; QuotaLimits::range in code). A
+// value outside it, of the wrong JSON type, or fractional where a count is needed is REFUSED
+// with the field's name, its range and the value seen — never replaced by the default: a
+// hand-edited "max_hold_seconds": -1 must not quietly become 600. Only a field that is absent
+// takes its default. The CLI checks its options with the same function (QuotaLimits::check),
+// so both say the same thing about the same value.
 //
 //   field                 unit     range                      stored as
 //   requests, tokens      count    1 .. 2^40 (or null: none)  as is
@@ -45,16 +45,14 @@ enum class LimitField {
     MaxHoldSeconds,
 };
 
-struct LimitRange
-{
+struct LimitRange {
     std::string_view key; // its name in limits.json
     std::int64_t min; // as stored: a count, or ms for the *_seconds fields
     std::int64_t max;
     bool count; // a whole number given and stored as is; otherwise seconds, stored as ms
 };
 
-struct ModelLimits
-{
+struct ModelLimits {
     std::optional<std::int64_t> requests; // per window
     std::optional<std::int64_t> tokens; // per window
     std::int64_t windowMs = 60000;
@@ -62,8 +60,7 @@ struct ModelLimits
     bool operator==(const ModelLimits&) const = default;
 };
 
-struct ProviderLimits
-{
+struct ProviderLimits {
     std::optional<std::int64_t> requests;
     std::optional<std::int64_t> tokens;
     std::int64_t windowMs = 60000;
@@ -78,8 +75,7 @@ struct ProviderLimits
     bool operator==(const ProviderLimits&) const = default;
 };
 
-class QuotaLimits
-{
+class QuotaLimits {
 public:
     static constexpr std::int64_t MAX_PARALLEL = 256;
     static constexpr std::size_t MAX_PROVIDERS = 64;
@@ -96,8 +92,7 @@ public:
     // against the field's range and converted to what ProviderLimits stores (ms for times).
     // Refused with "NAME must be between MIN and MAX (got V)" ("must be a whole number
     // between" for counts), one line; NAME is the limits.json key unless given ("--max-hold").
-    [[nodiscard]] static Result<std::int64_t> check(
-        LimitField field, double given, std::string_view name = {});
+    [[nodiscard]] static Result<std::int64_t> check(LimitField field, double given, std::string_view name = {});
 
     [[nodiscard]] const std::map<std::string, ProviderLimits>& providers() const { return m_providers; }
     [[nodiscard]] const ProviderLimits* find(std::string_view provider) const;

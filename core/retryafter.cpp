@@ -18,8 +18,7 @@ constexpr std::array<std::string_view, 12> MONTHS { "Jan", "Feb", "Mar", "Apr", 
     "Sep", "Oct", "Nov", "Dec" };
 
 // The fields of an HTTP date as written, before any of them is checked.
-struct DateText
-{
+struct DateText {
     std::string_view weekday;
     bool longWeekday = false; // rfc850 spells the weekday out
     std::string_view day; // 2 digits, or " D" in asctime

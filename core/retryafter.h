@@ -26,8 +26,7 @@
 
 namespace tollgate {
 
-class RetryAfter
-{
+class RetryAfter {
 public:
     static constexpr std::int64_t MAX_MS = 24LL * 3600 * 1000;
 

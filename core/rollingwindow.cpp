@@ -18,8 +18,7 @@ std::int64_t floorDiv(std::int64_t a, std::int64_t b)
 std::int64_t widthFor(std::int64_t windowMs)
 {
     // ceil(windowMs / BUCKETS) without the overflow of windowMs + BUCKETS - 1
-    return std::max<std::int64_t>(
-        1, windowMs / RollingWindow::BUCKETS + (windowMs % RollingWindow::BUCKETS != 0));
+    return std::max<std::int64_t>(1, windowMs / RollingWindow::BUCKETS + (windowMs % RollingWindow::BUCKETS != 0));
 }
 
 } // namespace
@@ -86,8 +85,7 @@ std::int64_t RollingWindow::whenFits(std::int64_t nowMs, std::int64_t requests, 
         if (b.index >= 0 && b.index >= lo)
             live[static_cast<std::size_t>(n++)] = b;
     }
-    std::sort(
-        live.begin(), live.begin() + n, [](const Bucket& a, const Bucket& b) { return a.index < b.index; });
+    std::sort(live.begin(), live.begin() + n, [](const Bucket& a, const Bucket& b) { return a.index < b.index; });
     for (int i = 0; i < n; ++i) {
         u.requests -= live[static_cast<std::size_t>(i)].requests;
         u.tokens -= live[static_cast<std::size_t>(i)].tokens;

@@ -11,8 +11,7 @@
 
 using tollgate::RollingWindow;
 
-class TestRollingWindow final : public QObject
-{
+class TestRollingWindow final : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void admitsUpToLimitThenBlocks();
@@ -83,9 +82,7 @@ void TestRollingWindow::neverExceedsLimitInAnyInterval()
     for (std::size_t i = 0; i < admitted.size(); ++i) {
         const auto end = std::lower_bound(admitted.begin(), admitted.end(), admitted[i] + windowMs);
         const auto count = end - (admitted.begin() + static_cast<std::ptrdiff_t>(i));
-        QVERIFY2(count <= limit,
-            qPrintable(
-                QStringLiteral("%1 admissions in [%2, +%3)").arg(count).arg(admitted[i]).arg(windowMs)));
+        QVERIFY2(count <= limit, qPrintable(QStringLiteral("%1 admissions in [%2, +%3)").arg(count).arg(admitted[i]).arg(windowMs)));
     }
 }
 
@@ -132,7 +129,7 @@ void TestRollingWindow::rescaleKeepsUsageConservatively()
 void TestRollingWindow::rescaleBeyondTheMaximumChangesNothing()
 {
     // An out-of-range length is clamped to the maximum; asking for it again must not count
-    // to-day's usage again "as if it happened now", or it would never leave the window.
+    // today's usage again "as if it happened now", or it would never leave the window.
     const std::int64_t max = RollingWindow::MAX_WINDOW_MS;
     RollingWindow w(2 * max);
     QCOMPARE(w.windowMs(), max);

@@ -30,8 +30,7 @@ QByteArray limitsJson(const char* providerBody)
 
 } // namespace
 
-class TestValues final : public QObject
-{
+class TestValues final : public QObject {
     Q_OBJECT
 private Q_SLOTS:
     void init();
