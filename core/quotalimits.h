@@ -92,7 +92,8 @@ public:
     // against the field's range and converted to what ProviderLimits stores (ms for times).
     // Refused with "NAME must be between MIN and MAX (got V)" ("must be a whole number
     // between" for counts), one line; NAME is the limits.json key unless given ("--max-hold").
-    [[nodiscard]] static Result<std::int64_t> check(LimitField field, double given, std::string_view name = {});
+    [[nodiscard]] static Result<std::int64_t> check(
+        LimitField field, double given, std::string_view name = {});
 
     [[nodiscard]] const std::map<std::string, ProviderLimits>& providers() const { return m_providers; }
     [[nodiscard]] const ProviderLimits* find(std::string_view provider) const;
