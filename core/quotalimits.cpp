@@ -1,8 +1,16 @@
 #include "quotalimits.h"
 
+#include "rollingwindow.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace tollgate {
+
+static_assert(
+    QuotaLimits::MAX_WINDOW_MS == RollingWindow::MAX_WINDOW_MS, "a valid window must fit a RollingWindow");
 
 namespace {
 
@@ -13,30 +21,115 @@ Error invalid(const std::string& message)
     return Error::make(ErrorKind::Usage, "", message);
 }
 
-Result<void> checkWindow(const std::string& where, std::int64_t windowMs)
+// Shortest text that reads back as the same double: "-1", "0.5", "1e+300".
+std::string numberText(double v)
 {
-    if (windowMs < QuotaLimits::MIN_WINDOW_MS || windowMs > QuotaLimits::MAX_WINDOW_MS)
-        return invalid(where + ": the window must be between 0.1 seconds and 7 days");
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+double shown(const LimitRange& r, std::int64_t stored)
+{
+    return r.count ? static_cast<double>(stored) : static_cast<double>(stored) / 1000.0;
+}
+
+// "requests must be a whole number between 1 and 1099511627776" — the start of every refusal.
+std::string mustBe(const LimitRange& r, std::string_view name, bool sayNumber, bool nullable)
+{
+    std::string out(name.empty() ? r.key : name);
+    out += r.count ? " must be a whole number between "
+                   : (sayNumber ? " must be a number between " : " must be between ");
+    out += numberText(shown(r, r.min)) + " and " + numberText(shown(r, r.max));
+    if (nullable)
+        out += " or null";
+    return out;
+}
+
+Error outOfRange(const LimitRange& r, std::string_view name, const std::string& got)
+{
+    return invalid(mustBe(r, name, false, false) + " (got " + got + ")");
+}
+
+// A stored value as the user wrote it, exactly: a count, or ms as decimal seconds.
+std::string storedText(const LimitRange& r, std::int64_t stored)
+{
+    if (r.count)
+        return std::to_string(stored);
+    // Digit by digit, so that INT64_MIN has no absolute value to overflow.
+    std::string frac;
+    for (std::int64_t rest = stored % 1000, i = 0; i < 3; ++i, rest /= 10)
+        frac.insert(frac.begin(), static_cast<char>('0' + (rest < 0 ? -(rest % 10) : rest % 10)));
+    while (!frac.empty() && frac.back() == '0')
+        frac.pop_back();
+    const std::int64_t whole = stored / 1000;
+    std::string out = (stored < 0 && whole == 0 ? "-" : "") + std::to_string(whole);
+    return frac.empty() ? out : out + "." + frac;
+}
+
+Result<void> checkStored(const std::string& where, LimitField field, std::int64_t stored)
+{
+    const LimitRange r = QuotaLimits::range(field);
+    if (stored < r.min || stored > r.max)
+        return invalid(where + ": " + outOfRange(r, {}, storedText(r, stored)).message);
     return {};
 }
 
-Result<void> checkCount(const std::string& where, const char* what, const std::optional<std::int64_t>& v)
+Result<void> checkStored(
+    const std::string& where, LimitField field, const std::optional<std::int64_t>& stored)
 {
-    if (v && (*v < 1 || *v > (std::int64_t(1) << 40)))
-        return invalid(where + ": " + what + " must be a whole number of at least 1");
+    return stored ? checkStored(where, field, *stored) : Result<void>();
+}
+
+const char* typeName(const json& v)
+{
+    switch (v.type()) {
+    case json::value_t::null:
+        return "null";
+    case json::value_t::boolean:
+        return "a boolean";
+    case json::value_t::string:
+        return "a string";
+    case json::value_t::array:
+        return "an array";
+    case json::value_t::object:
+        return "an object";
+    default:
+        return "something else";
+    }
+}
+
+// One field of an object in limits.json: absent leaves `out` alone (the default); null clears
+// it where that means "no limit"; anything else must be a number in the field's range.
+Result<void> readField(const json& obj, const std::string& where, LimitField field, bool nullable,
+    std::optional<std::int64_t>& out)
+{
+    const LimitRange r = QuotaLimits::range(field);
+    auto it = obj.find(std::string(r.key));
+    if (it == obj.end())
+        return {};
+    if (it->is_null() && nullable) {
+        out.reset();
+        return {};
+    }
+    if (!it->is_number()) {
+        return Error::make(ErrorKind::Corrupt, "",
+            where + ": " + mustBe(r, {}, true, nullable) + " (got " + typeName(*it) + ")");
+    }
+    auto v = QuotaLimits::check(field, it->get<double>());
+    if (!v)
+        return Error::make(ErrorKind::Corrupt, "", where + ": " + v.error().message);
+    out = *v;
     return {};
 }
 
-// JSON numbers of seconds to whole milliseconds.
-std::optional<std::int64_t> msFrom(const json& obj, const char* key)
+Result<void> readField(const json& obj, const std::string& where, LimitField field, std::int64_t& out)
 {
-    auto it = obj.find(key);
-    if (it == obj.end() || !it->is_number())
-        return std::nullopt;
-    const double s = it->get<double>();
-    if (!(s >= 0) || s > 1e12)
-        return std::nullopt;
-    return static_cast<std::int64_t>(s * 1000.0 + 0.5);
+    std::optional<std::int64_t> v = out;
+    if (auto r = readField(obj, where, field, false, v); !r)
+        return r;
+    out = *v;
+    return {};
 }
 
 std::optional<std::int64_t> intFrom(const json& obj, const char* key)
@@ -47,24 +140,51 @@ std::optional<std::int64_t> intFrom(const json& obj, const char* key)
     return it->get<std::int64_t>();
 }
 
-bool hasNonInteger(const json& obj, const char* key)
-{
-    auto it = obj.find(key);
-    return it != obj.end() && !it->is_null() && !it->is_number_integer();
-}
-
-bool hasNonNumber(const json& obj, const char* key)
-{
-    auto it = obj.find(key);
-    return it != obj.end() && !it->is_number();
-}
-
 double seconds(std::int64_t ms)
 {
     return static_cast<double>(ms) / 1000.0;
 }
 
 } // namespace
+
+LimitRange QuotaLimits::range(LimitField field)
+{
+    switch (field) {
+    case LimitField::Requests:
+        return { "requests", 1, MAX_COUNT, true };
+    case LimitField::Tokens:
+        return { "tokens", 1, MAX_COUNT, true };
+    case LimitField::Parallel:
+        return { "parallel", 1, MAX_PARALLEL, true };
+    case LimitField::HeadroomPercent:
+        return { "headroom_percent", 1, 100, true };
+    case LimitField::WindowSeconds:
+        return { "window_seconds", MIN_WINDOW_MS, MAX_WINDOW_MS, false };
+    case LimitField::BackoffBaseSeconds:
+        return { "backoff_base_seconds", 1, MAX_BACKOFF_MS, false };
+    case LimitField::BackoffCapSeconds:
+        return { "backoff_cap_seconds", 1, MAX_BACKOFF_MS, false };
+    case LimitField::MaxHoldSeconds:
+        return { "max_hold_seconds", MIN_HOLD_MS, MAX_HOLD_MS, false };
+    }
+    return { "?", 1, 1, true };
+}
+
+Result<std::int64_t> QuotaLimits::check(LimitField field, double given, std::string_view name)
+{
+    const LimitRange r = range(field);
+    // Compared as given, before any conversion: 1e18 seconds must not wrap to a negative ms.
+    // NaN fails every comparison, so it lands here too.
+    if (!(given >= shown(r, r.min) && given <= shown(r, r.max)))
+        return outOfRange(r, name, numberText(given));
+    if (r.count) {
+        if (given != std::floor(given))
+            return outOfRange(r, name, numberText(given));
+        return static_cast<std::int64_t>(given);
+    }
+    const std::int64_t ms = std::llround(given * 1000.0);
+    return std::clamp(ms, r.min, r.max);
+}
 
 std::int64_t ProviderLimits::effective(std::int64_t given) const
 {
@@ -108,32 +228,32 @@ Result<void> QuotaLimits::validate(const std::string& provider, const ProviderLi
     if (auto r = validateName("provider", provider); !r)
         return r;
     const std::string where = "provider '" + provider + "'";
-    if (auto r = checkWindow(where, l.windowMs); !r)
-        return r;
-    if (auto r = checkCount(where, "requests", l.requests); !r)
-        return r;
-    if (auto r = checkCount(where, "tokens", l.tokens); !r)
-        return r;
-    if (l.parallel && (*l.parallel < 1 || *l.parallel > MAX_PARALLEL))
-        return invalid(where + ": parallel must be between 1 and " + std::to_string(MAX_PARALLEL));
-    if (l.headroomPercent < 1 || l.headroomPercent > 100)
-        return invalid(where + ": headroom must be a percentage from 1 to 100");
-    if (l.backoffBaseMs < 1 || l.backoffCapMs < l.backoffBaseMs)
-        return invalid(where + ": the backoff base must be positive and not above the cap");
-    if (l.maxHoldMs < 1000)
-        return invalid(where + ": the maximum hold time must be at least 1 second");
+    for (auto r : { checkStored(where, LimitField::Requests, l.requests),
+             checkStored(where, LimitField::Tokens, l.tokens),
+             checkStored(where, LimitField::WindowSeconds, l.windowMs),
+             checkStored(where, LimitField::Parallel, l.parallel),
+             checkStored(where, LimitField::HeadroomPercent, l.headroomPercent),
+             checkStored(where, LimitField::BackoffBaseSeconds, l.backoffBaseMs),
+             checkStored(where, LimitField::BackoffCapSeconds, l.backoffCapMs),
+             checkStored(where, LimitField::MaxHoldSeconds, l.maxHoldMs) }) {
+        if (!r)
+            return r;
+    }
+    if (l.backoffBaseMs > l.backoffCapMs)
+        return invalid(where + ": backoff_base_seconds (" + numberText(seconds(l.backoffBaseMs))
+            + ") must not be above backoff_cap_seconds (" + numberText(seconds(l.backoffCapMs)) + ")");
     if (l.models.size() > MAX_MODELS)
         return invalid(where + ": at most " + std::to_string(MAX_MODELS) + " models");
     for (const auto& [model, m] : l.models) {
         if (auto r = validateName("model", model); !r)
-            return r;
+            return invalid(where + ": " + r.error().message);
         const std::string mw = where + " model '" + model + "'";
-        if (auto r = checkWindow(mw, m.windowMs); !r)
-            return r;
-        if (auto r = checkCount(mw, "requests", m.requests); !r)
-            return r;
-        if (auto r = checkCount(mw, "tokens", m.tokens); !r)
-            return r;
+        for (auto r : { checkStored(mw, LimitField::Requests, m.requests),
+                 checkStored(mw, LimitField::Tokens, m.tokens),
+                 checkStored(mw, LimitField::WindowSeconds, m.windowMs) }) {
+            if (!r)
+                return r;
+        }
     }
     return {};
 }
@@ -201,37 +321,39 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
     if (!it->is_object())
         return Error::make(ErrorKind::Corrupt, "", "\"providers\" is not an object");
     for (const auto& [name, p] : it->items()) {
+        if (auto r = validateName("provider", name); !r)
+            return Error::make(ErrorKind::Corrupt, "", r.error().message);
         const std::string where = "provider '" + name + "'";
         if (!p.is_object())
             return Error::make(ErrorKind::Corrupt, "", where + " is not an object");
-        for (const char* key : { "requests", "tokens", "parallel", "headroom_percent" }) {
-            if (hasNonInteger(p, key))
-                return Error::make(ErrorKind::Corrupt, "", where + ": \"" + key + "\" is not a whole number");
-        }
-        for (const char* key : { "window_seconds", "backoff_base_seconds", "backoff_cap_seconds", "max_hold_seconds" }) {
-            if (hasNonNumber(p, key) && p.contains(key))
-                return Error::make(ErrorKind::Corrupt, "", where + ": \"" + key + "\" is not a number");
-        }
         ProviderLimits l;
-        l.requests = intFrom(p, "requests");
-        l.tokens = intFrom(p, "tokens");
-        l.parallel = intFrom(p, "parallel");
-        l.windowMs = msFrom(p, "window_seconds").value_or(l.windowMs);
-        l.headroomPercent = intFrom(p, "headroom_percent").value_or(l.headroomPercent);
-        l.backoffBaseMs = msFrom(p, "backoff_base_seconds").value_or(l.backoffBaseMs);
-        l.backoffCapMs = msFrom(p, "backoff_cap_seconds").value_or(l.backoffCapMs);
-        l.maxHoldMs = msFrom(p, "max_hold_seconds").value_or(l.maxHoldMs);
+        for (auto r : { readField(p, where, LimitField::Requests, true, l.requests),
+                 readField(p, where, LimitField::Tokens, true, l.tokens),
+                 readField(p, where, LimitField::Parallel, true, l.parallel),
+                 readField(p, where, LimitField::WindowSeconds, l.windowMs),
+                 readField(p, where, LimitField::HeadroomPercent, l.headroomPercent),
+                 readField(p, where, LimitField::BackoffBaseSeconds, l.backoffBaseMs),
+                 readField(p, where, LimitField::BackoffCapSeconds, l.backoffCapMs),
+                 readField(p, where, LimitField::MaxHoldSeconds, l.maxHoldMs) }) {
+            if (!r)
+                return r.error();
+        }
         if (auto m = p.find("models"); m != p.end()) {
             if (!m->is_object())
                 return Error::make(ErrorKind::Corrupt, "", where + ": \"models\" is not an object");
             for (const auto& [mname, mj] : m->items()) {
-                if (!mj.is_object() || hasNonInteger(mj, "requests") || hasNonInteger(mj, "tokens")
-                    || (mj.contains("window_seconds") && hasNonNumber(mj, "window_seconds")))
-                    return Error::make(ErrorKind::Corrupt, "", where + " model '" + mname + "' is malformed");
+                if (auto r = validateName("model", mname); !r)
+                    return Error::make(ErrorKind::Corrupt, "", where + ": " + r.error().message);
+                const std::string mw = where + " model '" + mname + "'";
+                if (!mj.is_object())
+                    return Error::make(ErrorKind::Corrupt, "", mw + " is not an object");
                 ModelLimits ml;
-                ml.requests = intFrom(mj, "requests");
-                ml.tokens = intFrom(mj, "tokens");
-                ml.windowMs = msFrom(mj, "window_seconds").value_or(ml.windowMs);
+                for (auto r : { readField(mj, mw, LimitField::Requests, true, ml.requests),
+                         readField(mj, mw, LimitField::Tokens, true, ml.tokens),
+                         readField(mj, mw, LimitField::WindowSeconds, ml.windowMs) }) {
+                    if (!r)
+                        return r.error();
+                }
                 l.models[mname] = ml;
             }
         }

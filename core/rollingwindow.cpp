@@ -99,7 +99,9 @@ std::int64_t RollingWindow::whenFits(std::int64_t nowMs, std::int64_t requests, 
 
 void RollingWindow::rescale(std::int64_t newWindowMs, std::int64_t nowMs)
 {
-    if (newWindowMs == m_windowMs)
+    // Compared as the constructor will store it: asking again for a length beyond the bounds
+    // must change nothing, not re-count the usage as if it had all happened now.
+    if (std::clamp<std::int64_t>(newWindowMs, 1, MAX_WINDOW_MS) == m_windowMs)
         return;
     const Usage u = usage(nowMs);
     *this = RollingWindow(newWindowMs);

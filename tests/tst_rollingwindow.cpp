@@ -5,6 +5,7 @@
 
 #include <QTest>
 #include <algorithm>
+#include <climits>
 #include <random>
 #include <vector>
 
@@ -20,6 +21,7 @@ private Q_SLOTS:
     void tokensLimitHolds();
     void impossibleRequestNeverFits();
     void rescaleKeepsUsageConservatively();
+    void rescaleBeyondTheMaximumChangesNothing();
     void clockGoingBackCountsFutureBuckets();
     void adjustTokensReconciles();
     void costDoesNotDependOnTraffic();
@@ -122,6 +124,21 @@ void TestRollingWindow::rescaleKeepsUsageConservatively()
     QCOMPARE(w.usage(30000).requests, 4); // kept, as if it happened now
     QCOMPARE(w.usage(30000).tokens, 40);
     QCOMPARE(w.usage(30000 + 10000 + w.bucketMs()).requests, 0); // gone one window later
+}
+
+void TestRollingWindow::rescaleBeyondTheMaximumChangesNothing()
+{
+    // An out-of-range length is clamped to the maximum; asking for it again must not count
+    // today's usage again "as if it happened now", or it would never leave the window.
+    const std::int64_t max = RollingWindow::MAX_WINDOW_MS;
+    RollingWindow w(2 * max);
+    QCOMPARE(w.windowMs(), max);
+    w.record(0, 1, 0);
+    for (std::int64_t t = 0; t <= max + w.bucketMs() + 1; t += max / 4)
+        w.rescale(2 * max, t);
+    w.rescale(INT64_MAX, max + w.bucketMs() + 1);
+    QCOMPARE(w.windowMs(), max);
+    QCOMPARE(w.usage(max + w.bucketMs() + 1).requests, 0);
 }
 
 void TestRollingWindow::clockGoingBackCountsFutureBuckets()
