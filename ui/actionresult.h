@@ -2,7 +2,11 @@
 
 // ActionResult: how a user action (pause, limit edit, release...) ended in the worker.
 // A force-release of a holder that is still alive is not done; instead the result asks the
-// window to confirm, naming the pid and command line, and the window asks again with consent.
+// window to confirm, naming the pid and command line, and the window asks again with consent,
+// naming the same holder (which the worker re-checks: a changed holder is refused).
+
+#include "dashboardsnapshot.h"
+#include "limitchange.h"
 
 #include <QMetaType>
 #include <QString>
@@ -18,6 +22,9 @@ struct ActionResult
     QString holderKey; // for the confirmation round trip
     qint64 pid = 0;
     QString commandLine;
+    HolderInfo holder; // release: the holder acted on (or to confirm), as the worker found it
+    bool hasLimitChange = false;
+    LimitChange limitChange; // limits: the change asked for (ok: the one made)
 };
 
 } // namespace tollgate::ui

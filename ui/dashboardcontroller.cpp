@@ -35,6 +35,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     qRegisterMetaType<std::vector<HistoryEvent>>();
     qRegisterMetaType<ProviderLimits>();
     qRegisterMetaType<ActionResult>();
+    qRegisterMetaType<LimitChange>();
     qRegisterMetaType<StormDetector::Storm>();
     qRegisterMetaType<TrayState>();
 
@@ -51,8 +52,8 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
         m_usage.clear();
         m_chartsDirty = true;
     });
-    connect(m_observer, &QuotaObserver::actionFinished, this, &DashboardController::actionFinished);
-    connect(m_providers, &ProvidersModel::limitsEditRequested, this, &DashboardController::setLimits);
+    connect(m_observer, &QuotaObserver::actionFinished, this, &DashboardController::onAction);
+    connect(m_providers, &ProvidersModel::limitsEditRequested, this, &DashboardController::requestLimits);
 
     m_tick.setInterval(TICK_MS);
     connect(&m_tick, &QTimer::timeout, this, &DashboardController::tick);
@@ -181,11 +182,54 @@ void DashboardController::setStaleSeconds(qint64 seconds)
         m_observer, [o = m_observer, seconds] { o->setStaleSeconds(seconds); }, Qt::QueuedConnection);
 }
 
-void DashboardController::setLimits(const QString& provider, const ProviderLimits& limits)
+void DashboardController::requestLimits(const QString& provider, const ProviderLimits& limits)
+{
+    const std::optional<ProviderLimits> shown = m_providers->limitsOf(provider);
+    if (!shown) {
+        ActionResult r;
+        r.action = QStringLiteral("limits");
+        r.message = tr("%1 has no limits any more; nothing done.").arg(provider);
+        Q_EMIT actionFinished(r);
+        return;
+    }
+    proposeLimitChange(LimitChange { provider, *shown, limits, false });
+}
+
+void DashboardController::applyLimitChange(const LimitChange& change)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider, limits] { o->setLimits(provider, limits); },
-        Qt::QueuedConnection);
+        m_observer, [o = m_observer, change] { o->setLimits(change); }, Qt::QueuedConnection);
+}
+
+void DashboardController::proposeLimitChange(const LimitChange& change)
+{
+    const QStringList warnings = change.warnings();
+    if (!warnings.isEmpty()) {
+        Q_EMIT limitChangeNeedsConfirmation(change, warnings);
+        return;
+    }
+    applyLimitChange(change);
+}
+
+void DashboardController::undoLimitChange()
+{
+    if (!m_lastLimitChange) {
+        ActionResult r;
+        r.action = QStringLiteral("limits");
+        r.message = tr("There is no limit change to undo.");
+        Q_EMIT actionFinished(r);
+        return;
+    }
+    proposeLimitChange(m_lastLimitChange->reversed());
+}
+
+void DashboardController::onAction(const ActionResult& result)
+{
+    if (result.hasLimitChange && result.ok) {
+        m_lastLimitChange = result.limitChange;
+        Q_EMIT undoAvailableChanged(true);
+    }
+    Q_EMIT actionFinished(result);
 }
 
 void DashboardController::pause(const QString& provider, const QString& reason)
@@ -208,8 +252,21 @@ void DashboardController::resetBackoff(const QString& provider)
 
 void DashboardController::releaseHolder(const QString& key, bool confirmed)
 {
+    if (const HolderInfo* shown = m_holders->holder(key)) {
+        releaseHolder(*shown, confirmed);
+        return;
+    }
+    ActionResult r;
+    r.action = QStringLiteral("release");
+    r.holderKey = key;
+    r.message = tr("That holder is no longer shown; nothing done.");
+    Q_EMIT actionFinished(r);
+}
+
+void DashboardController::releaseHolder(const HolderInfo& shown, bool confirmed)
+{
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, key, confirmed] { o->releaseHolder(key, confirmed); },
+        m_observer, [o = m_observer, shown, confirmed] { o->releaseHolder(shown, confirmed); },
         Qt::QueuedConnection);
 }
 

@@ -11,6 +11,7 @@
 
 #include "actionresult.h"
 #include "dashboardsnapshot.h"
+#include "limitchange.h"
 #include "stateicon.h"
 #include "stormdetector.h"
 #include "usagehistory.h"
@@ -18,6 +19,7 @@
 #include <QObject>
 #include <QThread>
 #include <QTimer>
+#include <optional>
 
 namespace tollgate::ui {
 
@@ -62,11 +64,21 @@ public:
     void setStaleSeconds(qint64 seconds);
 
     // User intents; each ends in actionFinished.
-    void setLimits(const QString& provider, const ProviderLimits& limits);
+    // A limit edit made on the limits shown. A drastic one (a limit removed, or changed by more
+    // than half) is not sent: limitChangeNeedsConfirmation asks the window, which answers with
+    // applyLimitChange.
+    void requestLimits(const QString& provider, const ProviderLimits& limits);
+    void applyLimitChange(const LimitChange& change);
+    // Undoes the last limit change this window made (through requestLimits' rules).
+    void undoLimitChange();
+    [[nodiscard]] bool canUndoLimitChange() const { return m_lastLimitChange.has_value(); }
+    [[nodiscard]] std::optional<LimitChange> lastLimitChange() const { return m_lastLimitChange; }
     void pause(const QString& provider, const QString& reason); // empty provider: all
     void resume(const QString& provider);
     void resetBackoff(const QString& provider);
+    // Acts on the holder as shown (its row's HolderInfo); a key not shown is refused.
     void releaseHolder(const QString& key, bool confirmed);
+    void releaseHolder(const HolderInfo& shown, bool confirmed);
     void cleanStale();
     void refreshNow(); // asks the worker for a fresh look (also what the tests use)
     void updateCharts(); // re-derives the chart data now
@@ -78,6 +90,8 @@ Q_SIGNALS:
     void stormStarted(const tollgate::ui::StormDetector::Storm& storm);
     void trayStateChanged(tollgate::ui::TrayState state);
     void actionFinished(const tollgate::ui::ActionResult& result);
+    void limitChangeNeedsConfirmation(const tollgate::ui::LimitChange& change, const QStringList& warnings);
+    void undoAvailableChanged(bool available);
     void refreshed(); // a worker refresh (snapshot + history) has been applied
 
 private:
@@ -86,6 +100,8 @@ private:
     void onRefreshed();
     void tick();
     void updateTrayState();
+    void onAction(const ActionResult& result);
+    void proposeLimitChange(const LimitChange& change);
 
     QString m_home;
     QStringList m_lockDirs;
@@ -100,6 +116,7 @@ private:
     StormDetector m_storms;
     TrayState m_trayState = TrayState::Normal;
     quint64 m_ticks = 0;
+    std::optional<LimitChange> m_lastLimitChange;
 
     // owned through QObject parenting
     ProvidersModel* m_providers = nullptr;

@@ -1,5 +1,7 @@
 #include "eventsmodel.h"
 
+#include "keyedtablemodel.h"
+
 #include <QBrush>
 #include <QColor>
 #include <QDateTime>
@@ -31,6 +33,7 @@ void EventsModel::append(const std::vector<HistoryEvent>& events)
     if (overflow > 0) {
         beginRemoveRows({}, 0, overflow - 1);
         m_events.erase(m_events.begin(), m_events.begin() + overflow);
+        m_firstSerial += static_cast<quint64>(overflow);
         endRemoveRows();
     }
     const int at = static_cast<int>(m_events.size());
@@ -44,6 +47,7 @@ void EventsModel::clear()
     if (m_events.empty())
         return;
     beginRemoveRows({}, 0, static_cast<int>(m_events.size()) - 1);
+    m_firstSerial += m_events.size();
     m_events.clear();
     endRemoveRows();
 }
@@ -91,10 +95,13 @@ QVariant EventsModel::data(const QModelIndex& index, int role) const
     const HistoryEvent& e = m_events[static_cast<std::size_t>(index.row())];
     if (role == TypeRole)
         return qs(e.type);
+    if (role == KeyedTableModel::KeyRole)
+        return QString::number(m_firstSerial + static_cast<quint64>(index.row()));
     if (role == Qt::ForegroundRole && index.column() == Type) {
         if (e.type == "429")
             return QBrush(QColor(0xb0, 0x20, 0x20));
-        if (e.type == "pause" || e.type == "resume" || e.type == "limits")
+        if (e.type == "pause" || e.type == "resume" || e.type == "limits" || e.type == "lock-release"
+            || e.type == "lock-clean")
             return QBrush(QColor(0x20, 0x50, 0xb0));
         return {};
     }
@@ -106,6 +113,8 @@ QVariant EventsModel::data(const QModelIndex& index, int role) const
     case Type:
         return qs(e.type);
     case Provider:
+        if (e.type.starts_with("lock-"))
+            return QString(); // lock files belong to no provider
         return e.provider.empty() ? tr("(all)") : qs(e.provider);
     case Caller:
         return qs(e.caller);

@@ -3,6 +3,7 @@
 // EventsModel: the history as a log, newest last. It only ever appends what the incremental
 // history reader delivered (beginInsertRows) and drops the oldest rows past MAX_ROWS
 // (beginRemoveRows), so a busy history never makes the view reset or re-read.
+// Rows carry a key (KeyedTableModel::KeyRole) like the keyed tables.
 
 #include "historyevent.h"
 
@@ -37,6 +38,9 @@ private:
     [[nodiscard]] bool isCell(const QModelIndex& index) const;
 
     std::deque<HistoryEvent> m_events;
+    // Every event ever appended gets the next serial; a row's key (KeyRole) is its serial, so
+    // a view keeps its selection on the same event when old rows are dropped.
+    quint64 m_firstSerial = 0;
 };
 
 } // namespace tollgate::ui

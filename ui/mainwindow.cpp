@@ -5,6 +5,7 @@
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
+#include "keyedtableview.h"
 #include "pausedialog.h"
 #include "providersmodel.h"
 #include "ratelimitcallersmodel.h"
@@ -41,9 +42,9 @@ namespace tollgate::ui {
 
 namespace {
 
-QTableView* makeTable(QWidget* parent, const QString& name)
+KeyedTableView* makeTable(QWidget* parent, const QString& name)
 {
-    auto* view = new QTableView(parent);
+    auto* view = new KeyedTableView(parent);
     view->setObjectName(name);
     view->setSelectionBehavior(QAbstractItemView::SelectRows);
     view->setSelectionMode(QAbstractItemView::SingleSelection);
@@ -115,9 +116,9 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
         m_settings.stormThreshold(), qint64(m_settings.stormWindowSeconds()) * 1000);
     m_controller->setStaleSeconds(m_settings.staleSeconds());
     m_tray = new TrayController(this);
+    // Every confirmation defaults to No: Enter alone never does the risky thing.
     m_confirm = [this](const QString& title, const QString& text) {
-        return QMessageBox::question(
-                   this, title, text, QMessageBox::Yes | QMessageBox::Cancel, QMessageBox::Cancel)
+        return QMessageBox::question(this, title, text, QMessageBox::Yes | QMessageBox::No, QMessageBox::No)
             == QMessageBox::Yes;
     };
     m_pausePrompt
@@ -136,11 +137,17 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     connect(m_controller, &DashboardController::snapshotChanged, this, &MainWindow::onSnapshot);
     connect(m_controller, &DashboardController::chartsChanged, this, &MainWindow::onCharts);
     connect(m_controller, &DashboardController::actionFinished, this, &MainWindow::onAction);
+    connect(m_controller, &DashboardController::limitChangeNeedsConfirmation, this,
+        &MainWindow::onLimitChangeNeedsConfirmation);
+    connect(m_controller, &DashboardController::undoAvailableChanged, this, &MainWindow::updateActions);
+    connect(m_controller, &DashboardController::snapshotChanged, this, &MainWindow::updateActions);
+    connect(m_providersView, &KeyedTableView::selectedKeyChanged, this, &MainWindow::updateActions);
+    connect(m_holdersView, &KeyedTableView::selectedKeyChanged, this, &MainWindow::updateActions);
+    updateActions();
     connect(m_controller, &DashboardController::stormStarted, this, &MainWindow::onStorm);
     connect(m_controller, &DashboardController::trayStateChanged, this, &MainWindow::onTrayState);
     connect(m_controller, &DashboardController::loadedChanged, this, [this] {
         onCharts();
-        m_eventsView->scrollToBottom();
         Q_EMIT loaded();
     });
     connect(m_controller->providers(), &ProvidersModel::editRefused, this,
@@ -197,6 +204,12 @@ void MainWindow::buildUi()
         QStringLiteral("background: #fff0d6; border: 1px solid #e0b060; color: #6a3b00;"), m_alertText);
     m_messageBanner = makeBanner(central, QStringLiteral("messageBanner"),
         QStringLiteral("background: #eef3fb; border: 1px solid #a8bfe0;"), m_messageText);
+    m_undoButton = new QPushButton(tr("Undo"), m_messageBanner);
+    m_undoButton->setObjectName(QStringLiteral("undoButton"));
+    m_undoButton->setToolTip(tr("Restore the limits as they were before your last change (Ctrl+Z)"));
+    m_undoButton->hide();
+    connect(m_undoButton, &QPushButton::clicked, this, &MainWindow::undoLimitChange);
+    qobject_cast<QHBoxLayout*>(m_messageBanner->layout())->insertWidget(1, m_undoButton, 0, Qt::AlignTop);
     layout->addWidget(m_corruptBanner);
     layout->addWidget(m_alertBanner);
     layout->addWidget(m_messageBanner);
@@ -318,6 +331,7 @@ void MainWindow::buildUi()
     auto* holderButtons = new QHBoxLayout();
     auto* releaseButton = new QPushButton(tr("Force release…"), holdersBox);
     releaseButton->setObjectName(QStringLiteral("releaseButton"));
+    m_releaseButton = releaseButton;
     auto* cleanButton = new QPushButton(tr("Clean stale"), holdersBox);
     cleanButton->setObjectName(QStringLiteral("cleanButton"));
     cleanButton->setToolTip(tr("Release every slot and lock file whose holder is dead"));
@@ -336,7 +350,7 @@ void MainWindow::buildUi()
     m_eventType->setObjectName(QStringLiteral("eventType"));
     m_eventType->addItem(tr("All events"), QString());
     for (const char* type : { "admit", "429", "ok", "gave-up", "pause", "resume", "limits", "release",
-             "reclaim", "backoff-reset", "reset" })
+             "reclaim", "backoff-reset", "reset", "lock-release", "lock-clean" })
         m_eventType->addItem(QLatin1String(type), QLatin1String(type));
     m_eventText = new QLineEdit(eventsBox);
     m_eventText->setObjectName(QStringLiteral("eventText"));
@@ -358,16 +372,9 @@ void MainWindow::buildUi()
         [this] { m_controller->filteredEvents()->setTypeFilter(m_eventType->currentData().toString()); });
     connect(m_eventText, &QLineEdit::textChanged, m_controller->filteredEvents(),
         &EventsFilterModel::setTextFilter);
-    // Follow the log while the user is at its end; leave it alone while they read older lines.
-    auto* filtered = m_controller->filteredEvents();
-    connect(filtered, &QAbstractItemModel::rowsAboutToBeInserted, this, [this] {
-        QScrollBar* bar = m_eventsView->verticalScrollBar();
-        m_eventsView->setProperty("follow", bar->value() >= bar->maximum() - 2);
-    });
-    connect(filtered, &QAbstractItemModel::rowsInserted, this, [this] {
-        if (m_eventsView->property("follow").toBool())
-            m_eventsView->scrollToBottom();
-    });
+    // Follow the log while the user is at its end (also across resizes); leave it alone while
+    // they read older lines.
+    m_eventsView->setFollowsEnd(true);
 
     page->addWidget(providersBox);
     page->addWidget(charts);
@@ -389,23 +396,46 @@ void MainWindow::buildUi()
         const QModelIndex index = m_providersView->indexAt(pos);
         if (!index.isValid())
             return;
-        m_providersView->selectRow(index.row());
-        QMenu menu(this);
-        menu.addAction(tr("Pause…"), this, &MainWindow::pauseSelected);
-        menu.addAction(tr("Resume"), this, &MainWindow::resumeSelected);
-        menu.addAction(tr("Reset backoff…"), this, &MainWindow::resetBackoffSelected);
-        menu.exec(m_providersView->viewport()->mapToGlobal(pos));
+        const QString provider = m_controller->providers()->keyAt(index.row());
+        m_providersView->selectKey(provider);
+        if (auto menu = providerMenu(provider); !menu->isEmpty())
+            menu->exec(m_providersView->viewport()->mapToGlobal(pos));
     });
     connect(m_holdersView, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
         const QModelIndex index = m_holdersView->indexAt(pos);
         if (!index.isValid())
             return;
-        m_holdersView->selectRow(index.row());
-        QMenu menu(this);
-        menu.addAction(tr("Force release…"), this, &MainWindow::releaseSelected);
-        menu.addAction(tr("Clean stale"), this, &MainWindow::cleanStale);
-        menu.exec(m_holdersView->viewport()->mapToGlobal(pos));
+        const QString key = index.data(KeyedTableModel::KeyRole).toString();
+        m_holdersView->selectKey(key);
+        if (auto menu = holderMenu(key); !menu->isEmpty())
+            menu->exec(m_holdersView->viewport()->mapToGlobal(pos));
     });
+}
+
+std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
+{
+    auto menu = std::make_unique<QMenu>(this);
+    const ProvidersModel* model = m_controller->providers();
+    if (model->rowOf(provider) < 0)
+        return menu;
+    if (model->isPaused(provider))
+        menu->addAction(tr("Resume"), this, &MainWindow::resumeSelected);
+    else
+        menu->addAction(tr("Pause…"), this, &MainWindow::pauseSelected);
+    if (model->inBackoff(provider))
+        menu->addAction(tr("Reset backoff…"), this, &MainWindow::resetBackoffSelected);
+    return menu;
+}
+
+std::unique_ptr<QMenu> MainWindow::holderMenu(const QString& key)
+{
+    auto menu = std::make_unique<QMenu>(this);
+    if (!m_controller->holders()->holder(key))
+        return menu;
+    menu->addAction(tr("Force release…"), this, &MainWindow::releaseSelected);
+    if (m_controller->holders()->deadCount() > 0)
+        menu->addAction(tr("Clean stale"), this, &MainWindow::cleanStale);
+    return menu;
 }
 
 void MainWindow::buildActions()
@@ -429,15 +459,20 @@ void MainWindow::buildActions()
     bar->addSeparator();
     add(QStringLiteral("actionPause"), tr("Pause…"), tr("Pause one provider or all, with a reason"),
         &MainWindow::pauseSelected);
-    add(QStringLiteral("actionResume"), tr("Resume"), tr("Resume the selected provider"),
+    m_resumeAction = add(QStringLiteral("actionResume"), tr("Resume"), tr("Resume the selected provider"),
         &MainWindow::resumeSelected);
-    add(QStringLiteral("actionResetBackoff"), tr("Reset backoff…"),
+    m_resetBackoffAction = add(QStringLiteral("actionResetBackoff"), tr("Reset backoff…"),
         tr("End the selected provider's 429 backoff now"), &MainWindow::resetBackoffSelected);
     bar->addSeparator();
-    add(QStringLiteral("actionRelease"), tr("Force release…"), tr("Release the selected slot or lock file"),
-        &MainWindow::releaseSelected);
+    m_releaseAction = add(QStringLiteral("actionRelease"), tr("Force release…"),
+        tr("Release the selected slot or lock file"), &MainWindow::releaseSelected);
     add(QStringLiteral("actionCleanStale"), tr("Clean stale"), tr("Release every dead holder at once"),
         &MainWindow::cleanStale);
+    bar->addSeparator();
+    m_undoAction = add(QStringLiteral("actionUndoLimit"), tr("Undo limit change"),
+        tr("Restore the limits as they were before your last change"), &MainWindow::undoLimitChange);
+    m_undoAction->setShortcut(QKeySequence::Undo);
+    m_undoAction->setShortcutContext(Qt::WindowShortcut);
     bar->addSeparator();
     add(QStringLiteral("actionSettings"), tr("Settings…"), tr("Storm alerts, lock directories"),
         &MainWindow::openSettings);
@@ -494,18 +529,43 @@ void MainWindow::onAction(const ActionResult& result)
     if (result.needsConfirmation) {
         const QString cmd = result.commandLine.isEmpty() ? tr("(command line unknown)") : result.commandLine;
         const QString text
-            = tr("%1\n\nIts holder is alive: pid %2\n%3\n\nForce-release it anyway? The process keeps "
-                 "running and may still use what it thinks it holds.")
+            = tr("%1 is held by pid %2, which is still running:\n%3\n\nForce-release it "
+                 "anyway? The process keeps running and may still use what it thinks it holds.")
                   .arg(result.message)
                   .arg(result.pid)
                   .arg(cmd);
+        // The answer names this holder: the worker re-checks that it is still the one there.
         if (m_confirm(tr("Force release"), text))
-            m_controller->releaseHolder(result.holderKey, true);
+            m_controller->releaseHolder(result.holder, true);
         else
             showMessage(tr("Not released."), false);
         return;
     }
-    showMessage(result.message, !result.ok);
+    showMessage(result.message, !result.ok, result.ok && result.hasLimitChange);
+}
+
+void MainWindow::onLimitChangeNeedsConfirmation(const LimitChange& change, const QStringList& warnings)
+{
+    const QString text = tr("%1 the limits of %2?\n\n%3\n\nCallers are held back only by the limits "
+                            "you keep.")
+                             .arg(change.undo ? tr("Undo the last change of") : tr("Change"), change.provider,
+                                 warnings.join(QLatin1Char('\n')));
+    if (m_confirm(tr("Change limits"), text))
+        m_controller->applyLimitChange(change);
+    else
+        showMessage(tr("Limits of %1 not changed.").arg(change.provider), false);
+}
+
+void MainWindow::updateActions()
+{
+    const QString provider = selectedProvider();
+    const ProvidersModel* providers = m_controller->providers();
+    m_resumeAction->setEnabled(!provider.isEmpty() && providers->isPaused(provider));
+    m_resetBackoffAction->setEnabled(!provider.isEmpty());
+    const bool holder = !selectedHolder().isEmpty();
+    m_releaseAction->setEnabled(holder);
+    m_releaseButton->setEnabled(holder);
+    m_undoAction->setEnabled(m_controller->canUndoLimitChange());
 }
 
 void MainWindow::onStorm(const StormDetector::Storm& storm)
@@ -543,10 +603,11 @@ void MainWindow::onTrayState(TrayState state)
     setWindowIcon(StateIcon::icon(state));
 }
 
-void MainWindow::showMessage(const QString& text, bool error)
+void MainWindow::showMessage(const QString& text, bool error, bool offerUndo)
 {
     statusBar()->showMessage(text, 10000);
-    if (error) {
+    m_undoButton->setVisible(offerUndo);
+    if (error || offerUndo) {
         m_messageText->setText(text);
         m_messageBanner->show();
     } else {
@@ -562,32 +623,22 @@ void MainWindow::showAlert(const QString& text)
 
 QString MainWindow::selectedProvider() const
 {
-    const QModelIndex i = m_providersView->currentIndex();
-    return i.isValid() ? m_controller->providers()->keyAt(i.row()) : QString();
+    return m_providersView->selectedKey();
 }
 
 QString MainWindow::selectedHolder() const
 {
-    const QModelIndex i = m_holdersView->currentIndex();
-    return i.isValid() ? i.data(KeyedTableModel::KeyRole).toString() : QString();
+    return m_holdersView->selectedKey();
 }
 
 void MainWindow::selectProvider(const QString& provider)
 {
-    const int row = m_controller->providers()->rowOf(provider);
-    if (row >= 0)
-        m_providersView->setCurrentIndex(m_controller->providers()->index(row, 0));
+    m_providersView->selectKey(provider);
 }
 
 void MainWindow::selectHolder(const QString& key)
 {
-    QAbstractItemModel* model = m_holdersView->model();
-    for (int r = 0; r < model->rowCount(); ++r) {
-        if (model->index(r, 0).data(KeyedTableModel::KeyRole).toString() == key) {
-            m_holdersView->setCurrentIndex(model->index(r, 0));
-            return;
-        }
-    }
+    m_holdersView->selectKey(key);
 }
 
 void MainWindow::pauseAll()
@@ -609,7 +660,13 @@ void MainWindow::pauseSelected()
 
 void MainWindow::resumeSelected()
 {
-    m_controller->resume(selectedProvider());
+    // An empty provider would mean "all": never the meaning of "the selected one".
+    const QString provider = selectedProvider();
+    if (provider.isEmpty()) {
+        showMessage(tr("Select a provider first."), true);
+        return;
+    }
+    m_controller->resume(provider);
 }
 
 void MainWindow::resetBackoffSelected()
@@ -630,16 +687,22 @@ void MainWindow::resetBackoffSelected()
 void MainWindow::releaseSelected()
 {
     const QString key = selectedHolder();
-    if (key.isEmpty()) {
+    const HolderInfo* shown = key.isEmpty() ? nullptr : m_controller->holders()->holder(key);
+    if (!shown) {
         showMessage(tr("Select a slot or lock file first."), true);
         return;
     }
-    m_controller->releaseHolder(key, false);
+    m_controller->releaseHolder(*shown, false);
 }
 
 void MainWindow::cleanStale()
 {
     m_controller->cleanStale();
+}
+
+void MainWindow::undoLimitChange()
+{
+    m_controller->undoLimitChange();
 }
 
 void MainWindow::openSettings()

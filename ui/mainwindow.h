@@ -11,11 +11,13 @@
 #include "actionresult.h"
 #include "dashboardoptions.h"
 #include "dashboardsettings.h"
+#include "limitchange.h"
 #include "stateicon.h"
 #include "stormdetector.h"
 
 #include <QMainWindow>
 #include <functional>
+#include <memory>
 #include <optional>
 
 QT_BEGIN_NAMESPACE
@@ -24,6 +26,8 @@ class QComboBox;
 class QFrame;
 class QLabel;
 class QLineEdit;
+class QMenu;
+class QPushButton;
 class QSortFilterProxyModel;
 class QStackedWidget;
 class QTableView;
@@ -32,6 +36,7 @@ QT_END_NAMESPACE
 namespace tollgate::ui {
 
 class DashboardController;
+class KeyedTableView;
 class RateLimitChart;
 class TrayController;
 class UsageChart;
@@ -60,9 +65,16 @@ public:
     void setConfirmHandler(ConfirmHandler handler) { m_confirm = std::move(handler); }
     void setPauseHandler(PauseHandler handler) { m_pausePrompt = std::move(handler); }
 
-    // Selects a provider / holder row (for actions that work on the selection).
+    // Selects a provider / holder row (for actions that work on the selection); the selection
+    // stays on that item across refreshes and is cleared when it disappears.
     void selectProvider(const QString& provider);
     void selectHolder(const QString& key);
+    [[nodiscard]] QString selectedProvider() const;
+    [[nodiscard]] QString selectedHolder() const;
+
+    // The context menus, with only the actions that apply to that row (also for tests).
+    [[nodiscard]] std::unique_ptr<QMenu> providerMenu(const QString& provider);
+    [[nodiscard]] std::unique_ptr<QMenu> holderMenu(const QString& key);
 
 public Q_SLOTS:
     void pauseAll();
@@ -72,6 +84,7 @@ public Q_SLOTS:
     void resetBackoffSelected();
     void releaseSelected();
     void cleanStale();
+    void undoLimitChange();
     void openSettings();
     void quit();
 
@@ -89,10 +102,10 @@ private:
     void onAction(const ActionResult& result);
     void onStorm(const StormDetector::Storm& storm);
     void onTrayState(TrayState state);
-    void showMessage(const QString& text, bool error);
+    void onLimitChangeNeedsConfirmation(const LimitChange& change, const QStringList& warnings);
+    void updateActions();
+    void showMessage(const QString& text, bool error, bool offerUndo = false);
     void showAlert(const QString& text);
-    [[nodiscard]] QString selectedProvider() const;
-    [[nodiscard]] QString selectedHolder() const;
     void applyLockDirs(const QStringList& dirs);
     void fitProvidersView();
 
@@ -111,22 +124,28 @@ private:
     QLabel* m_messageText = nullptr;
     QStackedWidget* m_stack = nullptr;
     QLabel* m_emptyState = nullptr;
-    QTableView* m_providersView = nullptr;
-    QTableView* m_callersView = nullptr;
+    QPushButton* m_undoButton = nullptr;
+    KeyedTableView* m_providersView = nullptr;
+    KeyedTableView* m_callersView = nullptr;
     QSortFilterProxyModel* m_callersSorted = nullptr;
     UsageChart* m_usageChart = nullptr;
     QComboBox* m_usageKind = nullptr;
     RateLimitChart* m_rateLimitChart = nullptr;
     QComboBox* m_rateLimitSpan = nullptr;
-    QTableView* m_rateLimitView = nullptr;
+    KeyedTableView* m_rateLimitView = nullptr;
     QSortFilterProxyModel* m_rateLimitSorted = nullptr;
-    QTableView* m_holdersView = nullptr;
-    QTableView* m_eventsView = nullptr;
+    KeyedTableView* m_holdersView = nullptr;
+    KeyedTableView* m_eventsView = nullptr;
+    QPushButton* m_releaseButton = nullptr;
     QComboBox* m_eventType = nullptr;
     QLineEdit* m_eventText = nullptr;
     QLabel* m_statusLabel = nullptr;
     QAction* m_pauseAllAction = nullptr;
     QAction* m_resumeAllAction = nullptr;
+    QAction* m_resumeAction = nullptr;
+    QAction* m_resetBackoffAction = nullptr;
+    QAction* m_releaseAction = nullptr;
+    QAction* m_undoAction = nullptr;
 };
 
 } // namespace tollgate::ui

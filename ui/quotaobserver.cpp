@@ -7,12 +7,16 @@
 #include "lockfile.h"
 #include "quotalimiter.h"
 #include "quotapeek.h"
+#include "quotapolicy.h"
+#include "textsanitizer.h"
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,13 +116,27 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
             auto lock = LockFile::open(ss(path), clock, probe);
             if (!lock)
                 continue;
-            auto st = lock->status(staleSeconds);
-            if (!st || !st->exists)
-                continue; // released between the listing and the look
+            // The identity (inode and bytes) and the core's judgement come from two reads; a
+            // row is only shown when both saw the same lock, so an action on it names that one.
+            std::optional<LockTarget::Look> seen;
+            Result<LockStatus> st = Error::make(ErrorKind::Busy, ss(path), "changing");
+            for (int attempt = 0; attempt < 3 && !seen; ++attempt) {
+                auto look = LockTarget::look(path);
+                if (!look || !look->exists)
+                    break;
+                st = lock->status(staleSeconds);
+                if (!st || !st->exists)
+                    break;
+                if (st->corrupt ? !look->info : (look->info && *look->info == st->info))
+                    seen = *look;
+            }
+            if (!seen || !st || !st->exists)
+                continue; // released, or changing under us: the next refresh shows it
             HolderInfo h;
             h.kind = HolderKind::LockFile;
             h.key = QStringLiteral("lock:") + path;
             h.path = path;
+            h.lock = seen->identity;
             h.sinceMs = (clock.unixSeconds() - st->ageSeconds) * 1000;
             if (st->corrupt) {
                 h.health = HolderHealth::Corrupt;
@@ -256,17 +274,57 @@ void QuotaObserver::finish(ActionResult result)
     refresh();
 }
 
-void QuotaObserver::setLimits(const QString& provider, const ProviderLimits& limits)
+void QuotaObserver::setLimits(const LimitChange& change)
 {
     ActionResult r;
     r.action = QStringLiteral("limits");
+    r.hasLimitChange = true;
+    r.limitChange = change;
     if (QString why = openLimiter(); !why.isEmpty()) {
         r.message = why;
         return finish(r);
     }
-    auto done = m_limiter->setLimits(ss(provider), limits, ss(who()));
+    const std::string provider = ss(change.provider);
+    if (auto valid = QuotaLimits::validate(provider, change.after); !valid) {
+        r.message = qs(valid.error().describe());
+        return finish(r);
+    }
+    // Compare-and-set under state.lock: the edit was made on the limits the window showed, and
+    // must not overwrite a change someone else made since. (The function may run twice: once
+    // to prepare limits.json, once under the lock; it only reads its inputs.)
+    bool changedMeanwhile = false;
+    std::optional<ProviderLimits> current;
+    const std::string reason
+        = ss(change.summary()) + (change.undo ? " (undo)" : "") + " (by " + ss(who()) + ")";
+    auto done = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        const ProviderLimits* now = all.find(provider);
+        current = now ? std::optional<ProviderLimits>(*now) : std::nullopt;
+        changedMeanwhile = !now || !(*now == change.before);
+        if (changedMeanwhile)
+            return Error::make(ErrorKind::Usage, "", "the limits changed since they were shown");
+        if (auto set = all.set(provider, change.after); !set)
+            return set;
+        const std::int64_t nowMs = msNow(m_clock);
+        QuotaPolicy::syncProvider(tx.state.ensureProvider(provider), change.after, nowMs);
+        HistoryEvent e;
+        e.timeMs = nowMs;
+        e.type = "limits";
+        e.provider = provider;
+        e.reason = reason;
+        tx.events.push_back(std::move(e));
+        return {};
+    });
     r.ok = done.ok();
-    r.message = done ? tr("Limits of %1 saved.").arg(provider) : qs(done.error().describe());
+    if (done) {
+        r.message = (change.undo ? tr("Undone: %1 of %2.") : tr("Limits of %2 changed: %1."))
+                        .arg(change.summary(), change.provider);
+    } else if (changedMeanwhile) {
+        r.message = current
+            ? tr("The limits of %1 changed since you looked; nothing done.").arg(change.provider)
+            : tr("%1 has no limits any more; nothing done.").arg(change.provider);
+    } else {
+        r.message = qs(done.error().describe());
+    }
     finish(r);
 }
 
@@ -278,7 +336,11 @@ void QuotaObserver::pause(const QString& provider, const QString& reason)
         r.message = why;
         return finish(r);
     }
-    auto done = m_limiter->pause(ss(provider), ss(reason), ss(who()));
+    // The core writes "<reason> (by <who>)"; without a reason that would be " (by ...)", so
+    // then the actor alone is the reason.
+    const bool noReason = reason.trimmed().isEmpty();
+    auto done = noReason ? m_limiter->pause(ss(provider), "by " + ss(who()), std::string())
+                         : m_limiter->pause(ss(provider), ss(reason.trimmed()), ss(who()));
     r.ok = done.ok();
     r.message = done ? (provider.isEmpty() ? tr("All callers paused.") : tr("%1 paused.").arg(provider))
                      : qs(done.error().describe());
@@ -314,100 +376,177 @@ void QuotaObserver::resetBackoff(const QString& provider)
     finish(r);
 }
 
-void QuotaObserver::releaseHolder(const QString& key, bool confirmed)
+QString QuotaObserver::record(const std::vector<HistoryEvent>& events)
+{
+    if (events.empty())
+        return {};
+    if (QString why = openLimiter(); !why.isEmpty())
+        return why;
+    auto done = m_store->transact([&events](QuotaTransaction& tx) -> Result<void> {
+        tx.events.insert(tx.events.end(), events.begin(), events.end());
+        return {};
+    });
+    if (!done)
+        return qs(done.error().describe());
+    QStringList warnings;
+    for (const Error& e : m_store->takeWarnings())
+        warnings.append(qs(e.describe()));
+    return warnings.join(QStringLiteral("; "));
+}
+
+void QuotaObserver::releaseHolder(const HolderInfo& expected, bool confirmed)
 {
     ActionResult r;
     r.action = QStringLiteral("release");
-    r.holderKey = key;
-    if (key.startsWith(QLatin1String("slot:"))) {
-        // Provider names may hold ':'; the fence is after the last one.
-        const int cut = key.lastIndexOf(QLatin1Char(':'));
-        const QString provider = key.mid(5, cut - 5);
-        const quint64 fence = key.mid(cut + 1).toULongLong();
-        if (QString why = openLimiter(); !why.isEmpty()) {
-            r.message = why;
-            return finish(r);
-        }
-        auto snap = m_limiter->snapshot();
-        if (!snap) {
-            r.message = qs(snap.error().describe());
-            return finish(r);
-        }
-        const ProviderState* p = snap->state.provider(ss(provider));
-        const Slot* slot = nullptr;
-        if (p) {
-            auto it = std::find_if(
-                p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
-            slot = it == p->slots.end() ? nullptr : &*it;
-        }
-        if (!slot) {
-            r.ok = true;
-            r.message = tr("That slot of %1 is already free.").arg(provider);
-            return finish(r);
-        }
-        if (!confirmed && slot->pid > 0
-            && m_probe.liveness(slot->pid, slot->acquiredMs / 1000) == Liveness::Alive) {
-            r.needsConfirmation = true;
-            r.pid = slot->pid;
-            r.commandLine = qs(m_probe.commandLine(slot->pid));
-            r.message
-                = tr("The holder of this %1 slot, pid %2, is still running.").arg(provider).arg(slot->pid);
-            Q_EMIT actionFinished(r);
-            return;
-        }
-        auto done = m_limiter->releaseSlot(ss(provider), fence, ss(who()));
-        r.ok = done.ok();
-        r.message = !done ? qs(done.error().describe())
-            : *done       ? tr("Slot %1 of %2 released.").arg(fence).arg(provider)
-                          : tr("That slot of %1 is already free.").arg(provider);
-        return finish(r);
+    r.holderKey = expected.key;
+    r.holder = expected;
+    if (expected.kind == HolderKind::Slot && expected.key.startsWith(QLatin1String("slot:")))
+        releaseSlot(expected, confirmed, r);
+    else if (expected.kind == HolderKind::LockFile && expected.key.startsWith(QLatin1String("lock:")))
+        releaseLock(expected, confirmed, r);
+    else
+        r.message = tr("Unknown holder; nothing done.");
+    if (r.needsConfirmation) {
+        Q_EMIT actionFinished(r);
+        return;
     }
-    if (key.startsWith(QLatin1String("lock:"))) {
-        const QString path = key.mid(5);
-        auto lock = LockFile::open(ss(path), m_clock, m_probe);
-        if (!lock) {
-            r.message = qs(lock.error().describe());
-            return finish(r);
-        }
-        auto st = lock->status(m_staleSeconds);
-        if (!st) {
-            r.message = qs(st.error().describe());
-            return finish(r);
-        }
-        if (!st->exists) {
-            r.ok = true;
-            r.message = tr("%1 is already free.").arg(path);
-            return finish(r);
-        }
-        if (!confirmed && !st->corrupt && st->holderAlive) {
-            r.needsConfirmation = true;
-            r.pid = st->info.pid;
-            r.commandLine = qs(m_probe.commandLine(st->info.pid));
-            r.message = tr("The holder of %1, pid %2, is still running.").arg(path).arg(st->info.pid);
-            Q_EMIT actionFinished(r);
-            return;
-        }
-        // A dead holder's lock is removed by clean(), which re-judges it under the flock of that
-        // very inode: a fresh lock that replaced it in the meantime is never removed.
-        if (!st->corrupt && !st->holderAlive && st->ageSeconds > CLEAN_AGE_SECONDS) {
-            auto cleaned = lock->clean(CLEAN_AGE_SECONDS);
-            if (cleaned && cleaned->removedLock) {
-                r.ok = true;
-                r.message = tr("%1 released (its holder was dead).").arg(path);
-                return finish(r);
-            }
-        }
-        auto done = lock->release(0, true);
-        r.ok = done.ok() && done->state == ReleaseState::Released;
-        r.message = !done ? qs(done.error().describe())
-            : r.ok        ? tr("%1 released.").arg(path)
-                          : tr("%1 is already free.").arg(path);
-        if (done && done->state == ReleaseState::NotLocked)
-            r.ok = true;
-        return finish(r);
-    }
-    r.message = tr("Unknown holder.");
     finish(r);
+}
+
+void QuotaObserver::releaseSlot(const HolderInfo& expected, bool confirmed, ActionResult& r)
+{
+    const QString& provider = expected.provider;
+    const quint64 fence = expected.fence;
+    if (QString why = openLimiter(); !why.isEmpty()) {
+        r.message = why;
+        return;
+    }
+    auto snap = m_limiter->snapshot();
+    if (!snap) {
+        r.message = qs(snap.error().describe());
+        return;
+    }
+    const ProviderState* p = snap->state.provider(ss(provider));
+    const Slot* slot = nullptr;
+    if (p) {
+        auto it
+            = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
+        slot = it == p->slots.end() ? nullptr : &*it;
+    }
+    if (!slot) {
+        r.ok = true;
+        r.message = tr("Slot %1 of %2 is already free; nothing done.").arg(fence).arg(provider);
+        return;
+    }
+    // A fence names one admission for good (fences only grow); the holder must match too.
+    if (slot->pid != expected.pid || slot->acquiredMs != expected.sinceMs) {
+        r.message = tr("Slot %1 of %2 changed since you looked: now held by pid %3; nothing done.")
+                        .arg(fence)
+                        .arg(provider)
+                        .arg(slot->pid);
+        return;
+    }
+    if (!confirmed && slot->pid > 0
+        && m_probe.liveness(slot->pid, slot->acquiredMs / 1000) == Liveness::Alive) {
+        r.needsConfirmation = true;
+        r.pid = slot->pid;
+        r.commandLine = qs(m_probe.commandLine(slot->pid));
+        r.holder.commandLine = r.commandLine;
+        r.message = tr("Slot %1 of %2 (%3)").arg(fence).arg(provider, expected.who);
+        return;
+    }
+    // releaseSlot looks the fence up again under state.lock: released meanwhile means false.
+    auto done = m_limiter->releaseSlot(ss(provider), fence, ss(who()));
+    r.ok = done.ok();
+    r.message = !done ? qs(done.error().describe())
+        : *done
+        ? tr("Slot %1 of %2 released (it was held by pid %3).").arg(fence).arg(provider).arg(slot->pid)
+        : tr("Slot %1 of %2 is already free; nothing done.").arg(fence).arg(provider);
+}
+
+namespace {
+
+QString lockName(const QString& path)
+{
+    return QFileInfo(path).fileName();
+}
+
+QString holderText(const LockTarget::Look& look)
+{
+    if (!look.exists)
+        return QObject::tr("free");
+    if (!look.info)
+        return QObject::tr("a corrupt file");
+    QString text = QObject::tr("held by pid %1").arg(look.info->pid);
+    if (!look.info->tag.empty())
+        text += QStringLiteral(" (%1)").arg(qs(TextSanitizer::clean(look.info->tag, 80)));
+    return text;
+}
+
+HistoryEvent lockEvent(const char* type, const QString& path, const LockTarget::Look& look,
+    const QString& holderState, const QString& actor, qint64 nowMs)
+{
+    HistoryEvent e;
+    e.timeMs = nowMs;
+    e.type = type;
+    e.pid = look.info ? look.info->pid : 0;
+    std::string reason = ss(path);
+    if (look.info) {
+        reason += ": pid " + std::to_string(look.info->pid);
+        if (!look.info->tag.empty())
+            reason += ", tag \"" + TextSanitizer::clean(look.info->tag, 200) + "\"";
+    } else {
+        reason += ": corrupt lock file";
+    }
+    reason += ", holder " + ss(holderState) + "; by " + ss(actor);
+    e.reason = std::move(reason);
+    return e;
+}
+
+} // namespace
+
+void QuotaObserver::releaseLock(const HolderInfo& expected, bool confirmed, ActionResult& r)
+{
+    const QString& path = expected.path;
+    bool alive = false;
+    auto decide = [&](const LockTarget::Look& look) {
+        alive = look.info && m_probe.liveness(look.info->pid, look.info->timestamp) == Liveness::Alive;
+        return confirmed || !alive;
+    };
+    LockTarget::Look found;
+    auto outcome = LockTarget::removeIfSame(path, expected.lock, decide, found);
+    if (!outcome) {
+        r.message = tr("%1: %2; nothing done.").arg(lockName(path), qs(outcome.error().describe()));
+        return;
+    }
+    switch (*outcome) {
+    case LockTarget::Outcome::Gone:
+        r.ok = true;
+        r.message = tr("%1 is already free; nothing done.").arg(lockName(path));
+        return;
+    case LockTarget::Outcome::Changed:
+        r.message
+            = tr("%1 changed since you looked: now %2; nothing done.").arg(lockName(path), holderText(found));
+        return;
+    case LockTarget::Outcome::Kept:
+        r.needsConfirmation = true;
+        r.pid = found.info ? found.info->pid : 0;
+        r.commandLine = qs(m_probe.commandLine(r.pid));
+        r.holder.commandLine = r.commandLine;
+        r.message = expected.who.isEmpty() ? tr("Lock file %1").arg(path)
+                                           : tr("Lock file %1 (%2)").arg(path, expected.who);
+        return;
+    case LockTarget::Outcome::Removed:
+        break;
+    }
+    r.ok = true;
+    r.message = tr("%1 released (it was %2, holder %3).")
+                    .arg(lockName(path), holderText(found), alive ? tr("alive") : tr("dead"));
+    const QString notRecorded = record({ lockEvent("lock-release", path, found,
+        found.info ? (alive ? QStringLiteral("alive") : QStringLiteral("dead")) : QStringLiteral("unknown"),
+        QStringLiteral("forced by ") + who(), msNow(m_clock)) });
+    if (!notRecorded.isEmpty())
+        r.message += QLatin1Char(' ') + tr("Not recorded in the history: %1").arg(notRecorded);
 }
 
 void QuotaObserver::cleanStale()
@@ -415,34 +554,52 @@ void QuotaObserver::cleanStale()
     ActionResult r;
     r.action = QStringLiteral("clean-stale");
     int slots = 0;
-    int locks = 0;
     QStringList problems;
     if (inodeOf(m_home) != 0) {
         if (QString why = openLimiter(); !why.isEmpty()) {
             problems.append(why);
         } else if (auto n = m_limiter->releaseStale(false, ss(who())); n) {
-            slots = *n;
+            slots = *n; // the core records each as "reclaim"
         } else {
             problems.append(qs(n.error().describe()));
         }
     }
     const DashboardSnapshot s = readSnapshot(m_home, m_lockDirs, m_staleSeconds, m_probe, m_clock);
+    std::vector<HistoryEvent> events;
+    QStringList cleaned;
     for (const HolderInfo& h : s.holders) {
         if (h.kind != HolderKind::LockFile
             || (h.health != HolderHealth::Dead && h.health != HolderHealth::Stale))
             continue;
-        auto lock = LockFile::open(ss(h.path), m_clock, m_probe);
-        if (!lock)
+        // Re-judged under the inode's flock: the same file, its holder still dead, and older
+        // than CLEAN_AGE_SECONDS (a lock whose holder died a moment ago is left to the next look).
+        const qint64 nowS = m_clock.unixSeconds();
+        auto decide = [&](const LockTarget::Look& look) {
+            return look.info && m_probe.liveness(look.info->pid, look.info->timestamp) != Liveness::Alive
+                && nowS - look.info->timestamp > CLEAN_AGE_SECONDS;
+        };
+        LockTarget::Look found;
+        auto outcome = LockTarget::removeIfSame(h.path, h.lock, decide, found);
+        if (!outcome) {
+            problems.append(QStringLiteral("%1: %2").arg(lockName(h.path), qs(outcome.error().describe())));
             continue;
-        auto cleaned = lock->clean(CLEAN_AGE_SECONDS);
-        if (!cleaned)
-            problems.append(qs(cleaned.error().describe()));
-        else if (cleaned->removedLock)
-            ++locks;
+        }
+        if (*outcome == LockTarget::Outcome::Removed) {
+            cleaned.append(lockName(h.path));
+            events.push_back(lockEvent("lock-clean", h.path, found, QStringLiteral("dead"),
+                QStringLiteral("cleaned by ") + who(), msNow(m_clock)));
+        }
+        // Orphaned temp files of dead writers (staleSeconds 0: the lock itself is left alone).
+        if (auto lock = LockFile::open(ss(h.path), m_clock, m_probe); lock)
+            (void)lock->clean(0);
     }
     r.ok = problems.isEmpty();
     r.message = tr("Released %n dead slot(s) or waiter(s)", nullptr, slots)
-        + tr(" and %n lock file(s).", nullptr, locks);
+        + tr(" and %n lock file(s)", nullptr, static_cast<int>(cleaned.size()))
+        + (cleaned.isEmpty() ? QStringLiteral(".")
+                             : QStringLiteral(": %1.").arg(cleaned.join(QStringLiteral(", "))));
+    if (const QString notRecorded = record(events); !notRecorded.isEmpty())
+        problems.append(tr("not recorded in the history: %1").arg(notRecorded));
     if (!problems.isEmpty())
         r.message += QLatin1Char(' ') + problems.join(QStringLiteral("; "));
     finish(r);

@@ -9,14 +9,21 @@
 //   shared flock on state.lock, so a writer is never seen half-way), never creates the home
 //   or any file in it, and never "repairs" a corrupt file: FileQuotaStore would move a
 //   corrupt state aside, so it is not used for reading.
-// - Acting goes through the core under its lock and is recorded in the history: every action
-//   is a QuotaLimiter or LockFile call, made with a FileQuotaStore opened only when the user
-//   acts and only on a home that already exists.
+// - Acting goes through the core under its lock and is recorded in the history with the
+//   dashboard as actor: quota actions are QuotaLimiter/QuotaStore calls; a lock file action
+//   removes the file under its flock (LockTarget) and then records a "lock-release" or
+//   "lock-clean" event through a QuotaStore transaction. The store is opened only when the
+//   user acts and only on a home that already exists (without one, the lock action is done
+//   and the message says it could not be recorded).
+// - An action names what the user saw (a HolderInfo with its fence or lock identity, a
+//   LimitChange with the limits shown) and is refused, with nothing done, when the target is
+//   no longer that: "deploy.lock changed since you looked".
 // - The history is read incrementally (HistoryReader); a home that is deleted and re-created
 //   (a new inode) starts a new reader.
 
 #include "actionresult.h"
 #include "dashboardsnapshot.h"
+#include "limitchange.h"
 #include "processprobe.h"
 #include "systemclock.h"
 
@@ -56,12 +63,14 @@ public Q_SLOTS:
     void setLockDirs(const QStringList& lockDirs);
     void setStaleSeconds(qint64 seconds);
 
-    void setLimits(const QString& provider, const tollgate::ProviderLimits& limits);
+    // Applied only if the provider's limits are still change.before (under state.lock).
+    void setLimits(const tollgate::ui::LimitChange& change);
     void pause(const QString& provider, const QString& reason); // provider empty: all
     void resume(const QString& provider); // provider empty: all
     void resetBackoff(const QString& provider);
+    // Acts only on `expected` (same slot fence and holder / same lock file inode and bytes).
     // confirmed=false refuses (with needsConfirmation) when the holder is alive.
-    void releaseHolder(const QString& key, bool confirmed);
+    void releaseHolder(const tollgate::ui::HolderInfo& expected, bool confirmed);
     void cleanStale();
 
 Q_SIGNALS:
@@ -75,6 +84,10 @@ private:
     void pollHistory();
     [[nodiscard]] QString openLimiter(); // empty on success, else why not
     void finish(ActionResult result);
+    void releaseSlot(const HolderInfo& expected, bool confirmed, ActionResult& r);
+    void releaseLock(const HolderInfo& expected, bool confirmed, ActionResult& r);
+    // Appends events to the history (one transaction); empty on success, else why not.
+    [[nodiscard]] QString record(const std::vector<HistoryEvent>& events);
 
     QString m_home;
     QStringList m_lockDirs;
