@@ -90,14 +90,19 @@ Result<Fd> HomeDir::open(const std::string& dir, bool create)
     if (!fd) {
         const int err = fd.error().sysErrno;
         if (err == ENOTDIR || err == ELOOP) {
-            // Only to word the message: the decision was made by the open itself.
+            // Only to word the message: the decision was made by the open itself. A directory
+            // here now means the path was swapped between the open and this look.
             struct stat st
             {
             };
-            if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+            const bool seen = ::lstat(dir.c_str(), &st) == 0;
+            if (seen && S_ISDIR(st.st_mode))
+                return Error::make(ErrorKind::Permission, dir,
+                    "the Tollgate home was not a directory when opened (replaced meanwhile?); refusing it");
+            if (seen && S_ISLNK(st.st_mode))
                 return Error::make(
                     ErrorKind::Permission, dir, "the Tollgate home is a symbolic link; refusing it");
-            if (::lstat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+            if (seen)
                 return Error::make(ErrorKind::Usage, dir, "the Tollgate home is not a directory");
         }
         return Error::fromErrno(err, dir, "cannot use the Tollgate home directory");
