@@ -14,19 +14,19 @@ Result<void> HistoryLog::openCurrent()
     auto fd = HomeDir::openFile(*m_home, CURRENT, O_RDWR | O_APPEND | O_CREAT, 0600);
     if (!fd)
         return fd.error();
-    auto st = fd->stat();
-    if (!st)
-        return st.error();
-    m_needNewline = false;
-    if (st->st_size > 0) {
-        char last = '\n';
-        auto n = fd->preadSome(&last, 1, st->st_size - 1);
-        if (!n)
-            return n.error();
-        m_needNewline = *n == 1 && last != '\n';
-    }
     m_fd = std::move(fd).value();
     return {};
+}
+
+Result<bool> HistoryLog::endsInPartialLine(off_t size) const
+{
+    if (size <= 0)
+        return false;
+    char last = '\n';
+    auto n = m_fd.preadSome(&last, 1, size - 1);
+    if (!n)
+        return n.error();
+    return *n == 1 && last != '\n';
 }
 
 Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::uint32_t generation)
@@ -50,16 +50,20 @@ Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::ui
             return r.error();
         rotated = true;
     }
+    // A writer killed (or failing) mid-line left a partial line: end it, so that it alone
+    // is lost and not also our first line. One pread of one byte, under the lock.
+    auto partial = endsInPartialLine(rotated ? 0 : st->st_size);
+    if (!partial)
+        return partial.error();
     std::string buf;
-    if (m_needNewline)
-        buf += '\n'; // end the partial line: it stays unreadable, ours does not
+    if (*partial)
+        buf += '\n';
     for (const auto& e : events)
         buf += e.toJsonLine();
     if (auto w = m_fd.writeAll(buf); !w) {
-        m_fd.reset(); // reopen next time, and look at how the file ends then
+        m_fd.reset(); // reopen next time
         return w.error();
     }
-    m_needNewline = false;
     return rotated;
 }
 

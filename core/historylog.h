@@ -37,12 +37,12 @@ public:
 
 private:
     Result<void> openCurrent();
+    [[nodiscard]] Result<bool> endsInPartialLine(off_t size) const;
 
     const Fd* m_home; // not owned
     off_t m_maxBytes;
     Fd m_fd;
     std::uint32_t m_generation = 0;
-    bool m_needNewline = false; // the file ends in a partial line (a writer killed or failed)
 };
 
 } // namespace tollgate

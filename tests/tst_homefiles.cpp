@@ -42,6 +42,7 @@ private Q_SLOTS:
     void nonRegularFilesAreRefusedWithoutHanging();
     void foreignOrWritableFilesInsideAreRefused();
     void historyFailureAfterTheCommitIsNotAFailure();
+    void partialHistoryLineCostsOnlyItself();
     void swappedHomeNeverReadsOrWritesElsewhere();
     void readSideCreatesNothing();
 
@@ -335,6 +336,27 @@ void TestHomeFiles::historyFailureAfterTheCommitIsNotAFailure()
     auto next = reader.poll();
     QCOMPARE(next->events.size(), std::size_t(1));
     QCOMPARE(next->events[0].type, std::string("ok"));
+}
+
+void TestHomeFiles::partialHistoryLineCostsOnlyItself()
+{
+    QCOMPARE(cli(setArgs("api", 5)).code, 0);
+    {
+        QFile f(file("history.jsonl"));
+        QVERIFY(f.open(QIODevice::Append));
+        f.write("{\"t\":999,\"type\":\"adm"); // a writer killed mid-line
+    }
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("a") })
+                 .code,
+        0);
+    HistoryReader reader(m_home.toStdString());
+    auto b = reader.poll();
+    QVERIFY(b.ok());
+    QCOMPARE(b->badLines, std::size_t(1)); // the broken line alone
+    QVERIFY(!b->events.empty());
+    QCOMPARE(b->events.back().type, std::string("admit"));
+    QCOMPARE(b->events.back().caller, std::string("a"));
 }
 
 void TestHomeFiles::swappedHomeNeverReadsOrWritesElsewhere()
