@@ -1,6 +1,6 @@
 #include "doorbell.h"
 
-#include "fd.h"
+#include "homedir.h"
 
 #include <cerrno>
 #include <climits>
@@ -15,6 +15,10 @@ namespace tollgate {
 namespace {
 
 constexpr std::size_t MAP_BYTES = 4096;
+constexpr int GAP_LOST = 16;
+constexpr int GAP_ERRNO = 17;
+constexpr int GAP_SINCE_LOW = 18;
+constexpr int GAP_SINCE_HIGH = 19;
 static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && std::atomic<std::uint32_t>::is_always_lock_free);
 
 long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const struct timespec* timeout)
@@ -54,16 +58,14 @@ void Doorbell::unmap()
     }
 }
 
-Result<Doorbell> Doorbell::open(const std::string& path)
+Result<Doorbell> Doorbell::open(const Fd& home)
 {
-    auto fd = Fd::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    auto fd = HomeDir::openFile(home, "doorbell", O_RDWR | O_CREAT, 0600);
     if (!fd)
         return fd.error();
     auto st = fd->stat();
     if (!st)
         return st.error();
-    if (!S_ISREG(st->st_mode))
-        return Error::make(ErrorKind::Permission, path, "is not a regular file");
     if (st->st_size < static_cast<off_t>(MAP_BYTES)) {
         // Growing with ftruncate keeps existing bytes and zero-fills: concurrent openers agree.
         if (auto t = fd->truncate(MAP_BYTES); !t)
@@ -71,7 +73,7 @@ Result<Doorbell> Doorbell::open(const std::string& path)
     }
     void* p = ::mmap(nullptr, MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
     if (p == MAP_FAILED)
-        return Error::fromErrno(errno, path, "cannot map the doorbell");
+        return Error::fromErrno(errno, fd->path(), "cannot map the doorbell");
     Doorbell d;
     d.m_words = static_cast<std::atomic<std::uint32_t>*>(p);
     return d; // the mapping outlives the descriptor
@@ -102,11 +104,49 @@ void Doorbell::ring()
         futex(&m_words[0], FUTEX_WAKE, INT_MAX, nullptr);
 }
 
+Doorbell::HistoryGap Doorbell::historyGap() const
+{
+    HistoryGap g;
+    if (!m_words)
+        return g;
+    g.lost = m_words[GAP_LOST].load();
+    g.sysErrno = static_cast<int>(m_words[GAP_ERRNO].load());
+    g.sinceMs = static_cast<std::int64_t>(
+        (static_cast<std::uint64_t>(m_words[GAP_SINCE_HIGH].load()) << 32) | m_words[GAP_SINCE_LOW].load());
+    return g;
+}
+
+void Doorbell::addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno)
+{
+    if (!m_words || lost == 0)
+        return;
+    if (m_words[GAP_LOST].load() == 0) {
+        const auto t = static_cast<std::uint64_t>(timeMs);
+        m_words[GAP_SINCE_LOW].store(static_cast<std::uint32_t>(t));
+        m_words[GAP_SINCE_HIGH].store(static_cast<std::uint32_t>(t >> 32));
+        m_words[GAP_ERRNO].store(static_cast<std::uint32_t>(sysErrno));
+    }
+    const std::uint32_t before = m_words[GAP_LOST].load();
+    m_words[GAP_LOST].store(before + lost < before ? UINT32_MAX : before + lost); // saturate
+}
+
+void Doorbell::clearHistoryGap()
+{
+    if (!m_words)
+        return;
+    m_words[GAP_LOST].store(0);
+    m_words[GAP_ERRNO].store(0);
+    m_words[GAP_SINCE_LOW].store(0);
+    m_words[GAP_SINCE_HIGH].store(0);
+}
+
 void Doorbell::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const
 {
     if (!m_words || timeout <= std::chrono::nanoseconds::zero())
         return;
-    struct timespec ts {};
+    struct timespec ts
+    {
+    };
     ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
     ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
     m_words[1].fetch_add(1);

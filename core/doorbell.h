@@ -8,7 +8,10 @@
 // word counts sleepers so that ring() skips the wake syscall when nobody waits. Two more
 // words are change counters that let every process notice, without a system call, that
 // the limits were saved, the state file was set aside, or the history was rotated.
+// Words 16..19 record history events that could not be written (see HistoryGap), so that
+// whichever process appends next writes the gap marker.
 
+#include "fd.h"
 #include "result.h"
 
 #include <atomic>
@@ -18,7 +21,8 @@
 
 namespace tollgate {
 
-class Doorbell {
+class Doorbell
+{
 public:
     Doorbell() = default;
     ~Doorbell();
@@ -27,7 +31,8 @@ public:
     Doorbell(const Doorbell&) = delete;
     Doorbell& operator=(const Doorbell&) = delete;
 
-    static Result<Doorbell> open(const std::string& path);
+    // Opens (creating it if needed) the file `doorbell` of the home (see HomeDir::openFile).
+    static Result<Doorbell> open(const Fd& home);
 
     enum class Counter { Config = 2, History = 3 };
 
@@ -35,12 +40,26 @@ public:
     [[nodiscard]] std::uint32_t counter(Counter c) const;
     void bump(Counter c);
     void ring();
+
+    // Events lost because the history could not be written. Read and changed only under
+    // state.lock (each word is atomic, the group is not).
+    struct HistoryGap
+    {
+        std::uint32_t lost = 0; // events not written since sinceMs; 0: no gap
+        std::int64_t sinceMs = 0; // unix ms of the first lost event
+        int sysErrno = 0; // why the first one was lost (0: not a system error)
+    };
+    [[nodiscard]] HistoryGap historyGap() const;
+    void addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno);
+    void clearHistoryGap();
     // Returns when the generation differs from `seen`, a ring arrives, or the timeout passes.
     void wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
 
 private:
     void unmap();
-    std::atomic<std::uint32_t>* m_words = nullptr; // [0] generation, [1] sleepers, [2] config, [3] history; mapped
+    // [0] generation, [1] sleepers, [2] config, [3] history rotations, [16] lost history
+    // events, [17] their errno, [18] [19] unix ms of the first (low, high); mapped
+    std::atomic<std::uint32_t>* m_words = nullptr;
 };
 
 } // namespace tollgate

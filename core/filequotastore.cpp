@@ -15,6 +15,11 @@ namespace tollgate {
 
 namespace {
 
+constexpr const char* LOCK_NAME = "state.lock";
+constexpr const char* STATE_NAME = "state.bin";
+constexpr const char* LIMITS_NAME = "limits.json";
+constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
+
 bool sameStat(const struct stat& a, const struct stat& b)
 {
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size
@@ -36,37 +41,116 @@ std::int64_t nowMs(const Clock& c)
     return std::chrono::duration_cast<std::chrono::milliseconds>(c.now().time_since_epoch()).count();
 }
 
-Result<void> checkRegular(const Fd& fd)
+template <typename Names> std::string nameList(const Names& names)
 {
-    auto st = fd.stat();
-    if (!st)
-        return st.error();
-    if (!S_ISREG(st->st_mode))
-        return Error::make(ErrorKind::Permission, fd.path(), "is not a regular file; refusing it");
-    return {};
+    std::string out;
+    std::size_t n = 0;
+    for (const auto& name : names) {
+        if (n == 5) {
+            out += ", ...";
+            break;
+        }
+        out += (n++ ? ", " : "") + name;
+    }
+    return out;
+}
+
+std::string providers(std::size_t n)
+{
+    return std::to_string(n) + (n == 1 ? " provider" : " providers");
+}
+
+void unlinkName(const Fd& home, const std::string& name)
+{
+    if (!name.empty())
+        (void)::unlinkat(home.get(), name.c_str(), 0);
 }
 
 } // namespace
 
 Result<std::unique_ptr<FileQuotaStore>> FileQuotaStore::open(const std::string& homeDir, const Clock& clock)
 {
-    if (auto r = HomeDir::ensure(homeDir); !r)
-        return r.error();
-    auto lockFd = Fd::open(homeDir + "/state.lock", O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+    auto home = HomeDir::open(homeDir, true);
+    if (!home)
+        return home.error();
+    // Every file of the home is looked at once up front, without opening it (nothing can
+    // block): a FIFO, directory, socket or foreign file planted at any of them fails the
+    // command before it changes anything, never half-way through a committed transaction.
+    for (const char* name :
+        { LOCK_NAME, STATE_NAME, LIMITS_NAME, HistoryLog::CURRENT, HistoryLog::PREVIOUS, "doorbell" }) {
+        if (auto r = HomeDir::checkEntry(*home, name); !r)
+            return r.error();
+    }
+    auto lockFd = HomeDir::openFile(*home, LOCK_NAME, O_RDWR | O_CREAT, 0600);
     if (!lockFd)
         return lockFd.error();
-    if (auto r = checkRegular(*lockFd); !r)
-        return r.error();
-    auto bell = Doorbell::open(homeDir + "/doorbell");
+    auto bell = Doorbell::open(*home);
     if (!bell)
         return bell.error();
-    return std::unique_ptr<FileQuotaStore>(
-        new FileQuotaStore(homeDir, clock, std::move(lockFd).value(), std::move(bell).value()));
+    return std::unique_ptr<FileQuotaStore>(new FileQuotaStore(
+        std::move(home).value(), clock, std::move(lockFd).value(), std::move(bell).value()));
+}
+
+std::vector<Error> FileQuotaStore::takeWarnings()
+{
+    return std::exchange(m_warnings, {});
 }
 
 void FileQuotaStore::waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const
 {
     m_doorbell.wait(mark, timeout);
+}
+
+std::string FileQuotaStore::backupName(int generation)
+{
+    return std::string(LIMITS_NAME) + ".bak" + (generation ? "." + std::to_string(generation) : "");
+}
+
+std::optional<Error> FileQuotaStore::lostLimits(const Fd& home, const QuotaState* state)
+{
+    const std::string limits = home.path() + "/" + LIMITS_NAME;
+    std::string unreadable;
+    for (int g = 0; g < LIMITS_BACKUPS; ++g) {
+        const std::string name = backupName(g);
+        const std::string path = home.path() + "/" + name;
+        auto fd = HomeDir::openIfThere(home, name, O_RDONLY);
+        Result<std::string> text = !fd ? Result<std::string>(fd.error())
+            : *fd                      ? (*fd)->readAll(MAX_LIMITS_BYTES)
+                                       : Result<std::string>(std::string());
+        if (fd && !*fd)
+            continue;
+        auto parsed = text ? QuotaLimits::fromJson(*text) : Result<QuotaLimits>(text.error());
+        if (!parsed) {
+            if (unreadable.empty())
+                unreadable = name + " exists but cannot be used (" + parsed.error().describe() + ")";
+            continue;
+        }
+        if (parsed->providers().empty() && unreadable.empty())
+            break; // the newest limits were "none": nothing was lost
+        std::vector<std::string> names;
+        for (const auto& [n, l] : parsed->providers())
+            names.push_back(n);
+        return Error::make(ErrorKind::Corrupt, limits,
+            "the limits file is missing, but " + name + " holds " + providers(names.size()) + " ("
+                + nameList(names) + "): restore it with `cp " + path + " " + limits
+                + "`, or remove the backups (" + home.path() + "/" + LIMITS_NAME + ".bak*) to start over");
+    }
+    if (!unreadable.empty()) {
+        return Error::make(ErrorKind::Corrupt, limits,
+            "the limits file is missing, and " + unreadable
+                + ": restore limits.json by hand, or remove the backups (" + home.path() + "/" + LIMITS_NAME
+                + ".bak*) to start over");
+    }
+    if (state && !state->providers.empty()) {
+        std::vector<std::string> names;
+        for (const auto& p : state->providers)
+            names.push_back(p.name);
+        return Error::make(ErrorKind::Corrupt, limits,
+            "the limits file is missing, but the state still tracks " + providers(names.size()) + " ("
+                + nameList(names) + "): the limits were lost. Restore limits.json from a copy, or remove "
+                + home.path() + "/" + STATE_NAME + " to start over");
+    }
+    return std::nullopt;
 }
 
 Result<void> FileQuotaStore::loadLimits()
@@ -81,21 +165,20 @@ Result<void> FileQuotaStore::loadLimits()
         if (st && st->st_nlink > 0 && sameStat(*st, m_limitsStat))
             return {};
     }
-    auto fd = Fd::open(limitsPath(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    if (!fd) {
-        if (fd.error().sysErrno != ENOENT)
-            return fd.error();
+    auto fd = HomeDir::openIfThere(m_home, LIMITS_NAME, O_RDONLY);
+    if (!fd)
+        return fd.error();
+    if (!*fd) {
         m_limits = QuotaLimits {};
         m_limitsFd.reset();
         m_limitsLoaded = true;
+        m_limitsMissing = true;
         return {};
     }
-    if (auto r = checkRegular(*fd); !r)
-        return r.error();
-    auto st = fd->stat();
+    auto st = (*fd)->stat();
     if (!st)
         return st.error();
-    auto text = fd->readAll(4 * 1024 * 1024);
+    auto text = (*fd)->readAll(MAX_LIMITS_BYTES);
     if (!text)
         return text.error();
     auto parsed = QuotaLimits::fromJson(*text);
@@ -106,56 +189,55 @@ Result<void> FileQuotaStore::loadLimits()
                 + "; it was left untouched (fix it, or restore limits.json.bak)");
     }
     m_limits = std::move(parsed).value();
-    m_limitsFd = std::move(fd).value();
+    m_limitsFd = std::move(**fd);
     m_limitsStat = *st;
     m_limitsLoaded = true;
+    m_limitsMissing = false;
     return {};
 }
 
-namespace {
-
-// temp + fsync + rename: readers see the old or the new file, never a partial one.
-Result<void> writeAtomically(const std::string& path, const std::string& content)
+Result<void> FileQuotaStore::writeTemp(const std::string& name, const std::string& content) const
 {
-    const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
-    ::unlink(tmp.c_str());
-    {
-        auto fd = Fd::open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-        if (!fd)
-            return fd.error();
-        auto w = fd->writeAll(content);
-        if (w)
-            w = fd->syncData();
-        if (!w) {
-            ::unlink(tmp.c_str());
-            return w.error();
-        }
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        return Error::fromErrno(err, path, "cannot save");
-    }
-    return {};
-}
-
-} // namespace
-
-Result<std::string> FileQuotaStore::prepareLimitsFile(const QuotaLimits& limits) const
-{
-    const std::string tmp = limitsPath() + "." + std::to_string(::getpid()) + ".tmp";
-    ::unlink(tmp.c_str());
-    auto fd = Fd::open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    unlinkName(m_home, name); // left by a killed process with our pid
+    auto fd = HomeDir::openFile(m_home, name, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (!fd)
         return fd.error();
-    auto w = fd->writeAll(limits.toJson());
+    auto w = fd->writeAll(content);
     if (w)
         w = fd->syncData();
     if (!w) {
-        ::unlink(tmp.c_str());
+        unlinkName(m_home, name);
         return w.error();
     }
-    return tmp;
+    return {};
+}
+
+Result<void> FileQuotaStore::commitLimits(const PreparedLimits& prepared)
+{
+    // The commit: limits.json is replaced atomically.
+    if (::renameat(m_home.get(), prepared.tmpName.c_str(), m_home.get(), LIMITS_NAME) != 0)
+        return Error::fromErrno(errno, limitsPath(), "cannot save the limits");
+    // Then the backups rotate (bak.1 -> bak.2, bak -> bak.1, new -> bak), each a rename, so a
+    // kill at any point leaves every generation whole. Under the lock, so that two limit
+    // changes never interleave their rotations. A failure here is a warning: the limits
+    // themselves are saved.
+    for (int g = LIMITS_BACKUPS - 1; g > 0; --g) {
+        const std::string from = backupName(g - 1);
+        const std::string to = backupName(g);
+        if (::renameat(m_home.get(), from.c_str(), m_home.get(), to.c_str()) != 0 && errno != ENOENT) {
+            m_warnings.push_back(Error::fromErrno(errno, m_dir + "/" + from,
+                "the limits were saved, but the backups could not be rotated to " + to));
+            return {};
+        }
+    }
+    if (!prepared.backupTmpName.empty()) {
+        const std::string bak = backupName(0);
+        if (::renameat(m_home.get(), prepared.backupTmpName.c_str(), m_home.get(), bak.c_str()) != 0) {
+            m_warnings.push_back(Error::fromErrno(
+                errno, m_dir + "/" + bak, "the limits were saved, but their backup was not"));
+        }
+    }
+    return {};
 }
 
 Result<void> FileQuotaStore::openState()
@@ -167,13 +249,11 @@ Result<void> FileQuotaStore::openState()
     }
     // O_NOATIME: every transaction reads right after a write, which would otherwise update
     // the access time each time. Only the owner may ask for it; fall back without it.
-    auto fd = Fd::open(statePath(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOATIME, 0600);
+    auto fd = HomeDir::openFile(m_home, STATE_NAME, O_RDWR | O_CREAT | O_NOATIME, 0600);
     if (!fd && fd.error().sysErrno == EPERM)
-        fd = Fd::open(statePath(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK, 0600);
+        fd = HomeDir::openFile(m_home, STATE_NAME, O_RDWR | O_CREAT, 0600);
     if (!fd)
         return fd.error();
-    if (auto r = checkRegular(*fd); !r)
-        return r.error();
     m_state.emplace(std::move(fd).value());
     return {};
 }
@@ -185,20 +265,20 @@ Error FileQuotaStore::moveAside(const Error& why)
     std::string aside;
     // link + unlink, not rename: an earlier corrupt file with the same name is never replaced.
     for (int i = 0; i < 100; ++i) {
-        aside = path + ".corrupt-" + stamp + (i ? "-" + std::to_string(i) : "");
-        if (::link(path.c_str(), aside.c_str()) == 0)
+        aside = std::string(STATE_NAME) + ".corrupt-" + stamp + (i ? "-" + std::to_string(i) : "");
+        if (::linkat(m_home.get(), STATE_NAME, m_home.get(), aside.c_str(), 0) == 0)
             break;
         if (errno != EEXIST) {
             return Error::make(ErrorKind::Corrupt, path,
-                "the state file is corrupt (" + why.message + ") and could not be moved aside: "
-                    + std::strerror(errno));
+                "the state file is corrupt (" + why.message
+                    + ") and could not be moved aside: " + std::strerror(errno));
         }
     }
-    ::unlink(path.c_str());
+    ::unlinkat(m_home.get(), STATE_NAME, 0);
     m_state.reset();
     m_doorbell.bump(Doorbell::Counter::Config);
     return Error::make(ErrorKind::Corrupt, path,
-        "the state file is corrupt (" + why.message + "); moved it aside to " + aside
+        "the state file is corrupt (" + why.message + "); moved it aside to " + m_dir + "/" + aside
             + " (kept for inspection). The next command starts from a fresh, conservative state; "
               "your limits in limits.json are kept");
 }
@@ -235,7 +315,42 @@ Result<QuotaState> FileQuotaStore::readState(std::vector<HistoryEvent>& events, 
     return fresh;
 }
 
-Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared)
+void FileQuotaStore::appendHistory(std::vector<HistoryEvent> events)
+{
+    if (events.empty())
+        return;
+    const std::size_t ours = events.size();
+    const Doorbell::HistoryGap gap = m_doorbell.historyGap();
+    if (gap.lost != 0) {
+        HistoryEvent e;
+        e.timeMs = events.front().timeMs;
+        e.type = "gap";
+        e.lost = gap.lost;
+        e.sinceMs = gap.sinceMs;
+        e.reason = std::to_string(gap.lost) + " event(s) could not be written"
+            + (gap.sysErrno ? std::string(" (") + std::strerror(gap.sysErrno) + ")" : std::string());
+        events.insert(events.begin(), std::move(e));
+    }
+    auto appended = m_history.append(events, m_doorbell.counter(Doorbell::Counter::History));
+    if (!appended) {
+        // After the commit: the deed is done, so this is a warning, and the loss is counted
+        // where the next appender (any process) will find it and write the gap marker.
+        m_doorbell.addHistoryGap(
+            static_cast<std::uint32_t>(ours), events.back().timeMs, appended.error().sysErrno);
+        Error w = appended.error();
+        w.message += "; the change itself was saved, but " + std::to_string(ours)
+            + " history event(s) were not (the history will record the gap)";
+        m_warnings.push_back(std::move(w));
+        return;
+    }
+    if (gap.lost != 0)
+        m_doorbell.clearHistoryGap();
+    if (*appended)
+        m_doorbell.bump(Doorbell::Counter::History);
+}
+
+Result<void> FileQuotaStore::run(
+    const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared)
 {
     auto guard = FlockGuard::lock(m_lockFd, true, std::chrono::steady_clock::now() + LOCK_TIMEOUT);
     if (!guard)
@@ -246,11 +361,21 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
     if (auto r = loadLimits(); !r)
         return r.error();
     m_configSeen = config;
+    if (m_limitsMissing) {
+        // Lost limits are not "no limits": refuse before reading (and perhaps setting aside)
+        // the state, and before any limits change could overwrite the last copy.
+        if (auto lost = lostLimits(m_home, nullptr))
+            return *lost;
+    }
     std::vector<HistoryEvent> events;
     bool changed = false;
     auto state = readState(events, changed);
     if (!state)
         return state.error();
+    if (m_limitsMissing) {
+        if (auto lost = lostLimits(m_home, &*state))
+            return *lost;
+    }
     QuotaTransaction tx { *state, m_limits, std::move(events), changed, false };
     if (limitsFn) {
         QuotaLimits edited = m_limits;
@@ -261,8 +386,8 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
             // nobody changed the limits in between (then the caller prepares again).
             if (!prepared || !(prepared->base == m_limits) || !(prepared->edited == edited))
                 return Error::make(ErrorKind::Busy, limitsPath(), "the limits changed meanwhile");
-            if (::rename(prepared->tmpPath.c_str(), limitsPath().c_str()) != 0)
-                return Error::fromErrno(errno, limitsPath(), "cannot save the limits");
+            if (auto r = commitLimits(*prepared); !r)
+                return r;
             m_doorbell.bump(Doorbell::Counter::Config);
             m_limitsLoaded = false;
             if (auto r = loadLimits(); !r)
@@ -279,18 +404,14 @@ Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunctio
         if (auto w = m_state->write(tx.state); !w)
             return w.error();
     }
-    // The history is best effort next to the state: a full disk must not stop admissions
-    // that the state already recorded, so its error is returned only when nothing else failed.
-    Result<void> history;
-    auto appended = m_history.append(tx.events, m_doorbell.counter(Doorbell::Counter::History));
-    if (!appended)
-        history = appended.error();
-    else if (*appended)
-        m_doorbell.bump(Doorbell::Counter::History);
+    // The state (and limits.json) are the commit. The history comes after it, best effort:
+    // a full disk or a broken history file must not make a caller believe that an admission,
+    // a backoff or a limit change did not happen (see appendHistory).
+    appendHistory(std::move(tx.events));
     guard->unlock();
     if (tx.ring)
         m_doorbell.ring();
-    return history;
+    return {};
 }
 
 Result<void> FileQuotaStore::transact(const TxFunction& fn)
@@ -300,34 +421,39 @@ Result<void> FileQuotaStore::transact(const TxFunction& fn)
 
 Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
 {
-    // fsync can take seconds on a busy disk, so the new limits.json is written and synced
-    // *before* taking state.lock, and only renamed into place under it (if the limits did
-    // not change meanwhile; otherwise prepare again). Every caller keeps moving meanwhile.
+    // fsync can take seconds on a busy disk, so the new limits.json (and its backup) are
+    // written and synced *before* taking state.lock, and only renamed into place under it
+    // (if the limits did not change meanwhile; otherwise prepare again). Every caller keeps
+    // moving meanwhile.
+    const std::string suffix = "." + std::to_string(::getpid()) + ".tmp";
     for (int attempt = 0; attempt < 8; ++attempt) {
         if (auto r = loadLimits(); !r)
             return r;
-        PreparedLimits prepared { m_limits, m_limits, {} };
+        PreparedLimits prepared { m_limits, m_limits, {}, {} };
         QuotaState scratch;
         QuotaTransaction dryRun { scratch, prepared.base, {}, false, false };
         if (auto r = fn(prepared.edited, dryRun); !r)
             return r;
         if (!(prepared.edited == prepared.base)) {
-            auto tmp = prepareLimitsFile(prepared.edited);
-            if (!tmp)
-                return tmp.error();
-            prepared.tmpPath = *tmp;
+            const std::string content = prepared.edited.toJson();
+            prepared.tmpName = std::string(LIMITS_NAME) + suffix;
+            if (auto w = writeTemp(prepared.tmpName, content); !w)
+                return w;
+            prepared.backupTmpName = backupName(0) + suffix;
+            if (auto w = writeTemp(prepared.backupTmpName, content); !w) {
+                unlinkName(m_home, prepared.tmpName);
+                return w;
+            }
         }
         auto r = run(&fn, nullptr, &prepared);
-        if (!prepared.tmpPath.empty())
-            ::unlink(prepared.tmpPath.c_str()); // still there only if not renamed
+        // Still there only if not renamed.
+        unlinkName(m_home, prepared.tmpName);
+        unlinkName(m_home, prepared.backupTmpName);
         if (!r && r.error().kind == ErrorKind::Busy && r.error().path == limitsPath())
             continue;
-        if (r && !prepared.tmpPath.empty()) {
-            if (auto dirFd = Fd::open(m_dir, O_RDONLY | O_DIRECTORY); dirFd)
-                ::fsync(dirFd->get());
-            // limits.json.bak: the last limits Tollgate wrote, to restore from if limits.json
-            // is later broken by hand. Best effort: the limits themselves are already safe.
-            (void)writeAtomically(limitsPath() + ".bak", prepared.edited.toJson());
+        if (r && !prepared.tmpName.empty()) {
+            if (auto synced = HomeDir::sync(m_home); !synced)
+                m_warnings.push_back(synced.error());
         }
         return r;
     }

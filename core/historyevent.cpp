@@ -8,8 +8,7 @@ namespace {
 
 using nlohmann::json;
 
-template <typename T>
-void take(const json& j, const char* key, T& out)
+template <typename T> void take(const json& j, const char* key, T& out)
 {
     auto it = j.find(key);
     if (it == j.end())
@@ -50,6 +49,10 @@ std::string HistoryEvent::toJsonLine() const
         j["retry_after_ms"] = retryAfterMs;
     if (backoffMs)
         j["backoff_ms"] = backoffMs;
+    if (lost)
+        j["lost"] = lost;
+    if (sinceMs)
+        j["since"] = sinceMs;
     return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
@@ -73,6 +76,8 @@ Result<HistoryEvent> HistoryEvent::fromJsonLine(std::string_view line)
     take(j, "reason", e.reason);
     take(j, "retry_after_ms", e.retryAfterMs);
     take(j, "backoff_ms", e.backoffMs);
+    take(j, "lost", e.lost);
+    take(j, "since", e.sinceMs);
     return e;
 }
 

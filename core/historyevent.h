@@ -12,9 +12,10 @@
 
 namespace tollgate {
 
-struct HistoryEvent {
+struct HistoryEvent
+{
     std::int64_t timeMs = 0;
-    std::string type; // admit, gave-up, 429, ok, pause, resume, limits, release, reclaim, reset
+    std::string type; // admit, gave-up, 429, ok, pause, resume, limits, release, reclaim, reset, gap
     std::string provider; // empty: all providers
     std::string caller;
     std::string model;
@@ -25,6 +26,9 @@ struct HistoryEvent {
     std::string reason; // wait reason, pause reason, or what changed
     std::int64_t retryAfterMs = 0;
     std::int64_t backoffMs = 0;
+    // "gap" events only: how many events could not be written, from sinceMs (unix ms) on.
+    std::int64_t lost = 0;
+    std::int64_t sinceMs = 0;
 
     [[nodiscard]] std::string toJsonLine() const; // ends with '\n'
     [[nodiscard]] static Result<HistoryEvent> fromJsonLine(std::string_view line);

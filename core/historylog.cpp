@@ -1,21 +1,41 @@
 #include "historylog.h"
 
+#include "homedir.h"
+
+#include <cerrno>
 #include <cstdio>
 #include <fcntl.h>
 #include <sys/stat.h>
 
 namespace tollgate {
 
+Result<void> HistoryLog::openCurrent()
+{
+    auto fd = HomeDir::openFile(*m_home, CURRENT, O_RDWR | O_APPEND | O_CREAT, 0600);
+    if (!fd)
+        return fd.error();
+    m_fd = std::move(fd).value();
+    return {};
+}
+
+Result<bool> HistoryLog::endsInPartialLine(off_t size) const
+{
+    if (size <= 0)
+        return false;
+    char last = '\n';
+    auto n = m_fd.preadSome(&last, 1, size - 1);
+    if (!n)
+        return n.error();
+    return *n == 1 && last != '\n';
+}
+
 Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::uint32_t generation)
 {
     if (events.empty())
         return false;
-    const std::string path = currentPath();
     if (!m_fd.valid() || generation != m_generation) {
-        auto fd = Fd::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
-        if (!fd)
-            return fd.error();
-        m_fd = std::move(fd).value();
+        if (auto r = openCurrent(); !r)
+            return r.error();
         m_generation = generation;
     }
     auto st = m_fd.stat();
@@ -23,19 +43,27 @@ Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::ui
         return st.error();
     bool rotated = false;
     if (st->st_size >= m_maxBytes) {
-        if (::rename(path.c_str(), previousPath().c_str()) != 0)
-            return Error::fromErrno(errno, path, "cannot rotate the history");
-        auto fd = Fd::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0600);
-        if (!fd)
-            return fd.error();
-        m_fd = std::move(fd).value();
+        if (::renameat(m_home->get(), CURRENT, m_home->get(), PREVIOUS) != 0)
+            return Error::fromErrno(errno, currentPath(), "cannot rotate the history to " + previousPath());
+        m_fd.reset();
+        if (auto r = openCurrent(); !r)
+            return r.error();
         rotated = true;
     }
+    // A writer killed (or failing) mid-line left a partial line: end it, so that it alone
+    // is lost and not also our first line. One pread of one byte, under the lock.
+    auto partial = endsInPartialLine(rotated ? 0 : st->st_size);
+    if (!partial)
+        return partial.error();
     std::string buf;
+    if (*partial)
+        buf += '\n';
     for (const auto& e : events)
         buf += e.toJsonLine();
-    if (auto w = m_fd.writeAll(buf); !w)
+    if (auto w = m_fd.writeAll(buf); !w) {
+        m_fd.reset(); // reopen next time
         return w.error();
+    }
     return rotated;
 }
 

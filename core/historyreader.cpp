@@ -1,6 +1,7 @@
 #include "historyreader.h"
 
-#include "fd.h"
+#include "historylog.h"
+#include "homedir.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -31,15 +32,15 @@ void HistoryReader::parseLines(std::string_view text, Batch& out, std::size_t& c
     }
 }
 
-Result<void> HistoryReader::readFrom(const std::string& path, ino_t expectIno, off_t& offset, Batch& out,
-    bool requireIno)
+Result<void> HistoryReader::readFrom(
+    const Fd& home, const char* name, ino_t expectIno, off_t& offset, Batch& out, bool requireIno)
 {
-    auto fd = Fd::open(path, O_RDONLY | O_NOFOLLOW);
-    if (!fd) {
-        if (fd.error().sysErrno == ENOENT)
-            return {};
-        return fd.error();
-    }
+    auto opened = HomeDir::openIfThere(home, name, O_RDONLY);
+    if (!opened)
+        return opened.error();
+    if (!*opened)
+        return {};
+    const Fd* fd = &**opened;
     auto st = fd->stat();
     if (!st)
         return st.error();
@@ -89,26 +90,39 @@ Result<void> HistoryReader::readFrom(const std::string& path, ino_t expectIno, o
 
 Result<HistoryReader::Batch> HistoryReader::poll()
 {
+    auto home = HomeDir::open(m_dir, false);
+    if (!home) {
+        if (home.error().sysErrno == ENOENT)
+            return Batch {};
+        return home.error();
+    }
+    return poll(*home);
+}
+
+Result<HistoryReader::Batch> HistoryReader::poll(const Fd& home)
+{
     Batch out;
-    const std::string current = m_dir + "/history.jsonl";
-    const std::string previous = m_dir + "/history.1.jsonl";
-    struct stat named {};
-    const bool exists = ::lstat(current.c_str(), &named) == 0;
+    struct stat named
+    {
+    };
+    const bool exists = ::fstatat(home.get(), HistoryLog::CURRENT, &named, AT_SYMLINK_NOFOLLOW) == 0;
     if (!m_started) {
         m_started = true;
         off_t prevOffset = 0;
-        struct stat prevSt {};
-        if (::lstat(previous.c_str(), &prevSt) == 0) {
-            if (auto r = readFrom(previous, prevSt.st_ino, prevOffset, out, true); !r)
+        struct stat prevSt
+        {
+        };
+        if (::fstatat(home.get(), HistoryLog::PREVIOUS, &prevSt, AT_SYMLINK_NOFOLLOW) == 0) {
+            if (auto r = readFrom(home, HistoryLog::PREVIOUS, prevSt.st_ino, prevOffset, out, true); !r)
                 return r.error();
         }
     } else if (m_ino != 0 && (!exists || named.st_ino != m_ino)) {
         // Rotated since last time: finish the old generation (now history.1.jsonl) first.
-        if (auto r = readFrom(previous, m_ino, m_offset, out, true); !r)
+        if (auto r = readFrom(home, HistoryLog::PREVIOUS, m_ino, m_offset, out, true); !r)
             return r.error();
         m_offset = 0;
     }
-    if (auto r = readFrom(current, m_ino, m_offset, out, false); !r)
+    if (auto r = readFrom(home, HistoryLog::CURRENT, m_ino, m_offset, out, false); !r)
         return r.error();
     return out;
 }

@@ -1,7 +1,8 @@
 #include "quotapeek.h"
 
-#include "fd.h"
+#include "filequotastore.h"
 #include "flockguard.h"
+#include "homedir.h"
 #include "statefile.h"
 
 #include <fcntl.h>
@@ -12,31 +13,22 @@ namespace {
 
 constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
 
-// nullopt when the file does not exist.
-Result<std::optional<Fd>> openIfThere(const std::string& path)
-{
-    auto fd = Fd::open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK);
-    if (!fd) {
-        if (fd.error().sysErrno == ENOENT)
-            return std::optional<Fd>();
-        return fd.error();
-    }
-    auto st = fd->stat();
-    if (!st)
-        return st.error();
-    if (!S_ISREG(st->st_mode))
-        return Error::make(ErrorKind::Permission, path, "is not a regular file");
-    return std::optional<Fd>(std::move(fd).value());
-}
-
 } // namespace
 
 Result<QuotaView> QuotaPeek::read(const std::string& homeDir, std::chrono::milliseconds lockTimeout)
 {
+    auto home = HomeDir::open(homeDir, false);
+    if (!home)
+        return home.error();
+    return read(*home, lockTimeout);
+}
+
+Result<QuotaView> QuotaPeek::read(const Fd& home, std::chrono::milliseconds lockTimeout)
+{
     QuotaView view;
-    const std::string limitsPath = homeDir + "/limits.json";
+    const std::string limitsPath = home.path() + "/limits.json";
     // limits.json is only ever replaced by rename: reading it needs no lock.
-    auto limits = openIfThere(limitsPath);
+    auto limits = HomeDir::openIfThere(home, "limits.json", O_RDONLY);
     if (!limits)
         return limits.error();
     if (*limits) {
@@ -50,8 +42,8 @@ Result<QuotaView> QuotaPeek::read(const std::string& homeDir, std::chrono::milli
         }
     }
 
-    const std::string statePath = homeDir + "/state.bin";
-    auto lockFd = openIfThere(homeDir + "/state.lock");
+    const std::string statePath = home.path() + "/state.bin";
+    auto lockFd = HomeDir::openIfThere(home, "state.lock", O_RDONLY);
     if (!lockFd)
         return lockFd.error();
     std::optional<FlockGuard> guard;
@@ -61,23 +53,30 @@ Result<QuotaView> QuotaPeek::read(const std::string& homeDir, std::chrono::milli
             return g.error();
         guard.emplace(std::move(g).value());
     }
-    auto stateFd = openIfThere(statePath);
+    auto stateFd = HomeDir::openIfThere(home, "state.bin", O_RDONLY);
     if (!stateFd)
         return stateFd.error();
-    if (!*stateFd)
-        return view;
-    StateFile file(std::move(**stateFd));
-    auto state = file.read();
-    if (!state) {
-        if (state.error().kind != ErrorKind::Corrupt && state.error().kind != ErrorKind::Unsupported)
-            return state.error();
-        if (view.corruptFile.empty()) {
-            view.corruptFile = statePath;
-            view.corruptReason = state.error().message;
+    if (*stateFd) {
+        StateFile file(std::move(**stateFd));
+        auto state = file.read();
+        if (!state) {
+            if (state.error().kind != ErrorKind::Corrupt && state.error().kind != ErrorKind::Unsupported)
+                return state.error();
+            if (view.corruptFile.empty()) {
+                view.corruptFile = statePath;
+                view.corruptReason = state.error().message;
+            }
+        } else {
+            view.state = std::move(*state);
         }
-        return view;
     }
-    view.state = std::move(*state);
+    if (!*limits && view.corruptFile.empty()) {
+        // Lost limits are not "no limits" (see FileQuotaStore::lostLimits).
+        if (auto lost = FileQuotaStore::lostLimits(home, view.state ? &*view.state : nullptr)) {
+            view.corruptFile = limitsPath;
+            view.corruptReason = lost->message;
+        }
+    }
     return view;
 }
 

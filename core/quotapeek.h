@@ -4,7 +4,12 @@
 // QuotaStore transaction it never creates, moves or writes anything: a corrupt file is
 // reported (named, with the reason) and left exactly as it is. state.bin is read under a
 // *shared* flock of state.lock, so a writer's transaction is never seen half-done.
+// The home is opened once and its files are read relative to that descriptor; each must be a
+// regular file of ours (HomeDir::openFile), so nothing planted there can block or redirect
+// the read. A limits.json that is missing while a backup exists (or the state still tracks
+// providers) is reported as corrupt, naming the backup to restore.
 
+#include "fd.h"
 #include "quotalimits.h"
 #include "quotastate.h"
 #include "result.h"
@@ -15,18 +20,23 @@
 
 namespace tollgate {
 
-struct QuotaView {
+struct QuotaView
+{
     QuotaLimits limits; // empty when there is no limits.json
     std::optional<QuotaState> state; // nullopt: no state yet (missing or empty state.bin)
     std::string corruptFile; // a file that does not parse; empty when none
     std::string corruptReason;
 };
 
-class QuotaPeek {
+class QuotaPeek
+{
 public:
     // The home must exist (check it with HomeDir::check first). Errors: I/O, or the shared
     // lock not granted within lockTimeout (a writer stopped inside its transaction).
-    [[nodiscard]] static Result<QuotaView> read(const std::string& homeDir, std::chrono::milliseconds lockTimeout);
+    // Opens the home by its path (HomeDir::open, never creating it).
+    [[nodiscard]] static Result<QuotaView> read(
+        const std::string& homeDir, std::chrono::milliseconds lockTimeout);
+    [[nodiscard]] static Result<QuotaView> read(const Fd& home, std::chrono::milliseconds lockTimeout);
 };
 
 } // namespace tollgate

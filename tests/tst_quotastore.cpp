@@ -3,27 +3,28 @@
 
 #include "crc32.h"
 #include "filequotastore.h"
-#include "homedir.h"
 #include "historylog.h"
 #include "historyreader.h"
+#include "homedir.h"
 #include "manualclock.h"
-#include "quotapeek.h"
 #include "quotalimiter.h"
+#include "quotapeek.h"
 #include "retryafter.h"
 #include "statefile.h"
 
 #include <QDir>
-#include <cstring>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
 
-class TestQuotaStore final : public QObject {
+class TestQuotaStore final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();
@@ -189,7 +190,8 @@ void TestQuotaStore::newerFormatIsRefusedNotSetAside()
     std::memcpy(slot.data() + 8, &seq, 8);
     const std::uint32_t crc = Crc32::compute(payload, Crc32::compute(std::string_view(slot).substr(4, 12)));
     std::memcpy(slot.data() + 16, &crc, 4);
-    const std::string image = std::string(static_cast<std::size_t>(StateFile::SLOT_BYTES), '\0') + slot + payload;
+    const std::string image
+        = std::string(static_cast<std::size_t>(StateFile::SLOT_BYTES), '\0') + slot + payload;
     auto r = StateFile::decodeImage(image);
     QVERIFY(!r.ok());
     QCOMPARE(r.error().kind, ErrorKind::Unsupported);
@@ -216,7 +218,9 @@ void TestQuotaStore::filesAre0600InA0700Home()
         QVERIFY(limiter.acquire(request("a"), m_clock.now()).ok());
     }
     ::umask(old);
-    struct stat st {};
+    struct stat st
+    {
+    };
     QCOMPARE(::stat(homeStd().c_str(), &st), 0);
     QCOMPARE(st.st_mode & 07777, mode_t(0700));
     for (const char* f : { "state.lock", "state.bin", "limits.json", "history.jsonl", "doorbell" }) {
@@ -299,7 +303,8 @@ void TestQuotaStore::corruptStateIsSetAsideWithLimitsKept()
     QVERIFY(!snap.ok());
     QCOMPARE(snap.error().kind, ErrorKind::Corrupt);
     const QString message = QString::fromStdString(snap.error().describe());
-    QVERIFY2(message.contains(home() + QStringLiteral("/state.bin")) && message.contains(QStringLiteral(".corrupt-")),
+    QVERIFY2(message.contains(home() + QStringLiteral("/state.bin"))
+            && message.contains(QStringLiteral(".corrupt-")),
         qPrintable(message));
     const QStringList aside = QDir(home()).entryList({ QStringLiteral("state.bin.corrupt-*") });
     QCOMPARE(aside.size(), 1);
@@ -387,7 +392,9 @@ void TestQuotaStore::permitGivesSlotBack()
 void TestQuotaStore::historyReaderIsIncrementalAcrossRotation()
 {
     QVERIFY(QDir().mkpath(home()));
-    HistoryLog log(homeStd(), 2000);
+    auto homeFd = HomeDir::open(homeStd(), false);
+    QVERIFY(homeFd.ok());
+    HistoryLog log(*homeFd, 2000);
     HistoryReader reader(homeStd());
     auto ev = [](int i) {
         HistoryEvent e;
