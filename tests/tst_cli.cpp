@@ -694,8 +694,8 @@ void TestCli::statusJudgesHolderOfAnotherPidNamespaceByLease()
     QTRY_VERIFY_WITH_TIMEOUT(!slot().isEmpty(), 30000);
     const QJsonObject s = slot();
     QCOMPARE(s.value(QStringLiteral("caller")).toString(), QStringLiteral("in-ns"));
-    QCOMPARE(s.value(QStringLiteral("pid_namespace")).toString(), QStringLiteral("other"));
     QCOMPARE(s.value(QStringLiteral("state")).toString(), QStringLiteral("leased"));
+    QCOMPARE(s.value(QStringLiteral("pid_namespace")).toString(), QStringLiteral("other"));
     QVERIFY(s.value(QStringLiteral("lease_remaining_ms")).toDouble() > 0);
     const Ran text = cli({ QStringLiteral("status") });
     const QByteArray pid = QByteArray::number(s.value(QStringLiteral("pid")).toInteger());
