@@ -4,6 +4,7 @@
 
 #include "testsupport.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -12,6 +13,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <csignal>
@@ -40,6 +42,12 @@ private Q_SLOTS:
     void statusHidesKilledWaiter();
     void storeTimeoutExits3();
     void messagesSayWhatHappened();
+    void limitsSetRefusesWithTheCoreRange_data();
+    void limitsSetRefusesWithTheCoreRange();
+    void limitsSetAcceptsTheRangeEnds();
+    void retryAfterBeyond24HoursWarns();
+    void runWarnsAboutRetryAfterItCannotUse();
+    void statusJudgesHolderOfAnotherPidNamespaceByLease();
 
 private:
     struct Ran
@@ -458,7 +466,7 @@ void TestCli::messagesSayWhatHappened()
     r = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
         QStringLiteral("--window"), QStringLiteral("604801") });
     QCOMPARE(r.code, 2);
-    QVERIFY2(!r.err.contains("window of 0") && r.err.contains("7 days"), r.err.constData());
+    QVERIFY2(!r.err.contains("window of 0") && r.err.contains("604800 (got 604801)"), r.err.constData());
 
     // a model without limits of its own is accepted, with a warning
     r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
@@ -478,6 +486,232 @@ void TestCli::messagesSayWhatHappened()
     r = cli({ QStringLiteral("status") });
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.contains("BACKOFF") && !r.out.contains("after 0 consecutive"), r.out.constData());
+    QVERIFY2(r.out.contains("from a 429 before the last success"), r.out.constData());
+
+    // headroom names each number it applies to, also when only some limits are set
+    r = cli({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("tok") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("tok: 80 tokens per 60s (headroom 80% of 100 tokens)"), r.out.constData());
+
+    // a model of the provider with limits: no warning
+    r = cli({ QStringLiteral("acquire"), QStringLiteral("tok"), QStringLiteral("--caller"),
+        QStringLiteral("a"), QStringLiteral("--model"), QStringLiteral("m"), QStringLiteral("--timeout"),
+        QStringLiteral("0") });
+    QVERIFY2(r.err.contains("no limits for model m"), r.err.constData());
+    setLimits({ QStringLiteral("--model"), QStringLiteral("big"), QStringLiteral("--tokens"),
+        QStringLiteral("9") });
+    r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("a"), QStringLiteral("--model"), QStringLiteral("big"), QStringLiteral("--timeout"),
+        QStringLiteral("0") });
+    QVERIFY2(!r.err.contains("warning"), r.err.constData());
+}
+
+// Issue: `limits set` checked its values by hand (and converted 1e18 s with llround: undefined
+// behaviour); now QuotaLimits::check, the range check limits.json is read with, says it.
+void TestCli::limitsSetRefusesWithTheCoreRange_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QByteArray>("message");
+    const auto row = [](const char* name, QStringList args, const char* message) {
+        QTest::newRow(name) << args << QByteArray(message);
+    };
+    row("window too long", { QStringLiteral("--window"), QStringLiteral("604801") },
+        "--window must be between 0.1 and 604800 (got 604801)");
+    row("window too short", { QStringLiteral("--window"), QStringLiteral("0.05") },
+        "--window must be between 0.1 and 604800 (got 0.05)");
+    row("max-hold 1e18", { QStringLiteral("--max-hold"), QStringLiteral("1e18") },
+        "--max-hold must be between 1 and 604800 (got 1e+18)");
+    row("max-hold 1e13", { QStringLiteral("--max-hold"), QStringLiteral("1e13") },
+        "--max-hold must be between 1 and 604800 (got 1e+13)");
+    row("max-hold 0", { QStringLiteral("--max-hold"), QStringLiteral("0") },
+        "--max-hold must be between 1 and 604800 (got 0)");
+    row("max-hold 1e999", { QStringLiteral("--max-hold"), QStringLiteral("1e999") },
+        "--max-hold must be between 1 and 604800 (got inf)");
+    row("backoff-base", { QStringLiteral("--backoff-base"), QStringLiteral("1e18") },
+        "--backoff-base must be between 0.001 and 86400 (got 1e+18)");
+    row("backoff-cap", { QStringLiteral("--backoff-cap"), QStringLiteral("86401") },
+        "--backoff-cap must be between 0.001 and 86400 (got 86401)");
+    row("requests 0", { QStringLiteral("--requests"), QStringLiteral("0") },
+        "--requests must be a whole number between 1 and 1099511627776 (got 0)");
+    row("requests fraction", { QStringLiteral("--requests"), QStringLiteral("1.5") },
+        "--requests must be a whole number between 1 and 1099511627776 (got 1.5)");
+    row("tokens", { QStringLiteral("--tokens"), QStringLiteral("1e13") },
+        "--tokens must be a whole number between 1 and 1099511627776 (got 1e+13)");
+    row("parallel", { QStringLiteral("--parallel"), QStringLiteral("257") },
+        "--parallel must be a whole number between 1 and 256 (got 257)");
+    row("headroom", { QStringLiteral("--headroom"), QStringLiteral("101") },
+        "--headroom must be a whole number between 1 and 100 (got 101)");
+    row("model requests",
+        { QStringLiteral("--model"), QStringLiteral("m"), QStringLiteral("--requests"), QStringLiteral("0") },
+        "--requests must be a whole number between 1 and 1099511627776 (got 0)");
+    row("model window",
+        { QStringLiteral("--model"), QStringLiteral("m"), QStringLiteral("--requests"), QStringLiteral("5"),
+            QStringLiteral("--window"), QStringLiteral("1e18") },
+        "--window must be between 0.1 and 604800 (got 1e+18)");
+    row("not a number", { QStringLiteral("--max-hold"), QStringLiteral("soon") }, "soon");
+}
+
+void TestCli::limitsSetRefusesWithTheCoreRange()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QByteArray, message);
+    const Ran r
+        = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") } + args);
+    QCOMPARE(r.code, 2);
+    const QList<QByteArray> lines = r.err.trimmed().split('\n');
+    QVERIFY2(lines.size() == 2, r.err.constData());
+    if (message == "soon")
+        QVERIFY2(
+            lines[0].startsWith("tollgate limits set: ") && lines[0].contains("'soon'"), r.err.constData());
+    else
+        QCOMPARE(lines[0], "tollgate limits set: " + message);
+    QVERIFY(!QFileInfo::exists(m_home + QStringLiteral("/limits.json"))); // nothing was set
+
+    // with --json: one usage error object
+    const Ran j = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") }
+        + args + QStringList { QStringLiteral("--json") });
+    QCOMPARE(j.code, 2);
+    QCOMPARE(object(j.out).value(QStringLiteral("kind")).toString(), QStringLiteral("usage"));
+}
+
+void TestCli::limitsSetAcceptsTheRangeEnds()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("1099511627776"), QStringLiteral("--window"),
+        QStringLiteral("604800"), QStringLiteral("--max-hold"), QStringLiteral("604800"),
+        QStringLiteral("--backoff-base"), QStringLiteral("0.001"), QStringLiteral("--backoff-cap"),
+        QStringLiteral("86400"), QStringLiteral("--parallel"), QStringLiteral("256"),
+        QStringLiteral("--headroom"), QStringLiteral("1") });
+    const Ran r = cli({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    const auto list = QJsonDocument::fromJson(r.out).array();
+    QCOMPARE(list.size(), 1);
+    const QJsonObject l = list[0].toObject();
+    QCOMPARE(l.value(QStringLiteral("max_hold_seconds")).toDouble(), 604800.0);
+    QCOMPARE(l.value(QStringLiteral("window_seconds")).toDouble(), 604800.0);
+    QCOMPARE(l.value(QStringLiteral("backoff_base_seconds")).toDouble(), 0.001);
+    QCOMPARE(l.value(QStringLiteral("requests")).toDouble(), 1099511627776.0);
+}
+
+// Issue: a Retry-After beyond the 24 h bound was shortened without a word.
+void TestCli::retryAfterBeyond24HoursWarns()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5") });
+    for (const QString& value :
+        { QStringLiteral("200000"), QStringLiteral("Fri, 31 Dec 9999 23:59:59 GMT") }) {
+        const Ran r = cli({ QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("a"), QStringLiteral("--retry-after"), value, QStringLiteral("--json") });
+        QCOMPARE(r.code, 0);
+        const QByteArray warning
+            = "Retry-After '" + value.toUtf8() + "' asks for more than 24 h; backing off 24 h (the maximum)";
+        QVERIFY2(r.err.contains("tollgate: warning: " + warning), r.err.constData());
+        QCOMPARE(r.err.count("24 h"), 2); // once
+        const QJsonObject o = object(r.out);
+        QCOMPARE(o.value(QStringLiteral("warnings")).toArray().size(), 1);
+        QVERIFY(o.value(QStringLiteral("backoff_ms")).toDouble() >= 86400000.0);
+    }
+    // within the bound: no warning
+    Ran r = cli({ QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("a"), QStringLiteral("--retry-after"), QStringLiteral("86400") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(!r.err.contains("warning"), r.err.constData());
+    // a date that does not exist is a usage error
+    r = cli({ QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("a"), QStringLiteral("--retry-after"),
+        QStringLiteral("Sat, 29 Feb 2027 08:01:00 GMT") });
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith("tollgate report-429: --retry-after: "), r.err.constData());
+}
+
+void TestCli::runWarnsAboutRetryAfterItCannotUse()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("50") });
+    const auto runWriting = [this](const QString& value) {
+        return cli(
+            { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+                QStringLiteral("--rate-limited-exit"), QStringLiteral("75"), QStringLiteral("--"),
+                QStringLiteral("sh"), QStringLiteral("-c"),
+                QStringLiteral("printf '%s\\n' \"$0\" > \"$TOLLGATE_RETRY_AFTER_FILE\"; exit 75"), value },
+            30000);
+    };
+    Ran r = runWriting(QStringLiteral("999999"));
+    QCOMPARE(r.code, 75);
+    QVERIFY2(
+        r.err.contains("tollgate: warning: Retry-After '999999' asks for more than 24 h; backing off 24 h "
+                       "(the maximum)"),
+        r.err.constData());
+    QVERIFY2(r.err.contains("all callers back off 864"), r.err.constData()); // 24 h (and jitter)
+
+    QCOMPARE(cli({ QStringLiteral("reset-backoff"), QStringLiteral("api") }).code, 0);
+    r = runWriting(QStringLiteral("Sat, 29 Feb 2027 08:01:00 GMT"));
+    QCOMPARE(r.code, 75); // the command's code, not a usage error
+    QVERIFY2(r.err.contains("warning: ignoring TOLLGATE_RETRY_AFTER_FILE: "), r.err.constData());
+    QVERIFY2(r.err.contains("rate-limited"), r.err.constData()); // the 429 still counts
+}
+
+// Issue: status probed a slot holder's raw pid, so a holder in another pid namespace showed
+// as whatever local process has that number ("alive"), or "dead". Core's rule decides now.
+void TestCli::statusJudgesHolderOfAnotherPidNamespaceByLease()
+{
+    {
+        QProcess probe;
+        probe.start(QStringLiteral("unshare"),
+            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
+                QStringLiteral("true") });
+        if (!probe.waitForFinished(10000) || probe.exitStatus() != QProcess::NormalExit
+            || probe.exitCode() != 0)
+            QSKIP("cannot create a pid namespace here (unshare --pid --fork --mount-proc needs root or user "
+                  "namespaces)");
+    }
+    setLimits({ QStringLiteral("--parallel"), QStringLiteral("2") });
+    // In its namespace sh is pid 1 and tollgate pid 2: here, pid 2 is kthreadd (alive). The
+    // command waits for a file, so the test ends it without signals.
+    const QString stop = m_dir->path() + QStringLiteral("/stop");
+    QProcess holder;
+    holder.start(QStringLiteral("unshare"),
+        { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("\"$@\"; exit $?"),
+            QStringLiteral("sh"), QStringLiteral(TOLLGATE_CLI_PATH), QStringLiteral("run"),
+            QStringLiteral("--home"), m_home, QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("in-ns"), QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("while [ ! -e \"$0\" ]; do sleep 0.05; done"), stop });
+    QVERIFY(holder.waitForStarted(10000));
+    const auto finish = qScopeGuard([&] {
+        QFile f(stop);
+        f.open(QIODevice::WriteOnly);
+        if (!holder.waitForFinished(20000)) {
+            holder.kill();
+            holder.waitForFinished(10000);
+        }
+    });
+    const auto slot = [this] {
+        const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+        const auto providers = object(r.out).value(QStringLiteral("providers")).toArray();
+        const auto slots = providers.isEmpty()
+            ? QJsonArray()
+            : providers[0].toObject().value(QStringLiteral("slots")).toArray();
+        return slots.isEmpty() ? QJsonObject() : slots[0].toObject();
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(!slot().isEmpty(), 30000);
+    const QJsonObject s = slot();
+    QCOMPARE(s.value(QStringLiteral("caller")).toString(), QStringLiteral("in-ns"));
+    QCOMPARE(s.value(QStringLiteral("state")).toString(), QStringLiteral("leased"));
+    QCOMPARE(s.value(QStringLiteral("pid_namespace")).toString(), QStringLiteral("other"));
+    QVERIFY(s.value(QStringLiteral("lease_remaining_ms")).toDouble() > 0);
+    const Ran text = cli({ QStringLiteral("status") });
+    const QByteArray pid = QByteArray::number(s.value(QStringLiteral("pid")).toInteger());
+    QVERIFY2(
+        text.out.contains("in-ns (pid " + pid + " in another pid namespace, lease "), text.out.constData());
+    QVERIFY2(text.out.contains(" s left, "), text.out.constData());
+
+    // a holder of our namespace: probed
+    const Ran mine = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("here"), QStringLiteral("--slot"), QStringLiteral("--timeout"),
+        QStringLiteral("10") });
+    QCOMPARE(mine.code, 0);
+    const Ran both = cli({ QStringLiteral("status") });
+    QVERIFY2(both.out.contains("here (pid " + QByteArray::number(QCoreApplication::applicationPid()) + ", "),
+        both.out.constData());
+    QVERIFY2(both.out.contains(", alive)"), both.out.constData());
 }
 
 QTEST_GUILESS_MAIN(TestCli)

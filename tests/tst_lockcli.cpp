@@ -4,14 +4,22 @@
 
 #include <QCoreApplication>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 #include <csignal>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
-class TestLockCli final : public QObject {
+class TestLockCli final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();
@@ -27,14 +35,20 @@ private Q_SLOTS:
     void runForwardsTerminationAndReleases();
     void acquireAndWaitTimeOut();
     void cleanTakesDeadOldLock();
+    void nonRegularLockPathIsRefusedByEveryCommand_data();
+    void nonRegularLockPathIsRefusedByEveryCommand();
+    void statusShowsOwnerAndSuspicion();
 
 private:
-    struct Ran {
+    struct Ran
+    {
         int code = -1;
         QByteArray out;
         QByteArray err;
     };
     Ran tollgate(const QStringList& args);
+    // The same with a deadline: a child still running after limitMs is killed (code -2).
+    static Ran bounded(const QStringList& args, int limitMs);
     QString lockPath() const { return m_dir->path() + QStringLiteral("/cli.lock"); }
     QByteArray lockBytes() const
     {
@@ -54,6 +68,21 @@ TestLockCli::Ran TestLockCli::tollgate(const QStringList& args)
         p.readAllStandardError() };
 }
 
+TestLockCli::Ran TestLockCli::bounded(const QStringList& args, int limitMs)
+{
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
+    if (!p.waitForStarted(10000))
+        qFatal("tollgate did not start");
+    if (!p.waitForFinished(limitMs)) {
+        p.kill();
+        p.waitForFinished(10000);
+        return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
+    }
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+        p.readAllStandardError() };
+}
+
 void TestLockCli::init()
 {
     m_dir = std::make_unique<QTemporaryDir>();
@@ -62,8 +91,8 @@ void TestLockCli::init()
 
 void TestLockCli::tryAcquireRecordsParentAsHolder()
 {
-    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("try-acquire"), lockPath(), QStringLiteral("--tag"),
-        QStringLiteral("ci job") });
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("try-acquire"), lockPath(),
+        QStringLiteral("--tag"), QStringLiteral("ci job") });
     QCOMPARE(r.code, 0);
     const QByteArray me = QByteArray::number(QCoreApplication::applicationPid());
     QVERIFY2(lockBytes().startsWith("pid=" + me + "\ntimestamp="), lockBytes().constData());
@@ -95,8 +124,8 @@ void TestLockCli::releaseOnlyByHolder()
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("not released"), r.err.constData());
     QVERIFY(QFile::exists(lockPath()));
-    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath(), QStringLiteral("--pid"),
-                          QStringLiteral("1") })
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath(),
+                          QStringLiteral("--pid"), QStringLiteral("1") })
                  .code,
         0);
     QVERIFY(!QFile::exists(lockPath()));
@@ -105,7 +134,9 @@ void TestLockCli::releaseOnlyByHolder()
                           QStringLiteral("1") })
                  .code,
         0);
-    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath(), QStringLiteral("--force") }).code,
+    QCOMPARE(
+        tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath(), QStringLiteral("--force") })
+            .code,
         0);
     QVERIFY(!QFile::exists(lockPath()));
 }
@@ -113,9 +144,12 @@ void TestLockCli::releaseOnlyByHolder()
 void TestLockCli::statusJsonIsValidWithQuotesInTag()
 {
     const QString tag = QStringLiteral("say \"hi\" \\ back\nslash");
-    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath(), QStringLiteral("--tag"), tag }).code,
+    QCOMPARE(
+        tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath(), QStringLiteral("--tag"), tag })
+            .code,
         0);
-    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath(), QStringLiteral("--json") });
+    auto r = tollgate(
+        { QStringLiteral("lock"), QStringLiteral("status"), lockPath(), QStringLiteral("--json") });
     QCOMPARE(r.code, 0);
     QJsonParseError err {};
     const auto doc = QJsonDocument::fromJson(r.out, &err);
@@ -157,8 +191,8 @@ void TestLockCli::usageErrorsExit2_data()
     QTest::addColumn<QStringList>("args");
     QTest::addColumn<QByteArray>("message");
     QTest::newRow("no command") << QStringList { QStringLiteral("lock") } << QByteArray("missing COMMAND");
-    QTest::newRow("unknown command") << QStringList { QStringLiteral("lock"), QStringLiteral("grab"), QStringLiteral("x") }
-                                     << QByteArray("unknown command");
+    QTest::newRow("unknown command") << QStringList { QStringLiteral("lock"), QStringLiteral("grab"),
+        QStringLiteral("x") } << QByteArray("unknown command");
     QTest::newRow("no path") << QStringList { QStringLiteral("lock"), QStringLiteral("status") }
                              << QByteArray("missing PATH");
     QTest::newRow("bad timeout") << QStringList { QStringLiteral("lock"), QStringLiteral("acquire"),
@@ -168,13 +202,15 @@ void TestLockCli::usageErrorsExit2_data()
         QStringLiteral("/tmp/x.lock"), QStringLiteral("--stale"), QStringLiteral("-1") }
                                     << QByteArray("--stale");
     QTest::newRow("unknown option") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
-        QStringLiteral("/tmp/x.lock"), QStringLiteral("--bogus") } << QByteArray("unknown option --bogus");
+        QStringLiteral("/tmp/x.lock"), QStringLiteral("--bogus") }
+                                    << QByteArray("unknown option --bogus");
     QTest::newRow("dotdot") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
-        QStringLiteral("/tmp/../etc/x.lock") } << QByteArray("'..'");
+        QStringLiteral("/tmp/../etc/x.lock") }
+                            << QByteArray("'..'");
     QTest::newRow("run without command") << QStringList { QStringLiteral("lock"), QStringLiteral("run"),
         QStringLiteral("/tmp/x.lock") } << QByteArray("needs a command");
-    QTest::newRow("unknown top-level") << QStringList { QStringLiteral("frobnicate") }
-                                       << QByteArray("unknown command");
+    QTest::newRow("unknown top-level")
+        << QStringList { QStringLiteral("frobnicate") } << QByteArray("unknown command");
 }
 
 void TestLockCli::usageErrorsExit2()
@@ -190,8 +226,8 @@ void TestLockCli::runHoldsLockAndReturnsCommandExitCode()
 {
     QProcess p;
     p.start(QStringLiteral(TOLLGATE_CLI_PATH),
-        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--tag"), QStringLiteral("job"),
-            QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--tag"),
+            QStringLiteral("job"), QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
             QStringLiteral("cat \"$0\"; exit 7"), lockPath() });
     QVERIFY(p.waitForStarted());
     const qint64 cliPid = p.processId();
@@ -207,9 +243,10 @@ void TestLockCli::runHoldsLockAndReturnsCommandExitCode()
 void TestLockCli::runRefusesWhenHeld()
 {
     QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() }).code, 0);
-    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--timeout"),
-        QStringLiteral("0.2"), QStringLiteral("--conflict-exit"), QStringLiteral("75"), QStringLiteral("--"),
-        QStringLiteral("touch"), m_dir->path() + QStringLiteral("/ran") });
+    auto r
+        = tollgate({ QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--timeout"),
+            QStringLiteral("0.2"), QStringLiteral("--conflict-exit"), QStringLiteral("75"),
+            QStringLiteral("--"), QStringLiteral("touch"), m_dir->path() + QStringLiteral("/ran") });
     QCOMPARE(r.code, 75);
     QVERIFY(r.err.contains("timed out"));
     QVERIFY(!QFile::exists(m_dir->path() + QStringLiteral("/ran")));
@@ -220,8 +257,9 @@ void TestLockCli::runForwardsTerminationAndReleases()
     const QString ready = m_dir->path() + QStringLiteral("/ready");
     QProcess p;
     p.start(QStringLiteral(TOLLGATE_CLI_PATH),
-        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--"), QStringLiteral("sh"),
-            QStringLiteral("-c"), QStringLiteral("touch \"$0\"; exec sleep 600"), ready });
+        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("touch \"$0\"; exec sleep 600"),
+            ready });
     QVERIFY(p.waitForStarted());
     QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(ready), 30000);
     QVERIFY(QFile::exists(lockPath()));
@@ -235,8 +273,8 @@ void TestLockCli::runForwardsTerminationAndReleases()
 void TestLockCli::acquireAndWaitTimeOut()
 {
     QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() }).code, 0);
-    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("acquire"), lockPath(), QStringLiteral("--timeout"),
-        QStringLiteral("0.3") });
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("acquire"), lockPath(),
+        QStringLiteral("--timeout"), QStringLiteral("0.3") });
     QCOMPARE(r.code, 1);
     QVERIFY(r.err.contains("timed out"));
     r = tollgate({ QStringLiteral("lock"), QStringLiteral("wait"), lockPath(), QStringLiteral("--timeout"),
@@ -244,8 +282,8 @@ void TestLockCli::acquireAndWaitTimeOut()
     QCOMPARE(r.code, 1);
     QCOMPARE(QJsonDocument::fromJson(r.out).object().value(QStringLiteral("free")).toBool(), false);
     QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("release"), lockPath() }).code, 0);
-    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("wait"), lockPath(), QStringLiteral("--timeout"),
-                          QStringLiteral("5") })
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("wait"), lockPath(),
+                          QStringLiteral("--timeout"), QStringLiteral("5") })
                  .code,
         0);
 }
@@ -261,6 +299,111 @@ void TestLockCli::cleanTakesDeadOldLock()
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.contains("removed stale lock"), r.out.constData());
     QVERIFY(!QFile::exists(lockPath()));
+}
+
+// A FIFO (whose plain open would wait for a writer for ever), a directory or a socket at the
+// lock path: every command says what it is at once and exits 3.
+void TestLockCli::nonRegularLockPathIsRefusedByEveryCommand_data()
+{
+    QTest::addColumn<QString>("kind");
+    QTest::addColumn<QByteArray>("said");
+    QTest::newRow("fifo") << QStringLiteral("fifo") << QByteArray("is a FIFO, not a regular file");
+    QTest::newRow("directory") << QStringLiteral("directory")
+                               << QByteArray("is a directory, not a regular file");
+    // open(2) of a socket fails with ENXIO, as a FIFO's write-open does: Fd names it "a FIFO or socket"
+    QTest::newRow("socket") << QStringLiteral("socket") << QByteArray("socket, not a regular file");
+}
+
+void TestLockCli::nonRegularLockPathIsRefusedByEveryCommand()
+{
+    QFETCH(QString, kind);
+    QFETCH(QByteArray, said);
+    const QByteArray path = lockPath().toLocal8Bit();
+    int sock = -1;
+    if (kind == QStringLiteral("fifo")) {
+        QCOMPARE(::mkfifo(path.constData(), 0644), 0);
+    } else if (kind == QStringLiteral("directory")) {
+        QCOMPARE(::mkdir(path.constData(), 0755), 0);
+    } else {
+        sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+        QVERIFY(sock >= 0);
+        sockaddr_un addr {};
+        addr.sun_family = AF_UNIX;
+        QVERIFY(std::size_t(path.size()) < sizeof addr.sun_path);
+        std::memcpy(addr.sun_path, path.constData(), std::size_t(path.size()));
+        QCOMPARE(::bind(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+    }
+    const auto closeSocket = qScopeGuard([sock] {
+        if (sock >= 0)
+            ::close(sock);
+    });
+    const QString p = lockPath();
+    const QList<QStringList> commands {
+        { QStringLiteral("try-acquire"), p },
+        { QStringLiteral("acquire"), p, QStringLiteral("--timeout"), QStringLiteral("2") },
+        { QStringLiteral("release"), p },
+        { QStringLiteral("release"), p, QStringLiteral("--force") },
+        { QStringLiteral("status"), p },
+        { QStringLiteral("wait"), p, QStringLiteral("--timeout"), QStringLiteral("2") },
+        { QStringLiteral("clean"), p },
+        { QStringLiteral("run"), p, QStringLiteral("--timeout"), QStringLiteral("2"), QStringLiteral("--"),
+            QStringLiteral("true") },
+    };
+    for (const QStringList& c : commands) {
+        for (bool json : { false, true }) {
+            QStringList args = QStringList { QStringLiteral("lock") } + c;
+            if (json)
+                args.insert(3, QStringLiteral("--json"));
+            const Ran r = bounded(args, 15000);
+            const QByteArray what = args.join(u' ').toUtf8();
+            QVERIFY2(r.code != -2, ("hung: tollgate " + what).constData());
+            QVERIFY2(r.code == 3, (what + ": exit " + QByteArray::number(r.code) + ": " + r.err).constData());
+            QVERIFY2(r.err.contains(said), (what + ": " + r.err).constData());
+            if (json) {
+                const QJsonObject o = QJsonDocument::fromJson(r.out).object();
+                QCOMPARE(o.value(QStringLiteral("code")).toInt(), 3);
+                QVERIFY2(o.value(QStringLiteral("error")).toString().contains(QString::fromUtf8(said)),
+                    r.out.constData());
+            }
+        }
+    }
+    struct stat st
+    {
+    };
+    QCOMPARE(::lstat(path.constData(), &st), 0); // still there, untouched
+}
+
+// Another user's lock shows whose it is; a lock whose recorded holder runs as someone other
+// than the file's owner (a forged holder: uid 65534 naming a root process) says it is suspicious.
+void TestLockCli::statusShowsOwnerAndSuspicion()
+{
+    // an ordinary lock of ours: our owner, nothing suspicious
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() }).code, 0);
+    Ran r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath() });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("owner: uid " + QByteArray::number(::geteuid())), r.out.constData());
+    QVERIFY2(!r.out.contains("suspicious"), r.out.constData());
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath(), QStringLiteral("--json") });
+    QJsonObject o = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(o.value(QStringLiteral("owner_uid")).toInteger(), qint64(::geteuid()));
+    QVERIFY(o.value(QStringLiteral("suspicion")).isNull());
+
+    if (::geteuid() != 0)
+        QSKIP("chown to another user needs root");
+    // The file now belongs to uid 65534 but names this test (root, alive) as its holder.
+    QCOMPARE(::chown(lockPath().toLocal8Bit().constData(), 65534, 65534), 0);
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath() });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("owner: uid 65534"), r.out.constData());
+    QVERIFY2(r.out.contains("\nsuspicious: "), r.out.constData());
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("status"), lockPath(), QStringLiteral("--json") });
+    o = QJsonDocument::fromJson(r.out).object();
+    QCOMPARE(o.value(QStringLiteral("owner_uid")).toInteger(), qint64(65534));
+    QVERIFY2(!o.value(QStringLiteral("suspicion")).toString().isEmpty(), r.out.constData());
+    // a refusal says so too
+    r = tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() });
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("suspicious: "), r.err.constData());
 }
 
 QTEST_GUILESS_MAIN(TestLockCli)

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 
 namespace tollgate::cli {
 
@@ -61,6 +62,35 @@ CLI::Option* CliOptions::addSeconds(
                 return n ? std::string() : n.error().message;
             },
             ""));
+}
+
+CLI::Option* CliOptions::addNumber(
+    CLI::App* app, const std::string& name, std::optional<double>& into, const std::string& help)
+{
+    return app
+        ->add_option_function<std::string>(
+            name, [&into](const std::string& v) { into = parseNumber(v).value(); }, help)
+        ->type_name("SECONDS")
+        ->check(CLI::Validator(
+            [](std::string& v) {
+                auto n = parseNumber(v);
+                return n ? std::string() : n.error().message;
+            },
+            ""));
+}
+
+Result<double> CliOptions::parseNumber(const std::string& text)
+{
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || (ec != std::errc() && ec != std::errc::result_out_of_range)
+        || end != text.data() + text.size())
+        return Error::make(ErrorKind::Usage, "", "takes a number, not '" + text + "'");
+    // Beyond double's range ("1e999", "1e-999") from_chars leaves v alone; strtod gives the
+    // nearest (infinity or 0), which the range check that follows judges.
+    if (ec == std::errc::result_out_of_range)
+        return std::strtod(text.c_str(), nullptr);
+    return v;
 }
 
 Result<double> CliOptions::parseSeconds(const std::string& text)

@@ -33,6 +33,12 @@ public:
     static CLI::Option* addSeconds(
         CLI::App* app, const std::string& name, std::optional<double>& into, const std::string& help);
 
+    // Any number ("1e18", "-1", "0.5"): for values whose range is checked later, with a
+    // message naming the range (QuotaLimits::check), rather than by the parser.
+    static CLI::Option* addNumber(
+        CLI::App* app, const std::string& name, std::optional<double>& into, const std::string& help);
+
+    [[nodiscard]] static Result<double> parseNumber(const std::string& text);
     [[nodiscard]] static Result<double> parseSeconds(const std::string& text);
     [[nodiscard]] static Result<std::int64_t> parseInteger(
         const std::string& text, std::int64_t min, std::int64_t max);

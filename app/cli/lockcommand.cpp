@@ -12,7 +12,10 @@
 #include <cstring>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <pwd.h>
 #include <unistd.h>
+#include <vector>
 
 namespace tollgate::cli {
 
@@ -47,7 +50,38 @@ std::string describeHolder(const LockStatus& s)
     out += ", age " + std::to_string(s.ageSeconds) + "s, " + (s.holderAlive ? "alive" : "not running");
     if (s.stale)
         out += ", stale";
+    if (!s.suspicion.empty())
+        out += "; suspicious: " + s.suspicion;
     return out;
+}
+
+// The user name of a uid, when the password database knows it.
+std::optional<std::string> userName(std::int64_t uid)
+{
+    if (uid < 0)
+        return std::nullopt;
+    long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+    std::vector<char> buf(size > 0 ? static_cast<std::size_t>(size) : 4096);
+    struct passwd pw
+    {
+    };
+    struct passwd* found = nullptr;
+    int rc = 0;
+    while ((rc = ::getpwuid_r(static_cast<uid_t>(uid), &pw, buf.data(), buf.size(), &found)) == ERANGE
+        && buf.size() < (1U << 20))
+        buf.resize(buf.size() * 2);
+    if (rc != 0 || !found || !found->pw_name)
+        return std::nullopt;
+    return std::string(found->pw_name);
+}
+
+// "uid 1000 (alice)", "uid 4242" without a name, "unknown".
+std::string describeOwner(std::int64_t uid)
+{
+    if (uid < 0)
+        return "unknown";
+    const auto name = userName(uid);
+    return "uid " + std::to_string(uid) + (name ? " (" + *name + ")" : std::string());
 }
 
 nlohmann::json statusJson(const std::string& path, const LockStatus& s)
@@ -55,6 +89,12 @@ nlohmann::json statusJson(const std::string& path, const LockStatus& s)
     nlohmann::json j;
     j["path"] = path;
     j["locked"] = s.exists;
+    if (s.exists) {
+        j["owner_uid"] = s.ownerUid >= 0 ? nlohmann::json(s.ownerUid) : nlohmann::json(nullptr);
+        const auto name = userName(s.ownerUid);
+        j["owner_name"] = name ? nlohmann::json(*name) : nlohmann::json(nullptr);
+        j["suspicion"] = s.suspicion.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.suspicion);
+    }
     if (s.exists && s.corrupt) {
         j["corrupt"] = true;
         j["error"] = s.corruptReason;
@@ -126,6 +166,11 @@ int doStatus(const Settings& s, Console& console, const LockFile& lock)
         console.say("age: " + std::to_string(r->ageSeconds) + "s");
         console.say(std::string("holder: ") + (r->holderAlive ? "alive" : "not running"));
         console.say(std::string("stale: ") + (r->stale ? "true" : "false"));
+    }
+    if (r->exists) {
+        console.say("owner: " + describeOwner(r->ownerUid));
+        if (!r->suspicion.empty())
+            console.say("suspicious: " + r->suspicion);
     }
     console.emit(statusJson(s.path, *r));
     if (r->exists && r->corrupt) {

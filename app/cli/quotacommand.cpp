@@ -13,6 +13,7 @@
 #include "retryafter.h"
 #include "systemclock.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -39,8 +40,10 @@ struct Options
     std::string provider; // the PROVIDER positional ("" when not given)
     std::optional<std::string> caller, model, reason, retryAfter, providerFilter;
     std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence;
-    std::optional<std::int64_t> requests, parallel, headroom;
-    std::optional<double> timeout, window, backoffBase, backoffCap, maxHold, since;
+    // limits set: taken as numbers and checked by QuotaLimits::check, the one range check
+    // limits.json is read with, so both refuse the same values with the same words.
+    std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
+    std::optional<double> timeout, since;
     bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
 };
 
@@ -63,9 +66,11 @@ std::string fmtSeconds(std::int64_t ms)
     return buf;
 }
 
+// Saturating: llround of a value beyond int64 is undefined, and `--since 1e300` is valid input.
 std::int64_t toMs(double seconds)
 {
-    return static_cast<std::int64_t>(std::llround(seconds * 1000.0));
+    constexpr double MAX_SECONDS = 1e15; // 31 million years: more than any history holds
+    return static_cast<std::int64_t>(std::llround(std::clamp(seconds, 0.0, MAX_SECONDS) * 1000.0));
 }
 
 std::int64_t nowMsOf(const Clock& clock)
@@ -308,13 +313,31 @@ int cmdLimitsSet()
         if (auto r = QuotaLimits::validateName("model", *o.model); !r)
             return c.console.fail(r.error());
     }
-    if (o.window) {
-        const double ms = *o.window * 1000.0;
-        if (ms < QuotaLimits::MIN_WINDOW_MS)
-            return c.console.usage("--window must be at least 0.1 seconds (a window of 0 can hold nothing)");
-        if (ms > QuotaLimits::MAX_WINDOW_MS)
-            return c.console.usage("--window must be at most 7 days (604800 seconds)");
+    // Every value is checked before anything is opened or created.
+    struct Given
+    {
+        const std::optional<double>& value;
+        LimitField field;
+        const char* name;
+        std::optional<std::int64_t> checked = {};
+    };
+    Given given[] = { { o.requests, LimitField::Requests, "--requests" },
+        { o.limitTokens, LimitField::Tokens, "--tokens" },
+        { o.window, LimitField::WindowSeconds, "--window" },
+        { o.parallel, LimitField::Parallel, "--parallel" },
+        { o.headroom, LimitField::HeadroomPercent, "--headroom" },
+        { o.backoffBase, LimitField::BackoffBaseSeconds, "--backoff-base" },
+        { o.backoffCap, LimitField::BackoffCapSeconds, "--backoff-cap" },
+        { o.maxHold, LimitField::MaxHoldSeconds, "--max-hold" } };
+    for (Given& g : given) {
+        if (!g.value)
+            continue;
+        auto v = QuotaLimits::check(g.field, *g.value, g.name);
+        if (!v)
+            return c.console.usage(v.error().message);
+        g.checked = *v;
     }
+    const auto& [requests, tokens, window, parallel, headroom, backoffBase, backoffCap, maxHold] = given;
     if (int code = c.open(); code >= 0)
         return code;
     auto all = c.limiter->limits();
@@ -324,12 +347,12 @@ int cmdLimitsSet()
     if (o.model) {
         ModelLimits ml = l.models.count(*o.model) ? l.models[*o.model]
                                                   : ModelLimits { std::nullopt, std::nullopt, l.windowMs };
-        if (o.requests)
-            ml.requests = *o.requests;
-        if (o.tokens)
-            ml.tokens = *o.tokens;
-        if (o.window)
-            ml.windowMs = toMs(*o.window);
+        if (requests.checked)
+            ml.requests = requests.checked;
+        if (tokens.checked)
+            ml.tokens = tokens.checked;
+        if (window.checked)
+            ml.windowMs = *window.checked;
         if (o.noTokens)
             ml.tokens.reset();
         if (o.noRequests)
@@ -338,22 +361,22 @@ int cmdLimitsSet()
             return c.console.usage("a model limit needs --requests or --tokens");
         l.models[*o.model] = ml;
     } else {
-        if (o.requests)
-            l.requests = *o.requests;
-        if (o.tokens)
-            l.tokens = *o.tokens;
-        if (o.parallel)
-            l.parallel = *o.parallel;
-        if (o.headroom)
-            l.headroomPercent = *o.headroom;
-        if (o.window)
-            l.windowMs = toMs(*o.window);
-        if (o.backoffBase)
-            l.backoffBaseMs = toMs(*o.backoffBase);
-        if (o.backoffCap)
-            l.backoffCapMs = toMs(*o.backoffCap);
-        if (o.maxHold)
-            l.maxHoldMs = toMs(*o.maxHold);
+        if (requests.checked)
+            l.requests = requests.checked;
+        if (tokens.checked)
+            l.tokens = tokens.checked;
+        if (parallel.checked)
+            l.parallel = parallel.checked;
+        if (headroom.checked)
+            l.headroomPercent = *headroom.checked;
+        if (window.checked)
+            l.windowMs = *window.checked;
+        if (backoffBase.checked)
+            l.backoffBaseMs = *backoffBase.checked;
+        if (backoffCap.checked)
+            l.backoffCapMs = *backoffCap.checked;
+        if (maxHold.checked)
+            l.maxHoldMs = *maxHold.checked;
         if (o.noTokens)
             l.tokens.reset();
         if (o.noParallel)
@@ -459,6 +482,17 @@ int cmdAcquire()
     return EXIT_OK;
 }
 
+// RetryAfter bounds every value to 24 h: one longer is honoured for 24 h, and said so once.
+void warnIfClamped(Context& c, std::string_view value, const RetryAfter::Delay& delay)
+{
+    if (!delay.clamped)
+        return;
+    constexpr std::size_t SHOWN = 80;
+    const std::string shown
+        = value.size() > SHOWN ? std::string(value.substr(0, SHOWN)) + "..." : std::string(value);
+    c.console.warn("Retry-After '" + shown + "' asks for more than 24 h; backing off 24 h (the maximum)");
+}
+
 // What the command wrote into $TOLLGATE_RETRY_AFTER_FILE. The command may have replaced the
 // file with anything: opened without following a link and without blocking, and only read
 // when it is a regular file, so a FIFO or a device cannot hang or feed us.
@@ -546,11 +580,15 @@ int cmdRun()
         while (!retryAfter.empty() && (retryAfter.back() == '\n' || retryAfter.back() == '\r'))
             retryAfter.pop_back();
         if (!retryAfter.empty()) {
-            auto parsed = RetryAfter::parseMs(retryAfter, c.clock.unixSeconds() * 1000);
-            if (parsed)
-                ms = *parsed;
-            else
+            // The command's word, not the user's: a value that cannot be read (an impossible
+            // date) is warned about, and the 429 counts with the configured backoff.
+            auto parsed = RetryAfter::parse(retryAfter, c.clock.unixSeconds() * 1000);
+            if (parsed) {
+                warnIfClamped(c, retryAfter, *parsed);
+                ms = parsed->ms;
+            } else {
                 c.console.warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + parsed.error().message);
+            }
         }
         auto b = c.limiter->report429(request.provider, request.caller, ms, ProcessProbe::selfPid());
         if (!b) {
@@ -578,10 +616,11 @@ int cmdReport(bool rateLimited)
         return c.console.usage("--caller NAME is required");
     std::optional<std::int64_t> retryMs;
     if (rateLimited && o.retryAfter) {
-        auto ms = RetryAfter::parseMs(*o.retryAfter, c.clock.unixSeconds() * 1000);
-        if (!ms)
-            return c.console.usage("--retry-after: " + ms.error().message);
-        retryMs = *ms;
+        auto delay = RetryAfter::parse(*o.retryAfter, c.clock.unixSeconds() * 1000);
+        if (!delay)
+            return c.console.usage("--retry-after: " + delay.error().message);
+        warnIfClamped(c, *o.retryAfter, *delay);
+        retryMs = delay->ms;
     }
     if (int code = c.open(); code >= 0)
         return code;
@@ -656,15 +695,46 @@ void settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, co
     }
 }
 
-std::string slotState(const ProcessProbe& probe, const Slot& s, const ProviderLimits& l, std::int64_t nowMs)
+// A slot's holder as status shows it, by the rule every transaction applies
+// (QuotaPolicy::whyHolderGone): a pid is probed only from its own pid namespace; a holder in
+// another one (or an unknown one) holds the slot while its lease runs.
+struct HolderView
 {
-    if (s.pid == 0)
-        return "placeholder";
-    if (probe.liveness(s.pid, s.acquiredMs / 1000) == Liveness::Dead)
-        return "dead";
-    if (nowMs - s.acquiredMs > l.maxHoldMs)
-        return "overdue";
-    return "alive";
+    std::string state; // placeholder, alive, leased, overdue, or gone (what the next transaction frees)
+    std::string namespaceName; // ours, other, unknown
+    std::int64_t leaseLeftMs = 0; // for a holder outside our pid namespace
+    std::string text; // "pid 33, 5s, alive"
+};
+
+std::string wholeSeconds(std::int64_t ms)
+{
+    return std::to_string(ms / 1000 + (ms % 1000 != 0 ? 1 : 0)) + " s";
+}
+
+HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLimits& l, std::int64_t nowMs)
+{
+    HolderView v;
+    const std::string held = fmtSeconds(nowMs - s.acquiredMs);
+    const bool ours = QuotaPolicy::sameNamespace(s.pidNs, probe);
+    v.namespaceName = ours ? "ours" : (s.pidNs == 0 ? "unknown" : "other");
+    if (s.pid == 0) {
+        v.state = "placeholder";
+        v.text = "placeholder from a reset state, " + held;
+        return v;
+    }
+    const std::string why = QuotaPolicy::whyHolderGone(s, l, nowMs, probe);
+    const bool overdue = nowMs - s.acquiredMs > l.maxHoldMs;
+    v.state = !why.empty() ? "gone" : (overdue ? "overdue" : (ours ? "alive" : "leased"));
+    if (ours) {
+        v.text = "pid " + std::to_string(s.pid) + ", " + held + ", " + (why.empty() ? v.state : why);
+        return v;
+    }
+    const std::int64_t leaseEnd = QuotaPolicy::leaseEnd(s, l);
+    v.leaseLeftMs = std::max<std::int64_t>(0, leaseEnd - nowMs);
+    v.text = "pid " + std::to_string(s.pid) + " in " + (s.pidNs == 0 ? "an unknown" : "another")
+        + " pid namespace, " + (why.empty() ? "lease " + wholeSeconds(v.leaseLeftMs) + " left" : why) + ", "
+        + held + (overdue && why.empty() ? ", overdue" : "");
+    return v;
 }
 
 int cmdStatus()
@@ -720,7 +790,11 @@ int cmdStatus()
             sj["caller"] = s.caller;
             sj["model"] = s.model;
             sj["age_ms"] = now - s.acquiredMs;
-            sj["state"] = slotState(c.probe, s, l, now);
+            const HolderView hv = holderView(c.probe, s, l, now);
+            sj["state"] = hv.state;
+            sj["pid_namespace"] = hv.namespaceName;
+            if (hv.namespaceName != "ours" && s.pid != 0)
+                sj["lease_remaining_ms"] = hv.leaseLeftMs;
             slots.push_back(sj);
         }
         j["slots"] = slots;
@@ -765,16 +839,16 @@ int cmdStatus()
             c.console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
         if (ps.backoffUntilMs > now) {
             std::string b = "  BACKOFF " + fmtSeconds(((ps.backoffUntilMs - now + 99) / 100) * 100) + " left";
-            if (ps.consecutive429 > 0)
-                b += " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)";
+            // A success resets the count but not a backoff already in force.
+            b += ps.consecutive429 > 0 ? " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)"
+                                       : std::string(" (from a 429 before the last success)");
             c.console.say(b);
         } else if (ps.consecutive429) {
             c.console.say("  " + std::to_string(ps.consecutive429) + " consecutive 429(s), backoff over");
         }
         for (const auto& s : ps.slots)
-            c.console.say("  slot fence " + std::to_string(s.fence) + ": " + s.caller + " (pid "
-                + std::to_string(s.pid) + ", " + fmtSeconds(now - s.acquiredMs) + ", "
-                + slotState(c.probe, s, l, now) + ")");
+            c.console.say("  slot fence " + std::to_string(s.fence) + ": " + s.caller + " ("
+                + holderView(c.probe, s, l, now).text + ")");
         for (const auto& w : ps.queue)
             c.console.say("  waiting: " + w.caller + " (pid " + std::to_string(w.pid) + ", "
                 + fmtSeconds(now - w.enqueuedMs) + ", " + waitReasonName(w.reason) + ")");
@@ -918,22 +992,26 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
     CLI::Option* model = CliOptions::addText(
         set, "--model", o.model, "set the limits of this model (requests, tokens, window)")
                              ->type_name("M");
+    // Their ranges are checked by cmdLimitsSet with QuotaLimits::check.
     CLI::Option* requests
-        = CliOptions::addInteger(set, "--requests", o.requests, 1, MAX_AMOUNT, "requests per window");
-    CliOptions::addSeconds(set, "--window", o.window, "the rolling window (0.1 s to 7 days; default 60)");
+        = CliOptions::addNumber(set, "--requests", o.requests, "requests per window (1 to 2^40)")
+              ->type_name("N");
+    CliOptions::addNumber(set, "--window", o.window, "the rolling window (0.1 s to 7 days; default 60)");
     CLI::Option* tokens
-        = CliOptions::addInteger(set, "--tokens", o.tokens, 1, MAX_AMOUNT, "tokens per window");
-    CLI::Option* parallel = CliOptions::addInteger(
-        set, "--parallel", o.parallel, 1, QuotaLimits::MAX_PARALLEL, "requests in flight at once");
-    CLI::Option* headroom = CliOptions::addInteger(
-        set, "--headroom", o.headroom, 1, 100, "use only this percentage of the limits")
+        = CliOptions::addNumber(set, "--tokens", o.limitTokens, "tokens per window (1 to 2^40)")
+              ->type_name("N");
+    CLI::Option* parallel
+        = CliOptions::addNumber(set, "--parallel", o.parallel, "requests in flight at once (1 to 256)")
+              ->type_name("N");
+    CLI::Option* headroom = CliOptions::addNumber(
+        set, "--headroom", o.headroom, "use only this percentage of the limits (1 to 100)")
                                 ->type_name("PERCENT");
-    CLI::Option* base = CliOptions::addSeconds(
-        set, "--backoff-base", o.backoffBase, "backoff after the first 429 (default 60)");
-    CLI::Option* cap
-        = CliOptions::addSeconds(set, "--backoff-cap", o.backoffCap, "longest backoff (default 900)");
-    CLI::Option* hold
-        = CliOptions::addSeconds(set, "--max-hold", o.maxHold, "a slot held longer is overdue (default 600)");
+    CLI::Option* base = CliOptions::addNumber(
+        set, "--backoff-base", o.backoffBase, "backoff after the first 429 (0.001 s to 24 h; default 60)");
+    CLI::Option* cap = CliOptions::addNumber(
+        set, "--backoff-cap", o.backoffCap, "longest backoff (0.001 s to 24 h; default 900)");
+    CLI::Option* hold = CliOptions::addNumber(
+        set, "--max-hold", o.maxHold, "a slot held longer is overdue (1 s to 7 days; default 600)");
     CLI::Option* noTokens = set->add_flag("--no-tokens", o.noTokens, "drop the token limit");
     CLI::Option* noParallel = set->add_flag("--no-parallel", o.noParallel, "drop the parallel limit");
     CLI::Option* noRequests = set->add_flag("--no-requests", o.noRequests, "drop the request limit");
