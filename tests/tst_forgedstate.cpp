@@ -129,7 +129,9 @@ void TestForgedState::pauseWithoutReasonNamesOnlyWhoPaused()
     QuotaLimiter limiter(**store, m_clock, m_probe);
     QVERIFY(limiter.setLimits("p", simple(), "test").ok());
     QVERIFY(limiter.pause("p", "", "alice").ok());
+    QCOMPARE(limiter.snapshot()->state.provider("p")->pauseReason, std::string("by alice"));
     QVERIFY(limiter.pause("", "   ", "bob").ok()); // blank after cleaning is no reason either
+    QCOMPARE(limiter.snapshot()->state.pauseReason, std::string("by bob"));
     QVERIFY(limiter.pause("p", "maintenance", "carol").ok());
     QVERIFY(limiter.pause("p", "", "").ok());
     QStringList reasons;
