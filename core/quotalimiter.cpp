@@ -264,7 +264,7 @@ Result<QuotaLimits> QuotaLimiter::limits()
 Result<void> QuotaLimiter::setLimits(
     const std::string& provider, const ProviderLimits& limits, const std::string& who)
 {
-    auto r = updateLimits(provider, nullptr, limits, who, nullptr);
+    auto r = updateLimits(provider, nullptr, limits, who, nullptr, {});
     if (!r)
         return r.error();
     return {};
@@ -272,14 +272,14 @@ Result<void> QuotaLimiter::setLimits(
 
 Result<bool> QuotaLimiter::setLimitsIf(const std::string& provider,
     const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
-    std::optional<ProviderLimits>* found)
+    std::optional<ProviderLimits>* found, const std::string& what)
 {
-    return updateLimits(provider, &expected, limits, who, found);
+    return updateLimits(provider, &expected, limits, who, found, what);
 }
 
 Result<bool> QuotaLimiter::updateLimits(const std::string& provider,
     const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
-    std::optional<ProviderLimits>* found)
+    std::optional<ProviderLimits>* found, const std::string& description)
 {
     if (auto v = QuotaLimits::validate(provider, limits); !v)
         return v.error();
@@ -317,7 +317,7 @@ Result<bool> QuotaLimiter::updateLimits(const std::string& provider,
             what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
         if (!limits.models.empty())
             what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
-        e.reason = byWhom(what, who);
+        e.reason = byWhom(description.empty() ? what : description, who);
         tx.events.push_back(std::move(e));
         return {};
     });
@@ -350,11 +350,13 @@ Result<void> QuotaLimiter::pause(
     // Blank is no reason: the history then says "by WHO", not " (by WHO)".
     why.erase(0, why.find_first_not_of(' '));
     why.erase(why.find_last_not_of(' ') + 1);
+    // Without a reason, who paused is the reason (status and the dashboard show it).
+    const std::string stored = why.empty() && !who.empty() ? "by " + who : why;
     return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         const std::int64_t now = nowMs();
         if (provider.empty()) {
             tx.state.pausedAll = true;
-            tx.state.pauseReason = why;
+            tx.state.pauseReason = stored;
             tx.state.pausedAtMs = now;
         } else {
             auto l = knownProvider(tx.limits, provider);
@@ -362,7 +364,7 @@ Result<void> QuotaLimiter::pause(
                 return l.error();
             ProviderState& p = tx.state.ensureProvider(provider);
             p.paused = true;
-            p.pauseReason = why;
+            p.pauseReason = stored;
             p.pausedAtMs = now;
         }
         HistoryEvent e = event(now, "pause", provider, "");
