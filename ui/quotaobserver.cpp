@@ -472,7 +472,7 @@ HistoryEvent lockEvent(const char* type, const QString& path, const LockStatus& 
     } else {
         reason += ": corrupt lock file";
     }
-    reason += ", holder " + ss(holderState) + "; by " + ss(actor);
+    reason += ", holder " + ss(holderState) + "; " + ss(actor); // actor: "forced by WHO", "cleaned by WHO"
     e.reason = std::move(reason);
     return e;
 }
