@@ -1,5 +1,7 @@
 #include "providersmodel.h"
 
+#include "quotapolicy.h"
+
 #include <QBrush>
 #include <QColor>
 #include <cmath>
@@ -185,7 +187,8 @@ void ProvidersModel::rebuild()
         } else {
             row.cells[Slots] = text(QString::number(slots), slots);
         }
-        const qint64 backoff = p ? std::max<qint64>(0, p->backoffUntilMs - m_nowMs) : 0;
+        // Bounded as the core judges it: a forged far-future backoff shows at most 24 h + 5 s.
+        const qint64 backoff = p ? std::max<qint64>(0, QuotaPolicy::backoffUntil(*p, m_nowMs) - m_nowMs) : 0;
         if (backoff > 0) {
             // Whole seconds, rounded up, so the countdown reaches 0 when the backoff ends.
             auto c = text(tr("%1 s").arg((backoff + 999) / 1000), backoff);
