@@ -210,13 +210,23 @@ Result<LockStatus> LockFile::readStatus(const Fd& fd, std::int64_t staleSeconds)
     facts.mtime = st->st_mtim.tv_sec;
     facts.ctime = st->st_ctim.tv_sec;
     facts.uid = st->st_uid;
+    LockIdentity identity;
+    identity.device = static_cast<std::uint64_t>(st->st_dev);
+    identity.inode = static_cast<std::uint64_t>(st->st_ino);
+    identity.mtime = st->st_mtim.tv_sec;
     auto content = fd.readAll(LockInfo::MAX_FILE_BYTES);
+    LockStatus status;
     if (!content) {
         if (content.error().kind != ErrorKind::Corrupt)
             return content.error();
-        return judge(Error::make(ErrorKind::Corrupt, "", content.error().message), facts, staleSeconds);
+        identity.content = "(oversized)"; // too big to be a lock: named by inode and mtime
+        status = judge(Error::make(ErrorKind::Corrupt, "", content.error().message), facts, staleSeconds);
+    } else {
+        identity.content = *content;
+        status = judge(LockInfo::parse(*content), facts, staleSeconds);
     }
-    return judge(LockInfo::parse(*content), facts, staleSeconds);
+    status.identity = std::move(identity);
+    return status;
 }
 
 Result<LockStatus> LockFile::inspect(std::int64_t staleSeconds) const
@@ -421,6 +431,55 @@ Result<ReleaseOutcome> LockFile::release(std::int64_t ownerPid, bool force) cons
     }
 }
 
+Result<SameReleaseOutcome> LockFile::releaseIfSame(const LockIdentity& expected, std::int64_t staleSeconds,
+    const std::function<bool(const LockStatus&)>& removeWhen) const
+{
+    SameReleaseOutcome out;
+    // Other removers hold a lock file's flock for microseconds; one that keeps it longer is
+    // stopped or hostile, and the action is refused rather than waited on.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    auto step = std::chrono::milliseconds(1);
+    for (;;) {
+        bool other = false;
+        out.found = LockStatus {};
+        auto removed = removeIf(
+            staleSeconds,
+            [&](const LockStatus& s) {
+                other = !(s.identity == expected);
+                return !other && (!removeWhen || removeWhen(s));
+            },
+            out.found);
+        if (!removed)
+            return removed.error();
+        switch (*removed) {
+        case Removal::Removed:
+            out.state = SameReleaseState::Released;
+            return out;
+        case Removal::Gone:
+            out.state = SameReleaseState::Gone;
+            return out;
+        case Removal::Kept:
+            out.state = other ? SameReleaseState::Changed : SameReleaseState::Kept;
+            return out;
+        case Removal::Changed: {
+            // The path was replaced between our open and our flock: nothing is removed, and the
+            // caller is told what is there now.
+            auto now = inspect(staleSeconds);
+            if (!now)
+                return now.error();
+            out.found = *now;
+            out.state = now->exists ? SameReleaseState::Changed : SameReleaseState::Gone;
+            return out;
+        }
+        case Removal::Busy:
+            if (std::chrono::steady_clock::now() >= deadline)
+                return Error::make(ErrorKind::Busy, m_path, "another process holds the lock file's flock");
+            pause(step);
+            continue;
+        }
+    }
+}
+
 Result<CleanReport> LockFile::clean(std::int64_t staleSeconds) const
 {
     CleanReport report;
@@ -435,6 +494,8 @@ Result<CleanReport> LockFile::clean(std::int64_t staleSeconds) const
         if (!removed)
             return removed.error();
         report.removedLock = *removed == Removal::Removed;
+        if (*removed == Removal::Removed || *removed == Removal::Kept)
+            report.lock = seen; // what the decision was made on, under the flock
     }
 
     // Orphaned temp files: "<base>.<writer pid>.<16 hex>.tmp" whose writer is gone. A live

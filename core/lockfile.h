@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,23 @@ struct LockOptions
     std::int64_t holderPid = 0; // the pid recorded as holder; 0 means this process
     std::string tag; // sanitised before writing; empty = no tag line
     std::int64_t staleSeconds = 3600; // 0 disables stale takeover
+};
+
+// Which lock file exactly: an action on "the lock the user saw" (the dashboard's release and
+// clean) names it by this and proceeds only while the path still names that inode with those
+// bytes. A lock released and taken again is another lock, even with the same pid in it.
+struct LockIdentity
+{
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
+    std::string content; // the file's bytes; "(oversized)" for a file too big to be a lock
+    std::int64_t mtime = 0; // unix seconds
+
+    [[nodiscard]] bool valid() const { return inode != 0; }
+    bool operator==(const LockIdentity& o) const
+    {
+        return device == o.device && inode == o.inode && content == o.content;
+    }
 };
 
 struct LockStatus
@@ -64,6 +82,7 @@ struct LockStatus
     // Something about the lock cannot be trusted: a timestamp in the future, or a holder pid
     // that runs as another user than the file's owner (a forgery). Says why; empty when none.
     std::string suspicion;
+    LockIdentity identity; // when exists: the file this status was read from
 };
 
 struct AcquireOutcome
@@ -82,11 +101,28 @@ struct ReleaseOutcome
     LockStatus before; // what was there
 };
 
+enum class SameReleaseState {
+    Released, // it was the expected lock, and it is removed
+    Gone, // nothing at the path any more
+    Changed, // another file, or other bytes, than the expected ones: nothing done
+    Kept, // the expected lock, but removeWhen said no (e.g. its holder is alive)
+};
+
+struct SameReleaseOutcome
+{
+    SameReleaseState state = SameReleaseState::Gone;
+    // What is at the path: judged under the inode's flock (Released, Kept, Changed bytes), or
+    // the new lock that replaced it (Changed inode).
+    LockStatus found;
+};
+
 struct CleanReport
 {
     std::vector<std::string> removedTemps;
     bool removedLock = false;
-    LockStatus lock; // the lock as found
+    // The lock as judged under its inode's flock when clean considered removing it (so when
+    // removedLock, exactly what was removed); otherwise as found.
+    LockStatus lock;
 };
 
 class LockFile
@@ -113,6 +149,11 @@ public:
     // Without force only the recorded holder ownerPid may release.
     [[nodiscard]] Result<ReleaseOutcome> release(std::int64_t ownerPid, bool force) const;
     [[nodiscard]] Result<CleanReport> clean(std::int64_t staleSeconds) const;
+    // Removes the lock only if, under an exclusive flock on its inode, the path still names
+    // `expected` (device, inode and exact bytes) and removeWhen (when given) agrees with the
+    // status judged there. A flock held by another remover is waited on for at most a second.
+    [[nodiscard]] Result<SameReleaseOutcome> releaseIfSame(const LockIdentity& expected,
+        std::int64_t staleSeconds, const std::function<bool(const LockStatus&)>& removeWhen = {}) const;
 
 private:
     LockFile(std::string path, const Clock& clock, const ProcessProbe& probe)

@@ -20,6 +20,14 @@ HistoryEvent event(std::int64_t nowMs, std::string type, std::string provider, s
     return e;
 }
 
+// "what (by who)", or "by who" alone when there is no what, or "what" alone.
+std::string byWhom(const std::string& what, const std::string& who)
+{
+    if (who.empty())
+        return what;
+    return what.empty() ? "by " + who : what + " (by " + who + ")";
+}
+
 } // namespace
 
 QuotaLimiter::QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessProbe& probe)
@@ -92,6 +100,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             const std::int64_t now = nowMs();
             ProviderState& p = tx.state.ensureProvider(request.provider);
             if (QuotaPolicy::syncProvider(p, **l, now))
+                tx.changed = true;
+            if (QuotaPolicy::boundTimes(tx.state, p, **l, now))
                 tx.changed = true;
             if (QuotaPolicy::reclaimVanished(p, now, *m_probe, tx.events) > 0) {
                 tx.changed = true;
@@ -203,15 +213,16 @@ Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const 
         const std::int64_t now = nowMs();
         ProviderState& p = tx.state.ensureProvider(provider);
         QuotaPolicy::syncProvider(p, **l, now);
+        QuotaPolicy::boundTimes(tx.state, p, **l, now);
         const std::int64_t base = QuotaPolicy::backoffFor(**l, p.consecutive429 + 1, retryAfterMs);
         // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised.
-        const std::int64_t span = std::min<std::int64_t>(base / 10, 5000);
+        const std::int64_t span = std::min<std::int64_t>(base / 10, QuotaPolicy::MAX_JITTER_MS);
         const std::int64_t jitter
             = span > 0 ? static_cast<std::int64_t>(m_rng() % static_cast<std::uint64_t>(span + 1)) : 0;
         backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
         HistoryEvent e = event(now, "429", provider, who);
         e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
-        e.retryAfterMs = retryAfterMs.value_or(0);
+        e.retryAfterMs = RetryAfter::bound(retryAfterMs.value_or(0)); // what was honoured
         e.backoffMs = p.backoffUntilMs - now;
         e.reason = std::to_string(p.consecutive429) + " consecutive";
         tx.events.push_back(std::move(e));
@@ -253,9 +264,38 @@ Result<QuotaLimits> QuotaLimiter::limits()
 Result<void> QuotaLimiter::setLimits(
     const std::string& provider, const ProviderLimits& limits, const std::string& who)
 {
+    auto r = updateLimits(provider, nullptr, limits, who, nullptr, {});
+    if (!r)
+        return r.error();
+    return {};
+}
+
+Result<bool> QuotaLimiter::setLimitsIf(const std::string& provider,
+    const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
+    std::optional<ProviderLimits>* found, const std::string& what)
+{
+    return updateLimits(provider, &expected, limits, who, found, what);
+}
+
+Result<bool> QuotaLimiter::updateLimits(const std::string& provider,
+    const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
+    std::optional<ProviderLimits>* found, const std::string& description)
+{
     if (auto v = QuotaLimits::validate(provider, limits); !v)
-        return v;
-    return m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        return v.error();
+    bool mismatch = false;
+    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        mismatch = false;
+        // Compared under state.lock with the limits as they are now (this function may run
+        // twice: once to prepare limits.json, once under the lock): an edit made on what
+        // someone saw never overwrites a change made since.
+        const ProviderLimits* current = all.find(provider);
+        if (found)
+            *found = current ? std::optional<ProviderLimits>(*current) : std::nullopt;
+        if (expected && !(current ? (*expected && **expected == *current) : !expected->has_value())) {
+            mismatch = true; // an error, so that nothing at all is written
+            return Error::make(ErrorKind::Busy, "", "the limits of '" + provider + "' changed meanwhile");
+        }
         if (auto r = all.set(provider, limits); !r)
             return r;
         const std::int64_t now = nowMs();
@@ -277,10 +317,16 @@ Result<void> QuotaLimiter::setLimits(
             what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
         if (!limits.models.empty())
             what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
-        e.reason = what + (who.empty() ? "" : " (by " + who + ")");
+        e.reason = byWhom(description.empty() ? what : description, who);
         tx.events.push_back(std::move(e));
         return {};
     });
+    if (!r) {
+        if (mismatch)
+            return false;
+        return r.error();
+    }
+    return true;
 }
 
 Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::string& who)
@@ -291,7 +337,7 @@ Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::
                 "unknown provider '" + provider + "'; known providers: " + all.knownProviders());
         std::erase_if(tx.state.providers, [&](const ProviderState& p) { return p.name == provider; });
         HistoryEvent e = event(nowMs(), "limits", provider, "");
-        e.reason = "removed" + (who.empty() ? "" : " (by " + who + ")");
+        e.reason = byWhom("removed", who);
         tx.events.push_back(std::move(e));
         return {};
     });
@@ -300,12 +346,17 @@ Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::
 Result<void> QuotaLimiter::pause(
     const std::string& provider, const std::string& reason, const std::string& who)
 {
-    const std::string why = TextSanitizer::clean(reason, 200);
+    std::string why = TextSanitizer::clean(reason, 200);
+    // Blank is no reason: the history then says "by WHO", not " (by WHO)".
+    why.erase(0, why.find_first_not_of(' '));
+    why.erase(why.find_last_not_of(' ') + 1);
+    // Without a reason, who paused is the reason (status and the dashboard show it).
+    const std::string stored = why.empty() && !who.empty() ? "by " + who : why;
     return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         const std::int64_t now = nowMs();
         if (provider.empty()) {
             tx.state.pausedAll = true;
-            tx.state.pauseReason = why;
+            tx.state.pauseReason = stored;
             tx.state.pausedAtMs = now;
         } else {
             auto l = knownProvider(tx.limits, provider);
@@ -313,11 +364,11 @@ Result<void> QuotaLimiter::pause(
                 return l.error();
             ProviderState& p = tx.state.ensureProvider(provider);
             p.paused = true;
-            p.pauseReason = why;
+            p.pauseReason = stored;
             p.pausedAtMs = now;
         }
         HistoryEvent e = event(now, "pause", provider, "");
-        e.reason = why + (who.empty() ? "" : " (by " + who + ")");
+        e.reason = byWhom(why, who);
         tx.events.push_back(std::move(e));
         tx.changed = true;
         return {};

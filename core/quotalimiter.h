@@ -55,8 +55,16 @@ public:
     [[nodiscard]] Result<QuotaLimits> limits();
     [[nodiscard]] Result<void> setLimits(
         const std::string& provider, const ProviderLimits& limits, const std::string& who);
+    // Compare-and-set: sets the limits only when the provider's limits are still `expected`
+    // (nullopt: the provider has none), judged under state.lock. true: set; false: they
+    // changed meanwhile and nothing was done (`found`, when given, gets what is there now).
+    // `what`: the history's description of the change (default: the new limits).
+    [[nodiscard]] Result<bool> setLimitsIf(const std::string& provider,
+        const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
+        std::optional<ProviderLimits>* found = nullptr, const std::string& what = {});
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who);
-    // provider empty: everything.
+    // provider empty: everything. The history's reason is "REASON (by WHO)", or "by WHO"
+    // without a reason (then also the stored pause reason).
     [[nodiscard]] Result<void> pause(
         const std::string& provider, const std::string& reason, const std::string& who);
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who);
@@ -77,6 +85,9 @@ public:
 
 private:
     [[nodiscard]] std::int64_t nowMs() const;
+    Result<bool> updateLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
+        const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
+        const std::string& description);
     Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std::string& provider) const;
 
     QuotaStore* m_store; // not owned

@@ -11,6 +11,14 @@ std::int64_t limitOrNone(const ProviderLimits& l, const std::optional<std::int64
     return v ? l.effective(*v) : -1;
 }
 
+std::int64_t plusSaturated(std::int64_t a, std::int64_t b)
+{
+    std::int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
 HistoryEvent event(std::int64_t nowMs, std::string type, const std::string& provider)
 {
     HistoryEvent e;
@@ -124,7 +132,7 @@ std::string QuotaPolicy::whyHolderGone(
     const Slot& s, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe, bool cheap)
 {
     if (s.pid == 0)
-        return nowMs < s.acquiredMs + l.windowMs ? "" : "placeholder expired";
+        return nowMs < plusSaturated(s.acquiredMs, l.windowMs) ? "" : "placeholder expired";
     if (sameNamespace(s.pidNs, probe)) {
         if (cheap)
             return probe.exists(s.pid) ? "" : "holder died";
@@ -137,7 +145,7 @@ std::string QuotaPolicy::whyHolderGone(
 
 std::string QuotaPolicy::whyWaiterGone(const Waiter& w, std::int64_t nowMs, const ProcessProbe& probe)
 {
-    if (nowMs > w.deadlineMs + GHOST_GRACE_MS)
+    if (nowMs > plusSaturated(w.deadlineMs, GHOST_GRACE_MS))
         return "waiter vanished past its deadline";
     if (sameNamespace(w.pidNs, probe))
         return probe.holderLiveness(w.pid, w.startTicks) == Liveness::Dead ? "waiter died" : "";
@@ -205,7 +213,7 @@ int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::in
     return reclaimWhere(p, nowMs, events, [&](const Slot& s) -> std::string {
         if (const std::string why = whyHolderGone(s, l, nowMs, probe); !why.empty())
             return why + by;
-        if (s.pid != 0 && overdue && nowMs - s.acquiredMs > l.maxHoldMs)
+        if (s.pid != 0 && overdue && s.acquiredMs < nowMs - l.maxHoldMs)
             return "held past the maximum hold time" + by;
         return "";
     });
@@ -236,22 +244,27 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
         d.reason = WaitReason::Paused;
         return d;
     }
-    if (nowMs < p.backoffUntilMs) {
+    // Stored times are judged within their bounds (boundTimes): a forged state stops nobody
+    // for longer than one 429 report may.
+    const std::int64_t backoffEnd = backoffUntil(p, nowMs);
+    if (nowMs < backoffEnd) {
         d.reason = WaitReason::Backoff;
-        d.retryAtMs = p.backoffUntilMs;
+        d.retryAtMs = backoffEnd;
         return d;
     }
     if (!p.queue.empty() && (ticket == 0 || p.queue.front().ticket != ticket)) {
         d.reason = WaitReason::Queue;
         return d;
     }
-    if (nowMs < p.paceUntilMs && l.requests) {
+    const std::int64_t paceEnd = std::min(p.paceUntilMs, plusSaturated(backoffEnd, l.windowMs));
+    if (nowMs < paceEnd && l.requests) {
         const std::int64_t spacing = l.windowMs / l.effective(*l.requests);
-        const std::int64_t backoffEnded = p.paceUntilMs - l.windowMs;
+        const std::int64_t backoffEnded = paceEnd - l.windowMs;
+        const std::int64_t lastAdmit = std::min(p.lastAdmitMs, nowMs);
         // Only admissions since the backoff ended set the pace; the first one goes at once.
-        if (p.lastAdmitMs >= backoffEnded && nowMs < p.lastAdmitMs + spacing) {
+        if (lastAdmit >= backoffEnded && nowMs < lastAdmit + spacing) {
             d.reason = WaitReason::Backoff;
-            d.retryAtMs = p.lastAdmitMs + spacing;
+            d.retryAtMs = lastAdmit + spacing;
             return d;
         }
     }
@@ -271,7 +284,7 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
         d.reason = WaitReason::Slots;
         for (const auto& slot : p.slots) {
             if (slot.pid == 0)
-                d.retryAtMs = std::min(d.retryAtMs, slot.acquiredMs + l.windowMs);
+                d.retryAtMs = std::min(d.retryAtMs, plusSaturated(slot.acquiredMs, l.windowMs));
         }
         return d;
     }
@@ -346,25 +359,68 @@ bool QuotaPolicy::dequeue(ProviderState& p, std::uint64_t ticket)
 std::int64_t QuotaPolicy::backoffFor(
     const ProviderLimits& l, std::int32_t consecutive, std::optional<std::int64_t> retryAfterMs)
 {
-    std::int64_t exp = l.backoffBaseMs;
-    for (std::int32_t i = 1; i < consecutive && exp < l.backoffCapMs; ++i)
+    const std::int64_t cap = std::clamp<std::int64_t>(l.backoffCapMs, 1, QuotaLimits::MAX_BACKOFF_MS);
+    std::int64_t exp = std::clamp<std::int64_t>(l.backoffBaseMs, 1, cap);
+    for (std::int32_t i = 1; i < consecutive && exp < cap; ++i)
         exp *= 2;
-    exp = std::min(exp, l.backoffCapMs);
-    return std::max(exp, retryAfterMs.value_or(0));
+    exp = std::min(exp, cap);
+    return std::max(exp, RetryAfter::bound(retryAfterMs.value_or(0)));
 }
 
 std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
     std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs)
 {
+    p.consecutive429 = std::clamp<std::int32_t>(p.consecutive429, 0, 1 << 20);
     p.consecutive429 = std::min<std::int32_t>(p.consecutive429 + 1, 1 << 20);
     const std::int64_t backoff = backoffFor(l, p.consecutive429, retryAfterMs);
-    p.backoffUntilMs = std::max(p.backoffUntilMs, nowMs + backoff + std::max<std::int64_t>(0, jitterMs));
+    const std::int64_t jitter = std::clamp<std::int64_t>(jitterMs, 0, MAX_JITTER_MS);
+    // From the bounded current end: a forged far-future one must not survive a new report.
+    p.backoffUntilMs = std::max(backoffUntil(p, nowMs), plusSaturated(nowMs, plusSaturated(backoff, jitter)));
     // After the backoff, admissions restart at an even pace for one window instead of
     // all queued callers firing in the same instant.
-    p.paceUntilMs = p.backoffUntilMs + l.windowMs;
+    p.paceUntilMs = plusSaturated(p.backoffUntilMs, l.windowMs);
     p.last429Ms = nowMs;
     ++p.rateLimitedTotal;
     return backoff;
+}
+
+std::int64_t QuotaPolicy::backoffUntil(const ProviderState& p, std::int64_t nowMs)
+{
+    return std::min(p.backoffUntilMs, plusSaturated(nowMs, MAX_STOP_MS));
+}
+
+bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
+{
+    bool changed = false;
+    auto atMost = [&](std::int64_t& v, std::int64_t max) {
+        if (v > max) {
+            v = max;
+            changed = true;
+        }
+    };
+    atMost(p.backoffUntilMs, plusSaturated(nowMs, MAX_STOP_MS));
+    atMost(p.paceUntilMs,
+        plusSaturated(std::max(p.backoffUntilMs, nowMs), std::max<std::int64_t>(0, l.windowMs)));
+    atMost(p.lastAdmitMs, nowMs);
+    atMost(p.last429Ms, nowMs);
+    atMost(p.pausedAtMs, nowMs);
+    atMost(s.pausedAtMs, nowMs);
+    if (p.consecutive429 < 0) {
+        p.consecutive429 = 0;
+        changed = true;
+    }
+    // The longest lease anyone takes: a slot's lease is the maximum hold time (or the run
+    // lease, far below it); a waiter's is WAITER_LEASE_MS.
+    const std::int64_t slotLease = plusSaturated(nowMs, QuotaLimits::MAX_HOLD_MS);
+    for (Slot& slot : p.slots) {
+        atMost(slot.acquiredMs, nowMs);
+        atMost(slot.leaseUntilMs, slotLease);
+    }
+    for (Waiter& w : p.queue) {
+        atMost(w.enqueuedMs, nowMs);
+        atMost(w.leaseUntilMs, plusSaturated(nowMs, WAITER_LEASE_MS));
+    }
+    return changed;
 }
 
 } // namespace tollgate

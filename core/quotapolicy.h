@@ -14,6 +14,7 @@
 #include "processprobe.h"
 #include "quotalimits.h"
 #include "quotastate.h"
+#include "retryafter.h"
 
 #include <climits>
 #include <optional>
@@ -59,6 +60,21 @@ public:
     // A waiter re-checks at least every QuotaLimiter::MAX_SLEEP; it renews its lease when a
     // third of it is gone. Seen from another pid namespace, a waiter whose lease ran out died.
     static constexpr std::int64_t WAITER_LEASE_MS = 15000;
+    // The jitter added to one 429's backoff is at most this.
+    static constexpr std::int64_t MAX_JITTER_MS = 5000;
+    // The longest one 429 report stops the provider's callers: the longest backoff plus the
+    // jitter. A stored backoff reaching further (a forged or hand-edited state.bin) is cut to
+    // this from now.
+    static constexpr std::int64_t MAX_STOP_MS = QuotaLimits::MAX_BACKOFF_MS + MAX_JITTER_MS;
+
+    // The backoff end as judged at nowMs: never more than MAX_STOP_MS ahead.
+    [[nodiscard]] static std::int64_t backoffUntil(const ProviderState& p, std::int64_t nowMs);
+    // Brings times a state cannot truthfully hold back within bounds: a backoff (and the pacing
+    // after it) ending more than MAX_STOP_MS from now, "happened at" times in the future, leases
+    // longer than any holder or waiter takes. Persisting the result (true: changed) is what
+    // makes the bound hold: clamped only when read, a forged "year 292 million" would stay
+    // MAX_STOP_MS ahead of every look for ever.
+    static bool boundTimes(QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
 
     // Who holds a slot. The holder's pid is probed only from its own pid namespace (the
     // probe's); from anywhere else (or when either namespace is unknown) the slot is held
@@ -106,10 +122,13 @@ public:
         const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue);
     static bool dequeue(ProviderState& p, std::uint64_t ticket);
 
-    // Backoff = max(Retry-After, base * 2^(n-1) capped at cap), n = consecutive 429s.
+    // Backoff = max(Retry-After, base * 2^(n-1) capped at cap), n = consecutive 429s; the cap is
+    // at most QuotaLimits::MAX_BACKOFF_MS and Retry-After at most RetryAfter::MAX_MS, whatever
+    // the inputs.
     [[nodiscard]] static std::int64_t backoffFor(
         const ProviderLimits& l, std::int32_t consecutive, std::optional<std::int64_t> retryAfterMs);
-    // Applies a 429; jitterMs is added on top (chosen by the caller). Returns the backoff.
+    // Applies a 429; jitterMs (0 .. MAX_JITTER_MS, clamped) is added on top (chosen by the
+    // caller). Returns the backoff.
     static std::int64_t apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
         std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs);
     // Why a request can never be admitted under these limits, if so.

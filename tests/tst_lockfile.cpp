@@ -55,6 +55,8 @@ private Q_SLOTS:
     void futureTimestampWithLiveHolderStaysHeld();
     void futureTimestampWithinToleranceIsTrusted();
     void futureMtimeFallsBackToChangeTime();
+    void releaseIfSameActsOnlyOnTheLockSeen();
+    void cleanReportsTheLockJudgedUnderTheFlock();
 
 private:
     std::string lockPath() const { return (m_dir->path() + QStringLiteral("/test.lock")).toStdString(); }
@@ -624,6 +626,84 @@ void TestLockFile::futureMtimeFallsBackToChangeTime()
         QVERIFY(c->lock.ageSeconds >= 7200);
         QVERIFY(c->removedLock);
     }
+}
+
+// The dashboard's "release this lock": between the look and the confirmation the lock may be
+// released and taken again (even with the same pid); only the file seen may be removed.
+void TestLockFile::releaseIfSameActsOnlyOnTheLockSeen()
+{
+    const qint64 dead = TestSupport::deadPid();
+    const std::string first = LockInfo { dead, m_clock.unixSeconds() - 10, "" }.serialize();
+    writeLock(first);
+    auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+    QVERIFY(lock.ok());
+    auto seen = lock->status(3600);
+    QVERIFY(seen.ok() && seen->exists);
+    QVERIFY(seen->identity.valid());
+    QCOMPARE(seen->identity.content, first);
+    const LockIdentity old = seen->identity;
+
+    // Same bytes, another inode: released and taken again. (The old file is kept open so that
+    // its inode number cannot be reused for the new one.)
+    QFile keep(QString::fromStdString(lockPath()));
+    QVERIFY(keep.open(QIODevice::ReadOnly));
+    QVERIFY(QFile::remove(QString::fromStdString(lockPath())));
+    writeLock(first);
+    auto r = lock->releaseIfSame(old, 3600);
+    QVERIFY(r.ok());
+    QCOMPARE(r->state, SameReleaseState::Changed);
+    QCOMPARE(r->found.identity.content, first);
+    QVERIFY(r->found.identity.inode != old.inode);
+    QVERIFY(QFile::exists(QString::fromStdString(lockPath())));
+
+    // Same inode, other bytes (rewritten in place).
+    auto now = lock->status(3600);
+    QVERIFY(now.ok());
+    const std::string second = LockInfo { dead, m_clock.unixSeconds(), "" }.serialize();
+    {
+        QFile f(QString::fromStdString(lockPath()));
+        QVERIFY(f.open(QIODevice::ReadWrite | QIODevice::Truncate));
+        f.write(second.data(), static_cast<qint64>(second.size()));
+    }
+    r = lock->releaseIfSame(now->identity, 3600);
+    QVERIFY(r.ok());
+    QCOMPARE(r->state, SameReleaseState::Changed);
+    QCOMPARE(r->found.identity.content, second);
+    QVERIFY(QFile::exists(QString::fromStdString(lockPath())));
+
+    // The same lock: the decision is made on the status judged under the flock.
+    now = lock->status(3600);
+    QVERIFY(now.ok());
+    bool asked = false;
+    r = lock->releaseIfSame(now->identity, 3600, [&](const LockStatus& s) {
+        asked = true;
+        return s.holderAlive;
+    });
+    QVERIFY(r.ok());
+    QVERIFY(asked);
+    QCOMPARE(r->state, SameReleaseState::Kept);
+    QCOMPARE(r->found.info.pid, std::int64_t(dead));
+    r = lock->releaseIfSame(now->identity, 3600, [](const LockStatus& s) { return !s.holderAlive; });
+    QVERIFY(r.ok());
+    QCOMPARE(r->state, SameReleaseState::Released);
+    QVERIFY(r->found.identity == now->identity);
+    QVERIFY(!QFile::exists(QString::fromStdString(lockPath())));
+    r = lock->releaseIfSame(now->identity, 3600);
+    QVERIFY(r.ok());
+    QCOMPARE(r->state, SameReleaseState::Gone);
+}
+
+void TestLockFile::cleanReportsTheLockJudgedUnderTheFlock()
+{
+    const std::string bytes
+        = LockInfo { TestSupport::deadPid(), m_clock.unixSeconds() - 7200, "cron" }.serialize();
+    writeLock(bytes);
+    auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+    auto c = lock->clean(3600);
+    QVERIFY(c.ok());
+    QVERIFY(c->removedLock);
+    QCOMPARE(c->lock.identity.content, bytes); // exactly what was removed
+    QCOMPARE(c->lock.info.tag, std::string("cron"));
 }
 
 QTEST_GUILESS_MAIN(TestLockFile)

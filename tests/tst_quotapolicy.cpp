@@ -1,6 +1,7 @@
 // QuotaPolicy: the admission rules on a state in memory, with time as a plain number.
 
 #include "quotapolicy.h"
+#include "retryafter.h"
 
 #include <QFile>
 #include <QTest>
@@ -71,6 +72,8 @@ private Q_SLOTS:
     void reusedPidWithAnotherStartTimeIsDead();
     void waiterOfAnotherNamespaceExpiresWithItsLease();
     void formatOneStateIsReadConservatively();
+    void backoffIsBoundedWhateverTheInputs();
+    void forgedFarFutureTimesStopNobodyPastTheMaximum();
 
 private:
     QuotaState m_state;
@@ -431,6 +434,71 @@ void TestQuotaPolicy::formatOneStateIsReadConservatively()
     auto back = QuotaState::decode(again);
     QVERIFY(back.ok());
     QCOMPARE(back->encode(), again);
+}
+
+// One report never stops callers for longer than RetryAfter::MAX_MS plus the jitter, whatever
+// the Retry-After, the jitter or the limits (a hand-edited limits.json is refused, but the
+// policy is a library function and must not trust its callers either).
+void TestQuotaPolicy::backoffIsBoundedWhateverTheInputs()
+{
+    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, INT64_MAX), RetryAfter::MAX_MS);
+    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, -5), m_limits.backoffBaseMs);
+    ProviderLimits wild = m_limits;
+    wild.backoffBaseMs = INT64_MAX;
+    wild.backoffCapMs = INT64_MAX;
+    QCOMPARE(QuotaPolicy::backoffFor(wild, 1 << 20, std::nullopt), QuotaLimits::MAX_BACKOFF_MS);
+    wild.backoffBaseMs = -1;
+    wild.backoffCapMs = 0;
+    QCOMPARE(QuotaPolicy::backoffFor(wild, 3, std::nullopt), std::int64_t(1));
+
+    const std::int64_t now = 1'700'000'000'000;
+    auto& p = provider();
+    QCOMPARE(QuotaPolicy::apply429(p, m_limits, now, INT64_MAX, INT64_MAX), RetryAfter::MAX_MS);
+    QCOMPARE(p.backoffUntilMs, now + RetryAfter::MAX_MS + QuotaPolicy::MAX_JITTER_MS);
+    QCOMPARE(QuotaPolicy::MAX_STOP_MS, RetryAfter::MAX_MS + QuotaPolicy::MAX_JITTER_MS);
+}
+
+// A forged or hand-edited state (anyone who may write the home may write state.bin) with times
+// far in the future: callers are stopped at most MAX_STOP_MS from the first look at it, and
+// the bound is written back so that it does not move with the clock.
+void TestQuotaPolicy::forgedFarFutureTimesStopNobodyPastTheMaximum()
+{
+    const std::int64_t now = 1'700'000'000'000;
+    QuotaPolicy::syncProvider(provider(), m_limits, now);
+    auto& p = provider();
+    p.backoffUntilMs = INT64_MAX;
+    p.paceUntilMs = INT64_MAX;
+    p.lastAdmitMs = INT64_MAX - 1;
+    p.last429Ms = INT64_MAX;
+    p.pausedAtMs = INT64_MAX;
+    m_state.pausedAtMs = INT64_MAX;
+
+    auto d = QuotaPolicy::evaluate(m_state, p, m_limits, req("a"), 0, now);
+    QVERIFY(!d.admitted);
+    QCOMPARE(d.reason, WaitReason::Backoff);
+    QVERIFY2(d.retryAtMs <= now + QuotaPolicy::MAX_STOP_MS, qPrintable(QString::number(d.retryAtMs)));
+    QCOMPARE(QuotaPolicy::backoffUntil(p, now), now + QuotaPolicy::MAX_STOP_MS);
+
+    QVERIFY(QuotaPolicy::boundTimes(m_state, p, m_limits, now));
+    QCOMPARE(p.backoffUntilMs, now + QuotaPolicy::MAX_STOP_MS);
+    QVERIFY(p.paceUntilMs <= now + QuotaPolicy::MAX_STOP_MS + m_limits.windowMs);
+    QCOMPARE(p.lastAdmitMs, now);
+    QCOMPARE(p.last429Ms, now);
+    QCOMPARE(p.pausedAtMs, now);
+    QCOMPARE(m_state.pausedAtMs, now);
+    QVERIFY(!QuotaPolicy::boundTimes(m_state, p, m_limits, now + 1)); // bounded: nothing moves
+
+    const std::int64_t later = now + QuotaPolicy::MAX_STOP_MS;
+    QVERIFY(!QuotaPolicy::boundTimes(m_state, p, m_limits, later));
+    auto after = admit(req("a"), later);
+    QVERIFY(after.ok());
+    QVERIFY(after->admitted); // the first admission after a backoff goes at once
+
+    // A 429 on top of a forged backoff starts from the bound, not from the forged value.
+    p.backoffUntilMs = INT64_MAX;
+    QuotaPolicy::apply429(p, m_limits, later, std::nullopt, 0);
+    QVERIFY(p.backoffUntilMs <= later + QuotaPolicy::MAX_STOP_MS);
+    QVERIFY(p.paceUntilMs > p.backoffUntilMs); // no overflow into the past
 }
 
 QTEST_APPLESS_MAIN(TestQuotaPolicy)

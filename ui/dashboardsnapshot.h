@@ -5,7 +5,7 @@
 // to the GUI thread by a queued signal; the GUI never touches a file itself.
 
 #include "historyevent.h"
-#include "locktarget.h"
+#include "lockfile.h"
 #include "quotalimits.h"
 #include "quotastate.h"
 
@@ -41,7 +41,7 @@ struct HolderInfo
     QString commandLine; // of the holder, when alive and /proc tells
     QString problem; // corrupt lock: why
     // Lock files: the exact file that was looked at. An action on this row acts only on this
-    // file (see LockTarget); a lock released and taken again is another item.
+    // file (see LockFile::releaseIfSame); a lock released and taken again is another item.
     LockIdentity lock;
 
     bool operator==(const HolderInfo&) const = default;

@@ -1,5 +1,7 @@
 #include "providersmodel.h"
 
+#include "quotapolicy.h"
+
 #include <QBrush>
 #include <QColor>
 #include <cmath>
@@ -65,15 +67,25 @@ KeyedTableModel::Cell usageCell(
     return c;
 }
 
-std::optional<std::int64_t> parseCount(const QString& raw, bool& ok)
+// A count cell: empty (or "none") for no limit, else checked by the core's one range check,
+// so the dashboard refuses exactly what the CLI and limits.json refuse, with the same words.
+std::optional<std::int64_t> parseCount(
+    const QString& raw, LimitField field, const char* name, bool& ok, QString& refusal)
 {
     const QString t = raw.trimmed();
     ok = true;
     if (t.isEmpty() || t == QLatin1String("-") || t == QStringLiteral("—")
         || t.compare(QLatin1String("none"), Qt::CaseInsensitive) == 0)
         return std::nullopt;
-    const qlonglong n = t.toLongLong(&ok);
-    return ok ? std::optional<std::int64_t>(n) : std::nullopt;
+    const double n = t.toDouble(&ok);
+    if (!ok)
+        return std::nullopt;
+    auto checked = QuotaLimits::check(field, n, name);
+    if (!checked) {
+        refusal = QString::fromStdString(checked.error().message);
+        return std::nullopt;
+    }
+    return *checked;
 }
 
 } // namespace
@@ -175,7 +187,8 @@ void ProvidersModel::rebuild()
         } else {
             row.cells[Slots] = text(QString::number(slots), slots);
         }
-        const qint64 backoff = p ? std::max<qint64>(0, p->backoffUntilMs - m_nowMs) : 0;
+        // Bounded as the core judges it: a forged far-future backoff shows at most 24 h + 5 s.
+        const qint64 backoff = p ? std::max<qint64>(0, QuotaPolicy::backoffUntil(*p, m_nowMs) - m_nowMs) : 0;
         if (backoff > 0) {
             // Whole seconds, rounded up, so the countdown reaches 0 when the backoff ends.
             auto c = text(tr("%1 s").arg((backoff + 999) / 1000), backoff);
@@ -236,15 +249,16 @@ bool ProvidersModel::setData(const QModelIndex& index, const QVariant& value, in
     ProviderLimits edited = *current;
     const QString raw = value.toString();
     bool ok = true;
+    QString refusal; // the core's words for a value out of range
     switch (index.column()) {
     case RequestLimit:
-        edited.requests = parseCount(raw, ok);
+        edited.requests = parseCount(raw, LimitField::Requests, "requests", ok, refusal);
         break;
     case TokenLimit:
-        edited.tokens = parseCount(raw, ok);
+        edited.tokens = parseCount(raw, LimitField::Tokens, "tokens", ok, refusal);
         break;
     case Parallel:
-        edited.parallel = parseCount(raw, ok);
+        edited.parallel = parseCount(raw, LimitField::Parallel, "parallel", ok, refusal);
         break;
     case Window: {
         const double s = raw.trimmed().toDouble(&ok);
@@ -253,18 +267,19 @@ bool ProvidersModel::setData(const QModelIndex& index, const QVariant& value, in
                 provider, tr("The window of %1 must be a number of seconds, not \"%2\".").arg(provider, raw));
             return false;
         }
-        if (!(s > 0.0)) {
-            Q_EMIT editRefused(provider,
-                tr("The window of %1 must be longer than 0 seconds (got %2): a window of 0 or less would "
-                   "admit nothing "
-                   "or everything.")
-                    .arg(provider, raw.trimmed()));
-            return false;
+        auto ms = QuotaLimits::check(LimitField::WindowSeconds, s, "window");
+        if (!ms) {
+            refusal = QString::fromStdString(ms.error().message);
+            break;
         }
-        edited.windowMs = std::llround(s * 1000.0);
+        edited.windowMs = *ms;
         break;
     }
     default:
+        return false;
+    }
+    if (!refusal.isEmpty()) {
+        Q_EMIT editRefused(provider, tr("%1: %2").arg(provider, refusal));
         return false;
     }
     if (!ok) {

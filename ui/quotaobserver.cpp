@@ -85,12 +85,14 @@ void addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe)
             h.who = slot.pid == 0 ? QObject::tr("(placeholder after a lost state)") : qs(slot.caller);
             h.model = qs(slot.model);
             h.sinceMs = slot.acquiredMs;
-            const bool alive
-                = slot.pid > 0 && probe.liveness(slot.pid, slot.acquiredMs / 1000) == Liveness::Alive;
+            // The core's judgement (the limiter's and status's): a holder of another pid
+            // namespace is alive while its lease runs, never judged by a pid of ours.
+            const ProviderLimits none;
+            const bool alive = QuotaPolicy::holderAlive(slot, l ? *l : none, s.nowMs, probe);
             h.health = alive ? HolderHealth::Alive : HolderHealth::Dead;
-            if (alive && l && s.nowMs - slot.acquiredMs > l->maxHoldMs)
+            if (alive && slot.pid > 0 && l && slot.acquiredMs < s.nowMs - l->maxHoldMs)
                 h.health = HolderHealth::Overdue;
-            if (alive)
+            if (alive && slot.pid > 0 && QuotaPolicy::sameNamespace(slot.pidNs, probe))
                 h.commandLine = qs(probe.commandLine(slot.pid));
             s.holders.push_back(std::move(h));
         }
@@ -116,35 +118,25 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
             auto lock = LockFile::open(ss(path), clock, probe);
             if (!lock)
                 continue;
-            // The identity (inode and bytes) and the core's judgement come from two reads; a
-            // row is only shown when both saw the same lock, so an action on it names that one.
-            std::optional<LockTarget::Look> seen;
-            Result<LockStatus> st = Error::make(ErrorKind::Busy, ss(path), "changing");
-            for (int attempt = 0; attempt < 3 && !seen; ++attempt) {
-                auto look = LockTarget::look(path);
-                if (!look || !look->exists)
-                    break;
-                st = lock->status(staleSeconds);
-                if (!st || !st->exists)
-                    break;
-                if (st->corrupt ? !look->info : (look->info && *look->info == st->info))
-                    seen = *look;
-            }
-            if (!seen || !st || !st->exists)
-                continue; // released, or changing under us: the next refresh shows it
+            // One read gives the identity (inode and bytes) and the core's judgement of them, so
+            // an action on the row names exactly the lock that was judged.
+            auto st = lock->status(staleSeconds);
+            if (!st || !st->exists)
+                continue; // released, or unreadable: the next refresh shows it
             HolderInfo h;
             h.kind = HolderKind::LockFile;
             h.key = QStringLiteral("lock:") + path;
             h.path = path;
-            h.lock = seen->identity;
-            h.sinceMs = (clock.unixSeconds() - st->ageSeconds) * 1000;
+            h.lock = st->identity;
+            // From the core's age, which is never negative and never trusts a timestamp in the
+            // future: the stored timestamp times 1000 overflows for a forged 2^63-1.
+            h.sinceMs = msNow(clock) - std::min<std::int64_t>(st->ageSeconds, msNow(clock) / 1000) * 1000;
             if (st->corrupt) {
                 h.health = HolderHealth::Corrupt;
                 h.problem = qs(st->corruptReason);
             } else {
                 h.pid = st->info.pid;
                 h.who = qs(st->info.tag);
-                h.sinceMs = st->info.timestamp * 1000;
                 h.health = st->stale ? HolderHealth::Stale
                                      : (st->holderAlive ? HolderHealth::Alive : HolderHealth::Dead);
                 if (st->holderAlive)
@@ -289,33 +281,14 @@ void QuotaObserver::setLimits(const LimitChange& change)
         r.message = qs(valid.error().describe());
         return finish(r);
     }
-    // Compare-and-set under state.lock: the edit was made on the limits the window showed, and
-    // must not overwrite a change someone else made since. (The function may run twice: once
-    // to prepare limits.json, once under the lock; it only reads its inputs.)
-    bool changedMeanwhile = false;
+    // Compare-and-set under state.lock (the core's): the edit was made on the limits the
+    // window showed, and must not overwrite a change someone else made since.
     std::optional<ProviderLimits> current;
-    const std::string reason
-        = ss(change.summary()) + (change.undo ? " (undo)" : "") + " (by " + ss(who()) + ")";
-    auto done = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
-        const ProviderLimits* now = all.find(provider);
-        current = now ? std::optional<ProviderLimits>(*now) : std::nullopt;
-        changedMeanwhile = !now || !(*now == change.before);
-        if (changedMeanwhile)
-            return Error::make(ErrorKind::Usage, "", "the limits changed since they were shown");
-        if (auto set = all.set(provider, change.after); !set)
-            return set;
-        const std::int64_t nowMs = msNow(m_clock);
-        QuotaPolicy::syncProvider(tx.state.ensureProvider(provider), change.after, nowMs);
-        HistoryEvent e;
-        e.timeMs = nowMs;
-        e.type = "limits";
-        e.provider = provider;
-        e.reason = reason;
-        tx.events.push_back(std::move(e));
-        return {};
-    });
-    r.ok = done.ok();
-    if (done) {
+    const std::string what = ss(change.summary()) + (change.undo ? " (undo)" : "");
+    auto done = m_limiter->setLimitsIf(provider, change.before, change.after, ss(who()), &current, what);
+    const bool changedMeanwhile = done && !*done;
+    r.ok = done && *done;
+    if (r.ok) {
         r.message = (change.undo ? tr("Undone: %1 of %2.") : tr("Limits of %2 changed: %1."))
                         .arg(change.summary(), change.provider);
     } else if (changedMeanwhile) {
@@ -336,11 +309,7 @@ void QuotaObserver::pause(const QString& provider, const QString& reason)
         r.message = why;
         return finish(r);
     }
-    // The core writes "<reason> (by <who>)"; without a reason that would be " (by ...)", so
-    // then the actor alone is the reason.
-    const bool noReason = reason.trimmed().isEmpty();
-    auto done = noReason ? m_limiter->pause(ss(provider), "by " + ss(who()), std::string())
-                         : m_limiter->pause(ss(provider), ss(reason.trimmed()), ss(who()));
+    auto done = m_limiter->pause(ss(provider), ss(reason.trimmed()), ss(who()));
     r.ok = done.ok();
     r.message = done ? (provider.isEmpty() ? tr("All callers paused.") : tr("%1 paused.").arg(provider))
                      : qs(done.error().describe());
@@ -446,11 +415,16 @@ void QuotaObserver::releaseSlot(const HolderInfo& expected, bool confirmed, Acti
                         .arg(slot->pid);
         return;
     }
+    // The core's judgement: a holder of another pid namespace with a live lease is alive (and
+    // its pid, a number of another namespace, is never probed here).
+    const ProviderLimits* limits = snap->limits.find(ss(provider));
+    const ProviderLimits none;
     if (!confirmed && slot->pid > 0
-        && m_probe.liveness(slot->pid, slot->acquiredMs / 1000) == Liveness::Alive) {
+        && QuotaPolicy::holderAlive(*slot, limits ? *limits : none, snap->nowMs, m_probe)) {
         r.needsConfirmation = true;
         r.pid = slot->pid;
-        r.commandLine = qs(m_probe.commandLine(slot->pid));
+        if (QuotaPolicy::sameNamespace(slot->pidNs, m_probe))
+            r.commandLine = qs(m_probe.commandLine(slot->pid));
         r.holder.commandLine = r.commandLine;
         r.message = tr("Slot %1 of %2 (%3)").arg(fence).arg(provider, expected.who);
         return;
@@ -471,34 +445,34 @@ QString lockName(const QString& path)
     return QFileInfo(path).fileName();
 }
 
-QString holderText(const LockTarget::Look& look)
+QString holderText(const LockStatus& look)
 {
     if (!look.exists)
         return QObject::tr("free");
-    if (!look.info)
+    if (look.corrupt)
         return QObject::tr("a corrupt file");
-    QString text = QObject::tr("held by pid %1").arg(look.info->pid);
-    if (!look.info->tag.empty())
-        text += QStringLiteral(" (%1)").arg(qs(TextSanitizer::clean(look.info->tag, 80)));
+    QString text = QObject::tr("held by pid %1").arg(look.info.pid);
+    if (!look.info.tag.empty())
+        text += QStringLiteral(" (%1)").arg(qs(TextSanitizer::clean(look.info.tag, 80)));
     return text;
 }
 
-HistoryEvent lockEvent(const char* type, const QString& path, const LockTarget::Look& look,
+HistoryEvent lockEvent(const char* type, const QString& path, const LockStatus& look,
     const QString& holderState, const QString& actor, qint64 nowMs)
 {
     HistoryEvent e;
     e.timeMs = nowMs;
     e.type = type;
-    e.pid = look.info ? look.info->pid : 0;
+    e.pid = look.corrupt ? 0 : look.info.pid;
     std::string reason = ss(path);
-    if (look.info) {
-        reason += ": pid " + std::to_string(look.info->pid);
-        if (!look.info->tag.empty())
-            reason += ", tag \"" + TextSanitizer::clean(look.info->tag, 200) + "\"";
+    if (!look.corrupt) {
+        reason += ": pid " + std::to_string(look.info.pid);
+        if (!look.info.tag.empty())
+            reason += ", tag \"" + TextSanitizer::clean(look.info.tag, 200) + "\"";
     } else {
         reason += ": corrupt lock file";
     }
-    reason += ", holder " + ss(holderState) + "; by " + ss(actor);
+    reason += ", holder " + ss(holderState) + "; " + ss(actor); // actor: "forced by WHO", "cleaned by WHO"
     e.reason = std::move(reason);
     return e;
 }
@@ -508,42 +482,49 @@ HistoryEvent lockEvent(const char* type, const QString& path, const LockTarget::
 void QuotaObserver::releaseLock(const HolderInfo& expected, bool confirmed, ActionResult& r)
 {
     const QString& path = expected.path;
+    auto lock = LockFile::open(ss(path), m_clock, m_probe);
+    if (!lock) {
+        r.message = tr("%1: %2; nothing done.").arg(lockName(path), qs(lock.error().describe()));
+        return;
+    }
+    // Under the inode's flock, by the core: the lock seen (same inode, same bytes), and its
+    // holder as the core judges it there.
     bool alive = false;
-    auto decide = [&](const LockTarget::Look& look) {
-        alive = look.info && m_probe.liveness(look.info->pid, look.info->timestamp) == Liveness::Alive;
+    auto outcome = lock->releaseIfSame(expected.lock, m_staleSeconds, [&](const LockStatus& s) {
+        alive = !s.corrupt && s.holderAlive;
         return confirmed || !alive;
-    };
-    LockTarget::Look found;
-    auto outcome = LockTarget::removeIfSame(path, expected.lock, decide, found);
+    });
     if (!outcome) {
         r.message = tr("%1: %2; nothing done.").arg(lockName(path), qs(outcome.error().describe()));
         return;
     }
-    switch (*outcome) {
-    case LockTarget::Outcome::Gone:
+    const LockStatus& found = outcome->found;
+    switch (outcome->state) {
+    case SameReleaseState::Gone:
         r.ok = true;
         r.message = tr("%1 is already free; nothing done.").arg(lockName(path));
         return;
-    case LockTarget::Outcome::Changed:
+    case SameReleaseState::Changed:
         r.message
             = tr("%1 changed since you looked: now %2; nothing done.").arg(lockName(path), holderText(found));
         return;
-    case LockTarget::Outcome::Kept:
+    case SameReleaseState::Kept:
         r.needsConfirmation = true;
-        r.pid = found.info ? found.info->pid : 0;
+        r.pid = found.corrupt ? 0 : found.info.pid;
         r.commandLine = qs(m_probe.commandLine(r.pid));
         r.holder.commandLine = r.commandLine;
         r.message = expected.who.isEmpty() ? tr("Lock file %1").arg(path)
                                            : tr("Lock file %1 (%2)").arg(path, expected.who);
         return;
-    case LockTarget::Outcome::Removed:
+    case SameReleaseState::Released:
         break;
     }
     r.ok = true;
     r.message = tr("%1 released (it was %2, holder %3).")
                     .arg(lockName(path), holderText(found), alive ? tr("alive") : tr("dead"));
     const QString notRecorded = record({ lockEvent("lock-release", path, found,
-        found.info ? (alive ? QStringLiteral("alive") : QStringLiteral("dead")) : QStringLiteral("unknown"),
+        found.corrupt ? QStringLiteral("unknown")
+                      : (alive ? QStringLiteral("alive") : QStringLiteral("dead")),
         QStringLiteral("forced by ") + who(), msNow(m_clock)) });
     if (!notRecorded.isEmpty())
         r.message += QLatin1Char(' ') + tr("Not recorded in the history: %1").arg(notRecorded);
@@ -571,27 +552,30 @@ void QuotaObserver::cleanStale()
         if (h.kind != HolderKind::LockFile
             || (h.health != HolderHealth::Dead && h.health != HolderHealth::Stale))
             continue;
-        // Re-judged under the inode's flock: the same file, its holder still dead, and older
+        auto lock = LockFile::open(ss(h.path), m_clock, m_probe);
+        if (!lock) {
+            problems.append(QStringLiteral("%1: %2").arg(lockName(h.path), qs(lock.error().describe())));
+            continue;
+        }
+        // Re-judged by the core under the inode's flock: the same file, its holder still not
+        // alive (a forged holder of another user counts as not alive once stale), and older
         // than CLEAN_AGE_SECONDS (a lock whose holder died a moment ago is left to the next look).
-        const qint64 nowS = m_clock.unixSeconds();
-        auto decide = [&](const LockTarget::Look& look) {
-            return look.info && m_probe.liveness(look.info->pid, look.info->timestamp) != Liveness::Alive
-                && nowS - look.info->timestamp > CLEAN_AGE_SECONDS;
-        };
-        LockTarget::Look found;
-        auto outcome = LockTarget::removeIfSame(h.path, h.lock, decide, found);
+        auto outcome = lock->releaseIfSame(h.lock, m_staleSeconds, [](const LockStatus& st) {
+            return !st.corrupt && (!st.holderAlive || st.stale) && st.ageSeconds > CLEAN_AGE_SECONDS;
+        });
         if (!outcome) {
             problems.append(QStringLiteral("%1: %2").arg(lockName(h.path), qs(outcome.error().describe())));
             continue;
         }
-        if (*outcome == LockTarget::Outcome::Removed) {
+        if (outcome->state == SameReleaseState::Released) {
             cleaned.append(lockName(h.path));
-            events.push_back(lockEvent("lock-clean", h.path, found, QStringLiteral("dead"),
+            // What was removed, exactly as judged under the flock.
+            events.push_back(lockEvent("lock-clean", h.path, outcome->found,
+                outcome->found.holderAlive ? QStringLiteral("untrusted") : QStringLiteral("dead"),
                 QStringLiteral("cleaned by ") + who(), msNow(m_clock)));
         }
         // Orphaned temp files of dead writers (staleSeconds 0: the lock itself is left alone).
-        if (auto lock = LockFile::open(ss(h.path), m_clock, m_probe); lock)
-            (void)lock->clean(0);
+        (void)lock->clean(0);
     }
     r.ok = problems.isEmpty();
     r.message = tr("Released %n dead slot(s) or waiter(s)", nullptr, slots)

@@ -11,7 +11,7 @@
 //   corrupt state aside, so it is not used for reading.
 // - Acting goes through the core under its lock and is recorded in the history with the
 //   dashboard as actor: quota actions are QuotaLimiter/QuotaStore calls; a lock file action
-//   removes the file under its flock (LockTarget) and then records a "lock-release" or
+//   removes the file under its flock (LockFile::releaseIfSame) and then records a "lock-release" or
 //   "lock-clean" event through a QuotaStore transaction. The store is opened only when the
 //   user acts and only on a home that already exists (without one, the lock action is done
 //   and the message says it could not be recorded).

@@ -258,9 +258,11 @@ void TestMainWindow::windowActionsReachCore()
     QVERIFY(!model->setData(model->index(0, ProvidersModel::Window), QStringLiteral("-1")));
     auto* message = w.findChild<QFrame*>(QStringLiteral("messageBanner"));
     QVERIFY(message->isVisible());
-    QVERIFY(w.findChild<QLabel*>(QStringLiteral("messageBannerText"))
-                ->text()
-                .contains(QStringLiteral("longer than 0")));
+    // In the core's words (the same as the CLI's and limits.json's).
+    const QString banner = w.findChild<QLabel*>(QStringLiteral("messageBannerText"))->text();
+    QVERIFY2(banner.contains(QString::fromStdString(
+                 QuotaLimits::check(LimitField::WindowSeconds, -1, "window").error().message)),
+        qPrintable(banner));
 }
 
 void TestMainWindow::stormShowsOneBannerWithoutTray()

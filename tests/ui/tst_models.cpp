@@ -161,11 +161,27 @@ void TestModels::limitEditsAreValidated()
     QVERIFY(!(model.flags(model.index(0, ProvidersModel::RequestsUsed)) & Qt::ItemIsEditable));
     QCOMPARE(window.data(Qt::EditRole).toString(), QStringLiteral("60"));
 
+    // Every edited field is checked by the core's one range check, with the core's words
+    // (llround(1e300 * 1000) used to overflow before any check saw the value).
+    const auto coreSays = [](LimitField f, double v, const char* name) {
+        return QString::fromStdString(QuotaLimits::check(f, v, name).error().message);
+    };
     QVERIFY(!model.setData(window, QStringLiteral("0")));
     QCOMPARE(refused.count(), 1);
-    QVERIFY(refused.last().at(1).toString().contains(QStringLiteral("longer than 0 seconds")));
+    QVERIFY2(refused.last().at(1).toString().contains(coreSays(LimitField::WindowSeconds, 0, "window")),
+        qPrintable(refused.last().at(1).toString()));
+    QVERIFY(!model.setData(window, QStringLiteral("1e300")));
+    QVERIFY2(refused.last().at(1).toString().contains(coreSays(LimitField::WindowSeconds, 1e300, "window")),
+        qPrintable(refused.last().at(1).toString()));
+    QVERIFY(!model.setData(window, QStringLiteral("0.0001")));
+    QVERIFY2(refused.last().at(1).toString().contains(coreSays(LimitField::WindowSeconds, 0.0001, "window")),
+        qPrintable(refused.last().at(1).toString()));
+    QVERIFY(!model.setData(model.index(0, ProvidersModel::TokenLimit), QStringLiteral("1e30")));
+    QVERIFY2(refused.last().at(1).toString().contains(coreSays(LimitField::Tokens, 1e30, "tokens")),
+        qPrintable(refused.last().at(1).toString()));
+    refused.clear();
     QVERIFY(!model.setData(window, QStringLiteral("-5")));
-    QCOMPARE(refused.count(), 2);
+    QCOMPARE(refused.count(), 1);
     QVERIFY(refused.last().at(1).toString().contains(QStringLiteral("-5")));
     QVERIFY(!model.setData(window, QStringLiteral("soon")));
     QVERIFY(!model.setData(model.index(0, ProvidersModel::RequestLimit), QStringLiteral("12.5")));
