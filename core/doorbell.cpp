@@ -155,4 +155,37 @@ void Doorbell::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const
     m_words[1].fetch_sub(1);
 }
 
+namespace {
+constexpr int LOCK_TURN = 4;
+constexpr int LOCK_SLEEPERS = 5;
+} // namespace
+
+std::uint32_t Doorbell::lockTurn() const
+{
+    return m_words ? m_words[LOCK_TURN].load() : 0;
+}
+
+void Doorbell::lockReleased()
+{
+    if (!m_words)
+        return;
+    m_words[LOCK_TURN].fetch_add(1);
+    if (m_words[LOCK_SLEEPERS].load() != 0)
+        futex(&m_words[LOCK_TURN], FUTEX_WAKE, 1, nullptr);
+}
+
+void Doorbell::waitLockTurn(std::uint32_t seen, std::chrono::nanoseconds timeout) const
+{
+    if (!m_words || timeout <= std::chrono::nanoseconds::zero())
+        return;
+    struct timespec ts
+    {
+    };
+    ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
+    ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
+    m_words[LOCK_SLEEPERS].fetch_add(1);
+    futex(&m_words[LOCK_TURN], FUTEX_WAIT, seen, &ts);
+    m_words[LOCK_SLEEPERS].fetch_sub(1);
+}
+
 } // namespace tollgate

@@ -34,6 +34,7 @@
 #include "clock.h"
 #include "doorbell.h"
 #include "fd.h"
+#include "flockguard.h"
 #include "historylog.h"
 #include "quotastore.h"
 #include "statefile.h"
@@ -96,6 +97,8 @@ private:
         std::string backupTmpName;
     };
     Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared);
+    // flock(state.lock) with a deadline, sleeping on the doorbell's lock turn between tries.
+    Result<FlockGuard> lockState(std::chrono::steady_clock::time_point deadline);
     Result<void> loadLimits();
     Result<void> writeTemp(const std::string& name, const std::string& content) const;
     Result<void> commitLimits(const PreparedLimits& prepared);

@@ -15,6 +15,7 @@ Result<void> HistoryLog::openCurrent()
     if (!fd)
         return fd.error();
     m_fd = std::move(fd).value();
+    m_cleanEnd = -1;
     return {};
 }
 
@@ -52,7 +53,9 @@ Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::ui
     }
     // A writer killed (or failing) mid-line left a partial line: end it, so that it alone
     // is lost and not also our first line. One pread of one byte, under the lock.
-    auto partial = endsInPartialLine(rotated ? 0 : st->st_size);
+    // When the file ends exactly where our own last append left it, it ends in '\n'.
+    auto partial
+        = (rotated || st->st_size == m_cleanEnd) ? Result<bool>(false) : endsInPartialLine(st->st_size);
     if (!partial)
         return partial.error();
     std::string buf;
@@ -62,8 +65,10 @@ Result<bool> HistoryLog::append(const std::vector<HistoryEvent>& events, std::ui
         buf += e.toJsonLine();
     if (auto w = m_fd.writeAll(buf); !w) {
         m_fd.reset(); // reopen next time
+        m_cleanEnd = -1;
         return w.error();
     }
+    m_cleanEnd = (rotated ? 0 : st->st_size) + static_cast<off_t>(buf.size());
     return rotated;
 }
 

@@ -43,6 +43,7 @@ private:
     off_t m_maxBytes;
     Fd m_fd;
     std::uint32_t m_generation = 0;
+    off_t m_cleanEnd = -1; // size of the file right after our last complete append; -1: unknown
 };
 
 } // namespace tollgate

@@ -2,10 +2,12 @@
 
 #include "fd.h"
 
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -110,9 +112,21 @@ std::optional<std::uint64_t> ProcessProbe::startTicks(std::int64_t pid) const
 {
     if (pid <= 0 || pid > INT32_MAX || !procIsOurs())
         return std::nullopt;
+    // Every acquire records its own start time: read /proc/self/stat once per process, not
+    // once per call (it cost as much as the whole transaction). Keyed by pid, so a forked
+    // child reads its own.
+    static thread_local std::int64_t cachedPid = 0;
+    static thread_local std::uint64_t selfTicks = 0;
+    const bool self = pid == selfPid();
+    if (self && cachedPid == pid)
+        return selfTicks;
     const auto st = readStat(pid);
     if (!st || st->startTicks == 0)
         return std::nullopt;
+    if (self) {
+        cachedPid = pid;
+        selfTicks = static_cast<std::uint64_t>(st->startTicks);
+    }
     return static_cast<std::uint64_t>(st->startTicks);
 }
 
@@ -200,7 +214,20 @@ std::optional<std::int64_t> ProcessProbe::userOf(std::int64_t pid) const
 
 std::int64_t ProcessProbe::selfPid()
 {
-    return ::getpid();
+    // getpid() is a real system call and every acquire asks several times; cache it, and
+    // forget it in a forked child.
+    static std::atomic<pid_t> cached { 0 };
+    static const bool registered = [] {
+        ::pthread_atfork(nullptr, nullptr, [] { cached.store(0); });
+        return true;
+    }();
+    (void)registered;
+    pid_t pid = cached.load(std::memory_order_relaxed);
+    if (pid == 0) {
+        pid = ::getpid();
+        cached.store(pid, std::memory_order_relaxed);
+    }
+    return pid;
 }
 
 std::int64_t ProcessProbe::parentPid()

@@ -777,7 +777,7 @@ int cmdStatus()
         j["used_tokens"] = used.tokens;
         j["paused"] = ps.paused || state.pausedAll;
         j["pause_reason"] = ps.paused ? ps.pauseReason : state.pauseReason;
-        j["backoff_remaining_ms"] = std::max<std::int64_t>(0, ps.backoffUntilMs - now);
+        j["backoff_remaining_ms"] = std::max<std::int64_t>(0, QuotaPolicy::backoffUntil(ps, now) - now);
         j["consecutive_429s"] = ps.consecutive429;
         j["admitted_total"] = ps.admittedTotal;
         j["rate_limited_total"] = ps.rateLimitedTotal;
@@ -837,8 +837,8 @@ int cmdStatus()
         }
         if (ps.paused)
             c.console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
-        if (ps.backoffUntilMs > now) {
-            std::string b = "  BACKOFF " + fmtSeconds(((ps.backoffUntilMs - now + 99) / 100) * 100) + " left";
+        if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {
+            std::string b = "  BACKOFF " + fmtSeconds(((until - now + 99) / 100) * 100) + " left";
             // A success resets the count but not a backoff already in force.
             b += ps.consecutive429 > 0 ? " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)"
                                        : std::string(" (from a 429 before the last success)");
