@@ -447,17 +447,32 @@ Result<int> QuotaLimiter::releaseStale(bool overdue, const std::string& who)
     return n;
 }
 
+namespace {
+
+// The slot of `fence` in `provider`; `owner` is set only when there is one.
+std::vector<Slot>::iterator findSlot(
+    QuotaState& state, const std::string& provider, std::uint64_t fence, ProviderState*& owner)
+{
+    owner = nullptr;
+    ProviderState* p = state.provider(provider);
+    if (!p)
+        return {};
+    auto it = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
+    if (it != p->slots.end())
+        owner = p;
+    return it;
+}
+
+} // namespace
+
 Result<bool> QuotaLimiter::releaseSlot(
     const std::string& provider, std::uint64_t fence, const std::string& who)
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        ProviderState* p = tx.state.provider(provider);
+        ProviderState* p = nullptr;
+        const auto it = findSlot(tx.state, provider, fence, p);
         if (!p)
-            return {};
-        auto it
-            = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
-        if (it == p->slots.end())
             return {};
         HistoryEvent e = event(nowMs(), "release", provider, it->caller);
         e.model = it->model;
@@ -481,12 +496,9 @@ Result<bool> QuotaLimiter::renewSlot(const std::string& provider, std::uint64_t 
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        ProviderState* p = tx.state.provider(provider);
+        ProviderState* p = nullptr;
+        const auto it = findSlot(tx.state, provider, fence, p);
         if (!p)
-            return {};
-        auto it
-            = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
-        if (it == p->slots.end())
             return {};
         const std::int64_t now = nowMs();
         it->leaseUntilMs = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
