@@ -242,9 +242,11 @@ void TestQuotaProcesses::killedHoldersSlotsAreReclaimed()
                  .code,
         1);
     for (int i = 0; i < 2; ++i) {
-        ::kill(static_cast<pid_t>(fileTimeMs(m_dir->path() + QStringLiteral("/victim%1.pid").arg(i))), SIGKILL);
-        victims[i]->kill(); // SIGKILL to tollgate itself: no chance to release
+        // SIGKILL tollgate itself first: no chance to release (its command dies with it). Killing
+        // the command first would let tollgate see it exit and release the slot normally.
+        victims[i]->kill();
         QVERIFY(victims[i]->waitForFinished(10000));
+        ::kill(static_cast<pid_t>(fileTimeMs(m_dir->path() + QStringLiteral("/victim%1.pid").arg(i))), SIGKILL);
     }
     for (int i = 0; i < 2; ++i) {
         auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
