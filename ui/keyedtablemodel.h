@@ -5,12 +5,17 @@
 // setRows() then applies only the difference: rows whose key vanished are removed, new keys
 // are appended, and rows that changed get one dataChanged for the columns that changed. So a
 // tick that changes nothing emits nothing, and views keep selection and scroll position.
+// applyChanges() does the same from a known difference (keys removed, rows added or
+// changed), so a model over 10,000 items builds rows only for the items that changed.
+// A key's row is found through a hash, never by a scan.
 
 #include <QAbstractTableModel>
 #include <QHash>
+#include <QSet>
 #include <QStringList>
 #include <QVariant>
 #include <QVector>
+#include <functional>
 
 namespace tollgate::ui {
 
@@ -44,11 +49,19 @@ protected:
     // A cell of this table (invalid and foreign indexes are asked about by views and testers).
     [[nodiscard]] bool isCell(const QModelIndex& index) const;
     void setRows(QVector<Row> rows);
+    // Removes the rows of `removed`; replaces the rows of known keys in `upserts` (one
+    // dataChanged over the columns that differ) and appends the others in the order given.
+    void applyChanges(const QSet<QString>& removed, QVector<Row> upserts);
     [[nodiscard]] const Row* rowByKey(const QString& key) const;
 
 private:
     QStringList m_headers;
+    void removeRowsWhere(const std::function<bool(const QString&)>& gone);
+    void updateRow(int i, Row& incoming);
+    void reindex(int from);
+
     QVector<Row> m_rows;
+    QHash<QString, int> m_rowOf; // key -> index in m_rows
 };
 
 } // namespace tollgate::ui

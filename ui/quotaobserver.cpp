@@ -13,8 +13,11 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QHash>
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <optional>
 #include <sys/stat.h>
@@ -71,32 +74,99 @@ void readQuota(const std::string& home, DashboardSnapshot& s)
     }
 }
 
-void addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe)
+HolderHealth slotHealth(const Slot& slot, const ProviderLimits* l, qint64 nowMs, const ProcessProbe& probe)
+{
+    // The core's judgement (the limiter's and status's): a holder of another pid namespace is
+    // alive while its lease runs, never judged by a pid of ours.
+    const ProviderLimits none;
+    const bool alive = QuotaPolicy::holderAlive(slot, l ? *l : none, nowMs, probe);
+    if (!alive)
+        return HolderHealth::Dead;
+    if (slot.pid > 0 && l && slot.acquiredMs < nowMs - l->maxHoldMs)
+        return HolderHealth::Overdue;
+    return HolderHealth::Alive;
+}
+
+void fillCommandLine(HolderInfo& h, const Slot& slot, const ProcessProbe& probe)
+{
+    h.commandLine.clear();
+    if (h.health != HolderHealth::Dead && slot.pid > 0 && QuotaPolicy::sameNamespace(slot.pidNs, probe))
+        h.commandLine = qs(probe.commandLine(slot.pid));
+}
+
+// `previous`: the slot holders shown so far, by key. A fence names one admission for good, so
+// a known key keeps its texts and only its health is judged again.
+void addSlotHolders(
+    DashboardSnapshot& s, const ProcessProbe& probe, const QHash<QString, HolderInfo>& previous = {})
 {
     for (const ProviderState& p : s.state.providers) {
         const ProviderLimits* l = s.limits.find(p.name);
+        const QString provider = qs(p.name);
         for (const Slot& slot : p.slots) {
+            const QString key = QStringLiteral("slot:%1:%2").arg(provider).arg(slot.fence);
+            const HolderHealth health = slotHealth(slot, l, s.nowMs, probe);
+            if (auto it = previous.constFind(key);
+                it != previous.constEnd() && it->pid == slot.pid && it->sinceMs == slot.acquiredMs) {
+                HolderInfo h = *it;
+                if (h.health != health) {
+                    h.health = health;
+                    fillCommandLine(h, slot, probe);
+                }
+                s.holders.push_back(std::move(h));
+                continue;
+            }
             HolderInfo h;
             h.kind = HolderKind::Slot;
-            h.provider = qs(p.name);
+            h.provider = provider;
             h.fence = slot.fence;
-            h.key = QStringLiteral("slot:%1:%2").arg(h.provider).arg(slot.fence);
+            h.key = key;
             h.pid = slot.pid;
             h.who = slot.pid == 0 ? QObject::tr("(placeholder after a lost state)") : qs(slot.caller);
             h.model = qs(slot.model);
             h.sinceMs = slot.acquiredMs;
-            // The core's judgement (the limiter's and status's): a holder of another pid
-            // namespace is alive while its lease runs, never judged by a pid of ours.
-            const ProviderLimits none;
-            const bool alive = QuotaPolicy::holderAlive(slot, l ? *l : none, s.nowMs, probe);
-            h.health = alive ? HolderHealth::Alive : HolderHealth::Dead;
-            if (alive && slot.pid > 0 && l && slot.acquiredMs < s.nowMs - l->maxHoldMs)
-                h.health = HolderHealth::Overdue;
-            if (alive && slot.pid > 0 && QuotaPolicy::sameNamespace(slot.pidNs, probe))
-                h.commandLine = qs(probe.commandLine(slot.pid));
+            h.health = health;
+            fillCommandLine(h, slot, probe);
             s.holders.push_back(std::move(h));
         }
     }
+}
+
+// One lock file as the core judges it; false when it is gone or unreadable (the next look
+// shows it).
+bool judgeLockFile(const QString& path, qint64 staleSeconds, const ProcessProbe& probe, const Clock& clock,
+    HolderInfo& h, bool* suspicious = nullptr)
+{
+    auto lock = LockFile::open(ss(path), clock, probe);
+    if (!lock)
+        return false;
+    // One read gives the identity (inode and bytes) and the core's judgement of them, so
+    // an action on the row names exactly the lock that was judged.
+    auto st = lock->status(staleSeconds);
+    if (!st || !st->exists)
+        return false;
+    h = HolderInfo();
+    h.kind = HolderKind::LockFile;
+    h.key = QStringLiteral("lock:") + path;
+    h.path = path;
+    h.lock = st->identity;
+    // From the core's age, which is never negative and never trusts a timestamp in the
+    // future: the stored timestamp times 1000 overflows for a forged 2^63-1.
+    const qint64 now = msNow(clock);
+    h.sinceMs = now - std::min<std::int64_t>(st->ageSeconds, now / 1000) * 1000;
+    if (st->corrupt) {
+        h.health = HolderHealth::Corrupt;
+        h.problem = qs(st->corruptReason);
+    } else {
+        h.pid = st->info.pid;
+        h.who = qs(st->info.tag);
+        h.health
+            = st->stale ? HolderHealth::Stale : (st->holderAlive ? HolderHealth::Alive : HolderHealth::Dead);
+        if (st->holderAlive)
+            h.commandLine = qs(probe.commandLine(h.pid));
+    }
+    if (suspicious)
+        *suspicious = !st->suspicion.empty();
+    return true;
 }
 
 void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 staleSeconds,
@@ -115,35 +185,32 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
             const QString path = QDir::cleanPath(fi.absoluteFilePath());
             if (path == ownLock)
                 continue;
-            auto lock = LockFile::open(ss(path), clock, probe);
-            if (!lock)
-                continue;
-            // One read gives the identity (inode and bytes) and the core's judgement of them, so
-            // an action on the row names exactly the lock that was judged.
-            auto st = lock->status(staleSeconds);
-            if (!st || !st->exists)
-                continue; // released, or unreadable: the next refresh shows it
             HolderInfo h;
-            h.kind = HolderKind::LockFile;
-            h.key = QStringLiteral("lock:") + path;
-            h.path = path;
-            h.lock = st->identity;
-            // From the core's age, which is never negative and never trusts a timestamp in the
-            // future: the stored timestamp times 1000 overflows for a forged 2^63-1.
-            h.sinceMs = msNow(clock) - std::min<std::int64_t>(st->ageSeconds, msNow(clock) / 1000) * 1000;
-            if (st->corrupt) {
-                h.health = HolderHealth::Corrupt;
-                h.problem = qs(st->corruptReason);
-            } else {
-                h.pid = st->info.pid;
-                h.who = qs(st->info.tag);
-                h.health = st->stale ? HolderHealth::Stale
-                                     : (st->holderAlive ? HolderHealth::Alive : HolderHealth::Dead);
-                if (st->holderAlive)
-                    h.commandLine = qs(probe.commandLine(h.pid));
-            }
-            s.holders.push_back(std::move(h));
+            if (judgeLockFile(path, staleSeconds, probe, clock, h))
+                s.holders.push_back(std::move(h));
         }
+    }
+}
+
+// The home part of a snapshot: status, quota view, slot holders.
+void readHomePart(
+    DashboardSnapshot& s, const ProcessProbe& probe, const QHash<QString, HolderInfo>& previous = {})
+{
+    const std::string dir = ss(s.home);
+    struct stat st
+    {
+    };
+    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+        s.status = HomeStatus::Missing;
+    } else if (auto ok = HomeDir::check(dir); !ok) {
+        s.status = HomeStatus::Unusable;
+        s.problem = qs(ok.error().describe());
+    } else {
+        readQuota(dir, s);
+        const bool any
+            = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
+        s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
+        addSlotHolders(s, probe, previous);
     }
 }
 
@@ -166,44 +233,76 @@ QString QuotaObserver::who()
 DashboardSnapshot QuotaObserver::readSnapshot(const QString& home, const QStringList& lockDirs,
     qint64 staleSeconds, const ProcessProbe& probe, const Clock& clock)
 {
+    CachingProbe cached(probe); // one look per pid for the whole snapshot
     DashboardSnapshot s;
     s.home = home;
     s.nowMs = msNow(clock);
-    const std::string dir = ss(home);
-    struct stat st
-    {
-    };
-    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
-        s.status = HomeStatus::Missing;
-    } else if (auto ok = HomeDir::check(dir); !ok) {
-        s.status = HomeStatus::Unusable;
-        s.problem = qs(ok.error().describe());
-    } else {
-        readQuota(dir, s);
-        const bool any
-            = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
-        s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
-        addSlotHolders(s, probe);
-    }
-    addLockHolders(s, lockDirs, staleSeconds, probe, clock);
+    readHomePart(s, cached);
+    addLockHolders(s, lockDirs, staleSeconds, cached, clock);
     return s;
 }
 
 void QuotaObserver::start()
 {
     m_watcher = new HomeWatcher(m_home, m_lockDirs, HomeWatcher::Mode::Notify, this);
-    connect(m_watcher, &HomeWatcher::changed, this, &QuotaObserver::refresh);
-    m_refreshTimer = new QTimer(this);
-    m_refreshTimer->setInterval(REFRESH_MS);
-    connect(m_refreshTimer, &QTimer::timeout, this, &QuotaObserver::refresh);
-    m_refreshTimer->start();
+    connect(m_watcher, &HomeWatcher::changed, this, &QuotaObserver::refreshParts);
+    m_livenessTimer = new QTimer(this);
+    m_livenessTimer->setInterval(LIVENESS_MS);
+    connect(m_livenessTimer, &QTimer::timeout, this, &QuotaObserver::checkLiveness);
     refresh();
 }
 
 void QuotaObserver::refresh()
 {
-    DashboardSnapshot s = readSnapshot(m_home, m_lockDirs, m_staleSeconds, m_probe, m_clock);
-    const quint64 ino = s.status == HomeStatus::Missing ? 0 : inodeOf(m_home);
+    m_round.clear();
+    readHome();
+    scanLocks(true);
+    publish(true);
+    pollHistory();
+    Q_EMIT refreshed();
+}
+
+void QuotaObserver::refreshParts(int parts)
+{
+    m_round.clear();
+    bool send = false;
+    bool holders = false;
+    if (parts & HomeWatcher::Quota) {
+        const QList<HolderInfo> before = m_slotHolders;
+        readHome();
+        send = true;
+        holders = m_slotHolders != before;
+    } else if (parts & HomeWatcher::History) {
+        // The history of a re-created home starts over; its snapshot goes first.
+        const quint64 ino = inodeOf(m_home);
+        if (ino != m_homeInode) {
+            readHome();
+            send = holders = true;
+        }
+    }
+    if (parts & HomeWatcher::Locks)
+        holders = scanLocks(false) || holders;
+    if (send || holders)
+        publish(holders);
+    if (parts & HomeWatcher::History)
+        pollHistory();
+    Q_EMIT refreshed();
+}
+
+void QuotaObserver::readHome()
+{
+    QHash<QString, HolderInfo> previous;
+    previous.reserve(m_slotHolders.size());
+    for (const HolderInfo& h : std::as_const(m_slotHolders))
+        previous.insert(h.key, h);
+    DashboardSnapshot s;
+    s.home = m_home;
+    s.nowMs = msNow(m_clock);
+    readHomePart(s, m_round, previous);
+    m_slotHolders = std::move(s.holders);
+    s.holders = {};
+    m_homePart = std::move(s);
+    const quint64 ino = m_homePart.status == HomeStatus::Missing ? 0 : inodeOf(m_home);
     if (ino != m_homeInode) {
         // A different directory (deleted and re-created, or new): its history starts over.
         const bool hadOne = m_homeInode != 0 || m_history;
@@ -212,9 +311,163 @@ void QuotaObserver::refresh()
         if (hadOne)
             Q_EMIT historyReset();
     }
+}
+
+bool QuotaObserver::scanLocks(bool rereadAll)
+{
+    ++m_lockScans;
+    bool changed = false;
+    // The cache follows the list of directories (kept by path).
+    std::vector<LockDir> dirs;
+    for (const QString& path : std::as_const(m_lockDirs)) {
+        auto it = std::find_if(
+            m_lockDirCache.begin(), m_lockDirCache.end(), [&](const LockDir& d) { return d.path == path; });
+        dirs.push_back(it != m_lockDirCache.end() ? std::move(*it) : LockDir { path, {}, {} });
+    }
+    changed = dirs.size() != m_lockDirCache.size();
+    m_lockDirCache = std::move(dirs);
+
+    const QString ownLock = QDir::cleanPath(m_home + QStringLiteral("/state.lock"));
+    for (LockDir& d : m_lockDirCache) {
+        QString problem;
+        std::map<QString, CachedLock> next;
+        const QByteArray native = QFile::encodeName(d.path);
+        DIR* dir = ::opendir(native.constData());
+        if (!dir) {
+            problem = errno == ENOENT || errno == ENOTDIR
+                ? tr("%1: no such directory").arg(d.path)
+                : QStringLiteral("%1: %2").arg(d.path, QString::fromLocal8Bit(std::strerror(errno)));
+        } else {
+            const int dfd = ::dirfd(dir);
+            while (const dirent* e = ::readdir(dir)) {
+                const std::string_view name(e->d_name);
+                if (name.size() <= 5 || !name.ends_with(".lock"))
+                    continue;
+                struct stat st
+                {
+                };
+                // Only regular files can be locks (LockFile refuses anything else).
+                if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+                    continue;
+                const QString fileName = QFile::decodeName(e->d_name);
+                const QString path = QDir::cleanPath(d.path + QLatin1Char('/') + fileName);
+                if (path == ownLock)
+                    continue;
+                CachedLock c;
+                c.inode = st.st_ino;
+                c.size = st.st_size;
+                c.mtimeNs = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+                c.ctimeNs = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+                auto old = d.locks.find(fileName);
+                if (!rereadAll && old != d.locks.end() && old->second.inode == c.inode
+                    && old->second.size == c.size && old->second.mtimeNs == c.mtimeNs
+                    && old->second.ctimeNs == c.ctimeNs) {
+                    next.emplace(fileName, std::move(old->second));
+                    continue;
+                }
+                ++m_lockReads;
+                if (!judgeLockFile(path, m_staleSeconds, m_round, m_clock, c.holder, &c.suspicious))
+                    continue;
+                if (old == d.locks.end() || !(old->second.holder == c.holder))
+                    changed = true;
+                next.emplace(fileName, std::move(c));
+            }
+            ::closedir(dir);
+        }
+        changed = changed || next.size() != d.locks.size() || problem != d.problem;
+        d.locks = std::move(next);
+        d.problem = problem;
+    }
+    return changed;
+}
+
+void QuotaObserver::checkLiveness()
+{
+    m_round.clear();
+    const qint64 now = msNow(m_clock);
+    bool changed = false;
+    for (LockDir& d : m_lockDirCache) {
+        for (auto it = d.locks.begin(); it != d.locks.end();) {
+            CachedLock& c = it->second;
+            const HolderInfo& h = c.holder;
+            const qint64 ageS = (now - h.sinceMs) / 1000;
+            const bool mayTurnStale = m_staleSeconds > 0 && ageS > m_staleSeconds;
+            bool again = false;
+            if (h.health == HolderHealth::Alive)
+                again = m_round.liveness(h.pid, h.sinceMs / 1000) == Liveness::Dead
+                    || (c.suspicious && mayTurnStale);
+            else if (h.health == HolderHealth::Dead)
+                again = mayTurnStale;
+            if (!again) {
+                ++it;
+                continue;
+            }
+            ++m_lockReads;
+            CachedLock fresh = c;
+            if (!judgeLockFile(h.path, m_staleSeconds, m_round, m_clock, fresh.holder, &fresh.suspicious)) {
+                it = d.locks.erase(it); // gone: the directory's notification rescans it
+                changed = true;
+                continue;
+            }
+            changed = changed || !(fresh.holder == c.holder);
+            c = std::move(fresh);
+            ++it;
+        }
+    }
+    // Slots: the same judgement as readHome, from the state already read.
+    int i = 0;
+    for (const ProviderState& p : m_homePart.state.providers) {
+        const ProviderLimits* l = m_homePart.limits.find(p.name);
+        for (const Slot& slot : p.slots) {
+            if (i >= m_slotHolders.size())
+                break;
+            const HolderHealth health = slotHealth(slot, l, now, m_round);
+            if (m_slotHolders.at(i).health != health) {
+                HolderInfo& h = m_slotHolders[i];
+                h.health = health;
+                fillCommandLine(h, slot, m_round);
+                changed = true;
+            }
+            ++i;
+        }
+    }
+    if (changed)
+        publish(true);
+}
+
+void QuotaObserver::publish(bool holdersChanged)
+{
+    DashboardSnapshot s = m_homePart;
+    s.nowMs = msNow(m_clock);
+    if (holdersChanged || !m_sentOnce) {
+        ++m_holdersRevision;
+        m_allHolders = m_slotHolders;
+        for (const LockDir& d : m_lockDirCache) {
+            for (const auto& [name, c] : d.locks)
+                m_allHolders.append(c.holder);
+        }
+    }
+    s.holders = m_allHolders;
+    s.holdersRevision = m_holdersRevision;
+    for (const LockDir& d : m_lockDirCache) {
+        if (!d.problem.isEmpty())
+            s.lockDirProblems.append(d.problem);
+    }
+    m_sentOnce = true;
     Q_EMIT snapshotReady(s);
-    pollHistory();
-    Q_EMIT refreshed();
+    // Only holders whose answer can change with time need the slow look.
+    bool timely = !m_slotHolders.isEmpty();
+    for (const LockDir& d : m_lockDirCache) {
+        for (auto it = d.locks.begin(); !timely && it != d.locks.end(); ++it)
+            timely = it->second.holder.health == HolderHealth::Alive
+                || it->second.holder.health == HolderHealth::Dead;
+    }
+    if (m_livenessTimer && timely != m_livenessTimer->isActive()) {
+        if (timely)
+            m_livenessTimer->start();
+        else
+            m_livenessTimer->stop();
+    }
 }
 
 void QuotaObserver::pollHistory()
