@@ -85,7 +85,7 @@ void HoldersModel::tick(qint64 nowMs)
 void HoldersModel::announceAges()
 {
     if (rowCount() > 0)
-        Q_EMIT dataChanged(index(0, Age), index(rowCount() - 1, Age), { Qt::DisplayRole });
+        Q_EMIT liveColumnChanged(Age);
 }
 
 QVariant HoldersModel::data(const QModelIndex& index, int role) const

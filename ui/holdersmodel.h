@@ -7,8 +7,8 @@
 // Scale: a snapshot whose holdersRevision is the one shown changes nothing; otherwise rows
 // are built only for holders that are new or differ, and vanished keys are removed. The age
 // is not stored: it is computed when a view asks (so only for the rows it paints), and a
-// tick announces it with one dataChanged over the age column for the display role; the
-// age column sorts by the constant -sinceMs, so a tick never re-sorts.
+// tick announces it with liveColumnChanged(Age) (a view repaints the cells in view); the
+// age column sorts by the constant -sinceMs, so no proxy ever needs to re-sort for time.
 
 #include "dashboardsnapshot.h"
 #include "keyedtablemodel.h"

@@ -1,6 +1,33 @@
 #include "keyedtablemodel.h"
 
+#include <algorithm>
+
 namespace tollgate::ui {
+
+void KeyedTableModel::Cell::insert(int role, const QVariant& value)
+{
+    auto it = std::lower_bound(m_entries.begin(), m_entries.end(), role,
+        [](const std::pair<int, QVariant>& e, int r) { return e.first < r; });
+    if (it != m_entries.end() && it->first == role)
+        it->second = value;
+    else
+        m_entries.insert(it, { role, value });
+}
+
+const QVariant* KeyedTableModel::Cell::find(int role) const
+{
+    for (const auto& e : m_entries) {
+        if (e.first == role)
+            return &e.second;
+    }
+    return nullptr;
+}
+
+QVariant KeyedTableModel::Cell::value(int role) const
+{
+    const QVariant* v = find(role);
+    return v ? *v : QVariant();
+}
 
 KeyedTableModel::KeyedTableModel(QStringList headers, QObject* parent)
     : QAbstractTableModel(parent)
@@ -35,8 +62,8 @@ QVariant KeyedTableModel::data(const QModelIndex& index, int role) const
         return {};
     const Cell& cell = row.cells.at(index.column());
     if (role == SortRole) {
-        auto it = cell.constFind(SortRole);
-        return it != cell.constEnd() ? *it : cell.value(Qt::DisplayRole);
+        const QVariant* sort = cell.find(SortRole);
+        return sort ? *sort : cell.value(Qt::DisplayRole);
     }
     return cell.value(role);
 }

@@ -38,6 +38,28 @@ KeyedTableView::KeyedTableView(QWidget* parent)
     });
 }
 
+void KeyedTableView::repaintColumn(int sourceColumn)
+{
+    // Sorting and filtering proxies keep the columns; map anyway through row 0 when there is one.
+    int column = sourceColumn;
+    const QAbstractItemModel* at = model();
+    QList<const QAbstractProxyModel*> chain;
+    while (const auto* proxy = qobject_cast<const QAbstractProxyModel*>(at)) {
+        chain.prepend(proxy);
+        at = proxy->sourceModel();
+    }
+    if (at && at->rowCount() > 0) {
+        QModelIndex index = at->index(0, sourceColumn);
+        for (const QAbstractProxyModel* proxy : std::as_const(chain))
+            index = proxy->mapFromSource(index);
+        if (index.isValid())
+            column = index.column();
+    }
+    if (column < 0 || isColumnHidden(column))
+        return;
+    viewport()->update(QRect(columnViewportPosition(column), 0, columnWidth(column), viewport()->height()));
+}
+
 void KeyedTableView::scheduleFit()
 {
     if (m_fitTimer.isActive())
@@ -110,8 +132,15 @@ void KeyedTableView::setModel(QAbstractItemModel* model)
 {
     QTableView::setModel(model);
     setKey(QString());
+    disconnect(m_liveColumn);
     if (!model)
         return;
+    const QAbstractItemModel* source = model;
+    while (const auto* proxy = qobject_cast<const QAbstractProxyModel*>(source))
+        source = proxy->sourceModel();
+    if (const auto* keyed = qobject_cast<const KeyedTableModel*>(source))
+        m_liveColumn
+            = connect(keyed, &KeyedTableModel::liveColumnChanged, this, &KeyedTableView::repaintColumn);
     // Connected after the selection model's own handlers, so these run once it has moved its
     // persistent indexes: they only correct what it got wrong.
     connect(selectionModel(), &QItemSelectionModel::currentRowChanged, this,

@@ -18,6 +18,9 @@
 // model is reset, at most once per FIT_INTERVAL_MS, never on dataChanged (a tick). A fit only
 // widens a column (no jitter while values flicker), up to MAX_FIT_WIDTH; a column the user
 // resized is left alone. The last column stretches.
+//
+// Time-derived columns (KeyedTableModel::liveColumnChanged, e.g. ages) are repainted in
+// place: only the visible cells of the column are asked for their text.
 
 #include <QElapsedTimer>
 #include <QSet>
@@ -63,6 +66,7 @@ protected:
     void rowsAboutToBeRemoved(const QModelIndex& parent, int start, int end) override;
 
 private:
+    void repaintColumn(int sourceColumn);
     void scheduleFit();
     [[nodiscard]] QList<int> fitSample() const;
     void onCurrentChanged(const QModelIndex& current);
@@ -75,6 +79,7 @@ private:
     bool m_followsEnd = false;
     bool m_following = true;
     bool m_autoScrolling = false;
+    QMetaObject::Connection m_liveColumn;
     QTimer m_fitTimer;
     QElapsedTimer m_sinceFit;
     bool m_fitting = false;
