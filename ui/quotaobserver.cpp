@@ -94,20 +94,68 @@ void fillCommandLine(HolderInfo& h, const Slot& slot, const ProcessProbe& probe)
         h.commandLine = qs(probe.commandLine(slot.pid));
 }
 
-// `previous`: the slot holders shown so far, by key. A fence names one admission for good, so
-// a known key keeps its texts and only its health is judged again.
-void addSlotHolders(
-    DashboardSnapshot& s, const ProcessProbe& probe, const QHash<QString, HolderInfo>& previous = {})
+bool sameSlots(const std::vector<Slot>& a, const std::vector<Slot>& b)
 {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Slot& x, const Slot& y) {
+        return x.fence == y.fence && x.pid == y.pid && x.acquiredMs == y.acquiredMs && x.tokens == y.tokens
+            && x.caller == y.caller && x.model == y.model && x.pidNs == y.pidNs && x.startTicks == y.startTicks
+            && x.leaseUntilMs == y.leaseUntilMs;
+    });
+}
+
+// The slot holders shown so far: one HolderInfo per slot of `state`, in its order.
+struct PreviousSlots
+{
+    const QuotaState* state = nullptr;
+    const QuotaLimits* limits = nullptr;
+    const QList<HolderInfo>* holders = nullptr;
+};
+
+// Appends one HolderInfo per slot. A provider whose slots and limits are those shown keeps its
+// rows as they are (the liveness round re-judges them with time); otherwise a known fence keeps
+// its texts (a fence names one admission for good) and only its health is judged again.
+// Returns true when every row was kept.
+bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
+{
+    std::map<std::string, std::pair<const ProviderState*, qsizetype>> before; // name -> (state, first row)
+    if (previous.state && previous.holders) {
+        qsizetype at = 0;
+        for (const ProviderState& p : previous.state->providers) {
+            before.emplace(p.name, std::make_pair(&p, at));
+            at += static_cast<qsizetype>(p.slots.size());
+        }
+        if (at != previous.holders->size())
+            before.clear(); // not built from that state: judge everything
+    }
+    // Kept: every row is the row at the same place before (checkLiveness goes by position).
+    bool allKept = previous.holders && (!before.empty() || previous.holders->isEmpty());
     for (const ProviderState& p : s.state.providers) {
         const ProviderLimits* l = s.limits.find(p.name);
+        const auto known = before.find(p.name);
+        const ProviderState* old = known == before.end() ? nullptr : known->second.first;
+        if (old) {
+            const ProviderLimits* oldLimits = previous.limits->find(p.name);
+            const bool sameLimits = (l == nullptr) == (oldLimits == nullptr) && (!l || *l == *oldLimits);
+            if (sameLimits && sameSlots(old->slots, p.slots)) {
+                const qsizetype first = known->second.second;
+                allKept = allKept && first == s.holders.size();
+                for (qsizetype i = 0; i < static_cast<qsizetype>(p.slots.size()); ++i)
+                    s.holders.push_back(previous.holders->at(first + i));
+                continue;
+            }
+        }
+        allKept = allKept && p.slots.empty();
+        QHash<quint64, const HolderInfo*> byFence;
+        if (old) {
+            for (qsizetype i = 0; i < static_cast<qsizetype>(old->slots.size()); ++i)
+                byFence.insert(old->slots[i].fence, &previous.holders->at(known->second.second + i));
+        }
         const QString provider = qs(p.name);
         for (const Slot& slot : p.slots) {
-            const QString key = QStringLiteral("slot:%1:%2").arg(provider).arg(slot.fence);
             const HolderHealth health = slotHealth(slot, l, s.nowMs, probe);
-            if (auto it = previous.constFind(key);
-                it != previous.constEnd() && it->pid == slot.pid && it->sinceMs == slot.acquiredMs) {
-                HolderInfo h = *it;
+            if (const HolderInfo* was = byFence.value(slot.fence);
+                was && was->pid == slot.pid && was->sinceMs == slot.acquiredMs) {
+                HolderInfo h = *was;
                 if (h.health != health) {
                     h.health = health;
                     fillCommandLine(h, slot, probe);
@@ -119,7 +167,7 @@ void addSlotHolders(
             h.kind = HolderKind::Slot;
             h.provider = provider;
             h.fence = slot.fence;
-            h.key = key;
+            h.key = QStringLiteral("slot:%1:%2").arg(provider).arg(slot.fence);
             h.pid = slot.pid;
             h.who = slot.pid == 0 ? QObject::tr("(placeholder after a lost state)") : qs(slot.caller);
             h.model = qs(slot.model);
@@ -129,6 +177,7 @@ void addSlotHolders(
             s.holders.push_back(std::move(h));
         }
     }
+    return allKept && s.holders.size() == previous.holders->size();
 }
 
 // One lock file as the core judges it; false when it is gone or unreadable (the next look
@@ -193,8 +242,7 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
 }
 
 // The home part of a snapshot: status, quota view, slot holders.
-void readHomePart(
-    DashboardSnapshot& s, const ProcessProbe& probe, const QHash<QString, HolderInfo>& previous = {})
+bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
 {
     const std::string dir = ss(s.home);
     struct stat st
@@ -210,8 +258,9 @@ void readHomePart(
         const bool any
             = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
         s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
-        addSlotHolders(s, probe, previous);
+        return addSlotHolders(s, probe, previous);
     }
+    return false;
 }
 
 } // namespace
@@ -291,15 +340,12 @@ void QuotaObserver::refreshParts(int parts)
 
 void QuotaObserver::readHome()
 {
-    QHash<QString, HolderInfo> previous;
-    previous.reserve(m_slotHolders.size());
-    for (const HolderInfo& h : std::as_const(m_slotHolders))
-        previous.insert(h.key, h);
     DashboardSnapshot s;
     s.home = m_home;
     s.nowMs = msNow(m_clock);
-    readHomePart(s, m_round, previous);
-    m_slotHolders = std::move(s.holders);
+    const bool kept = readHomePart(s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders });
+    if (!kept) // otherwise the same rows: keep the list itself, so comparing it costs nothing
+        m_slotHolders = std::move(s.holders);
     s.holders = {};
     m_homePart = std::move(s);
     const quint64 ino = m_homePart.status == HomeStatus::Missing ? 0 : inodeOf(m_home);
