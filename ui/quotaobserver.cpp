@@ -30,6 +30,8 @@ namespace {
 // A shared flock on state.lock is held for the few microseconds of two preads; a writer that
 // keeps the lock this long is stopped, and the previous snapshot stays on screen.
 constexpr auto READ_LOCK_TIMEOUT = std::chrono::milliseconds(2000);
+// The window looks a few times a second; a writer's turn matters more than its wake-ups.
+constexpr auto READ_LOCK_PAUSE = std::chrono::microseconds(4000);
 // Lock files are removed by "clean" only once older than this (LockFile's stale rule needs a
 // positive age), so a lock whose holder died a moment ago is re-judged under its flock.
 constexpr std::int64_t CLEAN_AGE_SECONDS = 1;
@@ -60,7 +62,7 @@ quint64 inodeOf(const QString& path)
 
 void readQuota(const std::string& home, DashboardSnapshot& s)
 {
-    auto view = QuotaPeek::read(home, READ_LOCK_TIMEOUT);
+    auto view = QuotaPeek::read(home, READ_LOCK_TIMEOUT, READ_LOCK_PAUSE);
     if (!view) {
         s.problem = qs(view.error().describe());
         return;
@@ -98,8 +100,8 @@ bool sameSlots(const std::vector<Slot>& a, const std::vector<Slot>& b)
 {
     return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Slot& x, const Slot& y) {
         return x.fence == y.fence && x.pid == y.pid && x.acquiredMs == y.acquiredMs && x.tokens == y.tokens
-            && x.caller == y.caller && x.model == y.model && x.pidNs == y.pidNs && x.startTicks == y.startTicks
-            && x.leaseUntilMs == y.leaseUntilMs;
+            && x.caller == y.caller && x.model == y.model && x.pidNs == y.pidNs
+            && x.startTicks == y.startTicks && x.leaseUntilMs == y.leaseUntilMs;
     });
 }
 
@@ -114,7 +116,7 @@ struct PreviousSlots
 // Appends one HolderInfo per slot. A provider whose slots and limits are those shown keeps its
 // rows as they are (the liveness round re-judges them with time); otherwise a known fence keeps
 // its texts (a fence names one admission for good) and only its health is judged again.
-// Returns true when every row was kept.
+// Returns true (and appends nothing) when every row would be kept as it is.
 bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
 {
     std::map<std::string, std::pair<const ProviderState*, qsizetype>> before; // name -> (state, first row)
@@ -129,22 +131,41 @@ bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const Previ
     }
     // Kept: every row is the row at the same place before (checkLiveness goes by position).
     bool allKept = previous.holders && (!before.empty() || previous.holders->isEmpty());
+    const auto unchanged = [&](const ProviderState& p, const ProviderState& old) {
+        const ProviderLimits* l = s.limits.find(p.name);
+        const ProviderLimits* oldLimits = previous.limits->find(p.name);
+        return (l == nullptr) == (oldLimits == nullptr) && (!l || *l == *oldLimits)
+            && sameSlots(old.slots, p.slots);
+    };
+    if (allKept) {
+        // The common case (a write that changed no slot): nothing to build or copy.
+        qsizetype at = 0;
+        for (const ProviderState& p : s.state.providers) {
+            if (p.slots.empty())
+                continue;
+            const auto known = before.find(p.name);
+            if (known == before.end() || known->second.second != at || !unchanged(p, *known->second.first)) {
+                allKept = false;
+                break;
+            }
+            at += static_cast<qsizetype>(p.slots.size());
+        }
+        if (allKept && at == previous.holders->size())
+            return true;
+        allKept = false;
+    }
     for (const ProviderState& p : s.state.providers) {
         const ProviderLimits* l = s.limits.find(p.name);
         const auto known = before.find(p.name);
         const ProviderState* old = known == before.end() ? nullptr : known->second.first;
         if (old) {
-            const ProviderLimits* oldLimits = previous.limits->find(p.name);
-            const bool sameLimits = (l == nullptr) == (oldLimits == nullptr) && (!l || *l == *oldLimits);
-            if (sameLimits && sameSlots(old->slots, p.slots)) {
+            if (unchanged(p, *old)) {
                 const qsizetype first = known->second.second;
-                allKept = allKept && first == s.holders.size();
                 for (qsizetype i = 0; i < static_cast<qsizetype>(p.slots.size()); ++i)
                     s.holders.push_back(previous.holders->at(first + i));
                 continue;
             }
         }
-        allKept = allKept && p.slots.empty();
         QHash<quint64, const HolderInfo*> byFence;
         if (old) {
             for (qsizetype i = 0; i < static_cast<qsizetype>(old->slots.size()); ++i)
@@ -177,7 +198,7 @@ bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const Previ
             s.holders.push_back(std::move(h));
         }
     }
-    return allKept && s.holders.size() == previous.holders->size();
+    return false;
 }
 
 // One lock file as the core judges it; false when it is gone or unreadable (the next look
