@@ -3,6 +3,7 @@
 #include "keyedtablemodel.h"
 
 #include <QAbstractProxyModel>
+#include <QEvent>
 #include <QHeaderView>
 #include <QScrollBar>
 #include <algorithm>
@@ -32,10 +33,24 @@ KeyedTableView::KeyedTableView(QWidget* parent)
     horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
     horizontalHeader()->setStretchLastSection(true);
     verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+    // A resize while a mouse button is down on the header is the user's; widths set by code
+    // (setColumnWidth) are starting widths that a fit may still widen.
+    horizontalHeader()->viewport()->installEventFilter(this);
     connect(horizontalHeader(), &QHeaderView::sectionResized, this, [this](int logical) {
-        if (!m_fitting)
+        if (!m_fitting && m_headerPressed)
             m_userSized.insert(logical);
     });
+}
+
+bool KeyedTableView::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched == horizontalHeader()->viewport()) {
+        if (event->type() == QEvent::MouseButtonPress)
+            m_headerPressed = true;
+        else if (event->type() == QEvent::MouseButtonRelease)
+            m_headerPressed = false;
+    }
+    return QTableView::eventFilter(watched, event);
 }
 
 void KeyedTableView::repaintColumn(int sourceColumn)

@@ -17,7 +17,7 @@
 // rows in view and the last rows, at most FIT_SAMPLE_ROWS — once rows arrive, vanish or the
 // model is reset, at most once per FIT_INTERVAL_MS, never on dataChanged (a tick). A fit only
 // widens a column (no jitter while values flicker), up to MAX_FIT_WIDTH; a column the user
-// resized is left alone. The last column stretches.
+// resized (with the mouse on the header) is left alone. The last column stretches.
 //
 // Time-derived columns (KeyedTableModel::liveColumnChanged, e.g. ages) are repainted in
 // place: only the visible cells of the column are asked for their text.
@@ -63,6 +63,7 @@ Q_SIGNALS:
     void selectedKeyChanged(const QString& key);
 
 protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void rowsAboutToBeRemoved(const QModelIndex& parent, int start, int end) override;
 
 private:
@@ -83,6 +84,7 @@ private:
     QTimer m_fitTimer;
     QElapsedTimer m_sinceFit;
     bool m_fitting = false;
+    bool m_headerPressed = false;
     QSet<int> m_userSized; // logical columns the user resized
     int m_fits = 0;
     quint64 m_cellsMeasured = 0;

@@ -343,8 +343,17 @@ void TestDashboardScale::columnsFitFromABoundedSampleNotPerTick()
     QCOMPARE(view.columnFits(), fits);
     QCOMPARE(view.cellsMeasured(), measured);
 
-    // A column the user sized stays as the user left it.
+    // A width set by code is a starting width: a fit still widens it.
+    view.setColumnWidth(HoldersModel::Where, 10);
+    view.fitColumns();
+    QVERIFY(view.columnWidth(HoldersModel::Where) > 10);
+
+    // A column the user sized (the mouse down on the header) stays as the user left it.
+    QWidget* header = view.horizontalHeader()->viewport();
+    const QPoint onFirst(view.horizontalHeader()->sectionSize(0) / 2, header->height() / 2);
+    QTest::mousePress(header, Qt::LeftButton, {}, onFirst);
     view.horizontalHeader()->resizeSection(HoldersModel::Who, 30);
+    QTest::mouseRelease(header, Qt::LeftButton, {}, onFirst);
     DashboardSnapshot more = manyHolders(10000, 2);
     more.holders.append(lockHolder(99999, NOW));
     more.holders.last().who = QStringLiteral("a much longer tag than any before it");
