@@ -17,11 +17,13 @@
 #include <QApplication>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QHeaderView>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QTest>
+#include <sys/stat.h>
 
 using namespace tollgate;
 using namespace tollgate::ui;
@@ -91,6 +93,7 @@ private Q_SLOTS:
     void selectionKeptByKeyThroughDiffOf10000Rows();
     void columnsFitFromABoundedSampleNotPerTick();
     void cachingProbeAsksOncePerPid();
+    void hostileEntriesInALockDirectory();
 
 private:
     QString home() const { return m_dir->path() + QStringLiteral("/home"); }
@@ -379,6 +382,37 @@ void TestDashboardScale::cachingProbeAsksOncePerPid()
     probe.clear();
     (void)probe.liveness(42, std::nullopt);
     QCOMPARE(base.asked, 4);
+}
+
+// A FIFO, a directory, a symlink and a control byte in a name: the incremental scan neither
+// blocks nor shows anything but the regular lock files, and a replaced file is read again.
+void TestDashboardScale::hostileEntriesInALockDirectory()
+{
+    takeLock(QStringLiteral("real.lock"));
+    takeLock(QStringLiteral("new\nline.lock"));
+    QVERIFY(::mkfifo(QFile::encodeName(locks() + QStringLiteral("/fifo.lock")).constData(), 0600) == 0);
+    QVERIFY(QDir().mkpath(locks() + QStringLiteral("/dir.lock")));
+    QVERIFY(QFile::link(locks() + QStringLiteral("/real.lock"), locks() + QStringLiteral("/link.lock")));
+    QuotaObserver observer(home(), { locks() });
+    QSignalSpy snapshots(&observer, &QuotaObserver::snapshotReady);
+    observer.start();
+    auto s = snapshots.last().at(0).value<DashboardSnapshot>();
+    QStringList names;
+    for (const HolderInfo& h : s.holders)
+        names.append(QFileInfo(h.path).fileName());
+    names.sort();
+    QCOMPARE(names, QStringList({ QStringLiteral("new\nline.lock"), QStringLiteral("real.lock") }));
+
+    // Released and taken again (same name, another file): read again.
+    const quint64 reads = observer.lockReads();
+    snapshots.clear();
+    QVERIFY(QFile::remove(locks() + QStringLiteral("/real.lock")));
+    takeLock(QStringLiteral("real.lock"));
+    QTRY_VERIFY_WITH_TIMEOUT(observer.lockReads() > reads, TIMEOUT_MS);
+    QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() > 0, TIMEOUT_MS);
+    s = snapshots.last().at(0).value<DashboardSnapshot>();
+    QCOMPARE(s.holders.size(), qsizetype(2));
+    QCOMPARE(observer.lockReads(), reads + 1); // only that one
 }
 
 QTEST_MAIN(TestDashboardScale)
