@@ -48,6 +48,7 @@ private Q_SLOTS:
     void retryAfterBeyond24HoursWarns();
     void runWarnsAboutRetryAfterItCannotUse();
     void statusJudgesHolderOfAnotherPidNamespaceByLease();
+    void globalOptionsBeforeTheCommand();
 
 private:
     struct Ran
@@ -712,6 +713,32 @@ void TestCli::statusJudgesHolderOfAnotherPidNamespaceByLease()
     QVERIFY2(both.out.contains("here (pid " + QByteArray::number(QCoreApplication::applicationPid()) + ", "),
         both.out.constData());
     QVERIFY2(both.out.contains(", alive)"), both.out.constData());
+}
+
+// `tollgate --home D limits set ...` (options first, as git and docker take them) reaches the
+// same home as `tollgate limits set --home D ...`; an option no command takes is still refused.
+void TestCli::globalOptionsBeforeTheCommand()
+{
+    Ran r = raw({ QStringLiteral("--home"), m_home, QStringLiteral("limits"), QStringLiteral("set"),
+        QStringLiteral("api"), QStringLiteral("--requests"), QStringLiteral("7"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    r = raw({ QStringLiteral("--json"), QStringLiteral("--home=") + m_home, QStringLiteral("status") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    const QJsonObject status = object(r.out);
+    QVERIFY2(!status.isEmpty(), r.out.constData());
+    QVERIFY2(r.out.contains("\"api\""), r.out.constData());
+    r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    QVERIFY(r.out.contains("\"api\""));
+
+    r = raw({ QStringLiteral("--home"), m_home, QStringLiteral("lock"), QStringLiteral("try"),
+        m_dir->path() + QStringLiteral("/x.lock") });
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--home"), r.err.constData());
+    r = raw({ QStringLiteral("--home") });
+    QCOMPARE(r.code, 2);
+    QVERIFY(!QFileInfo::exists(m_dir->path() + QStringLiteral("/--home")));
 }
 
 QTEST_GUILESS_MAIN(TestCli)

@@ -70,6 +70,31 @@ std::string reword(const CLI::ParseError& e, const CLI::App& at, bool isGroup)
     return what;
 }
 
+// `tollgate --home D limits set ...` is how many users write it (git, docker, kubectl take their
+// global options first), but CLI11 gives an option to the command it follows. The options every
+// command shares are moved from before the first command word to the end, where the innermost
+// command takes them; a command without them still refuses them by name.
+void hoistGlobalOptions(std::vector<std::string>& args)
+{
+    std::vector<std::string> global;
+    auto at = args.begin();
+    while (at != args.end()) {
+        if (*at == "--home" && at + 1 != args.end()) {
+            global.insert(global.end(), at, at + 2);
+            at += 2;
+        } else if (at->rfind("--home=", 0) == 0 || *at == "--json" || *at == "-q" || *at == "--quiet") {
+            global.push_back(*at);
+            ++at;
+        } else {
+            break;
+        }
+    }
+    if (global.empty() || at == args.end() || *at == "--home")
+        return; // no command follows: let the parser say what is missing
+    args.erase(args.begin(), at);
+    args.insert(args.end(), global.begin(), global.end());
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -81,6 +106,7 @@ int main(int argc, char** argv)
         table.sawDoubleDash = true;
         args.erase(dd, args.end());
     }
+    hoistGlobalOptions(args);
     const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
 
     CLI::App app("tollgate: share one API quota between processes, and sema-compatible lock files.\n"
