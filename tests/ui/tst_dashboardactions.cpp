@@ -2,7 +2,6 @@
 // the core (checked through a separate QuotaLimiter, as another process would see it), what
 // others do shows up, and looking never writes.
 
-#include "testsupport.h"
 #include "actionresult.h"
 #include "callerusagemodel.h"
 #include "dashboardcontroller.h"
@@ -16,6 +15,7 @@
 #include "quotalimiter.h"
 #include "ratelimitcallersmodel.h"
 #include "systemclock.h"
+#include "testsupport.h"
 
 #include <QAbstractItemModelTester>
 #include <QCryptographicHash>
@@ -139,9 +139,12 @@ void TestDashboardActions::makeHome()
 
 ActionResult TestDashboardActions::waitAction(QSignalSpy& spy)
 {
-    if (spy.isEmpty() && !spy.wait(TIMEOUT_MS))
-        return ActionResult { QStringLiteral("timeout"), false, QStringLiteral("no action result"), false, {},
-            0, {} };
+    if (spy.isEmpty() && !spy.wait(TIMEOUT_MS)) {
+        ActionResult timedOut;
+        timedOut.action = QStringLiteral("timeout");
+        timedOut.message = QStringLiteral("no action result");
+        return timedOut;
+    }
     return spy.takeFirst().at(0).value<ActionResult>();
 }
 

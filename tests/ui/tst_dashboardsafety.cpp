@@ -89,8 +89,12 @@ QString dashboard()
 
 ActionResult nextAction(QSignalSpy& spy)
 {
-    if (spy.isEmpty() && !spy.wait(TIMEOUT_MS))
-        return ActionResult { QStringLiteral("timeout"), false, QStringLiteral("no action result") };
+    if (spy.isEmpty() && !spy.wait(TIMEOUT_MS)) {
+        ActionResult timedOut;
+        timedOut.action = QStringLiteral("timeout");
+        timedOut.message = QStringLiteral("no action result");
+        return timedOut;
+    }
     return spy.takeFirst().at(0).value<ActionResult>();
 }
 
