@@ -12,6 +12,7 @@
 #include "quotapeek.h"
 #include "retryafter.h"
 #include "systemclock.h"
+#include "watchcommand.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -45,6 +46,9 @@ struct Options
     std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
     std::optional<double> timeout, since;
     bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
+    // status --watch [SECONDS]: watchGiven when the option was given at all (its value is optional).
+    std::optional<std::string> watch;
+    bool watchGiven = false;
 };
 
 Options g_options;
@@ -739,6 +743,12 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
 
 int cmdStatus()
 {
+    if (g_options.watchGiven) {
+        double seconds = WatchCommand::DEFAULT_SECONDS;
+        if (g_options.watch && !g_options.watch->empty())
+            seconds = CliOptions::parseSeconds(*g_options.watch).value(); // checked by the parser
+        return WatchCommand::run(g_options.common.home, seconds);
+    }
     Context c("status");
     bool exists = false;
     if (int code = c.openExisting(exists); code >= 0)
@@ -1064,7 +1074,23 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
         [] { return cmdSwitch(Switch::ResetBackoff); });
     provider(reset, "the provider");
 
-    command(&app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    CLI::App* status
+        = command(&app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    status
+        ->add_option_function<std::string>(
+            "--watch",
+            [&o](const std::string& v) {
+                o.watchGiven = true;
+                o.watch = v;
+            },
+            "redraw every SECONDS (0.1 to 3600; default 2) like top: can the next call go now, per provider, "
+            "and per-caller rates of the last minute; q or Ctrl-C quits. Not on a terminal: one plain frame "
+            "per interval, separated by a blank line")
+        ->type_name("[SECONDS]")
+        ->expected(0, 1)
+        ->check(CLI::Validator(
+            [](std::string& v) { return v.empty() ? std::string() : WatchCommand::checkSeconds(v); }, ""))
+        ->excludes(status->get_option("--json"));
     CLI::App* history = command(
         &app, "history", "admissions, waits, 429s, pauses and limit changes (reads only)", cmdHistory);
     CliOptions::addSeconds(history, "--since", o.since, "how far back (default 3600)");
