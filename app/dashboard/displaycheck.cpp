@@ -2,6 +2,9 @@
 
 #include "fd.h"
 
+#include <QMessageLogContext>
+#include <QString>
+#include <QtGlobal>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -147,6 +150,38 @@ const char* const INSTEAD
       "  tollgate-dashboard --screenshot FILE  the window as a PNG, rendered off-screen here\n"
       "                                        (QT_QPA_PLATFORM=offscreen, chosen for you)\n";
 
+std::string g_fallbackText;
+QtMessageHandler g_previousHandler = nullptr;
+
+// Qt's last word when no platform plugin starts is a fatal wall of text and an abort. The probes
+// above catch the cases we know (nothing set, nothing answering); this catches the rest (a
+// compositor that answered but Qt cannot use, a server that went away meanwhile) and says the
+// same plainly. Other messages pass through untouched.
+void fallbackHandler(QtMsgType type, const QMessageLogContext& context, const QString& text)
+{
+    if (type == QtFatalMsg && text.contains(QLatin1String("platform plugin"))) {
+        std::fputs(g_fallbackText.c_str(), stderr);
+        std::fflush(stderr);
+        std::_Exit(DisplayCheck::EXIT_NO_DISPLAY);
+    }
+    // Said just before the wall, and our paragraph says it better.
+    if (context.category && std::string_view(context.category) == "qt.qpa.xcb"
+        && text.startsWith(QLatin1String("could not connect to display")))
+        return;
+    if (g_previousHandler)
+        g_previousHandler(type, context, text);
+    else
+        std::fprintf(stderr, "%s\n", qPrintable(text));
+}
+
+std::string shownVars(const std::vector<std::pair<std::string, std::string>>& vars)
+{
+    std::string names;
+    for (const auto& [name, value] : vars)
+        names += (names.empty() ? "" : ", ") + name + "=" + shown(value);
+    return names;
+}
+
 } // namespace
 
 std::string DisplayCheck::message()
@@ -159,11 +194,29 @@ std::string DisplayCheck::message()
 
 std::string DisplayCheck::unreachableMessage(const std::vector<std::pair<std::string, std::string>>& tried)
 {
-    std::string names;
-    for (const auto& [name, value] : tried)
-        names += (names.empty() ? "" : ", ") + name + "=" + shown(value);
-    return "tollgate-dashboard: no display answers (" + names
+    return "tollgate-dashboard: no display answers (" + shownVars(tried)
         + "),\nso the window cannot open here. Instead:\n" + INSTEAD;
+}
+
+std::string DisplayCheck::fallbackMessage(const std::vector<std::pair<std::string, std::string>>& set)
+{
+    return "tollgate-dashboard: Qt could not open the display ("
+        + (set.empty() ? std::string("none set") : shownVars(set))
+        + "),\nso the window cannot open here. Instead:\n" + INSTEAD;
+}
+
+void DisplayCheck::installFallback(int argc, char** argv)
+{
+    const Args args = scan(argc, argv);
+    std::vector<std::pair<std::string, std::string>> set;
+    if (const char* wayland = nonEmpty("WAYLAND_DISPLAY"))
+        set.emplace_back("WAYLAND_DISPLAY", wayland);
+    if (args.display)
+        set.emplace_back("-display", *args.display);
+    else if (const char* display = nonEmpty("DISPLAY"))
+        set.emplace_back("DISPLAY", display);
+    g_fallbackText = fallbackMessage(set);
+    g_previousHandler = qInstallMessageHandler(fallbackHandler);
 }
 
 int DisplayCheck::check(int argc, char** argv)
@@ -176,6 +229,7 @@ int DisplayCheck::check(int argc, char** argv)
         return -1; // the user's choice (offscreen, wayland, vnc...); Qt's own errors stand
 
     std::vector<std::pair<std::string, std::string>> tried;
+    installFallback(argc, argv);
     if (const char* wayland = nonEmpty("WAYLAND_DISPLAY"); wayland && !platform) {
         if (waylandAnswers(wayland))
             return -1;

@@ -2,15 +2,22 @@
 // where there is no display (a server over ssh): one plain paragraph and exit 2, never Qt's
 // platform-plugin wall; --help and --version still work; scripts/run.sh says the same.
 
+#include <QDeadlineTimer>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
+#include <QLibraryInfo>
 #include <QProcess>
 #include <QProcessEnvironment>
+#include <QStandardPaths>
 #include <QStringList>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 class TestDashboardCli final : public QObject
 {
@@ -26,6 +33,8 @@ private Q_SLOTS:
     void screenshotNeedsNoDisplay_data();
     void screenshotNeedsNoDisplay();
     void explicitPlatformIsLeftToQt();
+    void liveXDisplayIsUsed();
+    void qtFailingOnAnAnsweringDisplayIsPlainToo();
     void runScriptSaysTheSameWithoutDisplay();
 };
 
@@ -301,6 +310,86 @@ void TestDashboardCli::explicitPlatformIsLeftToQt()
         withoutDisplay({ { QStringLiteral("QT_QPA_PLATFORM"), "no-such-platform" } }));
     QVERIFY(bogus.code != 0);
     QVERIFY(!bogus.err.contains("no display"));
+}
+
+// The check must not refuse a display that works: a real X server (Xvfb, if installed).
+void TestDashboardCli::liveXDisplayIsUsed()
+{
+    const QString xvfb = QStandardPaths::findExecutable(QStringLiteral("Xvfb"));
+    if (xvfb.isEmpty())
+        QSKIP("Xvfb is not installed (Debian: xvfb)");
+    QProcess server;
+    // -displayfd 1: Xvfb picks a free display and writes its number once it accepts clients.
+    server.start(xvfb,
+        { QStringLiteral("-displayfd"), QStringLiteral("1"), QStringLiteral("-nolisten"),
+            QStringLiteral("tcp"), QStringLiteral("-screen"), QStringLiteral("0"),
+            QStringLiteral("1600x1000x24") });
+    QVERIFY(server.waitForStarted(10000));
+    QByteArray number;
+    QDeadlineTimer deadline(30000);
+    while (!number.contains('\n') && !deadline.hasExpired() && server.state() == QProcess::Running) {
+        server.waitForReadyRead(int(deadline.remainingTime()));
+        number += server.readAllStandardOutput();
+    }
+    QVERIFY2(number.contains('\n'), server.readAllStandardError().constData());
+    const QByteArray display = ':' + number.trimmed();
+
+    QTemporaryDir dir;
+    const QString png = dir.path() + QStringLiteral("/x.png");
+    // Qt's plugin log names the platform it loaded: the screenshot would succeed off-screen too,
+    // so only this tells that the display was used rather than wrongly judged dead.
+    const Ran r = runWithout(QStringLiteral(TOLLGATE_DASHBOARD_PATH),
+        { QStringLiteral("--home"), dir.path() + QStringLiteral("/home"), QStringLiteral("--screenshot"),
+            png },
+        withoutDisplay(
+            { { QStringLiteral("DISPLAY"), display }, { QStringLiteral("QT_DEBUG_PLUGINS"), "1" } }));
+    server.terminate();
+    QVERIFY(server.waitForFinished(10000));
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY(!r.err.contains("no display"));
+    QVERIFY(!r.err.contains("could not open"));
+    QVERIFY(r.err.contains("libqxcb.so\" loaded library"));
+    QVERIFY(!r.err.contains("libqoffscreen.so\" loaded library"));
+    QImage img(png);
+    QVERIFY(!img.isNull());
+    QVERIFY(img.width() >= 600);
+}
+
+// A Wayland socket that accepts connections but is no compositor Qt can use (here: no
+// compositor at all, and, on this machine, no Wayland plugin): the probe lets it through, Qt
+// fails, and its fatal wall is replaced by the same kind of plain paragraph.
+void TestDashboardCli::qtFailingOnAnAnsweringDisplayIsPlainToo()
+{
+    const QString plugins = QLibraryInfo::path(QLibraryInfo::PluginsPath) + QStringLiteral("/platforms");
+    if (!QDir(plugins).entryList({ QStringLiteral("*wayland*") }).isEmpty())
+        QSKIP("a Wayland platform plugin is installed: Qt would wait on the fake compositor");
+    QTemporaryDir runtime;
+    const QByteArray path = QFile::encodeName(runtime.path() + QStringLiteral("/wayland-fake"));
+    const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    QVERIFY(listener >= 0);
+    sockaddr_un addr {};
+    addr.sun_family = AF_UNIX;
+    QVERIFY(size_t(path.size()) < sizeof(addr.sun_path));
+    std::memcpy(addr.sun_path, path.constData(), size_t(path.size()));
+    QCOMPARE(::bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0);
+    QCOMPARE(::listen(listener, 8), 0);
+
+    auto env = withoutDisplay({ { QStringLiteral("WAYLAND_DISPLAY"), "wayland-fake" } });
+    env.insert(QStringLiteral("XDG_RUNTIME_DIR"), runtime.path());
+    env.remove(QStringLiteral("XDG_SESSION_TYPE"));
+    QTemporaryDir dir;
+    const Ran r = runWithout(QStringLiteral(TOLLGATE_DASHBOARD_PATH),
+        { QStringLiteral("--home"), dir.path() + QStringLiteral("/home") }, env);
+    ::close(listener);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(
+                 "tollgate-dashboard: Qt could not open the display (WAYLAND_DISPLAY=\"wayland-fake\"),\n"
+                 "so the window cannot open here. Instead:\n"),
+        r.err.constData());
+    QVERIFY(r.err.contains("tollgate status --watch"));
+    // Not the wall: Qt's fatal text is gone, and no abort.
+    QVERIFY(!r.err.contains("no Qt platform plugin could be initialized"));
+    QVERIFY(!r.err.contains("Available platform plugins"));
 }
 
 void TestDashboardCli::runScriptSaysTheSameWithoutDisplay()
