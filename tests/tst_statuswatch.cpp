@@ -8,6 +8,9 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -168,6 +171,7 @@ private Q_SLOTS:
     void corruptStateIsShownNotFatal();
     void badOptionsAreUsageErrors_data();
     void badOptionsAreUsageErrors();
+    void statusJsonCarriesTheSameCapacity();
 
 private:
     int cli(std::initializer_list<const char*> args) const;
@@ -406,6 +410,53 @@ void TestStatusWatch::badOptionsAreUsageErrors()
     QCOMPARE(p.exitCode(), 2);
     QVERIFY(p.readAllStandardError().contains("--watch"));
     QVERIFY(!QFileInfo::exists(m_home));
+}
+
+// Scripts get the figures the watch shows: `status --json` carries each provider's capacity.
+void TestStatusWatch::statusJsonCarriesTheSameCapacity()
+{
+    knownState();
+    QCOMPARE(cli({ "limits", "set", "idle", "--requests", "5", "--window", "60" }), 0);
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert(QStringLiteral("TOLLGATE_HOME"), m_home);
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--json" }));
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 0);
+    QJsonParseError err {};
+    const auto doc = QJsonDocument::fromJson(p.readAllStandardOutput(), &err);
+    QVERIFY2(err.error == QJsonParseError::NoError, qPrintable(err.errorString()));
+    QJsonObject api;
+    QJsonObject idle;
+    for (const auto v : doc.object().value(QStringLiteral("providers")).toArray()) {
+        const auto o = v.toObject();
+        if (o.value(QStringLiteral("provider")).toString() == QStringLiteral("api"))
+            api = o.value(QStringLiteral("capacity")).toObject();
+        if (o.value(QStringLiteral("provider")).toString() == QStringLiteral("idle"))
+            idle = o.value(QStringLiteral("capacity")).toObject();
+    }
+    QVERIFY2(!api.isEmpty() && !idle.isEmpty(), doc.toJson().constData());
+    // api: both requests of the 32 s window used, so blocked by the window until one frees.
+    QCOMPARE(api.value(QStringLiteral("level")).toString(), QStringLiteral("blocked"));
+    QCOMPARE(api.value(QStringLiteral("blocked_by")).toString(), QStringLiteral("window"));
+    QCOMPARE(api.value(QStringLiteral("requests_left")).toInteger(), 0);
+    QCOMPARE(api.value(QStringLiteral("tokens_left")).toInteger(), 600);
+    QCOMPARE(api.value(QStringLiteral("slots_in_use")).toInteger(), 0);
+    QCOMPARE(api.value(QStringLiteral("slots_free")).toInteger(), 2);
+    const auto nextIn = api.value(QStringLiteral("next_call_in_ms")).toInteger(-1);
+    // Within one window plus one bucket: the window counts whole buckets (core/rollingwindow.h).
+    QVERIFY2(nextIn > 0 && nextIn <= 32000 + 1000, qPrintable(QString::number(nextIn)));
+    QVERIFY(api.value(QStringLiteral("blocked_until_ms")).toInteger() > 0);
+    QCOMPARE(api.value(QStringLiteral("next_request_in_ms")).toInteger(), nextIn);
+    // idle: nothing used, nothing blocking, no token or slot limit (null, not 0).
+    QCOMPARE(idle.value(QStringLiteral("level")).toString(), QStringLiteral("ok"));
+    QVERIFY(idle.value(QStringLiteral("blocked_by")).isNull());
+    QCOMPARE(idle.value(QStringLiteral("requests_left")).toInteger(), 5);
+    QCOMPARE(idle.value(QStringLiteral("next_call_in_ms")).toInteger(), 0);
+    QVERIFY(idle.value(QStringLiteral("tokens_left")).isNull());
+    QVERIFY(idle.value(QStringLiteral("slots_free")).isNull());
+    QCOMPARE(idle.value(QStringLiteral("backoff_remaining_ms")).toInteger(), 0);
 }
 
 QTEST_GUILESS_MAIN(TestStatusWatch)

@@ -1,5 +1,6 @@
 #include "quotacommand.h"
 
+#include "capacity.h"
 #include "childrunner.h"
 #include "clioptions.h"
 #include "console.h"
@@ -741,6 +742,27 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
     return v;
 }
 
+// "Can the next call go now?" (core's Capacity, the limiter's own rules), for scripts.
+json capacityJson(const ProviderCapacity& c)
+{
+    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
+    auto ms = [](std::int64_t v) { return v == Capacity::NEVER ? json(nullptr) : json(v); };
+    json j;
+    j["level"] = capacityLevelName(c.level);
+    j["blocked_by"] = c.level == CapacityLevel::Blocked ? json(waitReasonName(c.blockedBy)) : json(nullptr);
+    j["blocked_until_ms"] = opt(c.blockedUntilMs);
+    j["next_call_in_ms"] = ms(c.nextCallInMs); // null: not a matter of time (paused, slots held)
+    j["requests_left"] = opt(c.window.requestsLeft);
+    j["next_request_in_ms"] = ms(c.window.nextRequestInMs);
+    j["tokens_left"] = opt(c.window.tokensLeft);
+    j["tokens_free_in_ms"] = ms(c.window.tokensFreeInMs);
+    j["slots_in_use"] = c.slotsInUse;
+    j["slots_free"] = opt(c.slotsFree);
+    j["backoff_remaining_ms"] = c.backoffRemainingMs;
+    j["pace_remaining_ms"] = c.paceRemainingMs;
+    return j;
+}
+
 int cmdStatus()
 {
     if (g_options.watchGiven) {
@@ -792,6 +814,7 @@ int cmdStatus()
         j["admitted_total"] = ps.admittedTotal;
         j["rate_limited_total"] = ps.rateLimitedTotal;
         j["waiting"] = ps.queue.size();
+        j["capacity"] = capacityJson(Capacity::forProvider(state, name, &l, now, &c.probe));
         json slots = json::array();
         for (const auto& s : ps.slots) {
             json sj;
@@ -1074,8 +1097,8 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
         [] { return cmdSwitch(Switch::ResetBackoff); });
     provider(reset, "the provider");
 
-    CLI::App* status
-        = command(&app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    CLI::App* status = command(
+        &app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
     status
         ->add_option_function<std::string>(
             "--watch",
