@@ -33,6 +33,7 @@ private Q_SLOTS:
     void screenshotNeedsNoDisplay_data();
     void screenshotNeedsNoDisplay();
     void explicitPlatformIsLeftToQt();
+    void displayOnTheCommandLineIsChecked();
     void liveXDisplayIsUsed();
     void qtFailingOnAnAnsweringDisplayIsPlainToo();
     void runScriptSaysTheSameWithoutDisplay();
@@ -177,6 +178,9 @@ void TestDashboardCli::noDisplaySaysSoAndExits2_data()
     QTest::newRow("DISPLAY=:987") << Vars { { d, ":987" } } << dead + "DISPLAY=\":987\"),\n";
     QTest::newRow("DISPLAY=:987 and xcb")
         << Vars { { d, ":987" }, { q, "xcb" } } << dead + "DISPLAY=\":987\"),\n";
+    // TCP (as ssh -X sets it, localhost:10.0): a port nothing listens on is refused at once.
+    QTest::newRow("DISPLAY=127.0.0.1:987")
+        << Vars { { d, "127.0.0.1:987" } } << dead + "DISPLAY=\"127.0.0.1:987\"),\n";
     QTest::newRow("DISPLAY garbage") << Vars { { d, "not a display" } }
                                      << dead + "DISPLAY=\"not a display\"),\n";
     QTest::newRow("DISPLAY only a colon") << Vars { { d, ":" } } << dead + "DISPLAY=\":\"),\n";
@@ -310,6 +314,21 @@ void TestDashboardCli::explicitPlatformIsLeftToQt()
         withoutDisplay({ { QStringLiteral("QT_QPA_PLATFORM"), "no-such-platform" } }));
     QVERIFY(bogus.code != 0);
     QVERIFY(!bogus.err.contains("no display"));
+}
+
+// Qt's own -display NAME wins over DISPLAY, so it is what is checked.
+void TestDashboardCli::displayOnTheCommandLineIsChecked()
+{
+    QTemporaryDir dir;
+    const QString home = dir.path() + QStringLiteral("/home");
+    const Ran r = runWithout(QStringLiteral(TOLLGATE_DASHBOARD_PATH),
+        { QStringLiteral("-display"), QStringLiteral(":987"), QStringLiteral("--home"), home },
+        withoutDisplay());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(
+        r.err.startsWith("tollgate-dashboard: no display answers (-display=\":987\"),\n"), r.err.constData());
+    QVERIFY(!r.err.contains("plugin"));
+    QVERIFY(!QFileInfo::exists(home));
 }
 
 // The check must not refuse a display that works: a real X server (Xvfb, if installed).
