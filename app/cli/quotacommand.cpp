@@ -1,5 +1,6 @@
 #include "quotacommand.h"
 
+#include "capacity.h"
 #include "childrunner.h"
 #include "clioptions.h"
 #include "console.h"
@@ -12,6 +13,7 @@
 #include "quotapeek.h"
 #include "retryafter.h"
 #include "systemclock.h"
+#include "watchcommand.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -45,6 +47,9 @@ struct Options
     std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
     std::optional<double> timeout, since;
     bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
+    // status --watch [SECONDS]: watchGiven when the option was given at all (its value is optional).
+    std::optional<std::string> watch;
+    bool watchGiven = false;
 };
 
 Options g_options;
@@ -737,8 +742,35 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
     return v;
 }
 
+// "Can the next call go now?" (core's Capacity, the limiter's own rules), for scripts.
+json capacityJson(const ProviderCapacity& c)
+{
+    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
+    auto ms = [](std::int64_t v) { return v == Capacity::NEVER ? json(nullptr) : json(v); };
+    json j;
+    j["level"] = capacityLevelName(c.level);
+    j["blocked_by"] = c.level == CapacityLevel::Blocked ? json(waitReasonName(c.blockedBy)) : json(nullptr);
+    j["blocked_until_ms"] = opt(c.blockedUntilMs);
+    j["next_call_in_ms"] = ms(c.nextCallInMs); // null: not a matter of time (paused, slots held)
+    j["requests_left"] = opt(c.window.requestsLeft);
+    j["next_request_in_ms"] = ms(c.window.nextRequestInMs);
+    j["tokens_left"] = opt(c.window.tokensLeft);
+    j["tokens_free_in_ms"] = ms(c.window.tokensFreeInMs);
+    j["slots_in_use"] = c.slotsInUse;
+    j["slots_free"] = opt(c.slotsFree);
+    j["backoff_remaining_ms"] = c.backoffRemainingMs;
+    j["pace_remaining_ms"] = c.paceRemainingMs;
+    return j;
+}
+
 int cmdStatus()
 {
+    if (g_options.watchGiven) {
+        double seconds = WatchCommand::DEFAULT_SECONDS;
+        if (g_options.watch && !g_options.watch->empty())
+            seconds = CliOptions::parseSeconds(*g_options.watch).value(); // checked by the parser
+        return WatchCommand::run(g_options.common.home, seconds);
+    }
     Context c("status");
     bool exists = false;
     if (int code = c.openExisting(exists); code >= 0)
@@ -782,6 +814,7 @@ int cmdStatus()
         j["admitted_total"] = ps.admittedTotal;
         j["rate_limited_total"] = ps.rateLimitedTotal;
         j["waiting"] = ps.queue.size();
+        j["capacity"] = capacityJson(Capacity::forProvider(state, name, &l, now, &c.probe));
         json slots = json::array();
         for (const auto& s : ps.slots) {
             json sj;
@@ -1064,7 +1097,23 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
         [] { return cmdSwitch(Switch::ResetBackoff); });
     provider(reset, "the provider");
 
-    command(&app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    CLI::App* status = command(
+        &app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    status
+        ->add_option_function<std::string>(
+            "--watch",
+            [&o](const std::string& v) {
+                o.watchGiven = true;
+                o.watch = v;
+            },
+            "redraw every SECONDS (0.1 to 3600; default 2) like top: can the next call go now, per provider, "
+            "and per-caller rates of the last minute; q or Ctrl-C quits. Not on a terminal: one plain frame "
+            "per interval, separated by a blank line")
+        ->type_name("[SECONDS]")
+        ->expected(0, 1)
+        ->check(CLI::Validator(
+            [](std::string& v) { return v.empty() ? std::string() : WatchCommand::checkSeconds(v); }, ""))
+        ->excludes(status->get_option("--json"));
     CLI::App* history = command(
         &app, "history", "admissions, waits, 429s, pauses and limit changes (reads only)", cmdHistory);
     CliOptions::addSeconds(history, "--since", o.since, "how far back (default 3600)");

@@ -1,5 +1,6 @@
 // tollgate-dashboard: the desktop window onto Tollgate.
 
+#include "displaycheck.h"
 #include "homedir.h"
 #include "mainwindow.h"
 #include "traycontroller.h"
@@ -19,6 +20,9 @@ constexpr int SCREENSHOT_DEADLINE_MS = 15000;
 
 int main(int argc, char** argv)
 {
+    // Before QApplication: without a display it would end in Qt's platform-plugin wall.
+    if (const int code = tollgate::dashboard::DisplayCheck::check(argc, argv); code >= 0)
+        return code;
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("tollgate-dashboard"));
     QApplication::setOrganizationName(QStringLiteral("tollgate"));
