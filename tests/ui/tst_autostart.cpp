@@ -34,6 +34,14 @@ QStringList entriesIn(const QString& dir)
     return QDir(dir).entryList(QDir::AllEntries | QDir::Hidden | QDir::System | QDir::NoDotAndDotDot);
 }
 
+void restoreXdgConfigHome(const QByteArray& saved)
+{
+    if (saved.isNull())
+        qunsetenv("XDG_CONFIG_HOME");
+    else
+        qputenv("XDG_CONFIG_HOME", saved);
+}
+
 } // namespace
 
 class TestAutostart final : public QObject
@@ -117,7 +125,8 @@ void TestAutostart::disableRemovesAndIsIdempotent()
 void TestAutostart::defaultsFollowXdgConfigHome()
 {
     QTemporaryDir config;
-    const QByteArray saved = qgetenv("XDG_CONFIG_HOME");
+    const QByteArray saved
+        = qEnvironmentVariableIsSet("XDG_CONFIG_HOME") ? qgetenv("XDG_CONFIG_HOME") : QByteArray();
     qputenv("XDG_CONFIG_HOME", QFile::encodeName(config.path()));
     const Autostart a;
     QCOMPARE(
@@ -127,7 +136,7 @@ void TestAutostart::defaultsFollowXdgConfigHome()
     qputenv("XDG_CONFIG_HOME", "relative/config");
     QCOMPARE(Autostart().entryPath(),
         QDir::homePath() + QStringLiteral("/.config/autostart/io.github.tollgate.Dashboard.desktop"));
-    qputenv("XDG_CONFIG_HOME", saved);
+    restoreXdgConfigHome(saved);
 }
 
 void TestAutostart::symlinkIsNeitherFollowedNorReplaced()
@@ -206,7 +215,8 @@ void TestAutostart::controlBytesInThePathAreRefused()
 void TestAutostart::settingsDialogShowsAndToggles()
 {
     QTemporaryDir config;
-    const QByteArray saved = qgetenv("XDG_CONFIG_HOME");
+    const QByteArray saved
+        = qEnvironmentVariableIsSet("XDG_CONFIG_HOME") ? qgetenv("XDG_CONFIG_HOME") : QByteArray();
     qputenv("XDG_CONFIG_HOME", QFile::encodeName(config.path()));
     const Autostart entry;
     {
@@ -236,7 +246,7 @@ void TestAutostart::settingsDialogShowsAndToggles()
         d.accept(); // unchanged: nothing written
     }
     QVERIFY(!QFile::exists(entry.entryPath()));
-    qputenv("XDG_CONFIG_HOME", saved);
+    restoreXdgConfigHome(saved);
 }
 
 void TestAutostart::settingsDialogStaysOpenWhenItCannotWrite()

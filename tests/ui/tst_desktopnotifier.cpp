@@ -4,6 +4,7 @@
 // "hidden to the tray" notice is given once, remembered in the settings file.
 
 #include "desktopnotifier.h"
+#include "traycontroller.h"
 
 #include <QDBusConnection>
 #include <QDBusConnectionInterface>
@@ -63,6 +64,7 @@ private Q_SLOTS:
     void noServiceOnTheBusFallsBack();
     void noBusFallsBackAtOnce();
     void hiddenToTrayNoticeIsGivenOnce();
+    void trayAlertsGoThroughTheNotifier();
 
 private:
     QDBusConnection connect(const QString& name);
@@ -214,6 +216,35 @@ void TestDesktopNotifier::hiddenToTrayNoticeIsGivenOnce()
     server.unregisterService(QStringLiteral("org.freedesktop.Notifications"));
     QDBusConnection::disconnectFromBus(QStringLiteral("server2"));
     QDBusConnection::disconnectFromBus(QStringLiteral("client2"));
+}
+
+void TestDesktopNotifier::trayAlertsGoThroughTheNotifier()
+{
+    QDBusConnection server = connect(QStringLiteral("server3"));
+    FakeNotifications fake;
+    QVERIFY(server.registerObject(
+        QStringLiteral("/org/freedesktop/Notifications"), &fake, QDBusConnection::ExportAllSlots));
+    QVERIFY(server.registerService(QStringLiteral("org.freedesktop.Notifications")));
+    {
+        // Offscreen has no tray: a storm alert still reaches the notification service.
+        tollgate::ui::TrayController tray(connect(QStringLiteral("client3")), nullptr);
+        QVERIFY(!tray.available());
+        QSignalSpy delivered(tray.notifier(), &DesktopNotifier::delivered);
+        tray.alert(QStringLiteral("Tollgate: 429 storm on demo-api"), QStringLiteral("3 × 429"));
+        QTRY_COMPARE_WITH_TIMEOUT(delivered.size(), 1, TIMEOUT_MS);
+        QCOMPARE(delivered.at(0).at(0).value<DesktopNotifier::Route>(), DesktopNotifier::Route::Service);
+        QCOMPARE(fake.calls.size(), 1);
+        QCOMPARE(fake.calls.at(0).hints.value(QStringLiteral("urgency")).toInt(), 2); // critical
+
+        // Without a tray closing the window quits: no "still running" notice, nothing remembered.
+        const QString file = m_dir.path() + QStringLiteral("/notray.ini");
+        tray.announceHiddenToTray(file);
+        QVERIFY(!QSettings(file, QSettings::IniFormat).contains(QStringLiteral("tray/hiddenNoticeShown")));
+        QCOMPARE(fake.calls.size(), 1);
+    }
+    server.unregisterService(QStringLiteral("org.freedesktop.Notifications"));
+    QDBusConnection::disconnectFromBus(QStringLiteral("server3"));
+    QDBusConnection::disconnectFromBus(QStringLiteral("client3"));
 }
 
 QTEST_MAIN(TestDesktopNotifier)
