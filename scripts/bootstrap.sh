@@ -18,8 +18,8 @@ PACKAGES=(
     # the icon set (QtSvg and its icon engine plugin); desktop notifications use QtDBus
     qt6-svg-dev libqt6svg6
     # tests and scripts/installcheck.sh: a private D-Bus, the desktop file and metainfo
-    # validators, man for the man page
-    dbus desktop-file-utils appstream man-db
+    # validators, man and groff for the man page
+    dbus desktop-file-utils appstream man-db groff-base
 )
 
 "$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"

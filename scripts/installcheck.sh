@@ -3,11 +3,17 @@
 # into a fresh temporary prefix with `cmake --install`, and checks what a user gets:
 #   - every expected file is there, the programs executable and runnable from the prefix;
 #   - desktop-file-validate passes on the .desktop file, whose Exec and Icon name installed files;
-#   - the man page renders with `man -l` and `man --warnings` says nothing;
+#   - the man page renders with `man -l`, and neither `man --warnings` nor `groff -ww` warns;
+#   - the man page documents every command, subcommand (and alias), long option and exit code
+#     that `tollgate ... --help` lists, found by walking the help tree, so a new command or
+#     option without a man entry fails here; the checker is first shown a doctored page to
+#     prove it notices what is missing;
 #   - the bash completion parses (bash -n), completes `tollgate st<TAB>` to `status`, offers the
 #     providers of the --home on the line, and creates no home while doing so;
 #   - appstreamcli validates the metainfo (when the appstream package is installed).
-# Configures and builds nothing itself. Exit 0 when all hold; else lists every failure, exit 1.
+# Configures and builds nothing itself; installs the Debian packages of the tools it needs when
+# they are missing (desktop-file-utils, man-db, groff-base, appstream; via ensure-packages.sh).
+# Exit 0 when all hold; else lists every failure, exit 1.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,9 +24,14 @@ if [ ! -f "$BUILD/CMakeCache.txt" ]; then
     echo "installcheck: $BUILD is not a configured build directory (run scripts/bootstrap.sh)" >&2
     exit 2
 fi
-for tool in desktop-file-validate man; do
+# The tools, by Debian package (scripts/bootstrap.sh lists the same ones).
+TOOL_PACKAGES=(desktop-file-utils man-db groff-base appstream)
+if command -v dpkg-query >/dev/null && command -v apt-get >/dev/null; then
+    "$ROOT/scripts/ensure-packages.sh" "${TOOL_PACKAGES[@]}"
+fi
+for tool in desktop-file-validate man groff appstreamcli; do
     if ! command -v "$tool" >/dev/null; then
-        echo "installcheck: $tool is missing (Debian packages desktop-file-utils, man-db)" >&2
+        echo "installcheck: $tool is missing (Debian packages: ${TOOL_PACKAGES[*]})" >&2
         exit 2
     fi
 done
@@ -48,11 +59,14 @@ DATADIR=$(cache CMAKE_INSTALL_DATAROOTDIR)
 GUI=$(cache TOLLGATE_BUILD_GUI)
 : "${BINDIR:=bin}" "${MANDIR:=share/man}" "${DATADIR:=share}"
 
+expected=()
 expect_file() {
+    expected+=("$1")
     check
     [ -f "$PREFIX/$1" ] && [ -s "$PREFIX/$1" ] || fail "missing or empty: $1"
 }
 expect_exec() {
+    expected+=("$1")
     check
     [ -f "$PREFIX/$1" ] && [ -x "$PREFIX/$1" ] || fail "missing or not executable: $1"
 }
@@ -68,6 +82,21 @@ if [[ $GUI == ON || $GUI == TRUE || $GUI == 1 ]]; then
     expect_file "$METAINFO"
     expect_file "$DATADIR/icons/hicolor/scalable/apps/$APP_ID.svg"
     expect_file "$DATADIR/icons/hicolor/256x256/apps/$APP_ID.png"
+fi
+
+# Nothing else is installed (a new install rule belongs in the list above), and cmake's own
+# manifest names exactly these files.
+check
+extra=$(cd "$PREFIX" && find . -mindepth 1 ! -type d | sed 's|^\./||' | sort \
+    | comm -23 - <(printf '%s\n' "${expected[@]}" | sort))
+[ -z "$extra" ] || fail "installed but not checked here: $(tr '\n' ' ' <<<"$extra")"
+check
+if [ -f "$BUILD/install_manifest.txt" ]; then
+    manifest=$(sed "s|^$PREFIX/||" "$BUILD/install_manifest.txt" | sort)
+    [ "$manifest" = "$(printf '%s\n' "${expected[@]}" | sort)" ] \
+        || fail "install_manifest.txt differs from the expected files: $(tr '\n' ' ' <<<"$manifest")"
+else
+    fail "cmake --install wrote no install_manifest.txt"
 fi
 
 # The installed CLI runs from the prefix (no path into the build tree).
@@ -94,15 +123,64 @@ if [ -f "$PREFIX/$DESKTOP" ]; then
         [ "$dims" = " 0 0 1 0 0 0 1 0" ] || fail "the hicolor PNG is not 256x256 (IHDR bytes:$dims)"
     fi
 fi
-if [ -f "$PREFIX/$METAINFO" ] && command -v appstreamcli >/dev/null; then
+if [ -f "$PREFIX/$METAINFO" ]; then
     check
     if ! out=$(appstreamcli validate --no-net "$PREFIX/$METAINFO" 2>&1); then
         fail "appstreamcli validate: $out"
     fi
 fi
 
-# Man page: renders, without a single warning.
+# Man page: renders, without a single warning, and documents everything --help lists.
 MAN=$PREFIX/$MANDIR/man1/tollgate.1
+TOLLGATE=$PREFIX/$BINDIR/tollgate
+
+# man_coverage PAGE: prints one line per command, alias, long option or exit code that
+# `tollgate ... --help` lists and PAGE does not document. Commands and aliases need a
+# `.SS "tollgate CMD ..."` entry (a group such as `limits` or `lock` is documented by its
+# subcommands' entries); options need to appear in the page; exit codes (from the "Exit codes:"
+# line of `tollgate --help`) need a `.B N` tag in EXIT STATUS.
+man_coverage() {
+    local src headers codes exitsec code
+    src=$(sed 's/\\-/-/g; s/\\f[BIRP]//g' "$1")
+    headers=$(sed -n 's/^\.SS "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' <<<"$src")
+    help_section() { awk -v s="$1:" '$0 == s { f = 1; next } f && /^[^ ]/ { f = 0 } f && NF'; }
+    walk() { # the words after `tollgate`
+        local help opt line names primary cmd hdr name aliases
+        if ! help=$("$TOLLGATE" "$@" --help 2>&1); then
+            echo "'tollgate${*:+ $*} --help' failed"
+            return
+        fi
+        for opt in $(help_section Options <<<"$help" | grep -oE '^ +(-[A-Za-z0-9],)?--[A-Za-z0-9-]+' \
+            | grep -oE -- '--[A-Za-z0-9-]+'); do
+            [ "$opt" = --help ] && continue
+            grep -qF -- "$opt" <<<"$src" || echo "option $opt of 'tollgate${*:+ $*}' is not in the man page"
+        done
+        while IFS= read -r line; do
+            names=$(sed -E 's/^ +//; s/  +.*$//' <<<"$line") # "try-acquire, try"
+            primary=${names%%,*}
+            cmd="tollgate${*:+ $*} $primary"
+            hdr=$(grep -E "^$cmd( |$)" <<<"$headers" | head -n1 || true)
+            if [ -z "$hdr" ]; then
+                "$TOLLGATE" "$@" "$primary" --help 2>/dev/null | grep -q '^Subcommands:' \
+                    || echo "command '$cmd' has no entry (.SS) in the man page"
+            else
+                IFS=', ' read -ra aliases <<<"$names"
+                for name in "${aliases[@]}"; do
+                    grep -qw -- "$name" <<<"$hdr" || echo "alias '$name' of '$cmd' is not in its man entry"
+                done
+            fi
+            walk "$@" "$primary"
+        done < <(help_section Subcommands <<<"$help")
+    }
+    walk
+    codes=$("$TOLLGATE" --help | sed -n 's/^Exit codes: //p' | grep -oE '(^|, )[0-9]+ ' | grep -oE '[0-9]+' || true)
+    [ -n "$codes" ] || echo "'tollgate --help' lists no exit codes (expected a line 'Exit codes: 0 ok, 1 ...')"
+    exitsec=$(awk '/^\.SH/ { f = ($0 ~ /EXIT STATUS/) } f' <<<"$src")
+    for code in $codes; do
+        grep -qx "\.B $code" <<<"$exitsec" || echo "exit code $code is not in the man page's EXIT STATUS"
+    done
+}
+
 if [ -f "$MAN" ]; then
     check
     rendered=$(MANPAGER=cat MANWIDTH=80 man -l "$MAN" 2>/dev/null) || fail "man -l cannot render tollgate.1"
@@ -111,11 +189,28 @@ if [ -f "$MAN" ]; then
     check
     warnings=$(MANPAGER=cat MANWIDTH=80 man --warnings -l "$MAN" 2>&1 >/dev/null || true)
     [ -z "$warnings" ] || fail "man --warnings: $warnings"
-    # Every command of `tollgate --help` is in the page.
     check
-    for cmd in $("$PREFIX/$BINDIR/tollgate" --help | awk '/^Subcommands:/{f=1;next} f&&NF{print $1}'); do
-        grep -q "tollgate ${cmd}\b" <<<"$rendered" || fail "the man page does not describe '$cmd'"
+    warnings=$(groff -ww -z -man "$MAN" 2>&1 || true)
+    [ -z "$warnings" ] || fail "groff -ww: $warnings"
+    check
+    version=$("$TOLLGATE" --version | awk '{ print $NF }')
+    grep -q "^\.TH TOLLGATE 1 .*\"Tollgate $version\"" "$MAN" \
+        || fail "the man page's .TH does not name Tollgate $version (tollgate --version)"
+
+    # The checker first sees a page with one command, one option and one exit code cut out:
+    # it must notice all three, or its silence on the real page proves nothing.
+    check
+    sed -e '/^\.SS "tollgate release\\-stale/,/^\.SS/{/^\.SS "tollgate release\\-stale/d}' \
+        -e 's/\\-\\-overdue/--OVERDUE/g' \
+        -e '/^\.SH EXIT STATUS/,/^\.SH/{/^\.B 3$/d}' "$MAN" >"$WORK/doctored.1"
+    doctored=$(man_coverage "$WORK/doctored.1")
+    for want in "command 'tollgate release-stale'" "option --overdue" "exit code 3"; do
+        grep -qF "$want" <<<"$doctored" \
+            || fail "the man coverage check missed a cut-out entry ($want); it said: ${doctored:-nothing}"
     done
+    check
+    missing=$(man_coverage "$MAN")
+    [ -z "$missing" ] || fail "the man page is behind 'tollgate --help':"$'\n'"$(sed 's/^/      /' <<<"$missing")"
 fi
 
 # Bash completion, driven in a clean shell as bash would at <TAB>.
