@@ -6,6 +6,7 @@
 #include <QDir>
 #include <cerrno>
 #include <fcntl.h>
+#include <string_view>
 #include <unistd.h>
 
 namespace tollgate::ui {
@@ -26,6 +27,39 @@ bool hasControlBytes(const QString& s)
             return true;
     }
     return false;
+}
+
+// The line that marks an entry as written by Tollgate: only such an entry is replaced or
+// removed. One the user (or a desktop tool) put there is theirs.
+constexpr std::string_view OWNER_LINE = "X-Tollgate-Autostart=true";
+// Larger than any entry of ours; a bigger file is someone else's and is not read whole.
+constexpr std::size_t MAX_ENTRY_BYTES = 64 * 1024;
+
+// Whether the regular file `name` in `dir` is an entry Tollgate wrote (has OWNER_LINE as a
+// line of its own). Opened without following links or blocking on a FIFO.
+Result<bool> writtenByTollgate(const Fd& dir, const std::string& name)
+{
+    auto fd = Fd::openRegularAt(dir, name, O_RDONLY);
+    if (!fd)
+        return fd.error();
+    auto text = fd->readAll(MAX_ENTRY_BYTES);
+    if (!text)
+        return text.error().kind == ErrorKind::Corrupt ? Result<bool>(false) : Result<bool>(text.error());
+    const std::string lines = "\n" + *text;
+    const std::string needle = "\n" + std::string(OWNER_LINE);
+    for (std::size_t at = lines.find(needle); at != std::string::npos; at = lines.find(needle, at + 1)) {
+        const std::size_t end = at + needle.size();
+        if (end == lines.size() || lines[end] == '\n' || lines[end] == '\r')
+            return true;
+    }
+    return false;
+}
+
+Error notOurs(const std::string& target)
+{
+    return Error::make(ErrorKind::Permission, target,
+        "was not written by Tollgate (it has no " + std::string(OWNER_LINE)
+            + " line); leaving it alone: remove it yourself to let Tollgate manage the entry");
 }
 
 // A "string" value of a desktop entry: only the backslash needs escaping once control bytes
@@ -98,6 +132,8 @@ Result<QByteArray> Autostart::entryText() const
     text += QStringLiteral("Icon=") + QString::fromLatin1(APP_ID) + QLatin1Char('\n');
     text += QStringLiteral("Terminal=false\n");
     text += QStringLiteral("X-GNOME-Autostart-enabled=true\n");
+    text += QString::fromLatin1(OWNER_LINE.data(), static_cast<qsizetype>(OWNER_LINE.size()))
+        + QLatin1Char('\n');
     return text.toUtf8();
 }
 
@@ -118,9 +154,16 @@ Result<void> Autostart::enable() const
     struct stat st
     {
     };
-    if (::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
-        return Error::make(ErrorKind::Permission, target,
-            std::string("is ") + Fd::fileTypeName(st.st_mode) + ", not a regular file; leaving it alone");
+    if (::fstatat(dir->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (!S_ISREG(st.st_mode))
+            return Error::make(ErrorKind::Permission, target,
+                std::string("is ") + Fd::fileTypeName(st.st_mode) + ", not a regular file; leaving it alone");
+        auto ours = writtenByTollgate(*dir, name);
+        if (!ours)
+            return ours.error();
+        if (!*ours)
+            return notOurs(target);
+    }
 
     std::string tempName;
     Result<Fd> temp = Error::make(ErrorKind::Io, target, "no temp file");
@@ -180,6 +223,11 @@ Result<void> Autostart::disable() const
     if (!S_ISREG(st.st_mode))
         return Error::make(ErrorKind::Permission, target,
             std::string("is ") + Fd::fileTypeName(st.st_mode) + ", not a regular file; leaving it alone");
+    auto ours = writtenByTollgate(*dir, name);
+    if (!ours)
+        return ours.error();
+    if (!*ours)
+        return notOurs(target);
     if (::unlinkat(dir->get(), name.c_str(), 0) != 0 && errno != ENOENT)
         return Error::fromErrno(errno, target, "cannot remove");
     return {};

@@ -9,7 +9,10 @@
 // at most a stray ".<id>.desktop.*" temp file. It is mode 0644 whatever the umask. A symlink,
 // FIFO or anything else that is not a regular file at the entry's path is refused, never
 // followed, replaced or removed: it is not ours (the autostart folder itself may be a link,
-// as dotfile managers make them). Exec names the executable that created the
+// as dotfile managers make them). Nor is a regular file without the line
+// "X-Tollgate-Autostart=true" that every entry of ours carries (one the user wrote, or a
+// desktop's settings tool copied there): enable() and disable() refuse to replace or remove
+// it and say so, rather than overwrite someone's entry silently. Exec names the executable that created the
 // entry (the installed tollgate-dashboard when run from an install; `cmake --install
 // --prefix` decides the path only at install time, so no compile-time path would be right),
 // quoted by the Desktop Entry rules; a path with control bytes is refused (a newline would
