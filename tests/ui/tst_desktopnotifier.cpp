@@ -1,7 +1,8 @@
 // Desktop notices: over a real D-Bus (a private dbus-daemon this test starts) a fake
 // org.freedesktop.Notifications receives the Notify call with the summary and body; without a
 // bus, or with a bus but no such service, the tray fallback gets the notice instead; the
-// "hidden to the tray" notice is given once, remembered in the settings file.
+// "hidden to the tray" notice is given once, remembered in the settings file. Without the
+// dbus-daemon program (Debian package dbus) only the no-bus fallback is tested.
 
 #include "desktopnotifier.h"
 #include "traycontroller.h"
@@ -11,6 +12,7 @@
 #include <QProcess>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -19,6 +21,10 @@ using tollgate::ui::DesktopNotifier;
 namespace {
 
 constexpr int TIMEOUT_MS = 20000;
+
+#define REQUIRE_BUS()                                                                                        \
+    if (m_address.isEmpty())                                                                                 \
+    QSKIP("no dbus-daemon (Debian package dbus): only the fallback without a bus is tested")
 
 // A stand-in for the desktop's notification daemon, exported on the private bus.
 class FakeNotifications final : public QObject
@@ -63,6 +69,7 @@ private Q_SLOTS:
     void serviceReceivesTheNotice();
     void noServiceOnTheBusFallsBack();
     void noBusFallsBackAtOnce();
+    void serviceWithoutTheObjectFallsBack();
     void hiddenToTrayNoticeIsGivenOnce();
     void trayAlertsGoThroughTheNotifier();
 
@@ -91,7 +98,10 @@ void TestDesktopNotifier::initTestCase()
             .arg(m_dir.path())
             .toUtf8());
     f.close();
-    m_daemon.start(QStringLiteral("dbus-daemon"),
+    const QString daemon = QStandardPaths::findExecutable(QStringLiteral("dbus-daemon"));
+    if (daemon.isEmpty())
+        return; // m_address stays empty: the tests that need a bus skip
+    m_daemon.start(daemon,
         { QStringLiteral("--config-file=") + config, QStringLiteral("--nofork"),
             QStringLiteral("--print-address") });
     QVERIFY2(m_daemon.waitForStarted(TIMEOUT_MS), "dbus-daemon (Debian package dbus) did not start");
@@ -102,6 +112,8 @@ void TestDesktopNotifier::initTestCase()
 
 void TestDesktopNotifier::cleanupTestCase()
 {
+    if (m_daemon.state() == QProcess::NotRunning)
+        return;
     m_daemon.terminate();
     if (!m_daemon.waitForFinished(TIMEOUT_MS))
         m_daemon.kill();
@@ -115,6 +127,7 @@ QDBusConnection TestDesktopNotifier::connect(const QString& name)
 
 void TestDesktopNotifier::serviceReceivesTheNotice()
 {
+    REQUIRE_BUS();
     QDBusConnection server = connect(QStringLiteral("server"));
     QVERIFY(server.isConnected());
     FakeNotifications fake;
@@ -148,6 +161,7 @@ void TestDesktopNotifier::serviceReceivesTheNotice()
 
 void TestDesktopNotifier::noServiceOnTheBusFallsBack()
 {
+    REQUIRE_BUS();
     QDBusConnection client = connect(QStringLiteral("lonely"));
     QVERIFY(client.isConnected());
     QVERIFY(
@@ -184,8 +198,30 @@ void TestDesktopNotifier::noBusFallsBackAtOnce()
     QDBusConnection::disconnectFromBus(QStringLiteral("none"));
 }
 
+void TestDesktopNotifier::serviceWithoutTheObjectFallsBack()
+{
+    REQUIRE_BUS();
+    // A name on the bus that answers Notify with an error (nothing exported at the path): the
+    // notice is not lost, it goes to the fallback.
+    QDBusConnection server = connect(QStringLiteral("server4"));
+    QVERIFY(server.registerService(QStringLiteral("org.freedesktop.Notifications")));
+    QDBusConnection client = connect(QStringLiteral("client4"));
+    QStringList seen;
+    DesktopNotifier notifier(client,
+        [&seen](const QString& summary, const QString&, DesktopNotifier::Urgency) { seen << summary; });
+    QSignalSpy delivered(&notifier, &DesktopNotifier::delivered);
+    notifier.notify(QStringLiteral("storm\n<b>on</b> \x01x"), QStringLiteral("body"));
+    QTRY_COMPARE_WITH_TIMEOUT(delivered.size(), 1, TIMEOUT_MS);
+    QCOMPARE(delivered.at(0).at(0).value<DesktopNotifier::Route>(), DesktopNotifier::Route::Fallback);
+    QCOMPARE(seen, QStringList { QStringLiteral("storm\n<b>on</b> \x01x") });
+    server.unregisterService(QStringLiteral("org.freedesktop.Notifications"));
+    QDBusConnection::disconnectFromBus(QStringLiteral("server4"));
+    QDBusConnection::disconnectFromBus(QStringLiteral("client4"));
+}
+
 void TestDesktopNotifier::hiddenToTrayNoticeIsGivenOnce()
 {
+    REQUIRE_BUS();
     QDBusConnection server = connect(QStringLiteral("server2"));
     FakeNotifications fake;
     QVERIFY(server.registerObject(
@@ -220,6 +256,7 @@ void TestDesktopNotifier::hiddenToTrayNoticeIsGivenOnce()
 
 void TestDesktopNotifier::trayAlertsGoThroughTheNotifier()
 {
+    REQUIRE_BUS();
     QDBusConnection server = connect(QStringLiteral("server3"));
     FakeNotifications fake;
     QVERIFY(server.registerObject(
