@@ -116,6 +116,7 @@ private Q_SLOTS:
     void unwritableFolderFailsCleanly();
     void configHomeThatIsAFileFailsCleanly();
     void entryPassesDesktopFileValidate();
+    void settingsDialogKeepsAForeignEntry();
 };
 
 void TestAutostart::enableWritesAWholeEntry()
@@ -451,6 +452,29 @@ void TestAutostart::entryPassesDesktopFileValidate()
         QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0 && out.isEmpty(),
             qPrintable(exec + QStringLiteral(": ") + QString::fromUtf8(out)));
     }
+}
+
+void TestAutostart::settingsDialogKeepsAForeignEntry()
+{
+    QTemporaryDir config;
+    Autostart entry(config.path(), EXEC);
+    QVERIFY(QDir().mkpath(config.path() + QStringLiteral("/autostart")));
+    const QByteArray mine
+        = "[Desktop Entry]\nType=Application\nName=Mine\nExec=/usr/bin/tollgate-dashboard\n";
+    writeFile(entry.entryPath(), mine);
+    SettingsDialog d(5, 60, {}, 300);
+    d.setAutostart(entry);
+    auto* box = d.findChild<QCheckBox*>();
+    QVERIFY(box->isChecked()); // it does start the dashboard with the session
+    box->setChecked(false);
+    d.accept();
+    QVERIFY(d.result() != QDialog::Accepted);
+    bool shown = false;
+    for (auto* label : d.findChildren<QLabel*>())
+        shown = shown
+            || (!label->isHidden() && label->text().contains(QStringLiteral("not written by Tollgate")));
+    QVERIFY(shown);
+    QCOMPARE(readFile(entry.entryPath()), mine);
 }
 
 QTEST_MAIN(TestAutostart)
