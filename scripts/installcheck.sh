@@ -8,7 +8,8 @@
 #     that `tollgate ... --help` lists, found by walking the help tree, so a new command or
 #     option without a man entry fails here; the checker is first shown a doctored page to
 #     prove it notices what is missing;
-#   - the bash completion parses (bash -n), completes `tollgate st<TAB>` to `status`, offers the
+#   - the bash completion parses (bash -n), offers every command, alias and long option of the
+#     help tree, completes `tollgate st<TAB>` to `status`, offers the
 #     providers of the --home on the line, and creates no home while doing so;
 #   - appstreamcli validates the metainfo (when the appstream package is installed).
 # Configures and builds nothing itself; installs the Debian packages of the tools it needs when
@@ -134,45 +135,66 @@ fi
 MAN=$PREFIX/$MANDIR/man1/tollgate.1
 TOLLGATE=$PREFIX/$BINDIR/tollgate
 
-# man_coverage PAGE: prints one line per command, alias, long option or exit code that
-# `tollgate ... --help` lists and PAGE does not document. Commands and aliases need a
+# help_tree: walks `tollgate [WORDS...] --help` from the top and prints what the CLI offers,
+# one '|'-separated line each (not tabs: `read` would merge an empty PATH away) (PATH is the words after `tollgate`, empty at the top):
+#   cmd   PATH NAME ALIASES...   a command or subcommand (NAME is its primary name)
+#   group PATH NAME              one with subcommands of its own (limits, lock)
+#   opt   PATH --OPTION          a long option (--help left out: every command has it)
+help_section() { awk -v s="$1:" '$0 == s { f = 1; next } f && /^[^ ]/ { f = 0 } f && NF'; }
+help_tree() {
+    local help opt line names primary subs
+    help=$("$TOLLGATE" "$@" --help 2>&1) || { echo "error|$*|--help failed"; return; }
+    for opt in $(help_section Options <<<"$help" | grep -oE '^ +(-[A-Za-z0-9],)?--[A-Za-z0-9-]+' \
+        | grep -oE -- '--[A-Za-z0-9-]+'); do
+        [ "$opt" = --help ] || printf 'opt|%s|%s\n' "$*" "$opt"
+    done
+    subs=$(help_section Subcommands <<<"$help")
+    [ -z "$subs" ] || [ $# -eq 0 ] || printf 'group|%s|%s\n' "${*:1:$#-1}" "${!#}"
+    (($# < 4)) || { echo "error|$*|nested too deep"; return; }
+    while IFS= read -r line; do
+        [ -n "$line" ] || continue # <<< of an empty string still gives one (empty) line
+        names=$(sed -E 's/^ +//; s/  +.*$//; s/,/ /g; s/  */ /g' <<<"$line") # "try-acquire try"
+        primary=${names%% *}
+        printf 'cmd|%s|%s\n' "$*" "$names"
+        help_tree "$@" "$primary"
+    done <<<"$subs"
+}
+HELP_TREE=$(help_tree)
+grep -q '^cmd' <<<"$HELP_TREE" || fail "could not read the commands from 'tollgate --help'"
+if grep -q '^error' <<<"$HELP_TREE"; then
+    fail "tollgate --help: $(grep '^error' <<<"$HELP_TREE" | cut -d'|' -f2- | tr '\n|' '; ')"
+fi
+
+# man_coverage PAGE: prints one line per command, alias, long option or exit code that the
+# help tree lists and PAGE does not document. Commands and aliases need a
 # `.SS "tollgate CMD ..."` entry (a group such as `limits` or `lock` is documented by its
 # subcommands' entries); options need to appear in the page; exit codes (from the "Exit codes:"
 # line of `tollgate --help`) need a `.B N` tag in EXIT STATUS.
 man_coverage() {
-    local src headers codes exitsec code
+    local src headers kind path names primary cmd hdr name codes exitsec code
     src=$(sed 's/\\-/-/g; s/\\f[BIRP]//g' "$1")
     headers=$(sed -n 's/^\.SS "\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' <<<"$src")
-    help_section() { awk -v s="$1:" '$0 == s { f = 1; next } f && /^[^ ]/ { f = 0 } f && NF'; }
-    walk() { # the words after `tollgate`
-        local help opt line names primary cmd hdr name aliases
-        if ! help=$("$TOLLGATE" "$@" --help 2>&1); then
-            echo "'tollgate${*:+ $*} --help' failed"
-            return
-        fi
-        for opt in $(help_section Options <<<"$help" | grep -oE '^ +(-[A-Za-z0-9],)?--[A-Za-z0-9-]+' \
-            | grep -oE -- '--[A-Za-z0-9-]+'); do
-            [ "$opt" = --help ] && continue
-            grep -qF -- "$opt" <<<"$src" || echo "option $opt of 'tollgate${*:+ $*}' is not in the man page"
-        done
-        while IFS= read -r line; do
-            names=$(sed -E 's/^ +//; s/  +.*$//' <<<"$line") # "try-acquire, try"
-            primary=${names%%,*}
-            cmd="tollgate${*:+ $*} $primary"
+    while IFS='|' read -r kind path names; do
+        case $kind in
+        opt)
+            grep -qF -- "$names" <<<"$src" \
+                || echo "option $names of 'tollgate${path:+ $path}' is not in the man page"
+            ;;
+        cmd)
+            primary=${names%% *}
+            cmd="tollgate${path:+ $path} $primary"
+            grep -qxF "group|$path|$primary" <<<"$HELP_TREE" && continue
             hdr=$(grep -E "^$cmd( |$)" <<<"$headers" | head -n1 || true)
             if [ -z "$hdr" ]; then
-                "$TOLLGATE" "$@" "$primary" --help 2>/dev/null | grep -q '^Subcommands:' \
-                    || echo "command '$cmd' has no entry (.SS) in the man page"
-            else
-                IFS=', ' read -ra aliases <<<"$names"
-                for name in "${aliases[@]}"; do
-                    grep -qw -- "$name" <<<"$hdr" || echo "alias '$name' of '$cmd' is not in its man entry"
-                done
+                echo "command '$cmd' has no entry (.SS) in the man page"
+                continue
             fi
-            walk "$@" "$primary"
-        done < <(help_section Subcommands <<<"$help")
-    }
-    walk
+            for name in $names; do
+                grep -qw -- "$name" <<<"$hdr" || echo "alias '$name' of '$cmd' is not in its man entry"
+            done
+            ;;
+        esac
+    done <<<"$HELP_TREE"
     codes=$("$TOLLGATE" --help | sed -n 's/^Exit codes: //p' | grep -oE '(^|, )[0-9]+ ' | grep -oE '[0-9]+' || true)
     [ -n "$codes" ] || echo "'tollgate --help' lists no exit codes (expected a line 'Exit codes: 0 ok, 1 ...')"
     exitsec=$(awk '/^\.SH/ { f = ($0 ~ /EXIT STATUS/) } f' <<<"$src")
@@ -242,6 +264,23 @@ if [ -f "$COMPLETION" ]; then
     check
     got=$(complete_line "tollgate acquire --ti" 2>&1) || true
     [ "$got" = "--timeout" ] || fail "completing 'tollgate acquire --ti' gave '$got'"
+    # Every command, alias and long option of the help tree is offered: `tollgate PATH <TAB>`
+    # lists the (sub)commands, `tollgate PATH CMD -<TAB>` the options.
+    check
+    missing=()
+    declare -A offered=()
+    while IFS='|' read -r kind path names; do
+        case $kind in
+        cmd) key="tollgate${path:+ $path} " ;;
+        opt) key="tollgate${path:+ $path} -" ;;
+        *) continue ;;
+        esac
+        [ -n "${offered[$key]+set}" ] || offered[$key]=" $(complete_line "$key" 2>/dev/null | tr '\n' ' ')"
+        for name in $names; do
+            [[ ${offered[$key]} == *" $name "* ]] || missing+=("'$key<TAB>' does not offer $name")
+        done
+    done <<<"$HELP_TREE"
+    ((${#missing[@]} == 0)) || fail "the completion is behind 'tollgate --help': ${missing[*]}"
     HOME_DIR=$WORK/home
     check
     if "$PREFIX/$BINDIR/tollgate" limits set installcheck-api --requests 5 --home "$HOME_DIR" -q; then
