@@ -11,7 +11,7 @@
 #   - the bash completion parses (bash -n), offers every command, alias and long option of the
 #     help tree, completes `tollgate st<TAB>` to `status`, offers the
 #     providers of the --home on the line, and creates no home while doing so;
-#   - appstreamcli validates the metainfo (when the appstream package is installed).
+#   - `appstreamcli validate --no-net` passes on the metainfo.
 # Configures and builds nothing itself; installs the Debian packages of the tools it needs when
 # they are missing (desktop-file-utils, man-db, groff-base, appstream; via ensure-packages.sh).
 # Exit 0 when all hold; else lists every failure, exit 1.
