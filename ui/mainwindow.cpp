@@ -735,6 +735,7 @@ void MainWindow::closeEvent(QCloseEvent* event)
     m_settings.sync();
     if (m_tray->available() && !m_quitting) {
         hide();
+        m_tray->announceHiddenToTray(m_settings.path());
         event->ignore();
         return;
     }

@@ -1,9 +1,11 @@
 #include "settingsdialog.h"
 
+#include <QCheckBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
 #include <QSpinBox>
@@ -50,10 +52,45 @@ SettingsDialog::SettingsDialog(int stormThreshold, int stormWindowSeconds, const
     m_stale->setSpecialValueText(tr("never"));
     form->addRow(tr("A dead holder's lock is stale after:"), m_stale);
 
+    m_autostartBox = new QCheckBox(tr("Start with the session"), this);
+    m_autostartError = new QLabel(this);
+    m_autostartError->setWordWrap(true);
+    m_autostartError->setTextFormat(Qt::PlainText);
+    m_autostartError->hide();
+    form->addRow(QString(), m_autostartBox);
+    form->addRow(QString(), m_autostartError);
+    setAutostart(m_autostart);
+
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
     form->addRow(buttons);
+}
+
+void SettingsDialog::setAutostart(const Autostart& autostart)
+{
+    m_autostart = autostart;
+    m_autostartBox->setChecked(m_autostart.isEnabled());
+    m_autostartBox->setToolTip(tr("Adds or removes %1").arg(m_autostart.entryPath()));
+}
+
+bool SettingsDialog::startWithSession() const
+{
+    return m_autostartBox->isChecked();
+}
+
+void SettingsDialog::accept()
+{
+    if (m_autostartBox->isChecked() != m_autostart.isEnabled()) {
+        const Result<void> done = m_autostart.setEnabled(m_autostartBox->isChecked());
+        if (!done) {
+            m_autostartError->setText(tr("Cannot change the autostart entry: %1")
+                                          .arg(QString::fromStdString(done.error().describe())));
+            m_autostartError->show();
+            return;
+        }
+    }
+    QDialog::accept();
 }
 
 int SettingsDialog::stormThreshold() const
