@@ -20,6 +20,8 @@ PACKAGES=(
     # tests and scripts/installcheck.sh: a private D-Bus, the desktop file and metainfo
     # validators, man and groff for the man page
     dbus desktop-file-utils appstream man-db groff-base
+    # the dashboard's display check is tested against a real X server
+    xvfb
 )
 
 "$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds (installing what is missing) and runs every test:
-#   1. the normal build: every test (ctest), GUI tests offscreen, the short kill storm;
+#   1. the normal build: every test (ctest), GUI tests offscreen, the short kill storm, and an
+#      install into a temporary prefix (scripts/installcheck.sh);
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the dashboard's (threaded) tests built with ThreadSanitizer;
 #   4. each libFuzzer target for a short while (scripts/fuzz.sh).
@@ -15,6 +16,8 @@ phase() { echo; echo "==== test.sh: $* ===="; }
 phase "1/4 normal build"
 "$ROOT/scripts/bootstrap.sh"
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
+# The install: every file in place, desktop-file-validate, appstreamcli, man -l, completion.
+"$ROOT/scripts/installcheck.sh" "${TOLLGATE_BUILD_DIR:-$ROOT/build}"
 [ "${TOLLGATE_QUICK:-0}" = 1 ] && exit 0
 
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
