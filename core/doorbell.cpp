@@ -1,13 +1,13 @@
 #include "doorbell.h"
 
+#include "futex.h"
 #include "homedir.h"
+#include "lockqueue.h"
 
 #include <cerrno>
 #include <climits>
 #include <fcntl.h>
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace tollgate {
@@ -20,12 +20,8 @@ constexpr int GAP_ERRNO = 17;
 constexpr int GAP_SINCE_LOW = 18;
 constexpr int GAP_SINCE_HIGH = 19;
 static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && std::atomic<std::uint32_t>::is_always_lock_free);
-
-long futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val, const struct timespec* timeout)
-{
-    // Shared (not FUTEX_PRIVATE) ops: the word lives in a file mapping shared across processes.
-    return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr), op, val, timeout, nullptr, 0);
-}
+static_assert(
+    LockQueue::END * sizeof(std::uint32_t) <= MAP_BYTES && LockQueue::NEXT > 5 && LockQueue::WAKE > 19);
 
 } // namespace
 
@@ -101,7 +97,7 @@ void Doorbell::ring()
         return;
     m_words[0].fetch_add(1);
     if (m_words[1].load() != 0)
-        futex(&m_words[0], FUTEX_WAKE, INT_MAX, nullptr);
+        futex::wake(&m_words[0]);
 }
 
 Doorbell::HistoryGap Doorbell::historyGap() const
@@ -144,26 +140,17 @@ void Doorbell::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const
 {
     if (!m_words || timeout <= std::chrono::nanoseconds::zero())
         return;
-    struct timespec ts
-    {
-    };
-    ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
-    ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
     m_words[1].fetch_add(1);
-    // EAGAIN: the generation already moved; EINTR: a signal (the caller re-checks its state).
-    futex(&m_words[0], FUTEX_WAIT, seen, &ts);
+    // Returns on a wake, a moved generation, a signal (the caller re-checks its state) or
+    // the timeout.
+    futex::wait(&m_words[0], seen, timeout);
     m_words[1].fetch_sub(1);
 }
 
 namespace {
-constexpr int LOCK_TURN = 4;
-constexpr int LOCK_SLEEPERS = 5;
+constexpr int LOCK_TURN = LockQueue::TURN;
+constexpr int LOCK_SLEEPERS = LockQueue::TURN_SLEEPERS;
 } // namespace
-
-std::uint32_t Doorbell::lockTurn() const
-{
-    return m_words ? m_words[LOCK_TURN].load() : 0;
-}
 
 void Doorbell::lockReleased()
 {
@@ -171,21 +158,7 @@ void Doorbell::lockReleased()
         return;
     m_words[LOCK_TURN].fetch_add(1);
     if (m_words[LOCK_SLEEPERS].load() != 0)
-        futex(&m_words[LOCK_TURN], FUTEX_WAKE, 1, nullptr);
-}
-
-void Doorbell::waitLockTurn(std::uint32_t seen, std::chrono::nanoseconds timeout) const
-{
-    if (!m_words || timeout <= std::chrono::nanoseconds::zero())
-        return;
-    struct timespec ts
-    {
-    };
-    ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
-    ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
-    m_words[LOCK_SLEEPERS].fetch_add(1);
-    futex(&m_words[LOCK_TURN], FUTEX_WAIT, seen, &ts);
-    m_words[LOCK_SLEEPERS].fetch_sub(1);
+        futex::wake(&m_words[LOCK_TURN], 1);
 }
 
 } // namespace tollgate

@@ -55,20 +55,19 @@ public:
     // Returns when the generation differs from `seen`, a ring arrives, or the timeout passes.
     void wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
 
-    // The hand-over of state.lock. Whoever unlocks it moves the turn word and wakes ONE
-    // sleeper (if any sleeps: no syscall otherwise); a process that found the flock taken
-    // sleeps on the turn word until it moves. The flock stays the only exclusion: the turn is
-    // just a prompt wake-up, so a holder that dies (the kernel drops its flock, nobody rings)
-    // or a client that does not ring costs a waiter at most its fallback pause.
-    [[nodiscard]] std::uint32_t lockTurn() const;
+    // The hand-over of state.lock (see LockQueue, which works on this mapping's words).
+    // Whoever unlocks the flock moves the turn word and wakes ONE sleeper on it (no syscall
+    // when nobody sleeps). The flock stays the only exclusion.
     void lockReleased();
-    void waitLockTurn(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
+    // The mapped words (null when not mapped), for LockQueue.
+    [[nodiscard]] std::atomic<std::uint32_t>* mapped() const { return m_words; }
 
 private:
     void unmap();
     // [0] generation, [1] sleepers, [2] config, [3] history rotations, [4] state.lock turn,
-    // [5] processes sleeping for the turn, [16] lost history
-    // events, [17] their errno, [18] [19] unix ms of the first (low, high); mapped
+    // [5] processes sleeping for the turn, [6] [7] LockQueue's next and serving tickets,
+    // [16] lost history events, [17] their errno, [18] [19] unix ms of the first (low, high),
+    // [32..127] LockQueue's per-ticket words; mapped
     std::atomic<std::uint32_t>* m_words = nullptr;
 };
 

@@ -2,6 +2,7 @@
 
 #include "flockguard.h"
 #include "homedir.h"
+#include "lockqueue.h"
 #include "quotapolicy.h"
 
 #include <cerrno>
@@ -430,21 +431,27 @@ Result<void> FileQuotaStore::run(
 
 Result<FlockGuard> FileQuotaStore::lockState(std::chrono::steady_clock::time_point deadline)
 {
-    // Holders keep state.lock for microseconds. A waiter that polls with pauses wakes up far
-    // too often or far too late (on 2 CPUs, 8 processes lost 30% of the throughput to it);
-    // one that sleeps on the turn word is woken by the unlock itself. The 1 ms fallback only
-    // matters when nobody rings: a holder that died, or a client that takes the flock alone.
-    static constexpr std::chrono::milliseconds FALLBACK { 1 };
-    for (;;) {
-        const std::uint32_t turn = m_doorbell.lockTurn();
+    // Holders keep state.lock for microseconds. Waiters that poll wake far too often or far
+    // too late; waiters that all sleep on one word wake, fail and sleep again. The queue hands
+    // the flock to the longest waiter while it is already running (see LockQueue).
+    FlockGuard held;
+    auto tryLock = [this, &held]() -> Result<bool> {
         auto r = FlockGuard::tryLock(m_lockFd, true);
-        if (r || r.error().kind != ErrorKind::Busy)
-            return r;
-        const auto now = std::chrono::steady_clock::now();
-        if (now >= deadline)
-            return Error::make(ErrorKind::Timeout, m_lockFd.path(), "timed out waiting for the file lock");
-        m_doorbell.waitLockTurn(turn, std::min<std::chrono::nanoseconds>(deadline - now, FALLBACK));
-    }
+        if (r) {
+            held = std::move(*r);
+            return true;
+        }
+        if (r.error().kind == ErrorKind::Busy)
+            return false;
+        return r.error();
+    };
+    LockQueue queue(m_doorbell.mapped());
+    auto got = queue.acquire(tryLock, deadline);
+    if (!got)
+        return got.error();
+    if (!*got)
+        return Error::make(ErrorKind::Timeout, m_lockFd.path(), "timed out waiting for the file lock");
+    return held;
 }
 
 Result<void> FileQuotaStore::transact(const TxFunction& fn)

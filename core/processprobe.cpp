@@ -15,9 +15,7 @@ namespace tollgate {
 
 namespace {
 
-// Seconds of slack between a process's start time (from clock ticks since boot, plus the
-// integral boot time) and a lock timestamp (whole seconds), so rounding never kills a holder.
-constexpr std::int64_t START_TIME_SLACK = 2;
+constexpr std::int64_t START_TIME_SLACK = ProcessProbe::START_TIME_SLACK;
 
 std::optional<std::string> readSmallFile(const std::string& path)
 {

@@ -21,6 +21,10 @@ enum class Liveness { Alive, Dead };
 class ProcessProbe
 {
 public:
+    // Seconds of slack between a process's start time (from clock ticks since boot, plus the
+    // integral boot time) and a lock timestamp (whole seconds), so rounding never kills a holder.
+    static constexpr std::int64_t START_TIME_SLACK = 2;
+
     virtual ~ProcessProbe() = default;
 
     // heldSince: unix seconds at which the holder already existed (the lock's timestamp).

@@ -5,7 +5,9 @@
 #include "homedir.h"
 #include "statefile.h"
 
+#include <algorithm>
 #include <fcntl.h>
+#include <thread>
 
 namespace tollgate {
 
@@ -13,17 +15,35 @@ namespace {
 
 constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
 
+// FlockGuard::lock's loop with a caller-chosen longest pause.
+Result<FlockGuard> sharedLock(
+    const Fd& fd, std::chrono::steady_clock::time_point deadline, std::chrono::microseconds longestPause)
+{
+    auto pause = std::min(std::chrono::microseconds(10), longestPause);
+    for (;;) {
+        auto r = FlockGuard::tryLock(fd, false);
+        if (r || r.error().kind != ErrorKind::Busy)
+            return r;
+        if (std::chrono::steady_clock::now() >= deadline)
+            return Error::make(ErrorKind::Timeout, fd.path(), "timed out waiting for the file lock");
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, longestPause);
+    }
+}
+
 } // namespace
 
-Result<QuotaView> QuotaPeek::read(const std::string& homeDir, std::chrono::milliseconds lockTimeout)
+Result<QuotaView> QuotaPeek::read(
+    const std::string& homeDir, std::chrono::milliseconds lockTimeout, std::chrono::microseconds longestPause)
 {
     auto home = HomeDir::open(homeDir, false);
     if (!home)
         return home.error();
-    return read(*home, lockTimeout);
+    return read(*home, lockTimeout, longestPause);
 }
 
-Result<QuotaView> QuotaPeek::read(const Fd& home, std::chrono::milliseconds lockTimeout)
+Result<QuotaView> QuotaPeek::read(
+    const Fd& home, std::chrono::milliseconds lockTimeout, std::chrono::microseconds longestPause)
 {
     QuotaView view;
     const std::string limitsPath = home.path() + "/limits.json";
@@ -48,7 +68,7 @@ Result<QuotaView> QuotaPeek::read(const Fd& home, std::chrono::milliseconds lock
         return lockFd.error();
     std::optional<FlockGuard> guard;
     if (*lockFd) {
-        auto g = FlockGuard::lock(**lockFd, false, std::chrono::steady_clock::now() + lockTimeout);
+        auto g = sharedLock(**lockFd, std::chrono::steady_clock::now() + lockTimeout, longestPause);
         if (!g)
             return g.error();
         guard.emplace(std::move(g).value());

@@ -34,9 +34,15 @@ public:
     // The home must exist (check it with HomeDir::check first). Errors: I/O, or the shared
     // lock not granted within lockTimeout (a writer stopped inside its transaction).
     // Opens the home by its path (HomeDir::open, never creating it).
-    [[nodiscard]] static Result<QuotaView> read(
-        const std::string& homeDir, std::chrono::milliseconds lockTimeout);
-    [[nodiscard]] static Result<QuotaView> read(const Fd& home, std::chrono::milliseconds lockTimeout);
+    // While a writer holds state.lock the reader re-tries after pauses growing up to
+    // longestPause: a reader that looks a few times a second (the dashboard while 100
+    // admissions/s flow, each holding the lock for a while) passes a few milliseconds and
+    // wakes a few times per look instead of every 200 microseconds.
+    static constexpr std::chrono::microseconds SHORT_PAUSE { 200 };
+    [[nodiscard]] static Result<QuotaView> read(const std::string& homeDir,
+        std::chrono::milliseconds lockTimeout, std::chrono::microseconds longestPause = SHORT_PAUSE);
+    [[nodiscard]] static Result<QuotaView> read(const Fd& home, std::chrono::milliseconds lockTimeout,
+        std::chrono::microseconds longestPause = SHORT_PAUSE);
 };
 
 } // namespace tollgate

@@ -3,12 +3,15 @@
 // DashboardSnapshot: everything the window shows about the home and the lock directories at
 // one instant, as a value. The worker thread builds it from files (read-only) and sends a copy
 // to the GUI thread by a queued signal; the GUI never touches a file itself.
+// holders is a QList so that handing 10,000 of them over (a queued signal, a copy in each
+// model) shares them instead of copying each; holdersRevision says whether they changed.
 
 #include "historyevent.h"
 #include "lockfile.h"
 #include "quotalimits.h"
 #include "quotastate.h"
 
+#include <QList>
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
@@ -59,7 +62,10 @@ struct DashboardSnapshot
     QuotaState state;
     QuotaLimits limits;
     qint64 nowMs = 0; // wall clock when the snapshot was taken
-    std::vector<HolderInfo> holders;
+    QList<HolderInfo> holders;
+    // Moves whenever holders changed since the observer's previous snapshot; 0: unknown (a
+    // snapshot not made by the observer), compare the holders themselves.
+    quint64 holdersRevision = 0;
     QStringList lockDirProblems;
 };
 

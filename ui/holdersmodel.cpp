@@ -44,24 +44,63 @@ QString HoldersModel::ageText(qint64 ms)
 
 void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
 {
-    m_holders = snapshot.holders;
+    const bool timeMoved = snapshot.nowMs != m_nowMs;
     m_nowMs = snapshot.nowMs;
-    rebuild();
+    if (snapshot.holdersRevision != 0 && snapshot.holdersRevision == m_revision) {
+        if (timeMoved)
+            announceAges();
+        return;
+    }
+    m_revision = snapshot.holdersRevision;
+    QHash<QString, int> index;
+    index.reserve(snapshot.holders.size());
+    QVector<Row> upserts;
+    for (int i = 0; i < snapshot.holders.size(); ++i) {
+        const HolderInfo& h = snapshot.holders.at(i);
+        index.insert(h.key, i);
+        const int before = m_index.value(h.key, -1);
+        if (before < 0 || !(m_holders.at(before) == h))
+            upserts.append(buildRow(h));
+    }
+    QSet<QString> removed;
+    for (auto it = m_index.constBegin(); it != m_index.constEnd(); ++it) {
+        if (!index.contains(it.key()))
+            removed.insert(it.key());
+    }
+    m_holders = snapshot.holders;
+    m_index = std::move(index);
+    applyChanges(removed, std::move(upserts));
+    if (timeMoved)
+        announceAges();
 }
 
 void HoldersModel::tick(qint64 nowMs)
 {
+    if (nowMs == m_nowMs)
+        return;
     m_nowMs = nowMs;
-    rebuild();
+    announceAges();
+}
+
+void HoldersModel::announceAges()
+{
+    if (rowCount() > 0)
+        Q_EMIT liveColumnChanged(Age);
+}
+
+QVariant HoldersModel::data(const QModelIndex& index, int role) const
+{
+    if (role == Qt::DisplayRole && index.column() == Age && isCell(index)) {
+        ++m_ageTexts;
+        return ageText(m_nowMs - KeyedTableModel::data(index, SinceRole).toLongLong());
+    }
+    return KeyedTableModel::data(index, role);
 }
 
 const HolderInfo* HoldersModel::holder(const QString& key) const
 {
-    for (const HolderInfo& h : m_holders) {
-        if (h.key == key)
-            return &h;
-    }
-    return nullptr;
+    const int i = m_index.value(key, -1);
+    return i < 0 ? nullptr : &m_holders.at(i);
 }
 
 int HoldersModel::deadCount() const
@@ -72,41 +111,37 @@ int HoldersModel::deadCount() const
     return n;
 }
 
-void HoldersModel::rebuild()
+KeyedTableModel::Row HoldersModel::buildRow(const HolderInfo& h)
 {
-    QVector<Row> rows;
-    rows.reserve(static_cast<int>(m_holders.size()));
-    for (const HolderInfo& h : m_holders) {
-        Row row;
-        row.key = h.key;
-        row.cells.resize(ColumnCount);
-        const bool slot = h.kind == HolderKind::Slot;
-        row.cells[Kind].insert(Qt::DisplayRole, slot ? tr("slot") : tr("lock file"));
-        row.cells[Where].insert(Qt::DisplayRole, slot ? h.provider : QFileInfo(h.path).fileName());
-        row.cells[Where].insert(
-            Qt::ToolTipRole, slot ? tr("%1, fence %2").arg(h.provider).arg(h.fence) : h.path);
-        row.cells[Pid].insert(Qt::DisplayRole, h.pid ? QString::number(h.pid) : QString());
-        row.cells[Pid].insert(SortRole, h.pid);
-        QString who = h.who;
-        if (!h.model.isEmpty())
-            who += QStringLiteral(" (%1)").arg(h.model);
-        row.cells[Who].insert(Qt::DisplayRole, who);
-        const qint64 age = m_nowMs - h.sinceMs;
-        row.cells[Age].insert(Qt::DisplayRole, ageText(age));
-        row.cells[Age].insert(SortRole, age / 1000);
-        row.cells[Health].insert(Qt::DisplayRole, healthName(h.health));
-        if (h.health != HolderHealth::Alive) {
-            const QColor c
-                = h.health == HolderHealth::Overdue ? QColor(0xc0, 0x60, 0x00) : QColor(0xb0, 0x20, 0x20);
-            row.cells[Health].insert(Qt::ForegroundRole, QBrush(c));
-        }
-        if (!h.problem.isEmpty())
-            row.cells[Health].insert(Qt::ToolTipRole, h.problem);
-        row.cells[CommandLine].insert(Qt::DisplayRole, h.commandLine);
-        row.cells[CommandLine].insert(Qt::ToolTipRole, h.commandLine);
-        rows.append(std::move(row));
+    ++m_rowsBuilt;
+    Row row;
+    row.key = h.key;
+    row.cells.resize(ColumnCount);
+    const bool slot = h.kind == HolderKind::Slot;
+    row.cells[Kind].insert(Qt::DisplayRole, slot ? tr("slot") : tr("lock file"));
+    row.cells[Where].insert(Qt::DisplayRole, slot ? h.provider : QFileInfo(h.path).fileName());
+    row.cells[Where].insert(Qt::ToolTipRole, slot ? tr("%1, fence %2").arg(h.provider).arg(h.fence) : h.path);
+    row.cells[Pid].insert(Qt::DisplayRole, h.pid ? QString::number(h.pid) : QString());
+    row.cells[Pid].insert(SortRole, h.pid);
+    QString who = h.who;
+    if (!h.model.isEmpty())
+        who += QStringLiteral(" (%1)").arg(h.model);
+    row.cells[Who].insert(Qt::DisplayRole, who);
+    // The age is computed from this when asked (data()); sorting by -since is sorting by age
+    // at any clock, so a tick never moves a row.
+    row.cells[Age].insert(SinceRole, h.sinceMs);
+    row.cells[Age].insert(SortRole, -h.sinceMs);
+    row.cells[Health].insert(Qt::DisplayRole, healthName(h.health));
+    if (h.health != HolderHealth::Alive) {
+        const QColor c
+            = h.health == HolderHealth::Overdue ? QColor(0xc0, 0x60, 0x00) : QColor(0xb0, 0x20, 0x20);
+        row.cells[Health].insert(Qt::ForegroundRole, QBrush(c));
     }
-    setRows(std::move(rows));
+    if (!h.problem.isEmpty())
+        row.cells[Health].insert(Qt::ToolTipRole, h.problem);
+    row.cells[CommandLine].insert(Qt::DisplayRole, h.commandLine);
+    row.cells[CommandLine].insert(Qt::ToolTipRole, h.commandLine);
+    return row;
 }
 
 } // namespace tollgate::ui

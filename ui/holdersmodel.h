@@ -3,6 +3,12 @@
 // HoldersModel: who holds something right now — the providers' parallel slots and the lock
 // files in the watched lock directories — with pid, caller or tag, age and whether the holder
 // is alive, dead (its slot or lock only waits to be reclaimed), stale or overdue.
+//
+// Scale: a snapshot whose holdersRevision is the one shown changes nothing; otherwise rows
+// are built only for holders that are new or differ, and vanished keys are removed. The age
+// is not stored: it is computed when a view asks (so only for the rows it paints), and a
+// tick announces it with liveColumnChanged(Age) (a view repaints the cells in view); the
+// age column sorts by the constant -sinceMs, so no proxy ever needs to re-sort for time.
 
 #include "dashboardsnapshot.h"
 #include "keyedtablemodel.h"
@@ -15,7 +21,11 @@ class HoldersModel final : public KeyedTableModel
 public:
     enum Column { Kind, Where, Pid, Who, Age, Health, CommandLine, ColumnCount };
 
+    static constexpr int SinceRole = Qt::UserRole + 20; // Age column: sinceMs
+
     explicit HoldersModel(QObject* parent = nullptr);
+
+    [[nodiscard]] QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
 
     void setSnapshot(const DashboardSnapshot& snapshot);
     void tick(qint64 nowMs);
@@ -26,11 +36,20 @@ public:
     [[nodiscard]] static QString healthName(HolderHealth health);
     [[nodiscard]] static QString ageText(qint64 ms);
 
-private:
-    void rebuild();
+    // Test hooks: age texts computed, and rows built, since construction.
+    [[nodiscard]] quint64 ageTextsComputed() const { return m_ageTexts; }
+    [[nodiscard]] quint64 rowsBuilt() const { return m_rowsBuilt; }
 
-    std::vector<HolderInfo> m_holders;
+private:
+    [[nodiscard]] Row buildRow(const HolderInfo& h);
+    void announceAges();
+
+    QList<HolderInfo> m_holders;
+    QHash<QString, int> m_index; // key -> index in m_holders
+    quint64 m_revision = 0;
     qint64 m_nowMs = 0;
+    mutable quint64 m_ageTexts = 0;
+    quint64 m_rowsBuilt = 0;
 };
 
 } // namespace tollgate::ui

@@ -3,7 +3,9 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <algorithm>
 #include <sys/stat.h>
+#include <utility>
 
 namespace tollgate::ui {
 
@@ -11,7 +13,9 @@ namespace {
 
 // The files whose content the dashboard shows. doorbell is left out on purpose: it changes
 // through a shared mapping, which inotify never reports, and state.bin changes with it anyway.
-const char* const HOME_FILES[] = { "state.bin", "limits.json", "history.jsonl", "history.1.jsonl" };
+const char* const QUOTA_FILES[] = { "state.bin", "limits.json" };
+const char* const HISTORY_FILES[] = { "history.jsonl", "history.1.jsonl" };
+const int PARTS[3] = { HomeWatcher::Quota, HomeWatcher::History, HomeWatcher::Locks };
 
 QString nearestExisting(QString path)
 {
@@ -65,10 +69,12 @@ HomeWatcher::HomeWatcher(QString home, QStringList lockDirs, Mode mode, QObject*
     connect(&m_debounce, &QTimer::timeout, this, &HomeWatcher::flush);
     m_poll.setInterval(POLL_MS);
     connect(&m_poll, &QTimer::timeout, this, &HomeWatcher::poll);
-    connect(&m_watcher, &QFileSystemWatcher::fileChanged, this, &HomeWatcher::onEvent);
-    connect(&m_watcher, &QFileSystemWatcher::directoryChanged, this, &HomeWatcher::onEvent);
+    connect(&m_watcher, &QFileSystemWatcher::fileChanged, this,
+        [this](const QString& path) { onPath(path, false); });
+    connect(&m_watcher, &QFileSystemWatcher::directoryChanged, this,
+        [this](const QString& path) { onPath(path, true); });
     resync();
-    m_lastSignature = signature();
+    takeSignatures();
     m_poll.start();
 }
 
@@ -76,7 +82,7 @@ void HomeWatcher::setLockDirs(const QStringList& lockDirs)
 {
     m_lockDirs = lockDirs;
     resync();
-    onEvent();
+    onEvent(Locks);
 }
 
 QStringList HomeWatcher::watchedPaths() const
@@ -84,27 +90,57 @@ QStringList HomeWatcher::watchedPaths() const
     return m_watcher.files() + m_watcher.directories();
 }
 
-void HomeWatcher::onEvent()
+void HomeWatcher::onPath(const QString& path, bool isDir)
 {
-    if (!m_debounce.isActive())
-        m_debounce.start();
+    const QString name = QFileInfo(path).fileName();
+    int parts = All;
+    if (!isDir) {
+        parts = name.startsWith(QLatin1String("history")) ? History : Quota;
+    } else if (path == m_home) {
+        parts = Quota | History; // a home file created, replaced or removed
+    } else if (m_lockDirs.contains(path)) {
+        parts = Locks;
+    }
+    onEvent(parts);
+}
+
+void HomeWatcher::onEvent(int parts)
+{
+    m_pending |= parts;
+    if (m_debounce.isActive())
+        return;
+    const qint64 since = m_sinceFlush.isValid() ? m_sinceFlush.elapsed() : BUSY_MS;
+    m_debounce.start(static_cast<int>(std::max<qint64>(DEBOUNCE_MS, BUSY_MS - since)));
 }
 
 void HomeWatcher::flush()
 {
+    m_sinceFlush.start();
     resync();
-    m_lastSignature = signature();
-    Q_EMIT changed();
+    takeSignatures();
+    const int parts = std::exchange(m_pending, 0);
+    Q_EMIT changed(parts ? parts : All);
+}
+
+void HomeWatcher::takeSignatures()
+{
+    for (int i = 0; i < 3; ++i)
+        m_lastSignature[i] = signature(PARTS[i]);
 }
 
 void HomeWatcher::poll()
 {
     resync();
-    QByteArray now = signature();
-    if (now != m_lastSignature) {
-        m_lastSignature = std::move(now);
-        Q_EMIT changed();
+    int parts = 0;
+    for (int i = 0; i < 3; ++i) {
+        QByteArray now = signature(PARTS[i]);
+        if (now != m_lastSignature[i]) {
+            m_lastSignature[i] = std::move(now);
+            parts |= PARTS[i];
+        }
     }
+    if (parts)
+        Q_EMIT changed(parts);
 }
 
 QStringList HomeWatcher::desiredPaths() const
@@ -117,10 +153,12 @@ QStringList HomeWatcher::desiredPaths() const
     };
     addDir(m_home);
     if (QFileInfo(m_home).isDir()) {
-        for (const char* name : HOME_FILES) {
-            const QString file = m_home + QLatin1Char('/') + QLatin1String(name);
-            if (QFileInfo::exists(file))
-                out.append(file);
+        for (const auto* files : { &QUOTA_FILES, &HISTORY_FILES }) {
+            for (const char* name : *files) {
+                const QString file = m_home + QLatin1Char('/') + QLatin1String(name);
+                if (QFileInfo::exists(file))
+                    out.append(file);
+            }
         }
     }
     for (const QString& dir : m_lockDirs)
@@ -158,15 +196,22 @@ void HomeWatcher::resync()
     }
 }
 
-QByteArray HomeWatcher::signature() const
+QByteArray HomeWatcher::signature(int part) const
 {
     QByteArray out;
-    appendStat(out, m_home);
-    for (const char* name : HOME_FILES)
-        appendStat(out, m_home + QLatin1Char('/') + QLatin1String(name));
-    // A lock directory's mtime moves whenever a lock file is created or removed in it.
-    for (const QString& dir : m_lockDirs)
-        appendStat(out, dir);
+    if (part == Quota) {
+        appendStat(out, m_home);
+        for (const char* name : QUOTA_FILES)
+            appendStat(out, m_home + QLatin1Char('/') + QLatin1String(name));
+    } else if (part == History) {
+        for (const char* name : HISTORY_FILES)
+            appendStat(out, m_home + QLatin1Char('/') + QLatin1String(name));
+    } else {
+        // A lock directory's mtime moves whenever a lock file is created or removed in it
+        // (lock files are made by link() and removed by unlink(), never written in place).
+        for (const QString& dir : m_lockDirs)
+            appendStat(out, dir);
+    }
     return out;
 }
 

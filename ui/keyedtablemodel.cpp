@@ -1,6 +1,33 @@
 #include "keyedtablemodel.h"
 
+#include <algorithm>
+
 namespace tollgate::ui {
+
+void KeyedTableModel::Cell::insert(int role, const QVariant& value)
+{
+    auto it = std::lower_bound(m_entries.begin(), m_entries.end(), role,
+        [](const std::pair<int, QVariant>& e, int r) { return e.first < r; });
+    if (it != m_entries.end() && it->first == role)
+        it->second = value;
+    else
+        m_entries.insert(it, { role, value });
+}
+
+const QVariant* KeyedTableModel::Cell::find(int role) const
+{
+    for (const auto& e : m_entries) {
+        if (e.first == role)
+            return &e.second;
+    }
+    return nullptr;
+}
+
+QVariant KeyedTableModel::Cell::value(int role) const
+{
+    const QVariant* v = find(role);
+    return v ? *v : QVariant();
+}
 
 KeyedTableModel::KeyedTableModel(QStringList headers, QObject* parent)
     : QAbstractTableModel(parent)
@@ -35,8 +62,8 @@ QVariant KeyedTableModel::data(const QModelIndex& index, int role) const
         return {};
     const Cell& cell = row.cells.at(index.column());
     if (role == SortRole) {
-        auto it = cell.constFind(SortRole);
-        return it != cell.constEnd() ? *it : cell.value(Qt::DisplayRole);
+        const QVariant* sort = cell.find(SortRole);
+        return sort ? *sort : cell.value(Qt::DisplayRole);
     }
     return cell.value(role);
 }
@@ -56,11 +83,7 @@ QString KeyedTableModel::keyAt(int row) const
 
 int KeyedTableModel::rowOf(const QString& key) const
 {
-    for (int i = 0; i < m_rows.size(); ++i) {
-        if (m_rows.at(i).key == key)
-            return i;
-    }
-    return -1;
+    return m_rowOf.value(key, -1);
 }
 
 const KeyedTableModel::Row* KeyedTableModel::rowByKey(const QString& key) const
@@ -69,66 +92,103 @@ const KeyedTableModel::Row* KeyedTableModel::rowByKey(const QString& key) const
     return i < 0 ? nullptr : &m_rows.at(i);
 }
 
-void KeyedTableModel::setRows(QVector<Row> rows)
+void KeyedTableModel::reindex(int from)
 {
-    QHash<QString, int> incoming;
-    for (int i = 0; i < rows.size(); ++i)
-        incoming.insert(rows.at(i).key, i);
+    for (int i = from; i < m_rows.size(); ++i)
+        m_rowOf.insert(m_rows.at(i).key, i);
+}
 
-    // Remove vanished keys, from the bottom so earlier indexes stay valid; contiguous runs
-    // go in one call.
+void KeyedTableModel::removeRowsWhere(const std::function<bool(const QString&)>& gone)
+{
+    // From the bottom so earlier indexes stay valid; contiguous runs go in one call.
+    int lowest = -1;
     for (int i = static_cast<int>(m_rows.size()) - 1; i >= 0;) {
-        if (incoming.contains(m_rows.at(i).key)) {
+        if (!gone(m_rows.at(i).key)) {
             --i;
             continue;
         }
         int first = i;
-        while (first > 0 && !incoming.contains(m_rows.at(first - 1).key))
+        while (first > 0 && gone(m_rows.at(first - 1).key))
             --first;
         beginRemoveRows({}, first, i);
+        for (int r = first; r <= i; ++r)
+            m_rowOf.remove(m_rows.at(r).key);
         m_rows.remove(first, i - first + 1);
         endRemoveRows();
+        lowest = first;
         i = first - 1;
     }
+    if (lowest >= 0)
+        reindex(lowest);
+}
+
+void KeyedTableModel::updateRow(int i, Row& incoming)
+{
+    const int columns = static_cast<int>(m_headers.size());
+    Row& mine = m_rows[i];
+    incoming.cells.resize(columns);
+    int firstChanged = -1;
+    int lastChanged = -1;
+    for (int c = 0; c < columns; ++c) {
+        const Cell& before = c < mine.cells.size() ? mine.cells.at(c) : Cell();
+        if (before != incoming.cells.at(c)) {
+            if (firstChanged < 0)
+                firstChanged = c;
+            lastChanged = c;
+        }
+    }
+    if (firstChanged >= 0) {
+        mine.cells = std::move(incoming.cells);
+        Q_EMIT dataChanged(index(i, firstChanged), index(i, lastChanged));
+    }
+}
+
+void KeyedTableModel::setRows(QVector<Row> rows)
+{
+    QHash<QString, int> incoming;
+    incoming.reserve(rows.size());
+    for (int i = 0; i < rows.size(); ++i)
+        incoming.insert(rows.at(i).key, i);
+    removeRowsWhere([&incoming](const QString& key) { return !incoming.contains(key); });
 
     // Update the rows that stay, in place.
-    const int columns = static_cast<int>(m_headers.size());
     for (int i = 0; i < m_rows.size(); ++i) {
-        Row& mine = m_rows[i];
-        Row& theirs = rows[incoming.value(mine.key)];
-        theirs.cells.resize(columns);
-        int firstChanged = -1;
-        int lastChanged = -1;
-        for (int c = 0; c < columns; ++c) {
-            const Cell& before = c < mine.cells.size() ? mine.cells.at(c) : Cell();
-            if (before != theirs.cells.at(c)) {
-                if (firstChanged < 0)
-                    firstChanged = c;
-                lastChanged = c;
-            }
-        }
-        if (firstChanged >= 0) {
-            mine.cells = theirs.cells;
-            Q_EMIT dataChanged(index(i, firstChanged), index(i, lastChanged));
-        }
-        incoming.remove(mine.key);
+        const QString key = m_rows.at(i).key;
+        updateRow(i, rows[incoming.value(key)]);
+        incoming.remove(key);
     }
 
     // Append the new keys, in the order given.
-    QVector<int> fresh;
+    QVector<Row> fresh;
     for (int i = 0; i < rows.size(); ++i) {
         if (incoming.contains(rows.at(i).key))
-            fresh.append(i);
+            fresh.append(std::move(rows[i]));
     }
-    if (!fresh.isEmpty()) {
-        const int at = static_cast<int>(m_rows.size());
-        beginInsertRows({}, at, at + static_cast<int>(fresh.size()) - 1);
-        for (int i : fresh) {
-            rows[i].cells.resize(columns);
-            m_rows.append(std::move(rows[i]));
-        }
-        endInsertRows();
+    applyChanges({}, std::move(fresh));
+}
+
+void KeyedTableModel::applyChanges(const QSet<QString>& removed, QVector<Row> upserts)
+{
+    if (!removed.isEmpty())
+        removeRowsWhere([&removed](const QString& key) { return removed.contains(key); });
+    const int columns = static_cast<int>(m_headers.size());
+    QVector<Row> fresh;
+    for (Row& row : upserts) {
+        if (const int i = rowOf(row.key); i >= 0)
+            updateRow(i, row);
+        else
+            fresh.append(std::move(row));
     }
+    if (fresh.isEmpty())
+        return;
+    const int at = static_cast<int>(m_rows.size());
+    beginInsertRows({}, at, at + static_cast<int>(fresh.size()) - 1);
+    for (Row& row : fresh) {
+        row.cells.resize(columns);
+        m_rowOf.insert(row.key, static_cast<int>(m_rows.size()));
+        m_rows.append(std::move(row));
+    }
+    endInsertRows();
 }
 
 } // namespace tollgate::ui

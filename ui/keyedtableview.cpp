@@ -2,8 +2,11 @@
 
 #include "keyedtablemodel.h"
 
+#include <QAbstractProxyModel>
+#include <QEvent>
 #include <QHeaderView>
 #include <QScrollBar>
+#include <algorithm>
 
 namespace tollgate::ui {
 
@@ -25,14 +28,134 @@ KeyedTableView::KeyedTableView(QWidget* parent)
         bar->setValue(max);
         m_autoScrolling = false;
     });
+    m_fitTimer.setSingleShot(true);
+    connect(&m_fitTimer, &QTimer::timeout, this, &KeyedTableView::fitColumns);
+    horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    horizontalHeader()->setStretchLastSection(true);
+    verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+    // A resize while a mouse button is down on the header is the user's; widths set by code
+    // (setColumnWidth) are starting widths that a fit may still widen.
+    horizontalHeader()->viewport()->installEventFilter(this);
+    connect(horizontalHeader(), &QHeaderView::sectionResized, this, [this](int logical) {
+        if (!m_fitting && m_headerPressed)
+            m_userSized.insert(logical);
+    });
+}
+
+bool KeyedTableView::eventFilter(QObject* watched, QEvent* event)
+{
+    if (watched == horizontalHeader()->viewport()) {
+        if (event->type() == QEvent::MouseButtonPress)
+            m_headerPressed = true;
+        else if (event->type() == QEvent::MouseButtonRelease)
+            m_headerPressed = false;
+    }
+    return QTableView::eventFilter(watched, event);
+}
+
+void KeyedTableView::repaintColumn(int sourceColumn)
+{
+    // Sorting and filtering proxies keep the columns; map anyway through row 0 when there is one.
+    int column = sourceColumn;
+    const QAbstractItemModel* at = model();
+    QList<const QAbstractProxyModel*> chain;
+    while (const auto* proxy = qobject_cast<const QAbstractProxyModel*>(at)) {
+        chain.prepend(proxy);
+        at = proxy->sourceModel();
+    }
+    if (at && at->rowCount() > 0) {
+        QModelIndex index = at->index(0, sourceColumn);
+        for (const QAbstractProxyModel* proxy : std::as_const(chain))
+            index = proxy->mapFromSource(index);
+        if (index.isValid())
+            column = index.column();
+    }
+    if (column < 0 || isColumnHidden(column))
+        return;
+    viewport()->update(QRect(columnViewportPosition(column), 0, columnWidth(column), viewport()->height()));
+}
+
+void KeyedTableView::scheduleFit()
+{
+    if (m_fitTimer.isActive())
+        return;
+    const qint64 since = m_sinceFit.isValid() ? m_sinceFit.elapsed() : FIT_INTERVAL_MS;
+    m_fitTimer.start(static_cast<int>(std::max<qint64>(0, FIT_INTERVAL_MS - since)));
+}
+
+QList<int> KeyedTableView::fitSample() const
+{
+    const QAbstractItemModel* m = model();
+    const int rows = m ? m->rowCount(rootIndex()) : 0;
+    QList<int> out;
+    if (rows == 0)
+        return out;
+    // The rows in view first (what the user reads), then the newest, then the first.
+    int top = rowAt(0);
+    int bottom = rowAt(viewport()->height() - 1);
+    if (top < 0)
+        top = 0;
+    if (bottom < 0)
+        bottom = std::min(rows - 1, top + FIT_SAMPLE_ROWS / 2);
+    QSet<int> seen;
+    auto add = [&](int r) {
+        if (r >= 0 && r < rows && out.size() < FIT_SAMPLE_ROWS && !seen.contains(r)) {
+            seen.insert(r);
+            out.append(r);
+        }
+    };
+    for (int r = top; r <= bottom && out.size() < FIT_SAMPLE_ROWS / 2; ++r)
+        add(r);
+    for (int r = rows - 1; r >= 0 && out.size() < FIT_SAMPLE_ROWS * 3 / 4; --r)
+        add(r);
+    for (int r = 0; r < rows && out.size() < FIT_SAMPLE_ROWS; ++r)
+        add(r);
+    return out;
+}
+
+void KeyedTableView::fitColumns()
+{
+    m_fitTimer.stop();
+    m_sinceFit.start();
+    QAbstractItemModel* m = model();
+    if (!m)
+        return;
+    ++m_fits;
+    const QList<int> sample = fitSample();
+    QHeaderView* header = horizontalHeader();
+    const int columns = m->columnCount(rootIndex());
+    m_fitting = true;
+    for (int c = 0; c < columns; ++c) {
+        // The stretched last section takes the rest anyway.
+        if (m_userSized.contains(c) || isColumnHidden(c)
+            || (header->stretchLastSection() && header->visualIndex(c) == columns - 1))
+            continue;
+        int width = header->sectionSizeHint(c);
+        for (int r : sample) {
+            const QModelIndex index = m->index(r, c, rootIndex());
+            ++m_cellsMeasured;
+            width = std::max(width, sizeHintForIndex(index).width() + (showGrid() ? 1 : 0));
+        }
+        width = std::min(width, MAX_FIT_WIDTH);
+        if (width > header->sectionSize(c))
+            header->resizeSection(c, width);
+    }
+    m_fitting = false;
 }
 
 void KeyedTableView::setModel(QAbstractItemModel* model)
 {
     QTableView::setModel(model);
     setKey(QString());
+    disconnect(m_liveColumn);
     if (!model)
         return;
+    const QAbstractItemModel* source = model;
+    while (const auto* proxy = qobject_cast<const QAbstractProxyModel*>(source))
+        source = proxy->sourceModel();
+    if (const auto* keyed = qobject_cast<const KeyedTableModel*>(source))
+        m_liveColumn
+            = connect(keyed, &KeyedTableModel::liveColumnChanged, this, &KeyedTableView::repaintColumn);
     // Connected after the selection model's own handlers, so these run once it has moved its
     // persistent indexes: they only correct what it got wrong.
     connect(selectionModel(), &QItemSelectionModel::currentRowChanged, this,
@@ -47,6 +170,12 @@ void KeyedTableView::setModel(QAbstractItemModel* model)
     connect(model, &QAbstractItemModel::rowsMoved, this, &KeyedTableView::restoreSelection);
     connect(model, &QAbstractItemModel::layoutChanged, this, &KeyedTableView::restoreSelection);
     connect(model, &QAbstractItemModel::modelReset, this, &KeyedTableView::restoreSelection);
+    connect(model, &QAbstractItemModel::rowsInserted, this, &KeyedTableView::scheduleFit);
+    connect(model, &QAbstractItemModel::rowsRemoved, this, &KeyedTableView::scheduleFit);
+    connect(model, &QAbstractItemModel::modelReset, this, &KeyedTableView::scheduleFit);
+    connect(model, &QAbstractItemModel::layoutChanged, this, &KeyedTableView::scheduleFit);
+    m_userSized.clear();
+    scheduleFit();
     connect(model, &QAbstractItemModel::rowsInserted, this, [this] {
         if (m_followsEnd && m_following) {
             m_autoScrolling = true;
@@ -66,6 +195,22 @@ int KeyedTableView::rowOfKey(const QString& key) const
     const QAbstractItemModel* m = model();
     if (!m || key.isEmpty())
         return -1;
+    // Through the proxies down to the keyed model: its hash finds the row, no scan.
+    const QAbstractItemModel* at = m;
+    QList<const QAbstractProxyModel*> chain;
+    while (const auto* proxy = qobject_cast<const QAbstractProxyModel*>(at)) {
+        chain.prepend(proxy);
+        at = proxy->sourceModel();
+    }
+    if (const auto* keyed = qobject_cast<const KeyedTableModel*>(at); keyed && !rootIndex().isValid()) {
+        const int row = keyed->rowOf(key);
+        if (row < 0)
+            return -1;
+        QModelIndex index = keyed->index(row, 0);
+        for (const QAbstractProxyModel* proxy : std::as_const(chain))
+            index = proxy->mapFromSource(index);
+        return index.isValid() ? index.row() : -1;
+    }
     for (int r = 0; r < m->rowCount(rootIndex()); ++r) {
         if (m->index(r, 0, rootIndex()).data(KeyedTableModel::KeyRole).toString() == key)
             return r;

@@ -10,8 +10,22 @@
 //
 // Optionally (setFollowsEnd) the view stays scrolled to the end while the user is there, also
 // across resizes, and stays put once the user scrolls up.
+//
+// Column widths (every table of the dashboard): columns are Interactive, never
+// ResizeToContents (which measures every cell of every row on each change), and rows have one
+// fixed height. Widths are fitted to their content from a bounded sample — the header, the
+// rows in view and the last rows, at most FIT_SAMPLE_ROWS — once rows arrive, vanish or the
+// model is reset, at most once per FIT_INTERVAL_MS, never on dataChanged (a tick). A fit only
+// widens a column (no jitter while values flicker), up to MAX_FIT_WIDTH; a column the user
+// resized (with the mouse on the header) is left alone. The last column stretches.
+//
+// Time-derived columns (KeyedTableModel::liveColumnChanged, e.g. ages) are repainted in
+// place: only the visible cells of the column are asked for their text.
 
+#include <QElapsedTimer>
+#include <QSet>
 #include <QTableView>
+#include <QTimer>
 
 namespace tollgate::ui {
 
@@ -19,6 +33,10 @@ class KeyedTableView final : public QTableView
 {
     Q_OBJECT
 public:
+    static constexpr int FIT_SAMPLE_ROWS = 40;
+    static constexpr int FIT_INTERVAL_MS = 1000;
+    static constexpr int MAX_FIT_WIDTH = 420;
+
     explicit KeyedTableView(QWidget* parent = nullptr);
 
     void setModel(QAbstractItemModel* model) override;
@@ -33,13 +51,25 @@ public:
     void setFollowsEnd(bool follow);
     [[nodiscard]] bool isFollowingEnd() const { return m_following; }
 
+    // Fits the column widths now (from the bounded sample); a fit is otherwise scheduled by
+    // the model's structural changes.
+    void fitColumns();
+    // Test hooks: fits done, and cells measured by them, since construction.
+    [[nodiscard]] int columnFits() const { return m_fits; }
+    [[nodiscard]] bool isFitPending() const { return m_fitTimer.isActive(); }
+    [[nodiscard]] quint64 cellsMeasured() const { return m_cellsMeasured; }
+
 Q_SIGNALS:
     void selectedKeyChanged(const QString& key);
 
 protected:
+    bool eventFilter(QObject* watched, QEvent* event) override;
     void rowsAboutToBeRemoved(const QModelIndex& parent, int start, int end) override;
 
 private:
+    void repaintColumn(int sourceColumn);
+    void scheduleFit();
+    [[nodiscard]] QList<int> fitSample() const;
     void onCurrentChanged(const QModelIndex& current);
     void restoreSelection();
     void setKey(const QString& key);
@@ -50,6 +80,14 @@ private:
     bool m_followsEnd = false;
     bool m_following = true;
     bool m_autoScrolling = false;
+    QMetaObject::Connection m_liveColumn;
+    QTimer m_fitTimer;
+    QElapsedTimer m_sinceFit;
+    bool m_fitting = false;
+    bool m_headerPressed = false;
+    QSet<int> m_userSized; // logical columns the user resized
+    int m_fits = 0;
+    quint64 m_cellsMeasured = 0;
 };
 
 } // namespace tollgate::ui

@@ -489,7 +489,6 @@ void MainWindow::buildUi()
     m_providersView->setItemDelegateForColumn(ProvidersModel::RequestsUsed, bars);
     m_providersView->setItemDelegateForColumn(ProvidersModel::TokensUsed, bars);
     m_providersView->setItemDelegateForColumn(ProvidersModel::Slots, bars);
-    m_providersView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_providersView->horizontalHeader()->setStretchLastSection(true);
     m_providersView->setContextMenuPolicy(Qt::CustomContextMenu);
     providersLayout->addWidget(m_providersView);
@@ -532,7 +531,6 @@ void MainWindow::buildUi()
     m_callersSorted->sort(CallerUsageModel::LastHour, Qt::DescendingOrder);
     m_callersView->setModel(m_callersSorted);
     m_callersView->setItemDelegateForColumn(CallerUsageModel::Share, new UsageBarDelegate(m_callersView));
-    m_callersView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_callersView->horizontalHeader()->setStretchLastSection(true);
     // Chart over table in a splitter of its own: either can be given the room.
     auto* usageSplit = new QSplitter(Qt::Vertical, usageBox);
@@ -580,7 +578,6 @@ void MainWindow::buildUi()
     m_rateLimitSorted->setSortRole(KeyedTableModel::SortRole);
     m_rateLimitSorted->sort(RateLimitCallersModel::Count, Qt::DescendingOrder);
     m_rateLimitView->setModel(m_rateLimitSorted);
-    m_rateLimitView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_rateLimitView->horizontalHeader()->setStretchLastSection(true);
     connect(m_rateLimitSpan, &QComboBox::currentIndexChanged, this, [this] {
         const qint64 span = m_rateLimitSpan->currentData().toLongLong();
@@ -611,7 +608,6 @@ void MainWindow::buildUi()
     m_holdersView->setModel(holdersSorted);
     m_holdersView->setSortingEnabled(true);
     m_holdersView->sortByColumn(HoldersModel::Age, Qt::DescendingOrder);
-    m_holdersView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_holdersView->horizontalHeader()->setStretchLastSection(true);
     m_holdersView->setContextMenuPolicy(Qt::CustomContextMenu);
     auto* holderButtons = new QHBoxLayout();

@@ -13,8 +13,11 @@
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
+#include <QHash>
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <dirent.h>
 #include <fcntl.h>
 #include <optional>
 #include <sys/stat.h>
@@ -27,6 +30,8 @@ namespace {
 // A shared flock on state.lock is held for the few microseconds of two preads; a writer that
 // keeps the lock this long is stopped, and the previous snapshot stays on screen.
 constexpr auto READ_LOCK_TIMEOUT = std::chrono::milliseconds(2000);
+// The window looks a few times a second; a writer's turn matters more than its wake-ups.
+constexpr auto READ_LOCK_PAUSE = std::chrono::microseconds(4000);
 // Lock files are removed by "clean" only once older than this (LockFile's stale rule needs a
 // positive age), so a lock whose holder died a moment ago is re-judged under its flock.
 constexpr std::int64_t CLEAN_AGE_SECONDS = 1;
@@ -57,7 +62,7 @@ quint64 inodeOf(const QString& path)
 
 void readQuota(const std::string& home, DashboardSnapshot& s)
 {
-    auto view = QuotaPeek::read(home, READ_LOCK_TIMEOUT);
+    auto view = QuotaPeek::read(home, READ_LOCK_TIMEOUT, READ_LOCK_PAUSE);
     if (!view) {
         s.problem = qs(view.error().describe());
         return;
@@ -71,32 +76,167 @@ void readQuota(const std::string& home, DashboardSnapshot& s)
     }
 }
 
-void addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe)
+HolderHealth slotHealth(const Slot& slot, const ProviderLimits* l, qint64 nowMs, const ProcessProbe& probe)
 {
+    // The core's judgement (the limiter's and status's): a holder of another pid namespace is
+    // alive while its lease runs, never judged by a pid of ours.
+    const ProviderLimits none;
+    const bool alive = QuotaPolicy::holderAlive(slot, l ? *l : none, nowMs, probe);
+    if (!alive)
+        return HolderHealth::Dead;
+    if (slot.pid > 0 && l && slot.acquiredMs < nowMs - l->maxHoldMs)
+        return HolderHealth::Overdue;
+    return HolderHealth::Alive;
+}
+
+void fillCommandLine(HolderInfo& h, const Slot& slot, const ProcessProbe& probe)
+{
+    h.commandLine.clear();
+    if (h.health != HolderHealth::Dead && slot.pid > 0 && QuotaPolicy::sameNamespace(slot.pidNs, probe))
+        h.commandLine = qs(probe.commandLine(slot.pid));
+}
+
+bool sameSlots(const std::vector<Slot>& a, const std::vector<Slot>& b)
+{
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Slot& x, const Slot& y) {
+        return x.fence == y.fence && x.pid == y.pid && x.acquiredMs == y.acquiredMs && x.tokens == y.tokens
+            && x.caller == y.caller && x.model == y.model && x.pidNs == y.pidNs
+            && x.startTicks == y.startTicks && x.leaseUntilMs == y.leaseUntilMs;
+    });
+}
+
+// The slot holders shown so far: one HolderInfo per slot of `state`, in its order.
+struct PreviousSlots
+{
+    const QuotaState* state = nullptr;
+    const QuotaLimits* limits = nullptr;
+    const QList<HolderInfo>* holders = nullptr;
+};
+
+// Appends one HolderInfo per slot. A provider whose slots and limits are those shown keeps its
+// rows as they are (the liveness round re-judges them with time); otherwise a known fence keeps
+// its texts (a fence names one admission for good) and only its health is judged again.
+// Returns true (and appends nothing) when every row would be kept as it is.
+bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
+{
+    std::map<std::string, std::pair<const ProviderState*, qsizetype>> before; // name -> (state, first row)
+    if (previous.state && previous.holders) {
+        qsizetype at = 0;
+        for (const ProviderState& p : previous.state->providers) {
+            before.emplace(p.name, std::make_pair(&p, at));
+            at += static_cast<qsizetype>(p.slots.size());
+        }
+        if (at != previous.holders->size())
+            before.clear(); // not built from that state: judge everything
+    }
+    // Kept: every row is the row at the same place before (checkLiveness goes by position).
+    bool allKept = previous.holders && (!before.empty() || previous.holders->isEmpty());
+    const auto unchanged = [&](const ProviderState& p, const ProviderState& old) {
+        const ProviderLimits* l = s.limits.find(p.name);
+        const ProviderLimits* oldLimits = previous.limits->find(p.name);
+        return (l == nullptr) == (oldLimits == nullptr) && (!l || *l == *oldLimits)
+            && sameSlots(old.slots, p.slots);
+    };
+    if (allKept) {
+        // The common case (a write that changed no slot): nothing to build or copy.
+        qsizetype at = 0;
+        for (const ProviderState& p : s.state.providers) {
+            if (p.slots.empty())
+                continue;
+            const auto known = before.find(p.name);
+            if (known == before.end() || known->second.second != at || !unchanged(p, *known->second.first)) {
+                allKept = false;
+                break;
+            }
+            at += static_cast<qsizetype>(p.slots.size());
+        }
+        if (allKept && at == previous.holders->size())
+            return true;
+        allKept = false;
+    }
     for (const ProviderState& p : s.state.providers) {
         const ProviderLimits* l = s.limits.find(p.name);
+        const auto known = before.find(p.name);
+        const ProviderState* old = known == before.end() ? nullptr : known->second.first;
+        if (old) {
+            if (unchanged(p, *old)) {
+                const qsizetype first = known->second.second;
+                for (qsizetype i = 0; i < static_cast<qsizetype>(p.slots.size()); ++i)
+                    s.holders.push_back(previous.holders->at(first + i));
+                continue;
+            }
+        }
+        QHash<quint64, const HolderInfo*> byFence;
+        if (old) {
+            for (qsizetype i = 0; i < static_cast<qsizetype>(old->slots.size()); ++i)
+                byFence.insert(old->slots[i].fence, &previous.holders->at(known->second.second + i));
+        }
+        const QString provider = qs(p.name);
         for (const Slot& slot : p.slots) {
+            const HolderHealth health = slotHealth(slot, l, s.nowMs, probe);
+            if (const HolderInfo* was = byFence.value(slot.fence);
+                was && was->pid == slot.pid && was->sinceMs == slot.acquiredMs) {
+                HolderInfo h = *was;
+                if (h.health != health) {
+                    h.health = health;
+                    fillCommandLine(h, slot, probe);
+                }
+                s.holders.push_back(std::move(h));
+                continue;
+            }
             HolderInfo h;
             h.kind = HolderKind::Slot;
-            h.provider = qs(p.name);
+            h.provider = provider;
             h.fence = slot.fence;
-            h.key = QStringLiteral("slot:%1:%2").arg(h.provider).arg(slot.fence);
+            h.key = QStringLiteral("slot:%1:%2").arg(provider).arg(slot.fence);
             h.pid = slot.pid;
             h.who = slot.pid == 0 ? QObject::tr("(placeholder after a lost state)") : qs(slot.caller);
             h.model = qs(slot.model);
             h.sinceMs = slot.acquiredMs;
-            // The core's judgement (the limiter's and status's): a holder of another pid
-            // namespace is alive while its lease runs, never judged by a pid of ours.
-            const ProviderLimits none;
-            const bool alive = QuotaPolicy::holderAlive(slot, l ? *l : none, s.nowMs, probe);
-            h.health = alive ? HolderHealth::Alive : HolderHealth::Dead;
-            if (alive && slot.pid > 0 && l && slot.acquiredMs < s.nowMs - l->maxHoldMs)
-                h.health = HolderHealth::Overdue;
-            if (alive && slot.pid > 0 && QuotaPolicy::sameNamespace(slot.pidNs, probe))
-                h.commandLine = qs(probe.commandLine(slot.pid));
+            h.health = health;
+            fillCommandLine(h, slot, probe);
             s.holders.push_back(std::move(h));
         }
     }
+    return false;
+}
+
+// One lock file as the core judges it; false when it is gone or unreadable (the next look
+// shows it).
+bool judgeLockFile(const QString& path, qint64 staleSeconds, const ProcessProbe& probe, const Clock& clock,
+    HolderInfo& h, bool* suspicious = nullptr)
+{
+    auto lock = LockFile::open(ss(path), clock, probe);
+    if (!lock)
+        return false;
+    // One read gives the identity (inode and bytes) and the core's judgement of them, so
+    // an action on the row names exactly the lock that was judged.
+    auto st = lock->status(staleSeconds);
+    if (!st || !st->exists)
+        return false;
+    h = HolderInfo();
+    h.kind = HolderKind::LockFile;
+    h.key = QStringLiteral("lock:") + path;
+    h.path = path;
+    h.lock = st->identity;
+    // From the core's age, which is never negative and never trusts a timestamp in the
+    // future: the stored timestamp times 1000 overflows for a forged 2^63-1.
+    const qint64 now = msNow(clock);
+    h.sinceMs = now - std::min<std::int64_t>(st->ageSeconds, now / 1000) * 1000;
+    if (st->corrupt) {
+        h.health = HolderHealth::Corrupt;
+        h.problem = qs(st->corruptReason);
+    } else {
+        h.pid = st->info.pid;
+        h.who = qs(st->info.tag);
+        h.health
+            = st->stale ? HolderHealth::Stale : (st->holderAlive ? HolderHealth::Alive : HolderHealth::Dead);
+        if (st->holderAlive)
+            h.commandLine = qs(probe.commandLine(h.pid));
+    }
+    if (suspicious)
+        *suspicious = !st->suspicion.empty();
+    return true;
 }
 
 void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 staleSeconds,
@@ -115,36 +255,33 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
             const QString path = QDir::cleanPath(fi.absoluteFilePath());
             if (path == ownLock)
                 continue;
-            auto lock = LockFile::open(ss(path), clock, probe);
-            if (!lock)
-                continue;
-            // One read gives the identity (inode and bytes) and the core's judgement of them, so
-            // an action on the row names exactly the lock that was judged.
-            auto st = lock->status(staleSeconds);
-            if (!st || !st->exists)
-                continue; // released, or unreadable: the next refresh shows it
             HolderInfo h;
-            h.kind = HolderKind::LockFile;
-            h.key = QStringLiteral("lock:") + path;
-            h.path = path;
-            h.lock = st->identity;
-            // From the core's age, which is never negative and never trusts a timestamp in the
-            // future: the stored timestamp times 1000 overflows for a forged 2^63-1.
-            h.sinceMs = msNow(clock) - std::min<std::int64_t>(st->ageSeconds, msNow(clock) / 1000) * 1000;
-            if (st->corrupt) {
-                h.health = HolderHealth::Corrupt;
-                h.problem = qs(st->corruptReason);
-            } else {
-                h.pid = st->info.pid;
-                h.who = qs(st->info.tag);
-                h.health = st->stale ? HolderHealth::Stale
-                                     : (st->holderAlive ? HolderHealth::Alive : HolderHealth::Dead);
-                if (st->holderAlive)
-                    h.commandLine = qs(probe.commandLine(h.pid));
-            }
-            s.holders.push_back(std::move(h));
+            if (judgeLockFile(path, staleSeconds, probe, clock, h))
+                s.holders.push_back(std::move(h));
         }
     }
+}
+
+// The home part of a snapshot: status, quota view, slot holders.
+bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
+{
+    const std::string dir = ss(s.home);
+    struct stat st
+    {
+    };
+    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+        s.status = HomeStatus::Missing;
+    } else if (auto ok = HomeDir::check(dir); !ok) {
+        s.status = HomeStatus::Unusable;
+        s.problem = qs(ok.error().describe());
+    } else {
+        readQuota(dir, s);
+        const bool any
+            = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
+        s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
+        return addSlotHolders(s, probe, previous);
+    }
+    return false;
 }
 
 } // namespace
@@ -166,44 +303,73 @@ QString QuotaObserver::who()
 DashboardSnapshot QuotaObserver::readSnapshot(const QString& home, const QStringList& lockDirs,
     qint64 staleSeconds, const ProcessProbe& probe, const Clock& clock)
 {
+    CachingProbe cached(probe); // one look per pid for the whole snapshot
     DashboardSnapshot s;
     s.home = home;
     s.nowMs = msNow(clock);
-    const std::string dir = ss(home);
-    struct stat st
-    {
-    };
-    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
-        s.status = HomeStatus::Missing;
-    } else if (auto ok = HomeDir::check(dir); !ok) {
-        s.status = HomeStatus::Unusable;
-        s.problem = qs(ok.error().describe());
-    } else {
-        readQuota(dir, s);
-        const bool any
-            = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
-        s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
-        addSlotHolders(s, probe);
-    }
-    addLockHolders(s, lockDirs, staleSeconds, probe, clock);
+    readHomePart(s, cached);
+    addLockHolders(s, lockDirs, staleSeconds, cached, clock);
     return s;
 }
 
 void QuotaObserver::start()
 {
     m_watcher = new HomeWatcher(m_home, m_lockDirs, HomeWatcher::Mode::Notify, this);
-    connect(m_watcher, &HomeWatcher::changed, this, &QuotaObserver::refresh);
-    m_refreshTimer = new QTimer(this);
-    m_refreshTimer->setInterval(REFRESH_MS);
-    connect(m_refreshTimer, &QTimer::timeout, this, &QuotaObserver::refresh);
-    m_refreshTimer->start();
+    connect(m_watcher, &HomeWatcher::changed, this, &QuotaObserver::refreshParts);
+    m_livenessTimer = new QTimer(this);
+    m_livenessTimer->setInterval(LIVENESS_MS);
+    connect(m_livenessTimer, &QTimer::timeout, this, &QuotaObserver::checkLiveness);
     refresh();
 }
 
 void QuotaObserver::refresh()
 {
-    DashboardSnapshot s = readSnapshot(m_home, m_lockDirs, m_staleSeconds, m_probe, m_clock);
-    const quint64 ino = s.status == HomeStatus::Missing ? 0 : inodeOf(m_home);
+    m_round.clear();
+    readHome();
+    scanLocks(true);
+    publish(true);
+    pollHistory();
+    Q_EMIT refreshed();
+}
+
+void QuotaObserver::refreshParts(int parts)
+{
+    m_round.clear();
+    bool send = false;
+    bool holders = false;
+    if (parts & HomeWatcher::Quota) {
+        const QList<HolderInfo> before = m_slotHolders;
+        readHome();
+        send = true;
+        holders = m_slotHolders != before;
+    } else if (parts & HomeWatcher::History) {
+        // The history of a re-created home starts over; its snapshot goes first.
+        const quint64 ino = inodeOf(m_home);
+        if (ino != m_homeInode) {
+            readHome();
+            send = holders = true;
+        }
+    }
+    if (parts & HomeWatcher::Locks)
+        holders = scanLocks(false) || holders;
+    if (send || holders)
+        publish(holders);
+    if (parts & HomeWatcher::History)
+        pollHistory();
+    Q_EMIT refreshed();
+}
+
+void QuotaObserver::readHome()
+{
+    DashboardSnapshot s;
+    s.home = m_home;
+    s.nowMs = msNow(m_clock);
+    const bool kept = readHomePart(s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders });
+    if (!kept) // otherwise the same rows: keep the list itself, so comparing it costs nothing
+        m_slotHolders = std::move(s.holders);
+    s.holders = {};
+    m_homePart = std::move(s);
+    const quint64 ino = m_homePart.status == HomeStatus::Missing ? 0 : inodeOf(m_home);
     if (ino != m_homeInode) {
         // A different directory (deleted and re-created, or new): its history starts over.
         const bool hadOne = m_homeInode != 0 || m_history;
@@ -212,9 +378,163 @@ void QuotaObserver::refresh()
         if (hadOne)
             Q_EMIT historyReset();
     }
+}
+
+bool QuotaObserver::scanLocks(bool rereadAll)
+{
+    ++m_lockScans;
+    bool changed = false;
+    // The cache follows the list of directories (kept by path).
+    std::vector<LockDir> dirs;
+    for (const QString& path : std::as_const(m_lockDirs)) {
+        auto it = std::find_if(
+            m_lockDirCache.begin(), m_lockDirCache.end(), [&](const LockDir& d) { return d.path == path; });
+        dirs.push_back(it != m_lockDirCache.end() ? std::move(*it) : LockDir { path, {}, {} });
+    }
+    changed = dirs.size() != m_lockDirCache.size();
+    m_lockDirCache = std::move(dirs);
+
+    const QString ownLock = QDir::cleanPath(m_home + QStringLiteral("/state.lock"));
+    for (LockDir& d : m_lockDirCache) {
+        QString problem;
+        std::map<QString, CachedLock> next;
+        const QByteArray native = QFile::encodeName(d.path);
+        DIR* dir = ::opendir(native.constData());
+        if (!dir) {
+            problem = errno == ENOENT || errno == ENOTDIR
+                ? tr("%1: no such directory").arg(d.path)
+                : QStringLiteral("%1: %2").arg(d.path, QString::fromLocal8Bit(std::strerror(errno)));
+        } else {
+            const int dfd = ::dirfd(dir);
+            while (const dirent* e = ::readdir(dir)) {
+                const std::string_view name(e->d_name);
+                if (name.size() <= 5 || !name.ends_with(".lock"))
+                    continue;
+                struct stat st
+                {
+                };
+                // Only regular files can be locks (LockFile refuses anything else).
+                if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+                    continue;
+                const QString fileName = QFile::decodeName(e->d_name);
+                const QString path = QDir::cleanPath(d.path + QLatin1Char('/') + fileName);
+                if (path == ownLock)
+                    continue;
+                CachedLock c;
+                c.inode = st.st_ino;
+                c.size = st.st_size;
+                c.mtimeNs = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+                c.ctimeNs = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+                auto old = d.locks.find(fileName);
+                if (!rereadAll && old != d.locks.end() && old->second.inode == c.inode
+                    && old->second.size == c.size && old->second.mtimeNs == c.mtimeNs
+                    && old->second.ctimeNs == c.ctimeNs) {
+                    next.emplace(fileName, std::move(old->second));
+                    continue;
+                }
+                ++m_lockReads;
+                if (!judgeLockFile(path, m_staleSeconds, m_round, m_clock, c.holder, &c.suspicious))
+                    continue;
+                if (old == d.locks.end() || !(old->second.holder == c.holder))
+                    changed = true;
+                next.emplace(fileName, std::move(c));
+            }
+            ::closedir(dir);
+        }
+        changed = changed || next.size() != d.locks.size() || problem != d.problem;
+        d.locks = std::move(next);
+        d.problem = problem;
+    }
+    return changed;
+}
+
+void QuotaObserver::checkLiveness()
+{
+    m_round.clear();
+    const qint64 now = msNow(m_clock);
+    bool changed = false;
+    for (LockDir& d : m_lockDirCache) {
+        for (auto it = d.locks.begin(); it != d.locks.end();) {
+            CachedLock& c = it->second;
+            const HolderInfo& h = c.holder;
+            const qint64 ageS = (now - h.sinceMs) / 1000;
+            const bool mayTurnStale = m_staleSeconds > 0 && ageS > m_staleSeconds;
+            bool again = false;
+            if (h.health == HolderHealth::Alive)
+                again = m_round.liveness(h.pid, h.sinceMs / 1000) == Liveness::Dead
+                    || (c.suspicious && mayTurnStale);
+            else if (h.health == HolderHealth::Dead)
+                again = mayTurnStale;
+            if (!again) {
+                ++it;
+                continue;
+            }
+            ++m_lockReads;
+            CachedLock fresh = c;
+            if (!judgeLockFile(h.path, m_staleSeconds, m_round, m_clock, fresh.holder, &fresh.suspicious)) {
+                it = d.locks.erase(it); // gone: the directory's notification rescans it
+                changed = true;
+                continue;
+            }
+            changed = changed || !(fresh.holder == c.holder);
+            c = std::move(fresh);
+            ++it;
+        }
+    }
+    // Slots: the same judgement as readHome, from the state already read.
+    int i = 0;
+    for (const ProviderState& p : m_homePart.state.providers) {
+        const ProviderLimits* l = m_homePart.limits.find(p.name);
+        for (const Slot& slot : p.slots) {
+            if (i >= m_slotHolders.size())
+                break;
+            const HolderHealth health = slotHealth(slot, l, now, m_round);
+            if (m_slotHolders.at(i).health != health) {
+                HolderInfo& h = m_slotHolders[i];
+                h.health = health;
+                fillCommandLine(h, slot, m_round);
+                changed = true;
+            }
+            ++i;
+        }
+    }
+    if (changed)
+        publish(true);
+}
+
+void QuotaObserver::publish(bool holdersChanged)
+{
+    DashboardSnapshot s = m_homePart;
+    s.nowMs = msNow(m_clock);
+    if (holdersChanged || !m_sentOnce) {
+        ++m_holdersRevision;
+        m_allHolders = m_slotHolders;
+        for (const LockDir& d : m_lockDirCache) {
+            for (const auto& [name, c] : d.locks)
+                m_allHolders.append(c.holder);
+        }
+    }
+    s.holders = m_allHolders;
+    s.holdersRevision = m_holdersRevision;
+    for (const LockDir& d : m_lockDirCache) {
+        if (!d.problem.isEmpty())
+            s.lockDirProblems.append(d.problem);
+    }
+    m_sentOnce = true;
     Q_EMIT snapshotReady(s);
-    pollHistory();
-    Q_EMIT refreshed();
+    // Only holders whose answer can change with time need the slow look.
+    bool timely = !m_slotHolders.isEmpty();
+    for (const LockDir& d : m_lockDirCache) {
+        for (auto it = d.locks.begin(); !timely && it != d.locks.end(); ++it)
+            timely = it->second.holder.health == HolderHealth::Alive
+                || it->second.holder.health == HolderHealth::Dead;
+    }
+    if (m_livenessTimer && timely != m_livenessTimer->isActive()) {
+        if (timely)
+            m_livenessTimer->start();
+        else
+            m_livenessTimer->stop();
+    }
 }
 
 void QuotaObserver::pollHistory()
@@ -263,7 +583,9 @@ QString QuotaObserver::openLimiter()
 void QuotaObserver::finish(ActionResult result)
 {
     Q_EMIT actionFinished(result);
-    refresh();
+    // Every part, but incrementally: what an action changed shows in the files' signatures,
+    // so 10,000 unchanged lock files are not read again for it.
+    refreshParts(HomeWatcher::All);
 }
 
 void QuotaObserver::setLimits(const LimitChange& change)

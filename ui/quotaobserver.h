@@ -20,8 +20,18 @@
 //   no longer that: "deploy.lock changed since you looked".
 // - The history is read incrementally (HistoryReader); a home that is deleted and re-created
 //   (a new inode) starts a new reader.
+// - Work follows what changed (HomeWatcher's parts): a history append reads only the new
+//   tail; state.bin or limits.json re-read the quota view and slots; a lock directory's
+//   change notification rescans it, re-reading only lock files whose (inode, size, mtime)
+//   moved (lock files are made by link() and never written in place). Nothing rescans or
+//   re-probes on a timer: every LIVENESS_MS the holders whose answer can change with time
+//   (an alive holder may die, a dead lock may turn stale, a slot may run overdue) are
+//   re-judged, asking /proc once per distinct pid (CachingProbe).
+// - A snapshot is sent only when something in it changed; holdersRevision moves exactly when
+//   the holder list changed, so the GUI diffs holders only then.
 
 #include "actionresult.h"
+#include "cachingprobe.h"
 #include "dashboardsnapshot.h"
 #include "limitchange.h"
 #include "processprobe.h"
@@ -29,6 +39,7 @@
 
 #include <QObject>
 #include <QTimer>
+#include <map>
 #include <memory>
 
 namespace tollgate {
@@ -45,7 +56,9 @@ class QuotaObserver final : public QObject
 {
     Q_OBJECT
 public:
-    static constexpr int REFRESH_MS = 2000; // ages, liveness and window decay move without file events
+    // Holder liveness and staleness move without file events; ages and window decay are
+    // derived on the GUI side from the snapshot's clock.
+    static constexpr int LIVENESS_MS = 2000;
     static constexpr qint64 DEFAULT_STALE_SECONDS = 3600;
 
     QuotaObserver(QString home, QStringList lockDirs, QObject* parent = nullptr);
@@ -57,9 +70,15 @@ public:
 
     [[nodiscard]] static QString who();
 
+    // Test hooks: how many lock-directory scans and how many lock files were read.
+    [[nodiscard]] quint64 lockScans() const { return m_lockScans; }
+    [[nodiscard]] quint64 lockReads() const { return m_lockReads; }
+
 public Q_SLOTS:
     void start(); // call once the object lives in its thread
-    void refresh();
+    void refresh(); // everything, every lock file re-read (F5, after an action)
+    void refreshParts(int parts); // HomeWatcher::Part flags
+    void checkLiveness();
     void setLockDirs(const QStringList& lockDirs);
     void setStaleSeconds(qint64 seconds);
 
@@ -81,7 +100,26 @@ Q_SIGNALS:
     void refreshed(); // after the snapshot and history of one refresh were emitted
 
 private:
+    struct CachedLock
+    {
+        quint64 inode = 0;
+        qint64 size = 0;
+        qint64 mtimeNs = 0;
+        qint64 ctimeNs = 0;
+        bool suspicious = false;
+        HolderInfo holder;
+    };
+    struct LockDir
+    {
+        QString path;
+        QString problem;
+        std::map<QString, CachedLock> locks; // by file name
+    };
+
     void pollHistory();
+    void readHome(); // status, quota view, slot holders
+    bool scanLocks(bool rereadAll); // true: the lock holders changed
+    void publish(bool holdersChanged);
     [[nodiscard]] QString openLimiter(); // empty on success, else why not
     void finish(ActionResult result);
     void releaseSlot(const HolderInfo& expected, bool confirmed, ActionResult& r);
@@ -94,8 +132,17 @@ private:
     qint64 m_staleSeconds = DEFAULT_STALE_SECONDS;
     SystemClock m_clock;
     ProcessProbe m_probe;
+    CachingProbe m_round { m_probe }; // cleared at the start of every round
     HomeWatcher* m_watcher = nullptr; // child; created in start() so it lives in the worker thread
-    QTimer* m_refreshTimer = nullptr; // child
+    QTimer* m_livenessTimer = nullptr; // child
+    DashboardSnapshot m_homePart; // the home part of the next snapshot (no lock holders)
+    QList<HolderInfo> m_slotHolders;
+    QList<HolderInfo> m_allHolders; // as last sent
+    std::vector<LockDir> m_lockDirCache;
+    quint64 m_holdersRevision = 1;
+    quint64 m_lockScans = 0;
+    quint64 m_lockReads = 0;
+    bool m_sentOnce = false;
     std::unique_ptr<HistoryReader> m_history;
     quint64 m_homeInode = 0;
     std::unique_ptr<FileQuotaStore> m_store;
