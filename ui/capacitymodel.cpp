@@ -20,7 +20,8 @@ QString duration(std::int64_t ms)
     if (s < 60)
         return QObject::tr("%1 s").arg(s);
     if (s < 3600)
-        return s % 60 == 0 ? QObject::tr("%1 min").arg(s / 60) : QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60);
+        return s % 60 == 0 ? QObject::tr("%1 min").arg(s / 60)
+                           : QObject::tr("%1 min %2 s").arg(s / 60).arg(s % 60);
     return QObject::tr("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60);
 }
 
@@ -78,7 +79,8 @@ QStringList windowLines(const WindowCapacity& w, const QString& prefix)
             + QObject::tr("%1 / %2 requests left per %3")
                   .arg(count(*w.requestsLeft), count(*w.requestLimit), duration(w.windowMs)));
     if (w.tokenLimit)
-        out.append(prefix + QObject::tr("%1 / %2 tokens left").arg(count(*w.tokensLeft), count(*w.tokenLimit)));
+        out.append(
+            prefix + QObject::tr("%1 / %2 tokens left").arg(count(*w.tokensLeft), count(*w.tokenLimit)));
     return out;
 }
 
@@ -133,7 +135,9 @@ void CapacityModel::rebuild()
             else if (c.blockedBy == WaitReason::Slots)
                 r.next = tr("when a slot is released");
             else if (c.blockedBy == WaitReason::Queue)
-                r.next = tr("%n caller(s) waiting first", nullptr, static_cast<int>(c.waiting));
+                r.next = c.waiting == 1
+                    ? tr("1 caller waiting first")
+                    : tr("%1 callers waiting first").arg(count(static_cast<std::int64_t>(c.waiting)));
         } else {
             r.next = tr("next call: now");
         }
@@ -144,17 +148,19 @@ void CapacityModel::rebuild()
         if (c.slotLimit)
             r.details.append(tr("%1 / %2 slots free").arg(count(*c.slotsFree), count(*c.slotLimit)));
         if (c.backoffRemainingMs > 0)
-            r.details.append(tr("backoff %1 left (%n × 429)", nullptr, c.consecutive429)
-                                 .arg(duration(c.backoffRemainingMs)));
+            r.details.append(
+                tr("backoff %1 left (%2 × 429)").arg(duration(c.backoffRemainingMs)).arg(c.consecutive429));
         else if (c.paceRemainingMs > 0)
             r.details.append(tr("pacing after a backoff, %1 left").arg(duration(c.paceRemainingMs)));
         if (c.paused) {
             const QString reason = c.pauseReason.empty() ? tr("no reason given") : qs(c.pauseReason);
-            r.details.append(c.pausedAll ? tr("paused (everything): %1").arg(reason)
-                                         : tr("paused: %1").arg(reason));
+            r.details.append(
+                c.pausedAll ? tr("paused (everything): %1").arg(reason) : tr("paused: %1").arg(reason));
         }
         if (c.waiting > 0 && c.blockedBy != WaitReason::Queue)
-            r.details.append(tr("%n caller(s) waiting", nullptr, static_cast<int>(c.waiting)));
+            r.details.append(c.waiting == 1
+                    ? tr("1 caller waiting")
+                    : tr("%1 callers waiting").arg(count(static_cast<std::int64_t>(c.waiting))));
         QStringList tip;
         for (const WindowCapacity& m : c.models) {
             tip.append(windowLines(m, tr("model %1: ").arg(qs(m.model))));

@@ -33,18 +33,19 @@
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
-#include <QScreen>
-#include <QTimer>
-#include <QToolButton>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTableView>
+#include <QTimer>
 #include <QToolBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 namespace tollgate::ui {
@@ -62,6 +63,8 @@ KeyedTableView* makeTable(QWidget* parent, const QString& name)
     view->horizontalHeader()->setStretchLastSection(true);
     view->setAlternatingRowColors(true);
     view->setWordWrap(false);
+    // The header and a row: a short screen can give the charts and the log the room.
+    view->setMinimumHeight(48);
     return view;
 }
 
@@ -240,7 +243,8 @@ void MainWindow::fitToScreen(const QRect& available)
     const QRect inner = geometry();
     QMargins frame(inner.left() - outer.left(), inner.top() - outer.top(), outer.right() - inner.right(),
         outer.bottom() - inner.bottom());
-    if (frame.isNull() && isVisible() == false && !QGuiApplication::platformName().startsWith(QLatin1String("offscreen")))
+    if (frame.isNull() && isVisible() == false
+        && !QGuiApplication::platformName().startsWith(QLatin1String("offscreen")))
         frame = QMargins(0, 30, 0, 0); // not decorated yet: allow for a title bar
     const QRect fitted = WindowFit::fit(inner, available, frame);
     if (fitted != inner)
@@ -316,41 +320,42 @@ void MainWindow::buildActions()
     m_togglePauseAction->setCheckable(true);
     m_pauseAllAction = add(QStringLiteral("actionPauseAll"), tr("Pause &all"), tr("Make every caller wait"),
         QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), QStringLiteral("pause"), &MainWindow::pauseAll);
-    m_resumeAllAction = add(QStringLiteral("actionResumeAll"), tr("Resume a&ll"), tr("Let every caller go on"),
-        QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), QStringLiteral("resume"), &MainWindow::resumeAll);
-    m_pauseAction = add(QStringLiteral("actionPause"), tr("&Pause…"), tr("Pause one provider or all, with a reason"),
-        QKeySequence(Qt::CTRL | Qt::Key_P), QStringLiteral("pause"), &MainWindow::pauseSelected);
+    m_resumeAllAction
+        = add(QStringLiteral("actionResumeAll"), tr("Resume a&ll"), tr("Let every caller go on"),
+            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), QStringLiteral("resume"), &MainWindow::resumeAll);
+    m_pauseAction
+        = add(QStringLiteral("actionPause"), tr("&Pause…"), tr("Pause one provider or all, with a reason"),
+            QKeySequence(Qt::CTRL | Qt::Key_P), QStringLiteral("pause"), &MainWindow::pauseSelected);
     m_resumeAction = add(QStringLiteral("actionResume"), tr("&Resume"), tr("Resume the selected provider"),
         QKeySequence(Qt::CTRL | Qt::Key_R), QStringLiteral("resume"), &MainWindow::resumeSelected);
     m_resetBackoffAction = add(QStringLiteral("actionResetBackoff"), tr("Reset &backoff…"),
         tr("End the selected provider's 429 backoff now"), QKeySequence(Qt::CTRL | Qt::Key_B),
         QStringLiteral("undo"), &MainWindow::resetBackoffSelected);
-    m_editLimitAction = add(QStringLiteral("actionEditLimit"), tr("&Edit limit"),
-        tr("Edit the selected provider's limit"), QKeySequence(Qt::Key_F2), QString(),
-        &MainWindow::editSelectedLimit);
+    m_editLimitAction
+        = add(QStringLiteral("actionEditLimit"), tr("&Edit limit"), tr("Edit the selected provider's limit"),
+            QKeySequence(Qt::Key_F2), QString(), &MainWindow::editSelectedLimit);
     m_releaseAction = add(QStringLiteral("actionRelease"), tr("&Force release…"),
         tr("Release the selected slot or lock file (asks first when its holder still runs)"),
         QKeySequence(QKeySequence::Delete), QStringLiteral("release"), &MainWindow::releaseSelected);
-    m_cleanStaleAction = add(QStringLiteral("actionCleanStale"), tr("&Clean stale"),
-        tr("Release every dead holder at once"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K),
-        QStringLiteral("clean"), &MainWindow::cleanStale);
+    m_cleanStaleAction
+        = add(QStringLiteral("actionCleanStale"), tr("&Clean stale"), tr("Release every dead holder at once"),
+            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K), QStringLiteral("clean"), &MainWindow::cleanStale);
     m_undoAction = add(QStringLiteral("actionUndoLimit"), tr("&Undo limit change"),
         tr("Restore the limits as they were before your last change"), QKeySequence(QKeySequence::Undo),
         QStringLiteral("undo"), &MainWindow::undoLimitChange);
     m_refreshAction = add(QStringLiteral("actionRefresh"), tr("&Refresh"), tr("Read the home again now"),
         QKeySequence(Qt::Key_F5), QStringLiteral("refresh"), &MainWindow::refresh);
-    m_findAction = add(QStringLiteral("actionFindEvents"), tr("&Find in events"),
-        tr("Filter the event log"), QKeySequence(Qt::CTRL | Qt::Key_F), QStringLiteral("filter"),
-        &MainWindow::findInEvents);
+    m_findAction = add(QStringLiteral("actionFindEvents"), tr("&Find in events"), tr("Filter the event log"),
+        QKeySequence(Qt::CTRL | Qt::Key_F), QStringLiteral("filter"), &MainWindow::findInEvents);
     m_clearScopeAction = add(QStringLiteral("actionClearEventScope"), tr("Show events of &everyone"),
-        tr("Clear the provider and caller filter of the event log"), QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F),
-        QString(), &MainWindow::clearEventScope);
+        tr("Clear the provider and caller filter of the event log"),
+        QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F), QString(), &MainWindow::clearEventScope);
     m_resetZoomAction = add(QStringLiteral("actionResetZoom"), tr("Reset chart &zoom"),
         tr("Show the charts' whole span again"), QKeySequence(Qt::CTRL | Qt::Key_0), QString(),
         &MainWindow::resetChartZoom);
-    m_settingsAction = add(QStringLiteral("actionSettings"), tr("&Settings…"),
-        tr("Storm alerts, lock directories"), QKeySequence(Qt::CTRL | Qt::Key_Comma), QStringLiteral("settings"),
-        &MainWindow::openSettings);
+    m_settingsAction
+        = add(QStringLiteral("actionSettings"), tr("&Settings…"), tr("Storm alerts, lock directories"),
+            QKeySequence(Qt::CTRL | Qt::Key_Comma), QStringLiteral("settings"), &MainWindow::openSettings);
     m_quitAction = add(QStringLiteral("actionQuit"), tr("&Quit"), tr("Close the dashboard"),
         QKeySequence(Qt::CTRL | Qt::Key_Q), QString(), &MainWindow::quit);
 
@@ -452,7 +457,11 @@ void MainWindow::buildUi()
     layout->addWidget(m_messageBanner);
 
     m_stack = new QStackedWidget(central);
-    m_emptyState = new QLabel(m_stack);
+    // In a scroll area: its command lines do not wrap, and must not set the window's width.
+    auto* emptyScroll = new QScrollArea(m_stack);
+    emptyScroll->setWidgetResizable(true);
+    emptyScroll->setFrameShape(QFrame::NoFrame);
+    m_emptyState = new QLabel(emptyScroll);
     m_emptyState->setObjectName(QStringLiteral("emptyState"));
     m_emptyState->setWordWrap(true);
     m_emptyState->setTextFormat(Qt::RichText);
@@ -462,7 +471,8 @@ void MainWindow::buildUi()
     DashboardSnapshot initial;
     initial.home = m_controller->home();
     m_emptyState->setText(emptyStateText(initial));
-    m_stack->addWidget(m_emptyState);
+    emptyScroll->setWidget(m_emptyState);
+    m_stack->addWidget(emptyScroll);
 
     auto* page = new QSplitter(Qt::Vertical, m_stack);
     page->setObjectName(QStringLiteral("dashboardPage"));
@@ -471,7 +481,7 @@ void MainWindow::buildUi()
 
     // Capacity at a glance.
     m_capacityPanel = new CapacityPanel(m_capacity, page);
-    m_capacityPanel->setMinimumHeight(90);
+    m_capacityPanel->setMinimumHeight(84);
     connect(m_capacityPanel, &CapacityPanel::contextMenuRequested, this,
         [this](const QString& provider, const QPoint& global) {
             selectProvider(provider);
@@ -530,6 +540,7 @@ void MainWindow::buildUi()
     m_callersSorted->setSortRole(KeyedTableModel::SortRole);
     m_callersSorted->sort(CallerUsageModel::LastHour, Qt::DescendingOrder);
     m_callersView->setModel(m_callersSorted);
+    m_callersView->setMinimumHeight(1); // folds away under the chart on a short screen
     m_callersView->setItemDelegateForColumn(CallerUsageModel::Share, new UsageBarDelegate(m_callersView));
     m_callersView->horizontalHeader()->setStretchLastSection(true);
     // Chart over table in a splitter of its own: either can be given the room.
@@ -578,6 +589,7 @@ void MainWindow::buildUi()
     m_rateLimitSorted->setSortRole(KeyedTableModel::SortRole);
     m_rateLimitSorted->sort(RateLimitCallersModel::Count, Qt::DescendingOrder);
     m_rateLimitView->setModel(m_rateLimitSorted);
+    m_rateLimitView->setMinimumHeight(1);
     m_rateLimitView->horizontalHeader()->setStretchLastSection(true);
     connect(m_rateLimitSpan, &QComboBox::currentIndexChanged, this, [this] {
         const qint64 span = m_rateLimitSpan->currentData().toLongLong();
@@ -673,14 +685,17 @@ void MainWindow::buildUi()
         [this] { m_controller->filteredEvents()->setTypeFilter(m_eventType->currentData().toString()); });
     connect(m_eventText, &QLineEdit::textChanged, m_controller->filteredEvents(),
         &EventsFilterModel::setTextFilter);
-    connect(m_controller->filteredEvents(), &EventsFilterModel::scopeChanged, this, &MainWindow::updateScopeChip);
+    connect(
+        m_controller->filteredEvents(), &EventsFilterModel::scopeChanged, this, &MainWindow::updateScopeChip);
     // Follow the log while the user is at its end (also across resizes); leave it alone while
     // they read older lines, and count what arrives meanwhile on the chip.
     m_eventsView->setFollowsEnd(true);
     connect(m_controller->filteredEvents(), &QAbstractItemModel::rowsInserted, this,
         [this](const QModelIndex&, int first, int last) { onEventsInserted(last - first + 1); });
-    connect(m_eventsView->verticalScrollBar(), &QScrollBar::valueChanged, this, &MainWindow::onEventsScrolled);
-    connect(m_controller->filteredEvents(), &QAbstractItemModel::modelReset, this, &MainWindow::onEventsScrolled);
+    connect(
+        m_eventsView->verticalScrollBar(), &QScrollBar::valueChanged, this, &MainWindow::onEventsScrolled);
+    connect(
+        m_controller->filteredEvents(), &QAbstractItemModel::modelReset, this, &MainWindow::onEventsScrolled);
 
     page->addWidget(m_capacityPanel);
     page->addWidget(providersBox);
@@ -703,6 +718,9 @@ void MainWindow::buildUi()
 
     m_statusLabel = new QLabel(this);
     m_statusLabel->setObjectName(QStringLiteral("statusLabel"));
+    // A long home path must not set the window's minimum width: the label is clipped instead
+    // and its tooltip has the whole text.
+    m_statusLabel->setMinimumWidth(160);
     statusBar()->addPermanentWidget(m_statusLabel);
     m_statusLabel->setText(tr("Watching %1").arg(m_controller->home()));
 
@@ -759,17 +777,18 @@ QComboBox* MainWindow::makeSpanBox(QWidget* parent, const QString& name, qint64 
 void MainWindow::connectScopeMenu(KeyedTableView* view, int providerColumn, int callerColumn)
 {
     view->setContextMenuPolicy(Qt::CustomContextMenu);
-    connect(view, &QWidget::customContextMenuRequested, this, [this, view, providerColumn, callerColumn](const QPoint& pos) {
-        const QModelIndex index = view->indexAt(pos);
-        if (!index.isValid())
-            return;
-        const QString provider
-            = providerColumn >= 0 ? index.siblingAtColumn(providerColumn).data().toString() : QString();
-        const QString caller
-            = callerColumn >= 0 ? index.siblingAtColumn(callerColumn).data().toString() : QString();
-        if (auto menu = scopeMenu(provider, caller); !menu->isEmpty())
-            menu->exec(view->viewport()->mapToGlobal(pos));
-    });
+    connect(view, &QWidget::customContextMenuRequested, this,
+        [this, view, providerColumn, callerColumn](const QPoint& pos) {
+            const QModelIndex index = view->indexAt(pos);
+            if (!index.isValid())
+                return;
+            const QString provider
+                = providerColumn >= 0 ? index.siblingAtColumn(providerColumn).data().toString() : QString();
+            const QString caller
+                = callerColumn >= 0 ? index.siblingAtColumn(callerColumn).data().toString() : QString();
+            if (auto menu = scopeMenu(provider, caller); !menu->isEmpty())
+                menu->exec(view->viewport()->mapToGlobal(pos));
+        });
 }
 
 std::unique_ptr<QMenu> MainWindow::scopeMenu(const QString& provider, const QString& caller)
@@ -874,7 +893,7 @@ void MainWindow::onEventsInserted(int count)
     if (m_eventsView->isFollowingEnd())
         return;
     m_newEvents += count;
-    m_newEventsChip->setText(tr("%n new event(s) ↓", nullptr, m_newEvents));
+    m_newEventsChip->setText(m_newEvents == 1 ? tr("1 new event ↓") : tr("%1 new events ↓").arg(m_newEvents));
     m_newEventsChip->show();
 }
 
@@ -907,11 +926,12 @@ void MainWindow::updatePauseToggle()
     const bool paused = m_controller->snapshot().state.pausedAll;
     m_togglePauseAction->setChecked(paused);
     m_togglePauseAction->setText(paused ? tr("Resume all") : tr("Pause all"));
-    m_togglePauseAction->setIcon(iconNamed(paused ? QStringLiteral("state-paused") : QStringLiteral("pause")));
+    m_togglePauseAction->setIcon(
+        iconNamed(paused ? QStringLiteral("state-paused") : QStringLiteral("pause")));
     const QAction* target = paused ? m_resumeAllAction : m_pauseAllAction;
-    m_togglePauseAction->setToolTip(
-        withShortcut(paused ? tr("Everything is paused: let every caller go on") : tr("Make every caller wait"),
-            target->shortcut()));
+    m_togglePauseAction->setToolTip(withShortcut(
+        paused ? tr("Everything is paused: let every caller go on") : tr("Make every caller wait"),
+        target->shortcut()));
 }
 
 void MainWindow::updateLimitRates()
@@ -945,7 +965,8 @@ void MainWindow::editSelectedLimit()
     m_providersView->selectKey(provider);
     const int row = m_providersView->rowOfKey(provider);
     int column = m_providersView->currentIndex().column();
-    if (!(m_controller->providers()->flags(m_controller->providers()->index(row, column)) & Qt::ItemIsEditable))
+    if (!(m_controller->providers()->flags(m_controller->providers()->index(row, column))
+            & Qt::ItemIsEditable))
         column = ProvidersModel::RequestLimit;
     const QModelIndex index = m_providersView->model()->index(row, column);
     m_providersView->setFocus();
@@ -990,12 +1011,9 @@ void MainWindow::saveLayout()
 
 void MainWindow::restoreLayout()
 {
-    QStringList hidden = m_settings.hiddenPanels();
-    // A state that hides everything is not restored: the window would show nothing.
-    if (std::all_of(panelNames().cbegin(), panelNames().cend(), [&hidden](const QString& p) { return hidden.contains(p); }))
-        hidden.clear();
-    for (const QString& p : panelNames())
-        setPanelVisible(p, !hidden.contains(p));
+    if (m_settings.splitterState(m_mainSplitter->objectName()).isEmpty())
+        resetLayout();
+    // Splitter states first: restoring one shows the panes it holds again.
     for (QSplitter* s : findChildren<QSplitter*>()) {
         const QByteArray state = m_settings.splitterState(s->objectName());
         if (state.isEmpty() || !s->restoreState(state))
@@ -1009,8 +1027,13 @@ void MainWindow::restoreLayout()
             s->setSizes(even);
         }
     }
-    if (m_settings.splitterState(m_mainSplitter->objectName()).isEmpty())
-        resetLayout();
+    QStringList hidden = m_settings.hiddenPanels();
+    // A state that hides everything is not restored: the window would show nothing.
+    const QStringList all = panelNames();
+    if (std::all_of(all.cbegin(), all.cend(), [&hidden](const QString& p) { return hidden.contains(p); }))
+        hidden.clear();
+    for (const QString& p : all)
+        setPanelVisible(p, !hidden.contains(p));
 }
 
 void MainWindow::resetLayout()
@@ -1024,7 +1047,7 @@ void MainWindow::resetLayout()
     const int capacityHeight = m_capacityPanel->sizeHint().height();
     const int providersHeight = m_panels.value(QStringLiteral("providers"))->sizeHint().height();
     const int rest = std::max(200, h - capacityHeight - providersHeight);
-    m_mainSplitter->setSizes({ capacityHeight, providersHeight, rest / 2, rest - rest / 2 });
+    m_mainSplitter->setSizes({ capacityHeight, providersHeight, rest * 11 / 20, rest - rest * 11 / 20 });
     const int w = std::max(600, width());
     m_chartsSplitter->setSizes({ w / 2, w - w / 2 });
     m_bottomSplitter->setSizes({ w * 2 / 5, w - w * 2 / 5 });
@@ -1062,6 +1085,7 @@ void MainWindow::onSnapshot()
     status += tr(" · updated %1")
                   .arg(QDateTime::fromMSecsSinceEpoch(s.nowMs).toString(QStringLiteral("HH:mm:ss")));
     m_statusLabel->setText(status);
+    m_statusLabel->setToolTip(status);
 }
 
 void MainWindow::fitProvidersView()
@@ -1069,8 +1093,10 @@ void MainWindow::fitProvidersView()
     // As tall as its rows (a few providers is the usual case), so the charts get the room.
     const int rows = std::clamp(m_controller->providers()->rowCount(), 1, 8);
     const int height = m_providersView->horizontalHeader()->sizeHint().height()
-        + rows * m_providersView->verticalHeader()->defaultSectionSize() + 2 * m_providersView->frameWidth()
-        + 4;
+        + rows * m_providersView->verticalHeader()->defaultSectionSize()
+        + 2 * m_providersView->frameWidth()
+        // Room for the horizontal scroll bar a narrow window shows, so it never covers a row.
+        + m_providersView->horizontalScrollBar()->sizeHint().height() + 4;
     m_providersView->setFixedHeight(height);
 }
 

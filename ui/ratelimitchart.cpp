@@ -127,8 +127,9 @@ void RateLimitChart::update(const UsageHistory& usage, qint64 nowMs)
         it->markers.append(m);
     }
     QList<QPointF> pauses, resumes, limits;
-    const double markY = yTop * 0.93;
+    // Each kind on its own row, so a pause and a resume in one bucket do not hide each other.
     for (const Group& g : m_groups) {
+        const double markY = yTop * (0.93 - 0.09 * g.kind);
         const QPointF p(static_cast<double>(b.startOf(g.bucket) + b.widthMs / 2), markY);
         (g.kind == 0 ? pauses : g.kind == 1 ? resumes : limits).append(p);
     }
@@ -182,13 +183,17 @@ QString RateLimitChart::barTipAt(qint64 timeMs) const
     if (bucket < 0 || bucket >= m_counts.size() || m_counts[bucket] == 0 || !m_usage)
         return {};
     const qint64 from = b.startOf(bucket);
-    QStringList lines { tr("%1 × 429, %2–%3").arg(m_counts[bucket]).arg(hhmmss(from), hhmmss(from + b.widthMs)) };
+    QStringList lines {
+        tr("%1 × 429, %2–%3").arg(m_counts[bucket]).arg(hhmmss(from), hhmmss(from + b.widthMs))
+    };
     for (const auto& r : m_usage->rateLimitedBetween(from, from + b.widthMs)) {
         if (lines.size() > MAX_TIP_LINES) {
             lines.append(QStringLiteral("…"));
             break;
         }
-        lines.append(tr("%1 · %2: %3").arg(r.provider, r.caller.isEmpty() ? tr("(no caller)") : r.caller).arg(r.count));
+        lines.append(tr("%1 · %2: %3")
+                         .arg(r.provider, r.caller.isEmpty() ? tr("(no caller)") : r.caller)
+                         .arg(r.count));
     }
     return lines.join(QLatin1Char('\n'));
 }

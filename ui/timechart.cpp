@@ -42,10 +42,10 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     chart->addAxis(m_y, Qt::AlignLeft);
     setChart(chart);
     setRenderHint(QPainter::Antialiasing);
-    setMinimumHeight(150);
+    setMinimumHeight(110); // the axes and a few bars; the splitters give it more when there is room
     setFocusPolicy(Qt::StrongFocus);
-    setRubberBand(QChartView::RubberBands(QChartView::HorizontalRubberBand)
-        | QChartView::ClickThroughRubberBand);
+    setRubberBand(
+        QChartView::RubberBands(QChartView::HorizontalRubberBand) | QChartView::ClickThroughRubberBand);
     setToolTip(tr("Wheel or drag to zoom; right-click or Esc to reset"));
 
     m_tip = new QLabel(this);

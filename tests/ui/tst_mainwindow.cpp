@@ -107,7 +107,7 @@ void TestMainWindow::emptyStateOnMissingHome()
     auto* empty = w.findChild<QLabel*>(QStringLiteral("emptyState"));
     auto* stack = w.findChild<QStackedWidget*>();
     QVERIFY(empty && stack);
-    QCOMPARE(stack->currentWidget(), empty);
+    QVERIFY(stack->currentWidget()->isAncestorOf(empty));
     QVERIFY(empty->text().contains(QStringLiteral("No callers yet")));
     QVERIFY(empty->text().contains(m_home));
     QVERIFY(empty->text().contains(QStringLiteral("tollgate demo")));
@@ -116,7 +116,7 @@ void TestMainWindow::emptyStateOnMissingHome()
 
     // The home appears later (a first caller): the window switches to the live view.
     makeHome();
-    QTRY_VERIFY_WITH_TIMEOUT(stack->currentWidget() != empty, TIMEOUT_MS);
+    QTRY_VERIFY_WITH_TIMEOUT(!stack->currentWidget()->isAncestorOf(empty), TIMEOUT_MS);
 }
 
 void TestMainWindow::liveState()
