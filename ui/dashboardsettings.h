@@ -1,8 +1,9 @@
 #pragma once
 
 // DashboardSettings: what the dashboard remembers between runs — window geometry, splitter
-// positions, hidden panels, chart spans, the storm alert threshold, the watched lock directories and the stale age for lock files. Backed by
-// QSettings at an explicit file (tests pass a temporary one), never a global.
+// positions, hidden panels, chart spans, the storm alert threshold, the watched lock directories and the
+// stale age for lock files. Backed by QSettings at an explicit file (tests pass a temporary one), never a
+// global.
 
 #include <QSettings>
 #include <QStringList>

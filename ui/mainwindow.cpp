@@ -1051,10 +1051,14 @@ void MainWindow::resetLayout()
     const int w = std::max(600, width());
     m_chartsSplitter->setSizes({ w / 2, w - w / 2 });
     m_bottomSplitter->setSizes({ w * 2 / 5, w - w * 2 / 5 });
+    // Under each chart its table (callers, 429s by caller): a quarter of the box on a tall
+    // window; folded away on a short one, where the chart needs the height.
     const bool shortScreen = height() < 900;
+    const int chartsBox = std::max(120, rest * 11 / 20 - 60);
     for (const char* name : { "usageSplitter", "rateSplitter" }) {
         if (auto* s = findChild<QSplitter*>(QLatin1String(name)))
-            s->setSizes(shortScreen ? QList<int> { 1, 0 } : QList<int> { 3, 1 });
+            s->setSizes(
+                shortScreen ? QList<int> { chartsBox, 0 } : QList<int> { chartsBox * 3 / 4, chartsBox / 4 });
     }
 }
 

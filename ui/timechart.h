@@ -64,6 +64,9 @@ protected:
     // Called after the palette's colours were applied to the frame (series colours).
     virtual void themeChanged() { }
     [[nodiscard]] bool isDark() const;
+    // The legend at the right while its entries fit the height, else below the plot (a short
+    // chart with many callers would cut the list).
+    void fitLegend();
 
     void wheelEvent(QWheelEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;

@@ -61,7 +61,8 @@ void UsageChart::setLimitRates(double requestsPerSecond, double tokensPerSecond)
 
 void UsageChart::updateTitle()
 {
-    const QString per = ChartSpan::bucketLabel(buckets().count > 0 ? buckets().widthMs : ChartSpan::MINUTE_MS);
+    const QString per
+        = ChartSpan::bucketLabel(buckets().count > 0 ? buckets().widthMs : ChartSpan::MINUTE_MS);
     const QString span = ChartSpan::spanLabel(effectiveSpan() > 0 ? effectiveSpan() : ChartSpan::HOUR_MS);
     chart()->setTitle(m_tokens ? tr("Tokens per %1 by caller, last %2").arg(per, span)
                                : tr("Requests per %1 by caller, last %2").arg(per, span));
@@ -128,7 +129,8 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     if (limit > 0) {
         m_limit->replace({ QPointF(static_cast<double>(b.firstMs), limit),
             QPointF(static_cast<double>(b.endMs()), limit) });
-        m_limit->setName(tr("limit (%1 per %2)").arg(std::round(limit * 10) / 10).arg(ChartSpan::bucketLabel(b.widthMs)));
+        m_limit->setName(
+            tr("limit (%1 per %2)").arg(std::round(limit * 10) / 10).arg(ChartSpan::bucketLabel(b.widthMs)));
         m_limit->setVisible(true);
     } else {
         m_limit->clear();
@@ -144,6 +146,7 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     for (QLegendMarker* marker : chart()->legend()->markers(m_limit))
         marker->setVisible(limit > 0);
     updateTitle();
+    fitLegend();
 }
 
 QStringList UsageChart::bandNames() const

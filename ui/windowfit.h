@@ -16,7 +16,8 @@ public:
     // returns the client area to use.
     [[nodiscard]] static QRect fit(const QRect& wanted, const QRect& available, const QMargins& frame = {});
     // The first-run size: preferred, but at most 90 % of the screen, centred.
-    [[nodiscard]] static QRect initial(const QSize& preferred, const QRect& available, const QMargins& frame = {});
+    [[nodiscard]] static QRect initial(
+        const QSize& preferred, const QRect& available, const QMargins& frame = {});
 };
 
 } // namespace tollgate::ui

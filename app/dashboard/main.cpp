@@ -1,6 +1,7 @@
 // tollgate-dashboard: the desktop window onto Tollgate.
 
 #include "homedir.h"
+#include "keyedtableview.h"
 #include "mainwindow.h"
 #include "traycontroller.h"
 
@@ -78,7 +79,8 @@ int main(int argc, char** argv)
         QStringLiteral("Render the window to a PNG file once the state has loaded, and exit."),
         QStringLiteral("FILE"));
     QCommandLineOption sizeOption(QStringLiteral("size"),
-        QStringLiteral("Window size WxH (e.g. 1280x720), for --screenshot; the screen's size does not limit it."),
+        QStringLiteral(
+            "Window size WxH (e.g. 1280x720), for --screenshot; the screen's size does not limit it."),
         QStringLiteral("WxH"));
     QCommandLineOption paletteOption(QStringLiteral("palette"),
         QStringLiteral("Colours: system (default), light or dark."), QStringLiteral("NAME"),
@@ -97,21 +99,27 @@ int main(int argc, char** argv)
     if (paletteName == QLatin1String("dark") || paletteName == QLatin1String("light")) {
         // Fusion draws every widget from the palette; the platform style may not.
         QApplication::setStyle(QStyleFactory::create(QStringLiteral("Fusion")));
-        QApplication::setPalette(paletteName == QLatin1String("dark") ? darkPalette()
-                                                                      : QApplication::style()->standardPalette());
+        QApplication::setPalette(
+            paletteName == QLatin1String("dark") ? darkPalette() : QApplication::style()->standardPalette());
     } else if (paletteName != QLatin1String("system")) {
-        qCritical("tollgate-dashboard: --palette must be system, light or dark (got %s)", qPrintable(paletteName));
+        qCritical(
+            "tollgate-dashboard: --palette must be system, light or dark (got %s)", qPrintable(paletteName));
         return 2;
     }
     QSize size;
     if (parser.isSet(sizeOption)) {
-        const auto m = QRegularExpression(QStringLiteral("^(\\d{3,5})x(\\d{3,5})$")).match(parser.value(sizeOption));
-        if (!m.hasMatch()) {
-            qCritical("tollgate-dashboard: --size must be WIDTHxHEIGHT, e.g. 1280x720 (got %s)",
+        const auto m
+            = QRegularExpression(QStringLiteral("^(\\d{3,5})x(\\d{3,5})$")).match(parser.value(sizeOption));
+        // Bounded: a screenshot of 99999x99999 would be a 40 GB image.
+        if (m.hasMatch())
+            size = QSize(m.captured(1).toInt(), m.captured(2).toInt());
+        if (!m.hasMatch() || size.width() < 320 || size.width() > 7680 || size.height() < 240
+            || size.height() > 4320) {
+            qCritical("tollgate-dashboard: --size must be WIDTHxHEIGHT between 320x240 and 7680x4320, e.g. "
+                      "1280x720 (got %s)",
                 qPrintable(parser.value(sizeOption)));
             return 2;
         }
-        size = QSize(m.captured(1).toInt(), m.captured(2).toInt());
     }
 
     std::optional<std::string> explicitHome;
@@ -148,6 +156,10 @@ int main(int argc, char** argv)
             done = true;
             // One more turn of the event loop lets the views lay out what just arrived.
             QTimer::singleShot(50, &window, [&window, &file, &code] {
+                // Columns are fitted on a timer while rows arrive; a picture gets them now.
+                for (auto* view : window.findChildren<tollgate::ui::KeyedTableView*>())
+                    view->fitColumns();
+                QApplication::processEvents();
                 if (!window.grab().save(file, "PNG")) {
                     qCritical("tollgate-dashboard: cannot write the screenshot to %s", qPrintable(file));
                     code = 3;

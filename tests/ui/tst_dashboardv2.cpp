@@ -42,6 +42,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <QtCharts/QChart>
+#include <QtCharts/QScatterSeries>
 
 using namespace tollgate;
 using namespace tollgate::ui;
@@ -67,6 +68,7 @@ private Q_SLOTS:
     void zoomNarrowsAndResets();
     void limitLineOnTheUsageChart();
     void clumpedMarkersAreGrouped();
+    void markerTipStaysWhileHoveredAndPins();
 
     // Keyboard.
     void shortcutsTriggerTheirActions();
@@ -598,6 +600,56 @@ void TestDashboardV2::clumpedMarkersAreGrouped()
     chart.setSpan(5 * ChartSpan::MINUTE_MS);
     chart.update(usage, now);
     QCOMPARE(chart.markersShown(), 2);
+}
+
+void TestDashboardV2::markerTipStaysWhileHoveredAndPins()
+{
+    const qint64 now = T0 + 5000;
+    UsageHistory usage;
+    HistoryEvent e;
+    e.timeMs = now - 60'000;
+    e.type = "pause";
+    e.provider = "api";
+    e.reason = "deploy";
+    usage.add({ e });
+    RateLimitChart chart;
+    chart.resize(600, 300);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setSpan(ChartSpan::HOUR_MS);
+    chart.update(usage, now);
+    QScatterSeries* pauses = nullptr;
+    for (QAbstractSeries* s : chart.chart()->series()) {
+        if (s->name() == QStringLiteral("pause"))
+            pauses = qobject_cast<QScatterSeries*>(s);
+    }
+    QVERIFY(pauses && pauses->count() == 1);
+    const QPointF mark = pauses->at(0);
+
+    // Hovered: the tip shows and stays through redraws while traffic flows.
+    Q_EMIT pauses->hovered(mark, true);
+    QVERIFY(chart.tipVisible());
+    QVERIFY2(
+        chart.tipText().contains(QStringLiteral("pause")) && chart.tipText().contains(QStringLiteral("api")),
+        qPrintable(chart.tipText()));
+    for (int i = 1; i <= 5; ++i)
+        chart.update(usage, now + i * 1000);
+    QTest::qWait(20);
+    QVERIFY(chart.tipVisible());
+    // The mouse leaves: it goes.
+    Q_EMIT pauses->hovered(mark, false);
+    QVERIFY(!chart.tipVisible());
+
+    // A click pins it: leaving the mark no longer hides it; Esc does.
+    Q_EMIT pauses->hovered(mark, true);
+    Q_EMIT pauses->clicked(mark);
+    QVERIFY(chart.tipPinned());
+    Q_EMIT pauses->hovered(mark, false);
+    chart.update(usage, now + 10'000);
+    QVERIFY(chart.tipVisible());
+    QTest::keyClick(&chart, Qt::Key_Escape);
+    QVERIFY(!chart.tipPinned());
+    QVERIFY(!chart.tipVisible());
 }
 
 // ---------------------------------------------------------------------------------------------
