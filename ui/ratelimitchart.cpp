@@ -106,7 +106,7 @@ void RateLimitChart::update(const UsageHistory& usage, qint64 nowMs)
     }
     points.append(QPointF(static_cast<double>(b.endMs()), points.isEmpty() ? 0.0 : points.last().y()));
     m_line->replace(points);
-    NiceAxis::apply(m_y, top * 1.15);
+    NiceAxis::apply(m_y, top * 1.15, 5, yIntervalsThatFit());
     const double yTop = m_y->max();
     chart()->setTitle(tr("429s per %1, last %2")
                           .arg(ChartSpan::bucketLabel(b.widthMs), ChartSpan::spanLabel(effectiveSpan())));

@@ -10,7 +10,6 @@
 #include <QtCharts/QChart>
 #include <QtCharts/QDateTimeAxis>
 #include <QtCharts/QLegend>
-#include <QtCharts/QLegendMarker>
 #include <QtCharts/QValueAxis>
 #include <algorithm>
 
@@ -253,20 +252,20 @@ void TimeChartView::resizeEvent(QResizeEvent* event)
     // As many time labels as fit without eliding (HH:mm:ss needs about 70 px, plus a gap).
     const int plot = static_cast<int>(chart()->plotArea().width());
     m_x->setTickCount(std::clamp((plot > 0 ? plot : width() / 2) / 95 + 1, 3, 9));
-    fitLegend();
 }
 
-void TimeChartView::fitLegend()
+int TimeChartView::yIntervalsThatFit() const
 {
-    QLegend* legend = chart()->legend();
-    int shown = 0;
-    for (QLegendMarker* m : legend->markers())
-        shown += m->isVisible() ? 1 : 0;
-    const int row = QFontMetrics(legend->font()).height() + 5;
-    const int room = height() - 70; // the title, the time axis and the margins
-    const Qt::Alignment want = shown * row <= room ? Qt::AlignRight : Qt::AlignBottom;
-    if (legend->alignment() != want)
-        legend->setAlignment(want);
+    const int label = QFontMetrics(m_y->labelsFont()).height() + 6;
+    return std::clamp((height() - 90) / label, 2, 6); // the plot: less the title and time axis
+}
+
+int TimeChartView::legendRowsThatFit() const
+{
+    // The legend stays at the right (below the plot it would take the height a short chart
+    // needs); a chart too short for every entry shows fewer.
+    const int row = QFontMetrics(chart()->legend()->font()).height() + 5;
+    return std::max(1, (height() - 70) / row); // the title, the time axis and the margins
 }
 
 void TimeChartView::changeEvent(QEvent* event)

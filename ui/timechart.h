@@ -64,9 +64,10 @@ protected:
     // Called after the palette's colours were applied to the frame (series colours).
     virtual void themeChanged() { }
     [[nodiscard]] bool isDark() const;
-    // The legend at the right while its entries fit the height, else below the plot (a short
-    // chart with many callers would cut the list).
-    void fitLegend();
+    // How many legend entries fit the chart's height at the right.
+    [[nodiscard]] int legendRowsThatFit() const;
+    // How many count-axis intervals have room for their labels (2..6).
+    [[nodiscard]] int yIntervalsThatFit() const;
 
     void wheelEvent(QWheelEvent* event) override;
     void mousePressEvent(QMouseEvent* event) override;

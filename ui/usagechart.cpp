@@ -91,7 +91,9 @@ QColor UsageChart::colorFor(const QString& caller)
 void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
 {
     const ChartSpan::Buckets& b = frame(nowMs, usage.oldestMs());
-    const QVector<UsageHistory::CallerSeries> series = usage.callerSeries(b, m_tokens, MAX_BANDS);
+    // As many bands as the legend can name (one row is the limit's); the rest are "others".
+    const int bands = std::clamp(legendRowsThatFit() - 1, 3, static_cast<int>(MAX_BANDS));
+    const QVector<UsageHistory::CallerSeries> series = usage.callerSeries(b, m_tokens, bands);
     QVector<double> base(b.count, 0.0);
     double top = 0;
     for (int band = 0; band < MAX_BANDS; ++band) {
@@ -137,7 +139,8 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
         m_limit->setVisible(false);
     }
     // A limit far above the traffic would flatten it: the line is drawn only up to 4× the top.
-    NiceAxis::apply(m_y, (limit > 0 && limit <= std::max(top, 1.0) * 4) ? std::max(top, limit) : top);
+    NiceAxis::apply(m_y, (limit > 0 && limit <= std::max(top, 1.0) * 4) ? std::max(top, limit) : top, 5,
+        yIntervalsThatFit());
     for (int band = 0; band < MAX_BANDS; ++band) {
         const auto markers = chart()->legend()->markers(m_areas[band]);
         for (QLegendMarker* marker : markers)
@@ -146,7 +149,6 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     for (QLegendMarker* marker : chart()->legend()->markers(m_limit))
         marker->setVisible(limit > 0);
     updateTitle();
-    fitLegend();
 }
 
 QStringList UsageChart::bandNames() const
