@@ -68,11 +68,16 @@ KeyedTableView* makeTable(QWidget* parent, const QString& name)
     return view;
 }
 
-QFrame* makeBanner(QWidget* parent, const QString& name, const QString& style, QLabel*& text)
+QFrame* makeBanner(
+    QWidget* parent, const QString& name, const QString& style, const QString& textColor, QLabel*& text)
 {
     auto* frame = new QFrame(parent);
     frame->setObjectName(name);
-    frame->setStyleSheet(QStringLiteral("QFrame#%1 { %2 border-radius: 4px; }").arg(name, style));
+    // The text colour is set on the label too: a dark palette's light text on the banner's
+    // light background would be unreadable.
+    frame->setStyleSheet(
+        QStringLiteral("QFrame#%1 { %2 color: %3; border-radius: 4px; } QFrame#%1 QLabel { color: %3; }")
+            .arg(name, style, textColor));
     auto* layout = new QHBoxLayout(frame);
     layout->setContentsMargins(10, 6, 6, 6);
     text = new QLabel(frame);
@@ -442,9 +447,11 @@ void MainWindow::buildUi()
         "padding: 6px 10px; }"));
     m_corruptBanner->hide();
     m_alertBanner = makeBanner(central, QStringLiteral("alertBanner"),
-        QStringLiteral("background: #fff0d6; border: 1px solid #e0b060; color: #6a3b00;"), m_alertText);
+        QStringLiteral("background: #fff0d6; border: 1px solid #e0b060;"), QStringLiteral("#6a3b00"),
+        m_alertText);
     m_messageBanner = makeBanner(central, QStringLiteral("messageBanner"),
-        QStringLiteral("background: #eef3fb; border: 1px solid #a8bfe0; color: #1a2a40;"), m_messageText);
+        QStringLiteral("background: #eef3fb; border: 1px solid #a8bfe0;"), QStringLiteral("#1a2a40"),
+        m_messageText);
     m_undoButton = new QPushButton(tr("Undo"), m_messageBanner);
     m_undoButton->setObjectName(QStringLiteral("undoButton"));
     m_undoButton->setToolTip(withShortcut(

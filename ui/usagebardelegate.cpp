@@ -2,6 +2,7 @@
 
 #include "keyedtablemodel.h"
 
+#include <QApplication>
 #include <QPainter>
 
 namespace tollgate::ui {
@@ -26,7 +27,15 @@ void UsageBarDelegate::paint(
         painter->drawRoundedRect(bar, 2, 2);
         painter->restore();
     }
-    QStyledItemDelegate::paint(painter, option, index);
+    // Drawn as QStyledItemDelegate does, except that over a bar the text keeps the view's own
+    // colour: the model's warning colour (red when nearly full) on a red bar is unreadable.
+    QStyleOptionViewItem opt = option;
+    initStyleOption(&opt, index);
+    if (fraction.isValid())
+        opt.palette.setBrush(QPalette::Text, option.palette.brush(QPalette::Text));
+    const QWidget* widget = opt.widget;
+    QStyle* style = widget ? widget->style() : QApplication::style();
+    style->drawControl(QStyle::CE_ItemViewItem, &opt, painter, widget);
 }
 
 } // namespace tollgate::ui
