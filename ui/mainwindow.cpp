@@ -218,7 +218,10 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     // The countdowns ("next free in 8 s") move with the clock between snapshots.
     auto* capacityTick = new QTimer(this);
     capacityTick->setInterval(DashboardController::TICK_MS);
-    connect(capacityTick, &QTimer::timeout, this, [this] { m_capacity->tick(m_controller->nowMs()); });
+    connect(capacityTick, &QTimer::timeout, this, [this] {
+        if (isVisible()) // hidden in the tray: nobody reads the countdowns
+            m_capacity->tick(m_controller->nowMs());
+    });
     capacityTick->start();
     updatePauseToggle();
     m_controller->start();
@@ -570,6 +573,7 @@ void MainWindow::buildUi()
         onCharts();
     });
     connect(m_usageZoomReset, &QPushButton::clicked, m_usageChart, &TimeChartView::resetZoom);
+    connect(m_usageChart, &TimeChartView::scopeRequested, this, &MainWindow::showEventsOf);
     connect(m_usageChart, &TimeChartView::zoomChanged, m_usageZoomReset, &QWidget::setEnabled);
 
     auto* rateBox = new QGroupBox(tr("429 history"), charts);

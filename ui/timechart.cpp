@@ -4,6 +4,7 @@
 #include <QDateTime>
 #include <QKeyEvent>
 #include <QLabel>
+#include <QMenu>
 #include <QMouseEvent>
 #include <QResizeEvent>
 #include <QWheelEvent>
@@ -46,7 +47,7 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     setFocusPolicy(Qt::StrongFocus);
     setRubberBand(
         QChartView::RubberBands(QChartView::HorizontalRubberBand) | QChartView::ClickThroughRubberBand);
-    setToolTip(tr("Wheel or drag to zoom; right-click or Esc to reset"));
+    setToolTip(tr("Wheel or drag to zoom, Esc to reset; right-click for more"));
 
     m_tip = new QLabel(this);
     m_tip->setObjectName(QStringLiteral("chartTip"));
@@ -123,6 +124,25 @@ void TimeChartView::zoomTo(qint64 fromMs, qint64 toMs)
         Q_EMIT zoomChanged(isZoomed());
 }
 
+std::unique_ptr<QMenu> TimeChartView::contextMenu()
+{
+    auto menu = std::make_unique<QMenu>(this);
+    for (const Scope& scope : scopes()) {
+        const QString text = scope.caller.isEmpty() ? tr("Show events of provider %1").arg(scope.provider)
+                                                    : tr("Show events of caller %1").arg(scope.caller);
+        QAction* a = menu->addAction(text);
+        connect(a, &QAction::triggered, this,
+            [this, scope] { Q_EMIT scopeRequested(scope.provider, scope.caller); });
+    }
+    if (!menu->isEmpty())
+        menu->addSeparator();
+    QAction* reset = menu->addAction(tr("Reset zoom"));
+    reset->setObjectName(QStringLiteral("chartResetZoom"));
+    reset->setEnabled(isZoomed());
+    connect(reset, &QAction::triggered, this, &TimeChartView::resetZoom);
+    return menu;
+}
+
 void TimeChartView::resetZoom()
 {
     const bool was = isZoomed();
@@ -166,9 +186,9 @@ void TimeChartView::mousePressEvent(QMouseEvent* event)
 void TimeChartView::mouseReleaseEvent(QMouseEvent* event)
 {
     if (event->button() == Qt::RightButton) {
-        resetZoom();
         unpinTip();
         event->accept();
+        contextMenu()->exec(event->globalPosition().toPoint());
         return;
     }
     const qint64 before = axisMinMs();

@@ -5,7 +5,8 @@
 // every time chart does the same way:
 //  - a span (ChartSpan: 5 min … 24 h, or automatic) whose bucket width the subclass draws;
 //  - zoom: the wheel and a horizontal rubber band narrow the time axis to an absolute range,
-//    right-click, Escape or resetZoom() go back to the span. Zoom never widens past the span;
+//    Escape, resetZoom() or "Reset zoom" in the right-click menu go back to the span. Zoom never widens past
+//    the span;
 //  - a marker tip that stays while the mouse is on the marker (QToolTip vanishes after a
 //    second while traffic redraws the chart) and is pinned by a click until Escape or a click
 //    elsewhere;
@@ -16,11 +17,13 @@
 #include "chartspan.h"
 
 #include <QtCharts/QChartView>
+#include <memory>
 
 QT_BEGIN_NAMESPACE
 class QChart;
 class QDateTimeAxis;
 class QLabel;
+class QMenu;
 class QValueAxis;
 QT_END_NAMESPACE
 
@@ -49,8 +52,14 @@ public:
     [[nodiscard]] bool tipPinned() const { return m_tipPinned; }
     [[nodiscard]] QString tipText() const;
 
+    // What a right-click offers: the subclass's "Show events of caller X" entries, then
+    // "Reset zoom" (also for tests).
+    [[nodiscard]] std::unique_ptr<QMenu> contextMenu();
+
 Q_SIGNALS:
     void zoomChanged(bool zoomed);
+    // "Show events of…" was chosen (either may be empty).
+    void scopeRequested(const QString& provider, const QString& caller);
 
 protected:
     // Resolves the span for this redraw (oldestMs: the oldest data, for the automatic span),
@@ -63,6 +72,13 @@ protected:
     void unpinTip();
     // Called after the palette's colours were applied to the frame (series colours).
     virtual void themeChanged() { }
+    // The callers (and providers) the chart shows, for the right-click menu's scope entries.
+    struct Scope
+    {
+        QString provider;
+        QString caller;
+    };
+    [[nodiscard]] virtual QList<Scope> scopes() const { return {}; }
     [[nodiscard]] bool isDark() const;
     // How many legend entries fit the chart's height at the right.
     [[nodiscard]] int legendRowsThatFit() const;

@@ -151,6 +151,17 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     updateTitle();
 }
 
+QList<TimeChartView::Scope> UsageChart::scopes() const
+{
+    QList<Scope> out;
+    const QString others = UsageHistory::othersName();
+    for (QAreaSeries* area : m_areas) {
+        if (area->isVisible() && area->name() != others)
+            out.append(Scope { QString(), area->name() });
+    }
+    return out;
+}
+
 QStringList UsageChart::bandNames() const
 {
     QStringList out;

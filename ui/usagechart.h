@@ -39,6 +39,7 @@ private:
     [[nodiscard]] QColor colorFor(const QString& caller);
     void updateTitle();
     void themeChanged() override;
+    [[nodiscard]] QList<Scope> scopes() const override;
 
     bool m_tokens = false;
     double m_requestRate = 0;

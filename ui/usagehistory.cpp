@@ -5,6 +5,11 @@
 
 namespace tollgate::ui {
 
+QString UsageHistory::othersName()
+{
+    return QObject::tr("others");
+}
+
 namespace {
 
 QString qs(const std::string& s)
@@ -91,7 +96,7 @@ QVector<UsageHistory::CallerSeries> UsageHistory::callerSeries(
         all.end());
     if (maxCallers > 0 && all.size() > maxCallers) {
         CallerSeries others;
-        others.caller = QObject::tr("others");
+        others.caller = othersName();
         others.perBucket.fill(0.0, buckets.count);
         for (int i = maxCallers - 1; i < all.size(); ++i) {
             for (int m = 0; m < buckets.count; ++m)

@@ -56,6 +56,9 @@ public:
         QString text;
     };
 
+    // The name of the band that sums the callers beyond the largest ones.
+    [[nodiscard]] static QString othersName();
+
     void add(const std::vector<HistoryEvent>& events);
     void clear();
     void prune(qint64 nowMs);

@@ -985,6 +985,28 @@ void TestDashboardV2::scopeFromARightClick()
     QCOMPARE(events->rowCount(), all);
     QVERIFY(chip->isHidden());
 
+    // From the per-caller chart: its right-click menu names the callers it draws.
+    AdmitRequest admit = call("api");
+    admit.caller = "bob";
+    admit.pid = ProcessProbe::selfPid();
+    admit.pidNs = m_probe.pidNamespace();
+    QVERIFY(m_limiter->acquire(admit, m_clock.now()).ok());
+    auto* chart = w.findChild<UsageChart*>(QStringLiteral("usageChart"));
+    QTRY_VERIFY_WITH_TIMEOUT(chart->bandNames().contains(QStringLiteral("bob")), TIMEOUT_MS);
+    auto cmenu = chart->contextMenu();
+    QAction* bob = nullptr;
+    for (QAction* a : cmenu->actions()) {
+        if (a->text() == QStringLiteral("Show events of caller bob"))
+            bob = a;
+    }
+    QVERIFY(bob);
+    QVERIFY(cmenu->findChild<QAction*>(QStringLiteral("chartResetZoom")));
+    bob->trigger();
+    QCOMPARE(events->callerFilter(), QStringLiteral("bob"));
+    QCOMPARE(events->rowCount(), count(EventsModel::Caller, QStringLiteral("bob")));
+    QCOMPARE(events->rowCount(), 2); // the success and the admission
+    QTest::mouseClick(chip, Qt::LeftButton);
+
     // A holder's menu offers its provider and caller; "(all)" is no provider to narrow to.
     QVERIFY(!w.scopeMenu(EventsModel::tr("(all)"), QString())
                  ->findChild<QAction*>(QStringLiteral("scopeProvider")));
