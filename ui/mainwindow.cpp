@@ -633,6 +633,11 @@ void MainWindow::buildUi()
     m_holdersView->sortByColumn(HoldersModel::Age, Qt::DescendingOrder);
     m_holdersView->horizontalHeader()->setStretchLastSection(true);
     m_holdersView->setContextMenuPolicy(Qt::CustomContextMenu);
+    // Delete releases a holder only while the holders table has the focus: pressed in the
+    // event log or a text field it must not release the row selected elsewhere.
+    removeAction(m_releaseAction);
+    m_releaseAction->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+    m_holdersView->addAction(m_releaseAction);
     auto* holderButtons = new QHBoxLayout();
     m_releaseButton = new QPushButton(tr("Force release…"), holdersBox);
     m_releaseButton->setObjectName(QStringLiteral("releaseButton"));

@@ -703,8 +703,17 @@ void TestDashboardV2::shortcutsTriggerTheirActions()
     const QString key = QStringLiteral("lock:") + m_locks + QStringLiteral("/mine.lock");
     QTRY_VERIFY_WITH_TIMEOUT(w.controller()->holders()->holder(key), TIMEOUT_MS);
     w.selectHolder(key);
-    w.findChild<KeyedTableView*>(QStringLiteral("holdersView"))->setFocus();
-    QTest::keyClick(&w, Qt::Key_Delete);
+    // Pressed in another table, Delete does not release the holder selected elsewhere.
+    auto* eventsView = w.findChild<KeyedTableView*>(QStringLiteral("eventsView"));
+    eventsView->setFocus();
+    QTRY_COMPARE(QApplication::focusWidget(), eventsView);
+    QTest::keyClick(QApplication::focusWidget(), Qt::Key_Delete);
+    QTest::qWait(50);
+    QVERIFY(confirmations.isEmpty());
+    auto* holdersView = w.findChild<KeyedTableView*>(QStringLiteral("holdersView"));
+    holdersView->setFocus();
+    QTRY_COMPARE(QApplication::focusWidget(), holdersView);
+    QTest::keyClick(holdersView, Qt::Key_Delete);
     QTRY_COMPARE_WITH_TIMEOUT(confirmations, QStringList { QStringLiteral("Force release") }, TIMEOUT_MS);
     QVERIFY(QFile::exists(m_locks + QStringLiteral("/mine.lock"))); // answered No
     // Delete in the filter field deletes text, not a holder.
