@@ -81,7 +81,8 @@ void TestUsageHistory::usageAggregatesPerMinute()
 
     // Pruning forgets what is out of every window.
     u.prune(minute + 2 * 86'400'000);
-    QVERIFY(u.callerSeries(ChartSpan::buckets(minute + 2 * 86'400'000, ChartSpan::HOUR_MS), false, 0).isEmpty());
+    QVERIFY(
+        u.callerSeries(ChartSpan::buckets(minute + 2 * 86'400'000, ChartSpan::HOUR_MS), false, 0).isEmpty());
     QCOMPARE(u.oldestMs(), qint64(0));
     QVERIFY(u.markers(minute + 2 * 86'400'000).isEmpty());
     QVERIFY(u.rateLimitedCallers(minute + 2 * 86'400'000).isEmpty());
