@@ -1,5 +1,6 @@
 #include "dashboardsettings.h"
 
+#include "chartspan.h"
 #include "stormdetector.h"
 
 namespace tollgate::ui {
@@ -49,14 +50,44 @@ void DashboardSettings::setStaleSeconds(qint64 seconds)
     m_settings->setValue(QStringLiteral("locks/staleSeconds"), seconds);
 }
 
-int DashboardSettings::rateLimitSpanHours() const
+qint64 DashboardSettings::usageSpanMs() const
 {
-    return std::clamp(m_settings->value(QStringLiteral("charts/rateLimitHours"), 24).toInt(), 1, 24);
+    return ChartSpan::sanitize(m_settings->value(QStringLiteral("charts/usageSpanMs"), 0).toLongLong());
 }
 
-void DashboardSettings::setRateLimitSpanHours(int hours)
+void DashboardSettings::setUsageSpanMs(qint64 spanMs)
 {
-    m_settings->setValue(QStringLiteral("charts/rateLimitHours"), hours);
+    m_settings->setValue(QStringLiteral("charts/usageSpanMs"), ChartSpan::sanitize(spanMs));
+}
+
+qint64 DashboardSettings::rateLimitSpanMs() const
+{
+    return ChartSpan::sanitize(m_settings->value(QStringLiteral("charts/rateLimitSpanMs"), 0).toLongLong());
+}
+
+void DashboardSettings::setRateLimitSpanMs(qint64 spanMs)
+{
+    m_settings->setValue(QStringLiteral("charts/rateLimitSpanMs"), ChartSpan::sanitize(spanMs));
+}
+
+QByteArray DashboardSettings::splitterState(const QString& name) const
+{
+    return m_settings->value(QStringLiteral("splitters/") + name).toByteArray();
+}
+
+void DashboardSettings::setSplitterState(const QString& name, const QByteArray& state)
+{
+    m_settings->setValue(QStringLiteral("splitters/") + name, state);
+}
+
+QStringList DashboardSettings::hiddenPanels() const
+{
+    return m_settings->value(QStringLiteral("window/hiddenPanels")).toStringList();
+}
+
+void DashboardSettings::setHiddenPanels(const QStringList& panels)
+{
+    m_settings->setValue(QStringLiteral("window/hiddenPanels"), panels);
 }
 
 QByteArray DashboardSettings::geometry() const

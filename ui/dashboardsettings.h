@@ -1,8 +1,9 @@
 #pragma once
 
-// DashboardSettings: what the dashboard remembers between runs — window geometry, the storm
-// alert threshold, the watched lock directories and the stale age for lock files. Backed by
-// QSettings at an explicit file (tests pass a temporary one), never a global.
+// DashboardSettings: what the dashboard remembers between runs — window geometry, splitter
+// positions, hidden panels, chart spans, the storm alert threshold, the watched lock directories and the
+// stale age for lock files. Backed by QSettings at an explicit file (tests pass a temporary one), never a
+// global.
 
 #include <QSettings>
 #include <QStringList>
@@ -28,8 +29,17 @@ public:
     [[nodiscard]] qint64 staleSeconds() const;
     void setStaleSeconds(qint64 seconds);
 
-    [[nodiscard]] int rateLimitSpanHours() const;
-    void setRateLimitSpanHours(int hours);
+    // Chart spans in ms: ChartSpan::AUTO (the default) or one of ChartSpan::spans().
+    [[nodiscard]] qint64 usageSpanMs() const;
+    void setUsageSpanMs(qint64 spanMs);
+    [[nodiscard]] qint64 rateLimitSpanMs() const;
+    void setRateLimitSpanMs(qint64 spanMs);
+
+    // Splitter positions (QSplitter::saveState) by splitter name, and the panels hidden.
+    [[nodiscard]] QByteArray splitterState(const QString& name) const;
+    void setSplitterState(const QString& name, const QByteArray& state);
+    [[nodiscard]] QStringList hiddenPanels() const;
+    void setHiddenPanels(const QStringList& panels);
 
     [[nodiscard]] QByteArray geometry() const;
     void setGeometry(const QByteArray& geometry);

@@ -25,6 +25,24 @@ void EventsFilterModel::setTextFilter(const QString& text)
     invalidateFilter();
 }
 
+void EventsFilterModel::setProviderFilter(const QString& provider)
+{
+    if (provider == m_provider)
+        return;
+    m_provider = provider;
+    invalidateFilter();
+    Q_EMIT scopeChanged();
+}
+
+void EventsFilterModel::setCallerFilter(const QString& caller)
+{
+    if (caller == m_caller)
+        return;
+    m_caller = caller;
+    invalidateFilter();
+    Q_EMIT scopeChanged();
+}
+
 bool EventsFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourceParent) const
 {
     const QAbstractItemModel* src = sourceModel();
@@ -32,6 +50,12 @@ bool EventsFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourc
         return false;
     if (!m_type.isEmpty()
         && src->index(sourceRow, 0, sourceParent).data(EventsModel::TypeRole).toString() != m_type)
+        return false;
+    if (!m_provider.isEmpty()
+        && src->index(sourceRow, EventsModel::Provider, sourceParent).data().toString() != m_provider)
+        return false;
+    if (!m_caller.isEmpty()
+        && src->index(sourceRow, EventsModel::Caller, sourceParent).data().toString() != m_caller)
         return false;
     if (m_text.isEmpty())
         return true;

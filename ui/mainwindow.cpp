@@ -1,6 +1,9 @@
 #include "mainwindow.h"
 
 #include "callerusagemodel.h"
+#include "capacitymodel.h"
+#include "capacitypanel.h"
+#include "chartspan.h"
 #include "dashboardcontroller.h"
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
@@ -14,12 +17,14 @@
 #include "traycontroller.h"
 #include "usagebardelegate.h"
 #include "usagechart.h"
+#include "windowfit.h"
 
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QDateTime>
+#include <QFile>
 #include <QFrame>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -27,15 +32,20 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
+#include <QMenuBar>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QTableView>
+#include <QTimer>
 #include <QToolBar>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 namespace tollgate::ui {
@@ -53,14 +63,21 @@ KeyedTableView* makeTable(QWidget* parent, const QString& name)
     view->horizontalHeader()->setStretchLastSection(true);
     view->setAlternatingRowColors(true);
     view->setWordWrap(false);
+    // The header and a row: a short screen can give the charts and the log the room.
+    view->setMinimumHeight(48);
     return view;
 }
 
-QFrame* makeBanner(QWidget* parent, const QString& name, const QString& style, QLabel*& text)
+QFrame* makeBanner(
+    QWidget* parent, const QString& name, const QString& style, const QString& textColor, QLabel*& text)
 {
     auto* frame = new QFrame(parent);
     frame->setObjectName(name);
-    frame->setStyleSheet(QStringLiteral("QFrame#%1 { %2 border-radius: 4px; }").arg(name, style));
+    // The text colour is set on the label too: a dark palette's light text on the banner's
+    // light background would be unreadable.
+    frame->setStyleSheet(
+        QStringLiteral("QFrame#%1 { %2 color: %3; border-radius: 4px; } QFrame#%1 QLabel { color: %3; }")
+            .arg(name, style, textColor));
     auto* layout = new QHBoxLayout(frame);
     layout->setContentsMargins(10, 6, 6, 6);
     text = new QLabel(frame);
@@ -73,6 +90,23 @@ QFrame* makeBanner(QWidget* parent, const QString& name, const QString& style, Q
     layout->addWidget(close, 0, Qt::AlignTop);
     frame->hide();
     return frame;
+}
+
+// Panels that can be hidden, in the order of the View menu.
+const char* const PANELS[] = { "capacity", "providers", "charts", "holders", "events" };
+
+// Tollgate's own icon set (resources/icons.qrc); a build without it shows text only.
+QIcon iconNamed(const QString& name)
+{
+    const QString path = QStringLiteral(":/icons/%1.svg").arg(name);
+    return !name.isEmpty() && QFile::exists(path) ? QIcon(path) : QIcon();
+}
+
+QString withShortcut(const QString& tip, const QKeySequence& key)
+{
+    if (key.isEmpty())
+        return tip;
+    return QStringLiteral("%1 (%2)").arg(tip, key.toString(QKeySequence::NativeText));
 }
 
 QString emptyStateText(const DashboardSnapshot& s)
@@ -115,6 +149,7 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     m_controller->setStormThreshold(
         m_settings.stormThreshold(), qint64(m_settings.stormWindowSeconds()) * 1000);
     m_controller->setStaleSeconds(m_settings.staleSeconds());
+    m_capacity = new CapacityModel(this);
     m_tray = new TrayController(this);
     // Every confirmation defaults to No: Enter alone never does the risky thing.
     m_confirm = [this](const QString& title, const QString& text) {
@@ -131,8 +166,9 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
 
     setWindowTitle(tr("Tollgate — %1").arg(options.home));
     setWindowIcon(StateIcon::icon(TrayState::Normal));
-    buildUi();
     buildActions();
+    buildUi();
+    buildMenus();
 
     connect(m_controller, &DashboardController::snapshotChanged, this, &MainWindow::onSnapshot);
     connect(m_controller, &DashboardController::chartsChanged, this, &MainWindow::onCharts);
@@ -163,16 +199,37 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     connect(m_tray, &TrayController::resumeAllRequested, this, &MainWindow::resumeAll);
     connect(m_tray, &TrayController::quitRequested, this, &MainWindow::quit);
 
-    if (!restoreGeometry(m_settings.geometry()))
-        resize(1500, 1000);
+    // A geometry saved on a larger screen (or a screen since unplugged) is moved and shrunk
+    // onto this one; the first run takes at most 90 % of the screen.
+    const QRect available = screen() ? screen()->availableGeometry() : QRect();
+    if (restoreGeometry(m_settings.geometry()))
+        fitToScreen(available);
+    else
+        setGeometry(WindowFit::initial(QSize(1500, 1000), available, QMargins(0, 30, 0, 0)));
     restoreState(m_settings.windowState());
+    restoreLayout();
+
+    m_capacity->setSnapshot(m_controller->snapshot(), m_controller->nowMs());
+    connect(m_controller, &DashboardController::snapshotChanged, this, [this] {
+        m_capacity->setSnapshot(m_controller->snapshot(), m_controller->nowMs());
+        updatePauseToggle();
+        updateLimitRates();
+    });
+    // The countdowns ("next free in 8 s") move with the clock between snapshots.
+    auto* capacityTick = new QTimer(this);
+    capacityTick->setInterval(DashboardController::TICK_MS);
+    connect(capacityTick, &QTimer::timeout, this, [this] {
+        if (isVisible()) // hidden in the tray: nobody reads the countdowns
+            m_capacity->tick(m_controller->nowMs());
+    });
+    capacityTick->start();
+    updatePauseToggle();
     m_controller->start();
 }
 
 MainWindow::~MainWindow()
 {
-    m_settings.setGeometry(saveGeometry());
-    m_settings.setWindowState(saveState());
+    saveLayout();
     m_settings.sync();
 }
 
@@ -186,11 +243,203 @@ bool MainWindow::isLoaded() const
     return m_controller->loaded();
 }
 
+void MainWindow::fitToScreen(const QRect& available)
+{
+    if (!available.isValid())
+        return;
+    const QRect outer = frameGeometry();
+    const QRect inner = geometry();
+    QMargins frame(inner.left() - outer.left(), inner.top() - outer.top(), outer.right() - inner.right(),
+        outer.bottom() - inner.bottom());
+    if (frame.isNull() && isVisible() == false
+        && !QGuiApplication::platformName().startsWith(QLatin1String("offscreen")))
+        frame = QMargins(0, 30, 0, 0); // not decorated yet: allow for a title bar
+    const QRect fitted = WindowFit::fit(inner, available, frame);
+    if (fitted != inner)
+        setGeometry(fitted);
+}
+
+QStringList MainWindow::panelNames()
+{
+    QStringList out;
+    for (const char* p : PANELS)
+        out.append(QLatin1String(p));
+    return out;
+}
+
+void MainWindow::setPanelVisible(const QString& panel, bool visible)
+{
+    QWidget* w = m_panels.value(panel);
+    if (!w)
+        return;
+    if (!visible) {
+        // Never hide the last panel: a window of nothing is not a state to end up in.
+        int shown = 0;
+        for (QWidget* p : std::as_const(m_panels))
+            shown += p->isVisibleTo(this) || !p->isHidden() ? 1 : 0;
+        if (shown <= 1 && !w->isHidden()) {
+            if (QAction* a = m_panelActions.value(panel))
+                a->setChecked(true);
+            return;
+        }
+    }
+    w->setVisible(visible);
+    if (QAction* a = m_panelActions.value(panel); a && a->isChecked() != visible)
+        a->setChecked(visible);
+    // The charts box holds both charts: it is one panel; the bottom splitter goes when both go.
+    const bool bottom = !m_panels.value(QStringLiteral("holders"))->isHidden()
+        || !m_panels.value(QStringLiteral("events"))->isHidden();
+    m_bottomSplitter->setVisible(bottom);
+}
+
+bool MainWindow::isPanelVisible(const QString& panel) const
+{
+    QWidget* w = m_panels.value(panel);
+    return w && !w->isHidden();
+}
+
+QAction* MainWindow::makeAction(const QString& name, const QString& text, const QString& tip,
+    const QKeySequence& shortcut, const QString& icon)
+{
+    auto* a = new QAction(text, this);
+    a->setObjectName(name);
+    if (!shortcut.isEmpty()) {
+        a->setShortcut(shortcut);
+        a->setShortcutContext(Qt::WindowShortcut);
+    }
+    a->setToolTip(withShortcut(tip, shortcut));
+    a->setStatusTip(tip);
+    a->setIcon(iconNamed(icon));
+    addAction(a); // shortcuts work with the menu bar hidden too
+    return a;
+}
+
+void MainWindow::buildActions()
+{
+    auto add = [this](const QString& name, const QString& text, const QString& tip, const QKeySequence& key,
+                   const QString& icon, void (MainWindow::*slot)()) {
+        QAction* a = makeAction(name, text, tip, key, icon);
+        connect(a, &QAction::triggered, this, slot);
+        return a;
+    };
+    m_togglePauseAction = add(QStringLiteral("actionTogglePause"), tr("Pause all"),
+        tr("Make every caller wait, or let them go on when all is paused"), QKeySequence(),
+        QStringLiteral("pause"), &MainWindow::togglePauseAll);
+    m_togglePauseAction->setCheckable(true);
+    m_pauseAllAction = add(QStringLiteral("actionPauseAll"), tr("Pause &all"), tr("Make every caller wait"),
+        QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), QStringLiteral("pause"), &MainWindow::pauseAll);
+    m_resumeAllAction
+        = add(QStringLiteral("actionResumeAll"), tr("Resume a&ll"), tr("Let every caller go on"),
+            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), QStringLiteral("resume"), &MainWindow::resumeAll);
+    m_pauseAction
+        = add(QStringLiteral("actionPause"), tr("&Pause…"), tr("Pause one provider or all, with a reason"),
+            QKeySequence(Qt::CTRL | Qt::Key_P), QStringLiteral("pause"), &MainWindow::pauseSelected);
+    m_resumeAction = add(QStringLiteral("actionResume"), tr("&Resume"), tr("Resume the selected provider"),
+        QKeySequence(Qt::CTRL | Qt::Key_R), QStringLiteral("resume"), &MainWindow::resumeSelected);
+    m_resetBackoffAction = add(QStringLiteral("actionResetBackoff"), tr("Reset &backoff…"),
+        tr("End the selected provider's 429 backoff now"), QKeySequence(Qt::CTRL | Qt::Key_B),
+        QStringLiteral("undo"), &MainWindow::resetBackoffSelected);
+    m_editLimitAction
+        = add(QStringLiteral("actionEditLimit"), tr("&Edit limit"), tr("Edit the selected provider's limit"),
+            QKeySequence(Qt::Key_F2), QString(), &MainWindow::editSelectedLimit);
+    m_releaseAction = add(QStringLiteral("actionRelease"), tr("&Force release…"),
+        tr("Release the selected slot or lock file (asks first when its holder still runs)"),
+        QKeySequence(QKeySequence::Delete), QStringLiteral("release"), &MainWindow::releaseSelected);
+    m_cleanStaleAction
+        = add(QStringLiteral("actionCleanStale"), tr("&Clean stale"), tr("Release every dead holder at once"),
+            QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_K), QStringLiteral("clean"), &MainWindow::cleanStale);
+    m_undoAction = add(QStringLiteral("actionUndoLimit"), tr("&Undo limit change"),
+        tr("Restore the limits as they were before your last change"), QKeySequence(QKeySequence::Undo),
+        QStringLiteral("undo"), &MainWindow::undoLimitChange);
+    m_refreshAction = add(QStringLiteral("actionRefresh"), tr("&Refresh"), tr("Read the home again now"),
+        QKeySequence(Qt::Key_F5), QStringLiteral("refresh"), &MainWindow::refresh);
+    m_findAction = add(QStringLiteral("actionFindEvents"), tr("&Find in events"), tr("Filter the event log"),
+        QKeySequence(Qt::CTRL | Qt::Key_F), QStringLiteral("filter"), &MainWindow::findInEvents);
+    m_clearScopeAction = add(QStringLiteral("actionClearEventScope"), tr("Show events of &everyone"),
+        tr("Clear the provider and caller filter of the event log"),
+        QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_F), QString(), &MainWindow::clearEventScope);
+    m_resetZoomAction = add(QStringLiteral("actionResetZoom"), tr("Reset chart &zoom"),
+        tr("Show the charts' whole span again"), QKeySequence(Qt::CTRL | Qt::Key_0), QString(),
+        &MainWindow::resetChartZoom);
+    m_settingsAction
+        = add(QStringLiteral("actionSettings"), tr("&Settings…"), tr("Storm alerts, lock directories"),
+            QKeySequence(Qt::CTRL | Qt::Key_Comma), QStringLiteral("settings"), &MainWindow::openSettings);
+    m_quitAction = add(QStringLiteral("actionQuit"), tr("&Quit"), tr("Close the dashboard"),
+        QKeySequence(Qt::CTRL | Qt::Key_Q), QString(), &MainWindow::quit);
+
+    auto* bar = addToolBar(tr("Actions"));
+    bar->setObjectName(QStringLiteral("actionsToolBar"));
+    bar->setMovable(false);
+    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    bar->addAction(m_togglePauseAction);
+    bar->addSeparator();
+    bar->addAction(m_pauseAction);
+    bar->addAction(m_resumeAction);
+    bar->addAction(m_resetBackoffAction);
+    bar->addSeparator();
+    bar->addAction(m_releaseAction);
+    bar->addAction(m_cleanStaleAction);
+    bar->addSeparator();
+    bar->addAction(m_undoAction);
+    bar->addAction(m_refreshAction);
+    bar->addAction(m_settingsAction);
+    // The toolbar names them without the mnemonic ampersands and trailing dots of the menu.
+    for (QAction* a : bar->actions()) {
+        if (QWidget* w = bar->widgetForAction(a))
+            w->setObjectName(a->objectName() + QStringLiteral("Button"));
+    }
+}
+
+void MainWindow::buildMenus()
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(m_settingsAction);
+    file->addSeparator();
+    file->addAction(m_quitAction);
+    QMenu* actions = menuBar()->addMenu(tr("&Actions"));
+    actions->addAction(m_pauseAllAction);
+    actions->addAction(m_resumeAllAction);
+    actions->addSeparator();
+    actions->addAction(m_pauseAction);
+    actions->addAction(m_resumeAction);
+    actions->addAction(m_resetBackoffAction);
+    actions->addAction(m_editLimitAction);
+    actions->addAction(m_undoAction);
+    actions->addSeparator();
+    actions->addAction(m_releaseAction);
+    actions->addAction(m_cleanStaleAction);
+    QMenu* view = menuBar()->addMenu(tr("&View"));
+    view->addAction(m_refreshAction);
+    view->addAction(m_findAction);
+    view->addAction(m_clearScopeAction);
+    view->addAction(m_resetZoomAction);
+    QAction* resetLayoutAction = view->addAction(tr("Reset &layout"));
+    resetLayoutAction->setObjectName(QStringLiteral("actionResetLayout"));
+    connect(resetLayoutAction, &QAction::triggered, this, &MainWindow::resetLayout);
+    view->addSeparator();
+    const QStringList titles
+        = { tr("&Capacity"), tr("Pro&viders"), tr("C&harts"), tr("H&olders"), tr("E&vents") };
+    const QStringList names = panelNames();
+    for (int i = 0; i < names.size(); ++i) {
+        const QString name = names[i];
+        QAction* a = view->addAction(titles[i]);
+        a->setObjectName(QStringLiteral("actionPanel_") + name);
+        a->setCheckable(true);
+        a->setChecked(true);
+        a->setShortcut(QKeySequence(Qt::ALT | static_cast<Qt::Key>(Qt::Key_1 + i)));
+        a->setToolTip(withShortcut(tr("Show or hide this panel"), a->shortcut()));
+        addAction(a);
+        connect(a, &QAction::toggled, this, [this, name](bool on) { setPanelVisible(name, on); });
+        m_panelActions.insert(name, a);
+    }
+}
+
 void MainWindow::buildUi()
 {
     auto* central = new QWidget(this);
     auto* layout = new QVBoxLayout(central);
-    layout->setContentsMargins(6, 6, 6, 6);
+    layout->setContentsMargins(6, 4, 6, 4);
+    layout->setSpacing(4);
 
     m_corruptBanner = new QLabel(central);
     m_corruptBanner->setObjectName(QStringLiteral("corruptBanner"));
@@ -201,12 +450,15 @@ void MainWindow::buildUi()
         "padding: 6px 10px; }"));
     m_corruptBanner->hide();
     m_alertBanner = makeBanner(central, QStringLiteral("alertBanner"),
-        QStringLiteral("background: #fff0d6; border: 1px solid #e0b060; color: #6a3b00;"), m_alertText);
+        QStringLiteral("background: #fff0d6; border: 1px solid #e0b060;"), QStringLiteral("#6a3b00"),
+        m_alertText);
     m_messageBanner = makeBanner(central, QStringLiteral("messageBanner"),
-        QStringLiteral("background: #eef3fb; border: 1px solid #a8bfe0;"), m_messageText);
+        QStringLiteral("background: #eef3fb; border: 1px solid #a8bfe0;"), QStringLiteral("#1a2a40"),
+        m_messageText);
     m_undoButton = new QPushButton(tr("Undo"), m_messageBanner);
     m_undoButton->setObjectName(QStringLiteral("undoButton"));
-    m_undoButton->setToolTip(tr("Restore the limits as they were before your last change (Ctrl+Z)"));
+    m_undoButton->setToolTip(withShortcut(
+        tr("Restore the limits as they were before your last change"), QKeySequence(QKeySequence::Undo)));
     m_undoButton->hide();
     connect(m_undoButton, &QPushButton::clicked, this, &MainWindow::undoLimitChange);
     qobject_cast<QHBoxLayout*>(m_messageBanner->layout())->insertWidget(1, m_undoButton, 0, Qt::AlignTop);
@@ -215,7 +467,11 @@ void MainWindow::buildUi()
     layout->addWidget(m_messageBanner);
 
     m_stack = new QStackedWidget(central);
-    m_emptyState = new QLabel(m_stack);
+    // In a scroll area: its command lines do not wrap, and must not set the window's width.
+    auto* emptyScroll = new QScrollArea(m_stack);
+    emptyScroll->setWidgetResizable(true);
+    emptyScroll->setFrameShape(QFrame::NoFrame);
+    m_emptyState = new QLabel(emptyScroll);
     m_emptyState->setObjectName(QStringLiteral("emptyState"));
     m_emptyState->setWordWrap(true);
     m_emptyState->setTextFormat(Qt::RichText);
@@ -225,14 +481,27 @@ void MainWindow::buildUi()
     DashboardSnapshot initial;
     initial.home = m_controller->home();
     m_emptyState->setText(emptyStateText(initial));
-    m_stack->addWidget(m_emptyState);
+    emptyScroll->setWidget(m_emptyState);
+    m_stack->addWidget(emptyScroll);
 
     auto* page = new QSplitter(Qt::Vertical, m_stack);
     page->setObjectName(QStringLiteral("dashboardPage"));
-    page->setChildrenCollapsible(false);
+    page->setChildrenCollapsible(true);
+    m_mainSplitter = page;
 
-    auto* providersBox = new QGroupBox(tr("Providers — double-click a limit to edit it"), page);
+    // Capacity at a glance.
+    m_capacityPanel = new CapacityPanel(m_capacity, page);
+    m_capacityPanel->setMinimumHeight(84);
+    connect(m_capacityPanel, &CapacityPanel::contextMenuRequested, this,
+        [this](const QString& provider, const QPoint& global) {
+            selectProvider(provider);
+            auto menu = providerMenu(provider);
+            menu->exec(global);
+        });
+
+    auto* providersBox = new QGroupBox(tr("Providers — double-click a limit or press F2 to edit it"), page);
     auto* providersLayout = new QVBoxLayout(providersBox);
+    providersLayout->setContentsMargins(4, 4, 4, 4);
     m_providersView = makeTable(providersBox, QStringLiteral("providersView"));
     m_providersView->setModel(m_controller->providers());
     m_providersView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
@@ -248,73 +517,113 @@ void MainWindow::buildUi()
     connect(m_controller->providers(), &QAbstractItemModel::rowsRemoved, this, &MainWindow::fitProvidersView);
 
     auto* charts = new QSplitter(Qt::Horizontal, page);
+    charts->setObjectName(QStringLiteral("chartsSplitter"));
+    m_chartsSplitter = charts;
     auto* usageBox = new QGroupBox(tr("Per-caller usage"), charts);
     auto* usageLayout = new QVBoxLayout(usageBox);
+    usageLayout->setContentsMargins(4, 4, 4, 4);
     auto* usageTop = new QHBoxLayout();
     m_usageKind = new QComboBox(usageBox);
     m_usageKind->setObjectName(QStringLiteral("usageKind"));
-    m_usageKind->addItem(tr("Requests per minute"));
-    m_usageKind->addItem(tr("Tokens per minute"));
-    usageTop->addWidget(new QLabel(tr("Show:"), usageBox));
+    m_usageKind->addItem(tr("Requests"));
+    m_usageKind->addItem(tr("Tokens"));
+    auto* showLabel = new QLabel(tr("S&how:"), usageBox);
+    showLabel->setBuddy(m_usageKind);
+    m_usageSpan = makeSpanBox(usageBox, QStringLiteral("usageSpan"), m_settings.usageSpanMs());
+    auto* usageSpanLabel = new QLabel(tr("&Span:"), usageBox);
+    usageSpanLabel->setBuddy(m_usageSpan);
+    m_usageZoomReset = new QPushButton(tr("Reset zoom"), usageBox);
+    m_usageZoomReset->setObjectName(QStringLiteral("usageZoomReset"));
+    m_usageZoomReset->setEnabled(false);
+    usageTop->addWidget(showLabel);
     usageTop->addWidget(m_usageKind);
+    usageTop->addWidget(usageSpanLabel);
+    usageTop->addWidget(m_usageSpan);
+    usageTop->addWidget(m_usageZoomReset);
     usageTop->addStretch(1);
     m_usageChart = new UsageChart(usageBox);
     m_usageChart->setObjectName(QStringLiteral("usageChart"));
+    m_usageChart->setSpan(m_settings.usageSpanMs());
     m_callersView = makeTable(usageBox, QStringLiteral("callersView"));
     m_callersSorted = new QSortFilterProxyModel(this);
     m_callersSorted->setSourceModel(m_controller->callerUsage());
     m_callersSorted->setSortRole(KeyedTableModel::SortRole);
     m_callersSorted->sort(CallerUsageModel::LastHour, Qt::DescendingOrder);
     m_callersView->setModel(m_callersSorted);
+    m_callersView->setMinimumHeight(1); // folds away under the chart on a short screen
     m_callersView->setItemDelegateForColumn(CallerUsageModel::Share, new UsageBarDelegate(m_callersView));
     m_callersView->horizontalHeader()->setStretchLastSection(true);
-    m_callersView->setMaximumHeight(150);
+    // Chart over table in a splitter of its own: either can be given the room.
+    auto* usageSplit = new QSplitter(Qt::Vertical, usageBox);
+    usageSplit->setObjectName(QStringLiteral("usageSplitter"));
+    usageSplit->addWidget(m_usageChart);
+    usageSplit->addWidget(m_callersView);
+    usageSplit->setStretchFactor(0, 3);
+    usageSplit->setStretchFactor(1, 1);
     usageLayout->addLayout(usageTop);
-    usageLayout->addWidget(m_usageChart, 1);
-    usageLayout->addWidget(m_callersView);
+    usageLayout->addWidget(usageSplit, 1);
     connect(m_usageKind, &QComboBox::currentIndexChanged, this, [this](int i) {
         m_usageChart->setShowTokens(i == 1);
         onCharts();
     });
+    connect(m_usageSpan, &QComboBox::currentIndexChanged, this, [this] {
+        const qint64 span = m_usageSpan->currentData().toLongLong();
+        m_usageChart->setSpan(span);
+        m_settings.setUsageSpanMs(span);
+        onCharts();
+    });
+    connect(m_usageZoomReset, &QPushButton::clicked, m_usageChart, &TimeChartView::resetZoom);
+    connect(m_usageChart, &TimeChartView::scopeRequested, this, &MainWindow::showEventsOf);
+    connect(m_usageChart, &TimeChartView::zoomChanged, m_usageZoomReset, &QWidget::setEnabled);
 
     auto* rateBox = new QGroupBox(tr("429 history"), charts);
     auto* rateLayout = new QVBoxLayout(rateBox);
+    rateLayout->setContentsMargins(4, 4, 4, 4);
     auto* rateTop = new QHBoxLayout();
-    m_rateLimitSpan = new QComboBox(rateBox);
-    m_rateLimitSpan->setObjectName(QStringLiteral("rateLimitSpan"));
-    m_rateLimitSpan->addItem(tr("Last 24 hours"), 24);
-    m_rateLimitSpan->addItem(tr("Last 6 hours"), 6);
-    m_rateLimitSpan->addItem(tr("Last hour"), 1);
-    rateTop->addWidget(new QLabel(tr("Show:"), rateBox));
+    m_rateLimitSpan = makeSpanBox(rateBox, QStringLiteral("rateLimitSpan"), m_settings.rateLimitSpanMs());
+    auto* rateSpanLabel = new QLabel(tr("S&pan:"), rateBox);
+    rateSpanLabel->setBuddy(m_rateLimitSpan);
+    m_rateZoomReset = new QPushButton(tr("Reset zoom"), rateBox);
+    m_rateZoomReset->setObjectName(QStringLiteral("rateZoomReset"));
+    m_rateZoomReset->setEnabled(false);
+    rateTop->addWidget(rateSpanLabel);
     rateTop->addWidget(m_rateLimitSpan);
+    rateTop->addWidget(m_rateZoomReset);
     rateTop->addStretch(1);
     rateLayout->addLayout(rateTop);
     m_rateLimitChart = new RateLimitChart(rateBox);
     m_rateLimitChart->setObjectName(QStringLiteral("rateLimitChart"));
+    m_rateLimitChart->setSpan(m_settings.rateLimitSpanMs());
     m_rateLimitView = makeTable(rateBox, QStringLiteral("rateLimitView"));
     m_rateLimitSorted = new QSortFilterProxyModel(this);
     m_rateLimitSorted->setSourceModel(m_controller->rateLimitCallers());
     m_rateLimitSorted->setSortRole(KeyedTableModel::SortRole);
     m_rateLimitSorted->sort(RateLimitCallersModel::Count, Qt::DescendingOrder);
     m_rateLimitView->setModel(m_rateLimitSorted);
+    m_rateLimitView->setMinimumHeight(1);
     m_rateLimitView->horizontalHeader()->setStretchLastSection(true);
-    m_rateLimitView->setMaximumHeight(150);
-    if (const int i = m_rateLimitSpan->findData(m_settings.rateLimitSpanHours()); i >= 0) {
-        m_rateLimitSpan->setCurrentIndex(i);
-        m_rateLimitChart->setSpanHours(m_settings.rateLimitSpanHours());
-    }
     connect(m_rateLimitSpan, &QComboBox::currentIndexChanged, this, [this] {
-        const int hours = m_rateLimitSpan->currentData().toInt();
-        m_rateLimitChart->setSpanHours(hours);
-        m_settings.setRateLimitSpanHours(hours);
+        const qint64 span = m_rateLimitSpan->currentData().toLongLong();
+        m_rateLimitChart->setSpan(span);
+        m_settings.setRateLimitSpanMs(span);
         onCharts();
     });
-    rateLayout->addWidget(m_rateLimitChart, 1);
-    rateLayout->addWidget(m_rateLimitView);
+    connect(m_rateZoomReset, &QPushButton::clicked, m_rateLimitChart, &TimeChartView::resetZoom);
+    connect(m_rateLimitChart, &TimeChartView::zoomChanged, m_rateZoomReset, &QWidget::setEnabled);
+    auto* rateSplit = new QSplitter(Qt::Vertical, rateBox);
+    rateSplit->setObjectName(QStringLiteral("rateSplitter"));
+    rateSplit->addWidget(m_rateLimitChart);
+    rateSplit->addWidget(m_rateLimitView);
+    rateSplit->setStretchFactor(0, 3);
+    rateSplit->setStretchFactor(1, 1);
+    rateLayout->addWidget(rateSplit, 1);
 
     auto* bottom = new QSplitter(Qt::Horizontal, page);
+    bottom->setObjectName(QStringLiteral("bottomSplitter"));
+    m_bottomSplitter = bottom;
     auto* holdersBox = new QGroupBox(tr("Holders — slots and lock files"), bottom);
     auto* holdersLayout = new QVBoxLayout(holdersBox);
+    holdersLayout->setContentsMargins(4, 4, 4, 4);
     m_holdersView = makeTable(holdersBox, QStringLiteral("holdersView"));
     auto* holdersSorted = new QSortFilterProxyModel(this);
     holdersSorted->setSourceModel(m_controller->holders());
@@ -324,16 +633,22 @@ void MainWindow::buildUi()
     m_holdersView->sortByColumn(HoldersModel::Age, Qt::DescendingOrder);
     m_holdersView->horizontalHeader()->setStretchLastSection(true);
     m_holdersView->setContextMenuPolicy(Qt::CustomContextMenu);
+    // Delete releases a holder only while the holders table has the focus: pressed in the
+    // event log or a text field it must not release the row selected elsewhere.
+    removeAction(m_releaseAction);
+    m_releaseAction->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+    m_holdersView->addAction(m_releaseAction);
     auto* holderButtons = new QHBoxLayout();
-    auto* releaseButton = new QPushButton(tr("Force release…"), holdersBox);
-    releaseButton->setObjectName(QStringLiteral("releaseButton"));
-    m_releaseButton = releaseButton;
+    m_releaseButton = new QPushButton(tr("Force release…"), holdersBox);
+    m_releaseButton->setObjectName(QStringLiteral("releaseButton"));
+    m_releaseButton->setToolTip(m_releaseAction->toolTip());
     auto* cleanButton = new QPushButton(tr("Clean stale"), holdersBox);
     cleanButton->setObjectName(QStringLiteral("cleanButton"));
-    cleanButton->setToolTip(tr("Release every slot and lock file whose holder is dead"));
-    connect(releaseButton, &QPushButton::clicked, this, &MainWindow::releaseSelected);
+    cleanButton->setToolTip(withShortcut(
+        tr("Release every slot and lock file whose holder is dead"), m_cleanStaleAction->shortcut()));
+    connect(m_releaseButton, &QPushButton::clicked, this, &MainWindow::releaseSelected);
     connect(cleanButton, &QPushButton::clicked, this, &MainWindow::cleanStale);
-    holderButtons->addWidget(releaseButton);
+    holderButtons->addWidget(m_releaseButton);
     holderButtons->addWidget(cleanButton);
     holderButtons->addStretch(1);
     holdersLayout->addWidget(m_holdersView, 1);
@@ -341,6 +656,7 @@ void MainWindow::buildUi()
 
     auto* eventsBox = new QGroupBox(tr("Events"), bottom);
     auto* eventsLayout = new QVBoxLayout(eventsBox);
+    eventsLayout->setContentsMargins(4, 4, 4, 4);
     auto* filters = new QHBoxLayout();
     m_eventType = new QComboBox(eventsBox);
     m_eventType->setObjectName(QStringLiteral("eventType"));
@@ -350,10 +666,26 @@ void MainWindow::buildUi()
         m_eventType->addItem(QLatin1String(type), QLatin1String(type));
     m_eventText = new QLineEdit(eventsBox);
     m_eventText->setObjectName(QStringLiteral("eventText"));
-    m_eventText->setPlaceholderText(tr("Filter: provider, caller, pid, reason…"));
+    m_eventText->setPlaceholderText(tr("Filter: provider, caller, pid, reason… (%1)")
+                                        .arg(m_findAction->shortcut().toString(QKeySequence::NativeText)));
     m_eventText->setClearButtonEnabled(true);
+    m_scopeChip = new QPushButton(eventsBox);
+    m_scopeChip->setObjectName(QStringLiteral("eventScopeChip"));
+    m_scopeChip->setToolTip(m_clearScopeAction->toolTip());
+    m_scopeChip->hide();
+    connect(m_scopeChip, &QPushButton::clicked, this, &MainWindow::clearEventScope);
+    m_newEventsChip = new QPushButton(eventsBox);
+    m_newEventsChip->setObjectName(QStringLiteral("newEventsChip"));
+    m_newEventsChip->setToolTip(tr("Jump to the newest event and follow the log again (End)"));
+    m_newEventsChip->setStyleSheet(QStringLiteral(
+        "QPushButton#newEventsChip { background: palette(highlight); color: palette(highlighted-text); "
+        "border-radius: 9px; padding: 2px 10px; font-weight: bold; }"));
+    m_newEventsChip->hide();
+    connect(m_newEventsChip, &QPushButton::clicked, this, &MainWindow::followEvents);
     filters->addWidget(m_eventType);
     filters->addWidget(m_eventText, 1);
+    filters->addWidget(m_scopeChip);
+    filters->addWidget(m_newEventsChip);
     m_eventsView = makeTable(eventsBox, QStringLiteral("eventsView"));
     m_eventsView->setModel(m_controller->filteredEvents());
     m_eventsView->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
@@ -362,29 +694,49 @@ void MainWindow::buildUi()
     m_eventsView->setColumnWidth(EventsModel::Provider, 90);
     m_eventsView->setColumnWidth(EventsModel::Caller, 120);
     m_eventsView->setColumnWidth(EventsModel::Pid, 70);
+    m_eventsView->setContextMenuPolicy(Qt::CustomContextMenu);
     eventsLayout->addLayout(filters);
     eventsLayout->addWidget(m_eventsView, 1);
     connect(m_eventType, &QComboBox::currentIndexChanged, this,
         [this] { m_controller->filteredEvents()->setTypeFilter(m_eventType->currentData().toString()); });
     connect(m_eventText, &QLineEdit::textChanged, m_controller->filteredEvents(),
         &EventsFilterModel::setTextFilter);
+    connect(
+        m_controller->filteredEvents(), &EventsFilterModel::scopeChanged, this, &MainWindow::updateScopeChip);
     // Follow the log while the user is at its end (also across resizes); leave it alone while
-    // they read older lines.
+    // they read older lines, and count what arrives meanwhile on the chip.
     m_eventsView->setFollowsEnd(true);
+    connect(m_controller->filteredEvents(), &QAbstractItemModel::rowsInserted, this,
+        [this](const QModelIndex&, int first, int last) { onEventsInserted(last - first + 1); });
+    connect(
+        m_eventsView->verticalScrollBar(), &QScrollBar::valueChanged, this, &MainWindow::onEventsScrolled);
+    connect(
+        m_controller->filteredEvents(), &QAbstractItemModel::modelReset, this, &MainWindow::onEventsScrolled);
 
+    page->addWidget(m_capacityPanel);
     page->addWidget(providersBox);
     page->addWidget(charts);
     page->addWidget(bottom);
     page->setStretchFactor(0, 0);
-    page->setStretchFactor(1, 5);
-    page->setStretchFactor(2, 3);
+    page->setStretchFactor(1, 0);
+    page->setStretchFactor(2, 1);
+    page->setStretchFactor(3, 1);
     m_stack->addWidget(page);
     layout->addWidget(m_stack, 1);
     fitProvidersView();
     setCentralWidget(central);
 
+    m_panels.insert(QStringLiteral("capacity"), m_capacityPanel);
+    m_panels.insert(QStringLiteral("providers"), providersBox);
+    m_panels.insert(QStringLiteral("charts"), charts);
+    m_panels.insert(QStringLiteral("holders"), holdersBox);
+    m_panels.insert(QStringLiteral("events"), eventsBox);
+
     m_statusLabel = new QLabel(this);
     m_statusLabel->setObjectName(QStringLiteral("statusLabel"));
+    // A long home path must not set the window's minimum width: the label is clipped instead
+    // and its tooltip has the whole text.
+    m_statusLabel->setMinimumWidth(160);
     statusBar()->addPermanentWidget(m_statusLabel);
     m_statusLabel->setText(tr("Watching %1").arg(m_controller->home()));
 
@@ -406,6 +758,79 @@ void MainWindow::buildUi()
         if (auto menu = holderMenu(key); !menu->isEmpty())
             menu->exec(m_holdersView->viewport()->mapToGlobal(pos));
     });
+    connectScopeMenu(m_callersView, -1, CallerUsageModel::Caller);
+    connectScopeMenu(m_rateLimitView, RateLimitCallersModel::Provider, RateLimitCallersModel::Caller);
+    connectScopeMenu(m_eventsView, EventsModel::Provider, EventsModel::Caller);
+
+    // Keyboard order: the panels top to bottom, each view before its buttons.
+    setTabOrder(m_providersView, m_usageKind);
+    setTabOrder(m_usageKind, m_usageSpan);
+    setTabOrder(m_usageSpan, m_usageChart);
+    setTabOrder(m_usageChart, m_callersView);
+    setTabOrder(m_callersView, m_rateLimitSpan);
+    setTabOrder(m_rateLimitSpan, m_rateLimitChart);
+    setTabOrder(m_rateLimitChart, m_rateLimitView);
+    setTabOrder(m_rateLimitView, m_holdersView);
+    setTabOrder(m_holdersView, m_releaseButton);
+    setTabOrder(m_releaseButton, cleanButton);
+    setTabOrder(cleanButton, m_eventType);
+    setTabOrder(m_eventType, m_eventText);
+    setTabOrder(m_eventText, m_eventsView);
+}
+
+QComboBox* MainWindow::makeSpanBox(QWidget* parent, const QString& name, qint64 current)
+{
+    auto* box = new QComboBox(parent);
+    box->setObjectName(name);
+    box->addItem(tr("Auto"), ChartSpan::AUTO);
+    for (qint64 span : ChartSpan::spans())
+        box->addItem(ChartSpan::spanLabel(span), span);
+    box->setToolTip(tr("How far back the chart reaches; Auto shows the data there is"));
+    box->setCurrentIndex(std::max(0, box->findData(ChartSpan::sanitize(current))));
+    return box;
+}
+
+void MainWindow::connectScopeMenu(KeyedTableView* view, int providerColumn, int callerColumn)
+{
+    view->setContextMenuPolicy(Qt::CustomContextMenu);
+    connect(view, &QWidget::customContextMenuRequested, this,
+        [this, view, providerColumn, callerColumn](const QPoint& pos) {
+            const QModelIndex index = view->indexAt(pos);
+            if (!index.isValid())
+                return;
+            const QString provider
+                = providerColumn >= 0 ? index.siblingAtColumn(providerColumn).data().toString() : QString();
+            const QString caller
+                = callerColumn >= 0 ? index.siblingAtColumn(callerColumn).data().toString() : QString();
+            if (auto menu = scopeMenu(provider, caller); !menu->isEmpty())
+                menu->exec(view->viewport()->mapToGlobal(pos));
+        });
+}
+
+std::unique_ptr<QMenu> MainWindow::scopeMenu(const QString& provider, const QString& caller)
+{
+    auto menu = std::make_unique<QMenu>(this);
+    // "(all)" is how the log shows an event of every provider: no provider to narrow to.
+    const bool realProvider = !provider.isEmpty() && provider != EventsModel::tr("(all)");
+    if (realProvider) {
+        QAction* a = menu->addAction(tr("Show events of provider %1").arg(provider));
+        a->setObjectName(QStringLiteral("scopeProvider"));
+        connect(a, &QAction::triggered, this, [this, provider] { showEventsOf(provider, QString()); });
+    }
+    if (!caller.isEmpty()) {
+        QAction* a = menu->addAction(tr("Show events of caller %1").arg(caller));
+        a->setObjectName(QStringLiteral("scopeCaller"));
+        connect(a, &QAction::triggered, this, [this, caller] { showEventsOf(QString(), caller); });
+    }
+    if (realProvider && !caller.isEmpty()) {
+        QAction* a = menu->addAction(tr("Show events of caller %1 at %2").arg(caller, provider));
+        a->setObjectName(QStringLiteral("scopeBoth"));
+        connect(a, &QAction::triggered, this, [this, provider, caller] { showEventsOf(provider, caller); });
+    }
+    const EventsFilterModel* f = m_controller->filteredEvents();
+    if (!f->providerFilter().isEmpty() || !f->callerFilter().isEmpty())
+        menu->addAction(m_clearScopeAction);
+    return menu;
 }
 
 std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
@@ -415,63 +840,242 @@ std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
     if (model->rowOf(provider) < 0)
         return menu;
     if (model->isPaused(provider))
-        menu->addAction(tr("Resume"), this, &MainWindow::resumeSelected);
+        menu->addAction(m_resumeAction);
     else
-        menu->addAction(tr("Pause…"), this, &MainWindow::pauseSelected);
+        menu->addAction(m_pauseAction);
     if (model->inBackoff(provider))
-        menu->addAction(tr("Reset backoff…"), this, &MainWindow::resetBackoffSelected);
+        menu->addAction(m_resetBackoffAction);
+    menu->addAction(m_editLimitAction);
+    auto scope = scopeMenu(provider, QString());
+    if (!scope->isEmpty())
+        menu->addSeparator();
+    for (QAction* a : scope->actions()) {
+        if (a->parent() == scope.get())
+            a->setParent(menu.get());
+        menu->addAction(a);
+    }
     return menu;
 }
 
 std::unique_ptr<QMenu> MainWindow::holderMenu(const QString& key)
 {
     auto menu = std::make_unique<QMenu>(this);
-    if (!m_controller->holders()->holder(key))
+    const HolderInfo* holder = m_controller->holders()->holder(key);
+    if (!holder)
         return menu;
-    menu->addAction(tr("Force release…"), this, &MainWindow::releaseSelected);
+    menu->addAction(m_releaseAction);
     if (m_controller->holders()->deadCount() > 0)
-        menu->addAction(tr("Clean stale"), this, &MainWindow::cleanStale);
+        menu->addAction(m_cleanStaleAction);
+    auto scope = scopeMenu(holder->provider, holder->kind == HolderKind::Slot ? holder->who : QString());
+    if (!scope->isEmpty())
+        menu->addSeparator();
+    for (QAction* a : scope->actions()) {
+        if (a->parent() == scope.get())
+            a->setParent(menu.get());
+        menu->addAction(a);
+    }
     return menu;
 }
 
-void MainWindow::buildActions()
+void MainWindow::showEventsOf(const QString& provider, const QString& caller)
 {
-    auto* bar = addToolBar(tr("Actions"));
-    bar->setObjectName(QStringLiteral("actionsToolBar"));
-    bar->setMovable(false);
-    bar->setToolButtonStyle(Qt::ToolButtonTextOnly);
-    auto add = [this, bar](
-                   const QString& name, const QString& text, const QString& tip, void (MainWindow::*slot)()) {
-        QAction* a = bar->addAction(text);
-        a->setObjectName(name);
-        a->setToolTip(tip);
-        connect(a, &QAction::triggered, this, slot);
-        return a;
-    };
-    m_pauseAllAction = add(QStringLiteral("actionPauseAll"), tr("Pause all"), tr("Make every caller wait"),
-        &MainWindow::pauseAll);
-    m_resumeAllAction = add(QStringLiteral("actionResumeAll"), tr("Resume all"), tr("Let every caller go on"),
-        &MainWindow::resumeAll);
-    bar->addSeparator();
-    add(QStringLiteral("actionPause"), tr("Pause…"), tr("Pause one provider or all, with a reason"),
-        &MainWindow::pauseSelected);
-    m_resumeAction = add(QStringLiteral("actionResume"), tr("Resume"), tr("Resume the selected provider"),
-        &MainWindow::resumeSelected);
-    m_resetBackoffAction = add(QStringLiteral("actionResetBackoff"), tr("Reset backoff…"),
-        tr("End the selected provider's 429 backoff now"), &MainWindow::resetBackoffSelected);
-    bar->addSeparator();
-    m_releaseAction = add(QStringLiteral("actionRelease"), tr("Force release…"),
-        tr("Release the selected slot or lock file"), &MainWindow::releaseSelected);
-    add(QStringLiteral("actionCleanStale"), tr("Clean stale"), tr("Release every dead holder at once"),
-        &MainWindow::cleanStale);
-    bar->addSeparator();
-    m_undoAction = add(QStringLiteral("actionUndoLimit"), tr("Undo limit change"),
-        tr("Restore the limits as they were before your last change"), &MainWindow::undoLimitChange);
-    m_undoAction->setShortcut(QKeySequence::Undo);
-    m_undoAction->setShortcutContext(Qt::WindowShortcut);
-    bar->addSeparator();
-    add(QStringLiteral("actionSettings"), tr("Settings…"), tr("Storm alerts, lock directories"),
-        &MainWindow::openSettings);
+    EventsFilterModel* f = m_controller->filteredEvents();
+    f->setProviderFilter(provider);
+    f->setCallerFilter(caller);
+    setPanelVisible(QStringLiteral("events"), true);
+    followEvents();
+}
+
+void MainWindow::clearEventScope()
+{
+    showEventsOf(QString(), QString());
+}
+
+void MainWindow::updateScopeChip()
+{
+    const EventsFilterModel* f = m_controller->filteredEvents();
+    QStringList parts;
+    if (!f->providerFilter().isEmpty())
+        parts.append(tr("provider %1").arg(f->providerFilter()));
+    if (!f->callerFilter().isEmpty())
+        parts.append(tr("caller %1").arg(f->callerFilter()));
+    m_scopeChip->setText(parts.join(QStringLiteral(", ")) + QStringLiteral("  ✕"));
+    m_scopeChip->setVisible(!parts.isEmpty());
+    m_clearScopeAction->setEnabled(!parts.isEmpty());
+}
+
+void MainWindow::onEventsInserted(int count)
+{
+    if (m_eventsView->isFollowingEnd())
+        return;
+    m_newEvents += count;
+    m_newEventsChip->setText(m_newEvents == 1 ? tr("1 new event ↓") : tr("%1 new events ↓").arg(m_newEvents));
+    m_newEventsChip->show();
+}
+
+void MainWindow::onEventsScrolled()
+{
+    if (!m_eventsView->isFollowingEnd() || m_newEvents == 0)
+        return;
+    m_newEvents = 0;
+    m_newEventsChip->hide();
+}
+
+void MainWindow::followEvents()
+{
+    m_eventsView->scrollToBottom();
+    m_newEvents = 0;
+    m_newEventsChip->hide();
+}
+
+void MainWindow::togglePauseAll()
+{
+    if (m_controller->snapshot().state.pausedAll)
+        resumeAll();
+    else
+        pauseAll();
+    updatePauseToggle(); // the state, not the click, decides what it shows
+}
+
+void MainWindow::updatePauseToggle()
+{
+    const bool paused = m_controller->snapshot().state.pausedAll;
+    m_togglePauseAction->setChecked(paused);
+    m_togglePauseAction->setText(paused ? tr("Resume all") : tr("Pause all"));
+    m_togglePauseAction->setIcon(
+        iconNamed(paused ? QStringLiteral("state-paused") : QStringLiteral("pause")));
+    const QAction* target = paused ? m_resumeAllAction : m_pauseAllAction;
+    m_togglePauseAction->setToolTip(withShortcut(
+        paused ? tr("Everything is paused: let every caller go on") : tr("Make every caller wait"),
+        target->shortcut()));
+}
+
+void MainWindow::updateLimitRates()
+{
+    // The usage chart stacks every provider's callers: its line is the sum of their limits,
+    // each as the sustained rate it allows (limit with headroom over its window).
+    double requests = 0;
+    double tokens = 0;
+    for (const auto& [name, l] : m_controller->snapshot().limits.providers()) {
+        const double seconds = static_cast<double>(l.windowMs) / 1000.0;
+        if (seconds <= 0)
+            continue;
+        if (l.requests)
+            requests += static_cast<double>(l.effective(*l.requests)) / seconds;
+        if (l.tokens)
+            tokens += static_cast<double>(l.effective(*l.tokens)) / seconds;
+    }
+    m_usageChart->setLimitRates(requests, tokens);
+}
+
+void MainWindow::editSelectedLimit()
+{
+    QString provider = selectedProvider();
+    if (provider.isEmpty() && m_controller->providers()->rowCount() == 1)
+        provider = m_controller->providers()->keyAt(0);
+    if (provider.isEmpty()) {
+        showMessage(tr("Select a provider first."), true);
+        return;
+    }
+    setPanelVisible(QStringLiteral("providers"), true);
+    m_providersView->selectKey(provider);
+    const int row = m_providersView->rowOfKey(provider);
+    int column = m_providersView->currentIndex().column();
+    if (!(m_controller->providers()->flags(m_controller->providers()->index(row, column))
+            & Qt::ItemIsEditable))
+        column = ProvidersModel::RequestLimit;
+    const QModelIndex index = m_providersView->model()->index(row, column);
+    m_providersView->setFocus();
+    m_providersView->setCurrentIndex(index);
+    m_providersView->edit(index);
+}
+
+void MainWindow::findInEvents()
+{
+    setPanelVisible(QStringLiteral("events"), true);
+    m_eventText->setFocus(Qt::ShortcutFocusReason);
+    m_eventText->selectAll();
+}
+
+void MainWindow::refresh()
+{
+    m_controller->refreshNow();
+    statusBar()->showMessage(tr("Refreshing…"), 2000);
+}
+
+void MainWindow::resetChartZoom()
+{
+    m_usageChart->resetZoom();
+    m_rateLimitChart->resetZoom();
+}
+
+void MainWindow::saveLayout()
+{
+    m_settings.setGeometry(saveGeometry());
+    m_settings.setWindowState(saveState());
+    for (QSplitter* s : findChildren<QSplitter*>()) {
+        if (!s->objectName().isEmpty())
+            m_settings.setSplitterState(s->objectName(), s->saveState());
+    }
+    QStringList hidden;
+    for (const QString& p : panelNames()) {
+        if (!isPanelVisible(p))
+            hidden.append(p);
+    }
+    m_settings.setHiddenPanels(hidden);
+}
+
+void MainWindow::restoreLayout()
+{
+    if (m_settings.splitterState(m_mainSplitter->objectName()).isEmpty())
+        resetLayout();
+    // Splitter states first: restoring one shows the panes it holds again.
+    for (QSplitter* s : findChildren<QSplitter*>()) {
+        const QByteArray state = m_settings.splitterState(s->objectName());
+        if (state.isEmpty() || !s->restoreState(state))
+            continue;
+        // Every pane collapsed to nothing: back to the default proportions.
+        const QList<int> sizes = s->sizes();
+        if (std::all_of(sizes.cbegin(), sizes.cend(), [](int v) { return v == 0; })) {
+            QList<int> even;
+            for (int i = 0; i < s->count(); ++i)
+                even.append(1);
+            s->setSizes(even);
+        }
+    }
+    QStringList hidden = m_settings.hiddenPanels();
+    // A state that hides everything is not restored: the window would show nothing.
+    const QStringList all = panelNames();
+    if (std::all_of(all.cbegin(), all.cend(), [&hidden](const QString& p) { return hidden.contains(p); }))
+        hidden.clear();
+    for (const QString& p : all)
+        setPanelVisible(p, !hidden.contains(p));
+}
+
+void MainWindow::resetLayout()
+{
+    for (const QString& p : panelNames())
+        setPanelVisible(p, true);
+    // The charts and the logs share what the fixed-height panels leave; on a short screen the
+    // tables under the charts start folded away (drag the handle to open them), so the event
+    // log keeps enough rows to read.
+    const int h = std::max(400, height() - 120);
+    const int capacityHeight = m_capacityPanel->sizeHint().height();
+    const int providersHeight = m_panels.value(QStringLiteral("providers"))->sizeHint().height();
+    const int rest = std::max(200, h - capacityHeight - providersHeight);
+    m_mainSplitter->setSizes({ capacityHeight, providersHeight, rest * 11 / 20, rest - rest * 11 / 20 });
+    const int w = std::max(600, width());
+    m_chartsSplitter->setSizes({ w / 2, w - w / 2 });
+    m_bottomSplitter->setSizes({ w * 2 / 5, w - w * 2 / 5 });
+    // Under each chart its table (callers, 429s by caller): a quarter of the box on a tall
+    // window; folded away on a short one, where the chart needs the height.
+    const bool shortScreen = height() < 900;
+    const int chartsBox = std::max(120, rest * 11 / 20 - 60);
+    for (const char* name : { "usageSplitter", "rateSplitter" }) {
+        if (auto* s = findChild<QSplitter*>(QLatin1String(name)))
+            s->setSizes(
+                shortScreen ? QList<int> { chartsBox, 0 } : QList<int> { chartsBox * 3 / 4, chartsBox / 4 });
+    }
 }
 
 void MainWindow::onSnapshot()
@@ -501,15 +1105,18 @@ void MainWindow::onSnapshot()
     status += tr(" · updated %1")
                   .arg(QDateTime::fromMSecsSinceEpoch(s.nowMs).toString(QStringLiteral("HH:mm:ss")));
     m_statusLabel->setText(status);
+    m_statusLabel->setToolTip(status);
 }
 
 void MainWindow::fitProvidersView()
 {
     // As tall as its rows (a few providers is the usual case), so the charts get the room.
-    const int rows = std::clamp(m_controller->providers()->rowCount(), 2, 8);
+    const int rows = std::clamp(m_controller->providers()->rowCount(), 1, 8);
     const int height = m_providersView->horizontalHeader()->sizeHint().height()
-        + rows * m_providersView->verticalHeader()->defaultSectionSize() + 2 * m_providersView->frameWidth()
-        + 4;
+        + rows * m_providersView->verticalHeader()->defaultSectionSize()
+        + 2 * m_providersView->frameWidth()
+        // Room for the horizontal scroll bar a narrow window shows, so it never covers a row.
+        + m_providersView->horizontalScrollBar()->sizeHint().height() + 4;
     m_providersView->setFixedHeight(height);
 }
 
@@ -562,6 +1169,8 @@ void MainWindow::updateActions()
     m_releaseAction->setEnabled(holder);
     m_releaseButton->setEnabled(holder);
     m_undoAction->setEnabled(m_controller->canUndoLimitChange());
+    m_editLimitAction->setEnabled(!provider.isEmpty() || providers->rowCount() == 1);
+    m_cleanStaleAction->setEnabled(m_controller->holders()->deadCount() > 0);
 }
 
 void MainWindow::onStorm(const StormDetector::Storm& storm)
@@ -730,8 +1339,7 @@ void MainWindow::quit()
 
 void MainWindow::closeEvent(QCloseEvent* event)
 {
-    m_settings.setGeometry(saveGeometry());
-    m_settings.setWindowState(saveState());
+    saveLayout();
     m_settings.sync();
     if (m_tray->available() && !m_quitting) {
         hide();

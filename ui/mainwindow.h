@@ -7,6 +7,11 @@
 //
 // Confirmations and the pause prompt go through replaceable handlers so tests can answer
 // them without a modal dialog; by default they are QMessageBox and PauseDialog.
+//
+// Every action is in the menu bar (with mnemonics) and has its shortcut shown in the menu and
+// in its tooltip. The window is placed only where it fits the screen (WindowFit); splitter
+// positions and hidden panels are remembered, and a remembered state that would hide every
+// panel is not restored.
 
 #include "actionresult.h"
 #include "dashboardoptions.h"
@@ -15,6 +20,7 @@
 #include "stateicon.h"
 #include "stormdetector.h"
 
+#include <QHash>
 #include <QMainWindow>
 #include <functional>
 #include <memory>
@@ -23,6 +29,8 @@
 QT_BEGIN_NAMESPACE
 class QAction;
 class QComboBox;
+class QSplitter;
+class QToolButton;
 class QFrame;
 class QLabel;
 class QLineEdit;
@@ -35,7 +43,10 @@ QT_END_NAMESPACE
 
 namespace tollgate::ui {
 
+class CapacityModel;
+class CapacityPanel;
 class DashboardController;
+class TimeChartView;
 class KeyedTableView;
 class RateLimitChart;
 class TrayController;
@@ -75,6 +86,19 @@ public:
     // The context menus, with only the actions that apply to that row (also for tests).
     [[nodiscard]] std::unique_ptr<QMenu> providerMenu(const QString& provider);
     [[nodiscard]] std::unique_ptr<QMenu> holderMenu(const QString& key);
+    // "Show events of provider X / caller Y" for a row showing them (either may be empty).
+    [[nodiscard]] std::unique_ptr<QMenu> scopeMenu(const QString& provider, const QString& caller);
+
+    // Moves and shrinks the window so that it lies inside available (a screen's available
+    // geometry); a window that fits is left alone.
+    void fitToScreen(const QRect& available);
+
+    [[nodiscard]] CapacityModel* capacity() const { return m_capacity; }
+    // The panels that can be hidden: capacity, providers, charts, holders, events.
+    [[nodiscard]] static QStringList panelNames();
+    void setPanelVisible(const QString& panel, bool visible);
+    [[nodiscard]] bool isPanelVisible(const QString& panel) const;
+    [[nodiscard]] int newEventsCount() const { return m_newEvents; }
 
 public Q_SLOTS:
     void pauseAll();
@@ -87,6 +111,16 @@ public Q_SLOTS:
     void undoLimitChange();
     void openSettings();
     void quit();
+    void togglePauseAll(); // pause all, or resume all when all is paused
+    void editSelectedLimit();
+    void findInEvents();
+    void refresh();
+    void showEventsOf(const QString& provider, const QString& caller); // empty: that filter off
+    void clearEventScope();
+    void followEvents(); // back to the newest event, following again
+    void resetChartZoom();
+    // Every panel shown, splitters in their first-run proportions for the window's height.
+    void resetLayout();
 
 Q_SIGNALS:
     void loaded(); // the first snapshot and history are on screen
@@ -108,6 +142,18 @@ private:
     void showAlert(const QString& text);
     void applyLockDirs(const QStringList& dirs);
     void fitProvidersView();
+    void buildMenus();
+    void saveLayout();
+    void restoreLayout();
+    void updatePauseToggle();
+    void updateLimitRates();
+    void onEventsInserted(int count);
+    void onEventsScrolled();
+    void updateScopeChip();
+    QAction* makeAction(const QString& name, const QString& text, const QString& tip,
+        const QKeySequence& shortcut, const QString& icon);
+    QComboBox* makeSpanBox(QWidget* parent, const QString& name, qint64 current);
+    void connectScopeMenu(KeyedTableView* view, int providerColumn, int callerColumn);
 
     DashboardSettings m_settings;
     DashboardController* m_controller = nullptr; // child
@@ -131,7 +177,30 @@ private:
     UsageChart* m_usageChart = nullptr;
     QComboBox* m_usageKind = nullptr;
     RateLimitChart* m_rateLimitChart = nullptr;
+    QComboBox* m_usageSpan = nullptr;
     QComboBox* m_rateLimitSpan = nullptr;
+    QPushButton* m_usageZoomReset = nullptr;
+    QPushButton* m_rateZoomReset = nullptr;
+    CapacityModel* m_capacity = nullptr; // child
+    CapacityPanel* m_capacityPanel = nullptr;
+    QSplitter* m_mainSplitter = nullptr;
+    QSplitter* m_chartsSplitter = nullptr;
+    QSplitter* m_bottomSplitter = nullptr;
+    QHash<QString, QWidget*> m_panels;
+    QHash<QString, QAction*> m_panelActions;
+    QPushButton* m_newEventsChip = nullptr;
+    QPushButton* m_scopeChip = nullptr;
+    int m_newEvents = 0;
+    QAction* m_togglePauseAction = nullptr;
+    QAction* m_pauseAction = nullptr;
+    QAction* m_editLimitAction = nullptr;
+    QAction* m_cleanStaleAction = nullptr;
+    QAction* m_findAction = nullptr;
+    QAction* m_refreshAction = nullptr;
+    QAction* m_settingsAction = nullptr;
+    QAction* m_quitAction = nullptr;
+    QAction* m_clearScopeAction = nullptr;
+    QAction* m_resetZoomAction = nullptr;
     KeyedTableView* m_rateLimitView = nullptr;
     QSortFilterProxyModel* m_rateLimitSorted = nullptr;
     KeyedTableView* m_holdersView = nullptr;

@@ -5,16 +5,16 @@
 
 namespace tollgate::ui {
 
-void NiceAxis::apply(QValueAxis* axis, double top, double minTop)
+void NiceAxis::apply(QValueAxis* axis, double top, double minTop, int maxIntervals)
 {
-    constexpr int MAX_INTERVALS = 6;
+    const int intervals = std::max(1, maxIntervals);
     top = std::max(top * 1.1, minTop);
     double step = 1;
     for (double magnitude = 1;; magnitude *= 10) {
         bool found = false;
         for (double m : { 1.0, 2.0, 5.0 }) {
             step = m * magnitude;
-            if (std::ceil(top / step) <= MAX_INTERVALS) {
+            if (std::ceil(top / step) <= intervals) {
                 found = true;
                 break;
             }

@@ -14,8 +14,9 @@ namespace tollgate::ui {
 class NiceAxis
 {
 public:
-    // Sets [0, top'] with top' ≥ top (and at least minTop) and ticks on a round step.
-    static void apply(QValueAxis* axis, double top, double minTop = 5);
+    // Sets [0, top'] with top' ≥ top (and at least minTop) and ticks on a round step, at most
+    // maxIntervals of them (a short chart has room for fewer labels).
+    static void apply(QValueAxis* axis, double top, double minTop = 5, int maxIntervals = 6);
 };
 
 } // namespace tollgate::ui

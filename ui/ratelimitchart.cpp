@@ -1,10 +1,8 @@
 #include "ratelimitchart.h"
 
 #include "niceaxis.h"
-#include "timechart.h"
 
 #include <QDateTime>
-#include <QToolTip>
 #include <QtCharts/QAreaSeries>
 #include <QtCharts/QChart>
 #include <QtCharts/QDateTimeAxis>
@@ -18,6 +16,8 @@ namespace tollgate::ui {
 
 namespace {
 
+constexpr int MAX_TIP_LINES = 8;
+
 QScatterSeries* markerSeries(
     QChart* chart, const QString& name, const QColor& color, QScatterSeries::MarkerShape shape)
 {
@@ -26,65 +26,77 @@ QScatterSeries* markerSeries(
     s->setColor(color);
     s->setBorderColor(color.darker(140));
     s->setMarkerShape(shape);
-    s->setMarkerSize(9);
+    s->setMarkerSize(11);
     chart->addSeries(s);
     return s;
+}
+
+QString hhmmss(qint64 ms)
+{
+    return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("HH:mm:ss"));
 }
 
 } // namespace
 
 RateLimitChart::RateLimitChart(QWidget* parent)
-    : QChartView(parent)
+    : TimeChartView(tr("429s"), parent)
 {
-    QChart* chart = TimeChart::create(tr("429s per minute, last 24 hours"), m_x, m_y);
+    QChart* chart = this->chart();
     m_line = new QLineSeries(chart);
     m_area = new QAreaSeries(m_line);
     m_area->setName(tr("429s"));
-    m_area->setColor(QColor(0xd0, 0x2b, 0x2b, 0xc0));
-    // A one-minute spike in a day-wide chart is narrower than a pixel; the border keeps it visible.
-    QPen border(QColor(0xa0, 0x10, 0x10));
-    border.setWidthF(1.5);
-    m_area->setPen(border);
     chart->addSeries(m_area);
     m_pauses
         = markerSeries(chart, tr("pause"), QColor(0x2d, 0x6c, 0xd0), QScatterSeries::MarkerShapeRectangle);
     m_resumes
         = markerSeries(chart, tr("resume"), QColor(0x2e, 0x9d, 0x4f), QScatterSeries::MarkerShapeCircle);
     m_limits = markerSeries(
-        chart, tr("limits, resets"), QColor(0x8e, 0x5b, 0xc9), QScatterSeries::MarkerShapeCircle);
+        chart, tr("limits, resets"), QColor(0x8e, 0x5b, 0xc9), QScatterSeries::MarkerShapeTriangle);
     for (QAbstractSeries* s : chart->series()) {
         s->attachAxis(m_x);
         s->attachAxis(m_y);
     }
-    for (QScatterSeries* s : { m_pauses, m_resumes, m_limits })
-        connect(s, &QScatterSeries::hovered, this, &RateLimitChart::showMarkerTip);
-    TimeChart::install(this, chart);
-    setSpanHours(24);
+    for (QScatterSeries* s : { m_pauses, m_resumes, m_limits }) {
+        connect(s, &QScatterSeries::hovered, this, &RateLimitChart::onMarkerHovered);
+        connect(s, &QScatterSeries::clicked, this, [this](const QPointF& p) {
+            onMarkerHovered(p, true);
+            pinTip();
+        });
+    }
+    connect(m_area, &QAreaSeries::hovered, this, &RateLimitChart::onBarHovered);
+    connect(m_area, &QAreaSeries::clicked, this, [this](const QPointF& p) {
+        onBarHovered(p, true);
+        pinTip();
+    });
+    themeChanged();
 }
 
-void RateLimitChart::setSpanHours(int hours)
+void RateLimitChart::themeChanged()
 {
-    m_spanHours = std::clamp(hours, 1, UsageHistory::RATE_LIMIT_MINUTES / 60);
-    chart()->setTitle(m_spanHours == 1 ? tr("429s per minute, last hour")
-                                       : tr("429s per minute, last %1 hours").arg(m_spanHours));
-    m_x->setFormat(m_spanHours > 6 ? QStringLiteral("ddd HH:mm") : QStringLiteral("HH:mm"));
+    if (!m_area)
+        return;
+    const bool dark = isDark();
+    m_area->setColor(dark ? QColor(0xff, 0x6b, 0x6b, 0xb0) : QColor(0xd0, 0x2b, 0x2b, 0xc0));
+    // A one-bucket spike in a wide chart is narrow; the border keeps it visible.
+    QPen border(dark ? QColor(0xff, 0x9d, 0x9d) : QColor(0xa0, 0x10, 0x10));
+    border.setWidthF(1.5);
+    m_area->setPen(border);
 }
 
 void RateLimitChart::update(const UsageHistory& usage, qint64 nowMs)
 {
-    const QVector<int> day = usage.rateLimitsPerMinute(nowMs);
-    const int minutes = m_spanHours * 60;
-    const int skip = static_cast<int>(day.size()) - minutes;
-    const qint64 firstMinute = UsageHistory::minuteOf(nowMs) - minutes + 1;
+    m_usage = &usage;
+    const ChartSpan::Buckets& b = frame(nowMs, usage.oldestMs());
+    m_counts = usage.rateLimits(b);
     QList<QPointF> points;
-    points.reserve(minutes * 2);
+    points.reserve(b.count * 2 + 1);
     int top = 0;
     m_total = 0;
-    // Exact steps: each minute is drawn from its start to its end at its count, and a change
-    // between minutes is a vertical edge, so a spike's height is its count.
-    for (int m = 0; m < minutes; ++m) {
-        const int v = day[skip + m];
-        const double start = static_cast<double>((firstMinute + m) * UsageHistory::MINUTE_MS);
+    // Exact steps: each bucket is drawn from its start to its end at its count, and a change
+    // between buckets is a vertical edge, so a spike's height is its count.
+    for (int m = 0; m < b.count; ++m) {
+        const int v = m_counts[m];
+        const double start = static_cast<double>(b.startOf(m));
         if (points.isEmpty() || points.last().y() != v) {
             points.append(QPointF(start, points.isEmpty() ? v : points.last().y()));
             points.append(QPointF(start, v));
@@ -92,29 +104,34 @@ void RateLimitChart::update(const UsageHistory& usage, qint64 nowMs)
         top = std::max(top, v);
         m_total += v;
     }
-    points.append(
-        QPointF(static_cast<double>((firstMinute + minutes) * UsageHistory::MINUTE_MS), points.last().y()));
+    points.append(QPointF(static_cast<double>(b.endMs()), points.isEmpty() ? 0.0 : points.last().y()));
     m_line->replace(points);
-    NiceAxis::apply(m_y, top * 1.15);
+    NiceAxis::apply(m_y, top * 1.15, 5, yIntervalsThatFit());
     const double yTop = m_y->max();
-    m_x->setRange(QDateTime::fromMSecsSinceEpoch(firstMinute * UsageHistory::MINUTE_MS),
-        QDateTime::fromMSecsSinceEpoch((firstMinute + minutes) * UsageHistory::MINUTE_MS));
+    chart()->setTitle(tr("429s per %1, last %2")
+                          .arg(ChartSpan::bucketLabel(b.widthMs), ChartSpan::spanLabel(effectiveSpan())));
 
-    m_markerData = usage.markers(nowMs);
-    const qint64 shownFrom = firstMinute * UsageHistory::MINUTE_MS;
-    m_markerData.erase(std::remove_if(m_markerData.begin(), m_markerData.end(),
-                           [shownFrom](const UsageHistory::Marker& m) { return m.timeMs < shownFrom; }),
-        m_markerData.end());
+    // One mark per kind and bucket: a storm of pauses is one mark that says how many.
+    m_groups.clear();
+    for (const UsageHistory::Marker& m : usage.markers(nowMs)) {
+        const int bucket = b.indexOf(m.timeMs);
+        if (bucket < 0)
+            continue;
+        const int kind = m.type == QLatin1String("pause") ? 0 : m.type == QLatin1String("resume") ? 1 : 2;
+        auto it = std::find_if(m_groups.begin(), m_groups.end(),
+            [&](const Group& g) { return g.kind == kind && g.bucket == bucket; });
+        if (it == m_groups.end()) {
+            m_groups.append(Group { kind, bucket, {} });
+            it = m_groups.end() - 1;
+        }
+        it->markers.append(m);
+    }
     QList<QPointF> pauses, resumes, limits;
-    const double markY = yTop * 0.93;
-    for (const auto& m : m_markerData) {
-        const QPointF p(static_cast<double>(m.timeMs), markY);
-        if (m.type == QLatin1String("pause"))
-            pauses.append(p);
-        else if (m.type == QLatin1String("resume"))
-            resumes.append(p);
-        else
-            limits.append(p);
+    // Each kind on its own row, so a pause and a resume in one bucket do not hide each other.
+    for (const Group& g : m_groups) {
+        const double markY = yTop * (0.93 - 0.09 * g.kind);
+        const QPointF p(static_cast<double>(b.startOf(g.bucket) + b.widthMs / 2), markY);
+        (g.kind == 0 ? pauses : g.kind == 1 ? resumes : limits).append(p);
     }
     m_pauses->replace(pauses);
     m_resumes->replace(resumes);
@@ -126,24 +143,83 @@ int RateLimitChart::markersShown() const
     return static_cast<int>(m_pauses->count() + m_resumes->count() + m_limits->count());
 }
 
-void RateLimitChart::showMarkerTip(const QPointF& point, bool state)
+int RateLimitChart::markerEvents() const
+{
+    int n = 0;
+    for (const Group& g : m_groups)
+        n += static_cast<int>(g.markers.size());
+    return n;
+}
+
+QString RateLimitChart::markerTipAt(qint64 timeMs) const
+{
+    const ChartSpan::Buckets& b = buckets();
+    const int bucket = b.indexOf(timeMs);
+    QStringList lines;
+    for (const Group& g : m_groups) {
+        if (g.bucket != bucket)
+            continue;
+        const QString kind = g.markers.first().type;
+        if (g.markers.size() > 1)
+            lines.append(tr("%1 × %2, %3–%4")
+                             .arg(g.markers.size())
+                             .arg(kind, hhmmss(g.markers.first().timeMs), hhmmss(g.markers.last().timeMs)));
+        for (const auto& m : g.markers) {
+            if (lines.size() >= MAX_TIP_LINES) {
+                lines.append(QStringLiteral("…"));
+                break;
+            }
+            const QString what = m.provider.isEmpty() ? tr("all providers") : m.provider;
+            lines.append(tr("%1 %2 (%3) %4").arg(hhmmss(m.timeMs), m.type, what, m.text).trimmed());
+        }
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
+QString RateLimitChart::barTipAt(qint64 timeMs) const
+{
+    const ChartSpan::Buckets& b = buckets();
+    const int bucket = b.indexOf(timeMs);
+    if (bucket < 0 || bucket >= m_counts.size() || m_counts[bucket] == 0 || !m_usage)
+        return {};
+    const qint64 from = b.startOf(bucket);
+    QStringList lines {
+        tr("%1 × 429, %2–%3").arg(m_counts[bucket]).arg(hhmmss(from), hhmmss(from + b.widthMs))
+    };
+    for (const auto& r : m_usage->rateLimitedBetween(from, from + b.widthMs)) {
+        if (lines.size() > MAX_TIP_LINES) {
+            lines.append(QStringLiteral("…"));
+            break;
+        }
+        lines.append(tr("%1 · %2: %3")
+                         .arg(r.provider, r.caller.isEmpty() ? tr("(no caller)") : r.caller)
+                         .arg(r.count));
+    }
+    return lines.join(QLatin1Char('\n'));
+}
+
+void RateLimitChart::onMarkerHovered(const QPointF& point, bool state)
 {
     if (!state) {
-        QToolTip::hideText();
+        hideTip();
         return;
     }
-    const UsageHistory::Marker* best = nullptr;
-    for (const auto& m : m_markerData) {
-        if (!best
-            || std::abs(static_cast<double>(m.timeMs) - point.x())
-                < std::abs(static_cast<double>(best->timeMs) - point.x()))
-            best = &m;
-    }
-    if (!best)
+    const QString text = markerTipAt(static_cast<qint64>(point.x()));
+    if (!text.isEmpty())
+        showTip(point, text);
+}
+
+void RateLimitChart::onBarHovered(const QPointF& point, bool state)
+{
+    if (!state) {
+        hideTip();
         return;
-    const QString when = QDateTime::fromMSecsSinceEpoch(best->timeMs).toString(QStringLiteral("HH:mm:ss"));
-    const QString what = best->provider.isEmpty() ? tr("all providers") : best->provider;
-    QToolTip::showText(QCursor::pos(), tr("%1 %2 (%3) %4").arg(when, best->type, what, best->text), this);
+    }
+    const QString text = barTipAt(static_cast<qint64>(point.x()));
+    if (text.isEmpty())
+        hideTip();
+    else
+        showTip(point, text);
 }
 
 } // namespace tollgate::ui

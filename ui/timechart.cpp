@@ -1,34 +1,328 @@
 #include "timechart.h"
 
+#include <QApplication>
+#include <QDateTime>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QMenu>
+#include <QMouseEvent>
+#include <QResizeEvent>
+#include <QWheelEvent>
 #include <QtCharts/QChart>
-#include <QtCharts/QChartView>
 #include <QtCharts/QDateTimeAxis>
+#include <QtCharts/QLegend>
 #include <QtCharts/QValueAxis>
+#include <algorithm>
 
 namespace tollgate::ui {
 
-QChart* TimeChart::create(const QString& title, QDateTimeAxis*& x, QValueAxis*& y)
+namespace {
+
+constexpr qint64 MIN_ZOOM_MS = 20'000; // narrower shows less than two 10-second buckets
+constexpr double WHEEL_STEP = 0.8;
+
+} // namespace
+
+TimeChartView::TimeChartView(const QString& title, QWidget* parent)
+    : QChartView(parent)
 {
     auto* chart = new QChart();
     chart->setTitle(title);
     chart->legend()->setAlignment(Qt::AlignRight);
+    QFont legendFont = chart->legend()->font();
+    legendFont.setPointSizeF(legendFont.pointSizeF() * 0.85);
+    chart->legend()->setFont(legendFont);
     chart->setMargins(QMargins(4, 4, 4, 4));
-    x = new QDateTimeAxis(chart);
-    x->setFormat(QStringLiteral("HH:mm"));
-    x->setTickCount(7);
-    y = new QValueAxis(chart);
-    y->setLabelFormat(QStringLiteral("%d"));
-    y->setMin(0);
-    chart->addAxis(x, Qt::AlignBottom);
-    chart->addAxis(y, Qt::AlignLeft);
-    return chart;
+    m_x = new QDateTimeAxis(chart);
+    m_x->setFormat(QStringLiteral("HH:mm"));
+    m_x->setTickCount(7);
+    m_y = new QValueAxis(chart);
+    m_y->setLabelFormat(QStringLiteral("%d"));
+    m_y->setMin(0);
+    chart->addAxis(m_x, Qt::AlignBottom);
+    chart->addAxis(m_y, Qt::AlignLeft);
+    setChart(chart);
+    setRenderHint(QPainter::Antialiasing);
+    setMinimumHeight(110); // the axes and a few bars; the splitters give it more when there is room
+    setFocusPolicy(Qt::StrongFocus);
+    setRubberBand(
+        QChartView::RubberBands(QChartView::HorizontalRubberBand) | QChartView::ClickThroughRubberBand);
+    setToolTip(tr("Wheel or drag to zoom, Esc to reset; right-click for more"));
+
+    m_tip = new QLabel(this);
+    m_tip->setObjectName(QStringLiteral("chartTip"));
+    m_tip->setTextFormat(Qt::PlainText);
+    m_tip->setFrameShape(QFrame::Box);
+    m_tip->setMargin(4);
+    m_tip->setAutoFillBackground(true);
+    m_tip->setAttribute(Qt::WA_TransparentForMouseEvents);
+    m_tip->hide();
+    applyTheme();
 }
 
-void TimeChart::install(QChartView* view, QChart* chart)
+void TimeChartView::setSpan(qint64 spanMs)
 {
-    view->setChart(chart);
-    view->setRenderHint(QPainter::Antialiasing);
-    view->setMinimumHeight(220);
+    m_span = ChartSpan::sanitize(spanMs);
+    m_zoomFrom = m_zoomTo = 0;
+}
+
+qint64 TimeChartView::axisMinMs() const
+{
+    return m_x->min().toMSecsSinceEpoch();
+}
+
+qint64 TimeChartView::axisMaxMs() const
+{
+    return m_x->max().toMSecsSinceEpoch();
+}
+
+const ChartSpan::Buckets& TimeChartView::frame(qint64 nowMs, qint64 oldestMs)
+{
+    m_effectiveSpan = m_span == ChartSpan::AUTO ? ChartSpan::autoSpan(oldestMs, nowMs) : m_span;
+    m_buckets = ChartSpan::buckets(nowMs, m_effectiveSpan);
+    const qint64 spanMs = m_effectiveSpan;
+    m_x->setFormat(spanMs > 6 * ChartSpan::HOUR_MS ? QStringLiteral("ddd HH:mm")
+            : spanMs <= 15 * ChartSpan::MINUTE_MS  ? QStringLiteral("HH:mm:ss")
+                                                   : QStringLiteral("HH:mm"));
+    applyRange();
+    return m_buckets;
+}
+
+void TimeChartView::applyRange()
+{
+    qint64 from = m_buckets.firstMs;
+    qint64 to = m_buckets.endMs();
+    if (isZoomed()) {
+        from = std::max(from, m_zoomFrom);
+        to = std::min(to, m_zoomTo);
+        if (to - from < MIN_ZOOM_MS) // the zoomed range scrolled out of the span
+            from = std::max(m_buckets.firstMs, to - MIN_ZOOM_MS);
+    }
+    m_settingRange = true;
+    m_x->setRange(QDateTime::fromMSecsSinceEpoch(from), QDateTime::fromMSecsSinceEpoch(to));
+    m_settingRange = false;
+}
+
+void TimeChartView::zoomTo(qint64 fromMs, qint64 toMs)
+{
+    if (toMs < fromMs)
+        std::swap(fromMs, toMs);
+    const bool wasZoomed = isZoomed();
+    if (m_buckets.count > 0 && fromMs <= m_buckets.firstMs && toMs >= m_buckets.endMs()) {
+        m_zoomFrom = m_zoomTo = 0;
+    } else {
+        if (toMs - fromMs < MIN_ZOOM_MS) {
+            const qint64 mid = fromMs + (toMs - fromMs) / 2;
+            fromMs = mid - MIN_ZOOM_MS / 2;
+            toMs = fromMs + MIN_ZOOM_MS;
+        }
+        m_zoomFrom = fromMs;
+        m_zoomTo = toMs;
+    }
+    applyRange();
+    if (wasZoomed != isZoomed() || isZoomed())
+        Q_EMIT zoomChanged(isZoomed());
+}
+
+std::unique_ptr<QMenu> TimeChartView::contextMenu()
+{
+    auto menu = std::make_unique<QMenu>(this);
+    for (const Scope& scope : scopes()) {
+        const QString text = scope.caller.isEmpty() ? tr("Show events of provider %1").arg(scope.provider)
+                                                    : tr("Show events of caller %1").arg(scope.caller);
+        QAction* a = menu->addAction(text);
+        connect(a, &QAction::triggered, this,
+            [this, scope] { Q_EMIT scopeRequested(scope.provider, scope.caller); });
+    }
+    if (!menu->isEmpty())
+        menu->addSeparator();
+    QAction* reset = menu->addAction(tr("Reset zoom"));
+    reset->setObjectName(QStringLiteral("chartResetZoom"));
+    reset->setEnabled(isZoomed());
+    connect(reset, &QAction::triggered, this, &TimeChartView::resetZoom);
+    return menu;
+}
+
+void TimeChartView::resetZoom()
+{
+    const bool was = isZoomed();
+    m_zoomFrom = m_zoomTo = 0;
+    applyRange();
+    if (was)
+        Q_EMIT zoomChanged(false);
+}
+
+void TimeChartView::wheelEvent(QWheelEvent* event)
+{
+    const int delta = event->angleDelta().y();
+    if (delta == 0 || m_buckets.count == 0) {
+        event->ignore();
+        return;
+    }
+    const qint64 from = axisMinMs();
+    const qint64 to = axisMaxMs();
+    const QRectF plot = chart()->plotArea();
+    const QPointF scenePos = mapToScene(event->position().toPoint());
+    const double at = plot.width() > 0
+        ? std::clamp((chart()->mapFromScene(scenePos).x() - plot.left()) / plot.width(), 0.0, 1.0)
+        : 0.5;
+    const double width = static_cast<double>(to - from) * (delta > 0 ? WHEEL_STEP : 1.0 / WHEEL_STEP);
+    const double pivot = static_cast<double>(from) + at * static_cast<double>(to - from);
+    const auto newFrom = static_cast<qint64>(pivot - at * width);
+    zoomTo(newFrom, newFrom + static_cast<qint64>(width));
+    event->accept();
+}
+
+void TimeChartView::mousePressEvent(QMouseEvent* event)
+{
+    m_tipPinnedThisClick = false;
+    if (event->button() == Qt::RightButton) {
+        event->accept(); // the release resets the zoom; QChartView's own would only zoom out
+        return;
+    }
+    QChartView::mousePressEvent(event);
+}
+
+void TimeChartView::mouseReleaseEvent(QMouseEvent* event)
+{
+    if (event->button() == Qt::RightButton) {
+        unpinTip();
+        event->accept();
+        contextMenu()->exec(event->globalPosition().toPoint());
+        return;
+    }
+    const qint64 before = axisMinMs();
+    const qint64 beforeMax = axisMaxMs();
+    QChartView::mouseReleaseEvent(event);
+    // A rubber band ends in QChart::zoomIn, which moved the axis: keep that as the zoom, in
+    // absolute time, so the next redraw does not undo it.
+    if (!m_settingRange && (axisMinMs() != before || axisMaxMs() != beforeMax))
+        zoomTo(axisMinMs(), axisMaxMs());
+    if (event->button() == Qt::LeftButton && !m_tipPinnedThisClick)
+        unpinTip();
+}
+
+void TimeChartView::keyPressEvent(QKeyEvent* event)
+{
+    if (event->key() == Qt::Key_Escape && (isZoomed() || m_tipPinned)) {
+        unpinTip();
+        resetZoom();
+        event->accept();
+        return;
+    }
+    QChartView::keyPressEvent(event);
+}
+
+void TimeChartView::showTip(const QPointF& value, const QString& text)
+{
+    if (m_tipPinned)
+        return;
+    m_tip->setText(text);
+    m_tip->adjustSize();
+    const QPointF scene = chart()->mapToScene(chart()->mapToPosition(value));
+    QPoint at = mapFromScene(scene) + QPoint(12, 12);
+    at.setX(std::clamp(at.x(), 0, std::max(0, width() - m_tip->width())));
+    at.setY(std::clamp(at.y(), 0, std::max(0, height() - m_tip->height())));
+    m_tip->move(at);
+    m_tip->show();
+    m_tip->raise();
+}
+
+void TimeChartView::hideTip()
+{
+    if (!m_tipPinned)
+        m_tip->hide();
+}
+
+void TimeChartView::pinTip()
+{
+    if (!m_tip->isVisible())
+        return;
+    m_tipPinned = true;
+    m_tipPinnedThisClick = true;
+    m_tip->setFrameShadow(QFrame::Raised);
+    m_tip->setLineWidth(2);
+}
+
+void TimeChartView::unpinTip()
+{
+    m_tipPinned = false;
+    m_tip->setLineWidth(1);
+    m_tip->hide();
+}
+
+bool TimeChartView::tipVisible() const
+{
+    return !m_tip->isHidden();
+}
+
+QString TimeChartView::tipText() const
+{
+    return m_tip->text();
+}
+
+bool TimeChartView::isDark() const
+{
+    return palette().color(QPalette::Window).lightness() < 128;
+}
+
+void TimeChartView::resizeEvent(QResizeEvent* event)
+{
+    QChartView::resizeEvent(event);
+    // As many time labels as fit without eliding (HH:mm:ss needs about 70 px, plus a gap).
+    const int plot = static_cast<int>(chart()->plotArea().width());
+    m_x->setTickCount(std::clamp((plot > 0 ? plot : width() / 2) / 95 + 1, 3, 9));
+}
+
+int TimeChartView::yIntervalsThatFit() const
+{
+    const int label = QFontMetrics(m_y->labelsFont()).height() + 6;
+    return std::clamp((height() - 90) / label, 2, 6); // the plot: less the title and time axis
+}
+
+int TimeChartView::legendRowsThatFit() const
+{
+    // The legend stays at the right (below the plot it would take the height a short chart
+    // needs); a chart too short for every entry shows fewer.
+    const int row = QFontMetrics(chart()->legend()->font()).height() + 5;
+    return std::max(1, (height() - 70) / row); // the title, the time axis and the margins
+}
+
+void TimeChartView::changeEvent(QEvent* event)
+{
+    QChartView::changeEvent(event);
+    if (!m_theming
+        && (event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange
+            || event->type() == QEvent::StyleChange))
+        applyTheme();
+}
+
+void TimeChartView::applyTheme()
+{
+    m_theming = true; // setting colours below must not recurse through PaletteChange
+    const QPalette pal = palette();
+    const QColor text = pal.color(QPalette::WindowText);
+    QColor grid = pal.color(QPalette::Mid);
+    grid.setAlpha(110);
+    QChart* c = chart();
+    c->setBackgroundBrush(pal.color(QPalette::Base));
+    c->setBackgroundPen(QPen(pal.color(QPalette::Mid)));
+    c->setPlotAreaBackgroundVisible(false);
+    c->setTitleBrush(text);
+    c->legend()->setLabelColor(text);
+    for (QAbstractAxis* axis : c->axes()) {
+        axis->setLabelsColor(text);
+        axis->setTitleBrush(text);
+        axis->setLinePenColor(pal.color(QPalette::Mid));
+        axis->setGridLineColor(grid);
+    }
+    setBackgroundBrush(pal.color(QPalette::Window));
+    QPalette tip = m_tip->palette();
+    tip.setColor(QPalette::Window, pal.color(QPalette::ToolTipBase));
+    tip.setColor(QPalette::WindowText, pal.color(QPalette::ToolTipText));
+    m_tip->setPalette(tip);
+    themeChanged();
+    m_theming = false;
 }
 
 } // namespace tollgate::ui

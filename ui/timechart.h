@@ -1,26 +1,114 @@
 #pragma once
 
-// TimeChart: the frame shared by the dashboard's per-minute charts — a chart with a HH:mm
-// time axis at the bottom, a whole-number count axis at the left and the legend at the right.
+// TimeChartView: the frame shared by the dashboard's time charts — a chart with a time axis at
+// the bottom, a whole-number count axis at the left and the legend at the right, plus what
+// every time chart does the same way:
+//  - a span (ChartSpan: 5 min … 24 h, or automatic) whose bucket width the subclass draws;
+//  - zoom: the wheel and a horizontal rubber band narrow the time axis to an absolute range,
+//    Escape, resetZoom() or "Reset zoom" in the right-click menu go back to the span. Zoom never widens past
+//    the span;
+//  - a marker tip that stays while the mouse is on the marker (QToolTip vanishes after a
+//    second while traffic redraws the chart) and is pinned by a click until Escape or a click
+//    elsewhere;
+//  - colours from the widget's palette, re-applied on every palette change, so a dark desktop
+//    gets a dark chart.
+// Subclasses own their series and call frame() at the top of each redraw.
 
-#include <QString>
+#include "chartspan.h"
+
+#include <QtCharts/QChartView>
+#include <memory>
 
 QT_BEGIN_NAMESPACE
 class QChart;
-class QChartView;
 class QDateTimeAxis;
+class QLabel;
+class QMenu;
 class QValueAxis;
 QT_END_NAMESPACE
 
 namespace tollgate::ui {
 
-class TimeChart
+class TimeChartView : public QChartView
 {
+    Q_OBJECT
 public:
-    // Builds the chart and its two axes (owned by the chart); the caller adds the series.
-    [[nodiscard]] static QChart* create(const QString& title, QDateTimeAxis*& x, QValueAxis*& y);
-    // Hands the finished chart to the view (which takes ownership) with the common look.
-    static void install(QChartView* view, QChart* chart);
+    explicit TimeChartView(const QString& title, QWidget* parent = nullptr);
+
+    // ChartSpan::AUTO or one of ChartSpan::spans(); takes effect at the next redraw.
+    void setSpan(qint64 spanMs);
+    [[nodiscard]] qint64 span() const { return m_span; }
+    // What the last redraw showed (the automatic span resolved) and its buckets.
+    [[nodiscard]] qint64 effectiveSpan() const { return m_effectiveSpan; }
+    [[nodiscard]] const ChartSpan::Buckets& buckets() const { return m_buckets; }
+    [[nodiscard]] qint64 axisMinMs() const;
+    [[nodiscard]] qint64 axisMaxMs() const;
+
+    [[nodiscard]] bool isZoomed() const { return m_zoomTo > m_zoomFrom; }
+    void zoomTo(qint64 fromMs, qint64 toMs);
+    void resetZoom();
+
+    [[nodiscard]] bool tipVisible() const;
+    [[nodiscard]] bool tipPinned() const { return m_tipPinned; }
+    [[nodiscard]] QString tipText() const;
+
+    // What a right-click offers: the subclass's "Show events of caller X" entries, then
+    // "Reset zoom" (also for tests).
+    [[nodiscard]] std::unique_ptr<QMenu> contextMenu();
+
+Q_SIGNALS:
+    void zoomChanged(bool zoomed);
+    // "Show events of…" was chosen (either may be empty).
+    void scopeRequested(const QString& provider, const QString& caller);
+
+protected:
+    // Resolves the span for this redraw (oldestMs: the oldest data, for the automatic span),
+    // sets the time axis to the span or the zoom, and returns the buckets to fill.
+    const ChartSpan::Buckets& frame(qint64 nowMs, qint64 oldestMs);
+    // Shows text next to the value point; a tip for another point replaces it unless pinned.
+    void showTip(const QPointF& value, const QString& text);
+    void hideTip(); // unless pinned
+    void pinTip(); // the tip shown now stays
+    void unpinTip();
+    // Called after the palette's colours were applied to the frame (series colours).
+    virtual void themeChanged() { }
+    // The callers (and providers) the chart shows, for the right-click menu's scope entries.
+    struct Scope
+    {
+        QString provider;
+        QString caller;
+    };
+    [[nodiscard]] virtual QList<Scope> scopes() const { return {}; }
+    [[nodiscard]] bool isDark() const;
+    // How many legend entries fit the chart's height at the right.
+    [[nodiscard]] int legendRowsThatFit() const;
+    // How many count-axis intervals have room for their labels (2..6).
+    [[nodiscard]] int yIntervalsThatFit() const;
+
+    void wheelEvent(QWheelEvent* event) override;
+    void mousePressEvent(QMouseEvent* event) override;
+    void mouseReleaseEvent(QMouseEvent* event) override;
+    void keyPressEvent(QKeyEvent* event) override;
+    void changeEvent(QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
+
+    QDateTimeAxis* m_x = nullptr; // owned by the chart
+    QValueAxis* m_y = nullptr; // owned by the chart
+
+private:
+    void applyRange();
+    void applyTheme();
+
+    qint64 m_span = ChartSpan::AUTO;
+    qint64 m_effectiveSpan = 0;
+    ChartSpan::Buckets m_buckets;
+    qint64 m_zoomFrom = 0;
+    qint64 m_zoomTo = 0;
+    bool m_settingRange = false;
+    QLabel* m_tip = nullptr; // child
+    bool m_tipPinned = false;
+    bool m_tipPinnedThisClick = false;
+    bool m_theming = false;
 };
 
 } // namespace tollgate::ui

@@ -1,7 +1,6 @@
 #include "usagechart.h"
 
 #include "niceaxis.h"
-#include "timechart.h"
 
 #include <QDateTime>
 #include <QtCharts/QAreaSeries>
@@ -23,14 +22,14 @@ const QColor PALETTE[] = { QColor(0xd6, 0x4f, 0x3c), QColor(0x3b, 0x7d, 0xd8), Q
 } // namespace
 
 UsageChart::UsageChart(QWidget* parent)
-    : QChartView(parent)
+    : TimeChartView(QString(), parent)
 {
-    QChart* chart = TimeChart::create(tr("Requests per minute by caller, last 60 minutes"), m_x, m_y);
+    QChart* c = chart();
     QLineSeries* below = nullptr;
     for (int i = 0; i < MAX_BANDS; ++i) {
-        auto* upper = new QLineSeries(chart);
+        auto* upper = new QLineSeries(c);
         auto* area = new QAreaSeries(upper, below);
-        chart->addSeries(area);
+        c->addSeries(area);
         area->attachAxis(m_x);
         area->attachAxis(m_y);
         area->setVisible(false);
@@ -38,14 +37,45 @@ UsageChart::UsageChart(QWidget* parent)
         m_areas.append(area);
         below = upper;
     }
-    TimeChart::install(this, chart);
+    m_limit = new QLineSeries(c);
+    m_limit->setName(tr("limit"));
+    c->addSeries(m_limit);
+    m_limit->attachAxis(m_x);
+    m_limit->attachAxis(m_y);
+    m_limit->setVisible(false);
+    themeChanged();
+    updateTitle();
 }
 
 void UsageChart::setShowTokens(bool tokens)
 {
     m_tokens = tokens;
-    chart()->setTitle(tokens ? tr("Tokens per minute by caller, last 60 minutes")
-                             : tr("Requests per minute by caller, last 60 minutes"));
+    updateTitle();
+}
+
+void UsageChart::setLimitRates(double requestsPerSecond, double tokensPerSecond)
+{
+    m_requestRate = requestsPerSecond;
+    m_tokenRate = tokensPerSecond;
+}
+
+void UsageChart::updateTitle()
+{
+    const QString per
+        = ChartSpan::bucketLabel(buckets().count > 0 ? buckets().widthMs : ChartSpan::MINUTE_MS);
+    const QString span = ChartSpan::spanLabel(effectiveSpan() > 0 ? effectiveSpan() : ChartSpan::HOUR_MS);
+    chart()->setTitle(m_tokens ? tr("Tokens per %1 by caller, last %2").arg(per, span)
+                               : tr("Requests per %1 by caller, last %2").arg(per, span));
+}
+
+void UsageChart::themeChanged()
+{
+    if (!m_limit)
+        return;
+    QPen pen(isDark() ? QColor(0xff, 0x8a, 0x80) : QColor(0xb0, 0x10, 0x10));
+    pen.setWidthF(2);
+    pen.setStyle(Qt::DashLine);
+    m_limit->setPen(pen);
 }
 
 QColor UsageChart::colorFor(const QString& caller)
@@ -60,9 +90,11 @@ QColor UsageChart::colorFor(const QString& caller)
 
 void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
 {
-    const QVector<UsageHistory::CallerSeries> series = usage.callerSeries(nowMs, m_tokens, MAX_BANDS);
-    const qint64 firstMinute = UsageHistory::minuteOf(nowMs) - UsageHistory::USAGE_MINUTES + 1;
-    QVector<double> base(UsageHistory::USAGE_MINUTES, 0.0);
+    const ChartSpan::Buckets& b = frame(nowMs, usage.oldestMs());
+    // As many bands as the legend can name (one row is the limit's); the rest are "others".
+    const int bands = std::clamp(legendRowsThatFit() - 1, 3, static_cast<int>(MAX_BANDS));
+    const QVector<UsageHistory::CallerSeries> series = usage.callerSeries(b, m_tokens, bands);
+    QVector<double> base(b.count, 0.0);
     double top = 0;
     for (int band = 0; band < MAX_BANDS; ++band) {
         QAreaSeries* area = m_areas[band];
@@ -73,20 +105,18 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
         }
         const auto& s = series[band];
         QList<QPointF> points;
-        points.reserve(UsageHistory::USAGE_MINUTES * 2 + 1);
-        // Each minute is a flat step from its start to its end, as the data is. Every band
+        points.reserve(b.count * 2 + 1);
+        // Each bucket is a flat step from its start to its end, as the data is. Every band
         // has the same x values, so the band above can use this one as its lower edge.
-        for (int m = 0; m < UsageHistory::USAGE_MINUTES; ++m) {
-            const double below = points.isEmpty() ? base[m] + s.perMinute[m] : points.last().y();
-            base[m] += s.perMinute[m];
+        for (int m = 0; m < b.count; ++m) {
+            const double below = points.isEmpty() ? base[m] + s.perBucket[m] : points.last().y();
+            base[m] += s.perBucket[m];
             top = std::max(top, base[m]);
-            const double start = static_cast<double>((firstMinute + m) * UsageHistory::MINUTE_MS);
+            const double start = static_cast<double>(b.startOf(m));
             points.append(QPointF(start, below));
             points.append(QPointF(start, base[m]));
         }
-        points.append(QPointF(
-            static_cast<double>((firstMinute + UsageHistory::USAGE_MINUTES) * UsageHistory::MINUTE_MS),
-            points.last().y()));
+        points.append(QPointF(static_cast<double>(b.endMs()), points.last().y()));
         m_uppers[band]->replace(points);
         area->setName(s.caller);
         const QColor c = colorFor(s.caller);
@@ -96,17 +126,40 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
         }
         area->setVisible(true);
     }
-    // Bands below the largest: the lower series must be the band below, which it is by
-    // construction; hidden bands keep no points.
-    m_x->setRange(QDateTime::fromMSecsSinceEpoch(firstMinute * UsageHistory::MINUTE_MS),
-        QDateTime::fromMSecsSinceEpoch(
-            (firstMinute + UsageHistory::USAGE_MINUTES) * UsageHistory::MINUTE_MS));
-    NiceAxis::apply(m_y, top);
+    const double rate = m_tokens ? m_tokenRate : m_requestRate;
+    const double limit = rate > 0 ? rate * static_cast<double>(b.widthMs) / 1000.0 : 0.0;
+    if (limit > 0) {
+        m_limit->replace({ QPointF(static_cast<double>(b.firstMs), limit),
+            QPointF(static_cast<double>(b.endMs()), limit) });
+        m_limit->setName(
+            tr("limit (%1 per %2)").arg(std::round(limit * 10) / 10).arg(ChartSpan::bucketLabel(b.widthMs)));
+        m_limit->setVisible(true);
+    } else {
+        m_limit->clear();
+        m_limit->setVisible(false);
+    }
+    // A limit far above the traffic would flatten it: the line is drawn only up to 4× the top.
+    NiceAxis::apply(m_y, (limit > 0 && limit <= std::max(top, 1.0) * 4) ? std::max(top, limit) : top, 5,
+        yIntervalsThatFit());
     for (int band = 0; band < MAX_BANDS; ++band) {
         const auto markers = chart()->legend()->markers(m_areas[band]);
         for (QLegendMarker* marker : markers)
             marker->setVisible(band < series.size());
     }
+    for (QLegendMarker* marker : chart()->legend()->markers(m_limit))
+        marker->setVisible(limit > 0);
+    updateTitle();
+}
+
+QList<TimeChartView::Scope> UsageChart::scopes() const
+{
+    QList<Scope> out;
+    const QString others = UsageHistory::othersName();
+    for (QAreaSeries* area : m_areas) {
+        if (area->isVisible() && area->name() != others)
+            out.append(Scope { QString(), area->name() });
+    }
+    return out;
 }
 
 QStringList UsageChart::bandNames() const
@@ -117,6 +170,16 @@ QStringList UsageChart::bandNames() const
             out.append(area->name());
     }
     return out;
+}
+
+double UsageChart::limitLineValue() const
+{
+    return m_limit->isVisible() && m_limit->count() > 0 ? m_limit->at(0).y() : 0.0;
+}
+
+QList<QPointF> UsageChart::bandPoints(int band) const
+{
+    return band >= 0 && band < m_uppers.size() ? m_uppers[band]->points() : QList<QPointF>();
 }
 
 } // namespace tollgate::ui

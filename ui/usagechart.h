@@ -1,24 +1,23 @@
 #pragma once
 
-// UsageChart: requests (or tokens) per minute per caller over the last hour, stacked, so the
-// caller eating the quota is the biggest band. The series are created once and updated with
-// replace(); a caller keeps its colour for as long as the dashboard runs.
+// UsageChart: requests (or tokens) per bucket per caller over the chosen span, stacked, so the
+// caller eating the quota is the biggest band, with the limit drawn as a dashed line (the
+// limit's sustained rate in the same bucket width). The series are created once and updated
+// with replace(); a caller keeps its colour for as long as the dashboard runs.
 
+#include "timechart.h"
 #include "usagehistory.h"
 
 #include <QHash>
-#include <QtCharts/QChartView>
 
 QT_BEGIN_NAMESPACE
 class QAreaSeries;
-class QDateTimeAxis;
 class QLineSeries;
-class QValueAxis;
 QT_END_NAMESPACE
 
 namespace tollgate::ui {
 
-class UsageChart final : public QChartView
+class UsageChart final : public TimeChartView
 {
     Q_OBJECT
 public:
@@ -28,18 +27,26 @@ public:
 
     void setShowTokens(bool tokens);
     [[nodiscard]] bool showsTokens() const { return m_tokens; }
+    // The limits as rates (per second; ≤ 0: no limit line). Drawn per bucket at the next update.
+    void setLimitRates(double requestsPerSecond, double tokensPerSecond);
     void update(const UsageHistory& usage, qint64 nowMs);
 
     [[nodiscard]] QStringList bandNames() const; // visible bands, largest first (for tests)
+    [[nodiscard]] double limitLineValue() const; // per bucket; 0 when not drawn (for tests)
+    [[nodiscard]] QList<QPointF> bandPoints(int band) const; // the upper edge (for tests)
 
 private:
     [[nodiscard]] QColor colorFor(const QString& caller);
+    void updateTitle();
+    void themeChanged() override;
+    [[nodiscard]] QList<Scope> scopes() const override;
 
     bool m_tokens = false;
+    double m_requestRate = 0;
+    double m_tokenRate = 0;
     QVector<QLineSeries*> m_uppers; // owned by the chart via the area series
     QVector<QAreaSeries*> m_areas; // owned by the chart
-    QDateTimeAxis* m_x = nullptr; // owned by the chart
-    QValueAxis* m_y = nullptr; // owned by the chart
+    QLineSeries* m_limit = nullptr; // owned by the chart
     QHash<QString, QColor> m_colors;
 };
 

@@ -5,6 +5,11 @@
 
 namespace tollgate::ui {
 
+QString UsageHistory::othersName()
+{
+    return QObject::tr("others");
+}
+
 namespace {
 
 QString qs(const std::string& s)
@@ -18,9 +23,13 @@ void UsageHistory::add(const std::vector<HistoryEvent>& events)
 {
     for (const HistoryEvent& e : events) {
         if (e.type == "admit") {
-            Usage& u = m_usage[minuteOf(e.timeMs)][qs(e.caller)];
+            const QString caller = qs(e.caller);
+            Usage& u = m_usage[minuteOf(e.timeMs)][caller];
             ++u.requests;
             u.tokens += e.tokens;
+            Usage& f = m_fine[ChartSpan::floorDiv(e.timeMs, FINE_MS)][caller];
+            ++f.requests;
+            f.tokens += e.tokens;
         } else if (e.type == "429") {
             m_hits.push_back({ e.timeMs, qs(e.provider), qs(e.caller) });
         } else if (e.type == "pause" || e.type == "resume" || e.type == "limits"
@@ -33,14 +42,17 @@ void UsageHistory::add(const std::vector<HistoryEvent>& events)
 void UsageHistory::clear()
 {
     m_usage.clear();
+    m_fine.clear();
     m_hits.clear();
     m_markers.clear();
 }
 
 void UsageHistory::prune(qint64 nowMs)
 {
-    const qint64 firstMinute = minuteOf(nowMs) - USAGE_MINUTES;
+    const qint64 firstMinute = minuteOf(nowMs) - RATE_LIMIT_MINUTES;
     m_usage.erase(m_usage.begin(), m_usage.lower_bound(firstMinute));
+    const qint64 firstFine = ChartSpan::floorDiv(nowMs - qint64(USAGE_MINUTES) * MINUTE_MS, FINE_MS);
+    m_fine.erase(m_fine.begin(), m_fine.lower_bound(firstFine));
     const qint64 dayAgo = nowMs - qint64(RATE_LIMIT_MINUTES) * MINUTE_MS;
     // Arrival order is time order except across clock steps; pruning from the front is enough.
     while (!m_hits.empty() && m_hits.front().timeMs < dayAgo)
@@ -50,21 +62,29 @@ void UsageHistory::prune(qint64 nowMs)
 }
 
 QVector<UsageHistory::CallerSeries> UsageHistory::callerSeries(
-    qint64 nowMs, bool tokens, int maxCallers) const
+    const ChartSpan::Buckets& buckets, bool tokens, int maxCallers) const
 {
-    const qint64 last = minuteOf(nowMs);
-    const qint64 first = last - USAGE_MINUTES + 1;
+    if (buckets.count <= 0 || buckets.widthMs <= 0)
+        return {};
+    // Minute buckets for widths of whole minutes, the fine ones below that.
+    const bool fine = buckets.widthMs % MINUTE_MS != 0;
+    const auto& source = fine ? m_fine : m_usage;
+    const qint64 unit = fine ? FINE_MS : MINUTE_MS;
+    const qint64 first = ChartSpan::floorDiv(buckets.firstMs, unit);
+    const qint64 last = ChartSpan::floorDiv(buckets.endMs() - 1, unit);
     QHash<QString, CallerSeries> byCaller;
-    for (auto it = m_usage.lower_bound(first); it != m_usage.end() && it->first <= last; ++it) {
-        const int slot = static_cast<int>(it->first - first);
+    for (auto it = source.lower_bound(first); it != source.end() && it->first <= last; ++it) {
+        const int slot = buckets.indexOf(it->first * unit);
+        if (slot < 0)
+            continue;
         for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
             CallerSeries& s = byCaller[c.key()];
-            if (s.perMinute.isEmpty()) {
+            if (s.perBucket.isEmpty()) {
                 s.caller = c.key();
-                s.perMinute.fill(0.0, USAGE_MINUTES);
+                s.perBucket.fill(0.0, buckets.count);
             }
             const double v = static_cast<double>(tokens ? c->tokens : c->requests);
-            s.perMinute[slot] += v;
+            s.perBucket[slot] += v;
             s.total += v;
         }
     }
@@ -76,11 +96,11 @@ QVector<UsageHistory::CallerSeries> UsageHistory::callerSeries(
         all.end());
     if (maxCallers > 0 && all.size() > maxCallers) {
         CallerSeries others;
-        others.caller = QObject::tr("others");
-        others.perMinute.fill(0.0, USAGE_MINUTES);
+        others.caller = othersName();
+        others.perBucket.fill(0.0, buckets.count);
         for (int i = maxCallers - 1; i < all.size(); ++i) {
-            for (int m = 0; m < USAGE_MINUTES; ++m)
-                others.perMinute[m] += all[i].perMinute[m];
+            for (int m = 0; m < buckets.count; ++m)
+                others.perBucket[m] += all[i].perBucket[m];
             others.total += all[i].total;
         }
         all.resize(maxCallers - 1);
@@ -115,16 +135,57 @@ QVector<UsageHistory::CallerTotals> UsageHistory::callerTotals(qint64 nowMs) con
     return out;
 }
 
-QVector<int> UsageHistory::rateLimitsPerMinute(qint64 nowMs) const
+QVector<int> UsageHistory::rateLimits(const ChartSpan::Buckets& buckets) const
 {
-    QVector<int> out(RATE_LIMIT_MINUTES, 0);
-    const qint64 first = minuteOf(nowMs) - RATE_LIMIT_MINUTES + 1;
+    QVector<int> out(std::max(0, buckets.count), 0);
     for (const Hit& h : m_hits) {
-        const qint64 slot = minuteOf(h.timeMs) - first;
-        if (slot >= 0 && slot < RATE_LIMIT_MINUTES)
-            ++out[static_cast<int>(slot)];
+        const int slot = buckets.indexOf(h.timeMs);
+        if (slot >= 0)
+            ++out[slot];
     }
     return out;
+}
+
+QVector<UsageHistory::RateLimited> UsageHistory::rateLimitedBetween(qint64 fromMs, qint64 toMs) const
+{
+    QHash<QString, RateLimited> byKey;
+    for (const Hit& h : m_hits) {
+        if (h.timeMs < fromMs || h.timeMs >= toMs)
+            continue;
+        RateLimited& r = byKey[h.provider + QChar(0) + h.caller];
+        r.provider = h.provider;
+        r.caller = h.caller;
+        ++r.count;
+        r.lastMs = std::max(r.lastMs, h.timeMs);
+    }
+    QVector<RateLimited> out = byKey.values().toVector();
+    std::sort(out.begin(), out.end(), [](const RateLimited& a, const RateLimited& b) {
+        if (a.count != b.count)
+            return a.count > b.count;
+        return a.provider != b.provider ? a.provider < b.provider : a.caller < b.caller;
+    });
+    return out;
+}
+
+qint64 UsageHistory::oldestMs() const
+{
+    qint64 oldest = 0;
+    auto take = [&oldest](qint64 t) {
+        if (t > 0 && (oldest == 0 || t < oldest))
+            oldest = t;
+    };
+    if (!m_usage.empty()) {
+        // The fine buckets say it to 10 s where they reach back as far as the minutes.
+        const qint64 minuteStart = m_usage.begin()->first * MINUTE_MS;
+        const qint64 fineStart = m_fine.empty() ? 0 : m_fine.begin()->first * FINE_MS;
+        take(fineStart > 0 && minuteOf(fineStart) == m_usage.begin()->first ? fineStart : minuteStart);
+    }
+    // Arrival order is nearly time order; a full scan would cost a day of 429s per redraw.
+    if (!m_hits.empty())
+        take(m_hits.front().timeMs);
+    if (!m_markers.empty())
+        take(m_markers.front().timeMs);
+    return oldest;
 }
 
 QVector<UsageHistory::RateLimited> UsageHistory::rateLimitedCallers(qint64 nowMs) const

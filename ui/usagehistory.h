@@ -1,11 +1,13 @@
 #pragma once
 
 // UsageHistory: what the charts and the per-caller tables show, aggregated incrementally from
-// history events as they arrive: admissions per minute per caller for the last hour, every
-// 429 of the last day (with provider and caller), and the pauses and limit changes that the
-// 429 chart marks. Memory is bounded by time (old minutes are pruned), never by traffic
-// beyond one hour of per-minute buckets and one day of 429s and markers.
+// history events as they arrive: admissions per caller in 10-second buckets for the last hour
+// and per minute for the last day, every 429 of the last day (with provider and caller), and
+// the pauses and limit changes that the 429 chart marks. Memory is bounded by time (old
+// buckets are pruned), never by traffic: 360 fine buckets, 1440 minutes, one day of 429s.
+// Queries take the buckets to fill (ChartSpan), so every chart span reads the same data.
 
+#include "chartspan.h"
 #include "historyevent.h"
 
 #include <QHash>
@@ -23,11 +25,12 @@ public:
     static constexpr qint64 MINUTE_MS = 60000;
     static constexpr int USAGE_MINUTES = 60;
     static constexpr int RATE_LIMIT_MINUTES = 24 * 60;
+    static constexpr qint64 FINE_MS = 10'000; // the finest bucket, kept for USAGE_MINUTES
 
     struct CallerSeries
     {
         QString caller; // "others" gathers the callers beyond the largest ones
-        QVector<double> perMinute; // USAGE_MINUTES values, oldest first, the current minute last
+        QVector<double> perBucket; // one value per bucket asked for, oldest first
         double total = 0;
     };
     struct CallerTotals
@@ -53,6 +56,9 @@ public:
         QString text;
     };
 
+    // The name of the band that sums the callers beyond the largest ones.
+    [[nodiscard]] static QString othersName();
+
     void add(const std::vector<HistoryEvent>& events);
     void clear();
     void prune(qint64 nowMs);
@@ -61,11 +67,16 @@ public:
     {
         return ms >= 0 ? ms / MINUTE_MS : (ms - MINUTE_MS + 1) / MINUTE_MS;
     }
-    // Largest callers first (by total over the hour); beyond maxCallers they are summed as "others".
-    [[nodiscard]] QVector<CallerSeries> callerSeries(qint64 nowMs, bool tokens, int maxCallers) const;
+    // Largest callers first (by total over the buckets); beyond maxCallers they are summed as
+    // "others". Buckets narrower than a minute reach back one hour at most (older are empty).
+    [[nodiscard]] QVector<CallerSeries> callerSeries(
+        const ChartSpan::Buckets& buckets, bool tokens, int maxCallers) const;
     [[nodiscard]] QVector<CallerTotals> callerTotals(qint64 nowMs) const; // by requests, largest first
-    [[nodiscard]] QVector<int> rateLimitsPerMinute(
-        qint64 nowMs) const; // RATE_LIMIT_MINUTES values, oldest first
+    [[nodiscard]] QVector<int> rateLimits(const ChartSpan::Buckets& buckets) const; // per bucket
+    // The 429s in [fromMs, toMs), by provider and caller, most first (for a chart's tooltip).
+    [[nodiscard]] QVector<RateLimited> rateLimitedBetween(qint64 fromMs, qint64 toMs) const;
+    // The oldest admission, 429 or marker still kept (0: none), for the automatic span.
+    [[nodiscard]] qint64 oldestMs() const;
     [[nodiscard]] QVector<RateLimited> rateLimitedCallers(qint64 nowMs) const; // most 429s first
     [[nodiscard]] QVector<Marker> markers(qint64 nowMs) const;
 
@@ -82,7 +93,8 @@ private:
         QString caller;
     };
 
-    std::map<qint64, QHash<QString, Usage>> m_usage; // minute -> caller -> admissions
+    std::map<qint64, QHash<QString, Usage>> m_usage; // minute -> caller -> admissions (a day)
+    std::map<qint64, QHash<QString, Usage>> m_fine; // FINE_MS bucket -> caller (an hour)
     std::deque<Hit> m_hits; // 429s, in arrival order
     std::deque<Marker> m_markers;
 };

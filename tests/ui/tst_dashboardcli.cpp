@@ -37,6 +37,8 @@ private Q_SLOTS:
     void liveXDisplayIsUsed();
     void qtFailingOnAnAnsweringDisplayIsPlainToo();
     void runScriptSaysTheSameWithoutDisplay();
+    void screenshotSizeAndPalette();
+    void badSizeOrPaletteIsAUsageError();
 };
 
 namespace {
@@ -426,6 +428,70 @@ void TestDashboardCli::runScriptSaysTheSameWithoutDisplay()
     QCOMPARE(fromBinary.code, 2);
     QCOMPARE(fromScript.err, fromBinary.err);
     QVERIFY(fromScript.out.isEmpty());
+}
+
+void TestDashboardCli::screenshotSizeAndPalette()
+{
+    QTemporaryDir dir;
+    auto shoot = [&dir](const QString& size, const QString& palette) {
+        const QString png = dir.path() + QStringLiteral("/%1-%2.png").arg(size, palette);
+        QProcess p;
+        startDashboard(
+            { QStringLiteral("--home"), dir.path() + QStringLiteral("/home"), QStringLiteral("--settings"),
+                dir.path() + QStringLiteral("/dashboard.ini"), QStringLiteral("--size"), size,
+                QStringLiteral("--palette"), palette, QStringLiteral("--screenshot"), png },
+            p);
+        if (!p.waitForFinished(60000) || p.exitCode() != 0)
+            return QImage();
+        return QImage(png);
+    };
+    auto meanGray = [](const QImage& img) {
+        qint64 sum = 0;
+        qint64 n = 0;
+        for (int y = 0; y < img.height(); y += 7) {
+            for (int x = 0; x < img.width(); x += 7) {
+                sum += qGray(img.pixel(x, y));
+                ++n;
+            }
+        }
+        return n > 0 ? sum / n : 0;
+    };
+    // The size asked for, larger than the offscreen screen too.
+    const QImage small = shoot(QStringLiteral("1280x720"), QStringLiteral("light"));
+    QCOMPARE(small.size(), QSize(1280, 720));
+    const QImage big = shoot(QStringLiteral("1920x1080"), QStringLiteral("light"));
+    QCOMPARE(big.size(), QSize(1920, 1080));
+    QVERIFY(meanGray(small) > 160);
+    // Dark: mostly dark, with light text on it.
+    const QImage dark = shoot(QStringLiteral("1280x720"), QStringLiteral("dark"));
+    QCOMPARE(dark.size(), QSize(1280, 720));
+    QVERIFY2(meanGray(dark) < 90, qPrintable(QString::number(meanGray(dark))));
+    bool light = false;
+    for (int y = 0; y < dark.height() && !light; y += 2) {
+        for (int x = 0; x < dark.width() && !light; x += 2)
+            light = qGray(dark.pixel(x, y)) > 200;
+    }
+    QVERIFY(light);
+}
+
+void TestDashboardCli::badSizeOrPaletteIsAUsageError()
+{
+    QTemporaryDir dir;
+    const QList<QStringList> bad { { QStringLiteral("--size"), QStringLiteral("big") },
+        { QStringLiteral("--size"), QStringLiteral("99999x99999") }, // a 40 GB picture
+        { QStringLiteral("--size"), QStringLiteral("10x10") },
+        { QStringLiteral("--size"), QStringLiteral("1280x720x3") },
+        { QStringLiteral("--palette"), QStringLiteral("purple") } };
+    for (const QStringList& args : bad) {
+        QProcess p;
+        startDashboard(QStringList { QStringLiteral("--home"), dir.path() + QStringLiteral("/home"),
+                           QStringLiteral("--screenshot"), dir.path() + QStringLiteral("/x.png") }
+                + args,
+            p);
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.exitCode(), 2);
+        QVERIFY(!QFile::exists(dir.path() + QStringLiteral("/x.png")));
+    }
 }
 
 QTEST_GUILESS_MAIN(TestDashboardCli)

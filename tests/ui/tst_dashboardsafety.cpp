@@ -102,7 +102,7 @@ QStringList menuTexts(QMenu* menu)
 {
     QStringList out;
     for (QAction* a : menu->actions())
-        out.append(a->text());
+        out.append(QString(a->text()).remove(QLatin1Char('&'))); // without the mnemonics
     return out;
 }
 

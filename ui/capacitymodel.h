@@ -1,0 +1,54 @@
+#pragma once
+
+// CapacityModel: per provider, what the next call would meet now — the core's Capacity
+// figures (core/capacity.h) for the last snapshot at the time given to tick(), turned into
+// the texts and the ok / near / blocked level the capacity tiles show. It does no capacity
+// arithmetic of its own and no I/O; the clock is whatever the caller passes (tests use a
+// fixed one), so the same snapshot and time always give the same rows.
+
+#include "dashboardsnapshot.h"
+
+#include <QObject>
+#include <QStringList>
+#include <QVector>
+
+namespace tollgate::ui {
+
+class CapacityModel final : public QObject
+{
+    Q_OBJECT
+public:
+    enum class Level { Ok, Near, Blocked, Unstyled };
+    struct Row
+    {
+        QString provider;
+        Level level = Level::Ok;
+        QString headline; // "12 left", "BLOCKED", "PAUSED", "BACKING OFF", "unlimited"
+        QString next; // "next free in 8 s"; empty when a request can go now
+        QStringList details; // requests, tokens, slots, backoff / pause reason
+        QString tooltip;
+        bool operator==(const Row&) const = default;
+    };
+
+    explicit CapacityModel(QObject* parent = nullptr);
+
+    void setSnapshot(const DashboardSnapshot& snapshot, qint64 nowMs);
+    void tick(qint64 nowMs);
+
+    [[nodiscard]] const QVector<Row>& rows() const { return m_rows; }
+    [[nodiscard]] const Row* row(const QString& provider) const;
+
+Q_SIGNALS:
+    void changed(); // rows() differ from before
+
+private:
+    void rebuild();
+
+    QuotaLimits m_limits;
+    QuotaState m_state;
+    bool m_hasState = false;
+    qint64 m_nowMs = 0;
+    QVector<Row> m_rows;
+};
+
+} // namespace tollgate::ui

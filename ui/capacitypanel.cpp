@@ -1,0 +1,186 @@
+#include "capacitypanel.h"
+
+#include <QContextMenuEvent>
+#include <QEvent>
+#include <QFrame>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+namespace tollgate::ui {
+
+CapacityPanel::CapacityPanel(CapacityModel* model, QWidget* parent)
+    : QWidget(parent)
+    , m_model(model)
+{
+    setObjectName(QStringLiteral("capacityPanel"));
+    auto* outer = new QVBoxLayout(this);
+    outer->setContentsMargins(0, 0, 0, 0);
+    auto* scroll = new QScrollArea(this);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    auto* inner = new QWidget(scroll);
+    m_layout = new QHBoxLayout(inner);
+    m_layout->setContentsMargins(2, 2, 2, 2);
+    m_layout->setSpacing(8);
+    m_empty = new QLabel(tr("No provider has limits yet."), inner);
+    m_layout->addWidget(m_empty);
+    m_layout->addStretch(1);
+    scroll->setWidget(inner);
+    outer->addWidget(scroll);
+    connect(m_model, &CapacityModel::changed, this, &CapacityPanel::sync);
+    sync();
+}
+
+void CapacityPanel::sync()
+{
+    const QVector<CapacityModel::Row>& rows = m_model->rows();
+    QStringList order;
+    for (const auto& row : rows)
+        order.append(row.provider);
+    if (order != m_order) {
+        // The set of providers changed (rare): tiles are made or dropped, never per tick.
+        for (auto it = m_tiles.begin(); it != m_tiles.end();) {
+            if (!order.contains(it.key())) {
+                it->frame->deleteLater();
+                it = m_tiles.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        for (const QString& provider : order) {
+            if (m_tiles.contains(provider))
+                continue;
+            Tile t;
+            t.frame = new QFrame(m_layout->parentWidget());
+            t.frame->setObjectName(QStringLiteral("capacityTile"));
+            t.frame->setProperty("provider", provider);
+            t.frame->setFrameShape(QFrame::StyledPanel);
+            t.frame->setAutoFillBackground(true);
+            t.frame->setMinimumWidth(220);
+            t.frame->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);
+            t.frame->installEventFilter(this);
+            // Headline and countdown at the left, big; the figures at the right: a tile is
+            // about 80 px high, so the panel leaves the charts their room at 1280×720.
+            auto* grid = new QGridLayout(t.frame);
+            grid->setContentsMargins(10, 4, 10, 4);
+            grid->setHorizontalSpacing(14);
+            grid->setVerticalSpacing(0);
+            t.name = new QLabel(provider, t.frame);
+            QFont nameFont = t.name->font();
+            nameFont.setBold(true);
+            t.name->setFont(nameFont);
+            t.headline = new QLabel(t.frame);
+            t.headline->setObjectName(QStringLiteral("capacityHeadline"));
+            QFont big = t.headline->font();
+            big.setPointSizeF(big.pointSizeF() * 1.9);
+            big.setBold(true);
+            t.headline->setFont(big);
+            t.next = new QLabel(t.frame);
+            t.next->setObjectName(QStringLiteral("capacityNext"));
+            QFont mid = t.next->font();
+            mid.setPointSizeF(mid.pointSizeF() * 1.15);
+            mid.setBold(true);
+            t.next->setFont(mid);
+            t.details = new QLabel(t.frame);
+            t.details->setObjectName(QStringLiteral("capacityDetails"));
+            for (QLabel* l : { t.name, t.headline, t.next, t.details })
+                l->setTextFormat(Qt::PlainText);
+            grid->addWidget(t.name, 0, 0);
+            grid->addWidget(t.headline, 1, 0);
+            grid->addWidget(t.next, 2, 0);
+            grid->addWidget(t.details, 0, 1, 3, 1, Qt::AlignTop | Qt::AlignLeft);
+            grid->setColumnStretch(1, 1);
+            t.level = CapacityModel::Level::Unstyled;
+            m_tiles.insert(provider, t);
+        }
+        // Lay them out in the model's order.
+        for (const QString& provider : order)
+            m_layout->removeWidget(m_tiles[provider].frame);
+        for (int i = 0; i < order.size(); ++i)
+            m_layout->insertWidget(i, m_tiles[order[i]].frame);
+        m_order = order;
+        m_empty->setVisible(order.isEmpty());
+    }
+    for (const auto& row : rows) {
+        Tile& t = m_tiles[row.provider];
+        t.headline->setText(row.headline);
+        t.next->setText(row.next);
+        t.next->setVisible(!row.next.isEmpty());
+        t.details->setText(row.details.join(QLatin1Char('\n')));
+        t.frame->setToolTip(row.tooltip);
+        if (t.level != row.level)
+            style(t, row.level);
+    }
+}
+
+void CapacityPanel::style(Tile& tile, CapacityModel::Level level)
+{
+    tile.level = level;
+    const QPalette base = palette();
+    const bool dark = base.color(QPalette::Window).lightness() < 128;
+    QColor accent;
+    switch (level) {
+    case CapacityModel::Level::Ok:
+        accent = dark ? QColor(0x5f, 0xd0, 0x8a) : QColor(0x1e, 0x7e, 0x3e);
+        break;
+    case CapacityModel::Level::Near:
+        accent = dark ? QColor(0xf2, 0xc0, 0x4a) : QColor(0x9a, 0x5b, 0x00);
+        break;
+    case CapacityModel::Level::Blocked:
+        accent = dark ? QColor(0xff, 0x7b, 0x72) : QColor(0xb4, 0x1c, 0x1c);
+        break;
+    }
+    // A tint of the accent over the base: readable in light and dark palettes alike.
+    const QColor bg = base.color(QPalette::Base);
+    const QColor tint = QColor::fromRgbF(bg.redF() * 0.85f + accent.redF() * 0.15f,
+        bg.greenF() * 0.85f + accent.greenF() * 0.15f, bg.blueF() * 0.85f + accent.blueF() * 0.15f);
+    QPalette p = tile.frame->palette();
+    p.setColor(QPalette::Window, tint);
+    p.setColor(QPalette::WindowText, base.color(QPalette::Text));
+    tile.frame->setPalette(p);
+    QPalette h = tile.headline->palette();
+    h.setColor(QPalette::WindowText, accent);
+    tile.headline->setPalette(h);
+    tile.next->setPalette(h);
+    tile.frame->setProperty("level", static_cast<int>(level));
+}
+
+QString CapacityPanel::tileText(const QString& provider) const
+{
+    auto it = m_tiles.constFind(provider);
+    if (it == m_tiles.constEnd())
+        return {};
+    QStringList parts { it->name->text(), it->headline->text() };
+    if (!it->next->text().isEmpty())
+        parts.append(it->next->text());
+    parts.append(it->details->text());
+    return parts.join(QLatin1Char('\n'));
+}
+
+void CapacityPanel::changeEvent(QEvent* event)
+{
+    QWidget::changeEvent(event);
+    if (event->type() == QEvent::PaletteChange || event->type() == QEvent::ApplicationPaletteChange) {
+        for (auto& t : m_tiles)
+            style(t, t.level);
+    }
+}
+
+bool CapacityPanel::eventFilter(QObject* watched, QEvent* event)
+{
+    if (event->type() == QEvent::ContextMenu) {
+        auto* frame = qobject_cast<QFrame*>(watched);
+        if (frame) {
+            Q_EMIT contextMenuRequested(
+                frame->property("provider").toString(), static_cast<QContextMenuEvent*>(event)->globalPos());
+            return true;
+        }
+    }
+    return QWidget::eventFilter(watched, event);
+}
+
+} // namespace tollgate::ui
