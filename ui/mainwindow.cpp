@@ -371,6 +371,9 @@ void MainWindow::buildActions()
     bar->setObjectName(QStringLiteral("actionsToolBar"));
     bar->setMovable(false);
     bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    // Small icons beside the text: the style's default (24 px) made the bar taller than the
+    // text needs, and at 1280x720 every pixel of height goes to the tables and charts.
+    bar->setIconSize(QSize(16, 16));
     bar->addAction(m_togglePauseAction);
     bar->addSeparator();
     bar->addAction(m_pauseAction);
