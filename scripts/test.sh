@@ -24,7 +24,7 @@ phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
 TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
 TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
     "$ROOT/scripts/bootstrap.sh"
-ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1" \
+ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
     ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 "$@"
