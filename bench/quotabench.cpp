@@ -2,13 +2,12 @@
 // multi-process aggregate throughput, cost against the window's size, and the wake-up
 // latency of a blocked waiter when the only parallel slot is released.
 
+#include "base/manualclock.h"
+#include "base/systemclock.h"
 #include "benches.h"
-
-#include "filequotastore.h"
-#include "manualclock.h"
-#include "quotalimiter.h"
-#include "statefile.h"
-#include "systemclock.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
+#include "store/statefile.h"
 
 #include <algorithm>
 #include <climits>
@@ -27,7 +26,8 @@ constexpr const char* PROVIDER = "bench";
 constexpr std::int64_t WINDOW_MS = 60000;
 
 // A limiter on a home directory, as one process of the bench uses it.
-struct Client {
+struct Client
+{
     ProcessProbe probe;
     std::unique_ptr<FileQuotaStore> store;
     std::unique_ptr<QuotaLimiter> limiter;
@@ -42,7 +42,8 @@ struct Client {
     }
 };
 
-void setLimits(const std::string& home, const Clock& clock, std::int64_t requests, std::optional<std::int64_t> parallel)
+void setLimits(
+    const std::string& home, const Clock& clock, std::int64_t requests, std::optional<std::int64_t> parallel)
 {
     Client c(home, clock);
     ProviderLimits l;
@@ -62,7 +63,10 @@ AdmitRequest request(bool wantsSlot = false)
     return r;
 }
 
-std::string homeIn(const TempDir& dir) { return dir.path() + "/home"; }
+std::string homeIn(const TempDir& dir)
+{
+    return dir.path() + "/home";
+}
 
 } // namespace
 
@@ -99,7 +103,8 @@ void benchAcquire(const Config& c, std::vector<Row>& rows, Figures& f)
     f.acquireP50Us = tryS.p50Us;
 
     const Summary futS = measure(std::chrono::milliseconds(1000));
-    Row r2 { "1b", "acquire, deadline = now + 1 s, 1 process", {}, {}, {}, {}, 0, "same home, continues after 1a" };
+    Row r2 { "1b", "acquire, deadline = now + 1 s, 1 process", {}, {}, {}, {}, 0,
+        "same home, continues after 1a" };
     fillLatency(r2, futS);
     r2.opsPerSec = 1e6 / futS.meanUs;
     rows.push_back(r2);
@@ -113,14 +118,16 @@ void benchAcquire(const Config& c, std::vector<Row>& rows, Figures& f)
 void benchAggregate(const Config& c, std::vector<Row>& rows, Figures& f)
 {
     constexpr std::size_t MAX_SAMPLES = 1 << 20; // per worker; more calls are counted, not timed
-    struct Slot {
+    struct Slot
+    {
         std::int64_t admitted;
         std::int64_t errors;
         std::int64_t endNs;
         std::int64_t samples;
     };
     for (int procs : { 1, 2, 4, 8 }) {
-        std::fprintf(stderr, "bench: 3. aggregate admissions/s, %d process(es), %d ms\n", procs, c.durationMs);
+        std::fprintf(
+            stderr, "bench: 3. aggregate admissions/s, %d process(es), %d ms\n", procs, c.durationMs);
         TempDir dir("tollgate-bench-aggregate");
         SystemClock clock;
         setLimits(homeIn(dir), clock, 1000000000, std::nullopt);
@@ -181,7 +188,8 @@ void benchAggregate(const Config& c, std::vector<Row>& rows, Figures& f)
         const double wallS = static_cast<double>(endNs - *start) / 1e9;
         const double perSec = static_cast<double>(admitted) / wallS;
         const Summary s = summarize(std::move(all));
-        Row r { "3", "aggregate admissions/s, " + std::to_string(procs) + " process" + (procs > 1 ? "es" : ""), {}, {},
+        Row r { "3",
+            "aggregate admissions/s, " + std::to_string(procs) + " process" + (procs > 1 ? "es" : ""), {}, {},
             {}, perSec, 0,
             fmtThousands(static_cast<double>(admitted)) + " admitted in " + fmtNumber(wallS, 2) + " s wall"
                 + (procs > 1 ? "; per process " + fmtThousands(static_cast<double>(fewest)) + "–"
@@ -200,7 +208,8 @@ void benchAggregate(const Config& c, std::vector<Row>& rows, Figures& f)
 void benchWindowSizes(const Config& c, std::vector<Row>& rows, Figures& f)
 {
     for (std::int64_t limit : { 100LL, 10000LL, 1000000LL }) {
-        std::fprintf(stderr, "bench: 4. acquire cost at %lld requests per window\n", static_cast<long long>(limit));
+        std::fprintf(
+            stderr, "bench: 4. acquire cost at %lld requests per window\n", static_cast<long long>(limit));
         TempDir dir("tollgate-bench-window");
         ManualClock clock(std::chrono::system_clock::now());
         setLimits(homeIn(dir), clock, limit, std::nullopt);
@@ -217,7 +226,8 @@ void benchWindowSizes(const Config& c, std::vector<Row>& rows, Figures& f)
         auto fill = cl.store->transact([&](QuotaTransaction& tx) -> Result<void> {
             const ProviderLimits* l = tx.limits.find(PROVIDER);
             const std::int64_t nowNs
-                = std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()).count();
+                = std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch())
+                      .count();
             ProviderState& p = tx.state.ensureProvider(PROVIDER);
             QuotaPolicy::syncProvider(p, *l, nowNs / 1000000);
             ScopeWindow* sc = p.scope("");
@@ -257,13 +267,17 @@ void benchWindowSizes(const Config& c, std::vector<Row>& rows, Figures& f)
                 inWindow = p->scope("")->window.usage(snap->nowMs).requests;
         }
         const Summary s = summarize(std::move(samples));
-        Row r { "4", "acquire (try) at " + fmtThousands(static_cast<double>(limit)) + " req / 60 s window, full", {}, {}, {},
-            {}, 0,
+        Row r { "4",
+            "acquire (try) at " + fmtThousands(static_cast<double>(limit)) + " req / 60 s window, full", {},
+            {}, {}, {}, 0,
             "ManualClock +" + fmtNumber(static_cast<double>(stepNs) / 1e6, 3) + " ms per call; "
                 + fmtNumber(100.0 * static_cast<double>(admitted) / static_cast<double>(c.windowCalls), 1)
-                + "% admitted" + (refusedSamples.empty() ? std::string()
+                + "% admitted"
+                + (refusedSamples.empty()
+                        ? std::string()
                         : " (refused tries: p50 " + fmtNumber(summarize(refusedSamples).p50Us, 1) + " µs)")
-                + "; window pre-filled to 97%, holds " + fmtThousands(static_cast<double>(inWindow)) + " at the end" };
+                + "; window pre-filled to 97%, holds " + fmtThousands(static_cast<double>(inWindow))
+                + " at the end" };
         fillLatency(r, s);
         rows.push_back(r);
         f.windowP50Us.emplace_back(limit, s.p50Us);
@@ -273,8 +287,8 @@ void benchWindowSizes(const Config& c, std::vector<Row>& rows, Figures& f)
 
 void benchWakeup(const Config& c, std::vector<Row>& rows, Figures& f)
 {
-    std::fprintf(stderr, "bench: 5. wake-up latency, 2 processes ping-pong over 1 parallel slot, %d hand-overs\n",
-        c.rounds);
+    std::fprintf(stderr,
+        "bench: 5. wake-up latency, 2 processes ping-pong over 1 parallel slot, %d hand-overs\n", c.rounds);
     constexpr std::int64_t HOLD_US = 2000; // the holder waits this long so the waiter is surely blocked
     constexpr auto WAIT_LIMIT = std::chrono::seconds(5);
     TempDir dir("tollgate-bench-wakeup");
@@ -282,7 +296,8 @@ void benchWakeup(const Config& c, std::vector<Row>& rows, Figures& f)
     setLimits(homeIn(dir), clock, 1000000000, 1);
 
     const auto rounds = static_cast<std::size_t>(c.rounds);
-    struct Shared {
+    struct Shared
+    {
         std::int64_t failures;
         std::int64_t blocked; // hand-overs in which the waiter's acquire lasted >= HOLD_US / 2
     };

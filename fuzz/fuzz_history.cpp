@@ -10,8 +10,8 @@
 // - fromJsonLine of the whole input agrees with parseLines on a single line.
 
 #include "fuzzcheck.h"
-#include "historyevent.h"
-#include "historyreader.h"
+#include "history/historyevent.h"
+#include "history/historyreader.h"
 
 #include <algorithm>
 
@@ -22,15 +22,15 @@ namespace {
 
 bool sameEvent(const HistoryEvent& a, const HistoryEvent& b)
 {
-    return a.timeMs == b.timeMs && a.type == b.type && a.provider == b.provider && a.caller == b.caller
-        && a.model == b.model && a.pid == b.pid && a.tokens == b.tokens && a.fence == b.fence
-        && a.waitedMs == b.waitedMs && a.reason == b.reason && a.retryAfterMs == b.retryAfterMs
-        && a.backoffMs == b.backoffMs;
+    return a.timeMs == b.timeMs && a.type == b.type && a.otherType == b.otherType && a.provider == b.provider
+        && a.caller == b.caller && a.model == b.model && a.pid == b.pid && a.tokens == b.tokens
+        && a.fence == b.fence && a.waitedMs == b.waitedMs && a.reason == b.reason
+        && a.retryAfterMs == b.retryAfterMs && a.backoffMs == b.backoffMs;
 }
 
 void checkEvent(const HistoryEvent& e)
 {
-    FUZZ_CHECK(!e.type.empty());
+    FUZZ_CHECK(!e.typeName().empty());
     const std::string line = e.toJsonLine();
     FUZZ_CHECK(!line.empty() && line.back() == '\n');
     FUZZ_CHECK(std::count(line.begin(), line.end(), '\n') == 1);

@@ -8,9 +8,9 @@
 //   lines of at most MAX_FILE_BYTES that parse again to the same pid and timestamp and to
 //   the sanitized, trimmed tag; serializing that again is a fixed point.
 
+#include "base/textsanitizer.h"
 #include "fuzzcheck.h"
-#include "lockinfo.h"
-#include "textsanitizer.h"
+#include "lock/lockinfo.h"
 
 #include <algorithm>
 

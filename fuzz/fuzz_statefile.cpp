@@ -21,8 +21,8 @@
 // - errors are Corrupt or Unsupported (never something else), an empty image is "no state".
 
 #include "fuzzcheck.h"
-#include "quotastate.h"
-#include "statefile.h"
+#include "quota/quotastate.h"
+#include "store/statefile.h"
 
 using tollgate::ErrorKind;
 using tollgate::QuotaState;

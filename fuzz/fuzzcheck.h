@@ -3,8 +3,8 @@
 // Shared by the fuzz targets and makecorpus: an invariant check that aborts (so libFuzzer
 // records the input as a crash) and the state-slot builder of docs/PROTOCOL.md section 3.
 
-#include "crc32.h"
-#include "statefile.h"
+#include "base/crc32.h"
+#include "store/statefile.h"
 
 #include <cstdint>
 #include <cstdio>

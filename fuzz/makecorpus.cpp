@@ -4,8 +4,8 @@
 //   build-fuzz/makecorpus fuzz/corpus/statefile
 
 #include "fuzzcheck.h"
-#include "quotastate.h"
-#include "statefile.h"
+#include "quota/quotastate.h"
+#include "store/statefile.h"
 
 #include <cstdio>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
 
 // TestSupport: small fixtures several test programs need.
 
-#include "historyevent.h"
+#include "history/historyevent.h"
 
 #include <QProcess>
 #include <QtGlobal>
@@ -29,7 +29,7 @@ public:
     {
         tollgate::HistoryEvent e;
         e.timeMs = timeMs;
-        e.type = "429";
+        e.type = tollgate::EventType::RateLimited;
         e.provider = provider;
         e.caller = caller;
         return e;

@@ -1,10 +1,10 @@
 // Capacity: "can my next call go now?" from a known state at a fixed clock, and agreement
 // with what QuotaLimiter::acquire decides on a real FileQuotaStore.
 
-#include "capacity.h"
-#include "filequotastore.h"
-#include "manualclock.h"
-#include "quotalimiter.h"
+#include "base/manualclock.h"
+#include "quota/capacity.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
 
 #include <QTemporaryDir>
 #include <QTest>

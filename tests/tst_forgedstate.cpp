@@ -2,11 +2,11 @@
 // hand-edited state.bin; anyone who may write the home may write it) and values from the
 // library API without bounds. Through a real FileQuotaStore, with an injected clock.
 
-#include "filequotastore.h"
-#include "historyreader.h"
-#include "manualclock.h"
-#include "quotalimiter.h"
-#include "retryafter.h"
+#include "base/manualclock.h"
+#include "history/historyreader.h"
+#include "quota/quotalimiter.h"
+#include "quota/retryafter.h"
+#include "store/filequotastore.h"
 
 #include <QTemporaryDir>
 #include <QTest>
@@ -113,7 +113,7 @@ void TestForgedState::hugeRetryAfterIsBoundedInStateAndHistory()
     QVERIFY(snap->state.provider("p")->backoffUntilMs <= start + RetryAfter::MAX_MS + 5000);
     bool seen = false;
     for (const HistoryEvent& e : history()) {
-        if (e.type != "429")
+        if (e.type != EventType::RateLimited)
             continue;
         seen = true;
         QCOMPARE(e.retryAfterMs, RetryAfter::MAX_MS); // what was honoured, not what was asked
@@ -136,7 +136,7 @@ void TestForgedState::pauseWithoutReasonNamesOnlyWhoPaused()
     QVERIFY(limiter.pause("p", "", "").ok());
     QStringList reasons;
     for (const HistoryEvent& e : history()) {
-        if (e.type == "pause")
+        if (e.type == EventType::Pause)
             reasons.append(QString::fromStdString(e.reason));
     }
     QCOMPARE(reasons,
@@ -174,7 +174,7 @@ void TestForgedState::setLimitsIfComparesUnderTheLock()
 
     int limitsEvents = 0;
     for (const HistoryEvent& e : history()) {
-        if (e.type == "limits")
+        if (e.type == EventType::Limits)
             ++limitsEvents;
     }
     QCOMPARE(limitsEvents, 4); // the refused ones recorded nothing

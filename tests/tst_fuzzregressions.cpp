@@ -4,13 +4,13 @@
 // added there (see fuzz/README.md); the seed corpus is there too, as a smoke test. A core
 // function must return cleanly (a value or an error) and never throw.
 
-#include "crc32.h"
-#include "historyevent.h"
-#include "historyreader.h"
-#include "lockinfo.h"
-#include "quotastate.h"
-#include "statefile.h"
-#include "textsanitizer.h"
+#include "base/crc32.h"
+#include "base/textsanitizer.h"
+#include "history/historyevent.h"
+#include "history/historyreader.h"
+#include "lock/lockinfo.h"
+#include "quota/quotastate.h"
+#include "store/statefile.h"
 
 #include <QDir>
 #include <QFile>
@@ -204,10 +204,10 @@ Verdict decodeWholeImage(std::string_view image)
 
 bool sameEvent(const HistoryEvent& a, const HistoryEvent& b)
 {
-    return a.timeMs == b.timeMs && a.type == b.type && a.provider == b.provider && a.caller == b.caller
-        && a.model == b.model && a.pid == b.pid && a.tokens == b.tokens && a.fence == b.fence
-        && a.waitedMs == b.waitedMs && a.reason == b.reason && a.retryAfterMs == b.retryAfterMs
-        && a.backoffMs == b.backoffMs;
+    return a.timeMs == b.timeMs && a.type == b.type && a.otherType == b.otherType && a.provider == b.provider
+        && a.caller == b.caller && a.model == b.model && a.pid == b.pid && a.tokens == b.tokens
+        && a.fence == b.fence && a.waitedMs == b.waitedMs && a.reason == b.reason
+        && a.retryAfterMs == b.retryAfterMs && a.backoffMs == b.backoffMs;
 }
 
 } // namespace
@@ -352,7 +352,7 @@ void TestFuzzRegressions::history()
 
     std::string rewritten;
     for (const auto& e : batch.events) {
-        QVERIFY(!e.type.empty());
+        QVERIFY(!e.typeName().empty());
         const std::string line = e.toJsonLine();
         QVERIFY(!line.empty() && line.back() == '\n');
         QCOMPARE(std::count(line.begin(), line.end(), '\n'), std::ptrdiff_t(1));

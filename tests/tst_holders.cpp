@@ -4,8 +4,8 @@
 // lease and loses it when it stops, and a command that does not exist spends nothing.
 // The evidence is taken outside Tollgate: the commands' own marker files and /proc.
 
-#include "historyreader.h"
-#include "processprobe.h"
+#include "history/historyreader.h"
+#include "system/processprobe.h"
 
 #include <QDir>
 #include <QFile>
@@ -310,7 +310,7 @@ void TestHolders::holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews()
     QVERIFY(QFile::exists(markerB2));
     bool reclaimed = false;
     for (const auto& e : history())
-        reclaimed = reclaimed || (e.type == "reclaim" && e.caller == "in-ns-a");
+        reclaimed = reclaimed || (e.type == tollgate::EventType::Reclaim && e.caller == "in-ns-a");
     QVERIFY(reclaimed);
 }
 

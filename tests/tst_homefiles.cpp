@@ -3,9 +3,9 @@
 // commands run, FIFOs/directories/sockets where files should be, and a history that cannot
 // be written after the state was committed.
 
-#include "historyreader.h"
-#include "homedir.h"
-#include "quotapeek.h"
+#include "history/historyreader.h"
+#include "store/quotapeek.h"
+#include "system/homedir.h"
 
 #include <QDir>
 #include <QDirIterator>
@@ -324,10 +324,10 @@ void TestHomeFiles::historyFailureAfterTheCommitIsNotAFailure()
     QVERIFY(batch.ok());
     QVERIFY(batch->events.size() >= 2);
     const auto& gap = batch->events[batch->events.size() - 2];
-    QCOMPARE(gap.type, std::string("gap"));
+    QCOMPARE(gap.type, EventType::Gap);
     QCOMPARE(gap.lost, std::int64_t(deeds.size()));
     QVERIFY(gap.sinceMs > 0 && gap.sinceMs <= batch->events.back().timeMs);
-    QCOMPARE(batch->events.back().type, std::string("resume"));
+    QCOMPARE(batch->events.back().type, EventType::Resume);
     // Reported once: the next event has no marker before it.
     QCOMPARE(cli({ QStringLiteral("report-ok"), QStringLiteral("api"), QStringLiteral("--caller"),
                      QStringLiteral("a") })
@@ -335,7 +335,7 @@ void TestHomeFiles::historyFailureAfterTheCommitIsNotAFailure()
         0);
     auto next = reader.poll();
     QCOMPARE(next->events.size(), std::size_t(1));
-    QCOMPARE(next->events[0].type, std::string("ok"));
+    QCOMPARE(next->events[0].type, EventType::Ok);
 }
 
 void TestHomeFiles::partialHistoryLineCostsOnlyItself()
@@ -355,7 +355,7 @@ void TestHomeFiles::partialHistoryLineCostsOnlyItself()
     QVERIFY(b.ok());
     QCOMPARE(b->badLines, std::size_t(1)); // the broken line alone
     QVERIFY(!b->events.empty());
-    QCOMPARE(b->events.back().type, std::string("admit"));
+    QCOMPARE(b->events.back().type, EventType::Admit);
     QCOMPARE(b->events.back().caller, std::string("a"));
 }
 

@@ -1,11 +1,11 @@
 // Hostile files and environments: each gives a clear error naming the file, never a crash,
 // never a silent rewrite, and nothing is lost.
 
-#include "filequotastore.h"
-#include "historyreader.h"
-#include "lockfile.h"
-#include "quotalimiter.h"
-#include "systemclock.h"
+#include "base/systemclock.h"
+#include "history/historyreader.h"
+#include "lock/lockfile.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
 
 #include <QDir>
 #include <QFile>
@@ -23,7 +23,8 @@
 
 using namespace tollgate;
 
-class TestHostile final : public QObject {
+class TestHostile final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();
@@ -40,7 +41,8 @@ private Q_SLOTS:
     void hostileCallerNamesAndTags();
 
 private:
-    struct Ran {
+    struct Ran
+    {
         int code = -1;
         QByteArray out, err;
     };
@@ -56,8 +58,9 @@ private:
     }
     void setLimits()
     {
-        QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                         QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600") })
+        QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                         QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+                         QStringLiteral("600") })
                      .code,
             0);
     }
@@ -87,7 +90,8 @@ void TestHostile::stateFileSymlinkRefused()
     }
     QVERIFY(QFile::remove(m_home + QStringLiteral("/state.bin")));
     QVERIFY(QFile::link(target, m_home + QStringLiteral("/state.bin")));
-    auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("x") });
+    auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("x") });
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("state.bin") && r.err.contains("symbolic link"), r.err.constData());
     QCOMPARE(readFile(target), QByteArray("do not touch"));
@@ -137,7 +141,8 @@ void TestHostile::hugeLimitsFileNotRead()
     auto r = cli({ QStringLiteral("limits"), QStringLiteral("show") });
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("limits.json") && r.err.contains("larger than"), r.err.constData());
-    QCOMPARE(QFileInfo(m_home + QStringLiteral("/limits.json")).size(), 2LL * 1024 * 1024 * 1024); // untouched
+    QCOMPARE(
+        QFileInfo(m_home + QStringLiteral("/limits.json")).size(), 2LL * 1024 * 1024 * 1024); // untouched
 }
 
 void TestHostile::hugeHistoryReadOnlyAtTheEnd()
@@ -162,12 +167,18 @@ void TestHostile::binaryLimitsFile()
     setLimits();
     QFile f(m_home + QStringLiteral("/limits.json"));
     QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
-    f.write(QByteArray("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
+    f.write(QByteArray("\x7f"
+                       "ELF\x02\x01\x01\0\0\0",
+        10));
     f.close();
-    auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("x") });
+    auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("x") });
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("limits.json") && r.err.contains("invalid"), r.err.constData());
-    QCOMPARE(readFile(m_home + QStringLiteral("/limits.json")), QByteArray("\x7f" "ELF\x02\x01\x01\0\0\0", 10));
+    QCOMPARE(readFile(m_home + QStringLiteral("/limits.json")),
+        QByteArray("\x7f"
+                   "ELF\x02\x01\x01\0\0\0",
+            10));
     QVERIFY(readFile(m_home + QStringLiteral("/limits.json.bak")).contains("\"api\""));
 }
 
@@ -176,13 +187,18 @@ void TestHostile::writeFailureMidStateKeepsOldState()
     // A full disk is simulated with RLIMIT_FSIZE: the state slot at offset 1 MiB can only be
     // written in part, exactly like an ENOSPC in the middle of the write.
     setLimits();
-    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("a") }).code,
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("a") })
+                 .code,
         0); // seq 2 -> slot 0 holds 1 admission; the next write goes to slot 1 at 1 MiB
     const QByteArray limitsBefore = readFile(m_home + QStringLiteral("/limits.json"));
     const pid_t child = ::fork();
     if (child == 0) {
         ::signal(SIGXFSZ, SIG_IGN);
-        struct rlimit rl { StateFile::SLOT_BYTES + 40, StateFile::SLOT_BYTES + 40 };
+        struct rlimit rl
+        {
+            StateFile::SLOT_BYTES + 40, StateFile::SLOT_BYTES + 40
+        };
         ::setrlimit(RLIMIT_FSIZE, &rl);
         SystemClock clock;
         ProcessProbe probe;
@@ -204,7 +220,8 @@ void TestHostile::writeFailureMidStateKeepsOldState()
     int status = 0;
     QCOMPARE(::waitpid(child, &status, 0), child);
     QVERIFY(WIFEXITED(status));
-    QVERIFY2(WEXITSTATUS(status) >= 100, qPrintable(QString::number(WEXITSTATUS(status)))); // it failed, and said so
+    QVERIFY2(WEXITSTATUS(status) >= 100,
+        qPrintable(QString::number(WEXITSTATUS(status)))); // it failed, and said so
     const int admitted = 1 + WEXITSTATUS(status) - 100;
     auto r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
     QCOMPARE(r.code, 0); // the old state is intact and readable

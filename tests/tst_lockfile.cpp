@@ -2,8 +2,8 @@
 // (with an injected clock: no sleeps), corrupt files, hostile paths and file modes.
 // Cross-process exclusion is in tst_lockprocesses.
 
-#include "lockfile.h"
-#include "manualclock.h"
+#include "base/manualclock.h"
+#include "lock/lockfile.h"
 #include "testsupport.h"
 
 #include <QDir>

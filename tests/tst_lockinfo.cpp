@@ -1,15 +1,16 @@
 // The lock file's bytes: what we write, and how we read the peers' files (golden files in
 // tests/data/golden are byte-exact copies of the sema/semats format, CRLF included).
 
-#include "lockinfo.h"
-#include "textsanitizer.h"
+#include "base/textsanitizer.h"
+#include "lock/lockinfo.h"
 
 #include <QFile>
 #include <QTest>
 
 using tollgate::LockInfo;
 
-class TestLockInfo final : public QObject {
+class TestLockInfo final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void writesExactBytesWithoutTag();
@@ -43,12 +44,14 @@ void TestLockInfo::writesExactBytesWithoutTag()
 void TestLockInfo::writesExactBytesWithTag()
 {
     LockInfo info { 12345, 1735420800, "npm build" };
-    QCOMPARE(QByteArray::fromStdString(info.serialize()), QByteArray("pid=12345\ntimestamp=1735420800\ntag=npm build\n"));
+    QCOMPARE(QByteArray::fromStdString(info.serialize()),
+        QByteArray("pid=12345\ntimestamp=1735420800\ntag=npm build\n"));
 }
 
 void TestLockInfo::writtenBytesMatchPeerGolden()
 {
-    QCOMPARE(QByteArray::fromStdString(LockInfo { 12345, 1735420800, {} }.serialize()), golden("sema_notag.lock"));
+    QCOMPARE(
+        QByteArray::fromStdString(LockInfo { 12345, 1735420800, {} }.serialize()), golden("sema_notag.lock"));
     QCOMPARE(QByteArray::fromStdString(LockInfo { 12345, 1735420800, "npm build" }.serialize()),
         golden("semats_tag.lock"));
 }
@@ -62,15 +65,18 @@ void TestLockInfo::readsGoldenFiles_data()
     QTest::newRow("sema, no tag") << "sema_notag.lock" << qint64(12345) << qint64(1735420800) << QString();
     QTest::newRow("semats, tag") << "semats_tag.lock" << qint64(12345) << qint64(1735420800) << "npm build";
     QTest::newRow("CRLF") << "crlf.lock" << qint64(4242) << qint64(1735420801) << "windows build";
-    QTest::newRow("unknown keys ignored") << "unknown_keys.lock" << qint64(777) << qint64(1735420802)
-                                          << "with unknown keys";
-    QTest::newRow("last duplicate wins") << "duplicates.lock" << qint64(31337) << qint64(1735420803) << "last wins";
+    QTest::newRow("unknown keys ignored")
+        << "unknown_keys.lock" << qint64(777) << qint64(1735420802) << "with unknown keys";
+    QTest::newRow("last duplicate wins")
+        << "duplicates.lock" << qint64(31337) << qint64(1735420803) << "last wins";
     QTest::newRow("blank lines, padding, lines without =")
         << "whitespace.lock" << qint64(99) << qint64(1735420804) << "padded tag";
     QTest::newRow("unicode tag") << "unicode.lock" << qint64(555) << qint64(1735420805)
                                  << QStringLiteral("b\u00fcild \u2713 \u65e5\u672c");
-    QTest::newRow("tag split on first =") << "tag_with_equals.lock" << qint64(556) << qint64(1735420806) << "x=y=z";
-    QTest::newRow("no final newline") << "no_final_newline.lock" << qint64(557) << qint64(1735420807) << QString();
+    QTest::newRow("tag split on first =")
+        << "tag_with_equals.lock" << qint64(556) << qint64(1735420806) << "x=y=z";
+    QTest::newRow("no final newline")
+        << "no_final_newline.lock" << qint64(557) << qint64(1735420807) << QString();
 }
 
 void TestLockInfo::readsGoldenFiles()
@@ -102,19 +108,23 @@ void TestLockInfo::parseErrors_data()
     QTest::newRow("empty pid") << QByteArray("pid=\ntimestamp=2\n") << "pid is not a process id";
     QTest::newRow("pid zero") << QByteArray("pid=0\ntimestamp=2\n") << "pid is not a process id";
     QTest::newRow("negative pid") << QByteArray("pid=-5\ntimestamp=2\n") << "pid is not a process id";
-    QTest::newRow("pid with trailing junk") << QByteArray("pid=12x\ntimestamp=2\n") << "pid is not a process id";
-    QTest::newRow("pid overflow") << QByteArray("pid=99999999999\ntimestamp=2\n") << "pid is not a process id";
+    QTest::newRow("pid with trailing junk")
+        << QByteArray("pid=12x\ntimestamp=2\n") << "pid is not a process id";
+    QTest::newRow("pid overflow") << QByteArray("pid=99999999999\ntimestamp=2\n")
+                                  << "pid is not a process id";
     QTest::newRow("non-numeric timestamp") << QByteArray("pid=1\ntimestamp=soon\n") << "timestamp is not";
     QTest::newRow("fractional timestamp") << QByteArray("pid=1\ntimestamp=1.5\n") << "timestamp is not";
     QTest::newRow("negative timestamp") << QByteArray("pid=1\ntimestamp=-1\n") << "timestamp is not";
-    QTest::newRow("last duplicate is bad") << QByteArray("pid=1\ntimestamp=2\npid=x\n") << "pid is not a process id";
+    QTest::newRow("last duplicate is bad")
+        << QByteArray("pid=1\ntimestamp=2\npid=x\n") << "pid is not a process id";
 }
 
 void TestLockInfo::parseErrors()
 {
     QFETCH(QByteArray, content);
     QFETCH(QString, expected);
-    auto parsed = LockInfo::parse(std::string_view(content.constData(), static_cast<std::size_t>(content.size())));
+    auto parsed
+        = LockInfo::parse(std::string_view(content.constData(), static_cast<std::size_t>(content.size())));
     QVERIFY(!parsed.ok());
     QCOMPARE(parsed.error().kind, tollgate::ErrorKind::Corrupt);
     const QString message = QString::fromStdString(parsed.error().message);
@@ -133,7 +143,10 @@ void TestLockInfo::tagInjectionGivesOnePidLine()
 
 void TestLockInfo::tagControlCharactersBecomeSpaces()
 {
-    QCOMPARE(LockInfo::sanitizeTag("a\tb\rc\x1b[31md\x7f" "e\xc2\x85" "f"), std::string("a b c [31md e f"));
+    QCOMPARE(LockInfo::sanitizeTag("a\tb\rc\x1b[31md\x7f"
+                                   "e\xc2\x85"
+                                   "f"),
+        std::string("a b c [31md e f"));
 }
 
 void TestLockInfo::tagIsCutAtTenThousandCharacters()
@@ -148,7 +161,10 @@ void TestLockInfo::tagIsCutAtTenThousandCharacters()
 
 void TestLockInfo::invalidUtf8InTagIsReplaced()
 {
-    QCOMPARE(LockInfo::sanitizeTag("a\xff" "b"), std::string("a\xef\xbf\xbd" "b"));
+    QCOMPARE(LockInfo::sanitizeTag("a\xff"
+                                   "b"),
+        std::string("a\xef\xbf\xbd"
+                    "b"));
     QCOMPARE(tollgate::TextSanitizer::invalidUtf8Offset("ok\xc3"), std::size_t(2));
 }
 

@@ -4,10 +4,10 @@
 // SIGKILLed, and when the doorbell holds garbage, is shown with real `tollgate` processes on
 // the real flock.
 
-#include "doorbell.h"
-#include "futex.h"
-#include "homedir.h"
-#include "lockqueue.h"
+#include "store/doorbell.h"
+#include "store/lockqueue.h"
+#include "system/futex.h"
+#include "system/homedir.h"
 
 #include <QProcess>
 #include <QTemporaryDir>

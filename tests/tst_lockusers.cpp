@@ -6,8 +6,8 @@
 // The second user is real: a forked child (or the CLI started by QProcess) drops to the
 // unprivileged "nobody" uid with setgroups/setgid/setuid. That needs root, which CI has.
 
-#include "lockfile.h"
-#include "manualclock.h"
+#include "base/manualclock.h"
+#include "lock/lockfile.h"
 #include "testsupport.h"
 
 #include <QProcess>

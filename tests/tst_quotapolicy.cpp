@@ -1,7 +1,7 @@
 // QuotaPolicy: the admission rules on a state in memory, with time as a plain number.
 
-#include "quotapolicy.h"
-#include "retryafter.h"
+#include "quota/quotapolicy.h"
+#include "quota/retryafter.h"
 
 #include <QFile>
 #include <QTest>
@@ -174,7 +174,7 @@ void TestQuotaPolicy::deadSlotHolderIsReclaimed()
     QCOMPARE(QuotaPolicy::reclaimVanished(provider(), 10, m_probe, events), 0);
     m_probe.m_dead = 4242;
     QCOMPARE(QuotaPolicy::reclaimSlots(provider(), m_limits, 10, m_probe, false, "", events), 1);
-    QCOMPARE(events.back().type, std::string("reclaim"));
+    QCOMPARE(events.back().type, EventType::Reclaim);
     QVERIFY(admit(req("b", 0, true), 10)->admitted);
     QVERIFY(!admit(req("c", 0, true, 4243), 10)->admitted);
     m_probe.m_dead = 100; // b's holder
@@ -280,7 +280,7 @@ void TestQuotaPolicy::ghostWaitersArePruned()
     QVERIFY(QuotaPolicy::pruneQueueHead(provider(), 50, m_probe, events));
     QCOMPARE(provider().queue.size(), std::size_t(1));
     QCOMPARE(provider().queue.front().caller, std::string("live"));
-    QCOMPARE(events.back().type, std::string("gave-up"));
+    QCOMPARE(events.back().type, EventType::GaveUp);
 }
 
 void TestQuotaPolicy::fencesOnlyGrow()

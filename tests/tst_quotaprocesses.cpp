@@ -2,7 +2,7 @@
 // outside Tollgate (the workers' own logs, the commands' own timestamps) and, where it adds
 // precision, also from Tollgate's history.
 
-#include "historyreader.h"
+#include "history/historyreader.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -19,7 +19,8 @@
 #include <set>
 #include <unistd.h>
 
-class TestQuotaProcesses final : public QObject {
+class TestQuotaProcesses final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();
@@ -34,7 +35,8 @@ private Q_SLOTS:
     void corruptStateIsSetAsideWithLimitsKept();
 
 private:
-    struct Ran {
+    struct Ran
+    {
         int code = -1;
         QByteArray out;
         QByteArray err;
@@ -102,7 +104,8 @@ QProcess* TestQuotaProcesses::startCli(const QStringList& args)
 QJsonObject TestQuotaProcesses::providerStatus(const QString& provider) const
 {
     const auto r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
-    const auto providers = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("providers")).toArray();
+    const auto providers
+        = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("providers")).toArray();
     for (const auto& p : providers) {
         if (p.toObject().value(QStringLiteral("provider")).toString() == provider)
             return p.toObject();
@@ -127,10 +130,10 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
 {
     const qint64 windowUs = 500000;
     const int maxRequests = 12, maxTokens = 3000, maxParallel = 3;
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                     QString::number(maxRequests), QStringLiteral("--window"), QStringLiteral("0.5"),
-                     QStringLiteral("--tokens"), QString::number(maxTokens), QStringLiteral("--parallel"),
-                     QString::number(maxParallel) })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QString::number(maxRequests), QStringLiteral("--window"),
+                     QStringLiteral("0.5"), QStringLiteral("--tokens"), QString::number(maxTokens),
+                     QStringLiteral("--parallel"), QString::number(maxParallel) })
                  .code,
         0);
     const int workers = 8, iterations = 10;
@@ -139,11 +142,12 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
         auto p = std::make_unique<QProcess>();
         p->start(QStringLiteral(TOLLGATE_QUOTAWORKER_PATH),
             { m_home, QStringLiteral("api"), QStringLiteral("w%1").arg(w), QString::number(iterations),
-                m_dir->path() + QStringLiteral("/w%1.log").arg(w), QString::number(1000 + w), QStringLiteral("400"),
-                QStringLiteral("40") });
+                m_dir->path() + QStringLiteral("/w%1.log").arg(w), QString::number(1000 + w),
+                QStringLiteral("400"), QStringLiteral("40") });
         procs.push_back(std::move(p));
     }
-    struct Call {
+    struct Call
+    {
         qint64 asked, admitted, released, tokens;
         quint64 fence;
     };
@@ -157,7 +161,8 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
             const auto f = line.split(' ');
             if (f.size() < 6)
                 continue;
-            calls.push_back({ f[0].toLongLong(), f[1].toLongLong(), f[2].toLongLong(), f[4].toLongLong(), f[3].toULongLong() });
+            calls.push_back({ f[0].toLongLong(), f[1].toLongLong(), f[2].toLongLong(), f[4].toLongLong(),
+                f[3].toULongLong() });
         }
     }
     QCOMPARE(calls.size(), std::size_t(workers * iterations));
@@ -175,8 +180,10 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
                 tokens += calls[j].tokens;
             }
         }
-        QVERIFY2(count <= maxRequests, qPrintable(QStringLiteral("%1 admissions surely within one window").arg(count)));
-        QVERIFY2(tokens <= maxTokens, qPrintable(QStringLiteral("%1 tokens surely within one window").arg(tokens)));
+        QVERIFY2(count <= maxRequests,
+            qPrintable(QStringLiteral("%1 admissions surely within one window").arg(count)));
+        QVERIFY2(tokens <= maxTokens,
+            qPrintable(QStringLiteral("%1 tokens surely within one window").arg(tokens)));
     }
     // 2. Parallel: each logged hold [admitted, released] lies inside the real slot tenure.
     std::vector<std::pair<qint64, int>> edges;
@@ -197,7 +204,7 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
     //    window-length interval holds more than the limits.
     std::vector<tollgate::HistoryEvent> admits;
     for (const auto& e : history()) {
-        if (e.type == "admit" && e.provider == "api")
+        if (e.type == tollgate::EventType::Admit && e.provider == "api")
             admits.push_back(e);
     }
     QCOMPARE(admits.size(), calls.size());
@@ -212,33 +219,37 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
         waited += admits[i].waitedMs > 0 ? 1 : 0;
         int count = 0;
         qint64 tokens = 0;
-        for (std::size_t j = i; j < admits.size() && admits[j].timeMs < admits[i].timeMs + windowUs / 1000; ++j) {
+        for (std::size_t j = i; j < admits.size() && admits[j].timeMs < admits[i].timeMs + windowUs / 1000;
+             ++j) {
             ++count;
             tokens += admits[j].tokens;
         }
-        QVERIFY2(count <= maxRequests, qPrintable(QStringLiteral("history: %1 admissions in one window").arg(count)));
-        QVERIFY2(tokens <= maxTokens, qPrintable(QStringLiteral("history: %1 tokens in one window").arg(tokens)));
+        QVERIFY2(count <= maxRequests,
+            qPrintable(QStringLiteral("history: %1 admissions in one window").arg(count)));
+        QVERIFY2(
+            tokens <= maxTokens, qPrintable(QStringLiteral("history: %1 tokens in one window").arg(tokens)));
     }
     QVERIFY2(waited > 10, "the limits never made anyone wait: the test did not exercise them");
 }
 
 void TestQuotaProcesses::killedHoldersSlotsAreReclaimed()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--parallel"),
-                     QStringLiteral("2") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("2") })
                  .code,
         0);
     std::vector<QProcess*> victims;
     for (int i = 0; i < 2; ++i) {
         const QString pidFile = m_dir->path() + QStringLiteral("/victim%1.pid").arg(i);
         victims.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("victim%1").arg(i), QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
-            QStringLiteral("echo $$ > \"$0\"; exec sleep 600"), pidFile }));
+            QStringLiteral("victim%1").arg(i), QStringLiteral("--"), QStringLiteral("sh"),
+            QStringLiteral("-c"), QStringLiteral("echo $$ > \"$0\"; exec sleep 600"), pidFile }));
         QTRY_VERIFY_WITH_TIMEOUT(fileTimeMs(pidFile) > 0, 30000);
     }
     QCOMPARE(providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray().size(), 2);
-    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("x"),
-                     QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0") })
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("x"), QStringLiteral("--slot"), QStringLiteral("--timeout"),
+                     QStringLiteral("0") })
                  .code,
         1);
     for (int i = 0; i < 2; ++i) {
@@ -246,24 +257,26 @@ void TestQuotaProcesses::killedHoldersSlotsAreReclaimed()
         // the command first would let tollgate see it exit and release the slot normally.
         victims[i]->kill();
         QVERIFY(victims[i]->waitForFinished(10000));
-        ::kill(static_cast<pid_t>(fileTimeMs(m_dir->path() + QStringLiteral("/victim%1.pid").arg(i))), SIGKILL);
+        ::kill(
+            static_cast<pid_t>(fileTimeMs(m_dir->path() + QStringLiteral("/victim%1.pid").arg(i))), SIGKILL);
     }
     for (int i = 0; i < 2; ++i) {
         auto r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("next%1").arg(i), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("20") });
+            QStringLiteral("next%1").arg(i), QStringLiteral("--slot"), QStringLiteral("--timeout"),
+            QStringLiteral("20") });
         QVERIFY2(r.code == 0, r.err.constData());
     }
     int reclaimed = 0;
     for (const auto& e : history())
-        reclaimed += e.type == "reclaim" ? 1 : 0;
+        reclaimed += e.type == tollgate::EventType::Reclaim ? 1 : 0;
     QCOMPARE(reclaimed, 2);
 }
 
 void TestQuotaProcesses::a429MakesEveryProcessWaitPastRetryAfter()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                     QStringLiteral("1000"), QStringLiteral("--window"), QStringLiteral("60"),
-                     QStringLiteral("--backoff-base"), QStringLiteral("0.2") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("1000"), QStringLiteral("--window"),
+                     QStringLiteral("60"), QStringLiteral("--backoff-base"), QStringLiteral("0.2") })
                  .code,
         0);
     const qint64 before429 = nowMs();
@@ -274,39 +287,42 @@ void TestQuotaProcesses::a429MakesEveryProcessWaitPastRetryAfter()
     std::vector<QProcess*> callers;
     for (int i = 0; i < 4; ++i) {
         callers.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("30"), QStringLiteral("--"),
-            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("date +%s%3N > \"$0\""),
-            m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
+            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("30"),
+            QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("date +%s%3N > \"$0\""), m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
     }
     for (int i = 0; i < 4; ++i) {
         QVERIFY(callers[i]->waitForFinished(60000));
         QCOMPARE(callers[i]->exitCode(), 0);
         // the command runs after its admission, so its clock reading bounds the admission
         const qint64 ran = fileTimeMs(m_dir->path() + QStringLiteral("/ran%1").arg(i));
-        QVERIFY2(ran >= before429 + 1500, qPrintable(QStringLiteral("ran %1 ms after the 429").arg(ran - before429)));
+        QVERIFY2(ran >= before429 + 1500,
+            qPrintable(QStringLiteral("ran %1 ms after the 429").arg(ran - before429)));
     }
     qint64 at429 = 0;
     for (const auto& e : history()) {
-        if (e.type == "429")
+        if (e.type == tollgate::EventType::RateLimited)
             at429 = e.timeMs;
-        if (e.type == "admit")
+        if (e.type == tollgate::EventType::Admit)
             QVERIFY(e.timeMs >= at429 + 1500);
     }
 }
 
 void TestQuotaProcesses::pauseAdmitsNobodyUntilResume()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                     QStringLiteral("1000"), QStringLiteral("--window"), QStringLiteral("60") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("1000"), QStringLiteral("--window"),
+                     QStringLiteral("60") })
                  .code,
         0);
-    QCOMPARE(cli({ QStringLiteral("pause"), QStringLiteral("--reason"), QStringLiteral("maintenance") }).code, 0);
+    QCOMPARE(
+        cli({ QStringLiteral("pause"), QStringLiteral("--reason"), QStringLiteral("maintenance") }).code, 0);
     std::vector<QProcess*> callers;
     for (int i = 0; i < 3; ++i) {
         callers.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
-            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("date +%s%3N > \"$0\""),
-            m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
+            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"),
+            QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("date +%s%3N > \"$0\""), m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
     }
     QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 3, 30000);
     const auto queue = providerStatus(QStringLiteral("api")).value(QStringLiteral("queue")).toArray();
@@ -326,24 +342,28 @@ void TestQuotaProcesses::pauseAdmitsNobodyUntilResume()
 
 void TestQuotaProcesses::waitersAreAdmittedInArrivalOrder()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--parallel"),
-                     QStringLiteral("1") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
                  .code,
         0);
     // The test process itself holds the only slot.
-    auto held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("holder"),
-        QStringLiteral("--slot"), QStringLiteral("--json") });
+    auto held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("holder"), QStringLiteral("--slot"), QStringLiteral("--json") });
     QCOMPARE(held.code, 0);
-    const qint64 fence = QJsonDocument::fromJson(held.out).object().value(QStringLiteral("fence")).toInteger();
+    const qint64 fence
+        = QJsonDocument::fromJson(held.out).object().value(QStringLiteral("fence")).toInteger();
     const QString order = m_dir->path() + QStringLiteral("/order");
     std::vector<QProcess*> waiters;
     for (int i = 0; i < 4; ++i) {
         waiters.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("w%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
-            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("echo $TOLLGATE_CALLER >> \"$0\""), order }));
+            QStringLiteral("w%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"),
+            QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("echo $TOLLGATE_CALLER >> \"$0\""), order }));
         QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), i + 1, 30000);
     }
-    QCOMPARE(cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QString::number(fence) }).code,
+    QCOMPARE(cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"),
+                     QString::number(fence) })
+                 .code,
         0);
     for (auto* w : waiters) {
         QVERIFY(w->waitForFinished(60000));
@@ -356,20 +376,23 @@ void TestQuotaProcesses::waitersAreAdmittedInArrivalOrder()
 
 void TestQuotaProcesses::raisedLimitAdmitsWaitingCallers()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                     QStringLiteral("1"), QStringLiteral("--window"), QStringLiteral("300") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("1"), QStringLiteral("--window"),
+                     QStringLiteral("300") })
                  .code,
         0);
-    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("first") })
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("first") })
                  .code,
         0);
-    QProcess* waiter = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("second"), QStringLiteral("--timeout"), QStringLiteral("120") });
+    QProcess* waiter
+        = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("second"), QStringLiteral("--timeout"), QStringLiteral("120") });
     QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
     QCOMPARE(waiter->state(), QProcess::Running);
     // The window is 300 s and the waiter gives up after 120 s: only the new limit can admit it.
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                     QStringLiteral("2") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("2") })
                  .code,
         0);
     QVERIFY(waiter->waitForFinished(60000));
@@ -378,18 +401,21 @@ void TestQuotaProcesses::raisedLimitAdmitsWaitingCallers()
 
 void TestQuotaProcesses::killedOrInterruptedWaiterLeavesNoGhost()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--parallel"),
-                     QStringLiteral("1") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
                  .code,
         0);
-    auto held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("holder"),
-        QStringLiteral("--slot"), QStringLiteral("--json") });
-    const qint64 fence = QJsonDocument::fromJson(held.out).object().value(QStringLiteral("fence")).toInteger();
-    QProcess* killed = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("killed"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("600") });
+    auto held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("holder"), QStringLiteral("--slot"), QStringLiteral("--json") });
+    const qint64 fence
+        = QJsonDocument::fromJson(held.out).object().value(QStringLiteral("fence")).toInteger();
+    QProcess* killed = startCli({ QStringLiteral("acquire"), QStringLiteral("api"),
+        QStringLiteral("--caller"), QStringLiteral("killed"), QStringLiteral("--slot"),
+        QStringLiteral("--timeout"), QStringLiteral("600") });
     QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
-    QProcess* interrupted = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("interrupted"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("600") });
+    QProcess* interrupted = startCli({ QStringLiteral("acquire"), QStringLiteral("api"),
+        QStringLiteral("--caller"), QStringLiteral("interrupted"), QStringLiteral("--slot"),
+        QStringLiteral("--timeout"), QStringLiteral("600") });
     QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 2, 30000);
     killed->kill();
     QVERIFY(killed->waitForFinished(10000));
@@ -399,26 +425,33 @@ void TestQuotaProcesses::killedOrInterruptedWaiterLeavesNoGhost()
 
     // A new waiter behind the dead one's entry still gets the slot when it is released.
     QProcess* next = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("next"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("30") });
-    QTRY_VERIFY_WITH_TIMEOUT(providerStatus(QStringLiteral("api")).value(QStringLiteral("waiting")).toInt() >= 1, 30000);
-    QCOMPARE(cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QString::number(fence) }).code,
+        QStringLiteral("next"), QStringLiteral("--slot"), QStringLiteral("--timeout"),
+        QStringLiteral("30") });
+    QTRY_VERIFY_WITH_TIMEOUT(
+        providerStatus(QStringLiteral("api")).value(QStringLiteral("waiting")).toInt() >= 1, 30000);
+    QCOMPARE(cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"),
+                     QString::number(fence) })
+                 .code,
         0);
     QVERIFY(next->waitForFinished(30000));
     QCOMPARE(next->exitCode(), 0);
     QCOMPARE(waitingCount(QStringLiteral("api")), 0);
     bool cancelledRecorded = false;
     for (const auto& e : history())
-        cancelledRecorded = cancelledRecorded || (e.type == "gave-up" && e.caller == "interrupted");
+        cancelledRecorded = cancelledRecorded || (e.type == tollgate::EventType::GaveUp && e.caller == "interrupted");
     QVERIFY(cancelledRecorded);
 }
 
 void TestQuotaProcesses::corruptStateIsSetAsideWithLimitsKept()
 {
-    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-                     QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600") })
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+                     QStringLiteral("600") })
                  .code,
         0);
-    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("a") }).code,
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("a") })
+                 .code,
         0);
     {
         QFile f(m_home + QStringLiteral("/state.bin"));
@@ -431,8 +464,8 @@ void TestQuotaProcesses::corruptStateIsSetAsideWithLimitsKept()
     QVERIFY2(r.err.contains((m_home + QStringLiteral("/state.bin")).toUtf8()), r.err.constData());
     QVERIFY(QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") }).isEmpty());
     // the first transaction sets it aside, names both files and exits 3
-    auto first = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("b"),
-        QStringLiteral("--timeout"), QStringLiteral("0") });
+    auto first = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("b"), QStringLiteral("--timeout"), QStringLiteral("0") });
     QCOMPARE(first.code, 3);
     QVERIFY2(first.err.contains("state.bin.corrupt-"), first.err.constData());
     const auto aside = QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") });
@@ -441,8 +474,8 @@ void TestQuotaProcesses::corruptStateIsSetAsideWithLimitsKept()
     QCOMPARE(shown.code, 0);
     QVERIFY2(shown.out.contains("api: 5 requests per 600s"), shown.out.constData());
     // conservative: the lost window counts as full
-    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("b"),
-                     QStringLiteral("--timeout"), QStringLiteral("0") })
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("b"), QStringLiteral("--timeout"), QStringLiteral("0") })
                  .code,
         1);
 }

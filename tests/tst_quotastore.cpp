@@ -1,16 +1,16 @@
 // The shared quota's files in one process: formats, crash and corruption handling, modes,
 // limits that survive, the history and its incremental reader.
 
-#include "crc32.h"
-#include "filequotastore.h"
-#include "historylog.h"
-#include "historyreader.h"
-#include "homedir.h"
-#include "manualclock.h"
-#include "quotalimiter.h"
-#include "quotapeek.h"
-#include "retryafter.h"
-#include "statefile.h"
+#include "base/crc32.h"
+#include "base/manualclock.h"
+#include "history/historylog.h"
+#include "history/historyreader.h"
+#include "quota/quotalimiter.h"
+#include "quota/retryafter.h"
+#include "store/filequotastore.h"
+#include "store/quotapeek.h"
+#include "store/statefile.h"
+#include "system/homedir.h"
 
 #include <QDir>
 #include <QFile>
@@ -399,7 +399,7 @@ void TestQuotaStore::historyReaderIsIncrementalAcrossRotation()
     auto ev = [](int i) {
         HistoryEvent e;
         e.timeMs = i;
-        e.type = "admit";
+        e.type = EventType::Admit;
         e.caller = "c" + std::to_string(i);
         return e;
     };
@@ -436,7 +436,7 @@ void TestQuotaStore::historyReaderIsIncrementalAcrossRotation()
     }
     auto tail = reader.poll();
     QCOMPARE(tail->events.size(), std::size_t(1));
-    QCOMPARE(tail->events[0].type, std::string("ok"));
+    QCOMPARE(tail->events[0].type, EventType::Ok);
     QCOMPARE(tail->badLines, std::size_t(1));
 }
 

@@ -1,7 +1,7 @@
 // RollingWindow: the guarantee (never more than N requests / T tokens in any interval of the
 // window's length), checked by brute force over random traffic, plus its edges.
 
-#include "rollingwindow.h"
+#include "quota/rollingwindow.h"
 
 #include <QTest>
 #include <algorithm>
@@ -11,7 +11,8 @@
 
 using tollgate::RollingWindow;
 
-class TestRollingWindow final : public QObject {
+class TestRollingWindow final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void admitsUpToLimitThenBlocks();
@@ -82,7 +83,9 @@ void TestRollingWindow::neverExceedsLimitInAnyInterval()
     for (std::size_t i = 0; i < admitted.size(); ++i) {
         const auto end = std::lower_bound(admitted.begin(), admitted.end(), admitted[i] + windowMs);
         const auto count = end - (admitted.begin() + static_cast<std::ptrdiff_t>(i));
-        QVERIFY2(count <= limit, qPrintable(QStringLiteral("%1 admissions in [%2, +%3)").arg(count).arg(admitted[i]).arg(windowMs)));
+        QVERIFY2(count <= limit,
+            qPrintable(
+                QStringLiteral("%1 admissions in [%2, +%3)").arg(count).arg(admitted[i]).arg(windowMs)));
     }
 }
 

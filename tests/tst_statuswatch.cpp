@@ -445,7 +445,7 @@ void TestStatusWatch::statusJsonCarriesTheSameCapacity()
     QCOMPARE(api.value(QStringLiteral("slots_in_use")).toInteger(), 0);
     QCOMPARE(api.value(QStringLiteral("slots_free")).toInteger(), 2);
     const auto nextIn = api.value(QStringLiteral("next_call_in_ms")).toInteger(-1);
-    // Within one window plus one bucket: the window counts whole buckets (core/rollingwindow.h).
+    // Within one window plus one bucket: the window counts whole buckets (core/quota/rollingwindow.h).
     QVERIFY2(nextIn > 0 && nextIn <= 32000 + 1000, qPrintable(QString::number(nextIn)));
     QVERIFY(api.value(QStringLiteral("blocked_until_ms")).toInteger() > 0);
     QCOMPARE(api.value(QStringLiteral("next_request_in_ms")).toInteger(), nextIn);

@@ -2,8 +2,8 @@
 // and validated: nothing out of range is silently replaced, and no single 429 report stops
 // every caller for longer than the documented maximum (RetryAfter::MAX_MS).
 
-#include "quotalimits.h"
-#include "retryafter.h"
+#include "quota/quotalimits.h"
+#include "quota/retryafter.h"
 
 #include <QFile>
 #include <QJsonArray>
@@ -30,7 +30,8 @@ QByteArray limitsJson(const char* providerBody)
 
 } // namespace
 
-class TestValues final : public QObject {
+class TestValues final : public QObject
+{
     Q_OBJECT
 private Q_SLOTS:
     void init();

@@ -1,6 +1,6 @@
 #include "autostart.h"
 
-#include "fd.h"
+#include "system/fd.h"
 
 #include <QCoreApplication>
 #include <QDir>

@@ -18,7 +18,7 @@
 // quoted by the Desktop Entry rules; a path with control bytes is refused (a newline would
 // add keys to the entry).
 
-#include "result.h"
+#include "base/result.h"
 
 #include <QString>
 

@@ -9,7 +9,7 @@
 // its start time, by ProcessProbe::liveness's own rule); nothing is remembered past clear().
 // Not thread-safe: one round, one thread.
 
-#include "processprobe.h"
+#include "system/processprobe.h"
 
 #include <unordered_map>
 

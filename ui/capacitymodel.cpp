@@ -1,6 +1,6 @@
 #include "capacitymodel.h"
 
-#include "capacity.h"
+#include "quota/capacity.h"
 
 #include <QLocale>
 

@@ -1,7 +1,7 @@
 #pragma once
 
 // CapacityModel: per provider, what the next call would meet now — the core's Capacity
-// figures (core/capacity.h) for the last snapshot at the time given to tick(), turned into
+// figures (core/quota/capacity.h) for the last snapshot at the time given to tick(), turned into
 // the texts and the ok / near / blocked level the capacity tiles show. It does no capacity
 // arithmetic of its own and no I/O; the clock is whatever the caller passes (tests use a
 // fixed one), so the same snapshot and time always give the same rows.

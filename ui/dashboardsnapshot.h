@@ -6,10 +6,10 @@
 // holders is a QList so that handing 10,000 of them over (a queued signal, a copy in each
 // model) shares them instead of copying each; holdersRevision says whether they changed.
 
-#include "historyevent.h"
-#include "lockfile.h"
-#include "quotalimits.h"
-#include "quotastate.h"
+#include "history/historyevent.h"
+#include "lock/lockfile.h"
+#include "quota/quotalimits.h"
+#include "quota/quotastate.h"
 
 #include <QList>
 #include <QMetaType>

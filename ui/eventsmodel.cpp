@@ -10,9 +10,9 @@ namespace tollgate::ui {
 
 namespace {
 
-QString qs(const std::string& s)
+QString qs(std::string_view s)
 {
-    return QString::fromStdString(s);
+    return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
 } // namespace
@@ -94,14 +94,14 @@ QVariant EventsModel::data(const QModelIndex& index, int role) const
         return {};
     const HistoryEvent& e = m_events[static_cast<std::size_t>(index.row())];
     if (role == TypeRole)
-        return qs(e.type);
+        return qs(e.typeName());
     if (role == KeyedTableModel::KeyRole)
         return QString::number(m_firstSerial + static_cast<quint64>(index.row()));
     if (role == Qt::ForegroundRole && index.column() == Type) {
-        if (e.type == "429")
+        if (e.type == EventType::RateLimited)
             return QBrush(QColor(0xb0, 0x20, 0x20));
-        if (e.type == "pause" || e.type == "resume" || e.type == "limits" || e.type == "lock-release"
-            || e.type == "lock-clean")
+        if (e.type == EventType::Pause || e.type == EventType::Resume || e.type == EventType::Limits
+            || e.type == EventType::LockRelease || e.type == EventType::LockClean)
             return QBrush(QColor(0x20, 0x50, 0xb0));
         return {};
     }
@@ -111,9 +111,9 @@ QVariant EventsModel::data(const QModelIndex& index, int role) const
     case Time:
         return QDateTime::fromMSecsSinceEpoch(e.timeMs).toString(QStringLiteral("yyyy-MM-dd HH:mm:ss.zzz"));
     case Type:
-        return qs(e.type);
+        return qs(e.typeName());
     case Provider:
-        if (e.type.starts_with("lock-"))
+        if ((e.type == EventType::LockRelease || e.type == EventType::LockClean))
             return QString(); // lock files belong to no provider
         return e.provider.empty() ? tr("(all)") : qs(e.provider);
     case Caller:

@@ -5,7 +5,7 @@
 // (beginRemoveRows), so a busy history never makes the view reset or re-read.
 // Rows carry a key (KeyedTableModel::KeyRole) like the keyed tables.
 
-#include "historyevent.h"
+#include "history/historyevent.h"
 
 #include <QAbstractTableModel>
 #include <deque>

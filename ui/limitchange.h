@@ -6,7 +6,7 @@
 // overwrites someone else's change. warnings() names the parts that deserve a question first:
 // a limit removed, or changed by more than half.
 
-#include "quotalimits.h"
+#include "quota/quotalimits.h"
 
 #include <QMetaType>
 #include <QString>

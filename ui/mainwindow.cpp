@@ -7,6 +7,7 @@
 #include "dashboardcontroller.h"
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
+#include "history/historyevent.h"
 #include "holdersmodel.h"
 #include "keyedtableview.h"
 #include "pausedialog.h"
@@ -664,9 +665,11 @@ void MainWindow::buildUi()
     m_eventType = new QComboBox(eventsBox);
     m_eventType->setObjectName(QStringLiteral("eventType"));
     m_eventType->addItem(tr("All events"), QString());
-    for (const char* type : { "admit", "429", "ok", "gave-up", "pause", "resume", "limits", "release",
-             "reclaim", "backoff-reset", "reset", "lock-release", "lock-clean" })
-        m_eventType->addItem(QLatin1String(type), QLatin1String(type));
+    for (const EventType type : allEventTypes()) {
+        const auto name = eventTypeName(type);
+        const QString text = QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+        m_eventType->addItem(text, text);
+    }
     m_eventText = new QLineEdit(eventsBox);
     m_eventText->setObjectName(QStringLiteral("eventText"));
     m_eventText->setPlaceholderText(tr("Filter: provider, caller, pid, reason… (%1)")

@@ -1,6 +1,6 @@
 #include "providersmodel.h"
 
-#include "quotapolicy.h"
+#include "quota/quotapolicy.h"
 
 #include <QBrush>
 #include <QColor>

@@ -1,14 +1,14 @@
 #include "quotaobserver.h"
 
-#include "filequotastore.h"
-#include "historyreader.h"
-#include "homedir.h"
+#include "base/textsanitizer.h"
+#include "history/historyreader.h"
 #include "homewatcher.h"
-#include "lockfile.h"
-#include "quotalimiter.h"
-#include "quotapeek.h"
-#include "quotapolicy.h"
-#include "textsanitizer.h"
+#include "lock/lockfile.h"
+#include "quota/quotalimiter.h"
+#include "quota/quotapolicy.h"
+#include "store/filequotastore.h"
+#include "store/quotapeek.h"
+#include "system/homedir.h"
 
 #include <QDir>
 #include <QFile>
@@ -779,7 +779,7 @@ QString holderText(const LockStatus& look)
     return text;
 }
 
-HistoryEvent lockEvent(const char* type, const QString& path, const LockStatus& look,
+HistoryEvent lockEvent(EventType type, const QString& path, const LockStatus& look,
     const QString& holderState, const QString& actor, qint64 nowMs)
 {
     HistoryEvent e;
@@ -844,7 +844,7 @@ void QuotaObserver::releaseLock(const HolderInfo& expected, bool confirmed, Acti
     r.ok = true;
     r.message = tr("%1 released (it was %2, holder %3).")
                     .arg(lockName(path), holderText(found), alive ? tr("alive") : tr("dead"));
-    const QString notRecorded = record({ lockEvent("lock-release", path, found,
+    const QString notRecorded = record({ lockEvent(EventType::LockRelease, path, found,
         found.corrupt ? QStringLiteral("unknown")
                       : (alive ? QStringLiteral("alive") : QStringLiteral("dead")),
         QStringLiteral("forced by ") + who(), msNow(m_clock)) });
@@ -892,7 +892,7 @@ void QuotaObserver::cleanStale()
         if (outcome->state == SameReleaseState::Released) {
             cleaned.append(lockName(h.path));
             // What was removed, exactly as judged under the flock.
-            events.push_back(lockEvent("lock-clean", h.path, outcome->found,
+            events.push_back(lockEvent(EventType::LockClean, h.path, outcome->found,
                 outcome->found.holderAlive ? QStringLiteral("untrusted") : QStringLiteral("dead"),
                 QStringLiteral("cleaned by ") + who(), msNow(m_clock)));
         }

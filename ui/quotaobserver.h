@@ -31,11 +31,11 @@
 //   the holder list changed, so the GUI diffs holders only then.
 
 #include "actionresult.h"
+#include "base/systemclock.h"
 #include "cachingprobe.h"
 #include "dashboardsnapshot.h"
 #include "limitchange.h"
-#include "processprobe.h"
-#include "systemclock.h"
+#include "system/processprobe.h"
 
 #include <QObject>
 #include <QTimer>

@@ -12,7 +12,7 @@ QVector<StormDetector::Storm> StormDetector::add(const std::vector<HistoryEvent>
 {
     QVector<Storm> started;
     for (const HistoryEvent& e : events) {
-        if (e.type != "429")
+        if (e.type != EventType::RateLimited)
             continue;
         const QString provider = QString::fromStdString(e.provider);
         const QString caller = QString::fromStdString(e.caller);

@@ -9,7 +9,7 @@
 // ending storms and for telling live storms from ones that only show up in old history
 // (those are tracked, so their tail raises nothing, but never announced).
 
-#include "historyevent.h"
+#include "history/historyevent.h"
 
 #include <QHash>
 #include <QString>

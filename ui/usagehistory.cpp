@@ -12,9 +12,9 @@ QString UsageHistory::othersName()
 
 namespace {
 
-QString qs(const std::string& s)
+QString qs(std::string_view s)
 {
-    return QString::fromStdString(s);
+    return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
 } // namespace
@@ -22,7 +22,7 @@ QString qs(const std::string& s)
 void UsageHistory::add(const std::vector<HistoryEvent>& events)
 {
     for (const HistoryEvent& e : events) {
-        if (e.type == "admit") {
+        if (e.type == EventType::Admit) {
             const QString caller = qs(e.caller);
             Usage& u = m_usage[minuteOf(e.timeMs)][caller];
             ++u.requests;
@@ -30,11 +30,11 @@ void UsageHistory::add(const std::vector<HistoryEvent>& events)
             Usage& f = m_fine[ChartSpan::floorDiv(e.timeMs, FINE_MS)][caller];
             ++f.requests;
             f.tokens += e.tokens;
-        } else if (e.type == "429") {
+        } else if (e.type == EventType::RateLimited) {
             m_hits.push_back({ e.timeMs, qs(e.provider), qs(e.caller) });
-        } else if (e.type == "pause" || e.type == "resume" || e.type == "limits"
-            || e.type == "backoff-reset") {
-            m_markers.push_back({ e.timeMs, qs(e.type), qs(e.provider), qs(e.reason) });
+        } else if (e.type == EventType::Pause || e.type == EventType::Resume || e.type == EventType::Limits
+            || e.type == EventType::BackoffReset) {
+            m_markers.push_back({ e.timeMs, qs(e.typeName()), qs(e.provider), qs(e.reason) });
         }
     }
 }

@@ -8,7 +8,7 @@
 // Queries take the buckets to fill (ChartSpan), so every chart span reads the same data.
 
 #include "chartspan.h"
-#include "historyevent.h"
+#include "history/historyevent.h"
 
 #include <QHash>
 #include <QString>

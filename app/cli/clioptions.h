@@ -4,7 +4,7 @@
 // validator whose one-line message names the option and the value given, and the number
 // parsers behind them (seconds with fractions, bounded whole numbers).
 
-#include "result.h"
+#include "base/result.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdint>

@@ -1,8 +1,8 @@
 #include "console.h"
 
+#include "base/textsanitizer.h"
 #include "exitcodes.h"
-#include "quotastore.h"
-#include "textsanitizer.h"
+#include "store/quotastore.h"
 
 #include <cstdio>
 #include <iostream>

@@ -9,7 +9,7 @@
 //     {"error", "code", "kind", "path"} when it failed; warnings ride along in "warnings".
 //   - Exit codes are decided in one place (exitCodeFor).
 
-#include "result.h"
+#include "base/result.h"
 
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,15 +1,15 @@
 #include "democommand.h"
 
+#include "base/systemclock.h"
 #include "childrunner.h"
 #include "clioptions.h"
 #include "console.h"
 #include "demoprovider.h"
 #include "exitcodes.h"
-#include "filequotastore.h"
-#include "homedir.h"
-#include "lockfile.h"
-#include "quotalimiter.h"
-#include "systemclock.h"
+#include "lock/lockfile.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
+#include "system/homedir.h"
 
 #include <cerrno>
 #include <csignal>

@@ -1,6 +1,6 @@
 #include "demoprovider.h"
 
-#include "flockguard.h"
+#include "system/flockguard.h"
 
 #include <algorithm>
 #include <cstdlib>

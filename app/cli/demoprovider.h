@@ -8,8 +8,8 @@
 // provider.lock is never replaced (flock on it guards provider.log); provider.log holds the
 // admission times of the current window, one per line, rewritten in place.
 
-#include "fd.h"
-#include "result.h"
+#include "base/result.h"
+#include "system/fd.h"
 
 #include <cstdint>
 #include <string>

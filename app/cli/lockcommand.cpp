@@ -1,11 +1,11 @@
 #include "lockcommand.h"
 
+#include "base/systemclock.h"
 #include "childrunner.h"
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
-#include "lockfile.h"
-#include "systemclock.h"
+#include "lock/lockfile.h"
 
 #include <cerrno>
 #include <csignal>

@@ -1,18 +1,18 @@
 #include "quotacommand.h"
 
-#include "capacity.h"
+#include "base/systemclock.h"
 #include "childrunner.h"
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
-#include "fd.h"
-#include "filequotastore.h"
-#include "historyreader.h"
-#include "homedir.h"
-#include "quotalimiter.h"
-#include "quotapeek.h"
-#include "retryafter.h"
-#include "systemclock.h"
+#include "history/historyreader.h"
+#include "quota/capacity.h"
+#include "quota/quotalimiter.h"
+#include "quota/retryafter.h"
+#include "store/filequotastore.h"
+#include "store/quotapeek.h"
+#include "system/fd.h"
+#include "system/homedir.h"
 #include "watchcommand.h"
 
 #include <algorithm>
@@ -919,7 +919,7 @@ int cmdHistory()
         char when[32];
         std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
         std::ostringstream line;
-        line << when << "." << (e.timeMs % 1000) / 100 << "  " << e.type;
+        line << when << "." << (e.timeMs % 1000) / 100 << "  " << e.typeName();
         if (!e.provider.empty())
             line << "  " << e.provider;
         if (!e.caller.empty())

@@ -1,14 +1,14 @@
 #include "watchcommand.h"
 
-#include "capacity.h"
+#include "base/systemclock.h"
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
-#include "fd.h"
-#include "historyreader.h"
-#include "homedir.h"
-#include "quotapeek.h"
-#include "systemclock.h"
+#include "history/historyreader.h"
+#include "quota/capacity.h"
+#include "store/quotapeek.h"
+#include "system/fd.h"
+#include "system/homedir.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -296,9 +296,11 @@ public:
             note = "history: " + batch.error().message;
         } else {
             for (auto& e : batch->events) {
-                if ((e.type != "admit" && e.type != "429") || e.timeMs < nowMs - WatchCommand::RATE_SPAN_MS)
+                if ((e.type != EventType::Admit && e.type != EventType::RateLimited)
+                    || e.timeMs < nowMs - WatchCommand::RATE_SPAN_MS)
                     continue;
-                m_events.push_back({ e.timeMs, std::move(e.provider), std::move(e.caller), e.type == "429" });
+                m_events.push_back({ e.timeMs, std::move(e.provider), std::move(e.caller),
+                    e.type == EventType::RateLimited });
                 if (m_events.size() > MAX_EVENTS)
                     m_events.pop_front();
             }

@@ -1,6 +1,6 @@
 #include "displaycheck.h"
 
-#include "fd.h"
+#include "system/fd.h"
 
 #include <QMessageLogContext>
 #include <QString>

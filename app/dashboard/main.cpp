@@ -1,9 +1,9 @@
 // tollgate-dashboard: the desktop window onto Tollgate.
 
 #include "displaycheck.h"
-#include "homedir.h"
 #include "keyedtableview.h"
 #include "mainwindow.h"
+#include "system/homedir.h"
 #include "traycontroller.h"
 
 #include <QApplication>

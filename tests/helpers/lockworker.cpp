@@ -8,10 +8,10 @@
 //                                       locks whose holder has died (stale takeover storm)
 // Prints one line: "wins=N overlaps=N mismatches=N lost=N takeovers=N abandoned=N".
 
-#include "fd.h"
-#include "lockfile.h"
-#include "offsetclock.h"
-#include "systemclock.h"
+#include "base/offsetclock.h"
+#include "base/systemclock.h"
+#include "lock/lockfile.h"
+#include "system/fd.h"
 
 #include <cerrno>
 #include <cstdio>

@@ -7,9 +7,9 @@
 //   log line: <asked_us> <admitted_us> <released_us> <fence> <tokens> <caller>
 // (times: CLOCK_REALTIME microseconds, the same clock Tollgate stamps its history with).
 
-#include "filequotastore.h"
-#include "quotalimiter.h"
-#include "systemclock.h"
+#include "base/systemclock.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
 
 #include <chrono>
 #include <cstdio>
@@ -25,7 +25,8 @@ namespace {
 
 long long nowUs()
 {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
@@ -34,7 +35,8 @@ long long nowUs()
 int main(int argc, char** argv)
 {
     if (argc != 9) {
-        std::fprintf(stderr, "usage: quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS\n");
+        std::fprintf(
+            stderr, "usage: quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS\n");
         return 2;
     }
     const std::string home = argv[1];
@@ -71,15 +73,16 @@ int main(int argc, char** argv)
             return 3;
         }
         if (maxHoldMs > 0) // the simulated API call
-            std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<long>(rng() % static_cast<std::uint64_t>(maxHoldMs))));
+            std::this_thread::sleep_for(
+                std::chrono::milliseconds(static_cast<long>(rng() % static_cast<std::uint64_t>(maxHoldMs))));
         const long long released = nowUs();
         const std::uint64_t fence = permit->fence();
         if (auto rel = permit->release(); !rel) {
             std::fprintf(stderr, "release: %s\n", rel.error().describe().c_str());
             return 3;
         }
-        std::fprintf(log, "%lld %lld %lld %llu %lld %s\n", asked, admitted, released, static_cast<unsigned long long>(fence),
-            static_cast<long long>(r.tokens), r.caller.c_str());
+        std::fprintf(log, "%lld %lld %lld %llu %lld %s\n", asked, admitted, released,
+            static_cast<unsigned long long>(fence), static_cast<long long>(r.tokens), r.caller.c_str());
         std::fflush(log);
     }
     std::fclose(log);

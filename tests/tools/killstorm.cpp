@@ -11,7 +11,7 @@
 //   tollgate-killstorm --cli PATH [--callers 16] [--seconds 30] [--seed S] [--workdir DIR]
 // Exits 0 when every check holds; prints a summary ending "killstorm: N passed, M failed".
 
-#include "historyreader.h"
+#include "history/historyreader.h"
 
 #include <algorithm>
 #include <atomic>
@@ -46,7 +46,8 @@ constexpr int RATE_LIMITED_EXIT = 75;
 
 long long nowUs()
 {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::microseconds>(
+        std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
@@ -60,7 +61,8 @@ void appendLine(const std::string& path, const std::string& line)
     ::close(fd);
 }
 
-struct Shared {
+struct Shared
+{
     std::atomic<int> stop;
     std::atomic<int> pgid[64];
 };
@@ -75,7 +77,8 @@ void onKillRequest(int)
         ::kill(-pg, SIGKILL);
 }
 
-struct Ran {
+struct Ran
+{
     int code = -1;
     std::string out;
 };
@@ -154,7 +157,8 @@ int recordMode(char** argv)
     return 0;
 }
 
-struct Options {
+struct Options
+{
     std::string cli;
     std::string self;
     std::string workdir;
@@ -175,7 +179,9 @@ std::vector<std::string> tool(const Options& o, std::vector<std::string> args)
 void callerLoop(const Options& o, int index)
 {
     g_self = index;
-    struct sigaction sa {};
+    struct sigaction sa
+    {
+    };
     sa.sa_handler = onKillRequest;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGUSR1, &sa, nullptr);
@@ -188,19 +194,20 @@ void callerLoop(const Options& o, int index)
         const bool withModel = rng() % 10 < 3;
         if (roll < 85) {
             const std::string ask = std::to_string(nowUs());
-            std::vector<std::string> args { "run", "storm", "--caller", caller, "--tokens", tokens, "--timeout", "3",
-                "--rate-limited-exit", std::to_string(RATE_LIMITED_EXIT) };
+            std::vector<std::string> args { "run", "storm", "--caller", caller, "--tokens", tokens,
+                "--timeout", "3", "--rate-limited-exit", std::to_string(RATE_LIMITED_EXIT) };
             if (withModel) {
                 args.push_back("--model");
                 args.push_back("m1");
             }
             args.insert(args.end(),
-                { "--", o.self, "--record", log, std::to_string(rng() % 150), ask, tokens, withModel ? "m1" : "-",
-                    rng() % 100 < 4 ? "1" : "0" });
+                { "--", o.self, "--record", log, std::to_string(rng() % 150), ask, tokens,
+                    withModel ? "m1" : "-", rng() % 100 < 4 ? "1" : "0" });
             (void)runTool(tool(o, args), index);
         } else if (roll < 92) {
             const std::string ask = std::to_string(nowUs());
-            std::vector<std::string> args { "acquire", "storm", "--caller", caller, "--tokens", tokens, "--timeout", "2" };
+            std::vector<std::string> args { "acquire", "storm", "--caller", caller, "--tokens", tokens,
+                "--timeout", "2" };
             if (withModel) {
                 args.push_back("--model");
                 args.push_back("m1");
@@ -208,10 +215,12 @@ void callerLoop(const Options& o, int index)
             const Ran r = runTool(tool(o, args), index);
             const auto at = r.out.find("fence=");
             if (r.code == 0 && at != std::string::npos)
-                appendLine(log, "A " + std::to_string(std::atoll(r.out.c_str() + at + 6)) + " " + ask + " "
+                appendLine(log,
+                    "A " + std::to_string(std::atoll(r.out.c_str() + at + 6)) + " " + ask + " "
                         + std::to_string(nowUs()) + " " + tokens + " " + (withModel ? "m1" : "-"));
         } else if (roll < 97) {
-            (void)runTool(tool(o, { "report-429", "storm", "--caller", caller, "--retry-after", "0.2" }), index);
+            (void)runTool(
+                tool(o, { "report-429", "storm", "--caller", caller, "--retry-after", "0.2" }), index);
         } else {
             (void)runTool(tool(o, { "pause", "storm", "--reason", "storm test" }), -1);
             std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 200));
@@ -227,14 +236,16 @@ void tunerLoop(const Options& o)
     while (!g_shared->stop.load()) {
         const std::string requests = rng() % 2 ? "16" : "20";
         const std::string parallel = rng() % 2 ? "3" : "4";
-        const Ran r = runTool(tool(o, { "limits", "set", "storm", "--requests", requests, "--parallel", parallel }), -1);
+        const Ran r = runTool(
+            tool(o, { "limits", "set", "storm", "--requests", requests, "--parallel", parallel }), -1);
         if (r.code == 0)
             appendLine(log, requests + " " + parallel);
         std::this_thread::sleep_for(std::chrono::milliseconds(300 + rng() % 400));
     }
 }
 
-struct Admission {
+struct Admission
+{
     unsigned long long fence = 0;
     long long lo = 0, hi = 0; // the admission happened within [lo, hi]
     long long start = 0, last = 0; // a run's command lifetime (start > 0 for runs)
@@ -323,7 +334,9 @@ int main(int argc, char** argv)
         else if (k == "--workdir")
             o.workdir = v;
         else {
-            std::fprintf(stderr, "usage: tollgate-killstorm --cli PATH [--callers N] [--seconds T] [--seed S] [--workdir DIR]\n");
+            std::fprintf(stderr,
+                "usage: tollgate-killstorm --cli PATH [--callers N] [--seconds T] [--seed S] [--workdir "
+                "DIR]\n");
             return 2;
         }
     }
@@ -349,13 +362,16 @@ int main(int argc, char** argv)
         ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     new (g_shared) Shared {};
 
-    if (runTool(tool(o, { "limits", "set", "storm", "--requests", "20", "--window", "1", "--tokens",
-                    std::to_string(MAX_TOKENS), "--parallel", "4", "--backoff-base", "0.2", "--backoff-cap", "1" }),
+    if (runTool(tool(o,
+                    { "limits", "set", "storm", "--requests", "20", "--window", "1", "--tokens",
+                        std::to_string(MAX_TOKENS), "--parallel", "4", "--backoff-base", "0.2",
+                        "--backoff-cap", "1" }),
             -1)
                 .code
             != 0
-        || runTool(tool(o, { "limits", "set", "storm", "--model", "m1", "--requests", std::to_string(MODEL_REQUESTS),
-                       "--window", "1" }),
+        || runTool(tool(o,
+                       { "limits", "set", "storm", "--model", "m1", "--requests",
+                           std::to_string(MODEL_REQUESTS), "--window", "1" }),
                -1)
                 .code
             != 0) {
@@ -394,7 +410,8 @@ int main(int argc, char** argv)
         if (status.code != 0 || nlohmann::json::parse(status.out, nullptr, false).is_discarded()) {
             ++unreadable;
             if (firstProblem.empty())
-                firstProblem = "status exited " + std::to_string(status.code) + " after kill " + std::to_string(kills);
+                firstProblem
+                    = "status exited " + std::to_string(status.code) + " after kill " + std::to_string(kills);
         }
         const Ran limits = runTool(tool(o, { "limits", "show", "storm", "--json" }), -1);
         if (limits.code != 0 || limits.out.find("\"storm\"") == std::string::npos)
@@ -406,7 +423,8 @@ int main(int argc, char** argv)
     while (::waitpid(tuner, nullptr, 0) < 0 && errno == EINTR) { }
 
     // Final: one more slot transaction reclaims every killed holder; nobody dead may hold one.
-    const Ran final = runTool(tool(o, { "acquire", "storm", "--caller", "final", "--slot", "--timeout", "10" }), -1);
+    const Ran final
+        = runTool(tool(o, { "acquire", "storm", "--caller", "final", "--slot", "--timeout", "10" }), -1);
     const Ran status = runTool(tool(o, { "status", "--json" }), -1);
     int deadSlots = -1;
     unsigned long long finalFence = 0;
@@ -479,9 +497,9 @@ int main(int argc, char** argv)
     long reclaims = 0;
     if (batch) {
         for (const auto& e : batch->events) {
-            if (e.type == "admit" && e.caller != "final")
+            if (e.type == tollgate::EventType::Admit && e.caller != "final")
                 admits.push_back(e);
-            reclaims += e.type == "reclaim" ? 1 : 0;
+            reclaims += e.type == tollgate::EventType::Reclaim ? 1 : 0;
         }
     }
     std::sort(admits.begin(), admits.end(), [](const auto& a, const auto& b) { return a.timeMs < b.timeMs; });
@@ -489,15 +507,18 @@ int main(int argc, char** argv)
     for (std::size_t i = 0; i < admits.size(); ++i) {
         int n = 0, m = 0;
         long long tokens = 0;
-        for (std::size_t j = i; j < admits.size() && admits[j].timeMs < admits[i].timeMs + WINDOW_US / 1000; ++j) {
+        for (std::size_t j = i; j < admits.size() && admits[j].timeMs < admits[i].timeMs + WINDOW_US / 1000;
+             ++j) {
             ++n;
             tokens += admits[j].tokens;
             m += admits[j].model == "m1" ? 1 : 0;
         }
-        historyOver = std::max({ historyOver, n - MAX_REQUESTS, static_cast<int>(tokens - MAX_TOKENS), m - MODEL_REQUESTS });
+        historyOver = std::max(
+            { historyOver, n - MAX_REQUESTS, static_cast<int>(tokens - MAX_TOKENS), m - MODEL_REQUESTS });
     }
 
-    struct Check {
+    struct Check
+    {
         const char* name;
         bool ok;
         std::string detail;
@@ -512,7 +533,8 @@ int main(int argc, char** argv)
         { "no parallel overrun (commands' lifetimes)", peak <= MAX_PARALLEL, "peak " + std::to_string(peak) },
         { "no overrun in Tollgate's history", historyOver <= 0,
             std::to_string(admits.size()) + " admits, worst excess " + std::to_string(historyOver) },
-        { "state readable after every kill", unreadable == 0, std::to_string(unreadable) + " " + firstProblem },
+        { "state readable after every kill", unreadable == 0,
+            std::to_string(unreadable) + " " + firstProblem },
         { "limits present after every kill", limitsMissing == 0, std::to_string(limitsMissing) },
         { "last limits set are kept", limitsKept, "tuner last set " + lastSet },
         { "progress throughout (no wedge)", maxGapMs < 5000 && final.code == 0,
@@ -521,8 +543,8 @@ int main(int argc, char** argv)
             std::to_string(deadSlots) + " dead slots left, " + std::to_string(reclaims) + " reclaims" },
     };
     int passed = 0, failed = 0;
-    std::printf("killstorm: %d callers, %d s, %ld kills, %zu admissions (%zu in history), workdir %s\n", o.callers,
-        o.seconds, kills, admissions.size(), admits.size(), o.workdir.c_str());
+    std::printf("killstorm: %d callers, %d s, %ld kills, %zu admissions (%zu in history), workdir %s\n",
+        o.callers, o.seconds, kills, admissions.size(), admits.size(), o.workdir.c_str());
     for (const auto& c : checks) {
         std::printf("  %s %s (%s)\n", c.ok ? "PASS" : "FAIL", c.name, c.detail.c_str());
         (c.ok ? passed : failed)++;

@@ -3,18 +3,18 @@
 // others do shows up, and looking never writes.
 
 #include "actionresult.h"
+#include "base/systemclock.h"
 #include "callerusagemodel.h"
 #include "dashboardcontroller.h"
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
-#include "filequotastore.h"
-#include "historyreader.h"
+#include "history/historyreader.h"
 #include "holdersmodel.h"
-#include "lockfile.h"
+#include "lock/lockfile.h"
 #include "providersmodel.h"
-#include "quotalimiter.h"
+#include "quota/quotalimiter.h"
 #include "ratelimitcallersmodel.h"
-#include "systemclock.h"
+#include "store/filequotastore.h"
 #include "testsupport.h"
 
 #include <QAbstractItemModelTester>
@@ -188,7 +188,7 @@ void TestDashboardActions::limitEditReachesCore()
     QVERIFY(actions.isEmpty()); // the refused edit never reached the worker
     const auto events = history();
     QVERIFY(std::any_of(events.begin(), events.end(), [](const HistoryEvent& e) {
-        return e.type == "limits" && e.reason.find("tollgate-dashboard") != std::string::npos;
+        return e.type == EventType::Limits && e.reason.find("tollgate-dashboard") != std::string::npos;
     }));
     QTRY_COMPARE_WITH_TIMEOUT(
         model->index(0, ProvidersModel::Window).data().toString(), QStringLiteral("30 s"), TIMEOUT_MS);
@@ -280,7 +280,8 @@ void TestDashboardActions::forceReleaseSlotConfirmsLiveHolder()
     const auto events = history();
     QCOMPARE(std::count_if(events.begin(), events.end(),
                  [](const HistoryEvent& e) {
-                     return e.type == "release" && e.reason.find("tollgate-dashboard") != std::string::npos;
+                     return e.type == EventType::Release
+                         && e.reason.find("tollgate-dashboard") != std::string::npos;
                  }),
         2);
 }
@@ -374,8 +375,8 @@ void TestDashboardActions::resetBackoffReachesCore()
     QCOMPARE(p->consecutive429, 0);
     QTRY_VERIFY_WITH_TIMEOUT(!c->providers()->inBackoff(QStringLiteral("api")), TIMEOUT_MS);
     const auto events = history();
-    QVERIFY(std::any_of(
-        events.begin(), events.end(), [](const HistoryEvent& e) { return e.type == "backoff-reset"; }));
+    QVERIFY(std::any_of(events.begin(), events.end(),
+        [](const HistoryEvent& e) { return e.type == EventType::BackoffReset; }));
 }
 
 void TestDashboardActions::stormRaisesOneAlert()

@@ -5,17 +5,17 @@
 // log keeps following new rows after a resize. Real homes, real lock files, and real holder
 // processes (`tollgate lock run ... -- sleep`) where liveness matters.
 
+#include "base/systemclock.h"
 #include "dashboardcontroller.h"
 #include "eventsmodel.h"
-#include "filequotastore.h"
-#include "historyreader.h"
+#include "history/historyreader.h"
 #include "holdersmodel.h"
 #include "keyedtableview.h"
-#include "lockinfo.h"
+#include "lock/lockinfo.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
-#include "quotalimiter.h"
-#include "systemclock.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
 #include "testsupport.h"
 
 #include <QAction>
@@ -309,8 +309,8 @@ void TestDashboardSafety::confirmationRefusesAChangedLock()
     QVERIFY(asked.contains(QStringLiteral("sleep 600")) || asked.contains(QStringLiteral("tollgate")));
     QVERIFY(w.statusBar()->currentMessage().contains(QStringLiteral("changed since you looked")));
     const auto events = history();
-    QVERIFY(std::none_of(
-        events.begin(), events.end(), [](const HistoryEvent& e) { return e.type == "lock-release"; }));
+    QVERIFY(std::none_of(events.begin(), events.end(),
+        [](const HistoryEvent& e) { return e.type == EventType::LockRelease; }));
 }
 
 // Force release (of a live holder, confirmed) and Clean stale (of a dead holder's lock) are
@@ -348,7 +348,7 @@ void TestDashboardSafety::lockActionsAreRecorded()
     const auto events = history();
     auto find = [&events](const char* type) {
         auto it = std::find_if(
-            events.begin(), events.end(), [type](const HistoryEvent& e) { return e.type == type; });
+            events.begin(), events.end(), [type](const HistoryEvent& e) { return e.typeName() == type; });
         return it == events.end() ? nullptr : &*it;
     };
     const HistoryEvent* released = find("lock-release");
@@ -428,7 +428,7 @@ void TestDashboardSafety::emptyLimitCellAsksFirst()
     QCOMPARE(m_limiter->limits()->find("api")->requests, std::optional<std::int64_t>());
     const auto events = history();
     QVERIFY(std::any_of(events.begin(), events.end(), [](const HistoryEvent& e) {
-        return e.type == "limits" && e.reason.find("45 → none") != std::string::npos
+        return e.type == EventType::Limits && e.reason.find("45 → none") != std::string::npos
             && e.reason.find("tollgate-dashboard") != std::string::npos;
     }));
 }
@@ -489,7 +489,7 @@ void TestDashboardSafety::pauseWithoutReason()
         QStringLiteral("by ") + dashboard());
     int pauses = 0;
     for (const HistoryEvent& e : history()) {
-        if (e.type != "pause")
+        if (e.type != EventType::Pause)
             continue;
         ++pauses;
         QCOMPARE(QString::fromStdString(e.reason), QStringLiteral("by ") + dashboard());

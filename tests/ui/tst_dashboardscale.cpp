@@ -4,15 +4,15 @@
 // selection by key, and column widths come from a bounded sample. (Speed itself is measured
 // by bench/dashboardscale.sh, not here.)
 
+#include "base/systemclock.h"
 #include "cachingprobe.h"
-#include "filequotastore.h"
 #include "holdersmodel.h"
 #include "homewatcher.h"
 #include "keyedtableview.h"
-#include "lockfile.h"
-#include "quotalimiter.h"
+#include "lock/lockfile.h"
+#include "quota/quotalimiter.h"
 #include "quotaobserver.h"
-#include "systemclock.h"
+#include "store/filequotastore.h"
 
 #include <QApplication>
 #include <QDir>

@@ -4,21 +4,21 @@
 // limiter where the window is involved; fixed clocks and hand-made states where figures are
 // asserted.
 
+#include "base/systemclock.h"
 #include "capacitymodel.h"
 #include "capacitypanel.h"
 #include "chartspan.h"
 #include "dashboardcontroller.h"
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
-#include "filequotastore.h"
 #include "holdersmodel.h"
 #include "keyedtableview.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
-#include "quotalimiter.h"
-#include "quotapolicy.h"
+#include "quota/quotalimiter.h"
+#include "quota/quotapolicy.h"
 #include "ratelimitchart.h"
-#include "systemclock.h"
+#include "store/filequotastore.h"
 #include "testsupport.h"
 #include "usagechart.h"
 #include "usagehistory.h"
@@ -170,7 +170,7 @@ HistoryEvent admitted(qint64 t, const char* caller, std::int64_t tokens = 1)
 {
     HistoryEvent e;
     e.timeMs = t;
-    e.type = "admit";
+    e.type = EventType::Admit;
     e.provider = "api";
     e.caller = caller;
     e.tokens = tokens;
@@ -579,7 +579,7 @@ void TestDashboardV2::clumpedMarkersAreGrouped()
     for (int i = 0; i < 12; ++i) {
         HistoryEvent e;
         e.timeMs = now - 30'000 + i * 100;
-        e.type = i % 2 ? "resume" : "pause";
+        e.type = i % 2 ? EventType::Resume : EventType::Pause;
         e.provider = "api";
         e.reason = "flap";
         events.push_back(e);
@@ -608,7 +608,7 @@ void TestDashboardV2::markerTipStaysWhileHoveredAndPins()
     UsageHistory usage;
     HistoryEvent e;
     e.timeMs = now - 60'000;
-    e.type = "pause";
+    e.type = EventType::Pause;
     e.provider = "api";
     e.reason = "deploy";
     usage.add({ e });

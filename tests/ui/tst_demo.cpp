@@ -2,10 +2,10 @@
 // real protocol, the simulated provider's lower quota makes real 429s happen, and Ctrl-C
 // (SIGINT) stops every caller cleanly, with every slot given back.
 
-#include "filequotastore.h"
-#include "historyreader.h"
-#include "quotalimiter.h"
-#include "systemclock.h"
+#include "base/systemclock.h"
+#include "history/historyreader.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
 
 #include <QProcess>
 #include <QSet>
@@ -37,10 +37,10 @@ void TestDemo::stormsHappenAndCtrlCStopsCleanly()
     auto poll = [&] {
         if (auto batch = reader.poll()) {
             for (const auto& e : batch->events) {
-                if (e.type == "admit") {
+                if (e.type == EventType::Admit) {
                     callers.insert(QString::fromStdString(e.caller));
                     pids.insert(e.pid);
-                } else if (e.type == "429") {
+                } else if (e.type == EventType::RateLimited) {
                     ++rateLimited;
                 }
             }

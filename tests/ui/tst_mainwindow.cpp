@@ -2,15 +2,15 @@
 // live, and corrupt states; actions triggered from the window; storm alerts as a banner when
 // there is no tray; settings that persist.
 
+#include "base/systemclock.h"
 #include "dashboardcontroller.h"
 #include "eventsmodel.h"
-#include "filequotastore.h"
 #include "holdersmodel.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
-#include "quotalimiter.h"
+#include "quota/quotalimiter.h"
 #include "ratelimitchart.h"
-#include "systemclock.h"
+#include "store/filequotastore.h"
 #include "traycontroller.h"
 #include "usagechart.h"
 

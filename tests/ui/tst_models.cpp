@@ -64,7 +64,9 @@ HistoryEvent historyEvent(
 {
     HistoryEvent e;
     e.timeMs = t;
-    e.type = type;
+    e.type = eventTypeFromName(type).value_or(EventType::Other);
+    if (e.type == EventType::Other)
+        e.otherType = type;
     e.provider = provider;
     e.caller = caller;
     e.tokens = tokens;

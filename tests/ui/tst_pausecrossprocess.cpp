@@ -2,11 +2,11 @@
 // window lets it through. The waiter is the real CLI binary; that it waits is observed in
 // the shared state (it is queued, waiting because of the pause), not by timing.
 
+#include "base/systemclock.h"
 #include "dashboardcontroller.h"
-#include "filequotastore.h"
 #include "mainwindow.h"
-#include "quotalimiter.h"
-#include "systemclock.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
 
 #include <QAction>
 #include <QProcess>

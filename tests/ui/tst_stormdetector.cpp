@@ -1,8 +1,8 @@
 // Storm detection: thresholds, one alert per storm (not one per 429), per provider, quiet
 // windows ending a storm, and old history never alerting. Pure logic: no clock, no files.
 
-#include "testsupport.h"
 #include "stormdetector.h"
+#include "testsupport.h"
 
 #include <QTest>
 
@@ -43,7 +43,7 @@ void TestStormDetector::belowThresholdIsNoStorm()
     QVERIFY(!d.anyActive());
     // A non-429 event never counts.
     HistoryEvent admit = hit(T0 + 62'000, "api", "a");
-    admit.type = "admit";
+    admit.type = EventType::Admit;
     QVERIFY(d.add({ admit, admit, admit }, T0 + 62'000).isEmpty());
 }
 

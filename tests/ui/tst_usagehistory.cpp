@@ -38,7 +38,7 @@ void TestUsageHistory::usageAggregatesPerMinute()
     auto admit = [](qint64 t, const char* caller, std::int64_t tokens) {
         HistoryEvent e;
         e.timeMs = t;
-        e.type = "admit";
+        e.type = EventType::Admit;
         e.provider = "api";
         e.caller = caller;
         e.tokens = tokens;
@@ -51,7 +51,7 @@ void TestUsageHistory::usageAggregatesPerMinute()
         events.push_back(admit(minute + 100 + c, qPrintable(QStringLiteral("c%1").arg(c)), 0));
     HistoryEvent pause;
     pause.timeMs = minute;
-    pause.type = "pause";
+    pause.type = EventType::Pause;
     pause.reason = "why";
     events.push_back(pause);
     events.push_back(hit(minute + 5, "api", "big"));
@@ -126,7 +126,7 @@ void TestUsageHistory::autoSpanShowsTheDataThereIs()
     // The oldest data kept decides it: a 4-minute demo gets the 5-minute span.
     UsageHistory u;
     HistoryEvent e;
-    e.type = "admit";
+    e.type = EventType::Admit;
     e.provider = "api";
     e.caller = "a";
     e.timeMs = T0 - 4 * ChartSpan::MINUTE_MS;
@@ -144,7 +144,7 @@ void TestUsageHistory::fineBucketsForShortSpans()
     const qint64 now = (T0 / 10'000) * 10'000 + 5'000; // mid-bucket
     for (int i = 0; i < 3; ++i) {
         HistoryEvent e;
-        e.type = "admit";
+        e.type = EventType::Admit;
         e.provider = "api";
         e.caller = "a";
         e.tokens = 7;

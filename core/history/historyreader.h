@@ -1,0 +1,55 @@
+#pragma once
+
+// HistoryReader: reads the history incrementally — each call returns only the lines appended
+// since the previous call, following a rotation (history.jsonl renamed to history.1.jsonl)
+// by inode so that nothing is skipped or read twice. Never re-reads the whole file.
+// Files are reached relative to the home's descriptor and must be regular files of ours
+// (HomeDir::openFile): a FIFO planted at history.jsonl is refused, never waited on. Reading
+// never creates anything.
+
+#include "history/historyevent.h"
+#include "system/fd.h"
+
+#include <sys/types.h>
+#include <vector>
+
+namespace tollgate {
+
+class HistoryReader
+{
+public:
+    static constexpr std::size_t MAX_LINE = 64 * 1024;
+    // More unread history than Tollgate ever keeps (two 32 MiB generations) means a hostile
+    // or foreign file: only its last MAX_UNREAD bytes are read, the rest is skipped and counted.
+    static constexpr off_t MAX_UNREAD = 64 * 1024 * 1024;
+
+    explicit HistoryReader(std::string homeDir)
+        : m_dir(std::move(homeDir))
+    {
+    }
+
+    struct Batch
+    {
+        std::vector<HistoryEvent> events;
+        std::size_t badLines = 0; // lines that did not parse (skipped, counted)
+        std::uint64_t skippedBytes = 0; // unread bytes skipped over (see MAX_UNREAD)
+    };
+    // Returns what was appended since the last call (the first call reads both generations).
+    // Opens the home by its path (HomeDir::open, never creating it; a missing home has no
+    // history): use poll(home) where the home is already open.
+    [[nodiscard]] Result<Batch> poll();
+    [[nodiscard]] Result<Batch> poll(const Fd& home);
+    // Parses complete lines of `text`; a trailing partial line is left for next time.
+    static void parseLines(std::string_view text, Batch& out, std::size_t& consumed);
+
+private:
+    Result<void> readFrom(
+        const Fd& home, const char* name, ino_t expectIno, off_t& offset, Batch& out, bool requireIno);
+
+    std::string m_dir;
+    ino_t m_ino = 0;
+    off_t m_offset = 0;
+    bool m_started = false;
+};
+
+} // namespace tollgate

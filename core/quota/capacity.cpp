@@ -1,0 +1,180 @@
+#include "quota/capacity.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tollgate {
+
+namespace {
+
+std::int64_t inMs(std::int64_t atMs, std::int64_t nowMs)
+{
+    if (atMs == INT64_MAX)
+        return Capacity::NEVER;
+    return atMs > nowMs ? atMs - nowMs : 0;
+}
+
+int percent(std::int64_t used, const std::optional<std::int64_t>& limit)
+{
+    if (!limit || *limit <= 0)
+        return 0;
+    if (used >= *limit)
+        return 100;
+    // used < limit ≤ 2^40: no overflow
+    return static_cast<int>(std::max<std::int64_t>(0, used) * 100 / *limit);
+}
+
+std::optional<std::int64_t> effective(const ProviderLimits& l, const std::optional<std::int64_t>& given)
+{
+    return given ? std::optional<std::int64_t>(l.effective(*given)) : std::nullopt;
+}
+
+WindowCapacity windowFigures(const RollingWindow* w, std::string model, const ProviderLimits& l,
+    const std::optional<std::int64_t>& requests, const std::optional<std::int64_t>& tokens,
+    std::int64_t windowMs, std::int64_t nowMs)
+{
+    WindowCapacity c;
+    c.model = std::move(model);
+    c.windowMs = w ? w->windowMs() : windowMs;
+    c.requestLimitGiven = requests;
+    c.tokenLimitGiven = tokens;
+    c.requestLimit = effective(l, requests);
+    c.tokenLimit = effective(l, tokens);
+    if (w) {
+        const auto u = w->usage(nowMs);
+        c.requestsUsed = u.requests;
+        c.tokensUsed = u.tokens;
+    }
+    if (c.requestLimit) {
+        c.requestsLeft = std::max<std::int64_t>(0, *c.requestLimit - c.requestsUsed);
+        // The limiter's own question (QuotaPolicy's windowAllows): when does one more fit?
+        if (w)
+            c.nextRequestInMs = inMs(w->whenFits(nowMs, 1, *c.requestLimit, 0, -1), nowMs);
+    }
+    if (c.tokenLimit) {
+        c.tokensLeft = std::max<std::int64_t>(0, *c.tokenLimit - c.tokensUsed);
+        if (w)
+            c.tokensFreeInMs = inMs(w->whenFits(nowMs, 0, -1, 1, *c.tokenLimit), nowMs);
+    }
+    c.requestsPercent = percent(c.requestsUsed, c.requestLimit);
+    c.tokensPercent = percent(c.tokensUsed, c.tokenLimit);
+    return c;
+}
+
+} // namespace
+
+const char* capacityLevelName(CapacityLevel level)
+{
+    switch (level) {
+    case CapacityLevel::Ok:
+        return "ok";
+    case CapacityLevel::Near:
+        return "near";
+    case CapacityLevel::Blocked:
+        return "blocked";
+    }
+    return "ok";
+}
+
+ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view provider,
+    const ProviderLimits* limits, std::int64_t nowMs, const ProcessProbe* probe)
+{
+    const ProviderLimits none;
+    const ProviderLimits& l = limits ? *limits : none;
+
+    // A private copy, prepared as acquire prepares the stored one inside its transaction.
+    QuotaState s;
+    s.pausedAll = state.pausedAll;
+    s.pauseReason = state.pauseReason;
+    s.pausedAtMs = state.pausedAtMs;
+    ProviderState p;
+    if (const ProviderState* stored = state.provider(provider))
+        p = *stored;
+    p.name = std::string(provider);
+    if (limits)
+        QuotaPolicy::syncProvider(p, l, nowMs);
+    QuotaPolicy::boundTimes(s, p, l, nowMs);
+    if (probe) {
+        std::vector<HistoryEvent> ignored;
+        QuotaPolicy::reclaimVanished(p, nowMs, *probe, ignored);
+        QuotaPolicy::pruneQueueHead(p, nowMs, *probe, ignored);
+        // acquire reclaims dead holders only when a slot is what it lacks; discounting them
+        // always gives the same verdict (a free slot is only ever looked at then).
+        if (limits)
+            QuotaPolicy::reclaimSlots(p, l, nowMs, *probe, false, "", ignored);
+    }
+
+    ProviderCapacity c;
+    c.provider = p.name;
+    c.hasLimits = limits != nullptr;
+    c.headroomPercent = l.headroomPercent;
+    c.window = windowFigures(
+        p.scope("") ? &p.scope("")->window : nullptr, "", l, l.requests, l.tokens, l.windowMs, nowMs);
+    for (const auto& [model, ml] : l.models) {
+        const ScopeWindow* sc = p.scope(model);
+        c.models.push_back(
+            windowFigures(sc ? &sc->window : nullptr, model, l, ml.requests, ml.tokens, ml.windowMs, nowMs));
+    }
+
+    c.slotLimit = l.parallel;
+    c.slotsInUse = static_cast<std::int64_t>(p.slots.size());
+    if (l.parallel)
+        c.slotsFree = std::max<std::int64_t>(0, *l.parallel - c.slotsInUse);
+    c.slotsPercent = percent(c.slotsInUse, l.parallel);
+
+    c.backoffRemainingMs = inMs(QuotaPolicy::backoffUntil(p, nowMs), nowMs);
+    c.consecutive429 = std::max<std::int32_t>(0, p.consecutive429);
+    c.paceRemainingMs = c.backoffRemainingMs > 0 ? 0 : inMs(p.paceUntilMs, nowMs);
+
+    c.paused = s.pausedAll || p.paused;
+    c.pausedAll = s.pausedAll && !p.paused;
+    c.pauseReason = p.paused ? p.pauseReason : (s.pausedAll ? s.pauseReason : std::string());
+    if (c.paused) {
+        const std::int64_t at = p.paused ? p.pausedAtMs : s.pausedAtMs;
+        c.pausedForMs = at > 0 ? std::max<std::int64_t>(0, nowMs - at) : 0;
+    }
+    c.waiting = p.queue.size();
+
+    // The verdict: the limiter's rule on the probe call.
+    AdmitRequest r;
+    r.provider = c.provider;
+    r.tokens = 1;
+    r.wantsSlot = l.parallel.has_value();
+    const AdmitDecision d = QuotaPolicy::evaluate(s, p, l, r, 0, nowMs);
+    if (!d.admitted) {
+        c.level = CapacityLevel::Blocked;
+        c.blockedBy = d.reason;
+        if (d.retryAtMs != INT64_MAX) {
+            c.blockedUntilMs = std::max(d.retryAtMs, nowMs);
+            c.nextCallInMs = *c.blockedUntilMs - nowMs;
+        } else {
+            c.nextCallInMs = NEVER;
+        }
+        return c;
+    }
+    int highest = std::max({ c.window.requestsPercent, c.window.tokensPercent, c.slotsPercent });
+    for (const auto& m : c.models)
+        highest = std::max({ highest, m.requestsPercent, m.tokensPercent });
+    c.level = highest >= NEAR_PERCENT ? CapacityLevel::Near : CapacityLevel::Ok;
+    return c;
+}
+
+std::vector<ProviderCapacity> Capacity::compute(
+    const QuotaState* state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe* probe)
+{
+    std::set<std::string, std::less<>> names;
+    for (const auto& [name, l] : limits.providers())
+        names.insert(name);
+    if (state) {
+        for (const auto& p : state->providers)
+            names.insert(p.name);
+    }
+    const QuotaState empty;
+    std::vector<ProviderCapacity> out;
+    out.reserve(names.size());
+    for (const auto& name : names)
+        out.push_back(forProvider(state ? *state : empty, name, limits.find(name), nowMs, probe));
+    return out;
+}
+
+} // namespace tollgate

@@ -1,0 +1,123 @@
+#pragma once
+
+// Capacity: per provider, the answer to "can my next call go now?" — requests and tokens left
+// in the rolling window and when more free up, parallel slots in use and free, the 429 backoff
+// still to run, a pause and its reason — computed from a QuotaState + QuotaLimits at an
+// injected `now` (unix ms). A pure function: no I/O, no clock of its own, never throws.
+//
+// Invariant: the verdict is the limiter's, not a second copy of its rules. The state is
+// prepared exactly as QuotaLimiter::acquire prepares it inside its transaction (syncProvider,
+// boundTimes and — when a ProcessProbe is given — reclaiming slots whose holder is gone and
+// queue heads that are ghosts), then QuotaPolicy::evaluate judges the *probe call*: a call of
+// one token with no model that takes a parallel slot when the provider has a parallel limit
+// (what `tollgate run` asks for), with no queue ticket (a newcomer). `blocked` is true exactly
+// when a try (`acquire` with a deadline of now) of that call would be refused. The figures
+// (left, free in) come from the same RollingWindow::whenFits and limits with headroom applied
+// (ProviderLimits::effective), as the limiter uses them.
+//
+// Level rule:
+//   Blocked  the probe call would be refused now: paused (globally or the provider), a 429
+//            backoff or the pacing after it, callers already queued, no request or token left
+//            in a window, or no parallel slot free.
+//   Near     not blocked, but some limit is at least NEAR_PERCENT % used: requests or tokens
+//            in the provider's window or a model's window (of the effective limit), or slots.
+//   Ok       otherwise (also: a provider with no limits at all).
+//
+// Times: every "...InMs" is ms from now, ≥ 0; INT64_MAX (NEVER) when nothing that merely
+// passes time frees it (a held slot, a pause). A state "from the future" (the clock was moved
+// back) is judged as the limiter judges it: a backoff reaches at most QuotaPolicy::MAX_STOP_MS
+// ahead; window buckets from the future still count, conservatively, until they leave the
+// window; ages are never negative; percentages are clamped to 0..100.
+
+#include "quota/quotalimits.h"
+#include "quota/quotapolicy.h"
+#include "quota/quotastate.h"
+#include "system/processprobe.h"
+
+#include <climits>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tollgate {
+
+enum class CapacityLevel : std::uint8_t { Ok = 0, Near, Blocked };
+// "ok", "near", "blocked" (the JSON and the terminal use these words).
+[[nodiscard]] const char* capacityLevelName(CapacityLevel level);
+
+// One rolling window: the provider's (model empty) or one model's.
+struct WindowCapacity
+{
+    std::string model; // empty: the provider-wide window
+    std::int64_t windowMs = 0;
+    // Limits as given in limits.json and as the limiter applies them (headroom applied);
+    // nullopt: no such limit.
+    std::optional<std::int64_t> requestLimitGiven;
+    std::optional<std::int64_t> requestLimit;
+    std::optional<std::int64_t> tokenLimitGiven;
+    std::optional<std::int64_t> tokenLimit;
+    std::int64_t requestsUsed = 0; // counted in the window now
+    std::int64_t tokensUsed = 0;
+    std::optional<std::int64_t> requestsLeft; // limit − used, ≥ 0; nullopt: no request limit
+    std::optional<std::int64_t> tokensLeft;
+    // When the next request fits (0: now). For a full window: when the oldest counted request
+    // leaves it. 0 when there is no request limit.
+    std::int64_t nextRequestInMs = 0;
+    // When one more token fits (0: now; 0 without a token limit).
+    std::int64_t tokensFreeInMs = 0;
+    int requestsPercent = 0; // used of the effective limit, 0..100 (0 without a limit)
+    int tokensPercent = 0;
+};
+
+struct ProviderCapacity
+{
+    std::string provider;
+    bool hasLimits = false; // false: a provider only the state knows (limits removed)
+    std::int64_t headroomPercent = 100;
+    WindowCapacity window; // the provider-wide window
+    std::vector<WindowCapacity> models; // one per model limit, by model name
+
+    std::optional<std::int64_t> slotLimit; // the parallel limit; nullopt: none
+    std::int64_t slotsInUse = 0; // held slots (after reclaiming dead holders when probed)
+    std::optional<std::int64_t> slotsFree; // nullopt: no parallel limit
+    int slotsPercent = 0;
+
+    std::int64_t backoffRemainingMs = 0; // 429 backoff still to run (bounded as the limiter bounds it)
+    std::int32_t consecutive429 = 0;
+    std::int64_t paceRemainingMs = 0; // after a backoff, admissions are spread until then
+
+    bool paused = false; // the provider or everything
+    bool pausedAll = false; // paused because everything is
+    std::string pauseReason; // the provider's reason, or the global one
+    std::int64_t pausedForMs = 0; // how long it has been paused (≥ 0)
+
+    std::size_t waiting = 0; // callers queued for this provider
+
+    CapacityLevel level = CapacityLevel::Ok;
+    WaitReason blockedBy = WaitReason::None; // the limiter's reason when blocked
+    // When the probe call may go, if only time stands in the way (backoff, pacing, a window,
+    // an expiring placeholder slot); nullopt while not blocked or blocked for no set time
+    // (paused, queued callers, slots of live holders). Absolute unix ms.
+    std::optional<std::int64_t> blockedUntilMs;
+    std::int64_t nextCallInMs = 0; // 0: now; NEVER when not time-bound; else blockedUntilMs − now
+};
+
+class Capacity
+{
+public:
+    static constexpr int NEAR_PERCENT = 80;
+    static constexpr std::int64_t NEVER = INT64_MAX;
+
+    // One provider. `limits` may be null (the provider has none: then Ok, unless paused or
+    // backing off). `probe`: when given, slots whose holder is gone and ghost queue heads are
+    // discounted as acquire would reclaim them (it probes pids: not for a GUI thread).
+    [[nodiscard]] static ProviderCapacity forProvider(const QuotaState& state, std::string_view provider,
+        const ProviderLimits* limits, std::int64_t nowMs, const ProcessProbe* probe = nullptr);
+    // Every provider that has limits or appears in the state, by name. `state` null: no state yet.
+    [[nodiscard]] static std::vector<ProviderCapacity> compute(const QuotaState* state,
+        const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe* probe = nullptr);
+};
+
+} // namespace tollgate

@@ -1,0 +1,59 @@
+#include "quota/permit.h"
+
+#include "quota/quotalimiter.h"
+
+namespace tollgate {
+
+Permit::~Permit()
+{
+    if (holdsSlot())
+        (void)release();
+}
+
+Permit::Permit(Permit&& other) noexcept
+    : m_limiter(other.m_limiter)
+    , m_provider(std::move(other.m_provider))
+    , m_fence(other.m_fence)
+    , m_slot(other.m_slot)
+    , m_waitedMs(other.m_waitedMs)
+    , m_leaseMs(other.m_leaseMs)
+{
+    other.m_limiter = nullptr;
+}
+
+Permit& Permit::operator=(Permit&& other) noexcept
+{
+    if (this != &other) {
+        if (holdsSlot())
+            (void)release();
+        m_limiter = other.m_limiter;
+        m_provider = std::move(other.m_provider);
+        m_fence = other.m_fence;
+        m_slot = other.m_slot;
+        m_waitedMs = other.m_waitedMs;
+        m_leaseMs = other.m_leaseMs;
+        other.m_limiter = nullptr;
+    }
+    return *this;
+}
+
+Result<void> Permit::release()
+{
+    if (!holdsSlot())
+        return {};
+    QuotaLimiter* limiter = m_limiter;
+    m_limiter = nullptr;
+    auto r = limiter->releaseSlot(m_provider, m_fence, "");
+    if (!r)
+        return r.error();
+    return {};
+}
+
+Result<bool> Permit::renew()
+{
+    if (!holdsSlot())
+        return false;
+    return m_limiter->renewSlot(m_provider, m_fence, m_leaseMs);
+}
+
+} // namespace tollgate

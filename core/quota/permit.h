@@ -1,0 +1,65 @@
+#pragma once
+
+// Permit: one admission. Holds the fencing token and, when a parallel slot was taken, gives
+// the slot back when released or destroyed (RAII). detach() keeps the slot for a holder that
+// outlives this object (the CLI's `acquire --slot`, whose slot belongs to the calling script
+// and is reclaimed when that process dies or is released with `tollgate release`). Seen from
+// another pid namespace, the slot lasts as long as its lease: a long holder calls renew().
+
+#include "base/result.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tollgate {
+
+class QuotaLimiter;
+
+class Permit
+{
+public:
+    Permit() = default;
+    ~Permit();
+    Permit(Permit&& other) noexcept;
+    Permit& operator=(Permit&& other) noexcept;
+    Permit(const Permit&) = delete;
+    Permit& operator=(const Permit&) = delete;
+
+    [[nodiscard]] std::uint64_t fence() const { return m_fence; }
+    [[nodiscard]] const std::string& provider() const { return m_provider; }
+    [[nodiscard]] bool holdsSlot() const { return m_limiter && m_slot; }
+    [[nodiscard]] std::int64_t waitedMs() const { return m_waitedMs; }
+
+    // How long each lease (renew()) lasts.
+    [[nodiscard]] std::int64_t leaseMs() const { return m_leaseMs; }
+
+    // Gives the slot back now; the error says why it could not.
+    [[nodiscard]] Result<void> release();
+    // Extends the slot's lease by leaseMs() from now; a holder that may be judged from another
+    // pid namespace calls this well within each lease. false: the slot is gone (released by
+    // hand or reclaimed) — the caller no longer holds it.
+    [[nodiscard]] Result<bool> renew();
+    void detach() { m_limiter = nullptr; }
+
+private:
+    friend class QuotaLimiter;
+    Permit(QuotaLimiter* limiter, std::string provider, std::uint64_t fence, bool slot, std::int64_t waitedMs,
+        std::int64_t leaseMs)
+        : m_limiter(limiter)
+        , m_provider(std::move(provider))
+        , m_fence(fence)
+        , m_slot(slot)
+        , m_waitedMs(waitedMs)
+        , m_leaseMs(leaseMs)
+    {
+    }
+
+    QuotaLimiter* m_limiter = nullptr; // not owned; null once released or detached
+    std::string m_provider;
+    std::uint64_t m_fence = 0;
+    bool m_slot = false;
+    std::int64_t m_waitedMs = 0;
+    std::int64_t m_leaseMs = 0;
+};
+
+} // namespace tollgate

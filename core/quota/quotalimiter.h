@@ -1,0 +1,99 @@
+#pragma once
+
+// QuotaLimiter: the public API of the shared quota. Every operation is one QuotaStore
+// transaction running QuotaPolicy; waiting happens outside the transaction, on the store's
+// doorbell, until the policy's next possible admission time, a ring, or the deadline.
+//
+// Waiting: a blocked request is queued (FIFO per provider) with its deadline and pid; it
+// keeps its ticket across wake-ups, and leaves the queue when admitted, when it gives up
+// (deadline, cancel), or — if it dies — when a later transaction finds its pid gone.
+
+#include "base/clock.h"
+#include "quota/permit.h"
+#include "quota/quotalimits.h"
+#include "quota/quotapolicy.h"
+#include "store/quotastore.h"
+#include "system/processprobe.h"
+
+#include <atomic>
+#include <optional>
+#include <random>
+
+namespace tollgate {
+
+struct LimiterSnapshot
+{
+    QuotaState state;
+    QuotaLimits limits;
+    std::int64_t nowMs = 0;
+};
+
+class QuotaLimiter
+{
+public:
+    static constexpr std::size_t MAX_CALLER_CHARS = 128;
+    // A waiter re-checks at least this often even without a ring: the one event nobody rings
+    // for is a slot holder's death.
+    static constexpr std::chrono::milliseconds MAX_SLEEP { 250 };
+    // The lease of a holder that renews it (`tollgate run`, every RUN_LEASE / 3): how long a
+    // slot held from another pid namespace outlives its holder at most.
+    static constexpr std::chrono::milliseconds RUN_LEASE { 30000 };
+
+    QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessProbe& probe);
+
+    // Waits until admitted or the deadline (in the clock's time). A deadline at or before
+    // now makes it a try: admitted now or ErrorKind::Timeout at once. `cancel` (e.g. set by
+    // a signal handler) ends the wait like a deadline.
+    [[nodiscard]] Result<Permit> acquire(
+        AdmitRequest request, WallTime deadline, const std::atomic<bool>* cancel = nullptr);
+    // Returns the backoff now in force, in ms. `pid`: the process that got the 429, for the
+    // history (0: this process).
+    [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
+        std::optional<std::int64_t> retryAfterMs, std::int64_t pid = 0);
+    [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller);
+
+    [[nodiscard]] Result<QuotaLimits> limits();
+    [[nodiscard]] Result<void> setLimits(
+        const std::string& provider, const ProviderLimits& limits, const std::string& who);
+    // Compare-and-set: sets the limits only when the provider's limits are still `expected`
+    // (nullopt: the provider has none), judged under state.lock. true: set; false: they
+    // changed meanwhile and nothing was done (`found`, when given, gets what is there now).
+    // `what`: the history's description of the change (default: the new limits).
+    [[nodiscard]] Result<bool> setLimitsIf(const std::string& provider,
+        const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
+        std::optional<ProviderLimits>* found = nullptr, const std::string& what = {});
+    [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who);
+    // provider empty: everything. The history's reason is "REASON (by WHO)", or "by WHO"
+    // without a reason (then also the stored pause reason).
+    [[nodiscard]] Result<void> pause(
+        const std::string& provider, const std::string& reason, const std::string& who);
+    [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who);
+    [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who);
+    // Frees slots whose holder is dead (and, with overdue, held past the maximum hold time).
+    [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who);
+    // Frees one slot by its fencing token. false: no such slot (already released/reclaimed).
+    [[nodiscard]] Result<bool> releaseSlot(
+        const std::string& provider, std::uint64_t fence, const std::string& who);
+    // Extends the slot's lease to now + leaseMs (what readers in other pid namespaces go by).
+    // false: no such slot any more (released by hand, or reclaimed).
+    [[nodiscard]] Result<bool> renewSlot(
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs);
+    [[nodiscard]] Result<LimiterSnapshot> snapshot();
+
+    void seedJitter(std::uint64_t seed) { m_rng.seed(seed); }
+    [[nodiscard]] static std::string sanitizeCaller(std::string_view caller);
+
+private:
+    [[nodiscard]] std::int64_t nowMs() const;
+    Result<bool> updateLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
+        const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
+        const std::string& description);
+    Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std::string& provider) const;
+
+    QuotaStore* m_store; // not owned
+    const Clock* m_clock; // not owned
+    const ProcessProbe* m_probe; // not owned
+    std::mt19937_64 m_rng;
+};
+
+} // namespace tollgate

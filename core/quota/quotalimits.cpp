@@ -1,0 +1,366 @@
+#include "quota/quotalimits.h"
+
+#include "quota/rollingwindow.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace tollgate {
+
+static_assert(
+    QuotaLimits::MAX_WINDOW_MS == RollingWindow::MAX_WINDOW_MS, "a valid window must fit a RollingWindow");
+
+namespace {
+
+using nlohmann::json;
+
+Error invalid(const std::string& message)
+{
+    return Error::make(ErrorKind::Usage, "", message);
+}
+
+// Shortest text that reads back as the same double: "-1", "0.5", "1e+300".
+std::string numberText(double v)
+{
+    char buf[32];
+    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return ec == std::errc() ? std::string(buf, end) : std::string("?");
+}
+
+double shown(const LimitRange& r, std::int64_t stored)
+{
+    return r.count ? static_cast<double>(stored) : static_cast<double>(stored) / 1000.0;
+}
+
+// "requests must be a whole number between 1 and 1099511627776" — the start of every refusal.
+std::string mustBe(const LimitRange& r, std::string_view name, bool sayNumber, bool nullable)
+{
+    std::string out(name.empty() ? r.key : name);
+    out += r.count ? " must be a whole number between "
+                   : (sayNumber ? " must be a number between " : " must be between ");
+    out += numberText(shown(r, r.min)) + " and " + numberText(shown(r, r.max));
+    if (nullable)
+        out += " or null";
+    return out;
+}
+
+Error outOfRange(const LimitRange& r, std::string_view name, const std::string& got)
+{
+    return invalid(mustBe(r, name, false, false) + " (got " + got + ")");
+}
+
+// A stored value as the user wrote it, exactly: a count, or ms as decimal seconds.
+std::string storedText(const LimitRange& r, std::int64_t stored)
+{
+    if (r.count)
+        return std::to_string(stored);
+    // Digit by digit, so that INT64_MIN has no absolute value to overflow.
+    std::string frac;
+    for (std::int64_t rest = stored % 1000, i = 0; i < 3; ++i, rest /= 10)
+        frac.insert(frac.begin(), static_cast<char>('0' + (rest < 0 ? -(rest % 10) : rest % 10)));
+    while (!frac.empty() && frac.back() == '0')
+        frac.pop_back();
+    const std::int64_t whole = stored / 1000;
+    std::string out = (stored < 0 && whole == 0 ? "-" : "") + std::to_string(whole);
+    return frac.empty() ? out : out + "." + frac;
+}
+
+Result<void> checkStored(const std::string& where, LimitField field, std::int64_t stored)
+{
+    const LimitRange r = QuotaLimits::range(field);
+    if (stored < r.min || stored > r.max)
+        return invalid(where + ": " + outOfRange(r, {}, storedText(r, stored)).message);
+    return {};
+}
+
+Result<void> checkStored(
+    const std::string& where, LimitField field, const std::optional<std::int64_t>& stored)
+{
+    return stored ? checkStored(where, field, *stored) : Result<void>();
+}
+
+const char* typeName(const json& v)
+{
+    switch (v.type()) {
+    case json::value_t::null:
+        return "null";
+    case json::value_t::boolean:
+        return "a boolean";
+    case json::value_t::string:
+        return "a string";
+    case json::value_t::array:
+        return "an array";
+    case json::value_t::object:
+        return "an object";
+    default:
+        return "something else";
+    }
+}
+
+// One field of an object in limits.json: absent leaves `out` alone (the default); null clears
+// it where that means "no limit"; anything else must be a number in the field's range.
+Result<void> readField(const json& obj, const std::string& where, LimitField field, bool nullable,
+    std::optional<std::int64_t>& out)
+{
+    const LimitRange r = QuotaLimits::range(field);
+    auto it = obj.find(std::string(r.key));
+    if (it == obj.end())
+        return {};
+    if (it->is_null() && nullable) {
+        out.reset();
+        return {};
+    }
+    if (!it->is_number()) {
+        return Error::make(ErrorKind::Corrupt, "",
+            where + ": " + mustBe(r, {}, true, nullable) + " (got " + typeName(*it) + ")");
+    }
+    auto v = QuotaLimits::check(field, it->get<double>());
+    if (!v)
+        return Error::make(ErrorKind::Corrupt, "", where + ": " + v.error().message);
+    out = *v;
+    return {};
+}
+
+Result<void> readField(const json& obj, const std::string& where, LimitField field, std::int64_t& out)
+{
+    std::optional<std::int64_t> v = out;
+    if (auto r = readField(obj, where, field, false, v); !r)
+        return r;
+    out = *v;
+    return {};
+}
+
+std::optional<std::int64_t> intFrom(const json& obj, const char* key)
+{
+    auto it = obj.find(key);
+    if (it == obj.end() || !it->is_number_integer())
+        return std::nullopt;
+    return it->get<std::int64_t>();
+}
+
+double seconds(std::int64_t ms)
+{
+    return static_cast<double>(ms) / 1000.0;
+}
+
+} // namespace
+
+LimitRange QuotaLimits::range(LimitField field)
+{
+    switch (field) {
+    case LimitField::Requests:
+        return { "requests", 1, MAX_COUNT, true };
+    case LimitField::Tokens:
+        return { "tokens", 1, MAX_COUNT, true };
+    case LimitField::Parallel:
+        return { "parallel", 1, MAX_PARALLEL, true };
+    case LimitField::HeadroomPercent:
+        return { "headroom_percent", 1, 100, true };
+    case LimitField::WindowSeconds:
+        return { "window_seconds", MIN_WINDOW_MS, MAX_WINDOW_MS, false };
+    case LimitField::BackoffBaseSeconds:
+        return { "backoff_base_seconds", 1, MAX_BACKOFF_MS, false };
+    case LimitField::BackoffCapSeconds:
+        return { "backoff_cap_seconds", 1, MAX_BACKOFF_MS, false };
+    case LimitField::MaxHoldSeconds:
+        return { "max_hold_seconds", MIN_HOLD_MS, MAX_HOLD_MS, false };
+    }
+    return { "?", 1, 1, true };
+}
+
+Result<std::int64_t> QuotaLimits::check(LimitField field, double given, std::string_view name)
+{
+    const LimitRange r = range(field);
+    // Compared as given, before any conversion: 1e18 seconds must not wrap to a negative ms.
+    // NaN fails every comparison, so it lands here too.
+    if (!(given >= shown(r, r.min) && given <= shown(r, r.max)))
+        return outOfRange(r, name, numberText(given));
+    if (r.count) {
+        if (given != std::floor(given))
+            return outOfRange(r, name, numberText(given));
+        return static_cast<std::int64_t>(given);
+    }
+    const std::int64_t ms = std::llround(given * 1000.0);
+    return std::clamp(ms, r.min, r.max);
+}
+
+std::int64_t ProviderLimits::effective(std::int64_t given) const
+{
+    const std::int64_t e = given * headroomPercent / 100;
+    return e < 1 ? 1 : e;
+}
+
+const ProviderLimits* QuotaLimits::find(std::string_view provider) const
+{
+    auto it = m_providers.find(std::string(provider));
+    return it == m_providers.end() ? nullptr : &it->second;
+}
+
+std::string QuotaLimits::knownProviders() const
+{
+    std::string out;
+    for (const auto& [name, _] : m_providers) {
+        if (!out.empty())
+            out += ", ";
+        out += name;
+    }
+    return out.empty() ? "none" : out;
+}
+
+Result<void> QuotaLimits::validateName(std::string_view kind, std::string_view name)
+{
+    if (name.empty() || name.size() > 64)
+        return invalid(std::string(kind) + " names are 1 to 64 characters");
+    for (char c : name) {
+        const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'
+            || c == '_' || c == '-' || c == ':' || c == '@';
+        if (!ok)
+            return invalid(std::string(kind) + " name '" + std::string(name.substr(0, 64))
+                + "' may only hold letters, digits and . _ - : @");
+    }
+    return {};
+}
+
+Result<void> QuotaLimits::validate(const std::string& provider, const ProviderLimits& l)
+{
+    if (auto r = validateName("provider", provider); !r)
+        return r;
+    const std::string where = "provider '" + provider + "'";
+    for (auto r : { checkStored(where, LimitField::Requests, l.requests),
+             checkStored(where, LimitField::Tokens, l.tokens),
+             checkStored(where, LimitField::WindowSeconds, l.windowMs),
+             checkStored(where, LimitField::Parallel, l.parallel),
+             checkStored(where, LimitField::HeadroomPercent, l.headroomPercent),
+             checkStored(where, LimitField::BackoffBaseSeconds, l.backoffBaseMs),
+             checkStored(where, LimitField::BackoffCapSeconds, l.backoffCapMs),
+             checkStored(where, LimitField::MaxHoldSeconds, l.maxHoldMs) }) {
+        if (!r)
+            return r;
+    }
+    if (l.backoffBaseMs > l.backoffCapMs)
+        return invalid(where + ": backoff_base_seconds (" + numberText(seconds(l.backoffBaseMs))
+            + ") must not be above backoff_cap_seconds (" + numberText(seconds(l.backoffCapMs)) + ")");
+    if (l.models.size() > MAX_MODELS)
+        return invalid(where + ": at most " + std::to_string(MAX_MODELS) + " models");
+    for (const auto& [model, m] : l.models) {
+        if (auto r = validateName("model", model); !r)
+            return invalid(where + ": " + r.error().message);
+        const std::string mw = where + " model '" + model + "'";
+        for (auto r : { checkStored(mw, LimitField::Requests, m.requests),
+                 checkStored(mw, LimitField::Tokens, m.tokens),
+                 checkStored(mw, LimitField::WindowSeconds, m.windowMs) }) {
+            if (!r)
+                return r;
+        }
+    }
+    return {};
+}
+
+Result<void> QuotaLimits::set(const std::string& provider, ProviderLimits limits)
+{
+    if (auto r = validate(provider, limits); !r)
+        return r;
+    if (!m_providers.count(provider) && m_providers.size() >= MAX_PROVIDERS)
+        return invalid("at most " + std::to_string(MAX_PROVIDERS) + " providers");
+    m_providers[provider] = std::move(limits);
+    return {};
+}
+
+std::string QuotaLimits::toJson() const
+{
+    json root;
+    root["version"] = 1;
+    json providers = json::object();
+    for (const auto& [name, l] : m_providers) {
+        json p;
+        if (l.requests)
+            p["requests"] = *l.requests;
+        if (l.tokens)
+            p["tokens"] = *l.tokens;
+        p["window_seconds"] = seconds(l.windowMs);
+        if (l.parallel)
+            p["parallel"] = *l.parallel;
+        p["headroom_percent"] = l.headroomPercent;
+        p["backoff_base_seconds"] = seconds(l.backoffBaseMs);
+        p["backoff_cap_seconds"] = seconds(l.backoffCapMs);
+        p["max_hold_seconds"] = seconds(l.maxHoldMs);
+        json models = json::object();
+        for (const auto& [mname, m] : l.models) {
+            json mj;
+            if (m.requests)
+                mj["requests"] = *m.requests;
+            if (m.tokens)
+                mj["tokens"] = *m.tokens;
+            mj["window_seconds"] = seconds(m.windowMs);
+            models[mname] = mj;
+        }
+        if (!models.empty())
+            p["models"] = models;
+        providers[name] = p;
+    }
+    root["providers"] = providers;
+    return root.dump(2) + "\n";
+}
+
+Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
+{
+    const json root = json::parse(text.begin(), text.end(), nullptr, false);
+    if (root.is_discarded())
+        return Error::make(ErrorKind::Corrupt, "", "not valid JSON");
+    if (!root.is_object())
+        return Error::make(ErrorKind::Corrupt, "", "the top level is not a JSON object");
+    const auto version = intFrom(root, "version");
+    if (!version || *version != 1)
+        return Error::make(ErrorKind::Corrupt, "", "unknown or missing \"version\" (expected 1)");
+    QuotaLimits out;
+    auto it = root.find("providers");
+    if (it == root.end())
+        return out;
+    if (!it->is_object())
+        return Error::make(ErrorKind::Corrupt, "", "\"providers\" is not an object");
+    for (const auto& [name, p] : it->items()) {
+        if (auto r = validateName("provider", name); !r)
+            return Error::make(ErrorKind::Corrupt, "", r.error().message);
+        const std::string where = "provider '" + name + "'";
+        if (!p.is_object())
+            return Error::make(ErrorKind::Corrupt, "", where + " is not an object");
+        ProviderLimits l;
+        for (auto r : { readField(p, where, LimitField::Requests, true, l.requests),
+                 readField(p, where, LimitField::Tokens, true, l.tokens),
+                 readField(p, where, LimitField::Parallel, true, l.parallel),
+                 readField(p, where, LimitField::WindowSeconds, l.windowMs),
+                 readField(p, where, LimitField::HeadroomPercent, l.headroomPercent),
+                 readField(p, where, LimitField::BackoffBaseSeconds, l.backoffBaseMs),
+                 readField(p, where, LimitField::BackoffCapSeconds, l.backoffCapMs),
+                 readField(p, where, LimitField::MaxHoldSeconds, l.maxHoldMs) }) {
+            if (!r)
+                return r.error();
+        }
+        if (auto m = p.find("models"); m != p.end()) {
+            if (!m->is_object())
+                return Error::make(ErrorKind::Corrupt, "", where + ": \"models\" is not an object");
+            for (const auto& [mname, mj] : m->items()) {
+                if (auto r = validateName("model", mname); !r)
+                    return Error::make(ErrorKind::Corrupt, "", where + ": " + r.error().message);
+                const std::string mw = where + " model '" + mname + "'";
+                if (!mj.is_object())
+                    return Error::make(ErrorKind::Corrupt, "", mw + " is not an object");
+                ModelLimits ml;
+                for (auto r : { readField(mj, mw, LimitField::Requests, true, ml.requests),
+                         readField(mj, mw, LimitField::Tokens, true, ml.tokens),
+                         readField(mj, mw, LimitField::WindowSeconds, ml.windowMs) }) {
+                    if (!r)
+                        return r.error();
+                }
+                l.models[mname] = ml;
+            }
+        }
+        if (auto r = out.set(name, std::move(l)); !r)
+            return Error::make(ErrorKind::Corrupt, "", r.error().message);
+    }
+    return out;
+}
+
+} // namespace tollgate

@@ -1,0 +1,122 @@
+#pragma once
+
+// QuotaLimits: what the user set, per provider (one API key's quota) and optionally per model.
+// Lives in limits.json in the home directory, apart from the hot state, so a corrupt or
+// deleted state never loses it. Numbers are stored as given; headroom is applied on use.
+//
+// Every field has one documented range (the table below; QuotaLimits::range in code). A
+// value outside it, of the wrong JSON type, or fractional where a count is needed is REFUSED
+// with the field's name, its range and the value seen — never replaced by the default: a
+// hand-edited "max_hold_seconds": -1 must not quietly become 600. Only a field that is absent
+// takes its default. The CLI checks its options with the same function (QuotaLimits::check),
+// so both say the same thing about the same value.
+//
+//   field                 unit     range                      stored as
+//   requests, tokens      count    1 .. 2^40 (or null: none)  as is
+//   parallel              count    1 .. 256 (or null: none)   as is
+//   headroom_percent      count    1 .. 100                   as is
+//   window_seconds        seconds  0.1 .. 604800 (7 days)     ms, rounded
+//   backoff_base_seconds  seconds  0.001 .. 86400 (24 h)      ms, rounded; not above the cap
+//   backoff_cap_seconds   seconds  0.001 .. 86400 (24 h)      ms, rounded
+//   max_hold_seconds      seconds  1 .. 604800 (7 days)       ms, rounded
+//
+// The backoff cap's maximum is RetryAfter::MAX_MS: with both bounded, one 429 report never
+// stops the provider's callers for longer than 24 h (plus the limiter's jitter, at most 5 s).
+
+#include "base/result.h"
+#include "quota/retryafter.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tollgate {
+
+enum class LimitField {
+    Requests,
+    Tokens,
+    Parallel,
+    HeadroomPercent,
+    WindowSeconds,
+    BackoffBaseSeconds,
+    BackoffCapSeconds,
+    MaxHoldSeconds,
+};
+
+struct LimitRange
+{
+    std::string_view key; // its name in limits.json
+    std::int64_t min; // as stored: a count, or ms for the *_seconds fields
+    std::int64_t max;
+    bool count; // a whole number given and stored as is; otherwise seconds, stored as ms
+};
+
+struct ModelLimits
+{
+    std::optional<std::int64_t> requests; // per window
+    std::optional<std::int64_t> tokens; // per window
+    std::int64_t windowMs = 60000;
+
+    bool operator==(const ModelLimits&) const = default;
+};
+
+struct ProviderLimits
+{
+    std::optional<std::int64_t> requests;
+    std::optional<std::int64_t> tokens;
+    std::int64_t windowMs = 60000;
+    std::optional<std::int64_t> parallel;
+    std::int64_t headroomPercent = 100; // effective = floor(given * headroom / 100), at least 1
+    std::int64_t backoffBaseMs = 60000;
+    std::int64_t backoffCapMs = 15 * 60000;
+    std::int64_t maxHoldMs = 10 * 60000; // a slot held longer is reported as overdue
+    std::map<std::string, ModelLimits> models;
+
+    [[nodiscard]] std::int64_t effective(std::int64_t given) const;
+    bool operator==(const ProviderLimits&) const = default;
+};
+
+class QuotaLimits
+{
+public:
+    static constexpr std::int64_t MAX_PARALLEL = 256;
+    static constexpr std::size_t MAX_PROVIDERS = 64;
+    static constexpr std::size_t MAX_MODELS = 32;
+    static constexpr std::int64_t MIN_WINDOW_MS = 100;
+    static constexpr std::int64_t MAX_WINDOW_MS = 7LL * 24 * 3600 * 1000;
+    static constexpr std::int64_t MAX_COUNT = std::int64_t(1) << 40;
+    static constexpr std::int64_t MAX_BACKOFF_MS = RetryAfter::MAX_MS;
+    static constexpr std::int64_t MIN_HOLD_MS = 1000;
+    static constexpr std::int64_t MAX_HOLD_MS = 7LL * 24 * 3600 * 1000;
+
+    [[nodiscard]] static LimitRange range(LimitField field);
+    // One value as a user gives it — a count, or seconds for the *_seconds fields — checked
+    // against the field's range and converted to what ProviderLimits stores (ms for times).
+    // Refused with "NAME must be between MIN and MAX (got V)" ("must be a whole number
+    // between" for counts), one line; NAME is the limits.json key unless given ("--max-hold").
+    [[nodiscard]] static Result<std::int64_t> check(
+        LimitField field, double given, std::string_view name = {});
+
+    [[nodiscard]] const std::map<std::string, ProviderLimits>& providers() const { return m_providers; }
+    [[nodiscard]] const ProviderLimits* find(std::string_view provider) const;
+    // Validates before storing; the error says which value is wrong, its range and the value.
+    [[nodiscard]] Result<void> set(const std::string& provider, ProviderLimits limits);
+    bool remove(const std::string& provider) { return m_providers.erase(provider) != 0; }
+    [[nodiscard]] std::string knownProviders() const; // "a, b, c" or "none"
+
+    [[nodiscard]] std::string toJson() const;
+    // Refuses (ErrorKind::Corrupt) any field out of range or of the wrong type; see above.
+    [[nodiscard]] static Result<QuotaLimits> fromJson(std::string_view text);
+
+    [[nodiscard]] static Result<void> validateName(std::string_view kind, std::string_view name);
+    [[nodiscard]] static Result<void> validate(const std::string& provider, const ProviderLimits& limits);
+
+    bool operator==(const QuotaLimits&) const = default;
+
+private:
+    std::map<std::string, ProviderLimits> m_providers;
+};
+
+} // namespace tollgate

@@ -1,0 +1,139 @@
+#pragma once
+
+// QuotaPolicy: the admission rules, as pure functions of (state, limits, request, now).
+// No I/O and no clock of its own, so every rule is tested without sleeping; the limiter
+// runs these inside a store transaction.
+//
+// A request is admitted only when all hold, in this order: nothing is paused (globally or for
+// the provider); no 429 backoff is in force (nor, after one, the pacing that spreads the
+// restart); it is first in the provider's FIFO queue (or the queue is empty); the provider's
+// rolling window has room for one more request and its tokens; so does the model's, when the
+// model has limits; and, when it asks for one, a parallel slot is free.
+
+#include "history/historyevent.h"
+#include "quota/quotalimits.h"
+#include "quota/quotastate.h"
+#include "quota/retryafter.h"
+#include "system/processprobe.h"
+
+#include <climits>
+#include <optional>
+#include <vector>
+
+namespace tollgate {
+
+struct AdmitRequest
+{
+    std::string provider;
+    std::string caller;
+    std::string model;
+    std::int64_t tokens = 0;
+    bool wantsSlot = false;
+    std::int64_t pid = 0; // the process recorded as slot holder (may be the caller's parent)
+    std::int64_t waiterPid = 0; // the process that waits (queue entry); 0 = pid
+    std::int64_t deadlineMs = 0; // for the queue entry
+    // Identity of holder and waiter beyond the pid (the limiter fills these in): the pid
+    // namespace both pids are numbered in, and their start times (0 = unknown).
+    std::uint64_t pidNs = 0;
+    std::uint64_t startTicks = 0;
+    std::uint64_t waiterStartTicks = 0;
+    // How long the slot's lease lasts (seen from other pid namespaces); the holder renews it.
+    // 0: the provider's maximum hold time (for a holder that does not renew: acquire --slot).
+    std::int64_t leaseMs = 0;
+};
+
+struct AdmitDecision
+{
+    bool admitted = false;
+    WaitReason reason = WaitReason::None;
+    std::int64_t retryAtMs = INT64_MAX; // when to look again without a ring; INT64_MAX: on a ring
+    std::uint64_t fence = 0; // when admitted
+    std::uint64_t ticket = 0; // the queue ticket (kept across retries)
+    bool slotTaken = false;
+};
+
+class QuotaPolicy
+{
+public:
+    // A waiter whose deadline passed this long ago without it leaving is a ghost.
+    static constexpr std::int64_t GHOST_GRACE_MS = 5000;
+    // A waiter re-checks at least every QuotaLimiter::MAX_SLEEP; it renews its lease when a
+    // third of it is gone. Seen from another pid namespace, a waiter whose lease ran out died.
+    static constexpr std::int64_t WAITER_LEASE_MS = 15000;
+    // The jitter added to one 429's backoff is at most this.
+    static constexpr std::int64_t MAX_JITTER_MS = 5000;
+    // The longest one 429 report stops the provider's callers: the longest backoff plus the
+    // jitter. A stored backoff reaching further (a forged or hand-edited state.bin) is cut to
+    // this from now.
+    static constexpr std::int64_t MAX_STOP_MS = QuotaLimits::MAX_BACKOFF_MS + MAX_JITTER_MS;
+
+    // The backoff end as judged at nowMs: never more than MAX_STOP_MS ahead.
+    [[nodiscard]] static std::int64_t backoffUntil(const ProviderState& p, std::int64_t nowMs);
+    // Brings times a state cannot truthfully hold back within bounds: a backoff (and the pacing
+    // after it) ending more than MAX_STOP_MS from now, "happened at" times in the future, leases
+    // longer than any holder or waiter takes. Persisting the result (true: changed) is what
+    // makes the bound hold: clamped only when read, a forged "year 292 million" would stay
+    // MAX_STOP_MS ahead of every look for ever.
+    static bool boundTimes(QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
+
+    // Who holds a slot. The holder's pid is probed only from its own pid namespace (the
+    // probe's); from anywhere else (or when either namespace is unknown) the slot is held
+    // until its lease ends. cheap: only kill(pid, 0), no /proc reads.
+    [[nodiscard]] static bool sameNamespace(std::uint64_t pidNs, const ProcessProbe& probe);
+    [[nodiscard]] static std::int64_t leaseEnd(const Slot& s, const ProviderLimits& l);
+    // Why the slot no longer has a holder ("" while it has): "holder died", "lease expired"
+    // or "placeholder expired". The same judgement for the limiter, status and dashboard.
+    [[nodiscard]] static std::string whyHolderGone(const Slot& s, const ProviderLimits& l, std::int64_t nowMs,
+        const ProcessProbe& probe, bool cheap = false);
+    [[nodiscard]] static bool holderAlive(
+        const Slot& s, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe)
+    {
+        return whyHolderGone(s, l, nowMs, probe).empty();
+    }
+    // Why a queue entry is a ghost ("" while its process waits).
+    [[nodiscard]] static std::string whyWaiterGone(
+        const Waiter& w, std::int64_t nowMs, const ProcessProbe& probe);
+    // Renews the waiter's lease when a third of it is gone; true when the state changed.
+    static bool renewWaiter(ProviderState& p, std::uint64_t ticket, std::int64_t nowMs);
+
+    // Makes the provider's windows match its limits (creates, rescales, drops scopes).
+    static bool syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
+    // A fresh state after a lost one: windows full, parallel slots taken by placeholders that
+    // expire after one window, so nothing is admitted beyond what the limits allow.
+    static void fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
+
+    // Removes queue entries from the front whose process is gone or whose deadline is long past.
+    static bool pruneQueueHead(
+        ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe, std::vector<HistoryEvent>& events);
+    // Every transaction: frees slots whose holder pid no longer exists (one kill(pid, 0) per
+    // slot of this namespace; the costlier zombie and pid-reuse checks run in reclaimSlots)
+    // and slots of other namespaces whose lease ran out.
+    static int reclaimVanished(
+        ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe, std::vector<HistoryEvent>& events);
+    // Removes slots whose holder is dead (and expired placeholders); with overdue, also slots
+    // held longer than the maximum hold time. `who` names the process doing it.
+    static int reclaimSlots(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+        const ProcessProbe& probe, bool overdue, const std::string& who, std::vector<HistoryEvent>& events);
+
+    [[nodiscard]] static AdmitDecision evaluate(const QuotaState& s, const ProviderState& p,
+        const ProviderLimits& l, const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs);
+    // evaluate(), then apply: record the admission, or queue the request (when `enqueue`).
+    [[nodiscard]] static Result<AdmitDecision> admit(QuotaState& s, ProviderState& p, const ProviderLimits& l,
+        const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue);
+    static bool dequeue(ProviderState& p, std::uint64_t ticket);
+
+    // Backoff = max(Retry-After, base * 2^(n-1) capped at cap), n = consecutive 429s; the cap is
+    // at most QuotaLimits::MAX_BACKOFF_MS and Retry-After at most RetryAfter::MAX_MS, whatever
+    // the inputs.
+    [[nodiscard]] static std::int64_t backoffFor(
+        const ProviderLimits& l, std::int32_t consecutive, std::optional<std::int64_t> retryAfterMs);
+    // Applies a 429; jitterMs (0 .. MAX_JITTER_MS, clamped) is added on top (chosen by the
+    // caller). Returns the backoff.
+    static std::int64_t apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+        std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs);
+    // Why a request can never be admitted under these limits, if so.
+    [[nodiscard]] static std::optional<std::string> impossible(
+        const ProviderLimits& l, const AdmitRequest& r);
+};
+
+} // namespace tollgate

@@ -1,0 +1,304 @@
+#include "quota/quotastate.h"
+
+#include <bit>
+#include <cstring>
+
+namespace tollgate {
+
+namespace {
+
+constexpr std::uint32_t PAYLOAD_MAGIC = 0x53514754; // "TGQS" little-endian
+
+class Writer
+{
+public:
+    Writer() { m_out.reserve(512); }
+    void u8(std::uint8_t v) { m_out.push_back(static_cast<char>(v)); }
+    void u16(std::uint16_t v) { raw(&v, 2); }
+    void u32(std::uint32_t v) { raw(&v, 4); }
+    void u64(std::uint64_t v) { raw(&v, 8); }
+    void i32(std::int32_t v) { raw(&v, 4); }
+    void i64(std::int64_t v) { raw(&v, 8); }
+    void str(std::string_view s)
+    {
+        s = s.substr(0, QuotaState::MAX_TEXT);
+        u16(static_cast<std::uint16_t>(s.size()));
+        m_out.append(s);
+    }
+    std::string take() { return std::move(m_out); }
+
+private:
+    void raw(const void* p, std::size_t n) { m_out.append(static_cast<const char*>(p), n); }
+    std::string m_out;
+};
+
+static_assert(std::endian::native == std::endian::little, "the state format is little-endian");
+
+class Reader
+{
+public:
+    explicit Reader(std::string_view in)
+        : m_in(in)
+    {
+    }
+    bool u8(std::uint8_t& v) { return raw(&v, 1); }
+    bool u16(std::uint16_t& v) { return raw(&v, 2); }
+    bool u32(std::uint32_t& v) { return raw(&v, 4); }
+    bool u64(std::uint64_t& v) { return raw(&v, 8); }
+    bool i32(std::int32_t& v) { return raw(&v, 4); }
+    bool i64(std::int64_t& v) { return raw(&v, 8); }
+    bool flag(bool& v)
+    {
+        std::uint8_t b = 0;
+        if (!u8(b) || b > 1)
+            return false;
+        v = b != 0;
+        return true;
+    }
+    bool str(std::string& s)
+    {
+        std::uint16_t n = 0;
+        if (!u16(n) || n > QuotaState::MAX_TEXT || n > m_in.size() - m_pos)
+            return false;
+        s.assign(m_in.substr(m_pos, n));
+        m_pos += n;
+        return true;
+    }
+    [[nodiscard]] bool atEnd() const { return m_pos == m_in.size(); }
+    [[nodiscard]] std::size_t pos() const { return m_pos; }
+
+private:
+    bool raw(void* p, std::size_t n)
+    {
+        if (n > m_in.size() - m_pos)
+            return false;
+        std::memcpy(p, m_in.data() + m_pos, n);
+        m_pos += n;
+        return true;
+    }
+    std::string_view m_in;
+    std::size_t m_pos = 0;
+};
+
+Error bad(const Reader& r, const std::string& what)
+{
+    return Error::make(
+        ErrorKind::Corrupt, "", "state payload: " + what + " (at byte " + std::to_string(r.pos()) + ")");
+}
+
+} // namespace
+
+const char* waitReasonName(WaitReason r)
+{
+    switch (r) {
+    case WaitReason::None:
+        return "none";
+    case WaitReason::Paused:
+        return "paused";
+    case WaitReason::Backoff:
+        return "backoff";
+    case WaitReason::Queue:
+        return "queue";
+    case WaitReason::Window:
+        return "window";
+    case WaitReason::Tokens:
+        return "tokens";
+    case WaitReason::Slots:
+        return "slots";
+    }
+    return "unknown";
+}
+
+ScopeWindow* ProviderState::scope(std::string_view model)
+{
+    for (auto& s : scopes) {
+        if (s.model == model)
+            return &s;
+    }
+    return nullptr;
+}
+
+const ScopeWindow* ProviderState::scope(std::string_view model) const
+{
+    return const_cast<ProviderState*>(this)->scope(model);
+}
+
+ProviderState* QuotaState::provider(std::string_view name)
+{
+    for (auto& p : providers) {
+        if (p.name == name)
+            return &p;
+    }
+    return nullptr;
+}
+
+const ProviderState* QuotaState::provider(std::string_view name) const
+{
+    return const_cast<QuotaState*>(this)->provider(name);
+}
+
+ProviderState& QuotaState::ensureProvider(std::string_view name)
+{
+    if (auto* p = provider(name))
+        return *p;
+    providers.push_back(ProviderState {});
+    providers.back().name = std::string(name);
+    return providers.back();
+}
+
+std::string QuotaState::encode() const
+{
+    Writer w;
+    w.u32(PAYLOAD_MAGIC);
+    w.u32(FORMAT_VERSION);
+    w.u64(nextFence);
+    w.u64(nextTicket);
+    w.u8(pausedAll ? 1 : 0);
+    w.str(pauseReason);
+    w.i64(pausedAtMs);
+    w.u16(static_cast<std::uint16_t>(providers.size()));
+    for (const auto& p : providers) {
+        w.str(p.name);
+        w.u8(p.paused ? 1 : 0);
+        w.str(p.pauseReason);
+        w.i64(p.pausedAtMs);
+        w.i32(p.consecutive429);
+        w.i64(p.backoffUntilMs);
+        w.i64(p.last429Ms);
+        w.i64(p.paceUntilMs);
+        w.i64(p.lastAdmitMs);
+        w.u64(p.admittedTotal);
+        w.u64(p.rateLimitedTotal);
+        w.u16(static_cast<std::uint16_t>(p.scopes.size()));
+        for (const auto& s : p.scopes) {
+            w.str(s.model);
+            w.i64(s.window.windowMs());
+            std::uint8_t used = 0;
+            for (const auto& b : s.window.buckets())
+                used += b.index >= 0 ? 1 : 0;
+            w.u8(used);
+            for (std::size_t i = 0; i < s.window.buckets().size(); ++i) {
+                const auto& b = s.window.buckets()[i];
+                if (b.index < 0)
+                    continue;
+                w.u8(static_cast<std::uint8_t>(i));
+                w.i64(b.index);
+                w.i64(b.requests);
+                w.i64(b.tokens);
+            }
+        }
+        w.u16(static_cast<std::uint16_t>(p.slots.size()));
+        for (const auto& s : p.slots) {
+            w.u64(s.fence);
+            w.i64(s.pid);
+            w.i64(s.acquiredMs);
+            w.i64(s.tokens);
+            w.str(s.caller);
+            w.str(s.model);
+            w.u64(s.pidNs);
+            w.u64(s.startTicks);
+            w.i64(s.leaseUntilMs);
+        }
+        w.u16(static_cast<std::uint16_t>(p.queue.size()));
+        for (const auto& q : p.queue) {
+            w.u64(q.ticket);
+            w.i64(q.pid);
+            w.i64(q.enqueuedMs);
+            w.i64(q.deadlineMs);
+            w.i64(q.tokens);
+            w.str(q.caller);
+            w.str(q.model);
+            w.u8(q.wantsSlot ? 1 : 0);
+            w.u8(static_cast<std::uint8_t>(q.reason));
+            w.u64(q.pidNs);
+            w.u64(q.startTicks);
+            w.i64(q.leaseUntilMs);
+        }
+    }
+    return w.take();
+}
+
+Result<QuotaState> QuotaState::decode(std::string_view bytes)
+{
+    Reader r(bytes);
+    std::uint32_t magic = 0, version = 0;
+    if (!r.u32(magic) || magic != PAYLOAD_MAGIC)
+        return bad(r, "wrong magic number");
+    if (!r.u32(version))
+        return bad(r, "truncated header");
+    if (version < OLDEST_READABLE_VERSION || version > FORMAT_VERSION)
+        return Error::make(ErrorKind::Unsupported, "",
+            "the state was written in format version " + std::to_string(version)
+                + " by another Tollgate version (this one reads " + std::to_string(OLDEST_READABLE_VERSION)
+                + " to " + std::to_string(FORMAT_VERSION) + "); leaving it untouched");
+    const bool holderIds = version >= 2; // namespace, start time and lease of slots and waiters
+    QuotaState s;
+    std::uint16_t nProviders = 0;
+    if (!r.u64(s.nextFence) || !r.u64(s.nextTicket) || !r.flag(s.pausedAll) || !r.str(s.pauseReason)
+        || !r.i64(s.pausedAtMs) || !r.u16(nProviders))
+        return bad(r, "truncated header");
+    if (nProviders > MAX_PROVIDERS)
+        return bad(r, "too many providers");
+    s.providers.resize(nProviders);
+    for (auto& p : s.providers) {
+        std::uint16_t nScopes = 0, nSlots = 0, nWaiters = 0;
+        if (!r.str(p.name) || !r.flag(p.paused) || !r.str(p.pauseReason) || !r.i64(p.pausedAtMs)
+            || !r.i32(p.consecutive429) || !r.i64(p.backoffUntilMs) || !r.i64(p.last429Ms)
+            || !r.i64(p.paceUntilMs) || !r.i64(p.lastAdmitMs) || !r.u64(p.admittedTotal)
+            || !r.u64(p.rateLimitedTotal) || !r.u16(nScopes))
+            return bad(r, "truncated provider");
+        if (nScopes > 64)
+            return bad(r, "too many scopes");
+        p.scopes.resize(nScopes);
+        for (auto& sc : p.scopes) {
+            std::int64_t windowMs = 0;
+            std::uint8_t used = 0;
+            if (!r.str(sc.model) || !r.i64(windowMs) || !r.u8(used))
+                return bad(r, "truncated window");
+            if (windowMs < 1 || used > RollingWindow::SLOTS)
+                return bad(r, "invalid window");
+            std::array<RollingWindow::Bucket, RollingWindow::SLOTS> buckets {};
+            for (std::uint8_t i = 0; i < used; ++i) {
+                std::uint8_t at = 0;
+                RollingWindow::Bucket b;
+                if (!r.u8(at) || !r.i64(b.index) || !r.i64(b.requests) || !r.i64(b.tokens))
+                    return bad(r, "truncated bucket");
+                if (at >= RollingWindow::SLOTS || b.index < 0 || b.requests < 0 || b.tokens < 0)
+                    return bad(r, "invalid bucket");
+                buckets[at] = b;
+            }
+            if (!sc.window.restore(windowMs, buckets))
+                return bad(r, "window values out of range");
+        }
+        if (!r.u16(nSlots) || nSlots > MAX_SLOTS)
+            return bad(r, "invalid slot count");
+        p.slots.resize(nSlots);
+        for (auto& sl : p.slots) {
+            if (!r.u64(sl.fence) || !r.i64(sl.pid) || !r.i64(sl.acquiredMs) || !r.i64(sl.tokens)
+                || !r.str(sl.caller) || !r.str(sl.model))
+                return bad(r, "truncated slot");
+            if (holderIds && (!r.u64(sl.pidNs) || !r.u64(sl.startTicks) || !r.i64(sl.leaseUntilMs)))
+                return bad(r, "truncated slot");
+        }
+        if (!r.u16(nWaiters) || nWaiters > MAX_WAITERS)
+            return bad(r, "invalid waiter count");
+        p.queue.resize(nWaiters);
+        for (auto& q : p.queue) {
+            std::uint8_t reason = 0;
+            if (!r.u64(q.ticket) || !r.i64(q.pid) || !r.i64(q.enqueuedMs) || !r.i64(q.deadlineMs)
+                || !r.i64(q.tokens) || !r.str(q.caller) || !r.str(q.model) || !r.flag(q.wantsSlot)
+                || !r.u8(reason))
+                return bad(r, "truncated waiter");
+            if (holderIds && (!r.u64(q.pidNs) || !r.u64(q.startTicks) || !r.i64(q.leaseUntilMs)))
+                return bad(r, "truncated waiter");
+            if (reason > static_cast<std::uint8_t>(WaitReason::Slots))
+                return bad(r, "invalid wait reason");
+            q.reason = static_cast<WaitReason>(reason);
+        }
+    }
+    if (!r.atEnd())
+        return bad(r, "trailing bytes");
+    return s;
+}
+
+} // namespace tollgate

@@ -1,0 +1,110 @@
+#pragma once
+
+// QuotaState: the hot, shared state of every provider — what is in each rolling window,
+// who holds a parallel slot, who is waiting and in which order, the 429 backoff and pauses.
+// It is bounded regardless of traffic (per-request detail goes to the history), so every
+// transaction costs the same at 100 and at 1,000,000 requests per window.
+// encode()/decode() give the versioned binary form documented in docs/PROTOCOL.md.
+
+#include "base/result.h"
+#include "quota/rollingwindow.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tollgate {
+
+enum class WaitReason : std::uint8_t { None = 0, Paused, Backoff, Queue, Window, Tokens, Slots };
+[[nodiscard]] const char* waitReasonName(WaitReason r);
+
+// A holder is a pid *in a pid namespace*, started at a known time: the same number in another
+// namespace (another container sharing the home, `unshare --pid`) is another process. Only a
+// reader in the holder's namespace may probe its pid; everyone else goes by its lease.
+struct Slot
+{
+    std::uint64_t fence = 0; // the admission's fencing token; identifies the slot
+    std::int64_t pid = 0; // holder; 0 = unknown (placeholder after a state reset)
+    std::int64_t acquiredMs = 0;
+    std::int64_t tokens = 0;
+    std::string caller;
+    std::string model;
+    std::uint64_t pidNs = 0; // the holder's pid namespace (inode); 0 = unknown: never "ours"
+    std::uint64_t startTicks = 0; // the holder's start (ticks since boot); 0 = unknown
+    // Until when the holder vouches for itself to readers outside its namespace; 0 = no lease
+    // recorded (a slot from format 1): acquiredMs + the provider's maximum hold time.
+    std::int64_t leaseUntilMs = 0;
+};
+
+struct Waiter
+{
+    std::uint64_t ticket = 0; // arrival order
+    std::int64_t pid = 0;
+    std::int64_t enqueuedMs = 0;
+    std::int64_t deadlineMs = 0; // after this (plus grace) the entry is a ghost
+    std::int64_t tokens = 0;
+    std::string caller;
+    std::string model;
+    bool wantsSlot = false;
+    WaitReason reason = WaitReason::None; // why it waits, as last judged
+    std::uint64_t pidNs = 0; // as in Slot
+    std::uint64_t startTicks = 0;
+    std::int64_t leaseUntilMs = 0; // renewed while it waits; 0 = none (then only the deadline)
+};
+
+struct ScopeWindow
+{
+    std::string model; // empty: the provider-wide window
+    RollingWindow window;
+};
+
+struct ProviderState
+{
+    std::string name;
+    bool paused = false;
+    std::string pauseReason;
+    std::int64_t pausedAtMs = 0;
+    std::int32_t consecutive429 = 0;
+    std::int64_t backoffUntilMs = 0;
+    std::int64_t last429Ms = 0;
+    std::int64_t paceUntilMs = 0; // after a backoff, admissions are spread out until then
+    std::int64_t lastAdmitMs = 0;
+    std::uint64_t admittedTotal = 0;
+    std::uint64_t rateLimitedTotal = 0;
+    std::vector<ScopeWindow> scopes;
+    std::vector<Slot> slots;
+    std::vector<Waiter> queue; // FIFO: ascending ticket
+
+    [[nodiscard]] ScopeWindow* scope(std::string_view model);
+    [[nodiscard]] const ScopeWindow* scope(std::string_view model) const;
+};
+
+struct QuotaState
+{
+    static constexpr std::uint32_t FORMAT_VERSION = 2;
+    // Still read (and rewritten as FORMAT_VERSION): slots and waiters without namespace,
+    // start time and lease. See docs/PROTOCOL.md for how such holders are judged.
+    static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
+    static constexpr std::size_t MAX_PROVIDERS = 64;
+    static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)
+    static constexpr std::size_t MAX_WAITERS = 512; // per provider
+    static constexpr std::size_t MAX_TEXT = 256; // bytes of a stored caller/model/reason
+
+    std::uint64_t nextFence = 1;
+    std::uint64_t nextTicket = 1;
+    bool pausedAll = false;
+    std::string pauseReason;
+    std::int64_t pausedAtMs = 0;
+    std::vector<ProviderState> providers;
+
+    [[nodiscard]] ProviderState* provider(std::string_view name);
+    [[nodiscard]] const ProviderState* provider(std::string_view name) const;
+    ProviderState& ensureProvider(std::string_view name);
+
+    [[nodiscard]] std::string encode() const;
+    // Never throws; a malformed buffer is ErrorKind::Corrupt with what was wrong.
+    [[nodiscard]] static Result<QuotaState> decode(std::string_view bytes);
+};
+
+} // namespace tollgate

@@ -1,0 +1,164 @@
+#include "store/doorbell.h"
+
+#include "store/lockqueue.h"
+#include "system/futex.h"
+#include "system/homedir.h"
+
+#include <cerrno>
+#include <climits>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace tollgate {
+
+namespace {
+
+constexpr std::size_t MAP_BYTES = 4096;
+constexpr int GAP_LOST = 16;
+constexpr int GAP_ERRNO = 17;
+constexpr int GAP_SINCE_LOW = 18;
+constexpr int GAP_SINCE_HIGH = 19;
+static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && std::atomic<std::uint32_t>::is_always_lock_free);
+static_assert(
+    LockQueue::END * sizeof(std::uint32_t) <= MAP_BYTES && LockQueue::NEXT > 5 && LockQueue::WAKE > 19);
+
+} // namespace
+
+Doorbell::~Doorbell()
+{
+    unmap();
+}
+
+Doorbell::Doorbell(Doorbell&& other) noexcept
+    : m_words(other.m_words)
+{
+    other.m_words = nullptr;
+}
+
+Doorbell& Doorbell::operator=(Doorbell&& other) noexcept
+{
+    if (this != &other) {
+        unmap();
+        m_words = other.m_words;
+        other.m_words = nullptr;
+    }
+    return *this;
+}
+
+void Doorbell::unmap()
+{
+    if (m_words) {
+        ::munmap(m_words, MAP_BYTES);
+        m_words = nullptr;
+    }
+}
+
+Result<Doorbell> Doorbell::open(const Fd& home)
+{
+    auto fd = HomeDir::openFile(home, "doorbell", O_RDWR | O_CREAT, 0600);
+    if (!fd)
+        return fd.error();
+    auto st = fd->stat();
+    if (!st)
+        return st.error();
+    if (st->st_size < static_cast<off_t>(MAP_BYTES)) {
+        // Growing with ftruncate keeps existing bytes and zero-fills: concurrent openers agree.
+        if (auto t = fd->truncate(MAP_BYTES); !t)
+            return t.error();
+    }
+    void* p = ::mmap(nullptr, MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
+    if (p == MAP_FAILED)
+        return Error::fromErrno(errno, fd->path(), "cannot map the doorbell");
+    Doorbell d;
+    d.m_words = static_cast<std::atomic<std::uint32_t>*>(p);
+    return d; // the mapping outlives the descriptor
+}
+
+std::uint32_t Doorbell::generation() const
+{
+    return m_words ? m_words[0].load() : 0;
+}
+
+std::uint32_t Doorbell::counter(Counter c) const
+{
+    return m_words ? m_words[static_cast<int>(c)].load() : 0;
+}
+
+void Doorbell::bump(Counter c)
+{
+    if (m_words)
+        m_words[static_cast<int>(c)].fetch_add(1);
+}
+
+void Doorbell::ring()
+{
+    if (!m_words)
+        return;
+    m_words[0].fetch_add(1);
+    if (m_words[1].load() != 0)
+        futex::wake(&m_words[0]);
+}
+
+Doorbell::HistoryGap Doorbell::historyGap() const
+{
+    HistoryGap g;
+    if (!m_words)
+        return g;
+    g.lost = m_words[GAP_LOST].load();
+    g.sysErrno = static_cast<int>(m_words[GAP_ERRNO].load());
+    g.sinceMs = static_cast<std::int64_t>(
+        (static_cast<std::uint64_t>(m_words[GAP_SINCE_HIGH].load()) << 32) | m_words[GAP_SINCE_LOW].load());
+    return g;
+}
+
+void Doorbell::addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno)
+{
+    if (!m_words || lost == 0)
+        return;
+    if (m_words[GAP_LOST].load() == 0) {
+        const auto t = static_cast<std::uint64_t>(timeMs);
+        m_words[GAP_SINCE_LOW].store(static_cast<std::uint32_t>(t));
+        m_words[GAP_SINCE_HIGH].store(static_cast<std::uint32_t>(t >> 32));
+        m_words[GAP_ERRNO].store(static_cast<std::uint32_t>(sysErrno));
+    }
+    const std::uint32_t before = m_words[GAP_LOST].load();
+    m_words[GAP_LOST].store(before + lost < before ? UINT32_MAX : before + lost); // saturate
+}
+
+void Doorbell::clearHistoryGap()
+{
+    if (!m_words)
+        return;
+    m_words[GAP_LOST].store(0);
+    m_words[GAP_ERRNO].store(0);
+    m_words[GAP_SINCE_LOW].store(0);
+    m_words[GAP_SINCE_HIGH].store(0);
+}
+
+void Doorbell::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const
+{
+    if (!m_words || timeout <= std::chrono::nanoseconds::zero())
+        return;
+    m_words[1].fetch_add(1);
+    // Returns on a wake, a moved generation, a signal (the caller re-checks its state) or
+    // the timeout.
+    futex::wait(&m_words[0], seen, timeout);
+    m_words[1].fetch_sub(1);
+}
+
+namespace {
+constexpr int LOCK_TURN = LockQueue::TURN;
+constexpr int LOCK_SLEEPERS = LockQueue::TURN_SLEEPERS;
+} // namespace
+
+void Doorbell::lockReleased()
+{
+    if (!m_words)
+        return;
+    m_words[LOCK_TURN].fetch_add(1);
+    if (m_words[LOCK_SLEEPERS].load() != 0)
+        futex::wake(&m_words[LOCK_TURN], 1);
+}
+
+} // namespace tollgate

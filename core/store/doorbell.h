@@ -1,0 +1,74 @@
+#pragma once
+
+// Doorbell: wakes waiting callers in other processes the moment capacity may have appeared.
+// A 4 KiB file in the home directory is mapped shared by every process; its first word is a
+// generation counter used as a futex (futex(2) works across processes on a shared file
+// mapping). A waiter reads the generation *before* its transaction and sleeps only while it
+// is unchanged, so a ring between the transaction and the sleep is never lost. The second
+// word counts sleepers so that ring() skips the wake syscall when nobody waits. Two more
+// words are change counters that let every process notice, without a system call, that
+// the limits were saved, the state file was set aside, or the history was rotated.
+// Words 16..19 record history events that could not be written (see HistoryGap), so that
+// whichever process appends next writes the gap marker.
+
+#include "base/result.h"
+#include "system/fd.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tollgate {
+
+class Doorbell
+{
+public:
+    Doorbell() = default;
+    ~Doorbell();
+    Doorbell(Doorbell&& other) noexcept;
+    Doorbell& operator=(Doorbell&& other) noexcept;
+    Doorbell(const Doorbell&) = delete;
+    Doorbell& operator=(const Doorbell&) = delete;
+
+    // Opens (creating it if needed) the file `doorbell` of the home (see HomeDir::openFile).
+    static Result<Doorbell> open(const Fd& home);
+
+    enum class Counter { Config = 2, History = 3 };
+
+    [[nodiscard]] std::uint32_t generation() const;
+    [[nodiscard]] std::uint32_t counter(Counter c) const;
+    void bump(Counter c);
+    void ring();
+
+    // Events lost because the history could not be written. Read and changed only under
+    // state.lock (each word is atomic, the group is not).
+    struct HistoryGap
+    {
+        std::uint32_t lost = 0; // events not written since sinceMs; 0: no gap
+        std::int64_t sinceMs = 0; // unix ms of the first lost event
+        int sysErrno = 0; // why the first one was lost (0: not a system error)
+    };
+    [[nodiscard]] HistoryGap historyGap() const;
+    void addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno);
+    void clearHistoryGap();
+    // Returns when the generation differs from `seen`, a ring arrives, or the timeout passes.
+    void wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
+
+    // The hand-over of state.lock (see LockQueue, which works on this mapping's words).
+    // Whoever unlocks the flock moves the turn word and wakes ONE sleeper on it (no syscall
+    // when nobody sleeps). The flock stays the only exclusion.
+    void lockReleased();
+    // The mapped words (null when not mapped), for LockQueue.
+    [[nodiscard]] std::atomic<std::uint32_t>* mapped() const { return m_words; }
+
+private:
+    void unmap();
+    // [0] generation, [1] sleepers, [2] config, [3] history rotations, [4] state.lock turn,
+    // [5] processes sleeping for the turn, [6] [7] LockQueue's next and serving tickets,
+    // [16] lost history events, [17] their errno, [18] [19] unix ms of the first (low, high),
+    // [32..127] LockQueue's per-ticket words; mapped
+    std::atomic<std::uint32_t>* m_words = nullptr;
+};
+
+} // namespace tollgate

@@ -1,0 +1,66 @@
+#pragma once
+
+// QuotaStore: the limiter's storage, behind a narrow interface so that the same limiter
+// runs on files (FileQuotaStore) and, later, on other stores. A store offers exactly three
+// things: transact(), a change mark with a wait for it to move (the doorbell), and the
+// limits, changed only through updateLimits().
+//
+// The contract every store keeps and every caller relies on:
+// - Atomic: a transaction function sees the state and limits as of one instant and its
+//   result (the state, when `changed`; the limits, for updateLimits) is committed whole or
+//   not at all, serialised with every transaction of every process on the same home.
+// - May run more than once: a store may call the function again after a conflict (an
+//   optimistic store retries), always on a fresh copy of the state. So a function only reads
+//   its inputs and writes the transaction object (and plain output variables it overwrites
+//   on every run); it performs no other side effect (no I/O, no signals, no counters).
+//   FileQuotaStore runs it exactly once, under state.lock.
+// - An error returned by the function aborts the transaction: nothing is committed.
+// - Events: `events` are appended to the history after the commit, best effort (a failure
+//   there is a warning from takeWarnings(), never an error of a committed transaction).
+// - Crash safety: a process killed at any instant leaves the previous or the new state,
+//   never a mix (FileQuotaStore: two checksummed slots in state.bin; limits.json replaced by
+//   rename after fsync). A holder that dies keeps nothing locked: state.lock is an flock,
+//   released by the kernel. Slots and waiters of a dead process are reclaimed by the next
+//   transaction that sees them (QuotaPolicy), not by the store.
+// - No wait is endless: transact() gives up after the store's own deadline with
+//   ErrorKind::Timeout naming where the store lives ("the store did not answer").
+
+#include "history/historyevent.h"
+#include "quota/quotalimits.h"
+#include "quota/quotastate.h"
+
+#include <chrono>
+#include <functional>
+#include <vector>
+
+namespace tollgate {
+
+struct QuotaTransaction
+{
+    QuotaState& state;
+    const QuotaLimits& limits;
+    std::vector<HistoryEvent> events;
+    bool changed = false; // write the state back
+    bool ring = false; // capacity may have appeared: wake waiters
+};
+
+class QuotaStore
+{
+public:
+    using TxFunction = std::function<Result<void>(QuotaTransaction&)>;
+    using LimitsFunction = std::function<Result<void>(QuotaLimits&, QuotaTransaction&)>;
+
+    virtual ~QuotaStore() = default;
+    [[nodiscard]] virtual Result<void> transact(const TxFunction& fn) = 0;
+    // Edits the limits and the state in one transaction; the limits are saved durably first.
+    [[nodiscard]] virtual Result<void> updateLimits(const LimitsFunction& fn) = 0;
+    [[nodiscard]] virtual std::uint32_t changeMark() const = 0;
+    virtual void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const = 0;
+    [[nodiscard]] virtual std::string describe() const = 0; // where it lives, for messages
+    // Problems that did not undo a committed transaction (e.g. the history could not be
+    // written): the deed is done, so callers report success and print these as warnings.
+    // Taking them clears them.
+    [[nodiscard]] virtual std::vector<Error> takeWarnings() { return {}; }
+};
+
+} // namespace tollgate

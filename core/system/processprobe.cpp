@@ -1,0 +1,236 @@
+#include "system/processprobe.h"
+
+#include "system/fd.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tollgate {
+
+namespace {
+
+constexpr std::int64_t START_TIME_SLACK = ProcessProbe::START_TIME_SLACK;
+
+std::optional<std::string> readSmallFile(const std::string& path)
+{
+    auto fd = Fd::open(path, O_RDONLY);
+    if (!fd)
+        return std::nullopt;
+    std::string buf(4096, '\0');
+    auto n = fd->preadSome(buf.data(), buf.size(), 0);
+    if (!n)
+        return std::nullopt;
+    buf.resize(*n);
+    return buf;
+}
+
+std::optional<std::int64_t> bootTime()
+{
+    static const std::optional<std::int64_t> cached = []() -> std::optional<std::int64_t> {
+        auto fd = Fd::open("/proc/stat", O_RDONLY);
+        if (!fd)
+            return std::nullopt;
+        auto text = fd->readAll(1 << 20);
+        if (!text)
+            return std::nullopt;
+        const auto pos = text->find("\nbtime ");
+        if (pos == std::string::npos)
+            return std::nullopt;
+        return std::strtoll(text->c_str() + pos + 7, nullptr, 10);
+    }();
+    return cached;
+}
+
+struct StatFields
+{
+    char state = '?';
+    unsigned long long startTicks = 0;
+};
+
+std::optional<StatFields> readStat(std::int64_t pid)
+{
+    auto text = readSmallFile("/proc/" + std::to_string(pid) + "/stat");
+    if (!text)
+        return std::nullopt;
+    // Field 2 (comm) is in parentheses and may itself contain spaces and ')'.
+    const auto close = text->rfind(')');
+    if (close == std::string::npos || close + 2 >= text->size())
+        return std::nullopt;
+    StatFields out;
+    out.state = (*text)[close + 2];
+    // Fields after comm: 3 (state) is index 0, so field 22 (starttime) is index 19.
+    std::size_t pos = close + 2;
+    for (int field = 0; field < 19; ++field) {
+        pos = text->find(' ', pos);
+        if (pos == std::string::npos)
+            return std::nullopt;
+        ++pos;
+    }
+    out.startTicks = std::strtoull(text->c_str() + pos, nullptr, 10);
+    return out;
+}
+
+// Whether /proc is the procfs of our own pid namespace: /proc/self then names our own pid.
+// In a namespace that kept its parent's /proc (unshare --pid without --mount-proc) the
+// numbers under /proc are the parent namespace's, and reading /proc/PID would be about
+// another process.
+bool procIsOurs()
+{
+    static const bool ours = [] {
+        char buf[32] = {};
+        const ssize_t n = ::readlink("/proc/self", buf, sizeof buf - 1);
+        return n > 0 && std::strtoll(buf, nullptr, 10) == static_cast<long long>(::getpid());
+    }();
+    return ours;
+}
+
+} // namespace
+
+std::uint64_t ProcessProbe::pidNamespace() const
+{
+    // The namespace cannot change under a running process (setns/unshare of CLONE_NEWPID
+    // only affect its children), so once is enough. stat follows the magic link to nsfs.
+    static const std::uint64_t ns = [] {
+        struct stat st
+        {
+        };
+        return ::stat("/proc/self/ns/pid", &st) == 0 ? static_cast<std::uint64_t>(st.st_ino)
+                                                     : std::uint64_t(0);
+    }();
+    return ns;
+}
+
+std::optional<std::uint64_t> ProcessProbe::startTicks(std::int64_t pid) const
+{
+    if (pid <= 0 || pid > INT32_MAX || !procIsOurs())
+        return std::nullopt;
+    // Every acquire records its own start time: read /proc/self/stat once per process, not
+    // once per call (it cost as much as the whole transaction). Keyed by pid, so a forked
+    // child reads its own.
+    static thread_local std::int64_t cachedPid = 0;
+    static thread_local std::uint64_t selfTicks = 0;
+    const bool self = pid == selfPid();
+    if (self && cachedPid == pid)
+        return selfTicks;
+    const auto st = readStat(pid);
+    if (!st || st->startTicks == 0)
+        return std::nullopt;
+    if (self) {
+        cachedPid = pid;
+        selfTicks = static_cast<std::uint64_t>(st->startTicks);
+    }
+    return static_cast<std::uint64_t>(st->startTicks);
+}
+
+Liveness ProcessProbe::holderLiveness(std::int64_t pid, std::uint64_t recordedTicks) const
+{
+    if (liveness(pid, std::nullopt) == Liveness::Dead)
+        return Liveness::Dead;
+    if (recordedTicks != 0) {
+        if (auto now = startTicks(pid); now && *now != recordedTicks)
+            return Liveness::Dead; // the number now names another process
+    }
+    return Liveness::Alive;
+}
+
+Liveness ProcessProbe::liveness(std::int64_t pid, std::optional<std::int64_t> heldSince) const
+{
+    if (pid <= 0 || pid > INT32_MAX)
+        return Liveness::Dead;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        return Liveness::Dead;
+    if (auto st = procIsOurs() ? readStat(pid) : std::nullopt; st && (st->state == 'Z' || st->state == 'X'))
+        return Liveness::Dead;
+    if (heldSince) {
+        // heldSince comes from a file anyone may have forged: compare without overflowing.
+        if (auto started = startTime(pid);
+            started && *heldSince<INT64_MAX - START_TIME_SLACK&& * started> * heldSince + START_TIME_SLACK)
+            return Liveness::Dead; // the number was reused by a younger process
+    }
+    return Liveness::Alive;
+}
+
+bool ProcessProbe::exists(std::int64_t pid) const
+{
+    if (pid <= 0 || pid > INT32_MAX)
+        return false;
+    return !(::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+}
+
+std::optional<std::int64_t> ProcessProbe::startTime(std::int64_t pid) const
+{
+    if (!procIsOurs())
+        return std::nullopt;
+    const auto boot = bootTime();
+    const auto st = readStat(pid);
+    const long ticks = ::sysconf(_SC_CLK_TCK);
+    if (!boot || !st || ticks <= 0)
+        return std::nullopt;
+    return *boot + static_cast<std::int64_t>(st->startTicks / static_cast<unsigned long long>(ticks));
+}
+
+std::string ProcessProbe::commandLine(std::int64_t pid) const
+{
+    auto text = readSmallFile("/proc/" + std::to_string(pid) + "/cmdline");
+    if (!text)
+        return {};
+    while (!text->empty() && text->back() == '\0')
+        text->pop_back();
+    for (char& c : *text) {
+        if (c == '\0')
+            c = ' ';
+    }
+    return *text;
+}
+
+std::optional<std::int64_t> ProcessProbe::userOf(std::int64_t pid) const
+{
+    // The real uid from /proc/PID/status, not the owner of /proc/PID: a process that dropped
+    // privileges without exec is not dumpable and its /proc directory belongs to root.
+    if (pid <= 0 || pid > INT32_MAX || !procIsOurs())
+        return std::nullopt;
+    auto text = readSmallFile("/proc/" + std::to_string(pid) + "/status");
+    if (!text)
+        return std::nullopt;
+    const auto at = text->find("\nUid:");
+    if (at == std::string::npos)
+        return std::nullopt;
+    const char* p = text->c_str() + at + 5;
+    char* end = nullptr;
+    errno = 0;
+    const long long uid = std::strtoll(p, &end, 10);
+    if (end == p || errno != 0 || uid < 0)
+        return std::nullopt;
+    return static_cast<std::int64_t>(uid);
+}
+
+std::int64_t ProcessProbe::selfPid()
+{
+    // getpid() is a real system call and every acquire asks several times; cache it, and
+    // forget it in a forked child.
+    static std::atomic<pid_t> cached { 0 };
+    static const bool registered = [] {
+        ::pthread_atfork(nullptr, nullptr, [] { cached.store(0); });
+        return true;
+    }();
+    (void)registered;
+    pid_t pid = cached.load(std::memory_order_relaxed);
+    if (pid == 0) {
+        pid = ::getpid();
+        cached.store(pid, std::memory_order_relaxed);
+    }
+    return pid;
+}
+
+std::int64_t ProcessProbe::parentPid()
+{
+    return ::getppid();
+}
+
+} // namespace tollgate
