@@ -18,6 +18,7 @@
 #include <QTest>
 #include <cstring>
 #include <fcntl.h>
+#include <set>
 #include <sys/stat.h>
 
 using namespace tollgate;
@@ -27,6 +28,8 @@ class TestQuotaStore final : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
+    void eventTypesMapToTheirNamesBothWays();
+    void unknownEventTypeIsKeptNotRejected();
     void init();
     void stateRoundTrip();
     void truncatedOrGarbageStateNeverCrashes();
@@ -481,6 +484,43 @@ void TestQuotaStore::peekNeverWrites()
     QCOMPARE(QString::fromStdString(corrupt->corruptFile), home() + QStringLiteral("/state.bin"));
     QCOMPARE(readFile(home() + QStringLiteral("/state.bin")), garbage); // left exactly as it was
     QVERIFY(QDir(home()).entryList({ QStringLiteral("state.bin.corrupt-*") }).isEmpty());
+}
+
+// Every event type has one history name, and reading it back gives the same type.
+void TestQuotaStore::eventTypesMapToTheirNamesBothWays()
+{
+    QCOMPARE(allEventTypes().size(), std::size_t(14));
+    std::set<std::string_view> names;
+    for (const EventType type : allEventTypes()) {
+        const std::string_view name = eventTypeName(type);
+        QVERIFY(!name.empty());
+        QVERIFY2(names.insert(name).second, std::string(name).c_str());
+        QCOMPARE(eventTypeFromName(name), std::optional<EventType>(type));
+        HistoryEvent e;
+        e.timeMs = 1700000000000;
+        e.type = type;
+        e.provider = "api";
+        auto back = HistoryEvent::fromJsonLine(e.toJsonLine());
+        QVERIFY(back);
+        QCOMPARE(back->type, type);
+        QVERIFY(back->otherType.empty());
+    }
+    QCOMPARE(eventTypeName(EventType::RateLimited), std::string_view("429"));
+    QCOMPARE(eventTypeName(EventType::GaveUp), std::string_view("gave-up"));
+    QVERIFY(!eventTypeFromName("").has_value());
+    QVERIFY(!eventTypeFromName("Admit").has_value()); // names are exact
+}
+
+// A newer writer's event type is read as "other" with its name, and written back unchanged.
+void TestQuotaStore::unknownEventTypeIsKeptNotRejected()
+{
+    auto e = HistoryEvent::fromJsonLine(R"({"t":5,"type":"spend-cap","provider":"api"})");
+    QVERIFY(e);
+    QCOMPARE(e->type, EventType::Other);
+    QCOMPARE(e->otherType, std::string("spend-cap"));
+    QCOMPARE(e->typeName(), std::string_view("spend-cap"));
+    QVERIFY(e->toJsonLine().find(R"("type":"spend-cap")") != std::string::npos);
+    QVERIFY(!HistoryEvent::fromJsonLine(R"({"t":5,"type":""})"));
 }
 
 QTEST_GUILESS_MAIN(TestQuotaStore)
