@@ -8,6 +8,7 @@
 #include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
 #include "store/filequotastore.h"
+#include "store/homespec.h"
 #include "store/quotapeek.h"
 #include "store/statefile.h"
 #include "system/homedir.h"
@@ -246,7 +247,7 @@ void TestQuotaStore::unsafeHomeIsRefused()
     auto viaLink = FileQuotaStore::open(link.toStdString(), m_clock);
     QVERIFY(!viaLink.ok());
     QVERIFY(QString::fromStdString(viaLink.error().describe()).contains(QStringLiteral("symbolic link")));
-    QVERIFY(!HomeDir::resolve(std::string("/tmp/../etc/tollgate")).ok());
+    QVERIFY(!HomeSpec::resolve(std::string("/tmp/../etc/tollgate")).ok());
 }
 
 void TestQuotaStore::limitsSurviveReopen()

@@ -131,6 +131,7 @@ void CapacityPanel::style(Tile& tile, CapacityModel::Level level)
         accent = dark ? QColor(0xf2, 0xc0, 0x4a) : QColor(0x9a, 0x5b, 0x00);
         break;
     case CapacityModel::Level::Blocked:
+    case CapacityModel::Level::Unstyled: // only a marker that forces the next style(); never asked for
         accent = dark ? QColor(0xff, 0x7b, 0x72) : QColor(0xb4, 0x1c, 0x1c);
         break;
     }

@@ -1,14 +1,11 @@
 #include "quotaobserver.h"
 
 #include "base/textsanitizer.h"
-#include "history/historyreader.h"
 #include "homewatcher.h"
 #include "lock/lockfile.h"
 #include "quota/quotalimiter.h"
 #include "quota/quotapolicy.h"
-#include "store/filequotastore.h"
-#include "store/quotapeek.h"
-#include "system/homedir.h"
+#include "store/storefactory.h"
 
 #include <QDir>
 #include <QFile>
@@ -60,9 +57,11 @@ quint64 inodeOf(const QString& path)
     return ::lstat(native.constData(), &st) == 0 ? static_cast<quint64>(st.st_ino) : 0;
 }
 
-void readQuota(const std::string& home, DashboardSnapshot& s)
+// The home part of a snapshot through the store's read side (the reader was opened, and the
+// home checked, by the caller).
+void readQuota(QuotaReader& reader, DashboardSnapshot& s)
 {
-    auto view = QuotaPeek::read(home, READ_LOCK_TIMEOUT, READ_LOCK_PAUSE);
+    auto view = reader.snapshot();
     if (!view) {
         s.problem = qs(view.error().describe());
         return;
@@ -265,17 +264,18 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
 // The home part of a snapshot: status, quota view, slot holders.
 bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
 {
-    const std::string dir = ss(s.home);
-    struct stat st
-    {
-    };
-    if (::lstat(dir.c_str(), &st) != 0 && errno == ENOENT) {
+    FileQuotaReader::Options options;
+    options.lockTimeout = READ_LOCK_TIMEOUT;
+    options.longestPause = READ_LOCK_PAUSE;
+    auto spec = HomeSpec::parse(ss(s.home));
+    auto reader = spec ? StoreFactory::openReader(*spec, options) : Result<std::unique_ptr<QuotaReader>>(spec.error());
+    if (!reader && reader.error().kind == ErrorKind::NotFound) {
         s.status = HomeStatus::Missing;
-    } else if (auto ok = HomeDir::check(dir); !ok) {
+    } else if (!reader) {
         s.status = HomeStatus::Unusable;
-        s.problem = qs(ok.error().describe());
+        s.problem = qs(reader.error().describe());
     } else {
-        readQuota(dir, s);
+        readQuota(**reader, s);
         const bool any
             = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
         s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
@@ -541,8 +541,13 @@ void QuotaObserver::pollHistory()
 {
     if (m_homeInode == 0)
         return;
-    if (!m_history)
-        m_history = std::make_unique<HistoryReader>(ss(m_home));
+    if (!m_history) {
+        auto spec = HomeSpec::parse(ss(m_home));
+        auto reader = spec ? StoreFactory::openReader(*spec) : Result<std::unique_ptr<QuotaReader>>(spec.error());
+        if (!reader)
+            return; // the home's status says why
+        m_history = (*reader)->history();
+    }
     auto batch = m_history->poll();
     if (batch && !batch->events.empty())
         Q_EMIT historyAppended(batch->events);
@@ -571,7 +576,8 @@ QString QuotaObserver::openLimiter()
         return {};
     m_limiter.reset();
     m_store.reset();
-    auto store = FileQuotaStore::open(ss(m_home), m_clock);
+    auto spec = HomeSpec::parse(ss(m_home));
+    auto store = spec ? StoreFactory::openStore(*spec, m_clock) : Result<std::unique_ptr<QuotaStore>>(spec.error());
     if (!store)
         return qs(store.error().describe());
     m_store = std::move(store).value();

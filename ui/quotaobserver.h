@@ -43,8 +43,8 @@
 #include <memory>
 
 namespace tollgate {
-class FileQuotaStore;
-class HistoryReader;
+class QuotaStore;
+class HistoryCursor;
 class QuotaLimiter;
 } // namespace tollgate
 
@@ -143,9 +143,9 @@ private:
     quint64 m_lockScans = 0;
     quint64 m_lockReads = 0;
     bool m_sentOnce = false;
-    std::unique_ptr<HistoryReader> m_history;
+    std::unique_ptr<HistoryCursor> m_history;
     quint64 m_homeInode = 0;
-    std::unique_ptr<FileQuotaStore> m_store;
+    std::unique_ptr<QuotaStore> m_store;
     std::unique_ptr<QuotaLimiter> m_limiter;
     quint64 m_storeInode = 0;
     DashboardSnapshot m_last;

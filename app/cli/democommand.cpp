@@ -8,7 +8,7 @@
 #include "exitcodes.h"
 #include "lock/lockfile.h"
 #include "quota/quotalimiter.h"
-#include "store/filequotastore.h"
+#include "store/storefactory.h"
 #include "system/homedir.h"
 
 #include <cerrno>
@@ -90,7 +90,8 @@ int runCaller(
 {
     const SystemClock clock;
     const ProcessProbe probe;
-    auto store = FileQuotaStore::open(home, clock);
+    auto spec = HomeSpec::parse(home);
+    auto store = spec ? StoreFactory::openStore(*spec, clock) : Result<std::unique_ptr<QuotaStore>>(spec.error());
     if (!store)
         return fail("cannot open the home", store.error());
     QuotaLimiter limiter(**store, clock, probe);
@@ -190,7 +191,8 @@ int runDemo(const std::string& home, std::optional<double> durationSeconds)
 {
     const SystemClock clock;
     const ProcessProbe probe;
-    auto store = FileQuotaStore::open(home, clock);
+    auto spec = HomeSpec::parse(home);
+    auto store = spec ? StoreFactory::openStore(*spec, clock) : Result<std::unique_ptr<QuotaStore>>(spec.error());
     if (!store)
         return fail("cannot open the home", store.error());
     QuotaLimiter limiter(**store, clock, probe);
@@ -297,9 +299,13 @@ void DemoCommand::addTo(CLI::App& app, CommandTable& table)
     demo->add_flag("--internal-crasher", p.crasher, "")->group("");
     table.add(demo, [] {
         Console console("demo", false, false);
-        auto home = HomeDir::resolve(p.common.home);
-        if (!home)
-            return console.fail(home.error());
+        auto spec = HomeSpec::resolve(p.common.home);
+        if (!spec)
+            return console.fail(spec.error());
+        if (!spec->isDirectory())
+            return console.fail(Error::make(ErrorKind::Usage, spec->text(),
+                "the demo runs in a directory home (its simulated provider and locks are files)"));
+        const std::optional<std::string> home = spec->dir();
         if (p.caller) {
             ChildRunner::installSignalHandlers();
             return runCaller(*home, *p.caller, static_cast<int>(p.thinkMin.value_or(500)),

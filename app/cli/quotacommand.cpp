@@ -5,12 +5,10 @@
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
-#include "history/historyreader.h"
 #include "quota/capacity.h"
 #include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
-#include "store/filequotastore.h"
-#include "store/quotapeek.h"
+#include "store/storefactory.h"
 #include "system/fd.h"
 #include "system/homedir.h"
 #include "watchcommand.h"
@@ -88,8 +86,9 @@ struct Context
     Console console;
     const SystemClock clock;
     const ProcessProbe probe;
-    std::string home;
-    std::unique_ptr<FileQuotaStore> store;
+    std::string home; // as shown and passed on: the directory or the URL
+    std::unique_ptr<QuotaStore> store;
+    std::unique_ptr<QuotaReader> reader;
     std::unique_ptr<QuotaLimiter> limiter;
 
     explicit Context(std::string command)
@@ -105,11 +104,11 @@ struct Context
     // The write side: creates the home when needed. Returns an exit code, or -1 to go on.
     int open()
     {
-        auto dir = HomeDir::resolve(g_options.common.home);
-        if (!dir)
-            return console.fail(dir.error());
-        home = *dir;
-        auto s = FileQuotaStore::open(home, clock);
+        auto spec = HomeSpec::resolve(g_options.common.home);
+        if (!spec)
+            return console.fail(spec.error());
+        home = spec->text();
+        auto s = StoreFactory::openStore(*spec, clock);
         if (!s)
             return console.fail(s.error());
         store = std::move(s).value();
@@ -119,21 +118,21 @@ struct Context
     }
 
     // The read side: never creates anything. Returns an exit code, 0 after saying that
-    // there is no home yet (exists stays false), or -1 to go on with an existing home.
+    // there is no home yet (exists stays false), or -1 to go on (with `reader` set when the
+    // home exists).
     int openExisting(bool& exists)
     {
         exists = false;
-        auto dir = HomeDir::resolve(g_options.common.home);
-        if (!dir)
-            return console.fail(dir.error());
-        home = *dir;
-        struct stat st
-        {
-        };
-        if (::lstat(home.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        auto spec = HomeSpec::resolve(g_options.common.home);
+        if (!spec)
+            return console.fail(spec.error());
+        home = spec->text();
+        auto r = StoreFactory::openReader(*spec);
+        if (!r && r.error().kind == ErrorKind::NotFound)
             return -1;
-        if (auto ok = HomeDir::check(home); !ok)
-            return console.fail(ok.error());
+        if (!r)
+            return console.fail(r.error());
+        reader = std::move(r).value();
         exists = true;
         return -1;
     }
@@ -143,11 +142,10 @@ struct Context
     // A look at the home without a transaction: names a corrupt file as an error.
     Result<QuotaView> peek(bool needState) const
     {
-        auto view = QuotaPeek::read(
-            home, std::chrono::duration_cast<std::chrono::milliseconds>(FileQuotaStore::LOCK_TIMEOUT));
+        auto view = reader->snapshot();
         if (!view)
             return view.error();
-        const bool limitsCorrupt = view->corruptFile == home + "/limits.json";
+        const bool limitsCorrupt = view->limitsCorrupt;
         if (!view->corruptFile.empty() && (limitsCorrupt || needState)) {
             std::string message = view->corruptReason;
             if (!limitsCorrupt)
@@ -555,7 +553,7 @@ int cmdRun()
         { { "TOLLGATE_PROVIDER", request.provider },
             { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
             { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
-            { "TOLLGATE_HOME", c.store->dir() }, { "TOLLGATE_RETRY_AFTER_FILE", rfd >= 0 ? retryFile : "" } },
+            { "TOLLGATE_HOME", c.home }, { "TOLLGATE_RETRY_AFTER_FILE", rfd >= 0 ? retryFile : "" } },
         [&, warned = false]() mutable {
             auto held = permit->renew();
             if (!held && !warned)
@@ -904,8 +902,8 @@ int cmdHistory()
     }
     const std::int64_t fromMs = c.clock.unixSeconds() * 1000 - toMs(g_options.since.value_or(3600));
     const auto& provider = g_options.providerFilter;
-    HistoryReader reader(c.home);
-    auto batch = reader.poll();
+    auto cursor = c.reader->history();
+    auto batch = cursor->poll();
     if (!batch)
         return c.console.fail(batch.error());
     json list = json::array();

@@ -4,11 +4,9 @@
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
-#include "history/historyreader.h"
 #include "quota/capacity.h"
-#include "store/quotapeek.h"
+#include "store/storefactory.h"
 #include "system/fd.h"
-#include "system/homedir.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -286,10 +284,10 @@ public:
         m_events.clear();
     }
     // Returns a note for the frame ("" when all is well).
-    std::string update(const std::string& home, std::int64_t nowMs)
+    std::string update(const QuotaReader& reader, std::int64_t nowMs)
     {
         if (!m_reader)
-            m_reader = std::make_unique<HistoryReader>(home);
+            m_reader = reader.history();
         auto batch = m_reader->poll();
         std::string note;
         if (!batch) {
@@ -330,7 +328,7 @@ private:
         std::string caller;
         bool rateLimited;
     };
-    std::unique_ptr<HistoryReader> m_reader;
+    std::unique_ptr<HistoryCursor> m_reader;
     std::deque<Event> m_events;
 };
 
@@ -406,9 +404,12 @@ std::string secondsText(double seconds)
 
 // ---- one frame -----------------------------------------------------------------------------
 
-std::vector<Line> frame(
-    const std::string& home, double seconds, bool tty, Rates& rates, const ProcessProbe& probe)
+// `reader` is kept from frame to frame (and the history cursor with it); opened again after
+// the home was missing or unreadable.
+std::vector<Line> frame(const HomeSpec& spec, std::unique_ptr<QuotaReader>& reader, double seconds, bool tty,
+    Rates& rates, const ProcessProbe& probe)
 {
+    const std::string home = spec.text();
     const SystemClock clock;
     const std::int64_t now
         = std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
@@ -417,22 +418,32 @@ std::vector<Line> frame(
             + clockText(now) + (tty ? "  (q quits)" : ""),
         Colour::Dim });
 
-    struct stat st
-    {
-    };
-    if (::lstat(home.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    if (!reader) {
+        FileQuotaReader::Options options;
+        options.lockTimeout = std::chrono::milliseconds(WatchCommand::LOCK_WAIT_MS);
+        auto opened = StoreFactory::openReader(spec, options);
+        rates.reset();
+        if (!opened && opened.error().kind == ErrorKind::NotFound) {
+            out.push_back(
+                { "no Tollgate home here yet (nothing has run); waiting for it to appear", Colour::Yellow });
+            return out;
+        }
+        if (!opened) {
+            out.push_back({ "cannot read the home: " + Console::printable(opened.error().message), Colour::Red });
+            return out;
+        }
+        reader = std::move(opened).value();
+    }
+    auto view = reader->snapshot();
+    if (!view && view.error().kind == ErrorKind::NotFound) {
+        reader.reset(); // the home went away: look for it again next time
         rates.reset();
         out.push_back(
             { "no Tollgate home here yet (nothing has run); waiting for it to appear", Colour::Yellow });
         return out;
     }
-    if (auto ok = HomeDir::check(home); !ok) {
-        rates.reset();
-        out.push_back({ "cannot read the home: " + Console::printable(ok.error().message), Colour::Red });
-        return out;
-    }
-    auto view = QuotaPeek::read(home, std::chrono::milliseconds(WatchCommand::LOCK_WAIT_MS));
     if (!view) {
+        reader.reset();
         out.push_back({ "cannot read the home: " + Console::printable(view.error().message), Colour::Red });
         return out;
     }
@@ -440,7 +451,7 @@ std::vector<Line> frame(
         out.push_back({ "corrupt: " + Console::printable(view->corruptFile) + ": "
                 + Console::printable(view->corruptReason),
             Colour::Red });
-    const std::string historyNote = rates.update(home, now);
+    const std::string historyNote = rates.update(*reader, now);
     if (!historyNote.empty())
         out.push_back({ Console::printable(historyNote), Colour::Yellow });
 
@@ -542,10 +553,10 @@ std::string WatchCommand::checkSeconds(const std::string& text)
 int WatchCommand::run(const std::optional<std::string>& homeOption, double seconds)
 {
     Console console("status", false, false);
-    auto dir = HomeDir::resolve(homeOption);
-    if (!dir)
-        return console.fail(dir.error());
-    const std::string home = *dir;
+    auto spec = HomeSpec::resolve(homeOption);
+    if (!spec)
+        return console.fail(spec.error());
+    const HomeSpec home = *spec;
     const std::int64_t intervalMs = std::llround(std::clamp(seconds, MIN_SECONDS, MAX_SECONDS) * 1000.0);
     const bool screen = ::isatty(STDOUT_FILENO) == 1;
     const bool keys = ::isatty(STDIN_FILENO) == 1;
@@ -557,11 +568,12 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
     Terminal terminal(screen, keys);
     const ProcessProbe probe;
     Rates rates;
+    std::unique_ptr<QuotaReader> reader;
     bool stdinOpen = keys;
     bool first = true;
 
     for (;;) {
-        const auto lines = frame(home, seconds, screen, rates, probe);
+        const auto lines = frame(home, reader, seconds, screen, rates, probe);
         std::string text = render(lines, screen, colour);
         if (!screen && !first)
             text.insert(0, "\n");

@@ -3,7 +3,8 @@
 #include "displaycheck.h"
 #include "keyedtableview.h"
 #include "mainwindow.h"
-#include "system/homedir.h"
+#include "base/textsanitizer.h"
+#include "store/homespec.h"
 #include "traycontroller.h"
 
 #include <QApplication>
@@ -129,14 +130,20 @@ int main(int argc, char** argv)
     std::optional<std::string> explicitHome;
     if (parser.isSet(homeOption))
         explicitHome = parser.value(homeOption).toStdString();
-    auto home = tollgate::HomeDir::resolve(explicitHome);
+    auto home = tollgate::HomeSpec::resolve(explicitHome);
     if (!home) {
-        qCritical("tollgate-dashboard: %s", home.error().describe().c_str());
+        qCritical("tollgate-dashboard: %s", tollgate::TextSanitizer::clean(home.error().describe(), 2000).c_str());
+        return 2;
+    }
+    if (!home->isDirectory()) {
+        qCritical("tollgate-dashboard: %s: Redis homes are recognised but this build has no Redis store yet; "
+                  "use a directory home",
+            home->text().c_str());
         return 2;
     }
 
     tollgate::ui::DashboardOptions options;
-    options.home = QString::fromStdString(*home);
+    options.home = QString::fromStdString(home->dir());
     for (const QString& dir : parser.values(locksOption))
         options.lockDirs.append(QDir(dir).absolutePath());
     options.settingsPath = parser.value(settingsOption);

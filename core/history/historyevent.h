@@ -67,4 +67,13 @@ struct HistoryEvent
     [[nodiscard]] static Result<HistoryEvent> fromJsonLine(std::string_view line);
 };
 
+// What one read of the history returned (HistoryReader, a store's HistoryCursor).
+struct HistoryBatch
+{
+    std::vector<HistoryEvent> events;
+    std::size_t badLines = 0; // entries that did not parse (skipped, counted)
+    std::uint64_t skippedBytes = 0; // unread history skipped over (see HistoryReader::MAX_UNREAD)
+    std::uint64_t skippedEvents = 0; // events trimmed from a capped history before they were read
+};
+
 } // namespace tollgate

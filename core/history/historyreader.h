@@ -28,12 +28,7 @@ public:
     {
     }
 
-    struct Batch
-    {
-        std::vector<HistoryEvent> events;
-        std::size_t badLines = 0; // lines that did not parse (skipped, counted)
-        std::uint64_t skippedBytes = 0; // unread bytes skipped over (see MAX_UNREAD)
-    };
+    using Batch = HistoryBatch;
     // Returns what was appended since the last call (the first call reads both generations).
     // Opens the home by its path (HomeDir::open, never creating it; a missing home has no
     // history): use poll(home) where the home is already open.

@@ -111,14 +111,16 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
                 tx.changed = true;
                 tx.ring = true;
             }
-            if (ticket != 0 && std::none_of(p.queue.begin(), p.queue.end(), [&](const Waiter& w) {
-                    return w.ticket == ticket;
+            // A copy: the function reads its inputs and may run twice (quotastore.h).
+            std::uint64_t myTicket = ticket;
+            if (myTicket != 0 && std::none_of(p.queue.begin(), p.queue.end(), [&](const Waiter& w) {
+                    return w.ticket == myTicket;
                 }))
-                ticket = 0; // judged a ghost while we lived (stopped, or a lease that lapsed): queue again
-            if (ticket != 0 && QuotaPolicy::renewWaiter(p, ticket, now))
+                myTicket = 0; // judged a ghost while we lived (stopped, or a lease that lapsed): queue again
+            if (myTicket != 0 && QuotaPolicy::renewWaiter(p, myTicket, now))
                 tx.changed = true;
             leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
-            auto d = QuotaPolicy::admit(tx.state, p, **l, request, ticket, now, willWait);
+            auto d = QuotaPolicy::admit(tx.state, p, **l, request, myTicket, now, willWait);
             if (!d)
                 return d.error();
             if (!d->admitted && d->reason == WaitReason::Slots && request.wantsSlot) {
@@ -144,7 +146,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
                 tx.changed = true;
                 // The next in line is now at the head of the queue.
                 tx.ring = tx.ring || !p.queue.empty();
-            } else if (decision.ticket != ticket) {
+            } else if (decision.ticket != myTicket) {
                 tx.changed = true; // newly queued
             }
             return {};
@@ -206,6 +208,8 @@ Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const 
 {
     std::int64_t backoff = 0;
     const std::string who = sanitizeCaller(caller);
+    // Drawn once, outside the transaction function, which may run more than once.
+    const std::uint64_t draw = m_rng();
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, provider);
         if (!l)
@@ -218,7 +222,7 @@ Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const 
         // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised.
         const std::int64_t span = std::min<std::int64_t>(base / 10, QuotaPolicy::MAX_JITTER_MS);
         const std::int64_t jitter
-            = span > 0 ? static_cast<std::int64_t>(m_rng() % static_cast<std::uint64_t>(span + 1)) : 0;
+            = span > 0 ? static_cast<std::int64_t>(draw % static_cast<std::uint64_t>(span + 1)) : 0;
         backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
         HistoryEvent e = event(now, EventType::RateLimited, provider, who);
         e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
@@ -424,6 +428,7 @@ Result<int> QuotaLimiter::releaseStale(bool overdue, const std::string& who)
 {
     int n = 0;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        n = 0; // an output, overwritten on every run
         const std::int64_t now = nowMs();
         for (auto& p : tx.state.providers) {
             const ProviderLimits* l = tx.limits.find(p.name);
@@ -470,6 +475,7 @@ Result<bool> QuotaLimiter::releaseSlot(
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        found = false; // an output, overwritten on every run
         ProviderState* p = nullptr;
         const auto it = findSlot(tx.state, provider, fence, p);
         if (!p)
@@ -496,6 +502,7 @@ Result<bool> QuotaLimiter::renewSlot(const std::string& provider, std::uint64_t 
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        found = false; // an output, overwritten on every run
         ProviderState* p = nullptr;
         const auto it = findSlot(tx.state, provider, fence, p);
         if (!p)

@@ -58,6 +58,7 @@ Result<QuotaView> QuotaPeek::read(
             view.limits = std::move(parsed).value();
         } else {
             view.corruptFile = limitsPath;
+            view.limitsCorrupt = true;
             view.corruptReason = parsed.error().message;
         }
     }
@@ -94,6 +95,7 @@ Result<QuotaView> QuotaPeek::read(
         // Lost limits are not "no limits" (see FileQuotaStore::lostLimits).
         if (auto lost = FileQuotaStore::lostLimits(home, view.state ? &*view.state : nullptr)) {
             view.corruptFile = limitsPath;
+            view.limitsCorrupt = true;
             view.corruptReason = lost->message;
         }
     }

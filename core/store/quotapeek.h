@@ -10,8 +10,7 @@
 // providers) is reported as corrupt, naming the backup to restore.
 
 #include "base/result.h"
-#include "quota/quotalimits.h"
-#include "quota/quotastate.h"
+#include "store/quotaview.h"
 #include "system/fd.h"
 
 #include <chrono>
@@ -19,14 +18,6 @@
 #include <string>
 
 namespace tollgate {
-
-struct QuotaView
-{
-    QuotaLimits limits; // empty when there is no limits.json
-    std::optional<QuotaState> state; // nullopt: no state yet (missing or empty state.bin)
-    std::string corruptFile; // a file that does not parse; empty when none
-    std::string corruptReason;
-};
 
 class QuotaPeek
 {

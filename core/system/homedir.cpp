@@ -1,7 +1,5 @@
 #include "system/homedir.h"
 
-#include "system/pathpolicy.h"
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -52,28 +50,6 @@ Result<void> createParents(const std::string& dir)
 }
 
 } // namespace
-
-Result<std::string> HomeDir::resolve(const std::optional<std::string>& explicitDir)
-{
-    std::string dir;
-    if (explicitDir && !explicitDir->empty()) {
-        dir = *explicitDir;
-    } else if (const char* env = std::getenv("TOLLGATE_HOME"); env && *env) {
-        dir = env;
-    } else if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
-        dir = std::string(xdg) + "/tollgate";
-    } else if (const char* home = std::getenv("HOME"); home && *home) {
-        dir = std::string(home) + "/.local/state/tollgate";
-    } else {
-        return Error::make(ErrorKind::Usage, "", "no home directory: pass --home DIR or set TOLLGATE_HOME");
-    }
-    while (dir.size() > 1 && dir.back() == '/')
-        dir.pop_back();
-    auto valid = PathPolicy::validate(dir);
-    if (!valid)
-        return valid.error();
-    return dir;
-}
 
 Result<Fd> HomeDir::open(const std::string& dir, bool create)
 {

@@ -1,8 +1,7 @@
 #pragma once
 
 // HomeDir: where the shared-quota files live, and the checks that make it safe to trust.
-// Resolution: --home DIR, else $TOLLGATE_HOME, else $XDG_STATE_HOME/tollgate, else
-// ~/.local/state/tollgate. Created 0700. A home owned by another user, writable by group or
+// Which home a command uses is HomeSpec's business (store/homespec.h). Created 0700. A home owned by another user, writable by group or
 // others, or that is a symbolic link is refused: anyone who can write there can forge state.
 //
 // The home is opened ONCE (O_DIRECTORY|O_NOFOLLOW) and the checks are made on that
@@ -22,7 +21,6 @@ namespace tollgate {
 class HomeDir
 {
 public:
-    [[nodiscard]] static Result<std::string> resolve(const std::optional<std::string>& explicitDir);
     // Opens the home and verifies the descriptor: a directory (not a symbolic link), owned
     // by the effective user, not writable by group or others. With `create`, a missing home
     // and missing parents are created 0700 first; without it nothing is ever created (a

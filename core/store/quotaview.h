@@ -1,0 +1,23 @@
+#pragma once
+
+#include "quota/quotalimits.h"
+#include "quota/quotastate.h"
+
+#include <optional>
+#include <string>
+
+namespace tollgate {
+
+// The limits and state of a home as of one instant, as a reader sees them.
+struct QuotaView
+{
+    QuotaLimits limits; // empty when there are no limits
+    std::optional<QuotaState> state; // nullopt: no state yet
+    // Something that does not parse (a file name, or a key for other stores) and why; it is
+    // left as it is (the next transaction sets it aside). Empty when none.
+    std::string corruptFile;
+    std::string corruptReason;
+    bool limitsCorrupt = false; // what does not parse is the limits (else the state)
+};
+
+} // namespace tollgate

@@ -1,0 +1,46 @@
+#include "store/storefactory.h"
+
+#include "store/filequotastore.h"
+#include "system/homedir.h"
+
+#include <cerrno>
+#include <sys/stat.h>
+
+namespace tollgate {
+
+namespace {
+
+Error noRedisYet(const HomeSpec& home)
+{
+    return Error::make(ErrorKind::Unsupported, home.text(),
+        "Redis homes are recognised but this build of Tollgate has no Redis store yet; use a directory home");
+}
+
+} // namespace
+
+Result<std::unique_ptr<QuotaStore>> StoreFactory::openStore(const HomeSpec& home, const Clock& clock)
+{
+    if (!home.isDirectory())
+        return noRedisYet(home);
+    auto store = FileQuotaStore::open(home.dir(), clock);
+    if (!store)
+        return store.error();
+    return std::unique_ptr<QuotaStore>(std::move(store).value());
+}
+
+Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
+    const HomeSpec& home, const FileQuotaReader::Options& options)
+{
+    if (!home.isDirectory())
+        return noRedisYet(home);
+    struct stat st
+    {
+    };
+    if (::lstat(home.dir().c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        return Error::make(ErrorKind::NotFound, home.dir(), "no Tollgate home here yet (nothing has run here)");
+    if (auto ok = HomeDir::check(home.dir()); !ok)
+        return ok.error();
+    return std::unique_ptr<QuotaReader>(std::make_unique<FileQuotaReader>(home.dir(), options));
+}
+
+} // namespace tollgate

@@ -1,0 +1,28 @@
+#pragma once
+
+// StoreFactory: the one place that turns a home (HomeSpec) into a store and a reader, so the
+// CLI and the dashboard name no concrete store and a new kind of home is a change here.
+
+#include "base/clock.h"
+#include "store/filequotareader.h"
+#include "store/homespec.h"
+#include "store/quotareader.h"
+#include "store/quotastore.h"
+
+#include <memory>
+
+namespace tollgate {
+
+class StoreFactory
+{
+public:
+    // The write side. A directory home is created (0700) when missing.
+    [[nodiscard]] static Result<std::unique_ptr<QuotaStore>> openStore(const HomeSpec& home, const Clock& clock);
+    // The read side: never creates anything. A home that does not exist yet is
+    // ErrorKind::NotFound (a front-end says "nothing has run here yet"); an unsafe one is
+    // refused as the store would refuse it.
+    [[nodiscard]] static Result<std::unique_ptr<QuotaReader>> openReader(
+        const HomeSpec& home, const FileQuotaReader::Options& options = {});
+};
+
+} // namespace tollgate

@@ -1,0 +1,154 @@
+// HomeSpec: what a home string names. A URL is a Redis home or refused by name, never taken
+// as a relative directory; a password never rides in the string.
+
+#include "store/homespec.h"
+
+#include <QTest>
+#include <cstdlib>
+
+using namespace tollgate;
+
+class TestHomeSpec final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void directories_data();
+    void directories();
+    void redisUrls_data();
+    void redisUrls();
+    void refused_data();
+    void refused();
+    void resolveOrder();
+};
+
+void TestHomeSpec::directories_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("dir");
+    QTest::newRow("absolute") << "/var/lib/tollgate" << "/var/lib/tollgate";
+    QTest::newRow("trailing slashes") << "/tmp/home//" << "/tmp/home";
+    QTest::newRow("relative") << "state/tollgate" << "state/tollgate";
+    QTest::newRow("colon inside") << "a:b/c" << "a:b/c";
+}
+
+void TestHomeSpec::directories()
+{
+    QFETCH(QString, text);
+    QFETCH(QString, dir);
+    auto spec = HomeSpec::parse(text.toStdString());
+    QVERIFY2(spec.ok(), spec.ok() ? "" : spec.error().describe().c_str());
+    QVERIFY(spec->isDirectory());
+    QCOMPARE(QString::fromStdString(spec->dir()), dir);
+    QCOMPARE(QString::fromStdString(spec->text()), dir);
+}
+
+void TestHomeSpec::redisUrls_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("user");
+    QTest::addColumn<QString>("host");
+    QTest::addColumn<int>("port");
+    QTest::addColumn<int>("db");
+    QTest::addColumn<QString>("prefix");
+    QTest::addColumn<QString>("canonical");
+    QTest::newRow("host only") << "redis://cache" << "" << "cache" << 6379 << 0 << "tollgate"
+                               << "redis://cache:6379/0";
+    QTest::newRow("everything") << "redis://ci@10.0.0.5:6380/3?prefix=team-a" << "ci" << "10.0.0.5" << 6380 << 3
+                                << "team-a" << "redis://ci@10.0.0.5:6380/3?prefix=team-a";
+    QTest::newRow("ipv6") << "redis://[::1]:7000" << "" << "::1" << 7000 << 0 << "tollgate"
+                          << "redis://[::1]:7000/0";
+    QTest::newRow("scheme in capitals") << "REDIS://h/2" << "" << "h" << 6379 << 2 << "tollgate"
+                                        << "redis://h:6379/2";
+    QTest::newRow("trailing slash") << "redis://h/" << "" << "h" << 6379 << 0 << "tollgate"
+                                    << "redis://h:6379/0";
+}
+
+void TestHomeSpec::redisUrls()
+{
+    QFETCH(QString, text);
+    QFETCH(QString, user);
+    QFETCH(QString, host);
+    QFETCH(int, port);
+    QFETCH(int, db);
+    QFETCH(QString, prefix);
+    QFETCH(QString, canonical);
+    auto spec = HomeSpec::parse(text.toStdString());
+    QVERIFY2(spec.ok(), spec.ok() ? "" : spec.error().describe().c_str());
+    QCOMPARE(spec->kind(), HomeSpec::Kind::Redis);
+    QCOMPARE(QString::fromStdString(spec->redis().user), user);
+    QCOMPARE(QString::fromStdString(spec->redis().host), host);
+    QCOMPARE(spec->redis().port, port);
+    QCOMPARE(spec->redis().db, db);
+    QCOMPARE(QString::fromStdString(spec->redis().prefix), prefix);
+    QCOMPARE(QString::fromStdString(spec->text()), canonical);
+    // The canonical form reads back as the same address.
+    auto again = HomeSpec::parse(spec->text());
+    QVERIFY(again.ok());
+    QVERIFY(again->redis() == spec->redis());
+}
+
+void TestHomeSpec::refused_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("says");
+    QTest::newRow("password in the url") << "redis://u:secret@h" << "TOLLGATE_REDIS_PASSWORD";
+    QTest::newRow("empty password") << "redis://:secret@h" << "TOLLGATE_REDIS_PASSWORD";
+    QTest::newRow("tls") << "rediss://h:6380" << "TLS";
+    QTest::newRow("other scheme") << "http://h" << "unknown kind of home 'http://'";
+    QTest::newRow("unix scheme") << "unix:///run/redis.sock" << "unix socket";
+    QTest::newRow("one slash") << "redis:/h" << "looks like a URL";
+    QTest::newRow("no host") << "redis://" << "needs a host";
+    QTest::newRow("no host, port") << "redis://:6379" << "needs a host";
+    QTest::newRow("port 0") << "redis://h:0" << "port";
+    QTest::newRow("port too big") << "redis://h:65536" << "port";
+    QTest::newRow("port not a number") << "redis://h:abc" << "port";
+    QTest::newRow("empty port") << "redis://h:" << "port";
+    QTest::newRow("db not a number") << "redis://h/x" << "database number";
+    QTest::newRow("db too big") << "redis://h/70000" << "database number";
+    QTest::newRow("db with a path") << "redis://h/1/2" << "database number";
+    QTest::newRow("unknown option") << "redis://h?db=2" << "unknown option 'db'";
+    QTest::newRow("empty prefix") << "redis://h?prefix=" << "prefix=";
+    QTest::newRow("brace in prefix") << "redis://h?prefix={x}" << "prefix=";
+    QTest::newRow("long prefix") << QStringLiteral("redis://h?prefix=") + QString(65, QLatin1Char('p')) << "prefix=";
+    QTest::newRow("percent") << "redis://h%2fx" << "percent-encoding";
+    QTest::newRow("control byte in host") << "redis://h\x1b[2J" << "host";
+    QTest::newRow("fragment") << "redis://h#x" << "'#'";
+    QTest::newRow("open ipv6") << "redis://[::1" << "']'";
+    QTest::newRow("dot dot") << "/tmp/../etc" << "'..'";
+}
+
+void TestHomeSpec::refused()
+{
+    QFETCH(QString, text);
+    QFETCH(QString, says);
+    auto spec = HomeSpec::parse(text.toStdString());
+    QVERIFY2(!spec.ok(), text.toUtf8().constData());
+    const QString message = QString::fromStdString(spec.error().describe());
+    QVERIFY2(message.contains(says), message.toUtf8().constData());
+    QVERIFY2(!message.contains(QStringLiteral("secret")), "a refusal repeated the password");
+}
+
+void TestHomeSpec::resolveOrder()
+{
+    qputenv("TOLLGATE_HOME", "redis://from-env");
+    qputenv("XDG_STATE_HOME", "/xdg");
+    auto explicitWins = HomeSpec::resolve(std::string("/explicit"));
+    QVERIFY(explicitWins.ok());
+    QCOMPARE(QString::fromStdString(explicitWins->text()), QStringLiteral("/explicit"));
+    auto env = HomeSpec::resolve(std::nullopt);
+    QVERIFY(env.ok());
+    QCOMPARE(env->kind(), HomeSpec::Kind::Redis);
+    QCOMPARE(QString::fromStdString(env->redis().host), QStringLiteral("from-env"));
+    qunsetenv("TOLLGATE_HOME");
+    auto xdg = HomeSpec::resolve(std::nullopt);
+    QVERIFY(xdg.ok());
+    QCOMPARE(QString::fromStdString(xdg->dir()), QStringLiteral("/xdg/tollgate"));
+    qunsetenv("XDG_STATE_HOME");
+    qputenv("HOME", "/home/u");
+    auto home = HomeSpec::resolve(std::nullopt);
+    QVERIFY(home.ok());
+    QCOMPARE(QString::fromStdString(home->dir()), QStringLiteral("/home/u/.local/state/tollgate"));
+}
+
+QTEST_APPLESS_MAIN(TestHomeSpec)
+#include "tst_homespec.moc"

@@ -1,0 +1,373 @@
+// QuotaLimiter over every store: the same behaviour on the file store, the memory store, and
+// the memory store in strict mode (every transaction function run twice, as an optimistic
+// store may). One test body per behaviour, run once per store (Qt Test global data): a store
+// that breaks the contract, or a limiter that relies on one store's habits, fails here.
+// Time is a ManualClock; every acquire is a try (deadline = now), so nothing sleeps.
+
+#include "base/manualclock.h"
+#include "quota/quotalimiter.h"
+#include "store/filequotastore.h"
+#include "store/memoryquotastore.h"
+#include "store/storefactory.h"
+#include "testsupport.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+#include <memory>
+
+using namespace tollgate;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The store under test and its read side.
+struct StoreUnderTest
+{
+    std::unique_ptr<QuotaStore> store;
+    QuotaReader* reader = nullptr; // owned by store or by ownReader
+    std::unique_ptr<QuotaReader> ownReader;
+};
+
+} // namespace
+
+class TestQuotaLimiter final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase_data();
+    void init();
+    void cleanup();
+
+    void windowAdmitsThenRefusesUntilItMoves();
+    void tokensAndModelLimitsBothHold();
+    void slotIsHeldUntilReleased();
+    void deadHolderIsReclaimed();
+    void backoffHonoursRetryAfterAndEnds();
+    void pauseStopsEveryoneUntilResumed();
+    void fencesOnlyGrow();
+    void limitsCompareAndSet();
+    void unknownProviderIsRefused();
+    void releaseStaleCountsEachHolderOnce();
+    void jitterIsDrawnOncePerReport();
+    void readerSeesStateLimitsAndHistory();
+
+    // The strict store itself: proves that it does run functions twice (else the runs above
+    // would prove nothing).
+    void strictStoreRunsEveryFunctionTwice();
+
+private:
+    QuotaLimiter& limiter() { return *m_limiter; }
+    Result<Permit> tryAcquire(const char* caller, std::int64_t tokens = 0, bool slot = false, const char* model = "")
+    {
+        AdmitRequest r;
+        r.provider = "p";
+        r.caller = caller;
+        r.tokens = tokens;
+        r.wantsSlot = slot;
+        r.model = model;
+        return m_limiter->acquire(r, m_clock.now());
+    }
+    static ProviderLimits requestsPerMinute(std::int64_t n)
+    {
+        ProviderLimits l;
+        l.requests = n;
+        l.windowMs = 60000;
+        return l;
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    ManualClock m_clock { std::chrono::system_clock::now() };
+    ProcessProbe m_probe;
+    StoreUnderTest m_store;
+    std::unique_ptr<QuotaLimiter> m_limiter;
+};
+
+void TestQuotaLimiter::initTestCase_data()
+{
+    QTest::addColumn<QString>("kind");
+    QTest::newRow("file") << QStringLiteral("file");
+    QTest::newRow("memory") << QStringLiteral("memory");
+    QTest::newRow("memory-strict") << QStringLiteral("memory-strict");
+}
+
+void TestQuotaLimiter::init()
+{
+    QFETCH_GLOBAL(QString, kind);
+    m_clock.set(std::chrono::system_clock::now());
+    m_store = {};
+    if (kind == QStringLiteral("file")) {
+        m_dir = std::make_unique<QTemporaryDir>();
+        QVERIFY(m_dir->isValid());
+        auto spec = HomeSpec::parse(m_dir->path().toStdString() + "/home");
+        QVERIFY(spec.ok());
+        auto store = StoreFactory::openStore(*spec, m_clock);
+        QVERIFY(store.ok());
+        m_store.store = std::move(store).value();
+        auto reader = StoreFactory::openReader(*spec);
+        QVERIFY(reader.ok());
+        m_store.ownReader = std::move(reader).value();
+        m_store.reader = m_store.ownReader.get();
+    } else {
+        auto memory = std::make_unique<MemoryQuotaStore>(kind == QStringLiteral("memory-strict"));
+        m_store.reader = memory.get();
+        m_store.store = std::move(memory);
+    }
+    m_limiter = std::make_unique<QuotaLimiter>(*m_store.store, m_clock, m_probe);
+    m_limiter->seedJitter(7);
+}
+
+void TestQuotaLimiter::cleanup()
+{
+    m_limiter.reset();
+    m_store = {};
+    m_dir.reset();
+}
+
+void TestQuotaLimiter::windowAdmitsThenRefusesUntilItMoves()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(2), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    QVERIFY(tryAcquire("b").ok());
+    auto third = tryAcquire("c");
+    QVERIFY(!third.ok());
+    QCOMPARE(third.error().kind, ErrorKind::Timeout);
+    QVERIFY(QString::fromStdString(third.error().message).contains(QStringLiteral("window")));
+    m_clock.advance(30s);
+    QVERIFY(!tryAcquire("c").ok()); // still inside the rolling window: no fixed-window reset
+    m_clock.advance(33s); // the window plus the width of a bucket or two
+    auto later = tryAcquire("c");
+    QVERIFY2(later.ok(), later.ok() ? "" : later.error().message.c_str());
+}
+
+void TestQuotaLimiter::tokensAndModelLimitsBothHold()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.tokens = 1000;
+    ModelLimits big;
+    big.requests = 1;
+    l.models["big"] = big;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    QVERIFY(tryAcquire("a", 600).ok());
+    auto over = tryAcquire("a", 500);
+    QVERIFY(!over.ok());
+    QVERIFY(QString::fromStdString(over.error().message).contains(QStringLiteral("tokens")));
+    QVERIFY(tryAcquire("a", 400).ok());
+    m_clock.advance(63s);
+    QVERIFY(tryAcquire("a", 10, false, "big").ok());
+    QVERIFY(!tryAcquire("a", 10, false, "big").ok()); // the model's own limit
+    QVERIFY(tryAcquire("a", 10, false, "small").ok()); // another model: only the provider's
+}
+
+void TestQuotaLimiter::slotIsHeldUntilReleased()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.parallel = 1;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    auto first = tryAcquire("a", 0, true);
+    QVERIFY(first.ok());
+    QVERIFY(first->holdsSlot());
+    auto second = tryAcquire("b", 0, true);
+    QVERIFY(!second.ok());
+    QVERIFY(QString::fromStdString(second.error().message).contains(QStringLiteral("slots")));
+    QVERIFY(first->release().ok());
+    QVERIFY(tryAcquire("b", 0, true).ok());
+}
+
+void TestQuotaLimiter::deadHolderIsReclaimed()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.parallel = 1;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    AdmitRequest r;
+    r.provider = "p";
+    r.caller = "ghost";
+    r.wantsSlot = true;
+    r.pid = TestSupport::deadPid();
+    auto ghost = limiter().acquire(r, m_clock.now());
+    QVERIFY(ghost.ok());
+    ghost->detach(); // the "holder" is a process that has exited
+    QVERIFY(tryAcquire("b", 0, true).ok());
+}
+
+void TestQuotaLimiter::backoffHonoursRetryAfterAndEnds()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.backoffBaseMs = 1000;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    auto backoff = limiter().report429("p", "a", 20000);
+    QVERIFY(backoff.ok());
+    QVERIFY(*backoff >= 20000);
+    QVERIFY(*backoff <= 20000 + QuotaPolicy::MAX_JITTER_MS);
+    auto blocked = tryAcquire("b");
+    QVERIFY(!blocked.ok());
+    QVERIFY(QString::fromStdString(blocked.error().message).contains(QStringLiteral("backoff")));
+    // A second 429 doubles the exponential part; Retry-After still sets the floor.
+    auto again = limiter().report429("p", "a", std::nullopt);
+    QVERIFY(again.ok());
+    m_clock.advance(std::chrono::milliseconds(QuotaPolicy::MAX_STOP_MS + 1));
+    // After a backoff, admissions are paced; a later look finds the way open.
+    bool admitted = false;
+    for (int i = 0; i < 200 && !admitted; ++i) {
+        admitted = tryAcquire("b").ok();
+        m_clock.advance(1s);
+    }
+    QVERIFY(admitted);
+}
+
+void TestQuotaLimiter::pauseStopsEveryoneUntilResumed()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(100), "test").ok());
+    QVERIFY(limiter().pause("", "maintenance", "test").ok());
+    auto paused = tryAcquire("a");
+    QVERIFY(!paused.ok());
+    QVERIFY(QString::fromStdString(paused.error().message).contains(QStringLiteral("paused")));
+    QVERIFY(limiter().resume("", "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    QVERIFY(limiter().pause("p", "", "test").ok());
+    QVERIFY(!tryAcquire("a").ok());
+    QVERIFY(limiter().resume("p", "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+}
+
+void TestQuotaLimiter::fencesOnlyGrow()
+{
+    ProviderLimits l = requestsPerMinute(1000);
+    l.parallel = 3;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    std::uint64_t last = 0;
+    for (int i = 0; i < 30; ++i) {
+        auto permit = tryAcquire("a", 0, i % 2 == 0);
+        QVERIFY(permit.ok());
+        QVERIFY(permit->fence() > last);
+        last = permit->fence();
+    }
+}
+
+void TestQuotaLimiter::limitsCompareAndSet()
+{
+    const ProviderLimits first = requestsPerMinute(10);
+    QVERIFY(limiter().setLimits("p", first, "test").ok());
+    std::optional<ProviderLimits> found;
+    auto stale = limiter().setLimitsIf("p", requestsPerMinute(99), requestsPerMinute(20), "test", &found);
+    QVERIFY(stale.ok());
+    QVERIFY(!*stale);
+    QVERIFY(found && *found == first);
+    auto set = limiter().setLimitsIf("p", first, requestsPerMinute(20), "test");
+    QVERIFY(set.ok());
+    QVERIFY(*set);
+    auto now = limiter().limits();
+    QVERIFY(now.ok());
+    QCOMPARE(now->find("p")->requests, std::optional<std::int64_t>(20));
+}
+
+void TestQuotaLimiter::unknownProviderIsRefused()
+{
+    QVERIFY(limiter().setLimits("known", requestsPerMinute(10), "test").ok());
+    auto r = tryAcquire("a");
+    QVERIFY(!r.ok());
+    QVERIFY(QString::fromStdString(r.error().message).contains(QStringLiteral("known")));
+}
+
+void TestQuotaLimiter::releaseStaleCountsEachHolderOnce()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.parallel = 5;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    AdmitRequest r;
+    r.provider = "p";
+    r.caller = "ghost";
+    r.wantsSlot = true;
+    r.pid = TestSupport::deadPid();
+    auto ghost = limiter().acquire(r, m_clock.now());
+    QVERIFY(ghost.ok());
+    ghost->detach();
+    auto n = limiter().releaseStale(false, "test");
+    QVERIFY(n.ok());
+    QCOMPARE(*n, 1);
+}
+
+void TestQuotaLimiter::jitterIsDrawnOncePerReport()
+{
+    // The same seed gives the same backoffs on every store: a store that runs the function
+    // twice must not draw the jitter twice.
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(100), "test").ok());
+    MemoryQuotaStore reference;
+    QuotaLimiter expected(reference, m_clock, m_probe);
+    expected.seedJitter(7);
+    QVERIFY(expected.setLimits("p", requestsPerMinute(100), "test").ok());
+    for (int i = 0; i < 3; ++i) {
+        QVERIFY(limiter().report429("p", "a", 60000).ok());
+        QVERIFY(expected.report429("p", "a", 60000).ok());
+        auto got = limiter().snapshot();
+        auto want = expected.snapshot();
+        QVERIFY(got.ok() && want.ok());
+        // The end of the backoff holds the jitter (the returned backoff does not).
+        QCOMPARE(got->state.provider("p")->backoffUntilMs, want->state.provider("p")->backoffUntilMs);
+        m_clock.advance(std::chrono::milliseconds(QuotaPolicy::MAX_STOP_MS + 1));
+    }
+}
+
+void TestQuotaLimiter::readerSeesStateLimitsAndHistory()
+{
+    auto before = m_store.reader->snapshot();
+    QVERIFY(before.ok());
+    QVERIFY(before->limits.providers().empty());
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(5), "test").ok());
+    QVERIFY(tryAcquire("a", 0).ok());
+    QVERIFY(limiter().report429("p", "a", 1000).ok());
+    QVERIFY(limiter().pause("", "why", "test").ok());
+
+    auto view = m_store.reader->snapshot();
+    QVERIFY(view.ok());
+    QVERIFY(view->corruptFile.empty());
+    QVERIFY(view->limits.find("p"));
+    QVERIFY(view->state);
+    QVERIFY(view->state->pausedAll);
+    QCOMPARE(view->state->provider("p")->consecutive429, 1);
+
+    auto cursor = m_store.reader->history();
+    auto batch = cursor->poll();
+    QVERIFY(batch.ok());
+    std::vector<EventType> types;
+    for (const auto& e : batch->events)
+        types.push_back(e.type);
+    const std::vector<EventType> want { EventType::Limits, EventType::Admit, EventType::RateLimited,
+        EventType::Pause };
+    QVERIFY2(types == want, QByteArray::number(static_cast<qulonglong>(types.size())).constData());
+    auto none = cursor->poll();
+    QVERIFY(none.ok());
+    QVERIFY(none->events.empty()); // each event once
+    QVERIFY(limiter().resume("", "test").ok());
+    auto next = cursor->poll();
+    QVERIFY(next.ok());
+    QCOMPARE(next->events.size(), std::size_t(1));
+    QCOMPARE(next->events[0].type, EventType::Resume);
+}
+
+void TestQuotaLimiter::strictStoreRunsEveryFunctionTwice()
+{
+    MemoryQuotaStore strict(true);
+    int runs = 0;
+    QVERIFY(strict
+                .transact([&runs](QuotaTransaction&) -> Result<void> {
+                    ++runs;
+                    return {};
+                })
+                .ok());
+    QCOMPARE(runs, 2);
+    QCOMPARE(strict.functionRuns(), std::uint64_t(2));
+    // ... and the first run's changes are thrown away: only the last run commits.
+    QVERIFY(strict
+                .transact([](QuotaTransaction& tx) -> Result<void> {
+                    tx.state.nextFence += 10;
+                    tx.changed = true;
+                    return {};
+                })
+                .ok());
+    auto view = strict.snapshot();
+    QVERIFY(view.ok() && view->state);
+    QCOMPARE(view->state->nextFence, std::uint64_t(11));
+}
+
+QTEST_APPLESS_MAIN(TestQuotaLimiter)
+#include "tst_quotalimiter.moc"
