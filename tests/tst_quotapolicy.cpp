@@ -1,5 +1,6 @@
 // QuotaPolicy: the admission rules on a state in memory, with time as a plain number.
 
+#include "quota/holderstatus.h"
 #include "quota/quotapolicy.h"
 #include "quota/retryafter.h"
 
@@ -74,6 +75,7 @@ private Q_SLOTS:
     void formatOneStateIsReadConservatively();
     void backoffIsBoundedWhateverTheInputs();
     void forgedFarFutureTimesStopNobodyPastTheMaximum();
+    void holderStatusIsTheLimitersJudgement();
 
 private:
     QuotaState m_state;
@@ -499,6 +501,40 @@ void TestQuotaPolicy::forgedFarFutureTimesStopNobodyPastTheMaximum()
     QuotaPolicy::apply429(p, m_limits, later, std::nullopt, 0);
     QVERIFY(p.backoffUntilMs <= later + QuotaPolicy::MAX_STOP_MS);
     QVERIFY(p.paceUntilMs > p.backoffUntilMs); // no overflow into the past
+}
+
+void TestQuotaPolicy::holderStatusIsTheLimitersJudgement()
+{
+    m_limits.maxHoldMs = 10000;
+    Slot ours { 1, 100, 0, 0, "a", "", FakeProbe::OUR_NS, 0, 0 };
+    Slot foreign { 2, 33, 0, 0, "b", "", OTHER_NS, 0, 3000 };
+    Slot unknown { 3, 44, 0, 0, "c", "", 0, 0, 0 };
+    Slot placeholder { 4, 0, 0, 0, "", "", 0, 0, 0 };
+    auto judge = [&](const Slot& s, std::int64_t now) { return HolderStatus::judge(s, m_limits, now, m_probe); };
+
+    QCOMPARE(judge(ours, 500).state, HolderState::Alive);
+    QCOMPARE(judge(ours, 500).ns, HolderNamespace::Ours);
+    QCOMPARE(judge(ours, 500).heldMs, std::int64_t(500));
+    QCOMPARE(judge(ours, 10001).state, HolderState::Overdue);
+    m_probe.m_dead = 100;
+    QCOMPARE(judge(ours, 500).state, HolderState::Gone);
+    QCOMPARE(judge(ours, 500).whyGone, std::string("holder died"));
+    m_probe.m_dead = 33; // a pid of ours that happens to be 33 says nothing about the foreign holder
+    QCOMPARE(judge(foreign, 1000).state, HolderState::Leased);
+    QCOMPARE(judge(foreign, 1000).ns, HolderNamespace::Other);
+    QCOMPARE(judge(foreign, 1000).leaseLeftMs, std::int64_t(2000));
+    QCOMPARE(judge(foreign, 3000).state, HolderState::Gone);
+    QCOMPARE(judge(unknown, 1000).ns, HolderNamespace::Unknown);
+    QCOMPARE(judge(unknown, 1000).state, HolderState::Leased); // lease: the maximum hold time
+    QCOMPARE(judge(unknown, 10000).state, HolderState::Gone);
+    QCOMPARE(judge(placeholder, 1000).state, HolderState::Placeholder);
+    QCOMPARE(judge(placeholder, m_limits.windowMs).state, HolderState::Gone);
+    // Every state agrees with the limiter's own test.
+    for (const Slot& s : { ours, foreign, unknown, placeholder }) {
+        for (std::int64_t now : { 0, 2999, 3000, 10001, 60000 }) {
+            QCOMPARE(judge(s, now).state == HolderState::Gone, !QuotaPolicy::holderAlive(s, m_limits, now, m_probe));
+        }
+    }
 }
 
 QTEST_APPLESS_MAIN(TestQuotaPolicy)

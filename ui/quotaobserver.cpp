@@ -3,6 +3,7 @@
 #include "base/textsanitizer.h"
 #include "homewatcher.h"
 #include "lock/lockfile.h"
+#include "quota/holderstatus.h"
 #include "quota/quotalimiter.h"
 #include "quota/quotapolicy.h"
 #include "store/storefactory.h"
@@ -80,11 +81,16 @@ HolderHealth slotHealth(const Slot& slot, const ProviderLimits* l, qint64 nowMs,
     // The core's judgement (the limiter's and status's): a holder of another pid namespace is
     // alive while its lease runs, never judged by a pid of ours.
     const ProviderLimits none;
-    const bool alive = QuotaPolicy::holderAlive(slot, l ? *l : none, nowMs, probe);
-    if (!alive)
+    switch (HolderStatus::judge(slot, l ? *l : none, nowMs, probe).state) {
+    case HolderState::Gone:
         return HolderHealth::Dead;
-    if (slot.pid > 0 && l && slot.acquiredMs < nowMs - l->maxHoldMs)
-        return HolderHealth::Overdue;
+    case HolderState::Overdue:
+        return l ? HolderHealth::Overdue : HolderHealth::Alive; // no limits: no maximum hold to pass
+    case HolderState::Placeholder:
+    case HolderState::Alive:
+    case HolderState::Leased:
+        break;
+    }
     return HolderHealth::Alive;
 }
 

@@ -6,6 +6,7 @@
 #include "console.h"
 #include "exitcodes.h"
 #include "quota/capacity.h"
+#include "quota/holderstatus.h"
 #include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
 #include "store/storefactory.h"
@@ -683,29 +684,11 @@ int cmdSwitch(Switch which)
     return EXIT_OK;
 }
 
-// What a transaction would see: the rules every transaction applies before it decides
-// (vanished holders and waiters, expired placeholders), applied to a copy. The one place
-// the read side calls into QuotaPolicy's liveness rules.
-void settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe)
-{
-    std::vector<HistoryEvent> ignored;
-    for (const auto& [name, l] : limits.providers()) {
-        ProviderState& p = state.ensureProvider(name);
-        QuotaPolicy::syncProvider(p, l, nowMs);
-        QuotaPolicy::reclaimVanished(p, nowMs, probe, ignored);
-        QuotaPolicy::pruneQueueHead(p, nowMs, probe, ignored);
-        QuotaPolicy::reclaimSlots(p, l, nowMs, probe, false, "", ignored);
-    }
-}
 
-// A slot's holder as status shows it, by the rule every transaction applies
-// (QuotaPolicy::whyHolderGone): a pid is probed only from its own pid namespace; a holder in
-// another one (or an unknown one) holds the slot while its lease runs.
+// A slot's holder as status shows it: core's judgement (HolderStatus), in words.
 struct HolderView
 {
-    std::string state; // placeholder, alive, leased, overdue, or gone (what the next transaction frees)
-    std::string namespaceName; // ours, other, unknown
-    std::int64_t leaseLeftMs = 0; // for a holder outside our pid namespace
+    HolderStatus status;
     std::string text; // "pid 33, 5s, alive"
 };
 
@@ -716,27 +699,21 @@ std::string wholeSeconds(std::int64_t ms)
 
 HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLimits& l, std::int64_t nowMs)
 {
-    HolderView v;
-    const std::string held = fmtSeconds(nowMs - s.acquiredMs);
-    const bool ours = QuotaPolicy::sameNamespace(s.pidNs, probe);
-    v.namespaceName = ours ? "ours" : (s.pidNs == 0 ? "unknown" : "other");
-    if (s.pid == 0) {
-        v.state = "placeholder";
+    HolderView v { HolderStatus::judge(s, l, nowMs, probe), {} };
+    const HolderStatus& h = v.status;
+    const std::string held = fmtSeconds(h.heldMs);
+    if (h.state == HolderState::Placeholder) {
         v.text = "placeholder from a reset state, " + held;
         return v;
     }
-    const std::string why = QuotaPolicy::whyHolderGone(s, l, nowMs, probe);
-    const bool overdue = nowMs - s.acquiredMs > l.maxHoldMs;
-    v.state = !why.empty() ? "gone" : (overdue ? "overdue" : (ours ? "alive" : "leased"));
-    if (ours) {
-        v.text = "pid " + std::to_string(s.pid) + ", " + held + ", " + (why.empty() ? v.state : why);
+    if (h.ns == HolderNamespace::Ours) {
+        v.text = "pid " + std::to_string(s.pid) + ", " + held + ", "
+            + (h.whyGone.empty() ? std::string(holderStateName(h.state)) : h.whyGone);
         return v;
     }
-    const std::int64_t leaseEnd = QuotaPolicy::leaseEnd(s, l);
-    v.leaseLeftMs = std::max<std::int64_t>(0, leaseEnd - nowMs);
-    v.text = "pid " + std::to_string(s.pid) + " in " + (s.pidNs == 0 ? "an unknown" : "another")
-        + " pid namespace, " + (why.empty() ? "lease " + wholeSeconds(v.leaseLeftMs) + " left" : why) + ", "
-        + held + (overdue && why.empty() ? ", overdue" : "");
+    v.text = "pid " + std::to_string(s.pid) + " in " + (h.ns == HolderNamespace::Unknown ? "an unknown" : "another")
+        + " pid namespace, " + (h.whyGone.empty() ? "lease " + wholeSeconds(h.leaseLeftMs) + " left" : h.whyGone)
+        + ", " + held + (h.state == HolderState::Overdue ? ", overdue" : "");
     return v;
 }
 
@@ -789,7 +766,7 @@ int cmdStatus()
         return c.console.fail(view.error());
     const std::int64_t now = nowMsOf(c.clock);
     QuotaState state = view->state.value_or(QuotaState {});
-    settle(state, view->limits, now, c.probe);
+    QuotaPolicy::settle(state, view->limits, now, c.probe);
     out["paused_all"] = state.pausedAll;
     out["pause_reason"] = state.pauseReason;
     json providers = json::array();
@@ -821,11 +798,11 @@ int cmdStatus()
             sj["caller"] = s.caller;
             sj["model"] = s.model;
             sj["age_ms"] = now - s.acquiredMs;
-            const HolderView hv = holderView(c.probe, s, l, now);
-            sj["state"] = hv.state;
-            sj["pid_namespace"] = hv.namespaceName;
-            if (hv.namespaceName != "ours" && s.pid != 0)
-                sj["lease_remaining_ms"] = hv.leaseLeftMs;
+            const HolderStatus h = holderView(c.probe, s, l, now).status;
+            sj["state"] = holderStateName(h.state);
+            sj["pid_namespace"] = holderNamespaceName(h.ns);
+            if (h.ns != HolderNamespace::Ours && s.pid != 0)
+                sj["lease_remaining_ms"] = h.leaseLeftMs;
             slots.push_back(sj);
         }
         j["slots"] = slots;

@@ -143,6 +143,18 @@ std::string QuotaPolicy::whyHolderGone(
         : "lease expired (holder pid " + std::to_string(s.pid) + " of another pid namespace)";
 }
 
+void QuotaPolicy::settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe)
+{
+    std::vector<HistoryEvent> ignored;
+    for (const auto& [name, l] : limits.providers()) {
+        ProviderState& p = state.ensureProvider(name);
+        syncProvider(p, l, nowMs);
+        reclaimVanished(p, nowMs, probe, ignored);
+        pruneQueueHead(p, nowMs, probe, ignored);
+        reclaimSlots(p, l, nowMs, probe, false, "", ignored);
+    }
+}
+
 std::string QuotaPolicy::whyWaiterGone(const Waiter& w, std::int64_t nowMs, const ProcessProbe& probe)
 {
     if (nowMs > plusSaturated(w.deadlineMs, GHOST_GRACE_MS))

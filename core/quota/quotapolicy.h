@@ -96,6 +96,11 @@ public:
     // Renews the waiter's lease when a third of it is gone; true when the state changed.
     static bool renewWaiter(ProviderState& p, std::uint64_t ticket, std::int64_t nowMs);
 
+    // What the next transaction would see: the rules every transaction applies before it
+    // decides (windows synced with the limits, vanished holders and waiters, expired
+    // placeholders and dead holders reclaimed), applied to `state` — a reader's copy: the
+    // read side (status, the dashboard) shows what the limiter would act on, and writes nothing.
+    static void settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe);
     // Makes the provider's windows match its limits (creates, rescales, drops scopes).
     static bool syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
     // A fresh state after a lost one: windows full, parallel slots taken by placeholders that
