@@ -1,5 +1,6 @@
 #include "providersmodel.h"
 
+#include "quota/capacity.h"
 #include "quota/quotapolicy.h"
 
 #include <QBrush>
@@ -172,14 +173,11 @@ void ProvidersModel::rebuild()
         } else {
             row.cells[RequestLimit] = text(tr("(no limits)"));
         }
-        RollingWindow::Usage used;
-        if (p) {
-            if (const ScopeWindow* scope = p->scope(""))
-                used = scope->window.usage(m_nowMs);
-        }
-        row.cells[RequestsUsed] = usageCell(used.requests, l ? l->requests : std::nullopt, l);
-        row.cells[TokensUsed] = usageCell(used.tokens, l ? l->tokens : std::nullopt, l);
-        const qlonglong slots = p ? static_cast<qlonglong>(p->slots.size()) : 0;
+        // The figures are core's summary (Capacity), the same status and status --watch show.
+        const ProviderCapacity c = Capacity::forProvider(m_state, key, l, m_nowMs);
+        row.cells[RequestsUsed] = usageCell(c.window.requestsUsed, l ? l->requests : std::nullopt, l);
+        row.cells[TokensUsed] = usageCell(c.window.tokensUsed, l ? l->tokens : std::nullopt, l);
+        const qlonglong slots = static_cast<qlonglong>(c.slotsInUse);
         if (l && l->parallel) {
             auto c = text(QStringLiteral("%1 / %2").arg(slots).arg(*l->parallel), slots);
             c.insert(FractionRole, static_cast<double>(slots) / static_cast<double>(*l->parallel));
@@ -188,7 +186,7 @@ void ProvidersModel::rebuild()
             row.cells[Slots] = text(QString::number(slots), slots);
         }
         // Bounded as the core judges it: a forged far-future backoff shows at most 24 h + 5 s.
-        const qint64 backoff = p ? std::max<qint64>(0, QuotaPolicy::backoffUntil(*p, m_nowMs) - m_nowMs) : 0;
+        const qint64 backoff = c.backoffRemainingMs;
         if (backoff > 0) {
             // Whole seconds, rounded up, so the countdown reaches 0 when the backoff ends.
             auto c = text(tr("%1 s").arg((backoff + 999) / 1000), backoff);
@@ -197,9 +195,9 @@ void ProvidersModel::rebuild()
         } else {
             row.cells[Backoff] = text(QString(), 0);
         }
-        const int consecutive = p ? p->consecutive429 : 0;
+        const int consecutive = c.consecutive429;
         row.cells[Consecutive429] = text(consecutive ? QString::number(consecutive) : QString(), consecutive);
-        const qlonglong waiting = p ? static_cast<qlonglong>(p->queue.size()) : 0;
+        const qlonglong waiting = static_cast<qlonglong>(c.waiting);
         auto wc = text(waiting ? QString::number(waiting) : QString(), waiting);
         if (p && !p->queue.empty()) {
             QStringList who;
@@ -212,11 +210,13 @@ void ProvidersModel::rebuild()
         }
         row.cells[Waiting] = wc;
         QString paused;
-        if (m_state.pausedAll)
-            paused = m_state.pauseReason.empty() ? tr("all paused")
-                                                 : tr("all paused: %1").arg(qs(m_state.pauseReason));
-        else if (p && p->paused)
-            paused = p->pauseReason.empty() ? tr("paused") : tr("paused: %1").arg(qs(p->pauseReason));
+        if (c.paused) {
+            const QString why = qs(c.pauseReason);
+            if (c.pausedAll)
+                paused = why.isEmpty() ? tr("all paused") : tr("all paused: %1").arg(why);
+            else
+                paused = why.isEmpty() ? tr("paused") : tr("paused: %1").arg(why);
+        }
         auto pc = text(paused);
         if (!paused.isEmpty())
             pc.insert(Qt::ForegroundRole, QBrush(QColor(0x20, 0x50, 0xb0)));

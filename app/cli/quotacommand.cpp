@@ -777,19 +777,20 @@ int cmdStatus()
         c.console.say("ALL PAUSED" + (state.pauseReason.empty() ? std::string() : ": " + state.pauseReason));
     for (const auto& [name, l] : view->limits.providers()) {
         const ProviderState& ps = *state.provider(name);
-        const ScopeWindow* sc = ps.scope("");
-        const auto used = sc ? sc->window.usage(now) : RollingWindow::Usage {};
+        // Core's summary of the provider (the dashboard and status --watch show the same).
+        const ProviderCapacity cap = Capacity::forProvider(state, name, &l, now, &c.probe);
+        const RollingWindow::Usage used { cap.window.requestsUsed, cap.window.tokensUsed };
         json j = limitsJson(name, l);
         j["used_requests"] = used.requests;
         j["used_tokens"] = used.tokens;
-        j["paused"] = ps.paused || state.pausedAll;
-        j["pause_reason"] = ps.paused ? ps.pauseReason : state.pauseReason;
-        j["backoff_remaining_ms"] = std::max<std::int64_t>(0, QuotaPolicy::backoffUntil(ps, now) - now);
-        j["consecutive_429s"] = ps.consecutive429;
+        j["paused"] = cap.paused;
+        j["pause_reason"] = cap.pauseReason;
+        j["backoff_remaining_ms"] = cap.backoffRemainingMs;
+        j["consecutive_429s"] = cap.consecutive429;
         j["admitted_total"] = ps.admittedTotal;
         j["rate_limited_total"] = ps.rateLimitedTotal;
-        j["waiting"] = ps.queue.size();
-        j["capacity"] = capacityJson(Capacity::forProvider(state, name, &l, now, &c.probe));
+        j["waiting"] = cap.waiting;
+        j["capacity"] = capacityJson(cap);
         json slots = json::array();
         for (const auto& s : ps.slots) {
             json sj;
