@@ -15,6 +15,8 @@ PACKAGES=(
     cmake ninja-build g++ pkg-config
     qt6-base-dev qt6-charts-dev qt6-qpa-plugins fonts-dejavu-core
     nlohmann-json3-dev libcli11-dev
+    # Redis homes: the hiredis client, and a redis-server the tests start on a private port
+    libhiredis-dev redis-server
     # the icon set (QtSvg and its icon engine plugin); desktop notifications use QtDBus
     qt6-svg-dev libqt6svg6
     # tests and scripts/installcheck.sh: a private D-Bus, the desktop file and metainfo

@@ -1,0 +1,292 @@
+#include "store/redisconnection.h"
+
+#include "system/fd.h"
+
+#include <hiredis/hiredis.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <map>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace tollgate {
+
+namespace {
+
+struct ContextDeleter
+{
+    void operator()(redisContext* c) const { redisFree(c); }
+};
+using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
+
+struct ReplyDeleter
+{
+    void operator()(redisReply* r) const { freeReplyObject(r); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+constexpr std::size_t MAX_PASSWORD_BYTES = 4096;
+
+timeval toTimeval(std::chrono::milliseconds ms)
+{
+    timeval tv {};
+    tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+    return tv;
+}
+
+RedisReply convert(const redisReply* r)
+{
+    RedisReply out;
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+        out.type = RedisReply::Type::String;
+        out.text.assign(r->str, r->len);
+        break;
+    case REDIS_REPLY_STATUS:
+        out.type = RedisReply::Type::Status;
+        out.text.assign(r->str, r->len);
+        break;
+    case REDIS_REPLY_ERROR:
+        out.type = RedisReply::Type::Error;
+        out.text.assign(r->str, r->len);
+        break;
+    case REDIS_REPLY_INTEGER:
+        out.type = RedisReply::Type::Integer;
+        out.integer = r->integer;
+        break;
+    case REDIS_REPLY_ARRAY:
+        out.type = RedisReply::Type::Array;
+        out.elements.reserve(r->elements);
+        for (std::size_t i = 0; i < r->elements; ++i)
+            out.elements.push_back(convert(r->element[i]));
+        break;
+    default:
+        out.type = RedisReply::Type::Nil;
+        break;
+    }
+    return out;
+}
+
+// hiredis reports a timeout as an I/O error with EAGAIN (the socket timeout) or ETIMEDOUT.
+Error transportError(const redisContext* c, const std::string& url, const char* doing)
+{
+    const int err = c ? (c->err == REDIS_ERR_IO ? errno : 0) : ENOMEM;
+    const std::string why = c ? std::string(c->errstr) : std::string("out of memory");
+    if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT || err == EINPROGRESS)
+        return Error::make(ErrorKind::Timeout, url, std::string("Redis did not answer in time while ") + doing);
+    return Error::make(ErrorKind::Io, url, std::string("Redis ") + doing + " failed: " + why);
+}
+
+} // namespace
+
+struct RedisConnection::Impl
+{
+    RedisAddress address;
+    std::chrono::milliseconds timeout;
+    std::optional<std::string> password;
+    ContextPtr context;
+    std::map<std::string, std::string> shas; // script text -> SHA1 the server gave
+
+    Result<RedisReply> raw(const std::vector<std::string>& argv)
+    {
+        if (!context)
+            return Error::make(ErrorKind::Io, address.url(), "not connected to Redis");
+        std::vector<const char*> args;
+        std::vector<std::size_t> lens;
+        args.reserve(argv.size());
+        lens.reserve(argv.size());
+        for (const auto& a : argv) {
+            args.push_back(a.data());
+            lens.push_back(a.size());
+        }
+        errno = 0;
+        ReplyPtr reply(static_cast<redisReply*>(
+            redisCommandArgv(context.get(), static_cast<int>(args.size()), args.data(), lens.data())));
+        if (!reply) {
+            auto e = transportError(context.get(), address.url(), ("running " + argv.front()).c_str());
+            context.reset(); // a broken connection is never used again: the reply stream may be out of step
+            return e;
+        }
+        return convert(reply.get());
+    }
+};
+
+RedisConnection::RedisConnection(std::unique_ptr<Impl> impl)
+    : m_impl(std::move(impl))
+{
+}
+RedisConnection::~RedisConnection() = default;
+RedisConnection::RedisConnection(RedisConnection&&) noexcept = default;
+RedisConnection& RedisConnection::operator=(RedisConnection&&) noexcept = default;
+
+Result<std::optional<std::string>> RedisConnection::password()
+{
+    if (const char* p = std::getenv("TOLLGATE_REDIS_PASSWORD"); p && *p)
+        return std::optional<std::string>(p);
+    const char* file = std::getenv("TOLLGATE_REDIS_PASSWORD_FILE");
+    if (!file || !*file)
+        return std::optional<std::string>();
+    auto fd = Fd::openRegular(file, O_RDONLY);
+    if (!fd)
+        return Error::make(fd.error().kind, file,
+            "cannot read the Redis password file (TOLLGATE_REDIS_PASSWORD_FILE): " + fd.error().message);
+    struct stat st
+    {
+    };
+    if (::fstat(fd->get(), &st) != 0)
+        return Error::fromErrno(errno, file, "cannot stat the Redis password file");
+    if (st.st_uid != ::geteuid())
+        return Error::make(ErrorKind::Permission, file, "the Redis password file belongs to another user; refusing it");
+    if (st.st_mode & 077)
+        return Error::make(ErrorKind::Permission, file,
+            "the Redis password file can be read or written by others; refusing it: chmod 600 " + std::string(file));
+    auto text = fd->readAll(MAX_PASSWORD_BYTES);
+    if (!text)
+        return text.error();
+    std::string pw = std::move(text).value();
+    while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r'))
+        pw.pop_back();
+    if (pw.empty())
+        return Error::make(ErrorKind::Usage, file, "the Redis password file is empty");
+    return std::optional<std::string>(std::move(pw));
+}
+
+std::string RedisConnection::key(const RedisAddress& address, const std::string& name)
+{
+    return "{" + address.prefix + "}:" + name;
+}
+
+Result<RedisConnection> RedisConnection::open(const RedisAddress& address, std::chrono::milliseconds timeout)
+{
+    auto impl = std::make_unique<Impl>();
+    impl->address = address;
+    impl->timeout = timeout;
+    auto pw = password();
+    if (!pw)
+        return pw.error();
+    impl->password = std::move(pw).value();
+    RedisConnection c(std::move(impl));
+    if (auto r = c.reconnect(); !r)
+        return r.error();
+    return c;
+}
+
+Result<void> RedisConnection::reconnect()
+{
+    Impl& d = *m_impl;
+    d.context.reset();
+    const std::string url = d.address.url();
+    errno = 0;
+    ContextPtr ctx(redisConnectWithTimeout(d.address.host.c_str(), d.address.port, toTimeval(d.timeout)));
+    if (!ctx || ctx->err)
+        return transportError(ctx.get(), url, "connecting");
+    if (redisSetTimeout(ctx.get(), toTimeval(d.timeout)) != REDIS_OK)
+        return transportError(ctx.get(), url, "setting the timeout");
+    (void)redisEnableKeepAlive(ctx.get()); // a peer that vanished is noticed, not waited on
+    // Close-on-exec: `tollgate run` must not hand the connection to the command it runs.
+    if (int flags = ::fcntl(ctx->fd, F_GETFD); flags >= 0)
+        (void)::fcntl(ctx->fd, F_SETFD, flags | FD_CLOEXEC);
+    d.context = std::move(ctx);
+    if (d.password) {
+        std::vector<std::string> auth { "AUTH" };
+        if (!d.address.user.empty())
+            auth.push_back(d.address.user);
+        auth.push_back(*d.password);
+        auto r = d.raw(auth);
+        if (!r)
+            return r.error();
+        if (r->type == RedisReply::Type::Error) {
+            d.context.reset();
+            // The server's words (WRONGPASS ...) never contain the password.
+            return Error::make(ErrorKind::Permission, url, "Redis refused the password: " + r->text);
+        }
+    } else if (!d.address.user.empty()) {
+        d.context.reset();
+        return Error::make(ErrorKind::Usage, url,
+            "a Redis user is named but no password is set (TOLLGATE_REDIS_PASSWORD or TOLLGATE_REDIS_PASSWORD_FILE)");
+    }
+    if (d.address.db != 0) {
+        auto r = d.raw({ "SELECT", std::to_string(d.address.db) });
+        if (!r)
+            return r.error();
+        if (r->type == RedisReply::Type::Error) {
+            d.context.reset();
+            return Error::make(ErrorKind::Usage, url, "Redis refused database " + std::to_string(d.address.db) + ": " + r->text);
+        }
+    }
+    return {};
+}
+
+Result<RedisReply> RedisConnection::command(const std::vector<std::string>& argv)
+{
+    if (argv.empty())
+        return Error::make(ErrorKind::Usage, url(), "an empty Redis command");
+    if (!m_impl->context) {
+        if (auto r = reconnect(); !r)
+            return r.error();
+    }
+    auto reply = m_impl->raw(argv);
+    if (reply && reply->type == RedisReply::Type::Error && reply->text.rfind("NOAUTH", 0) == 0)
+        return Error::make(ErrorKind::Permission, url(),
+            "Redis requires a password: set TOLLGATE_REDIS_PASSWORD or TOLLGATE_REDIS_PASSWORD_FILE");
+    return reply;
+}
+
+Result<std::int64_t> RedisConnection::serverTimeMs()
+{
+    auto r = command({ "TIME" });
+    if (!r)
+        return r.error();
+    if (r->type != RedisReply::Type::Array || r->elements.size() != 2
+        || r->elements[0].type != RedisReply::Type::String || r->elements[1].type != RedisReply::Type::String)
+        return Error::make(ErrorKind::Corrupt, url(), "Redis answered TIME with something that is not a time");
+    char* end = nullptr;
+    const long long s = std::strtoll(r->elements[0].text.c_str(), &end, 10);
+    const long long us = std::strtoll(r->elements[1].text.c_str(), &end, 10);
+    return static_cast<std::int64_t>(s) * 1000 + us / 1000;
+}
+
+Result<RedisReply> RedisConnection::eval(
+    const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto it = m_impl->shas.find(script);
+        if (it == m_impl->shas.end()) {
+            auto loaded = command({ "SCRIPT", "LOAD", script });
+            if (!loaded)
+                return loaded.error();
+            if (loaded->type != RedisReply::Type::String)
+                return Error::make(ErrorKind::Io, url(), "Redis did not load a script: " + loaded->text);
+            it = m_impl->shas.emplace(script, loaded->text).first;
+        }
+        std::vector<std::string> argv { "EVALSHA", it->second, std::to_string(keys.size()) };
+        argv.insert(argv.end(), keys.begin(), keys.end());
+        argv.insert(argv.end(), args.begin(), args.end());
+        auto r = command(argv);
+        if (!r)
+            return r;
+        // NOSCRIPT: the server lost its scripts (a restart, SCRIPT FLUSH); nothing ran. Load again.
+        if (r->type == RedisReply::Type::Error && r->text.rfind("NOSCRIPT", 0) == 0) {
+            m_impl->shas.erase(it);
+            continue;
+        }
+        return r;
+    }
+    return Error::make(ErrorKind::Io, url(), "Redis kept forgetting the script");
+}
+
+const RedisAddress& RedisConnection::address() const
+{
+    return m_impl->address;
+}
+
+bool RedisConnection::broken() const
+{
+    return !m_impl->context;
+}
+
+} // namespace tollgate

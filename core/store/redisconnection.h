@@ -1,0 +1,84 @@
+#pragma once
+
+// RedisConnection: one connection to the Redis server of a Redis home, through hiredis (no
+// RESP code of ours). The groundwork of the Redis store; hiredis types never leave the .cpp.
+//
+// Invariants:
+// - Nothing waits for ever: connecting, and every command, give up after the connection's
+//   timeout (SO_RCVTIMEO/SO_SNDTIMEO set by hiredis) with ErrorKind::Timeout naming the URL.
+// - Fail closed: any transport error marks the connection broken and is returned (naming the
+//   URL and the error); the next command reconnects once before it reports failure. No command
+//   is retried after it may have reached the server — a retried EVALSHA could apply a
+//   transition twice — only the connect (and a NOSCRIPT, which ran nothing) is.
+// - The password never comes from the URL: TOLLGATE_REDIS_PASSWORD, else the file named by
+//   TOLLGATE_REDIS_PASSWORD_FILE, which must be a regular file of ours that others cannot read
+//   (it is opened without blocking, like every file Tollgate reads).
+// - Scripts are loaded once per server and called by their SHA1; after a server restart (or
+//   SCRIPT FLUSH) the NOSCRIPT answer reloads them and the call is made again.
+
+#include "base/result.h"
+#include "store/homespec.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tollgate {
+
+// A reply, converted from hiredis's: a value tree of our own.
+struct RedisReply
+{
+    enum class Type { Nil, Integer, String, Status, Array, Error };
+    Type type = Type::Nil;
+    std::int64_t integer = 0;
+    std::string text; // String, Status and Error
+    std::vector<RedisReply> elements; // Array
+
+    [[nodiscard]] bool isNil() const { return type == Type::Nil; }
+};
+
+class RedisConnection
+{
+public:
+    static constexpr std::chrono::milliseconds DEFAULT_TIMEOUT { 2000 };
+
+    ~RedisConnection();
+    RedisConnection(RedisConnection&&) noexcept;
+    RedisConnection& operator=(RedisConnection&&) noexcept;
+    RedisConnection(const RedisConnection&) = delete;
+    RedisConnection& operator=(const RedisConnection&) = delete;
+
+    // Connects, authenticates and selects the database. Errors name the URL.
+    [[nodiscard]] static Result<RedisConnection> open(
+        const RedisAddress& address, std::chrono::milliseconds timeout = DEFAULT_TIMEOUT);
+
+    // One command; an error reply ("ERR ...", "NOSCRIPT ...") is returned as a reply of type
+    // Error, a transport failure as an Error.
+    [[nodiscard]] Result<RedisReply> command(const std::vector<std::string>& argv);
+    // The server's clock (TIME), in unix ms: the one clock every host's decisions use.
+    [[nodiscard]] Result<std::int64_t> serverTimeMs();
+    // Runs `script` (EVALSHA, loading it first when the server does not know it).
+    [[nodiscard]] Result<RedisReply> eval(
+        const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+
+    [[nodiscard]] const RedisAddress& address() const;
+    [[nodiscard]] std::string url() const { return address().url(); }
+    [[nodiscard]] bool broken() const;
+
+    // The password for `address` from the environment (see above); nullopt: none configured.
+    [[nodiscard]] static Result<std::optional<std::string>> password();
+    // A key of this home: "{prefix}:name" (one hash tag for every key: Redis Cluster keeps a
+    // home's keys in one slot, so a script may touch them all).
+    [[nodiscard]] static std::string key(const RedisAddress& address, const std::string& name);
+
+private:
+    struct Impl;
+    explicit RedisConnection(std::unique_ptr<Impl> impl);
+    Result<void> reconnect();
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace tollgate

@@ -1,0 +1,145 @@
+#pragma once
+
+// RedisServer: a private redis-server (Debian's) for one test program, on a free loopback port,
+// with its files in a temporary directory. It dies with the test whatever happens: the child
+// is started with PR_SET_PDEATHSIG=SIGKILL, and the destructor kills it. Nothing is persisted
+// (no RDB, no AOF) unless a test asks for it.
+
+#include <QDir>
+#include <QProcess>
+#include <QStringList>
+#include <QTemporaryDir>
+#include <QThread>
+#include <arpa/inet.h>
+#include <csignal>
+#include <memory>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+class RedisServer
+{
+public:
+    RedisServer() = default;
+    ~RedisServer() { stop(); }
+    RedisServer(const RedisServer&) = delete;
+    RedisServer& operator=(const RedisServer&) = delete;
+
+    static QString binary()
+    {
+        for (const char* p : { "/usr/bin/redis-server", "/usr/sbin/redis-server" }) {
+            if (::access(p, X_OK) == 0)
+                return QString::fromLatin1(p);
+        }
+        return {};
+    }
+
+    // Starts on a free port (keeps the port across restart()). `extra`: more redis-server
+    // arguments (e.g. {"--requirepass", "pw"}). Returns false with `why` set on failure.
+    bool start(const QStringList& extra = {}, QString* why = nullptr)
+    {
+        m_extra = extra;
+        if (!m_dir)
+            m_dir = std::make_unique<QTemporaryDir>();
+        for (int attempt = 0; attempt < 5; ++attempt) {
+            if (m_port == 0 || attempt > 0)
+                m_port = freePort();
+            if (launch(why))
+                return true;
+        }
+        return false;
+    }
+    bool restart(QString* why = nullptr)
+    {
+        stop();
+        return launch(why);
+    }
+    void stop()
+    {
+        if (!m_process)
+            return;
+        m_process->kill();
+        m_process->waitForFinished(10000);
+        m_process.reset();
+    }
+    void pause() { ::kill(static_cast<pid_t>(m_process->processId()), SIGSTOP); }
+    void resume() { ::kill(static_cast<pid_t>(m_process->processId()), SIGCONT); }
+
+    [[nodiscard]] quint16 port() const { return m_port; }
+    [[nodiscard]] std::string url(const QString& tail = {}) const
+    {
+        return (QStringLiteral("redis://127.0.0.1:%1").arg(m_port) + tail).toStdString();
+    }
+
+private:
+    static sockaddr_in loopback(quint16 port)
+    {
+        sockaddr_in a {};
+        a.sin_family = AF_INET;
+        a.sin_port = htons(port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        return a;
+    }
+    // A port the kernel just handed out (closed again at once: a small window, covered by retries).
+    static quint16 freePort()
+    {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a = loopback(0);
+        socklen_t len = sizeof a;
+        quint16 port = 0;
+        if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
+            && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+            port = ntohs(a.sin_port);
+        if (fd >= 0)
+            ::close(fd);
+        return port;
+    }
+    bool accepts() const
+    {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a = loopback(m_port);
+        const bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+        if (fd >= 0)
+            ::close(fd);
+        return ok;
+    }
+    bool launch(QString* why)
+    {
+        m_process = std::make_unique<QProcess>();
+        m_process->setProcessChannelMode(QProcess::MergedChannels);
+        m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+        QStringList args { QStringLiteral("--port"), QString::number(m_port), QStringLiteral("--bind"),
+            QStringLiteral("127.0.0.1"), QStringLiteral("--dir"), m_dir->path(), QStringLiteral("--save"),
+            QString(), QStringLiteral("--appendonly"), QStringLiteral("no"), QStringLiteral("--daemonize"),
+            QStringLiteral("no"), QStringLiteral("--loglevel"), QStringLiteral("warning") };
+        m_process->start(binary(), args + m_extra);
+        if (!m_process->waitForStarted(10000)) {
+            if (why)
+                *why = QStringLiteral("redis-server did not start: ") + m_process->errorString();
+            m_process.reset();
+            return false;
+        }
+        // Ready when it accepts a connection (poll with a deadline).
+        for (int i = 0; i < 1000; ++i) {
+            if (m_process->state() != QProcess::Running) {
+                if (why)
+                    *why = QStringLiteral("redis-server exited: ") + QString::fromLocal8Bit(m_process->readAll());
+                m_process.reset();
+                return false;
+            }
+            if (accepts())
+                return true;
+            QThread::msleep(10);
+        }
+        if (why)
+            *why = QStringLiteral("redis-server did not accept connections within 10 s");
+        stop();
+        return false;
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    std::unique_ptr<QProcess> m_process;
+    QStringList m_extra;
+    quint16 m_port = 0;
+};

@@ -1,0 +1,231 @@
+// RedisConnection against a real redis-server (started privately by this test): the server's
+// clock, scripts loaded once and reloaded after the server forgets them, passwords from the
+// environment or a 0600 file (never echoed), and failing closed — a server that is down, stopped
+// or restarted gives a clear error naming the URL, never a hang, and the next command reconnects.
+
+#include "helpers/redisserver.h"
+#include "store/redisconnection.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+#include <chrono>
+#include <sys/stat.h>
+
+using namespace tollgate;
+using namespace std::chrono_literals;
+
+class TestRedisConnection final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase();
+    void init();
+    void cleanup();
+
+    void serverTimeIsTheClock();
+    void scriptsAreReloadedAfterTheServerForgetsThem();
+    void databaseIsSelected();
+    void keysOfAHomeShareOneHashTag();
+    void passwordFromTheEnvironment();
+    void passwordFileMustBeOursAndPrivate();
+    void serverDownFailsClosedNamingTheUrl();
+    void stoppedServerTimesOut();
+    void restartedServerIsReconnected();
+
+private:
+    static RedisAddress address(quint16 port, int db = 0)
+    {
+        RedisAddress a;
+        a.host = "127.0.0.1";
+        a.port = port;
+        a.db = db;
+        return a;
+    }
+    RedisServer m_server;
+    std::unique_ptr<QTemporaryDir> m_dir;
+};
+
+void TestRedisConnection::initTestCase()
+{
+    if (RedisServer::binary().isEmpty())
+        QFAIL("redis-server is not installed (scripts/bootstrap.sh installs it)");
+    QString why;
+    QVERIFY2(m_server.start({}, &why), qPrintable(why));
+}
+
+void TestRedisConnection::init()
+{
+    qunsetenv("TOLLGATE_REDIS_PASSWORD");
+    qunsetenv("TOLLGATE_REDIS_PASSWORD_FILE");
+    m_dir = std::make_unique<QTemporaryDir>();
+}
+
+void TestRedisConnection::cleanup()
+{
+    qunsetenv("TOLLGATE_REDIS_PASSWORD");
+    qunsetenv("TOLLGATE_REDIS_PASSWORD_FILE");
+}
+
+void TestRedisConnection::serverTimeIsTheClock()
+{
+    auto c = RedisConnection::open(address(m_server.port()));
+    QVERIFY2(c.ok(), c.ok() ? "" : c.error().describe().c_str());
+    auto t = c->serverTimeMs();
+    QVERIFY(t.ok());
+    const std::int64_t local
+        = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+    QVERIFY(std::llabs(*t - local) < 60000); // the same machine: the same clock, give or take
+}
+
+void TestRedisConnection::scriptsAreReloadedAfterTheServerForgetsThem()
+{
+    auto c = RedisConnection::open(address(m_server.port()));
+    QVERIFY(c.ok());
+    const std::string script = "redis.call('INCR', KEYS[1]) return redis.call('GET', KEYS[1]) .. ARGV[1]";
+    const std::string key = RedisConnection::key(c->address(), "scripttest");
+    QVERIFY(c->command({ "DEL", key }).ok());
+    auto first = c->eval(script, { key }, { "x" });
+    QVERIFY(first.ok());
+    QCOMPARE(QString::fromStdString(first->text), QStringLiteral("1x"));
+    auto flushed = c->command({ "SCRIPT", "FLUSH" });
+    QVERIFY(flushed.ok());
+    auto second = c->eval(script, { key }, { "y" });
+    QVERIFY(second.ok());
+    // Ran exactly once more: the NOSCRIPT answer ran nothing, the reload ran it once.
+    QCOMPARE(QString::fromStdString(second->text), QStringLiteral("2y"));
+    auto error = c->eval("return redis.error_reply('nope')", {}, {});
+    QVERIFY(error.ok());
+    QCOMPARE(error->type, RedisReply::Type::Error);
+}
+
+void TestRedisConnection::databaseIsSelected()
+{
+    auto three = RedisConnection::open(address(m_server.port(), 3));
+    auto zero = RedisConnection::open(address(m_server.port(), 0));
+    QVERIFY(three.ok() && zero.ok());
+    QVERIFY(three->command({ "SET", "only-in-3", "v" }).ok());
+    auto seen = zero->command({ "EXISTS", "only-in-3" });
+    QVERIFY(seen.ok());
+    QCOMPARE(seen->integer, std::int64_t(0));
+    auto bad = RedisConnection::open(address(m_server.port(), 60000));
+    QVERIFY(!bad.ok());
+    QVERIFY2(bad.error().describe().find("database 60000") != std::string::npos, bad.error().describe().c_str());
+}
+
+void TestRedisConnection::keysOfAHomeShareOneHashTag()
+{
+    RedisAddress a = address(1);
+    a.prefix = "team-a";
+    QCOMPARE(RedisConnection::key(a, "state"), std::string("{team-a}:state"));
+    QCOMPARE(RedisConnection::key(a, "history"), std::string("{team-a}:history"));
+}
+
+void TestRedisConnection::passwordFromTheEnvironment()
+{
+    RedisServer secured;
+    QString why;
+    QVERIFY2(secured.start({ QStringLiteral("--requirepass"), QStringLiteral("s3cret-pw") }, &why), qPrintable(why));
+    auto none = RedisConnection::open(address(secured.port()));
+    QVERIFY(none.ok()); // connecting needs no password; the first command does
+    auto refused = none->command({ "PING" });
+    QVERIFY(!refused.ok());
+    QCOMPARE(refused.error().kind, ErrorKind::Permission);
+    QVERIFY(refused.error().describe().find("TOLLGATE_REDIS_PASSWORD") != std::string::npos);
+
+    qputenv("TOLLGATE_REDIS_PASSWORD", "wrong-pw");
+    auto wrong = RedisConnection::open(address(secured.port()));
+    QVERIFY(!wrong.ok());
+    QCOMPARE(wrong.error().kind, ErrorKind::Permission);
+    QVERIFY(wrong.error().describe().find("wrong-pw") == std::string::npos);
+    QVERIFY(wrong.error().describe().find(secured.url().substr(0, 16)) != std::string::npos);
+
+    qputenv("TOLLGATE_REDIS_PASSWORD", "s3cret-pw");
+    auto right = RedisConnection::open(address(secured.port()));
+    QVERIFY2(right.ok(), right.ok() ? "" : right.error().describe().c_str());
+    auto pong = right->command({ "PING" });
+    QVERIFY(pong.ok());
+    QCOMPARE(QString::fromStdString(pong->text), QStringLiteral("PONG"));
+}
+
+void TestRedisConnection::passwordFileMustBeOursAndPrivate()
+{
+    const QString file = m_dir->path() + QStringLiteral("/pw");
+    {
+        QFile f(file);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("from-a-file\n");
+    }
+    qputenv("TOLLGATE_REDIS_PASSWORD_FILE", file.toLocal8Bit());
+    QVERIFY(::chmod(file.toLocal8Bit().constData(), 0644) == 0);
+    auto open = RedisConnection::password();
+    QVERIFY(!open.ok());
+    QCOMPARE(open.error().kind, ErrorKind::Permission);
+    QVERIFY(open.error().describe().find("chmod 600") != std::string::npos);
+
+    QVERIFY(::chmod(file.toLocal8Bit().constData(), 0600) == 0);
+    auto pw = RedisConnection::password();
+    QVERIFY(pw.ok());
+    QCOMPARE(pw->value_or(""), std::string("from-a-file")); // the newline is not part of it
+
+    // A FIFO where the file should be is refused at once, never waited on.
+    const QString fifo = m_dir->path() + QStringLiteral("/fifo");
+    QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+    qputenv("TOLLGATE_REDIS_PASSWORD_FILE", fifo.toLocal8Bit());
+    auto blocked = RedisConnection::password();
+    QVERIFY(!blocked.ok());
+    QVERIFY(blocked.error().describe().find("TOLLGATE_REDIS_PASSWORD_FILE") != std::string::npos);
+}
+
+void TestRedisConnection::serverDownFailsClosedNamingTheUrl()
+{
+    RedisServer gone;
+    QString why;
+    QVERIFY2(gone.start({}, &why), qPrintable(why));
+    const quint16 port = gone.port();
+    gone.stop();
+    auto c = RedisConnection::open(address(port), 500ms);
+    QVERIFY(!c.ok());
+    QVERIFY(c.error().kind == ErrorKind::Io || c.error().kind == ErrorKind::Timeout);
+    QVERIFY2(c.error().describe().find("redis://127.0.0.1:" + std::to_string(port)) != std::string::npos,
+        c.error().describe().c_str());
+}
+
+void TestRedisConnection::stoppedServerTimesOut()
+{
+    RedisServer frozen;
+    QString why;
+    QVERIFY2(frozen.start({}, &why), qPrintable(why));
+    auto c = RedisConnection::open(address(frozen.port()), 300ms);
+    QVERIFY(c.ok());
+    frozen.pause();
+    auto r = c->command({ "PING" });
+    frozen.resume();
+    QVERIFY(!r.ok());
+    QCOMPARE(r.error().kind, ErrorKind::Timeout);
+    QVERIFY(r.error().describe().find(frozen.url().substr(0, 16)) != std::string::npos);
+    QVERIFY(c->broken()); // its replies may be out of step now: never reused
+    auto again = c->command({ "PING" });
+    QVERIFY2(again.ok(), again.ok() ? "" : again.error().describe().c_str());
+}
+
+void TestRedisConnection::restartedServerIsReconnected()
+{
+    RedisServer bouncing;
+    QString why;
+    QVERIFY2(bouncing.start({}, &why), qPrintable(why));
+    auto c = RedisConnection::open(address(bouncing.port()), 1000ms);
+    QVERIFY(c.ok());
+    QVERIFY(c->command({ "SET", "k", "v" }).ok());
+    bouncing.stop();
+    auto down = c->command({ "GET", "k" });
+    QVERIFY(!down.ok());
+    QVERIFY2(bouncing.restart(&why), qPrintable(why));
+    auto back = c->command({ "GET", "k" });
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().describe().c_str());
+    QVERIFY(back->isNil()); // no persistence: the data is gone (the store must notice this)
+}
+
+QTEST_APPLESS_MAIN(TestRedisConnection)
+#include "tst_redisconnection.moc"
