@@ -13,7 +13,9 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <functional>
 #include <memory>
+#include <poll.h>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
@@ -50,6 +52,7 @@ private Q_SLOTS:
     void releaseStaleCountsEachHolderOnce();
     void jitterIsDrawnOncePerReport();
     void readerSeesStateLimitsAndHistory();
+    void changeFeedWakesOnEveryKindOfChange();
 
     // The strict store itself: proves that it does run functions twice (else the runs above
     // would prove nothing).
@@ -342,6 +345,31 @@ void TestQuotaLimiter::readerSeesStateLimitsAndHistory()
     QVERIFY(next.ok());
     QCOMPARE(next->events.size(), std::size_t(1));
     QCOMPARE(next->events[0].type, EventType::Resume);
+}
+
+void TestQuotaLimiter::changeFeedWakesOnEveryKindOfChange()
+{
+    auto feed = m_store.reader->subscribe();
+    QVERIFY2(feed.ok(), feed.ok() ? "" : feed.error().describe().c_str());
+    auto readable = [&](int timeoutMs) {
+        pollfd p { (*feed)->fd(), POLLIN, 0 };
+        return ::poll(&p, 1, timeoutMs) == 1 && (p.revents & POLLIN);
+    };
+    (void)(*feed)->drain();
+    QVERIFY(!readable(0));
+    const std::vector<std::function<bool()>> changes {
+        [&] { return limiter().setLimits("p", requestsPerMinute(5), "test").ok(); },
+        [&] { return tryAcquire("a").ok(); },
+        [&] { return limiter().report429("p", "a", 1000).ok(); },
+        [&] { return limiter().pause("", "", "test").ok(); },
+        [&] { return limiter().resume("", "test").ok(); },
+    };
+    for (std::size_t i = 0; i < changes.size(); ++i) {
+        QVERIFY(changes[i]());
+        QVERIFY2(readable(10000), QByteArray::number(static_cast<qulonglong>(i)).constData());
+        QVERIFY((*feed)->drain());
+        QVERIFY(!readable(0)); // drained: no busy loop for the one who waits on it
+    }
 }
 
 void TestQuotaLimiter::strictStoreRunsEveryFunctionTwice()

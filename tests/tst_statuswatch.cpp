@@ -167,6 +167,7 @@ private Q_SLOTS:
     void sigintAndSigtermExitCleanly();
     void noColorGivesNoColour();
     void notATerminalPrintsPlainFrames();
+    void changeRedrawsWithoutWaitingForTheInterval();
     void homeThatAppearsAndDisappearsIsShown();
     void corruptStateIsShownNotFatal();
     void badOptionsAreUsageErrors_data();
@@ -312,6 +313,36 @@ void TestStatusWatch::noColorGivesNoColour()
     QVERIFY(p.m_output.contains(ENTER_SCREEN)); // still redrawn in place
     QVERIFY(!p.m_output.contains("\x1b[1;3"));
     QVERIFY(!p.m_output.contains("\x1b[2m"));
+}
+
+void TestStatusWatch::changeRedrawsWithoutWaitingForTheInterval()
+{
+    // An hour between frames: only the change feed can bring the second one within the test.
+    knownState();
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert(QStringLiteral("TOLLGATE_HOME"), m_home);
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--watch", "3600" }));
+    QVERIFY(p.waitForStarted());
+    QByteArray out;
+    QElapsedTimer t;
+    t.start();
+    while (!out.contains("api  BLOCKED") && t.elapsed() < DEADLINE_MS) {
+        p.waitForReadyRead(100);
+        out += p.readAllStandardOutput();
+    }
+    QVERIFY2(out.contains("api  BLOCKED"), out.constData());
+    QCOMPARE(out.count("Tollgate status"), 1);
+    QCOMPARE(cli({ "pause", "api", "--reason", "seen at once" }), 0);
+    while (!out.contains("seen at once") && t.elapsed() < DEADLINE_MS) {
+        p.waitForReadyRead(100);
+        out += p.readAllStandardOutput();
+    }
+    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+    QVERIFY(p.waitForFinished(DEADLINE_MS));
+    QVERIFY2(out.contains("seen at once"), out.constData());
+    QVERIFY(out.count("Tollgate status") >= 2);
 }
 
 void TestStatusWatch::notATerminalPrintsPlainFrames()

@@ -404,11 +404,23 @@ std::string secondsText(double seconds)
 
 // ---- one frame -----------------------------------------------------------------------------
 
-// `reader` is kept from frame to frame (and the history cursor with it); opened again after
-// the home was missing or unreadable.
-std::vector<Line> frame(const HomeSpec& spec, std::unique_ptr<QuotaReader>& reader, double seconds, bool tty,
-    Rates& rates, const ProcessProbe& probe)
+// A watch keeps its reader, its history cursor and its change feed from frame to frame;
+// all are opened again after the home was missing or unreadable.
+struct Watched
 {
+    std::unique_ptr<QuotaReader> reader;
+    std::unique_ptr<ChangeFeed> feed; // null: redraw on the interval only
+    void reset()
+    {
+        feed.reset();
+        reader.reset();
+    }
+};
+
+std::vector<Line> frame(const HomeSpec& spec, Watched& watched, double seconds, bool tty, Rates& rates,
+    const ProcessProbe& probe)
+{
+    std::unique_ptr<QuotaReader>& reader = watched.reader;
     const std::string home = spec.text();
     const SystemClock clock;
     const std::int64_t now
@@ -433,17 +445,20 @@ std::vector<Line> frame(const HomeSpec& spec, std::unique_ptr<QuotaReader>& read
             return out;
         }
         reader = std::move(opened).value();
+        // Changes wake the watch at once; without a feed the interval still redraws.
+        auto feed = reader->subscribe();
+        watched.feed = feed ? std::move(feed).value() : nullptr;
     }
     auto view = reader->snapshot();
     if (!view && view.error().kind == ErrorKind::NotFound) {
-        reader.reset(); // the home went away: look for it again next time
+        watched.reset(); // the home went away: look for it again next time
         rates.reset();
         out.push_back(
             { "no Tollgate home here yet (nothing has run); waiting for it to appear", Colour::Yellow });
         return out;
     }
     if (!view) {
-        reader.reset();
+        watched.reset();
         out.push_back({ "cannot read the home: " + Console::printable(view.error().message), Colour::Red });
         return out;
     }
@@ -568,12 +583,13 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
     Terminal terminal(screen, keys);
     const ProcessProbe probe;
     Rates rates;
-    std::unique_ptr<QuotaReader> reader;
+    Watched watched;
     bool stdinOpen = keys;
     bool first = true;
 
     for (;;) {
-        const auto lines = frame(home, reader, seconds, screen, rates, probe);
+        const auto lines = frame(home, watched, seconds, screen, rates, probe);
+        const auto drawnAt = std::chrono::steady_clock::now();
         std::string text = render(lines, screen, colour);
         if (!screen && !first)
             text.insert(0, "\n");
@@ -581,7 +597,7 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
         if (!writeAll(STDOUT_FILENO, text))
             return EXIT_IO; // the terminal or the reader went away: nobody to tell
 
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(intervalMs);
+        auto deadline = drawnAt + std::chrono::milliseconds(intervalMs);
         bool redraw = false;
         while (!redraw) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -589,9 +605,13 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
                                   .count();
             if (left <= 0)
                 break;
-            pollfd fds[2] = { { signals.readFd(), POLLIN, 0 }, { STDIN_FILENO, POLLIN, 0 } };
-            const int n
-                = ::poll(fds, stdinOpen ? 2 : 1, static_cast<int>(std::min<std::int64_t>(left, 60000)));
+            // Signals and keys first, the change feed last (it may be absent).
+            pollfd fds[3] = { { signals.readFd(), POLLIN, 0 }, { STDIN_FILENO, POLLIN, 0 }, { -1, POLLIN, 0 } };
+            const int feedFd = watched.feed ? watched.feed->fd() : -1;
+            fds[2].fd = feedFd; // poll ignores a negative descriptor
+            if (!stdinOpen)
+                fds[1].fd = -1;
+            const int n = ::poll(fds, 3, static_cast<int>(std::min<std::int64_t>(left, 60000)));
             if (n < 0 && errno != EINTR)
                 return console.fail(
                     Error::make(ErrorKind::Io, "", std::string("poll: ") + std::strerror(errno)));
@@ -614,6 +634,11 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
                     }
                     redraw = true; // SIGWINCH, SIGCONT, after a stop
                 }
+            }
+            if (feedFd >= 0 && (fds[2].revents & POLLIN) && watched.feed->drain()) {
+                // A change: redraw soon, but at most every MIN_CHANGE_REDRAW_MS however fast
+                // the callers go (a burst of admissions is one frame, not hundreds).
+                deadline = std::min(deadline, drawnAt + std::chrono::milliseconds(MIN_CHANGE_REDRAW_MS));
             }
             if (stdinOpen && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
                 char keysRead[64];

@@ -32,6 +32,8 @@ public:
     // A frame never waits longer than this for the state lock (a writer stopped inside its
     // transaction): it shows that instead.
     static constexpr std::int64_t LOCK_WAIT_MS = 1000;
+    // A change in the home redraws at once, but never more often than this.
+    static constexpr std::int64_t MIN_CHANGE_REDRAW_MS = 250;
     static constexpr std::int64_t RATE_SPAN_MS = 60000;
 
     // "takes a number of seconds from 0.1 to 3600, not 'x'" when out of range.

@@ -2,6 +2,14 @@
 
 #include "history/historyreader.h"
 #include "store/quotapeek.h"
+#include "system/homedir.h"
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <string_view>
+#include <sys/inotify.h>
+#include <unistd.h>
 
 namespace tollgate {
 
@@ -20,7 +28,66 @@ private:
     HistoryReader m_reader;
 };
 
+// The files whose change matters to a reader (the rest — state.lock, doorbell, temp files —
+// change on every transaction or say nothing).
+bool relevant(std::string_view name)
+{
+    return name == "state.bin" || name == "limits.json" || name == "history.jsonl" || name == "history.1.jsonl";
+}
+
+class InotifyFeed final : public ChangeFeed
+{
+public:
+    explicit InotifyFeed(Fd inotify)
+        : m_inotify(std::move(inotify))
+    {
+    }
+    int fd() const override { return m_inotify.get(); }
+    bool drain() override
+    {
+        bool changed = false;
+        alignas(inotify_event) std::array<char, 4096> buf {};
+        for (;;) {
+            const ssize_t n = ::read(m_inotify.get(), buf.data(), buf.size());
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                return changed; // EAGAIN: drained
+            for (ssize_t at = 0; at < n;) {
+                const auto* e = reinterpret_cast<const inotify_event*>(buf.data() + at);
+                if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW | IN_UNMOUNT))
+                    changed = true; // the home went away, or events were lost: look again
+                else if (e->len > 0 && relevant(std::string_view(e->name)))
+                    changed = true;
+                at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+            }
+        }
+    }
+
+private:
+    Fd m_inotify;
+};
+
 } // namespace
+
+Result<std::unique_ptr<ChangeFeed>> FileQuotaReader::subscribe() const
+{
+    auto home = HomeDir::open(m_dir, false);
+    if (!home)
+        return home.error();
+    const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (in < 0)
+        return Error::fromErrno(errno, m_dir, "cannot watch the home (inotify_init1)");
+    Fd inotify(in, m_dir);
+    // The directory we opened and checked, through its descriptor: not whatever the path
+    // names by now.
+    const std::string self = "/proc/self/fd/" + std::to_string(home->get());
+    const std::uint32_t mask = IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM | IN_CREATE | IN_DELETE
+        | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+    if (::inotify_add_watch(inotify.get(), self.c_str(), mask) < 0)
+        return Error::fromErrno(errno, m_dir, "cannot watch the home (inotify_add_watch)");
+    return std::unique_ptr<ChangeFeed>(std::make_unique<InotifyFeed>(std::move(inotify)));
+}
 
 Result<QuotaView> FileQuotaReader::snapshot()
 {

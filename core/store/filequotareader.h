@@ -35,6 +35,7 @@ public:
 
     [[nodiscard]] Result<QuotaView> snapshot() override;
     [[nodiscard]] std::unique_ptr<HistoryCursor> history() const override;
+    [[nodiscard]] Result<std::unique_ptr<ChangeFeed>> subscribe() const override;
     [[nodiscard]] std::string describe() const override { return m_dir; }
 
 private:

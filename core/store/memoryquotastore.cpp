@@ -1,5 +1,12 @@
 #include "store/memoryquotastore.h"
 
+#include "system/fd.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 namespace tollgate {
 
 class MemoryHistoryCursor final : public HistoryCursor
@@ -22,6 +29,41 @@ private:
     const MemoryQuotaStore* m_store; // not owned; outlives the cursor
     std::uint64_t m_next = 0;
 };
+
+class MemoryFeed final : public ChangeFeed
+{
+public:
+    MemoryFeed(const MemoryQuotaStore& store, Fd event)
+        : m_store(&store)
+        , m_event(std::move(event))
+    {
+    }
+    ~MemoryFeed() override
+    {
+        std::lock_guard lock(m_store->m_mutex);
+        std::erase(m_store->m_feeds, m_event.get());
+    }
+    int fd() const override { return m_event.get(); }
+    bool drain() override
+    {
+        std::uint64_t n = 0;
+        return ::read(m_event.get(), &n, sizeof n) == static_cast<ssize_t>(sizeof n) && n > 0;
+    }
+
+private:
+    const MemoryQuotaStore* m_store; // not owned; outlives the feed
+    Fd m_event;
+};
+
+Result<std::unique_ptr<ChangeFeed>> MemoryQuotaStore::subscribe() const
+{
+    const int e = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (e < 0)
+        return Error::fromErrno(errno, "memory", "eventfd");
+    std::lock_guard lock(m_mutex);
+    m_feeds.push_back(e);
+    return std::unique_ptr<ChangeFeed>(std::make_unique<MemoryFeed>(*this, Fd(e, "memory")));
+}
 
 Result<void> MemoryQuotaStore::run(const LimitsFunction* limitsFn, const TxFunction* fn)
 {
@@ -62,6 +104,11 @@ Result<void> MemoryQuotaStore::run(const LimitsFunction* limitsFn, const TxFunct
         if (tx.ring) {
             ++m_generation;
             m_rang.notify_all();
+        }
+        if (tx.changed || !tx.events.empty() || limitsFn) {
+            const std::uint64_t one = 1;
+            for (int e : m_feeds)
+                (void)!::write(e, &one, sizeof one); // a full counter still reads as "changed"
         }
     }
     return {};

@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <vector>
 
 namespace tollgate {
 
@@ -40,12 +41,15 @@ public:
 
     [[nodiscard]] Result<QuotaView> snapshot() override;
     [[nodiscard]] std::unique_ptr<HistoryCursor> history() const override;
+    // An eventfd written at every commit; the feed must not outlive the store.
+    [[nodiscard]] Result<std::unique_ptr<ChangeFeed>> subscribe() const override;
 
     // How many transaction functions ran (strict mode counts both runs).
     [[nodiscard]] std::uint64_t functionRuns() const;
 
 private:
     friend class MemoryHistoryCursor;
+    friend class MemoryFeed;
     Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn);
     // Events from sequence number `from` on; sets `next` and the count of events lost to the cap.
     std::vector<HistoryEvent> eventsFrom(std::uint64_t from, std::uint64_t& next, std::uint64_t& lost) const;
@@ -60,6 +64,7 @@ private:
     std::uint64_t m_historyBase = 0; // sequence number of m_history.front()
     std::uint32_t m_generation = 0;
     std::uint64_t m_runs = 0;
+    mutable std::vector<int> m_feeds; // eventfds of the live feeds (owned by them)
 };
 
 } // namespace tollgate

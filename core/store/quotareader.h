@@ -15,6 +15,7 @@
 // - A cursor stands on its own: it may outlive the reader object that made it (not the store).
 
 #include "history/historyevent.h"
+#include "store/changefeed.h"
 #include "store/quotaview.h"
 
 #include <chrono>
@@ -37,6 +38,8 @@ public:
     virtual ~QuotaReader() = default;
     [[nodiscard]] virtual Result<QuotaView> snapshot() = 0;
     [[nodiscard]] virtual std::unique_ptr<HistoryCursor> history() const = 0;
+    // The change subscription (see changefeed.h).
+    [[nodiscard]] virtual Result<std::unique_ptr<ChangeFeed>> subscribe() const = 0;
     [[nodiscard]] virtual std::string describe() const = 0; // where the home is, for messages
 };
 
