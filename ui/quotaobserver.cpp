@@ -685,10 +685,7 @@ QString QuotaObserver::record(const std::vector<HistoryEvent>& events)
         return {};
     if (QString why = openLimiter(); !why.isEmpty())
         return why;
-    auto done = m_store->transact([&events](QuotaTransaction& tx) -> Result<void> {
-        tx.events.insert(tx.events.end(), events.begin(), events.end());
-        return {};
-    });
+    auto done = m_limiter->record(events);
     if (!done)
         return qs(done.error().describe());
     QStringList warnings;

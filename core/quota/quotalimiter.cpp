@@ -3,35 +3,20 @@
 #include "base/textsanitizer.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <thread>
 
 namespace tollgate {
 
-namespace {
-
-HistoryEvent event(std::int64_t nowMs, EventType type, std::string provider, std::string caller)
+QuotaLimiter::QuotaLimiter(QuotaBackend& backend, const Clock& clock, const ProcessProbe& probe)
+    : m_backend(&backend)
+    , m_clock(&clock)
+    , m_probe(&probe)
+    , m_rng(std::random_device {}())
 {
-    HistoryEvent e;
-    e.timeMs = nowMs;
-    e.type = type;
-    e.provider = std::move(provider);
-    e.caller = std::move(caller);
-    return e;
 }
-
-// "what (by who)", or "by who" alone when there is no what, or "what" alone.
-std::string byWhom(const std::string& what, const std::string& who)
-{
-    if (who.empty())
-        return what;
-    return what.empty() ? "by " + who : what + " (by " + who + ")";
-}
-
-} // namespace
 
 QuotaLimiter::QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessProbe& probe)
-    : m_store(&store)
+    : m_ownBackend(std::make_unique<LocalQuotaBackend>(store, clock, probe))
+    , m_backend(m_ownBackend.get())
     , m_clock(&clock)
     , m_probe(&probe)
     , m_rng(std::random_device {}())
@@ -57,16 +42,6 @@ std::string QuotaLimiter::sanitizeCaller(std::string_view caller)
     return s.empty() ? std::string("anonymous") : s;
 }
 
-Result<const ProviderLimits*> QuotaLimiter::knownProvider(
-    const QuotaLimits& limits, const std::string& provider) const
-{
-    if (const auto* l = limits.find(provider))
-        return l;
-    return Error::make(ErrorKind::Usage, "",
-        "unknown provider '" + provider + "'; known providers: " + limits.knownProviders()
-            + " (add one with: tollgate limits set PROVIDER --requests N --window SECONDS)");
-}
-
 Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, const std::atomic<bool>* cancel)
 {
     request.caller = sanitizeCaller(request.caller);
@@ -79,276 +54,90 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     request.pidNs = m_probe->pidNamespace();
     request.startTicks = m_probe->startTicks(request.pid).value_or(0);
     request.waiterStartTicks = m_probe->startTicks(request.waiterPid).value_or(0);
-    std::int64_t leaseMs = request.leaseMs;
-    const std::int64_t startMs = nowMs();
     const std::int64_t deadlineMs
         = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count();
     request.deadlineMs = deadlineMs;
-    std::uint64_t ticket = 0;
-    WaitReason firstReason = WaitReason::None;
+    AdmitStep step;
+    step.request = std::move(request);
+    step.startMs = nowMs();
+    const AdmitRequest& r = step.request;
 
     for (;;) {
-        const std::uint32_t mark = m_store->changeMark();
-        AdmitDecision decision;
-        const bool willWait = deadlineMs > nowMs() && !(cancel && cancel->load());
-        auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-            auto l = knownProvider(tx.limits, request.provider);
-            if (!l)
-                return l.error();
-            if (auto why = QuotaPolicy::impossible(**l, request))
-                return Error::make(ErrorKind::Usage, "", "this request can never be admitted: it " + *why);
-            const std::int64_t now = nowMs();
-            ProviderState& p = tx.state.ensureProvider(request.provider);
-            if (QuotaPolicy::syncProvider(p, **l, now))
-                tx.changed = true;
-            if (QuotaPolicy::boundTimes(tx.state, p, **l, now))
-                tx.changed = true;
-            if (QuotaPolicy::reclaimVanished(p, now, *m_probe, tx.events) > 0) {
-                tx.changed = true;
-                tx.ring = true;
-            }
-            if (QuotaPolicy::pruneQueueHead(p, now, *m_probe, tx.events)) {
-                tx.changed = true;
-                tx.ring = true;
-            }
-            // A copy: the function reads its inputs and may run twice (quotastore.h).
-            std::uint64_t myTicket = ticket;
-            if (myTicket != 0 && std::none_of(p.queue.begin(), p.queue.end(), [&](const Waiter& w) {
-                    return w.ticket == myTicket;
-                }))
-                myTicket = 0; // judged a ghost while we lived (stopped, or a lease that lapsed): queue again
-            if (myTicket != 0 && QuotaPolicy::renewWaiter(p, myTicket, now))
-                tx.changed = true;
-            leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
-            auto d = QuotaPolicy::admit(tx.state, p, **l, request, myTicket, now, willWait);
-            if (!d)
-                return d.error();
-            if (!d->admitted && d->reason == WaitReason::Slots && request.wantsSlot) {
-                // Only when a slot is what we lack is it worth asking whether holders live.
-                if (QuotaPolicy::reclaimSlots(p, **l, now, *m_probe, false, "", tx.events) > 0) {
-                    tx.changed = true;
-                    d = QuotaPolicy::admit(tx.state, p, **l, request, d->ticket, now, willWait);
-                    if (!d)
-                        return d.error();
-                }
-            }
-            decision = *d;
-            if (decision.admitted) {
-                HistoryEvent e = event(now, EventType::Admit, request.provider, request.caller);
-                e.model = request.model;
-                e.pid = request.pid;
-                e.tokens = request.tokens;
-                e.fence = decision.fence;
-                e.waitedMs = now - startMs;
-                if (firstReason != WaitReason::None)
-                    e.reason = waitReasonName(firstReason);
-                tx.events.push_back(std::move(e));
-                tx.changed = true;
-                // The next in line is now at the head of the queue.
-                tx.ring = tx.ring || !p.queue.empty();
-            } else if (decision.ticket != myTicket) {
-                tx.changed = true; // newly queued
-            }
-            return {};
-        });
-        if (!r) {
-            if (ticket != 0) {
-                (void)m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-                    if (auto* p = tx.state.provider(request.provider);
-                        p && QuotaPolicy::dequeue(*p, ticket)) {
-                        tx.changed = true;
-                        tx.ring = true;
-                    }
-                    return {};
-                });
-            }
-            return r.error();
+        const std::uint32_t mark = m_backend->changeMark();
+        step.enqueue = deadlineMs > nowMs() && !(cancel && cancel->load());
+        auto outcome = m_backend->admit(step);
+        if (!outcome) {
+            if (step.ticket != 0)
+                (void)m_backend->leaveQueue(step, false, {});
+            return outcome.error();
         }
+        const AdmitDecision& decision = outcome->decision;
         if (decision.admitted)
-            return Permit(
-                this, request.provider, decision.fence, decision.slotTaken, nowMs() - startMs, leaseMs);
-        ticket = decision.ticket;
-        if (firstReason == WaitReason::None)
-            firstReason = decision.reason;
+            return Permit(this, r.provider, decision.fence, decision.slotTaken, nowMs() - step.startMs,
+                outcome->leaseMs);
+        step.ticket = decision.ticket;
+        if (step.firstReason == WaitReason::None)
+            step.firstReason = decision.reason;
 
         const std::int64_t now = nowMs();
         if (now >= deadlineMs || (cancel && cancel->load())) {
             const bool cancelled = cancel && cancel->load();
-            if (ticket != 0) // a refused try was never queued: nothing to undo or record
-                (void)m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-                    ProviderState* p = tx.state.provider(request.provider);
-                    if (p && QuotaPolicy::dequeue(*p, ticket)) {
-                        tx.changed = true;
-                        tx.ring = true; // someone else may be at the head now
-                    }
-                    HistoryEvent e = event(now, EventType::GaveUp, request.provider, request.caller);
-                    e.model = request.model;
-                    e.pid = request.pid;
-                    e.tokens = request.tokens;
-                    e.waitedMs = now - startMs;
-                    e.reason = std::string(waitReasonName(decision.reason))
-                        + (cancelled ? " (cancelled)" : " (deadline)");
-                    tx.events.push_back(std::move(e));
-                    return {};
-                });
+            if (step.ticket != 0) // a refused try was never queued: nothing to undo or record
+                (void)m_backend->leaveQueue(step, true,
+                    std::string(waitReasonName(decision.reason)) + (cancelled ? " (cancelled)" : " (deadline)"));
             return Error::make(ErrorKind::Timeout, "",
-                std::string(cancelled ? "cancelled" : "timed out") + " waiting for provider '"
-                    + request.provider + "': " + waitReasonName(decision.reason));
+                std::string(cancelled ? "cancelled" : "timed out") + " waiting for provider '" + r.provider
+                    + "': " + waitReasonName(decision.reason));
         }
         std::int64_t sleepMs = std::min<std::int64_t>(deadlineMs - now, MAX_SLEEP.count());
         if (decision.retryAtMs != INT64_MAX)
             sleepMs = std::min(sleepMs, std::max<std::int64_t>(0, decision.retryAtMs - now));
         // Sleep at least a little when the policy says "now": the next bucket edge is a ms off.
-        m_store->waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)));
+        m_backend->waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)));
     }
 }
 
 Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const std::string& caller,
     std::optional<std::int64_t> retryAfterMs, std::int64_t pid)
 {
-    std::int64_t backoff = 0;
-    const std::string who = sanitizeCaller(caller);
-    // Drawn once, outside the transaction function, which may run more than once.
+    // Drawn here, once per report: the backend's operation may run more than once.
     const std::uint64_t draw = m_rng();
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        auto l = knownProvider(tx.limits, provider);
-        if (!l)
-            return l.error();
-        const std::int64_t now = nowMs();
-        ProviderState& p = tx.state.ensureProvider(provider);
-        QuotaPolicy::syncProvider(p, **l, now);
-        QuotaPolicy::boundTimes(tx.state, p, **l, now);
-        const std::int64_t base = QuotaPolicy::backoffFor(**l, p.consecutive429 + 1, retryAfterMs);
-        // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised.
-        const std::int64_t span = std::min<std::int64_t>(base / 10, QuotaPolicy::MAX_JITTER_MS);
-        const std::int64_t jitter
-            = span > 0 ? static_cast<std::int64_t>(draw % static_cast<std::uint64_t>(span + 1)) : 0;
-        backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
-        HistoryEvent e = event(now, EventType::RateLimited, provider, who);
-        e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
-        e.retryAfterMs = RetryAfter::bound(retryAfterMs.value_or(0)); // what was honoured
-        e.backoffMs = p.backoffUntilMs - now;
-        e.reason = std::to_string(p.consecutive429) + " consecutive";
-        tx.events.push_back(std::move(e));
-        tx.changed = true;
-        return {};
-    });
-    if (!r)
-        return r.error();
-    return backoff;
+    return m_backend->report429(
+        provider, sanitizeCaller(caller), retryAfterMs, draw, pid > 0 ? pid : ProcessProbe::selfPid());
 }
 
 Result<void> QuotaLimiter::reportSuccess(const std::string& provider, const std::string& caller)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        if (auto l = knownProvider(tx.limits, provider); !l)
-            return l.error();
-        ProviderState& p = tx.state.ensureProvider(provider);
-        if (p.consecutive429 != 0) {
-            p.consecutive429 = 0;
-            tx.changed = true;
-        }
-        tx.events.push_back(event(nowMs(), EventType::Ok, provider, sanitizeCaller(caller)));
-        return {};
-    });
+    return m_backend->reportSuccess(provider, sanitizeCaller(caller));
 }
 
 Result<QuotaLimits> QuotaLimiter::limits()
 {
-    QuotaLimits out;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        out = tx.limits;
-        return {};
-    });
-    if (!r)
-        return r.error();
-    return out;
+    return m_backend->limits();
 }
 
 Result<void> QuotaLimiter::setLimits(
     const std::string& provider, const ProviderLimits& limits, const std::string& who)
 {
-    auto r = updateLimits(provider, nullptr, limits, who, nullptr, {});
+    auto r = m_backend->setLimits(provider, nullptr, limits, who, nullptr, {});
     if (!r)
         return r.error();
     return {};
 }
 
-Result<bool> QuotaLimiter::setLimitsIf(const std::string& provider,
-    const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
-    std::optional<ProviderLimits>* found, const std::string& what)
+Result<bool> QuotaLimiter::setLimitsIf(const std::string& provider, const std::optional<ProviderLimits>& expected,
+    const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
+    const std::string& what)
 {
-    return updateLimits(provider, &expected, limits, who, found, what);
-}
-
-Result<bool> QuotaLimiter::updateLimits(const std::string& provider,
-    const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
-    std::optional<ProviderLimits>* found, const std::string& description)
-{
-    if (auto v = QuotaLimits::validate(provider, limits); !v)
-        return v.error();
-    bool mismatch = false;
-    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
-        mismatch = false;
-        // Compared under state.lock with the limits as they are now (this function may run
-        // twice: once to prepare limits.json, once under the lock): an edit made on what
-        // someone saw never overwrites a change made since.
-        const ProviderLimits* current = all.find(provider);
-        if (found)
-            *found = current ? std::optional<ProviderLimits>(*current) : std::nullopt;
-        if (expected && !(current ? (*expected && **expected == *current) : !expected->has_value())) {
-            mismatch = true; // an error, so that nothing at all is written
-            return Error::make(ErrorKind::Busy, "", "the limits of '" + provider + "' changed meanwhile");
-        }
-        if (auto r = all.set(provider, limits); !r)
-            return r;
-        const std::int64_t now = nowMs();
-        QuotaPolicy::syncProvider(tx.state.ensureProvider(provider), limits, now);
-        HistoryEvent e = event(now, EventType::Limits, provider, "");
-        std::string what;
-        if (limits.requests)
-            what += std::to_string(*limits.requests) + " requests";
-        if (limits.tokens)
-            what += (what.empty() ? "" : ", ") + std::to_string(*limits.tokens) + " tokens";
-        if (limits.requests || limits.tokens) {
-            char window[32];
-            std::snprintf(window, sizeof window, "%g", static_cast<double>(limits.windowMs) / 1000.0);
-            what += std::string(" per ") + window + " s";
-        }
-        if (limits.parallel)
-            what += ", " + std::to_string(*limits.parallel) + " parallel";
-        if (limits.headroomPercent != 100)
-            what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
-        if (!limits.models.empty())
-            what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
-        e.reason = byWhom(description.empty() ? what : description, who);
-        tx.events.push_back(std::move(e));
-        return {};
-    });
-    if (!r) {
-        if (mismatch)
-            return false;
-        return r.error();
-    }
-    return true;
+    return m_backend->setLimits(provider, &expected, limits, who, found, what);
 }
 
 Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::string& who)
 {
-    return m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
-        if (!all.remove(provider))
-            return Error::make(ErrorKind::Usage, "",
-                "unknown provider '" + provider + "'; known providers: " + all.knownProviders());
-        std::erase_if(tx.state.providers, [&](const ProviderState& p) { return p.name == provider; });
-        HistoryEvent e = event(nowMs(), EventType::Limits, provider, "");
-        e.reason = byWhom("removed", who);
-        tx.events.push_back(std::move(e));
-        return {};
-    });
+    return m_backend->removeLimits(provider, who);
 }
 
-Result<void> QuotaLimiter::pause(
-    const std::string& provider, const std::string& reason, const std::string& who)
+Result<void> QuotaLimiter::pause(const std::string& provider, const std::string& reason, const std::string& who)
 {
     std::string why = TextSanitizer::clean(reason, 200);
     // Blank is no reason: the history then says "by WHO", not " (by WHO)".
@@ -356,180 +145,42 @@ Result<void> QuotaLimiter::pause(
     why.erase(why.find_last_not_of(' ') + 1);
     // Without a reason, who paused is the reason (status and the dashboard show it).
     const std::string stored = why.empty() && !who.empty() ? "by " + who : why;
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        const std::int64_t now = nowMs();
-        if (provider.empty()) {
-            tx.state.pausedAll = true;
-            tx.state.pauseReason = stored;
-            tx.state.pausedAtMs = now;
-        } else {
-            auto l = knownProvider(tx.limits, provider);
-            if (!l)
-                return l.error();
-            ProviderState& p = tx.state.ensureProvider(provider);
-            p.paused = true;
-            p.pauseReason = stored;
-            p.pausedAtMs = now;
-        }
-        HistoryEvent e = event(now, EventType::Pause, provider, "");
-        e.reason = byWhom(why, who);
-        tx.events.push_back(std::move(e));
-        tx.changed = true;
-        return {};
-    });
+    return m_backend->pause(provider, stored, why, who);
 }
 
 Result<void> QuotaLimiter::resume(const std::string& provider, const std::string& who)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        if (provider.empty()) {
-            tx.state.pausedAll = false;
-            tx.state.pauseReason.clear();
-            for (auto& p : tx.state.providers) {
-                p.paused = false;
-                p.pauseReason.clear();
-            }
-        } else {
-            auto l = knownProvider(tx.limits, provider);
-            if (!l)
-                return l.error();
-            ProviderState& p = tx.state.ensureProvider(provider);
-            p.paused = false;
-            p.pauseReason.clear();
-        }
-        HistoryEvent e = event(nowMs(), EventType::Resume, provider, "");
-        e.reason = who.empty() ? "" : "by " + who;
-        tx.events.push_back(std::move(e));
-        tx.changed = true;
-        tx.ring = true;
-        return {};
-    });
+    return m_backend->resume(provider, who);
 }
 
 Result<void> QuotaLimiter::resetBackoff(const std::string& provider, const std::string& who)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        if (auto l = knownProvider(tx.limits, provider); !l)
-            return l.error();
-        ProviderState& p = tx.state.ensureProvider(provider);
-        p.backoffUntilMs = 0;
-        p.paceUntilMs = 0;
-        p.consecutive429 = 0;
-        HistoryEvent e = event(nowMs(), EventType::BackoffReset, provider, "");
-        e.reason = who.empty() ? "" : "by " + who;
-        tx.events.push_back(std::move(e));
-        tx.changed = true;
-        tx.ring = true;
-        return {};
-    });
+    return m_backend->resetBackoff(provider, who);
 }
 
 Result<int> QuotaLimiter::releaseStale(bool overdue, const std::string& who)
 {
-    int n = 0;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        n = 0; // an output, overwritten on every run
-        const std::int64_t now = nowMs();
-        for (auto& p : tx.state.providers) {
-            const ProviderLimits* l = tx.limits.find(p.name);
-            if (!l)
-                continue;
-            n += QuotaPolicy::reclaimSlots(p, *l, now, *m_probe, overdue, who, tx.events);
-            // Ghost waiters anywhere in the queue, not only at the head.
-            const auto before = p.queue.size();
-            std::erase_if(p.queue,
-                [&](const Waiter& w) { return !QuotaPolicy::whyWaiterGone(w, now, *m_probe).empty(); });
-            n += static_cast<int>(before - p.queue.size());
-        }
-        if (n > 0) {
-            tx.changed = true;
-            tx.ring = true;
-        }
-        return {};
-    });
-    if (!r)
-        return r.error();
-    return n;
+    return m_backend->releaseStale(overdue, who);
 }
 
-namespace {
-
-// The slot of `fence` in `provider`; `owner` is set only when there is one.
-std::vector<Slot>::iterator findSlot(
-    QuotaState& state, const std::string& provider, std::uint64_t fence, ProviderState*& owner)
+Result<bool> QuotaLimiter::releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who)
 {
-    owner = nullptr;
-    ProviderState* p = state.provider(provider);
-    if (!p)
-        return {};
-    auto it = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
-    if (it != p->slots.end())
-        owner = p;
-    return it;
-}
-
-} // namespace
-
-Result<bool> QuotaLimiter::releaseSlot(
-    const std::string& provider, std::uint64_t fence, const std::string& who)
-{
-    bool found = false;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        found = false; // an output, overwritten on every run
-        ProviderState* p = nullptr;
-        const auto it = findSlot(tx.state, provider, fence, p);
-        if (!p)
-            return {};
-        HistoryEvent e = event(nowMs(), EventType::Release, provider, it->caller);
-        e.model = it->model;
-        e.pid = it->pid;
-        e.fence = fence;
-        if (!who.empty())
-            e.reason = "forced by " + who;
-        tx.events.push_back(std::move(e));
-        p->slots.erase(it);
-        found = true;
-        tx.changed = true;
-        tx.ring = true;
-        return {};
-    });
-    if (!r)
-        return r.error();
-    return found;
+    return m_backend->releaseSlot(provider, fence, who);
 }
 
 Result<bool> QuotaLimiter::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
 {
-    bool found = false;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        found = false; // an output, overwritten on every run
-        ProviderState* p = nullptr;
-        const auto it = findSlot(tx.state, provider, fence, p);
-        if (!p)
-            return {};
-        const std::int64_t now = nowMs();
-        it->leaseUntilMs = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
-        found = true;
-        tx.changed = true;
-        return {};
-    });
-    if (!r)
-        return r.error();
-    return found;
+    return m_backend->renewSlot(provider, fence, leaseMs);
 }
 
 Result<LimiterSnapshot> QuotaLimiter::snapshot()
 {
-    LimiterSnapshot out;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
-        out.state = tx.state;
-        out.limits = tx.limits;
-        out.nowMs = nowMs();
-        return {};
-    });
-    if (!r)
-        return r.error();
-    return out;
+    return m_backend->snapshot();
+}
+
+Result<void> QuotaLimiter::record(const std::vector<HistoryEvent>& events)
+{
+    return m_backend->record(events);
 }
 
 } // namespace tollgate

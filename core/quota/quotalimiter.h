@@ -1,8 +1,10 @@
 #pragma once
 
-// QuotaLimiter: the public API of the shared quota. Every operation is one QuotaStore
-// transaction running QuotaPolicy; waiting happens outside the transaction, on the store's
-// doorbell, until the policy's next possible admission time, a ring, or the deadline.
+// QuotaLimiter: the public API of the shared quota. Every operation is one atomic operation
+// of a QuotaBackend (on a local store: one QuotaStore transaction running QuotaPolicy); waiting
+// happens between operations, on the backend's change mark, until the policy's next possible
+// admission time, a ring, or the deadline. What is the caller's, not the shared state's, is
+// done here: sanitising names, who the caller is (pid, namespace, start time), the jitter draw.
 //
 // Waiting: a blocked request is queued (FIFO per provider) with its deadline and pid; it
 // keeps its ticket across wake-ups, and leaves the queue when admitted, when it gives up
@@ -11,22 +13,18 @@
 #include "base/clock.h"
 #include "quota/permit.h"
 #include "quota/quotalimits.h"
+#include "quota/localquotabackend.h"
+#include "quota/quotabackend.h"
 #include "quota/quotapolicy.h"
 #include "store/quotastore.h"
 #include "system/processprobe.h"
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <random>
 
 namespace tollgate {
-
-struct LimiterSnapshot
-{
-    QuotaState state;
-    QuotaLimits limits;
-    std::int64_t nowMs = 0;
-};
 
 class QuotaLimiter
 {
@@ -39,6 +37,8 @@ public:
     // slot held from another pid namespace outlives its holder at most.
     static constexpr std::chrono::milliseconds RUN_LEASE { 30000 };
 
+    QuotaLimiter(QuotaBackend& backend, const Clock& clock, const ProcessProbe& probe);
+    // On a local store (file, memory): the policy runs here, in the store's transactions.
     QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessProbe& probe);
 
     // Waits until admitted or the deadline (in the clock's time). A deadline at or before
@@ -79,18 +79,18 @@ public:
     [[nodiscard]] Result<bool> renewSlot(
         const std::string& provider, std::uint64_t fence, std::int64_t leaseMs);
     [[nodiscard]] Result<LimiterSnapshot> snapshot();
+    // Records events made outside the quota (the dashboard's lock-file actions).
+    [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events);
+    [[nodiscard]] QuotaBackend& backend() { return *m_backend; }
 
     void seedJitter(std::uint64_t seed) { m_rng.seed(seed); }
     [[nodiscard]] static std::string sanitizeCaller(std::string_view caller);
 
 private:
     [[nodiscard]] std::int64_t nowMs() const;
-    Result<bool> updateLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
-        const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
-        const std::string& description);
-    Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std::string& provider) const;
 
-    QuotaStore* m_store; // not owned
+    std::unique_ptr<LocalQuotaBackend> m_ownBackend; // set by the QuotaStore constructor
+    QuotaBackend* m_backend; // not owned (or m_ownBackend)
     const Clock* m_clock; // not owned
     const ProcessProbe* m_probe; // not owned
     std::mt19937_64 m_rng;

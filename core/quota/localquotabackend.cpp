@@ -1,0 +1,451 @@
+#include "quota/localquotabackend.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace tollgate {
+
+namespace {
+
+HistoryEvent event(std::int64_t nowMs, EventType type, std::string provider, std::string caller)
+{
+    HistoryEvent e;
+    e.timeMs = nowMs;
+    e.type = type;
+    e.provider = std::move(provider);
+    e.caller = std::move(caller);
+    return e;
+}
+
+// "what (by who)", or "by who" alone when there is no what, or "what" alone.
+std::string byWhom(const std::string& what, const std::string& who)
+{
+    if (who.empty())
+        return what;
+    return what.empty() ? "by " + who : what + " (by " + who + ")";
+}
+
+Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std::string& provider)
+{
+    if (const auto* l = limits.find(provider))
+        return l;
+    return Error::make(ErrorKind::Usage, "",
+        "unknown provider '" + provider + "'; known providers: " + limits.knownProviders()
+            + " (add one with: tollgate limits set PROVIDER --requests N --window SECONDS)");
+}
+
+} // namespace
+
+std::int64_t LocalQuotaBackend::nowMs() const
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(m_clock->now().time_since_epoch()).count();
+}
+
+Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
+{
+    const AdmitRequest& request = step.request;
+    AdmitOutcome out;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        auto l = knownProvider(tx.limits, request.provider);
+        if (!l)
+            return l.error();
+        if (auto why = QuotaPolicy::impossible(**l, request))
+            return Error::make(ErrorKind::Usage, "", "this request can never be admitted: it " + *why);
+        const std::int64_t now = nowMs();
+        ProviderState& p = tx.state.ensureProvider(request.provider);
+        if (QuotaPolicy::syncProvider(p, **l, now))
+            tx.changed = true;
+        if (QuotaPolicy::boundTimes(tx.state, p, **l, now))
+            tx.changed = true;
+        if (QuotaPolicy::reclaimVanished(p, now, *m_probe, tx.events) > 0) {
+            tx.changed = true;
+            tx.ring = true;
+        }
+        if (QuotaPolicy::pruneQueueHead(p, now, *m_probe, tx.events)) {
+            tx.changed = true;
+            tx.ring = true;
+        }
+        // A copy: the function reads its inputs and may run twice (quotastore.h).
+        std::uint64_t myTicket = step.ticket;
+        if (myTicket != 0 && std::none_of(p.queue.begin(), p.queue.end(), [&](const Waiter& w) {
+                return w.ticket == myTicket;
+            }))
+            myTicket = 0; // judged a ghost while we lived (stopped, or a lease that lapsed): queue again
+        if (myTicket != 0 && QuotaPolicy::renewWaiter(p, myTicket, now))
+            tx.changed = true;
+        out.leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
+        auto d = QuotaPolicy::admit(tx.state, p, **l, request, myTicket, now, step.enqueue);
+        if (!d)
+            return d.error();
+        if (!d->admitted && d->reason == WaitReason::Slots && request.wantsSlot) {
+            // Only when a slot is what we lack is it worth asking whether holders live.
+            if (QuotaPolicy::reclaimSlots(p, **l, now, *m_probe, false, "", tx.events) > 0) {
+                tx.changed = true;
+                d = QuotaPolicy::admit(tx.state, p, **l, request, d->ticket, now, step.enqueue);
+                if (!d)
+                    return d.error();
+            }
+        }
+        out.decision = *d;
+        out.nowMs = now;
+        const AdmitDecision& decision = out.decision;
+        if (decision.admitted) {
+            HistoryEvent e = event(now, EventType::Admit, request.provider, request.caller);
+            e.model = request.model;
+            e.pid = request.pid;
+            e.tokens = request.tokens;
+            e.fence = decision.fence;
+            e.waitedMs = now - step.startMs;
+            if (step.firstReason != WaitReason::None)
+                e.reason = waitReasonName(step.firstReason);
+            tx.events.push_back(std::move(e));
+            tx.changed = true;
+            // The next in line is now at the head of the queue.
+            tx.ring = tx.ring || !p.queue.empty();
+        } else if (decision.ticket != myTicket) {
+            tx.changed = true; // newly queued
+        }
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return out;
+}
+
+Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
+{
+    const AdmitRequest& request = step.request;
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        ProviderState* p = tx.state.provider(request.provider);
+        if (p && QuotaPolicy::dequeue(*p, step.ticket)) {
+            tx.changed = true;
+            tx.ring = true; // someone else may be at the head now
+        }
+        if (gaveUp) {
+            const std::int64_t now = nowMs();
+            HistoryEvent e = event(now, EventType::GaveUp, request.provider, request.caller);
+            e.model = request.model;
+            e.pid = request.pid;
+            e.tokens = request.tokens;
+            e.waitedMs = now - step.startMs;
+            e.reason = why;
+            tx.events.push_back(std::move(e));
+        }
+        return {};
+    });
+}
+
+Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, const std::string& caller,
+    std::optional<std::int64_t> retryAfterMs, std::uint64_t draw, std::int64_t pid)
+{
+    std::int64_t backoff = 0;
+    const std::string& who = caller;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        auto l = knownProvider(tx.limits, provider);
+        if (!l)
+            return l.error();
+        const std::int64_t now = nowMs();
+        ProviderState& p = tx.state.ensureProvider(provider);
+        QuotaPolicy::syncProvider(p, **l, now);
+        QuotaPolicy::boundTimes(tx.state, p, **l, now);
+        const std::int64_t base = QuotaPolicy::backoffFor(**l, p.consecutive429 + 1, retryAfterMs);
+        // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised.
+        const std::int64_t span = std::min<std::int64_t>(base / 10, QuotaPolicy::MAX_JITTER_MS);
+        const std::int64_t jitter
+            = span > 0 ? static_cast<std::int64_t>(draw % static_cast<std::uint64_t>(span + 1)) : 0;
+        backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
+        HistoryEvent e = event(now, EventType::RateLimited, provider, who);
+        e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
+        e.retryAfterMs = RetryAfter::bound(retryAfterMs.value_or(0)); // what was honoured
+        e.backoffMs = p.backoffUntilMs - now;
+        e.reason = std::to_string(p.consecutive429) + " consecutive";
+        tx.events.push_back(std::move(e));
+        tx.changed = true;
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return backoff;
+}
+
+Result<void> LocalQuotaBackend::reportSuccess(const std::string& provider, const std::string& caller)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        if (auto l = knownProvider(tx.limits, provider); !l)
+            return l.error();
+        ProviderState& p = tx.state.ensureProvider(provider);
+        if (p.consecutive429 != 0) {
+            p.consecutive429 = 0;
+            tx.changed = true;
+        }
+        tx.events.push_back(event(nowMs(), EventType::Ok, provider, caller));
+        return {};
+    });
+}
+
+Result<QuotaLimits> LocalQuotaBackend::limits()
+{
+    QuotaLimits out;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        out = tx.limits;
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return out;
+}
+
+Result<bool> LocalQuotaBackend::setLimits(const std::string& provider,
+    const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
+    std::optional<ProviderLimits>* found, const std::string& description)
+{
+    if (auto v = QuotaLimits::validate(provider, limits); !v)
+        return v.error();
+    bool mismatch = false;
+    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        mismatch = false;
+        // Compared under state.lock with the limits as they are now (this function may run
+        // twice: once to prepare limits.json, once under the lock): an edit made on what
+        // someone saw never overwrites a change made since.
+        const ProviderLimits* current = all.find(provider);
+        if (found)
+            *found = current ? std::optional<ProviderLimits>(*current) : std::nullopt;
+        if (expected && !(current ? (*expected && **expected == *current) : !expected->has_value())) {
+            mismatch = true; // an error, so that nothing at all is written
+            return Error::make(ErrorKind::Busy, "", "the limits of '" + provider + "' changed meanwhile");
+        }
+        if (auto r = all.set(provider, limits); !r)
+            return r;
+        const std::int64_t now = nowMs();
+        QuotaPolicy::syncProvider(tx.state.ensureProvider(provider), limits, now);
+        HistoryEvent e = event(now, EventType::Limits, provider, "");
+        std::string what;
+        if (limits.requests)
+            what += std::to_string(*limits.requests) + " requests";
+        if (limits.tokens)
+            what += (what.empty() ? "" : ", ") + std::to_string(*limits.tokens) + " tokens";
+        if (limits.requests || limits.tokens) {
+            char window[32];
+            std::snprintf(window, sizeof window, "%g", static_cast<double>(limits.windowMs) / 1000.0);
+            what += std::string(" per ") + window + " s";
+        }
+        if (limits.parallel)
+            what += ", " + std::to_string(*limits.parallel) + " parallel";
+        if (limits.headroomPercent != 100)
+            what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
+        if (!limits.models.empty())
+            what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
+        e.reason = byWhom(description.empty() ? what : description, who);
+        tx.events.push_back(std::move(e));
+        return {};
+    });
+    if (!r) {
+        if (mismatch)
+            return false;
+        return r.error();
+    }
+    return true;
+}
+
+Result<void> LocalQuotaBackend::removeLimits(const std::string& provider, const std::string& who)
+{
+    return m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        if (!all.remove(provider))
+            return Error::make(ErrorKind::Usage, "",
+                "unknown provider '" + provider + "'; known providers: " + all.knownProviders());
+        std::erase_if(tx.state.providers, [&](const ProviderState& p) { return p.name == provider; });
+        HistoryEvent e = event(nowMs(), EventType::Limits, provider, "");
+        e.reason = byWhom("removed", who);
+        tx.events.push_back(std::move(e));
+        return {};
+    });
+}
+
+Result<void> LocalQuotaBackend::pause(
+    const std::string& provider, const std::string& stored, const std::string& why, const std::string& who)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        const std::int64_t now = nowMs();
+        if (provider.empty()) {
+            tx.state.pausedAll = true;
+            tx.state.pauseReason = stored;
+            tx.state.pausedAtMs = now;
+        } else {
+            auto l = knownProvider(tx.limits, provider);
+            if (!l)
+                return l.error();
+            ProviderState& p = tx.state.ensureProvider(provider);
+            p.paused = true;
+            p.pauseReason = stored;
+            p.pausedAtMs = now;
+        }
+        HistoryEvent e = event(now, EventType::Pause, provider, "");
+        e.reason = byWhom(why, who);
+        tx.events.push_back(std::move(e));
+        tx.changed = true;
+        return {};
+    });
+}
+
+Result<void> LocalQuotaBackend::resume(const std::string& provider, const std::string& who)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        if (provider.empty()) {
+            tx.state.pausedAll = false;
+            tx.state.pauseReason.clear();
+            for (auto& p : tx.state.providers) {
+                p.paused = false;
+                p.pauseReason.clear();
+            }
+        } else {
+            auto l = knownProvider(tx.limits, provider);
+            if (!l)
+                return l.error();
+            ProviderState& p = tx.state.ensureProvider(provider);
+            p.paused = false;
+            p.pauseReason.clear();
+        }
+        HistoryEvent e = event(nowMs(), EventType::Resume, provider, "");
+        e.reason = who.empty() ? "" : "by " + who;
+        tx.events.push_back(std::move(e));
+        tx.changed = true;
+        tx.ring = true;
+        return {};
+    });
+}
+
+Result<void> LocalQuotaBackend::resetBackoff(const std::string& provider, const std::string& who)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        if (auto l = knownProvider(tx.limits, provider); !l)
+            return l.error();
+        ProviderState& p = tx.state.ensureProvider(provider);
+        p.backoffUntilMs = 0;
+        p.paceUntilMs = 0;
+        p.consecutive429 = 0;
+        HistoryEvent e = event(nowMs(), EventType::BackoffReset, provider, "");
+        e.reason = who.empty() ? "" : "by " + who;
+        tx.events.push_back(std::move(e));
+        tx.changed = true;
+        tx.ring = true;
+        return {};
+    });
+}
+
+Result<int> LocalQuotaBackend::releaseStale(bool overdue, const std::string& who)
+{
+    int n = 0;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        n = 0; // an output, overwritten on every run
+        const std::int64_t now = nowMs();
+        for (auto& p : tx.state.providers) {
+            const ProviderLimits* l = tx.limits.find(p.name);
+            if (!l)
+                continue;
+            n += QuotaPolicy::reclaimSlots(p, *l, now, *m_probe, overdue, who, tx.events);
+            // Ghost waiters anywhere in the queue, not only at the head.
+            const auto before = p.queue.size();
+            std::erase_if(p.queue,
+                [&](const Waiter& w) { return !QuotaPolicy::whyWaiterGone(w, now, *m_probe).empty(); });
+            n += static_cast<int>(before - p.queue.size());
+        }
+        if (n > 0) {
+            tx.changed = true;
+            tx.ring = true;
+        }
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return n;
+}
+
+namespace {
+
+// The slot of `fence` in `provider`; `owner` is set only when there is one.
+std::vector<Slot>::iterator findSlot(
+    QuotaState& state, const std::string& provider, std::uint64_t fence, ProviderState*& owner)
+{
+    owner = nullptr;
+    ProviderState* p = state.provider(provider);
+    if (!p)
+        return {};
+    auto it = std::find_if(p->slots.begin(), p->slots.end(), [&](const Slot& s) { return s.fence == fence; });
+    if (it != p->slots.end())
+        owner = p;
+    return it;
+}
+
+} // namespace
+
+Result<bool> LocalQuotaBackend::releaseSlot(
+    const std::string& provider, std::uint64_t fence, const std::string& who)
+{
+    bool found = false;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        found = false; // an output, overwritten on every run
+        ProviderState* p = nullptr;
+        const auto it = findSlot(tx.state, provider, fence, p);
+        if (!p)
+            return {};
+        HistoryEvent e = event(nowMs(), EventType::Release, provider, it->caller);
+        e.model = it->model;
+        e.pid = it->pid;
+        e.fence = fence;
+        if (!who.empty())
+            e.reason = "forced by " + who;
+        tx.events.push_back(std::move(e));
+        p->slots.erase(it);
+        found = true;
+        tx.changed = true;
+        tx.ring = true;
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return found;
+}
+
+Result<bool> LocalQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+{
+    bool found = false;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        found = false; // an output, overwritten on every run
+        ProviderState* p = nullptr;
+        const auto it = findSlot(tx.state, provider, fence, p);
+        if (!p)
+            return {};
+        const std::int64_t now = nowMs();
+        it->leaseUntilMs = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
+        found = true;
+        tx.changed = true;
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return found;
+}
+
+Result<void> LocalQuotaBackend::record(const std::vector<HistoryEvent>& events)
+{
+    return m_store->transact([&events](QuotaTransaction& tx) -> Result<void> {
+        tx.events.insert(tx.events.end(), events.begin(), events.end());
+        return {};
+    });
+}
+
+Result<LimiterSnapshot> LocalQuotaBackend::snapshot()
+{
+    LimiterSnapshot out;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        out.state = tx.state;
+        out.limits = tx.limits;
+        out.nowMs = nowMs();
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return out;
+}
+
+} // namespace tollgate

@@ -1,0 +1,64 @@
+#pragma once
+
+// LocalQuotaBackend: the quota's operations (QuotaBackend) as QuotaPolicy run inside one
+// QuotaStore transaction each — for the stores whose state this process can read and write
+// under the store's exclusion: the file store (state.lock) and the memory store. Every
+// transaction function here is pure in the sense of quotastore.h (it may run twice): it reads
+// its inputs, writes the transaction and plain outputs it overwrites, nothing else.
+// Time is the injected clock; liveness is the injected process probe.
+
+#include "base/clock.h"
+#include "quota/quotabackend.h"
+#include "store/quotastore.h"
+#include "system/processprobe.h"
+
+namespace tollgate {
+
+class LocalQuotaBackend final : public QuotaBackend
+{
+public:
+    LocalQuotaBackend(QuotaStore& store, const Clock& clock, const ProcessProbe& probe)
+        : m_store(&store)
+        , m_clock(&clock)
+        , m_probe(&probe)
+    {
+    }
+
+    [[nodiscard]] Result<AdmitOutcome> admit(const AdmitStep& step) override;
+    [[nodiscard]] Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why) override;
+    [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
+        std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) override;
+    [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller) override;
+    [[nodiscard]] Result<QuotaLimits> limits() override;
+    [[nodiscard]] Result<bool> setLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
+        const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
+        const std::string& description) override;
+    [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who) override;
+    [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored, const std::string& why,
+        const std::string& who) override;
+    [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who) override;
+    [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who) override;
+    [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who) override;
+    [[nodiscard]] Result<bool> releaseSlot(
+        const std::string& provider, std::uint64_t fence, const std::string& who) override;
+    [[nodiscard]] Result<bool> renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs) override;
+    [[nodiscard]] Result<LimiterSnapshot> snapshot() override;
+    [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events) override;
+
+    [[nodiscard]] std::uint32_t changeMark() const override { return m_store->changeMark(); }
+    void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override
+    {
+        m_store->waitForChange(mark, timeout);
+    }
+    [[nodiscard]] std::string describe() const override { return m_store->describe(); }
+    [[nodiscard]] std::vector<Error> takeWarnings() override { return m_store->takeWarnings(); }
+
+private:
+    [[nodiscard]] std::int64_t nowMs() const;
+
+    QuotaStore* m_store; // not owned
+    const Clock* m_clock; // not owned
+    const ProcessProbe* m_probe; // not owned
+};
+
+} // namespace tollgate

@@ -1,0 +1,100 @@
+#pragma once
+
+// QuotaBackend: every state transition of the shared quota as one named, atomic operation —
+// what QuotaLimiter calls. The limiter keeps what happens between operations (waiting on the
+// change mark, deadlines, cancel, the jitter draw, who the caller is); a backend applies one
+// operation against the shared state, all or nothing, and records its history events.
+//
+// Why named operations and not "run this function on the state": a backend whose state lives
+// elsewhere (Redis: a Lua script per operation, run on the server in one round trip) cannot run
+// our C++ inside its transaction, and a client-side read-modify-write would retry-storm across
+// hosts and could be left half-done by a client that dies. The operations take everything they
+// need as arguments and return everything they decide.
+//
+// Implementations: LocalQuotaBackend (QuotaPolicy, run inside a QuotaStore transaction: the file
+// and memory stores). Time is the backend's: the local clock there, the server's TIME on Redis.
+
+#include "history/historyevent.h"
+#include "quota/quotalimits.h"
+#include "quota/quotapolicy.h"
+#include "quota/quotastate.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tollgate {
+
+struct LimiterSnapshot
+{
+    QuotaState state;
+    QuotaLimits limits;
+    std::int64_t nowMs = 0;
+};
+
+// One admission attempt of a request that may already wait in the queue (ticket != 0).
+struct AdmitStep
+{
+    AdmitRequest request; // sanitised, identity filled in
+    std::uint64_t ticket = 0; // the queue ticket kept from an earlier step; 0: not queued
+    bool enqueue = false; // queue the request when it is not admitted
+    std::int64_t startMs = 0; // when the caller started waiting (for waited_ms)
+    WaitReason firstReason = WaitReason::None; // why it first waited (for the history)
+};
+
+struct AdmitOutcome
+{
+    AdmitDecision decision;
+    std::int64_t leaseMs = 0; // the lease of the slot taken (the holder renews it)
+    std::int64_t nowMs = 0; // the backend's time of the decision
+};
+
+class QuotaBackend
+{
+public:
+    virtual ~QuotaBackend() = default;
+
+    [[nodiscard]] virtual Result<AdmitOutcome> admit(const AdmitStep& step) = 0;
+    // Leaves the queue; with `gaveUp`, records that the caller gave up (reason: why it waited).
+    [[nodiscard]] virtual Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why) = 0;
+    // jitterDraw: a uniform random number drawn by the caller (the backend takes its share).
+    [[nodiscard]] virtual Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
+        std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) = 0;
+    [[nodiscard]] virtual Result<void> reportSuccess(const std::string& provider, const std::string& caller) = 0;
+
+    [[nodiscard]] virtual Result<QuotaLimits> limits() = 0;
+    // Sets a provider's limits; with `expected`, only when they are still that (compare-and-set:
+    // false and `found` when not). `description`: the history's words (default: the limits).
+    [[nodiscard]] virtual Result<bool> setLimits(const std::string& provider,
+        const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
+        std::optional<ProviderLimits>* found, const std::string& description)
+        = 0;
+    [[nodiscard]] virtual Result<void> removeLimits(const std::string& provider, const std::string& who) = 0;
+    // stored: the pause reason kept in the state; why: the history's reason before "(by who)".
+    [[nodiscard]] virtual Result<void> pause(const std::string& provider, const std::string& stored,
+        const std::string& why, const std::string& who)
+        = 0;
+    [[nodiscard]] virtual Result<void> resume(const std::string& provider, const std::string& who) = 0;
+    [[nodiscard]] virtual Result<void> resetBackoff(const std::string& provider, const std::string& who) = 0;
+    [[nodiscard]] virtual Result<int> releaseStale(bool overdue, const std::string& who) = 0;
+    [[nodiscard]] virtual Result<bool> releaseSlot(
+        const std::string& provider, std::uint64_t fence, const std::string& who)
+        = 0;
+    [[nodiscard]] virtual Result<bool> renewSlot(
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+        = 0;
+    [[nodiscard]] virtual Result<LimiterSnapshot> snapshot() = 0;
+    // Appends events made outside the quota (the dashboard's lock-file actions) to the history.
+    [[nodiscard]] virtual Result<void> record(const std::vector<HistoryEvent>& events) = 0;
+
+    // Waking: a mark read before an operation, and a wait until it moves (capacity may have
+    // appeared) or the timeout passes.
+    [[nodiscard]] virtual std::uint32_t changeMark() const = 0;
+    virtual void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const = 0;
+    [[nodiscard]] virtual std::string describe() const = 0;
+    // Problems that did not undo a committed operation (see QuotaStore::takeWarnings).
+    [[nodiscard]] virtual std::vector<Error> takeWarnings() = 0;
+};
+
+} // namespace tollgate
