@@ -51,6 +51,7 @@ private Q_SLOTS:
     void globalOptionsBeforeTheCommand();
     void homeUrlsAreParsedNotTakenAsDirectories_data();
     void homeUrlsAreParsedNotTakenAsDirectories();
+    void limitsMoveBetweenHomesByExportAndImport();
 
 private:
     struct Ran
@@ -438,6 +439,89 @@ void TestCli::homeUrlsAreParsedNotTakenAsDirectories()
                 what.constData());
         }
     }
+}
+
+void TestCli::limitsMoveBetweenHomesByExportAndImport()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--parallel"), QStringLiteral("2") });
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("other"), QStringLiteral("--tokens"),
+                 QStringLiteral("900") })
+                 .code,
+        0);
+    const Ran exported = cli({ QStringLiteral("limits"), QStringLiteral("export") });
+    QCOMPARE(exported.code, 0);
+    const QString doc = m_dir->path() + QStringLiteral("/limits-export.json");
+    {
+        QFile f(doc);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(exported.out);
+    }
+    const QString other = m_dir->path() + QStringLiteral("/second-home");
+    auto in = [&](QStringList args) { // --home after the command words
+        const qsizetype at = args.first() == QStringLiteral("limits") ? 2 : 1;
+        args.insert(at, QStringLiteral("--home"));
+        args.insert(at + 1, other);
+        return raw(args);
+    };
+    // Into a new home: both providers, exactly as they were.
+    Ran imported = in({ QStringLiteral("limits"), QStringLiteral("import"), doc });
+    QVERIFY2(imported.code == 0, imported.err.constData());
+    const Ran mine = cli({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") });
+    const Ran theirs = in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") });
+    QCOMPARE(theirs.code, 0);
+    QCOMPARE(theirs.out, mine.out);
+    // Again: nothing to change.
+    imported = in({ QStringLiteral("limits"), QStringLiteral("import"), doc, QStringLiteral("--json") });
+    QCOMPARE(imported.code, 0);
+    QCOMPARE(object(imported.out).value(QStringLiteral("changed")).toArray().size(), 0);
+
+    // A document with one bad value changes nothing at all.
+    QByteArray bad = exported.out;
+    bad.replace("\"requests\": 5", "\"requests\": -5");
+    QVERIFY(bad != exported.out);
+    const QString badDoc = m_dir->path() + QStringLiteral("/bad.json");
+    {
+        QFile f(badDoc);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(bad);
+    }
+    const Ran refused = in({ QStringLiteral("limits"), QStringLiteral("import"), badDoc });
+    QCOMPARE(refused.code, 2);
+    QVERIFY2(refused.err.contains("bad.json") && refused.err.contains("requests"), refused.err.constData());
+    QCOMPARE(in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") }).out, mine.out);
+
+    // A FIFO is refused at once, not waited on.
+    const QString fifo = m_dir->path() + QStringLiteral("/fifo");
+    QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+    const Ran fromFifo = in({ QStringLiteral("limits"), QStringLiteral("import"), fifo });
+    QVERIFY(fromFifo.code != -2);
+    QCOMPARE(fromFifo.code, 3);
+
+    // --replace: only what the document names is left; an empty document is refused.
+    const Ran one = cli({ QStringLiteral("limits"), QStringLiteral("export"), QStringLiteral("api") });
+    const QString oneDoc = m_dir->path() + QStringLiteral("/one.json");
+    {
+        QFile f(oneDoc);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(one.out);
+    }
+    QCOMPARE(in({ QStringLiteral("limits"), QStringLiteral("import"), oneDoc, QStringLiteral("--replace") }).code, 0);
+    const Ran left = in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") });
+    QVERIFY(left.out.contains("\"api\""));
+    QVERIFY(!left.out.contains("\"other\""));
+    const QString emptyDoc = m_dir->path() + QStringLiteral("/empty.json");
+    {
+        QFile f(emptyDoc);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"version\": 1, \"providers\": {}}");
+    }
+    const Ran emptied = in({ QStringLiteral("limits"), QStringLiteral("import"), emptyDoc, QStringLiteral("--replace") });
+    QCOMPARE(emptied.code, 2);
+    QVERIFY(in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") }).out.contains("\"api\""));
+    // Every change is in the history, with who made it.
+    const Ran history = in({ QStringLiteral("history") });
+    QVERIFY2(history.out.contains("removed by an import"), history.out.constData());
+    QVERIFY2(history.out.contains("added by an import"), history.out.constData());
 }
 
 void TestCli::retryAfterFifoDoesNotHangRun()

@@ -48,6 +48,7 @@ private Q_SLOTS:
     void pauseStopsEveryoneUntilResumed();
     void fencesOnlyGrow();
     void limitsCompareAndSet();
+    void importSetsEveryProviderInOneOperation();
     void unknownProviderIsRefused();
     void releaseStaleCountsEachHolderOnce();
     void jitterIsDrawnOncePerReport();
@@ -261,6 +262,27 @@ void TestQuotaLimiter::limitsCompareAndSet()
     auto now = limiter().limits();
     QVERIFY(now.ok());
     QCOMPARE(now->find("p")->requests, std::optional<std::int64_t>(20));
+}
+
+void TestQuotaLimiter::importSetsEveryProviderInOneOperation()
+{
+    QVERIFY(limiter().setLimits("a", requestsPerMinute(1), "test").ok());
+    QVERIFY(limiter().setLimits("b", requestsPerMinute(2), "test").ok());
+    QuotaLimits incoming;
+    QVERIFY(incoming.set("b", requestsPerMinute(20)).ok());
+    QVERIFY(incoming.set("c", requestsPerMinute(30)).ok());
+    auto merged = limiter().importLimits(incoming, false, "test");
+    QVERIFY(merged.ok());
+    QCOMPARE(merged->size(), std::size_t(2)); // b changed, c added; a untouched
+    QVERIFY(limiter().limits()->find("a"));
+    auto again = limiter().importLimits(incoming, true, "test");
+    QVERIFY(again.ok());
+    QCOMPARE(*again, std::vector<std::string> { "a" }); // only the removal: b and c are as given
+    auto now = limiter().limits();
+    QVERIFY(now.ok());
+    QVERIFY(!now->find("a"));
+    QCOMPARE(now->find("b")->requests, std::optional<std::int64_t>(20));
+    QCOMPARE(now->find("c")->requests, std::optional<std::int64_t>(30));
 }
 
 void TestQuotaLimiter::unknownProviderIsRefused()

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
+#include <iostream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,6 +47,9 @@ struct Options
     std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
     std::optional<double> timeout, since;
     bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
+    // limits import FILE [--replace]
+    std::string importFile;
+    bool replace = false;
     // status --watch [SECONDS]: watchGiven when the option was given at all (its value is optional).
     std::optional<std::string> watch;
     bool watchGiven = false;
@@ -266,6 +270,90 @@ int cmdLimitsShow()
         c.console.say(
             "no providers yet; add one with: tollgate limits set PROVIDER --requests N --window SECONDS");
     c.console.emit(list);
+    return EXIT_OK;
+}
+
+// The limits of a home as a document another home can import: the limits.json format.
+int cmdLimitsExport()
+{
+    Context c("limits export");
+    bool exists = false;
+    if (int code = c.openExisting(exists); code >= 0)
+        return code;
+    QuotaLimits out;
+    const std::string& only = g_options.provider;
+    if (exists) {
+        auto view = c.peek(false);
+        if (!view)
+            return c.console.fail(view.error());
+        if (!only.empty() && !view->limits.find(only))
+            return c.console.fail(Error::make(ErrorKind::Usage, "",
+                "unknown provider '" + only + "'; known providers: " + view->limits.knownProviders()));
+        for (const auto& [name, l] : view->limits.providers()) {
+            if (only.empty() || name == only)
+                (void)out.set(name, l); // valid: read through the same checks
+        }
+    } else if (!only.empty()) {
+        return c.console.fail(Error::make(ErrorKind::Usage, "", "unknown provider '" + only + "': no limits set yet"));
+    }
+    const std::string doc = out.toJson();
+    if (g_options.common.json)
+        c.console.emit(json::parse(doc, nullptr, false));
+    else
+        std::cout << doc << (doc.empty() || doc.back() != '\n' ? "\n" : "") << std::flush;
+    if (out.providers().empty())
+        c.console.warn("no limits to export (home " + c.home + ")");
+    return EXIT_OK;
+}
+
+// Limits from a document (`limits export` of another home, or limits.json): checked whole
+// before anything changes, then set in one operation.
+int cmdLimitsImport()
+{
+    Context c("limits import");
+    constexpr std::size_t MAX_IMPORT_BYTES = 1 << 20;
+    const std::string& file = g_options.importFile;
+    Result<std::string> text = std::string();
+    if (file == "-") {
+        std::string in;
+        char buf[65536];
+        std::size_t n = 0;
+        while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0 && in.size() <= MAX_IMPORT_BYTES)
+            in.append(buf, n);
+        text = std::move(in);
+    } else {
+        // Never blocks: a FIFO or device named here is refused, not waited on.
+        auto fd = Fd::openRegular(file, O_RDONLY);
+        text = fd ? fd->readAll(MAX_IMPORT_BYTES + 1) : Result<std::string>(fd.error());
+    }
+    if (!text)
+        return c.console.fail(text.error());
+    const std::string shown = file == "-" ? std::string("standard input") : file;
+    if (text->size() > MAX_IMPORT_BYTES)
+        return c.console.fail(Error::make(ErrorKind::Usage, shown, "more than 1 MiB: not a limits document"));
+    auto incoming = QuotaLimits::fromJson(*text);
+    if (!incoming)
+        return c.console.fail(Error::make(ErrorKind::Usage, shown, "not a limits document: " + incoming.error().message));
+    if (incoming->providers().empty() && g_options.replace)
+        return c.console.fail(Error::make(ErrorKind::Usage, shown,
+            "names no provider: with --replace that would remove every limit (use limits remove)"));
+    if (int code = c.open(); code >= 0)
+        return code;
+    auto changed = c.limiter->importLimits(*incoming, g_options.replace, who());
+    if (!changed)
+        return c.console.fail(changed.error());
+    json out;
+    out["changed"] = *changed;
+    out["providers"] = incoming->providers().size();
+    if (changed->empty()) {
+        c.console.say("nothing changed: the limits are already those of " + shown);
+    } else {
+        std::string list;
+        for (const auto& name : *changed)
+            list += (list.empty() ? "" : ", ") + name;
+        c.console.say("imported from " + shown + ": " + list);
+    }
+    c.console.emit(out);
     return EXIT_OK;
 }
 
@@ -991,7 +1079,7 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
         CliOptions::addSeconds(sub, "--timeout", o.timeout, "how long to wait at most (default 60)");
     };
 
-    CLI::App* limits = app.add_subcommand("limits", "set, show or remove a provider's limits");
+    CLI::App* limits = app.add_subcommand("limits", "set, show, remove, export or import providers' limits");
     limits->require_subcommand(0, 1);
     CliOptions::addCommon(limits, o.common);
 
@@ -1032,6 +1120,14 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
 
     CLI::App* show = command(limits, "show", "show the limits (of PROVIDER, or of all)", cmdLimitsShow);
     provider(show, "only this provider");
+    CLI::App* exportCmd = command(limits, "export",
+        "print the limits (of PROVIDER, or of all) as a document `limits import` reads", cmdLimitsExport);
+    provider(exportCmd, "only this provider");
+    CLI::App* importCmd = command(limits, "import",
+        "set the limits of every provider in FILE (from `limits export`; - reads standard input)",
+        cmdLimitsImport);
+    importCmd->add_option("FILE", o.importFile, "the limits document, or - for standard input")->required();
+    importCmd->add_flag("--replace", o.replace, "also remove the providers FILE does not name");
     CLI::App* remove
         = command(limits, "remove", "remove PROVIDER's limits, or only those of one model", cmdLimitsRemove);
     provider(remove, "the provider");

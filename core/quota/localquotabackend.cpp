@@ -261,6 +261,51 @@ Result<void> LocalQuotaBackend::removeLimits(const std::string& provider, const 
     });
 }
 
+Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
+    const QuotaLimits& incoming, bool replace, const std::string& who)
+{
+    for (const auto& [name, l] : incoming.providers()) {
+        if (auto v = QuotaLimits::validate(name, l); !v)
+            return v.error();
+    }
+    std::vector<std::string> changed;
+    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        changed.clear(); // an output, overwritten on every run
+        const std::int64_t now = nowMs();
+        if (replace) {
+            std::vector<std::string> gone;
+            for (const auto& [name, l] : all.providers()) {
+                if (!incoming.find(name))
+                    gone.push_back(name);
+            }
+            for (const auto& name : gone) {
+                all.remove(name);
+                std::erase_if(tx.state.providers, [&](const ProviderState& p) { return p.name == name; });
+                HistoryEvent e = event(now, EventType::Limits, name, "");
+                e.reason = byWhom("removed by an import", who);
+                tx.events.push_back(std::move(e));
+                changed.push_back(name);
+            }
+        }
+        for (const auto& [name, l] : incoming.providers()) {
+            const ProviderLimits* current = all.find(name);
+            if (current && *current == l)
+                continue;
+            if (auto set = all.set(name, l); !set)
+                return set;
+            QuotaPolicy::syncProvider(tx.state.ensureProvider(name), l, now);
+            HistoryEvent e = event(now, EventType::Limits, name, "");
+            e.reason = byWhom(current ? "changed by an import" : "added by an import", who);
+            tx.events.push_back(std::move(e));
+            changed.push_back(name);
+        }
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return changed;
+}
+
 Result<void> LocalQuotaBackend::pause(
     const std::string& provider, const std::string& stored, const std::string& why, const std::string& who)
 {

@@ -34,6 +34,8 @@ public:
         const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
         const std::string& description) override;
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who) override;
+    [[nodiscard]] Result<std::vector<std::string>> importLimits(
+        const QuotaLimits& incoming, bool replace, const std::string& who) override;
     [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored, const std::string& why,
         const std::string& who) override;
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who) override;

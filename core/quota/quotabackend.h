@@ -71,6 +71,11 @@ public:
         std::optional<ProviderLimits>* found, const std::string& description)
         = 0;
     [[nodiscard]] virtual Result<void> removeLimits(const std::string& provider, const std::string& who) = 0;
+    // Sets every provider of `incoming` in one operation (limits moved from another home);
+    // with `replace`, providers not in `incoming` are removed. Returns the providers changed.
+    [[nodiscard]] virtual Result<std::vector<std::string>> importLimits(
+        const QuotaLimits& incoming, bool replace, const std::string& who)
+        = 0;
     // stored: the pause reason kept in the state; why: the history's reason before "(by who)".
     [[nodiscard]] virtual Result<void> pause(const std::string& provider, const std::string& stored,
         const std::string& why, const std::string& who)

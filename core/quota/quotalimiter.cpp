@@ -137,6 +137,12 @@ Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::
     return m_backend->removeLimits(provider, who);
 }
 
+Result<std::vector<std::string>> QuotaLimiter::importLimits(
+    const QuotaLimits& incoming, bool replace, const std::string& who)
+{
+    return m_backend->importLimits(incoming, replace, who);
+}
+
 Result<void> QuotaLimiter::pause(const std::string& provider, const std::string& reason, const std::string& who)
 {
     std::string why = TextSanitizer::clean(reason, 200);

@@ -63,6 +63,9 @@ public:
         const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
         std::optional<ProviderLimits>* found = nullptr, const std::string& what = {});
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who);
+    // Sets every provider of `incoming` at once (see QuotaBackend::importLimits).
+    [[nodiscard]] Result<std::vector<std::string>> importLimits(
+        const QuotaLimits& incoming, bool replace, const std::string& who);
     // provider empty: everything. The history's reason is "REASON (by WHO)", or "by WHO"
     // without a reason (then also the stored pause reason).
     [[nodiscard]] Result<void> pause(

@@ -110,11 +110,13 @@ _tollgate()
     demo) opts="--home --duration -h --help" ;;
     limits)
         case $sub in
-        "") opts="$common" positional=sub subs="set show remove" ;;
+        "") opts="$common" positional=sub subs="set show remove export import" ;;
         set) opts="$common --model --requests --window --tokens --parallel --headroom --backoff-base
                 --backoff-cap --max-hold --no-tokens --no-parallel --no-requests" positional=provider ;;
         show) opts="$common" positional=provider ;;
         remove) opts="$common --model" positional=provider ;;
+        export) opts="$common" positional=provider ;;
+        import) opts="$common --replace" positional=file ;;
         esac
         ;;
     lock)
