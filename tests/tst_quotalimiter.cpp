@@ -13,7 +13,10 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
+#include <atomic>
 #include <functional>
+#include <thread>
 #include <memory>
 #include <poll.h>
 
@@ -50,6 +53,11 @@ private Q_SLOTS:
     void limitsCompareAndSet();
     void importSetsEveryProviderInOneOperation();
     void unknownProviderIsRefused();
+    void releaseByFenceAndRenewTheLease();
+    void resetBackoffAndSuccessEndTheStreak();
+    void removedProviderIsForgotten();
+    void recordedEventsReachTheHistory();
+    void waiterKeepsItsPlaceAndLeavesOnGivingUp();
     void releaseStaleCountsEachHolderOnce();
     void jitterIsDrawnOncePerReport();
     void readerSeesStateLimitsAndHistory();
@@ -291,6 +299,113 @@ void TestQuotaLimiter::unknownProviderIsRefused()
     auto r = tryAcquire("a");
     QVERIFY(!r.ok());
     QVERIFY(QString::fromStdString(r.error().message).contains(QStringLiteral("known")));
+}
+
+void TestQuotaLimiter::releaseByFenceAndRenewTheLease()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.parallel = 1;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    auto permit = tryAcquire("a", 0, true);
+    QVERIFY(permit.ok());
+    const std::uint64_t fence = permit->fence();
+    permit->detach(); // held by "the script", released by fence
+    auto renewed = limiter().renewSlot("p", fence, 5000);
+    QVERIFY(renewed.ok() && *renewed);
+    auto snap = limiter().snapshot();
+    QVERIFY(snap.ok());
+    QCOMPARE(snap->state.provider("p")->slots.front().leaseUntilMs, snap->nowMs + 5000);
+    QVERIFY(!tryAcquire("b", 0, true).ok());
+    auto released = limiter().releaseSlot("p", fence, "test");
+    QVERIFY(released.ok() && *released);
+    auto twice = limiter().releaseSlot("p", fence, "test");
+    QVERIFY(twice.ok() && !*twice); // already gone: said, not an error
+    auto renewGone = limiter().renewSlot("p", fence, 5000);
+    QVERIFY(renewGone.ok() && !*renewGone);
+    QVERIFY(tryAcquire("b", 0, true).ok());
+}
+
+void TestQuotaLimiter::resetBackoffAndSuccessEndTheStreak()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(100), "test").ok());
+    QVERIFY(limiter().report429("p", "a", 30000).ok());
+    QVERIFY(limiter().report429("p", "a", 30000).ok());
+    QVERIFY(!tryAcquire("a").ok());
+    QVERIFY(limiter().resetBackoff("p", "test").ok());
+    QVERIFY(tryAcquire("a").ok()); // no backoff, no pacing
+    QVERIFY(limiter().report429("p", "a", 1000).ok());
+    QCOMPARE(limiter().snapshot()->state.provider("p")->consecutive429, 1);
+    QVERIFY(limiter().reportSuccess("p", "a").ok());
+    QCOMPARE(limiter().snapshot()->state.provider("p")->consecutive429, 0);
+}
+
+void TestQuotaLimiter::removedProviderIsForgotten()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(1), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    QVERIFY(limiter().removeLimits("p", "test").ok());
+    QVERIFY(!limiter().limits()->find("p"));
+    QVERIFY(!limiter().snapshot()->state.provider("p"));
+    QVERIFY(!tryAcquire("a").ok()); // unknown now
+    auto again = limiter().removeLimits("p", "test");
+    QVERIFY(!again.ok());
+    QCOMPARE(again.error().kind, ErrorKind::Usage);
+    // Set again: a fresh window, not the old one.
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(1), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+}
+
+void TestQuotaLimiter::recordedEventsReachTheHistory()
+{
+    HistoryEvent e;
+    e.timeMs = 12345;
+    e.type = EventType::LockRelease;
+    e.reason = "deploy.lock";
+    QVERIFY(limiter().record({ e }).ok());
+    auto batch = m_store.reader->history()->poll();
+    QVERIFY(batch.ok());
+    QCOMPARE(batch->events.size(), std::size_t(1));
+    QCOMPARE(batch->events[0].type, EventType::LockRelease);
+    QCOMPARE(batch->events[0].reason, std::string("deploy.lock"));
+}
+
+void TestQuotaLimiter::waiterKeepsItsPlaceAndLeavesOnGivingUp()
+{
+    // A waiter (deadline in the future) is queued; giving up (cancel) takes it out again and
+    // records why, so the next caller is not stuck behind a ghost. The waiter runs on a thread;
+    // this thread looks through the reader only (the store object is the waiter's).
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(1), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    std::atomic<bool> cancel { false };
+    Result<Permit> waited = Error::make(ErrorKind::Io, "", "not run");
+    std::thread waiter([&] {
+        AdmitRequest r;
+        r.provider = "p";
+        r.caller = "patient";
+        waited = limiter().acquire(r, m_clock.now() + 60s, &cancel);
+    });
+    bool queued = false;
+    for (int i = 0; i < 2000 && !queued; ++i) { // poll with a deadline (10 s)
+        auto view = m_store.reader->snapshot();
+        queued = view.ok() && view->state && view->state->provider("p")
+            && view->state->provider("p")->queue.size() == 1;
+        if (!queued)
+            std::this_thread::sleep_for(5ms);
+    }
+    cancel = true;
+    waiter.join();
+    QVERIFY(queued);
+    QVERIFY(!waited.ok());
+    QCOMPARE(waited.error().kind, ErrorKind::Timeout);
+    QVERIFY(QString::fromStdString(waited.error().message).contains(QStringLiteral("cancelled")));
+    auto view = m_store.reader->snapshot();
+    QVERIFY(view.ok() && view->state);
+    QVERIFY(view->state->provider("p")->queue.empty());
+    auto batch = m_store.reader->history()->poll();
+    QVERIFY(batch.ok());
+    QVERIFY(std::any_of(batch->events.begin(), batch->events.end(), [](const HistoryEvent& e) {
+        return e.type == EventType::GaveUp && e.caller == "patient" && e.reason.find("cancelled") != std::string::npos;
+    }));
 }
 
 void TestQuotaLimiter::releaseStaleCountsEachHolderOnce()
