@@ -115,6 +115,19 @@ void TestHomeSpec::refused_data()
     QTest::newRow("fragment") << "redis://h#x" << "'#'";
     QTest::newRow("open ipv6") << "redis://[::1" << "']'";
     QTest::newRow("dot dot") << "/tmp/../etc" << "'..'";
+    QTest::newRow("password with percent") << "redis://u:secret%40x@h" << "TOLLGATE_REDIS_PASSWORD";
+    QTest::newRow("password with slash") << "redis://u:sec/ret@h" << "TOLLGATE_REDIS_PASSWORD";
+    QTest::newRow("password with question mark") << "redis://u:sec?ret@h" << "TOLLGATE_REDIS_PASSWORD";
+    QTest::newRow("password with hash") << "redis://u:sec#ret@h" << "TOLLGATE_REDIS_PASSWORD";
+    QTest::newRow("leading space") << " redis://h" << "white space";
+    QTest::newRow("trailing space") << "/tmp/home " << "white space";
+    QTest::newRow("url inside") << "x/redis://h" << "'://' inside";
+    QTest::newRow("host and port") << "localhost:6379" << "HOST:PORT";
+    QTest::newRow("address and port") << "10.0.0.5:6380" << "HOST:PORT";
+    QTest::newRow("brackets without ipv6") << "redis://[beef]" << "IPv6";
+    QTest::newRow("negative db") << "redis://h/-0" << "database number";
+    QTest::newRow("plus port") << "redis://h:+1" << "port";
+    QTest::newRow("prefix twice") << "redis://h?prefix=a&prefix=b" << "twice";
 }
 
 void TestHomeSpec::refused()
@@ -125,7 +138,8 @@ void TestHomeSpec::refused()
     QVERIFY2(!spec.ok(), text.toUtf8().constData());
     const QString message = QString::fromStdString(spec.error().describe());
     QVERIFY2(message.contains(says), message.toUtf8().constData());
-    QVERIFY2(!message.contains(QStringLiteral("secret")), "a refusal repeated the password");
+    QVERIFY2(!message.contains(QStringLiteral("secret")) && !message.contains(QStringLiteral("ret@")),
+        "a refusal repeated the password");
 }
 
 void TestHomeSpec::resolveOrder()

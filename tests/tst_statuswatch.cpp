@@ -168,6 +168,7 @@ private Q_SLOTS:
     void noColorGivesNoColour();
     void notATerminalPrintsPlainFrames();
     void changeRedrawsWithoutWaitingForTheInterval();
+    void homeRemovedAndCreatedAgainIsFollowed();
     void homeThatAppearsAndDisappearsIsShown();
     void corruptStateIsShownNotFatal();
     void badOptionsAreUsageErrors_data();
@@ -343,6 +344,38 @@ void TestStatusWatch::changeRedrawsWithoutWaitingForTheInterval()
     QVERIFY(p.waitForFinished(DEADLINE_MS));
     QVERIFY2(out.contains("seen at once"), out.constData());
     QVERIFY(out.count("Tollgate status") >= 2);
+}
+
+void TestStatusWatch::homeRemovedAndCreatedAgainIsFollowed()
+{
+    // The feed watches the directory that was opened: after it is removed and a new one made
+    // at the same path, the watch must follow the new one (an hour's interval otherwise).
+    knownState();
+    QProcess p;
+    auto e = QProcessEnvironment::systemEnvironment();
+    e.insert(QStringLiteral("TOLLGATE_HOME"), m_home);
+    p.setProcessEnvironment(e);
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--watch", "3600" }));
+    QVERIFY(p.waitForStarted());
+    QByteArray out;
+    QElapsedTimer t;
+    t.start();
+    auto readUntil = [&](const char* text) {
+        while (!out.contains(text) && t.elapsed() < DEADLINE_MS) {
+            p.waitForReadyRead(100);
+            out += p.readAllStandardOutput();
+        }
+        return out.contains(text);
+    };
+    QVERIFY2(readUntil("api  BLOCKED"), out.constData());
+    QVERIFY(QDir(m_home).removeRecursively());
+    QCOMPARE(cli({ "limits", "set", "newcomer", "--requests", "3" }), 0);
+    QVERIFY2(readUntil("newcomer"), out.constData());
+    // A later change in the new home wakes the watch too (the old watch died with the old home).
+    QCOMPARE(cli({ "pause", "newcomer", "--reason", "second change" }), 0);
+    QVERIFY2(readUntil("second change"), out.constData());
+    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+    QVERIFY(p.waitForFinished(DEADLINE_MS));
 }
 
 void TestStatusWatch::notATerminalPrintsPlainFrames()

@@ -458,7 +458,7 @@ std::vector<Line> frame(const HomeSpec& spec, Watched& watched, double seconds, 
         return out;
     }
     if (!view) {
-        watched.reset();
+        // Kept: a writer stopped for a while is not a new home (the feed and cursor stay good).
         out.push_back({ "cannot read the home: " + Console::printable(view.error().message), Colour::Red });
         return out;
     }
@@ -597,7 +597,10 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
         if (!writeAll(STDOUT_FILENO, text))
             return EXIT_IO; // the terminal or the reader went away: nobody to tell
 
-        auto deadline = drawnAt + std::chrono::milliseconds(intervalMs);
+        // Without a change feed (no home yet, or it cannot be watched) look at least every
+        // NO_FEED_LOOK_MS, so a home that appears is shown without waiting a long interval.
+        const std::int64_t waitMs = watched.feed ? intervalMs : std::min<std::int64_t>(intervalMs, NO_FEED_LOOK_MS);
+        auto deadline = drawnAt + std::chrono::milliseconds(waitMs);
         bool redraw = false;
         while (!redraw) {
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -639,6 +642,8 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
                 // A change: redraw soon, but at most every MIN_CHANGE_REDRAW_MS however fast
                 // the callers go (a burst of admissions is one frame, not hundreds).
                 deadline = std::min(deadline, drawnAt + std::chrono::milliseconds(MIN_CHANGE_REDRAW_MS));
+                if (watched.feed->lost())
+                    watched.reset(); // the home went away: the next frame looks for it again
             }
             if (stdinOpen && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
                 char keysRead[64];

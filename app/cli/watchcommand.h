@@ -34,6 +34,8 @@ public:
     static constexpr std::int64_t LOCK_WAIT_MS = 1000;
     // A change in the home redraws at once, but never more often than this.
     static constexpr std::int64_t MIN_CHANGE_REDRAW_MS = 250;
+    // With nothing to wake it (no home yet), the watch looks this often at least.
+    static constexpr std::int64_t NO_FEED_LOOK_MS = 1000;
     static constexpr std::int64_t RATE_SPAN_MS = 60000;
 
     // "takes a number of seconds from 0.1 to 3600, not 'x'" when out of range.

@@ -23,6 +23,9 @@ public:
     // Consumes what arrived without blocking; true when something relevant changed (a file of
     // the quota, or the home itself went away).
     [[nodiscard]] virtual bool drain() = 0;
+    // True once the feed can never fire again (the watched home was removed or moved away; a
+    // new home at the same path is another directory): subscribe again to follow it.
+    [[nodiscard]] virtual bool lost() const { return false; }
 };
 
 } // namespace tollgate

@@ -43,6 +43,7 @@ public:
     {
     }
     int fd() const override { return m_inotify.get(); }
+    bool lost() const override { return m_lost; }
     bool drain() override
     {
         bool changed = false;
@@ -55,8 +56,12 @@ public:
                 return changed; // EAGAIN: drained
             for (ssize_t at = 0; at < n;) {
                 const auto* e = reinterpret_cast<const inotify_event*>(buf.data() + at);
-                if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_Q_OVERFLOW | IN_UNMOUNT))
-                    changed = true; // the home went away, or events were lost: look again
+                if (e->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED | IN_UNMOUNT)) {
+                    changed = true; // the home went away: this watch is over
+                    m_lost = true;
+                } else if (e->mask & IN_Q_OVERFLOW) {
+                    changed = true; // events were lost: look again
+                }
                 else if (e->len > 0 && relevant(std::string_view(e->name)))
                     changed = true;
                 at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
@@ -66,6 +71,7 @@ public:
 
 private:
     Fd m_inotify;
+    bool m_lost = false;
 };
 
 } // namespace

@@ -34,6 +34,24 @@ std::string_view schemeOf(std::string_view text)
     return text.substr(0, colon);
 }
 
+// "localhost:6379", "10.0.0.5:6380": a name, a colon and digits, nothing else.
+bool looksLikeHostPort(std::string_view text)
+{
+    const auto colon = text.rfind(':');
+    if (colon == 0 || colon == std::string_view::npos || colon + 1 == text.size())
+        return false;
+    for (std::size_t i = 0; i < colon; ++i) {
+        const char c = text[i];
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-')
+            return false;
+    }
+    for (std::size_t i = colon + 1; i < text.size(); ++i) {
+        if (text[i] < '0' || text[i] > '9')
+            return false;
+    }
+    return true;
+}
+
 bool isAsciiLower(std::string_view a, std::string_view lower)
 {
     if (a.size() != lower.size())
@@ -50,6 +68,10 @@ std::optional<int> parseNumber(std::string_view s, int max)
     int v = 0;
     if (s.empty() || s.size() > 6)
         return std::nullopt;
+    for (char c : s) {
+        if (c < '0' || c > '9')
+            return std::nullopt; // from_chars would take a '-'
+    }
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (ec != std::errc {} || end != s.data() + s.size() || v < 0 || v > max)
         return std::nullopt;
@@ -66,10 +88,25 @@ bool prefixChar(char c)
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' || c == ':';
 }
 
-Result<RedisAddress> parseRedis(std::string_view text)
+Result<RedisAddress> parseRedis(std::string_view original)
 {
     RedisAddress a;
-    std::string_view rest = text.substr(text.find("://") + 3);
+    // A password is refused before anything else is looked at, and no refusal repeats it:
+    // whatever lies between "://" and the last '@' (a password may hold '/', '?', '#', '%')
+    // is shown as USER:*** (stderr ends up in logs).
+    const std::size_t start = original.find("://") + 3;
+    if (const auto at = original.rfind('@'); at != std::string_view::npos && at > start) {
+        const std::string_view userinfo = original.substr(start, at - start);
+        if (const auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+            const std::string shown = std::string(original.substr(0, start)) + std::string(userinfo.substr(0, colon))
+                + ":***@" + std::string(original.substr(at + 1));
+            return bad(shown,
+                "a password in the home URL is refused (the command line shows in `ps` and in shell history): "
+                "give it in TOLLGATE_REDIS_PASSWORD or in a 0600 file named by TOLLGATE_REDIS_PASSWORD_FILE");
+        }
+    }
+    const std::string_view text = original;
+    std::string_view rest = text.substr(start);
     if (rest.find('%') != std::string_view::npos)
         return bad(text, "percent-encoding is not supported in a Redis home; write the URL as " + std::string(FORM));
     if (rest.find('#') != std::string_view::npos)
@@ -88,14 +125,6 @@ Result<RedisAddress> parseRedis(std::string_view text)
     if (auto at = rest.rfind('@'); at != std::string_view::npos) {
         const std::string_view userinfo = rest.substr(0, at);
         rest = rest.substr(at + 1);
-        if (const auto colon = userinfo.find(':'); colon != std::string_view::npos) {
-            // Not even the refusal repeats the password (stderr ends up in logs).
-            const std::string shown = std::string(text.substr(0, text.find("://") + 3))
-                + std::string(userinfo.substr(0, colon)) + ":***@" + std::string(rest);
-            return bad(shown,
-                "a password in the home URL is refused (the command line shows in `ps` and in shell history): "
-                "give it in TOLLGATE_REDIS_PASSWORD or in a 0600 file named by TOLLGATE_REDIS_PASSWORD_FILE");
-        }
         if (userinfo.empty() || userinfo.size() > 64)
             return bad(text, "the Redis user name must have 1 to 64 characters");
         for (char c : userinfo) {
@@ -112,10 +141,13 @@ Result<RedisAddress> parseRedis(std::string_view text)
         if (close == std::string_view::npos)
             return bad(text, "an IPv6 address must be closed by ']'");
         a.host = std::string(rest.substr(1, close - 1));
+        bool hexOrColon = a.host.find(':') != std::string::npos;
         for (char c : a.host) {
             if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.')
-                return bad(text, "not an IPv6 address: " + a.host);
+                hexOrColon = false;
         }
+        if (!hexOrColon)
+            return bad(text, "not an IPv6 address between '[' and ']'");
         rest = rest.substr(close + 1);
         if (!rest.empty() && rest.front() != ':')
             return bad(text, "after an IPv6 address only ':PORT' may follow");
@@ -148,6 +180,7 @@ Result<RedisAddress> parseRedis(std::string_view text)
                 "the part after the host must be a database number from 0 to " + std::to_string(RedisAddress::MAX_DB));
         a.db = *db;
     }
+    bool seenPrefix = false;
     while (!query.empty()) {
         const auto amp = query.find('&');
         const std::string_view item = query.substr(0, amp);
@@ -157,6 +190,9 @@ Result<RedisAddress> parseRedis(std::string_view text)
         const std::string_view value = eq == std::string_view::npos ? std::string_view {} : item.substr(eq + 1);
         if (key != "prefix")
             return bad(text, "unknown option '" + std::string(key) + "' in a Redis home (known: prefix)");
+        if (seenPrefix)
+            return bad(text, "prefix= is given twice");
+        seenPrefix = true;
         if (value.empty() || value.size() > RedisAddress::MAX_PREFIX)
             return bad(text, "prefix= must have 1 to " + std::to_string(RedisAddress::MAX_PREFIX) + " characters");
         for (char c : value) {
@@ -226,6 +262,15 @@ Result<HomeSpec> HomeSpec::parse(std::string_view text)
         return bad(text,
             "unknown kind of home '" + std::string(scheme) + "://': a home is a directory or " + std::string(FORM));
     }
+    if (!text.empty() && (std::isspace(static_cast<unsigned char>(text.front()))
+            || std::isspace(static_cast<unsigned char>(text.back()))))
+        return bad(text, "the home begins or ends with white space (pasted?); refused");
+    if (text.find("://") != std::string_view::npos)
+        return bad(text, "a home with '://' inside is neither a directory nor a URL; a Redis home is " + std::string(FORM));
+    if (looksLikeHostPort(text))
+        return bad(text,
+            "this looks like HOST:PORT, not a directory; a Redis home is written " + std::string(FORM)
+                + " (a directory of that name: ./" + std::string(text) + ")");
     std::string dir(text);
     while (dir.size() > 1 && dir.back() == '/')
         dir.pop_back();
