@@ -6,10 +6,14 @@
 #include "helpers/redisserver.h"
 #include "store/redisconnection.h"
 
+#include <QDir>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
 #include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 using namespace tollgate;
@@ -32,6 +36,7 @@ private Q_SLOTS:
     void serverDownFailsClosedNamingTheUrl();
     void stoppedServerTimesOut();
     void restartedServerIsReconnected();
+    void socketIsCloseOnExecAndTimeoutIsNeverNone();
 
 private:
     static RedisAddress address(quint16 port, int db = 0)
@@ -139,7 +144,7 @@ void TestRedisConnection::passwordFromTheEnvironment()
     QVERIFY(!wrong.ok());
     QCOMPARE(wrong.error().kind, ErrorKind::Permission);
     QVERIFY(wrong.error().describe().find("wrong-pw") == std::string::npos);
-    QVERIFY(wrong.error().describe().find(secured.url().substr(0, 16)) != std::string::npos);
+    QVERIFY(wrong.error().describe().find(secured.url() + "/0") != std::string::npos);
 
     qputenv("TOLLGATE_REDIS_PASSWORD", "s3cret-pw");
     auto right = RedisConnection::open(address(secured.port()));
@@ -204,7 +209,7 @@ void TestRedisConnection::stoppedServerTimesOut()
     frozen.resume();
     QVERIFY(!r.ok());
     QCOMPARE(r.error().kind, ErrorKind::Timeout);
-    QVERIFY(r.error().describe().find(frozen.url().substr(0, 16)) != std::string::npos);
+    QVERIFY(r.error().describe().find(frozen.url() + "/0") != std::string::npos);
     QVERIFY(c->broken()); // its replies may be out of step now: never reused
     auto again = c->command({ "PING" });
     QVERIFY2(again.ok(), again.ok() ? "" : again.error().describe().c_str());
@@ -225,6 +230,31 @@ void TestRedisConnection::restartedServerIsReconnected()
     auto back = c->command({ "GET", "k" });
     QVERIFY2(back.ok(), back.ok() ? "" : back.error().describe().c_str());
     QVERIFY(back->isNil()); // no persistence: the data is gone (the store must notice this)
+}
+
+void TestRedisConnection::socketIsCloseOnExecAndTimeoutIsNeverNone()
+{
+    auto c = RedisConnection::open(address(m_server.port()));
+    QVERIFY(c.ok());
+    QVERIFY(c->command({ "PING" }).ok());
+    // Every socket of this process (the connection's among them) is close-on-exec: a command
+    // run by `tollgate run` never inherits the connection.
+    int sockets = 0;
+    const auto names
+        = QDir(QStringLiteral("/proc/self/fd")).entryList(QDir::AllEntries | QDir::System | QDir::NoDotAndDotDot);
+    for (const QString& name : names) {
+        char target[256] = {};
+        const QByteArray link = QByteArrayLiteral("/proc/self/fd/") + name.toLatin1();
+        if (::readlink(link.constData(), target, sizeof target - 1) <= 0 || std::strncmp(target, "socket:", 7) != 0)
+            continue;
+        ++sockets;
+        const int flags = ::fcntl(name.toInt(), F_GETFD);
+        QVERIFY2(flags >= 0 && (flags & FD_CLOEXEC), qPrintable(name));
+    }
+    QVERIFY(sockets >= 1);
+    auto none = RedisConnection::open(address(m_server.port()), 0ms);
+    QVERIFY(!none.ok());
+    QCOMPARE(none.error().kind, ErrorKind::Usage);
 }
 
 QTEST_APPLESS_MAIN(TestRedisConnection)

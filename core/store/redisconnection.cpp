@@ -9,6 +9,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -79,6 +84,73 @@ Error transportError(const redisContext* c, const std::string& url, const char* 
     if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT || err == EINPROGRESS)
         return Error::make(ErrorKind::Timeout, url, std::string("Redis did not answer in time while ") + doing);
     return Error::make(ErrorKind::Io, url, std::string("Redis ") + doing + " failed: " + why);
+}
+
+// Resolves the host (a numeric address needs no lookup; a name is looked up by the system
+// resolver, whose own timeouts apply) and connects a non-blocking, close-on-exec socket to the
+// first address that answers before the deadline. Then the socket is made blocking again:
+// hiredis's blocking API with SO_RCVTIMEO/SO_SNDTIMEO bounds every read and write.
+Result<Fd> connectSocket(const RedisAddress& address, std::chrono::milliseconds timeout)
+{
+    const std::string url = address.url();
+    addrinfo hints {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(address.port);
+    if (int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+        return Error::make(ErrorKind::Io, url, std::string("cannot resolve the Redis host: ") + ::gai_strerror(rc));
+    std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    Error last = Error::make(ErrorKind::Io, url, "no address to connect to");
+    for (const addrinfo* ai = found; ai; ai = ai->ai_next) {
+        const int raw = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        if (raw < 0) {
+            last = Error::fromErrno(errno, url, "cannot create a socket for Redis");
+            continue;
+        }
+        Fd sock(raw, url);
+        int rc = ::connect(sock.get(), ai->ai_addr, ai->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p { sock.get(), POLLOUT, 0 };
+            for (;;) {
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now());
+                if (left.count() <= 0) {
+                    rc = -1;
+                    errno = ETIMEDOUT;
+                    break;
+                }
+                const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+                if (n < 0 && errno == EINTR)
+                    continue; // the deadline still holds: it is absolute
+                if (n <= 0) {
+                    rc = -1;
+                    errno = n == 0 ? ETIMEDOUT : errno;
+                    break;
+                }
+                int err = 0;
+                socklen_t len = sizeof err;
+                ::getsockopt(sock.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+                rc = err == 0 ? 0 : -1;
+                errno = err;
+                break;
+            }
+        }
+        if (rc != 0) {
+            last = errno == ETIMEDOUT
+                ? Error::make(ErrorKind::Timeout, url, "Redis did not accept the connection in time")
+                : Error::fromErrno(errno, url, "cannot connect to Redis");
+            continue;
+        }
+        const int flags = ::fcntl(sock.get(), F_GETFL);
+        if (flags < 0 || ::fcntl(sock.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
+            return Error::fromErrno(errno, url, "cannot set up the Redis socket");
+        const int one = 1;
+        (void)::setsockopt(sock.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        return sock;
+    }
+    return last;
 }
 
 } // namespace
@@ -162,6 +234,8 @@ std::string RedisConnection::key(const RedisAddress& address, const std::string&
 
 Result<RedisConnection> RedisConnection::open(const RedisAddress& address, std::chrono::milliseconds timeout)
 {
+    if (timeout < std::chrono::milliseconds(1))
+        return Error::make(ErrorKind::Usage, address.url(), "a Redis timeout must be at least 1 ms"); // 0 would mean none
     auto impl = std::make_unique<Impl>();
     impl->address = address;
     impl->timeout = timeout;
@@ -180,16 +254,20 @@ Result<void> RedisConnection::reconnect()
     Impl& d = *m_impl;
     d.context.reset();
     const std::string url = d.address.url();
+    // Our own socket, close-on-exec from its first instant (`tollgate run` must not hand the
+    // connection to its command, nor may another thread's fork catch it half-made), connected
+    // with a deadline; then given to hiredis.
+    auto fd = connectSocket(d.address, d.timeout);
+    if (!fd)
+        return fd.error();
     errno = 0;
-    ContextPtr ctx(redisConnectWithTimeout(d.address.host.c_str(), d.address.port, toTimeval(d.timeout)));
+    ContextPtr ctx(redisConnectFd(fd->get()));
     if (!ctx || ctx->err)
         return transportError(ctx.get(), url, "connecting");
+    (void)fd->release(); // hiredis owns it now (redisFree closes it)
     if (redisSetTimeout(ctx.get(), toTimeval(d.timeout)) != REDIS_OK)
         return transportError(ctx.get(), url, "setting the timeout");
     (void)redisEnableKeepAlive(ctx.get()); // a peer that vanished is noticed, not waited on
-    // Close-on-exec: `tollgate run` must not hand the connection to the command it runs.
-    if (int flags = ::fcntl(ctx->fd, F_GETFD); flags >= 0)
-        (void)::fcntl(ctx->fd, F_SETFD, flags | FD_CLOEXEC);
     d.context = std::move(ctx);
     if (d.password) {
         std::vector<std::string> auth { "AUTH" };

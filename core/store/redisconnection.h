@@ -4,8 +4,13 @@
 // RESP code of ours). The groundwork of the Redis store; hiredis types never leave the .cpp.
 //
 // Invariants:
-// - Nothing waits for ever: connecting, and every command, give up after the connection's
-//   timeout (SO_RCVTIMEO/SO_SNDTIMEO set by hiredis) with ErrorKind::Timeout naming the URL.
+// - Nothing waits for ever: connecting has a deadline (our own non-blocking, close-on-exec
+//   socket, then handed to hiredis), and every read and write of a command gives up after the
+//   timeout (SO_RCVTIMEO/SO_SNDTIMEO) with ErrorKind::Timeout naming the URL. Known gaps, to
+//   close with the Redis store (a non-blocking context driven by poll() with one deadline per
+//   operation): the timeout is per read, so a server that trickles a reply byte by byte, or
+//   signals arriving during a read, stretch a command; a host *name* is resolved by the system
+//   resolver with its own timeouts.
 // - Fail closed: any transport error marks the connection broken and is returned (naming the
 //   URL and the error); the next command reconnects once before it reports failure. No command
 //   is retried after it may have reached the server — a retried EVALSHA could apply a

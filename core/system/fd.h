@@ -48,6 +48,13 @@ public:
     [[nodiscard]] bool valid() const { return m_fd >= 0; }
     [[nodiscard]] const std::string& path() const { return m_path; }
     void reset();
+    // Gives the descriptor up without closing it (to an owner that closes it, e.g. hiredis).
+    [[nodiscard]] int release()
+    {
+        const int fd = m_fd;
+        m_fd = -1;
+        return fd;
+    }
 
     [[nodiscard]] Result<struct stat> stat() const;
     // Reads the whole file from offset 0. A file larger than maxBytes is refused without

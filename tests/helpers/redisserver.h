@@ -6,6 +6,7 @@
 // (no RDB, no AOF) unless a test asks for it.
 
 #include <QDir>
+#include <QFile>
 #include <QProcess>
 #include <QStringList>
 #include <QTemporaryDir>
@@ -95,6 +96,32 @@ private:
             ::close(fd);
         return port;
     }
+    // The listener on the port is our child, not another test's server that took the port
+    // between freePort() and the start: its listening socket (from /proc/net/tcp) is one of
+    // the child's descriptors.
+    bool ours() const
+    {
+        QFile tcp(QStringLiteral("/proc/net/tcp"));
+        if (!tcp.open(QIODevice::ReadOnly))
+            return false;
+        QStringList inodes;
+        const QString port = QStringLiteral(":%1").arg(m_port, 4, 16, QLatin1Char('0')).toUpper();
+        for (const QByteArray& line : tcp.readAll().split('\n')) {
+            const QStringList f = QString::fromLatin1(line).simplified().split(QLatin1Char(' '));
+            if (f.size() > 9 && f[1].endsWith(port) && f[3] == QStringLiteral("0A")) // 0A: LISTEN
+                inodes.append(QStringLiteral("socket:[%1]").arg(f[9]));
+        }
+        const QString fdDir = QStringLiteral("/proc/%1/fd").arg(m_process->processId());
+        const auto names = QDir(fdDir).entryList(QDir::AllEntries | QDir::System | QDir::NoDotAndDotDot);
+        for (const QString& name : names) {
+            char target[256] = {};
+            const QByteArray link = (fdDir + QLatin1Char('/') + name).toLocal8Bit();
+            if (::readlink(link.constData(), target, sizeof target - 1) > 0
+                && inodes.contains(QString::fromLatin1(target)))
+                return true;
+        }
+        return false;
+    }
     bool accepts() const
     {
         const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -128,7 +155,7 @@ private:
                 m_process.reset();
                 return false;
             }
-            if (accepts())
+            if (accepts() && ours())
                 return true;
             QThread::msleep(10);
         }
