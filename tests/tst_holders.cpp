@@ -27,6 +27,7 @@ private Q_SLOTS:
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
+    void anotherPidNamespaceIsAnotherHost();
 
 private:
     struct Ran
@@ -251,6 +252,34 @@ void TestHolders::missingCommandSpendsNothing()
         QStringLiteral("y"), QStringLiteral("--tokens"), QStringLiteral("2000"), QStringLiteral("--timeout"),
         QStringLiteral("0"), QStringLiteral("--"), QStringLiteral("true") });
     QVERIFY2(ok.code == 0, ok.err.constData());
+}
+
+// Two containers on one machine are two hosts: the same machine id, another pid namespace,
+// another host id (what decides whether a holder's pid may be probed).
+void TestHolders::anotherPidNamespaceIsAnotherHost()
+{
+    if (!canUnsharePid())
+        QSKIP("cannot create a pid namespace here (unshare --pid --fork --mount-proc failed: needs root or "
+              "user namespaces)");
+    auto hostOf = [&](const QStringList& prefix) {
+        QProcess p;
+        p.start(prefix.isEmpty() ? QStringLiteral(TOLLGATE_CLI_PATH) : prefix.first(),
+            (prefix.isEmpty() ? QStringList() : prefix.mid(1) + QStringList { QStringLiteral(TOLLGATE_CLI_PATH) })
+                + QStringList { QStringLiteral("status"), QStringLiteral("--json"), QStringLiteral("--home"), m_home });
+        if (!p.waitForFinished(30000))
+            return QString();
+        const auto doc = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+        return doc.value(QStringLiteral("host")).toObject().value(QStringLiteral("id")).toString();
+    };
+    const QString here = hostOf({});
+    const QString again = hostOf({});
+    const QString there = hostOf({ QStringLiteral("unshare"), QStringLiteral("--pid"), QStringLiteral("--fork"),
+        QStringLiteral("--mount-proc") });
+    QVERIFY2(!here.isEmpty() && !there.isEmpty(), qPrintable(here + QLatin1Char('|') + there));
+    QCOMPARE(again, here); // stable
+    QVERIFY(here != there);
+    QCOMPARE(here.section(QLatin1Char('-'), 0, 0), there.section(QLatin1Char('-'), 0, 0)); // one machine
+    QCOMPARE(here.section(QLatin1Char('-'), 0, 0).size(), 32);
 }
 
 // Issue defect 11: a pid from another pid namespace means nothing here. A `run` in namespace

@@ -11,6 +11,7 @@
 #include "quota/retryafter.h"
 #include "store/storefactory.h"
 #include "system/fd.h"
+#include "system/hostidentity.h"
 #include "system/homedir.h"
 #include "watchcommand.h"
 
@@ -840,6 +841,17 @@ int cmdStatus()
         return code;
     json out;
     out["home"] = c.home;
+    {
+        // Which host this is (machine id + pid namespace): holders from other hosts are judged by
+        // their lease, never by a pid of ours.
+        json host;
+        host["name"] = HostIdentity::hostName();
+        auto id = HostIdentity::current(c.probe.pidNamespace());
+        host["id"] = id ? json(*id) : json(nullptr);
+        if (!id)
+            host["problem"] = id.error().describe();
+        out["host"] = host;
+    }
     out["home_exists"] = exists;
     if (!exists) {
         c.sayNoHome();
