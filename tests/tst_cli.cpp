@@ -71,6 +71,15 @@ private:
             return {};
         return doc.object();
     }
+    // A file of the test's own, next to the home.
+    QString writeFile(const QString& name, const QByteArray& bytes) const
+    {
+        const QString path = m_dir->path() + QLatin1Char('/') + name;
+        QFile f(path);
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate) || f.write(bytes) != bytes.size())
+            qFatal("cannot write %s", qPrintable(path));
+        return path;
+    }
     void setLimits(const QStringList& extra)
     {
         const Ran r = cli(
@@ -450,12 +459,7 @@ void TestCli::limitsMoveBetweenHomesByExportAndImport()
         0);
     const Ran exported = cli({ QStringLiteral("limits"), QStringLiteral("export") });
     QCOMPARE(exported.code, 0);
-    const QString doc = m_dir->path() + QStringLiteral("/limits-export.json");
-    {
-        QFile f(doc);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(exported.out);
-    }
+    const QString doc = writeFile(QStringLiteral("limits-export.json"), exported.out);
     const QString other = m_dir->path() + QStringLiteral("/second-home");
     auto in = [&](QStringList args) { // --home after the command words
         const qsizetype at = args.first() == QStringLiteral("limits") ? 2 : 1;
@@ -479,12 +483,7 @@ void TestCli::limitsMoveBetweenHomesByExportAndImport()
     QByteArray bad = exported.out;
     bad.replace("\"requests\": 5", "\"requests\": -5");
     QVERIFY(bad != exported.out);
-    const QString badDoc = m_dir->path() + QStringLiteral("/bad.json");
-    {
-        QFile f(badDoc);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(bad);
-    }
+    const QString badDoc = writeFile(QStringLiteral("bad.json"), bad);
     const Ran refused = in({ QStringLiteral("limits"), QStringLiteral("import"), badDoc });
     QCOMPARE(refused.code, 2);
     QVERIFY2(refused.err.contains("bad.json") && refused.err.contains("requests"), refused.err.constData());
@@ -499,22 +498,12 @@ void TestCli::limitsMoveBetweenHomesByExportAndImport()
 
     // --replace: only what the document names is left; an empty document is refused.
     const Ran one = cli({ QStringLiteral("limits"), QStringLiteral("export"), QStringLiteral("api") });
-    const QString oneDoc = m_dir->path() + QStringLiteral("/one.json");
-    {
-        QFile f(oneDoc);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write(one.out);
-    }
+    const QString oneDoc = writeFile(QStringLiteral("one.json"), one.out);
     QCOMPARE(in({ QStringLiteral("limits"), QStringLiteral("import"), oneDoc, QStringLiteral("--replace") }).code, 0);
     const Ran left = in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") });
     QVERIFY(left.out.contains("\"api\""));
     QVERIFY(!left.out.contains("\"other\""));
-    const QString emptyDoc = m_dir->path() + QStringLiteral("/empty.json");
-    {
-        QFile f(emptyDoc);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write("{\"version\": 1, \"providers\": {}}");
-    }
+    const QString emptyDoc = writeFile(QStringLiteral("empty.json"), "{\"version\": 1, \"providers\": {}}");
     const Ran emptied = in({ QStringLiteral("limits"), QStringLiteral("import"), emptyDoc, QStringLiteral("--replace") });
     QCOMPARE(emptied.code, 2);
     QVERIFY(in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") }).out.contains("\"api\""));

@@ -69,7 +69,8 @@ private Q_SLOTS:
 
 private:
     QuotaLimiter& limiter() { return *m_limiter; }
-    Result<Permit> tryAcquire(const char* caller, std::int64_t tokens = 0, bool slot = false, const char* model = "")
+    Result<Permit> tryAcquire(const char* caller, std::int64_t tokens = 0, bool slot = false, const char* model = "",
+        std::int64_t pid = 0)
     {
         AdmitRequest r;
         r.provider = "p";
@@ -77,6 +78,7 @@ private:
         r.tokens = tokens;
         r.wantsSlot = slot;
         r.model = model;
+        r.pid = pid;
         return m_limiter->acquire(r, m_clock.now());
     }
     static ProviderLimits requestsPerMinute(std::int64_t n)
@@ -190,12 +192,7 @@ void TestQuotaLimiter::deadHolderIsReclaimed()
     ProviderLimits l = requestsPerMinute(100);
     l.parallel = 1;
     QVERIFY(limiter().setLimits("p", l, "test").ok());
-    AdmitRequest r;
-    r.provider = "p";
-    r.caller = "ghost";
-    r.wantsSlot = true;
-    r.pid = TestSupport::deadPid();
-    auto ghost = limiter().acquire(r, m_clock.now());
+    auto ghost = tryAcquire("ghost", 0, true, "", TestSupport::deadPid());
     QVERIFY(ghost.ok());
     ghost->detach(); // the "holder" is a process that has exited
     QVERIFY(tryAcquire("b", 0, true).ok());
@@ -413,14 +410,9 @@ void TestQuotaLimiter::releaseStaleCountsEachHolderOnce()
     ProviderLimits l = requestsPerMinute(100);
     l.parallel = 5;
     QVERIFY(limiter().setLimits("p", l, "test").ok());
-    AdmitRequest r;
-    r.provider = "p";
-    r.caller = "ghost";
-    r.wantsSlot = true;
-    r.pid = TestSupport::deadPid();
-    auto ghost = limiter().acquire(r, m_clock.now());
+    auto ghost = tryAcquire("ghost", 0, true, "", TestSupport::deadPid());
     QVERIFY(ghost.ok());
-    ghost->detach();
+    ghost->detach(); // the "holder" is a process that has exited
     auto n = limiter().releaseStale(false, "test");
     QVERIFY(n.ok());
     QCOMPARE(*n, 1);

@@ -154,6 +154,46 @@ public:
 
 } // namespace
 
+// `status --watch` writing to a pipe, not a terminal: plain frames one after another.
+struct PlainWatch
+{
+    QProcess p;
+    QByteArray out;
+    QElapsedTimer t;
+
+    bool start(const QString& home, const char* seconds)
+    {
+        auto e = QProcessEnvironment::systemEnvironment();
+        e.insert(QStringLiteral("TOLLGATE_HOME"), home);
+        e.remove(QStringLiteral("NO_COLOR")); // the plain output must be plain without it
+        p.setProcessEnvironment(e);
+        p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--watch", seconds }));
+        t.start();
+        return p.waitForStarted();
+    }
+    // Reads until `done` holds or the deadline passes; returns done().
+    template <typename Done> bool readUntil(Done done)
+    {
+        while (!done() && t.elapsed() < DEADLINE_MS) {
+            p.waitForReadyRead(100);
+            out += p.readAllStandardOutput();
+        }
+        return done();
+    }
+    bool readUntil(const char* text)
+    {
+        return readUntil([&] { return out.contains(text); });
+    }
+    // SIGTERM, as a user's Ctrl-C would end it; true when it exited by itself with 0.
+    bool stop()
+    {
+        ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
+        const bool finished = p.waitForFinished(DEADLINE_MS);
+        out += p.readAllStandardOutput();
+        return finished && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+    }
+};
+
 class TestStatusWatch final : public QObject
 {
     Q_OBJECT
@@ -320,30 +360,15 @@ void TestStatusWatch::changeRedrawsWithoutWaitingForTheInterval()
 {
     // An hour between frames: only the change feed can bring the second one within the test.
     knownState();
-    QProcess p;
-    auto e = QProcessEnvironment::systemEnvironment();
-    e.insert(QStringLiteral("TOLLGATE_HOME"), m_home);
-    p.setProcessEnvironment(e);
-    p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--watch", "3600" }));
-    QVERIFY(p.waitForStarted());
-    QByteArray out;
-    QElapsedTimer t;
-    t.start();
-    while (!out.contains("api  BLOCKED") && t.elapsed() < DEADLINE_MS) {
-        p.waitForReadyRead(100);
-        out += p.readAllStandardOutput();
-    }
-    QVERIFY2(out.contains("api  BLOCKED"), out.constData());
-    QCOMPARE(out.count("Tollgate status"), 1);
+    PlainWatch w;
+    QVERIFY(w.start(m_home, "3600"));
+    QVERIFY2(w.readUntil("api  BLOCKED"), w.out.constData());
+    QCOMPARE(w.out.count("Tollgate status"), 1);
     QCOMPARE(cli({ "pause", "api", "--reason", "seen at once" }), 0);
-    while (!out.contains("seen at once") && t.elapsed() < DEADLINE_MS) {
-        p.waitForReadyRead(100);
-        out += p.readAllStandardOutput();
-    }
-    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-    QVERIFY(p.waitForFinished(DEADLINE_MS));
-    QVERIFY2(out.contains("seen at once"), out.constData());
-    QVERIFY(out.count("Tollgate status") >= 2);
+    const bool seen = w.readUntil("seen at once");
+    QVERIFY(w.stop());
+    QVERIFY2(seen, w.out.constData());
+    QVERIFY(w.out.count("Tollgate status") >= 2);
 }
 
 void TestStatusWatch::homeRemovedAndCreatedAgainIsFollowed()
@@ -351,56 +376,26 @@ void TestStatusWatch::homeRemovedAndCreatedAgainIsFollowed()
     // The feed watches the directory that was opened: after it is removed and a new one made
     // at the same path, the watch must follow the new one (an hour's interval otherwise).
     knownState();
-    QProcess p;
-    auto e = QProcessEnvironment::systemEnvironment();
-    e.insert(QStringLiteral("TOLLGATE_HOME"), m_home);
-    p.setProcessEnvironment(e);
-    p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--watch", "3600" }));
-    QVERIFY(p.waitForStarted());
-    QByteArray out;
-    QElapsedTimer t;
-    t.start();
-    auto readUntil = [&](const char* text) {
-        while (!out.contains(text) && t.elapsed() < DEADLINE_MS) {
-            p.waitForReadyRead(100);
-            out += p.readAllStandardOutput();
-        }
-        return out.contains(text);
-    };
-    QVERIFY2(readUntil("api  BLOCKED"), out.constData());
+    PlainWatch w;
+    QVERIFY(w.start(m_home, "3600"));
+    QVERIFY2(w.readUntil("api  BLOCKED"), w.out.constData());
     QVERIFY(QDir(m_home).removeRecursively());
     QCOMPARE(cli({ "limits", "set", "newcomer", "--requests", "3" }), 0);
-    QVERIFY2(readUntil("newcomer"), out.constData());
+    QVERIFY2(w.readUntil("newcomer"), w.out.constData());
     // A later change in the new home wakes the watch too (the old watch died with the old home).
     QCOMPARE(cli({ "pause", "newcomer", "--reason", "second change" }), 0);
-    QVERIFY2(readUntil("second change"), out.constData());
-    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-    QVERIFY(p.waitForFinished(DEADLINE_MS));
+    QVERIFY2(w.readUntil("second change"), w.out.constData());
+    QVERIFY(w.stop());
 }
 
 void TestStatusWatch::notATerminalPrintsPlainFrames()
 {
     knownState();
-    QProcess p;
-    auto e = QProcessEnvironment::systemEnvironment();
-    e.insert(QStringLiteral("TOLLGATE_HOME"), m_home);
-    e.remove(QStringLiteral("NO_COLOR"));
-    p.setProcessEnvironment(e);
-    p.start(QStringLiteral(TOLLGATE_CLI_PATH), words({ "status", "--watch", "0.1" }));
-    QVERIFY(p.waitForStarted());
-    QByteArray out;
-    QElapsedTimer t;
-    t.start();
-    while (out.count("Tollgate status") < 3 && t.elapsed() < DEADLINE_MS) {
-        p.waitForReadyRead(100);
-        out += p.readAllStandardOutput();
-    }
-    QVERIFY2(out.count("Tollgate status") >= 3, out.constData());
-    ::kill(static_cast<pid_t>(p.processId()), SIGTERM);
-    QVERIFY(p.waitForFinished(DEADLINE_MS));
-    out += p.readAllStandardOutput();
-    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
-    QCOMPARE(p.exitCode(), 0);
+    PlainWatch w;
+    QVERIFY(w.start(m_home, "0.1"));
+    QVERIFY2(w.readUntil([&] { return w.out.count("Tollgate status") >= 3; }), w.out.constData());
+    QVERIFY(w.stop());
+    const QByteArray& out = w.out;
     QVERIFY(!out.contains('\x1b'));
     QVERIFY(!out.contains("q quits"));
     // Frames one after the other, each after one blank line.

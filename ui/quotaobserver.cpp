@@ -273,8 +273,7 @@ bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const Previou
     FileQuotaReader::Options options;
     options.lockTimeout = READ_LOCK_TIMEOUT;
     options.longestPause = READ_LOCK_PAUSE;
-    auto spec = HomeSpec::parse(ss(s.home));
-    auto reader = spec ? StoreFactory::openReader(*spec, options) : Result<std::unique_ptr<QuotaReader>>(spec.error());
+    auto reader = StoreFactory::openReader(ss(s.home), options);
     if (!reader && reader.error().kind == ErrorKind::NotFound) {
         s.status = HomeStatus::Missing;
     } else if (!reader) {
@@ -548,8 +547,7 @@ void QuotaObserver::pollHistory()
     if (m_homeInode == 0)
         return;
     if (!m_history) {
-        auto spec = HomeSpec::parse(ss(m_home));
-        auto reader = spec ? StoreFactory::openReader(*spec) : Result<std::unique_ptr<QuotaReader>>(spec.error());
+        auto reader = StoreFactory::openReader(ss(m_home));
         if (!reader)
             return; // the home's status says why
         m_history = (*reader)->history();
@@ -582,8 +580,7 @@ QString QuotaObserver::openLimiter()
         return {};
     m_limiter.reset();
     m_store.reset();
-    auto spec = HomeSpec::parse(ss(m_home));
-    auto store = spec ? StoreFactory::openStore(*spec, m_clock) : Result<std::unique_ptr<QuotaStore>>(spec.error());
+    auto store = StoreFactory::openStore(ss(m_home), m_clock);
     if (!store)
         return qs(store.error().describe());
     m_store = std::move(store).value();

@@ -90,8 +90,7 @@ int runCaller(
 {
     const SystemClock clock;
     const ProcessProbe probe;
-    auto spec = HomeSpec::parse(home);
-    auto store = spec ? StoreFactory::openStore(*spec, clock) : Result<std::unique_ptr<QuotaStore>>(spec.error());
+    auto store = StoreFactory::openStore(home, clock);
     if (!store)
         return fail("cannot open the home", store.error());
     QuotaLimiter limiter(**store, clock, probe);
@@ -191,8 +190,7 @@ int runDemo(const std::string& home, std::optional<double> durationSeconds)
 {
     const SystemClock clock;
     const ProcessProbe probe;
-    auto spec = HomeSpec::parse(home);
-    auto store = spec ? StoreFactory::openStore(*spec, clock) : Result<std::unique_ptr<QuotaStore>>(spec.error());
+    auto store = StoreFactory::openStore(home, clock);
     if (!store)
         return fail("cannot open the home", store.error());
     QuotaLimiter limiter(**store, clock, probe);

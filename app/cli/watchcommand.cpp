@@ -430,35 +430,32 @@ std::vector<Line> frame(const HomeSpec& spec, Watched& watched, double seconds, 
             + clockText(now) + (tty ? "  (q quits)" : ""),
         Colour::Dim });
 
+    Result<QuotaView> view = Error::make(ErrorKind::NotFound, home, "");
     if (!reader) {
         FileQuotaReader::Options options;
         options.lockTimeout = std::chrono::milliseconds(WatchCommand::LOCK_WAIT_MS);
         auto opened = StoreFactory::openReader(spec, options);
-        rates.reset();
-        if (!opened && opened.error().kind == ErrorKind::NotFound) {
-            out.push_back(
-                { "no Tollgate home here yet (nothing has run); waiting for it to appear", Colour::Yellow });
-            return out;
+        rates.reset(); // a new reader: its history cursor starts over
+        if (opened) {
+            reader = std::move(opened).value();
+            // Changes wake the watch at once; without a feed the interval still redraws.
+            auto feed = reader->subscribe();
+            watched.feed = feed ? std::move(feed).value() : nullptr;
+        } else {
+            view = opened.error();
         }
-        if (!opened) {
-            out.push_back({ "cannot read the home: " + Console::printable(opened.error().message), Colour::Red });
-            return out;
-        }
-        reader = std::move(opened).value();
-        // Changes wake the watch at once; without a feed the interval still redraws.
-        auto feed = reader->subscribe();
-        watched.feed = feed ? std::move(feed).value() : nullptr;
     }
-    auto view = reader->snapshot();
+    if (reader)
+        view = reader->snapshot();
     if (!view && view.error().kind == ErrorKind::NotFound) {
-        watched.reset(); // the home went away: look for it again next time
-        rates.reset();
+        watched.reset(); // no home (or it went away): look for it again next time
         out.push_back(
             { "no Tollgate home here yet (nothing has run); waiting for it to appear", Colour::Yellow });
         return out;
     }
     if (!view) {
-        // Kept: a writer stopped for a while is not a new home (the feed and cursor stay good).
+        // The reader is kept: a writer stopped for a while is not a new home (the feed and
+        // the history cursor stay good).
         out.push_back({ "cannot read the home: " + Console::printable(view.error().message), Colour::Red });
         return out;
     }

@@ -43,4 +43,21 @@ Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
     return std::unique_ptr<QuotaReader>(std::make_unique<FileQuotaReader>(home.dir(), options));
 }
 
+Result<std::unique_ptr<QuotaStore>> StoreFactory::openStore(std::string_view home, const Clock& clock)
+{
+    auto spec = HomeSpec::parse(home);
+    if (!spec)
+        return spec.error();
+    return openStore(*spec, clock);
+}
+
+Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
+    std::string_view home, const FileQuotaReader::Options& options)
+{
+    auto spec = HomeSpec::parse(home);
+    if (!spec)
+        return spec.error();
+    return openReader(*spec, options);
+}
+
 } // namespace tollgate

@@ -10,6 +10,7 @@
 #include "store/quotastore.h"
 
 #include <memory>
+#include <string_view>
 
 namespace tollgate {
 
@@ -23,6 +24,10 @@ public:
     // refused as the store would refuse it.
     [[nodiscard]] static Result<std::unique_ptr<QuotaReader>> openReader(
         const HomeSpec& home, const FileQuotaReader::Options& options = {});
+    // The same from a home string (parsed with HomeSpec::parse; its refusal is the error).
+    [[nodiscard]] static Result<std::unique_ptr<QuotaStore>> openStore(std::string_view home, const Clock& clock);
+    [[nodiscard]] static Result<std::unique_ptr<QuotaReader>> openReader(
+        std::string_view home, const FileQuotaReader::Options& options = {});
 };
 
 } // namespace tollgate
