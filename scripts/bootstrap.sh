@@ -17,6 +17,8 @@ PACKAGES=(
     nlohmann-json3-dev libcli11-dev
     # Redis homes: the hiredis client, and a redis-server the tests start on a private port
     libhiredis-dev redis-server
+    # OpenSSL: the SHA1 that names a Redis script (EVALSHA without a SCRIPT LOAD round trip)
+    libssl-dev
     # the icon set (QtSvg and its icon engine plugin); desktop notifications use QtDBus
     qt6-svg-dev libqt6svg6
     # tests and scripts/installcheck.sh: a private D-Bus, the desktop file and metainfo

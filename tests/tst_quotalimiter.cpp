@@ -1,6 +1,7 @@
-// QuotaLimiter over every store: the same behaviour on the file store, the memory store, and
-// the memory store in strict mode (every transaction function run twice, as an optimistic
-// store may). One test body per behaviour, run once per store (Qt Test global data): a store
+// QuotaLimiter over every store: the same behaviour on the file store, the memory store, the
+// memory store in strict mode (every transaction function run twice, as an optimistic store
+// may), and a Redis home (the policy in the server's Lua script, on a private redis-server;
+// its clock is the test's, sent with every call). One test body per behaviour, run once per store (Qt Test global data): a store
 // that breaks the contract, or a limiter that relies on one store's habits, fails here.
 // Time is a ManualClock; every acquire is a try (deadline = now), so nothing sleeps.
 
@@ -9,6 +10,7 @@
 #include "store/filequotastore.h"
 #include "store/memoryquotastore.h"
 #include "store/storefactory.h"
+#include "helpers/redisserver.h"
 #include "testsupport.h"
 
 #include <QTemporaryDir>
@@ -28,7 +30,8 @@ namespace {
 // The store under test and its read side.
 struct StoreUnderTest
 {
-    std::unique_ptr<QuotaStore> store;
+    std::unique_ptr<QuotaStore> store; // local stores
+    std::unique_ptr<QuotaBackend> backend; // Redis
     QuotaReader* reader = nullptr; // owned by store or by ownReader
     std::unique_ptr<QuotaReader> ownReader;
 };
@@ -94,6 +97,8 @@ private:
     ProcessProbe m_probe;
     StoreUnderTest m_store;
     std::unique_ptr<QuotaLimiter> m_limiter;
+    std::unique_ptr<RedisServer> m_redis; // started by the first Redis row, kept for the rest
+    int m_homes = 0;
 };
 
 void TestQuotaLimiter::initTestCase_data()
@@ -102,6 +107,7 @@ void TestQuotaLimiter::initTestCase_data()
     QTest::newRow("file") << QStringLiteral("file");
     QTest::newRow("memory") << QStringLiteral("memory");
     QTest::newRow("memory-strict") << QStringLiteral("memory-strict");
+    QTest::newRow("redis") << QStringLiteral("redis");
 }
 
 void TestQuotaLimiter::init()
@@ -121,12 +127,31 @@ void TestQuotaLimiter::init()
         QVERIFY(reader.ok());
         m_store.ownReader = std::move(reader).value();
         m_store.reader = m_store.ownReader.get();
+    } else if (kind == QStringLiteral("redis")) {
+        if (!m_redis) {
+            if (RedisServer::binary().isEmpty())
+                QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+            m_redis = std::make_unique<RedisServer>();
+            QString why;
+            QVERIFY2(m_redis->start({}, &why), qPrintable(why));
+        }
+        // A home of its own for each test: a prefix never used before on this server.
+        auto spec = HomeSpec::parse(m_redis->url(QStringLiteral("?prefix=t") + QString::number(++m_homes)));
+        QVERIFY(spec.ok());
+        auto backend = StoreFactory::openBackend(*spec, m_clock, m_probe, &m_clock);
+        QVERIFY2(backend.ok(), backend.ok() ? "" : backend.error().describe().c_str());
+        m_store.backend = std::move(backend).value();
+        auto reader = StoreFactory::openReader(*spec);
+        QVERIFY(reader.ok());
+        m_store.ownReader = std::move(reader).value();
+        m_store.reader = m_store.ownReader.get();
     } else {
         auto memory = std::make_unique<MemoryQuotaStore>(kind == QStringLiteral("memory-strict"));
         m_store.reader = memory.get();
         m_store.store = std::move(memory);
     }
-    m_limiter = std::make_unique<QuotaLimiter>(*m_store.store, m_clock, m_probe);
+    m_limiter = m_store.backend ? std::make_unique<QuotaLimiter>(*m_store.backend, m_clock, m_probe)
+                                : std::make_unique<QuotaLimiter>(*m_store.store, m_clock, m_probe);
     m_limiter->seedJitter(7);
 }
 

@@ -580,7 +580,7 @@ QString QuotaObserver::openLimiter()
         return {};
     m_limiter.reset();
     m_store.reset();
-    auto store = StoreFactory::openStore(ss(m_home), m_clock);
+    auto store = StoreFactory::openBackend(ss(m_home), m_clock, m_probe);
     if (!store)
         return qs(store.error().describe());
     m_store = std::move(store).value();

@@ -43,7 +43,7 @@
 #include <memory>
 
 namespace tollgate {
-class QuotaStore;
+class QuotaBackend;
 class HistoryCursor;
 class QuotaLimiter;
 } // namespace tollgate
@@ -145,7 +145,7 @@ private:
     bool m_sentOnce = false;
     std::unique_ptr<HistoryCursor> m_history;
     quint64 m_homeInode = 0;
-    std::unique_ptr<QuotaStore> m_store;
+    std::unique_ptr<QuotaBackend> m_store;
     std::unique_ptr<QuotaLimiter> m_limiter;
     quint64 m_storeInode = 0;
     DashboardSnapshot m_last;

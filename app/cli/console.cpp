@@ -2,7 +2,7 @@
 
 #include "base/textsanitizer.h"
 #include "exitcodes.h"
-#include "store/quotastore.h"
+#include "quota/quotabackend.h"
 
 #include <cstdio>
 #include <iostream>
@@ -118,7 +118,7 @@ void Console::warn(const std::string& message)
     m_warnings.push_back(message);
 }
 
-void Console::collectWarnings(QuotaStore* store)
+void Console::collectWarnings(QuotaBackend* store)
 {
     if (!store)
         return;

@@ -17,7 +17,7 @@
 #include <vector>
 
 namespace tollgate {
-class QuotaStore;
+class QuotaBackend;
 }
 
 namespace tollgate::cli {
@@ -45,8 +45,8 @@ public:
     // "tollgate: warning: ..." on stderr; with --json also in the document's "warnings".
     void warn(const std::string& message);
     // Takes the store's warnings (a committed deed whose history could not be written...).
-    void collectWarnings(QuotaStore* store);
-    void setStore(QuotaStore* store) { m_store = store; }
+    void collectWarnings(QuotaBackend* store);
+    void setStore(QuotaBackend* store) { m_store = store; }
 
     // Prints the one JSON document of this command (with --json only).
     void emit(nlohmann::json doc);
@@ -62,7 +62,7 @@ private:
     bool m_json = false;
     bool m_quiet = false;
     bool m_emitted = false;
-    QuotaStore* m_store = nullptr; // not owned; its warnings are collected before printing
+    QuotaBackend* m_store = nullptr; // not owned; its warnings are collected before printing
     std::vector<std::string> m_warnings;
 };
 

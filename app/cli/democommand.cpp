@@ -90,7 +90,7 @@ int runCaller(
 {
     const SystemClock clock;
     const ProcessProbe probe;
-    auto store = StoreFactory::openStore(home, clock);
+    auto store = StoreFactory::openBackend(home, clock, probe);
     if (!store)
         return fail("cannot open the home", store.error());
     QuotaLimiter limiter(**store, clock, probe);
@@ -190,7 +190,7 @@ int runDemo(const std::string& home, std::optional<double> durationSeconds)
 {
     const SystemClock clock;
     const ProcessProbe probe;
-    auto store = StoreFactory::openStore(home, clock);
+    auto store = StoreFactory::openBackend(home, clock, probe);
     if (!store)
         return fail("cannot open the home", store.error());
     QuotaLimiter limiter(**store, clock, probe);

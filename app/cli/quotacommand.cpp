@@ -93,7 +93,7 @@ struct Context
     const SystemClock clock;
     const ProcessProbe probe;
     std::string home; // as shown and passed on: the directory or the URL
-    std::unique_ptr<QuotaStore> store;
+    std::unique_ptr<QuotaBackend> store;
     std::unique_ptr<QuotaReader> reader;
     std::unique_ptr<QuotaLimiter> limiter;
 
@@ -114,7 +114,7 @@ struct Context
         if (!spec)
             return console.fail(spec.error());
         home = spec->text();
-        auto s = StoreFactory::openStore(*spec, clock);
+        auto s = StoreFactory::openBackend(*spec, clock, probe);
         if (!s)
             return console.fail(s.error());
         store = std::move(s).value();

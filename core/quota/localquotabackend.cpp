@@ -149,10 +149,11 @@ Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, c
         QuotaPolicy::syncProvider(p, **l, now);
         QuotaPolicy::boundTimes(tx.state, p, **l, now);
         const std::int64_t base = QuotaPolicy::backoffFor(**l, p.consecutive429 + 1, retryAfterMs);
-        // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised.
+        // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised. From
+        // the draw's high 32 bits: what the Redis script computes exactly (its numbers are doubles).
         const std::int64_t span = std::min<std::int64_t>(base / 10, QuotaPolicy::MAX_JITTER_MS);
         const std::int64_t jitter
-            = span > 0 ? static_cast<std::int64_t>(draw % static_cast<std::uint64_t>(span + 1)) : 0;
+            = span > 0 ? static_cast<std::int64_t>((draw >> 32) % static_cast<std::uint64_t>(span + 1)) : 0;
         backoff = QuotaPolicy::apply429(p, **l, now, retryAfterMs, jitter);
         HistoryEvent e = event(now, EventType::RateLimited, provider, who);
         e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
@@ -219,22 +220,7 @@ Result<bool> LocalQuotaBackend::setLimits(const std::string& provider,
         const std::int64_t now = nowMs();
         QuotaPolicy::syncProvider(tx.state.ensureProvider(provider), limits, now);
         HistoryEvent e = event(now, EventType::Limits, provider, "");
-        std::string what;
-        if (limits.requests)
-            what += std::to_string(*limits.requests) + " requests";
-        if (limits.tokens)
-            what += (what.empty() ? "" : ", ") + std::to_string(*limits.tokens) + " tokens";
-        if (limits.requests || limits.tokens) {
-            char window[32];
-            std::snprintf(window, sizeof window, "%g", static_cast<double>(limits.windowMs) / 1000.0);
-            what += std::string(" per ") + window + " s";
-        }
-        if (limits.parallel)
-            what += ", " + std::to_string(*limits.parallel) + " parallel";
-        if (limits.headroomPercent != 100)
-            what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
-        if (!limits.models.empty())
-            what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
+        const std::string what = QuotaLimits::summary(limits);
         e.reason = byWhom(description.empty() ? what : description, who);
         tx.events.push_back(std::move(e));
         return {};

@@ -12,6 +12,8 @@
 #include "store/quotastore.h"
 #include "system/processprobe.h"
 
+#include <memory>
+
 namespace tollgate {
 
 class LocalQuotaBackend final : public QuotaBackend
@@ -19,6 +21,14 @@ class LocalQuotaBackend final : public QuotaBackend
 public:
     LocalQuotaBackend(QuotaStore& store, const Clock& clock, const ProcessProbe& probe)
         : m_store(&store)
+        , m_clock(&clock)
+        , m_probe(&probe)
+    {
+    }
+    // Owning the store (what StoreFactory::openBackend gives for a directory home).
+    LocalQuotaBackend(std::unique_ptr<QuotaStore> store, const Clock& clock, const ProcessProbe& probe)
+        : m_owned(std::move(store))
+        , m_store(m_owned.get())
         , m_clock(&clock)
         , m_probe(&probe)
     {
@@ -58,7 +68,8 @@ public:
 private:
     [[nodiscard]] std::int64_t nowMs() const;
 
-    QuotaStore* m_store; // not owned
+    std::unique_ptr<QuotaStore> m_owned;
+    QuotaStore* m_store; // not owned (or m_owned)
     const Clock* m_clock; // not owned
     const ProcessProbe* m_probe; // not owned
 };

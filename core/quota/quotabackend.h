@@ -97,6 +97,9 @@ public:
     // appeared) or the timeout passes.
     [[nodiscard]] virtual std::uint32_t changeMark() const = 0;
     virtual void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const = 0;
+    // The longest a waiter sleeps without a ring (the one event nobody rings for is a slot
+    // holder's death); each look is one operation on the store.
+    [[nodiscard]] virtual std::chrono::milliseconds maxSleep() const { return std::chrono::milliseconds(250); }
     [[nodiscard]] virtual std::string describe() const = 0;
     // Problems that did not undo a committed operation (see QuotaStore::takeWarnings).
     [[nodiscard]] virtual std::vector<Error> takeWarnings() = 0;

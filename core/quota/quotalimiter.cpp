@@ -89,7 +89,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
                 std::string(cancelled ? "cancelled" : "timed out") + " waiting for provider '" + r.provider
                     + "': " + waitReasonName(decision.reason));
         }
-        std::int64_t sleepMs = std::min<std::int64_t>(deadlineMs - now, MAX_SLEEP.count());
+        std::int64_t sleepMs = std::min<std::int64_t>(deadlineMs - now, m_backend->maxSleep().count());
         if (decision.retryAtMs != INT64_MAX)
             sleepMs = std::min(sleepMs, std::max<std::int64_t>(0, decision.retryAtMs - now));
         // Sleep at least a little when the policy says "now": the next bucket edge is a ms off.

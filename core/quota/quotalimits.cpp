@@ -7,6 +7,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+
 namespace tollgate {
 
 static_assert(
@@ -266,6 +268,27 @@ Result<void> QuotaLimits::set(const std::string& provider, ProviderLimits limits
         return invalid("at most " + std::to_string(MAX_PROVIDERS) + " providers");
     m_providers[provider] = std::move(limits);
     return {};
+}
+
+std::string QuotaLimits::summary(const ProviderLimits& limits)
+{
+    std::string what;
+    if (limits.requests)
+        what += std::to_string(*limits.requests) + " requests";
+    if (limits.tokens)
+        what += (what.empty() ? "" : ", ") + std::to_string(*limits.tokens) + " tokens";
+    if (limits.requests || limits.tokens) {
+        char window[32];
+        std::snprintf(window, sizeof window, "%g", static_cast<double>(limits.windowMs) / 1000.0);
+        what += std::string(" per ") + window + " s";
+    }
+    if (limits.parallel)
+        what += ", " + std::to_string(*limits.parallel) + " parallel";
+    if (limits.headroomPercent != 100)
+        what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
+    if (!limits.models.empty())
+        what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
+    return what;
 }
 
 std::string QuotaLimits::toJson() const

@@ -106,6 +106,9 @@ public:
     bool remove(const std::string& provider) { return m_providers.erase(provider) != 0; }
     [[nodiscard]] std::string knownProviders() const; // "a, b, c" or "none"
 
+    // The history's words for a provider's limits: "100 requests, 5000 tokens per 60 s, 2 parallel".
+    [[nodiscard]] static std::string summary(const ProviderLimits& limits);
+
     [[nodiscard]] std::string toJson() const;
     // Refuses (ErrorKind::Corrupt) any field out of range or of the wrong type; see above.
     [[nodiscard]] static Result<QuotaLimits> fromJson(std::string_view text);

@@ -35,6 +35,9 @@ struct Slot
     // Until when the holder vouches for itself to readers outside its namespace; 0 = no lease
     // recorded (a slot from format 1): acquiredMs + the provider's maximum hold time.
     std::int64_t leaseUntilMs = 0;
+    // The holder's host (HostIdentity) on a Redis home; empty on a file home (this machine).
+    // Not part of the file format.
+    std::string host;
 };
 
 struct Waiter
@@ -51,6 +54,7 @@ struct Waiter
     std::uint64_t pidNs = 0; // as in Slot
     std::uint64_t startTicks = 0;
     std::int64_t leaseUntilMs = 0; // renewed while it waits; 0 = none (then only the deadline)
+    std::string host; // as in Slot
 };
 
 struct ScopeWindow

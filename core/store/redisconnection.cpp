@@ -3,6 +3,7 @@
 #include "system/fd.h"
 
 #include <hiredis/hiredis.h>
+#include <openssl/sha.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -333,6 +334,8 @@ Result<RedisReply> RedisConnection::eval(
 {
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = m_impl->shas.find(script);
+        if (it == m_impl->shas.end() && attempt == 0)
+            it = m_impl->shas.emplace(script, scriptSha(script)).first; // the server likely knows it
         if (it == m_impl->shas.end()) {
             auto loaded = command({ "SCRIPT", "LOAD", script });
             if (!loaded)
@@ -355,6 +358,85 @@ Result<RedisReply> RedisConnection::eval(
         return r;
     }
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting the script");
+}
+
+std::string RedisConnection::scriptSha(const std::string& script)
+{
+    unsigned char digest[SHA_DIGEST_LENGTH];
+    SHA1(reinterpret_cast<const unsigned char*>(script.data()), script.size(), digest);
+    static constexpr char HEX[] = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : digest) {
+        out += HEX[c >> 4];
+        out += HEX[c & 15];
+    }
+    return out;
+}
+
+Result<void> RedisConnection::subscribe(const std::vector<std::string>& channels)
+{
+    if (!m_impl->context) {
+        if (auto r = reconnect(); !r)
+            return r.error();
+    }
+    std::vector<std::string> argv { "SUBSCRIBE" };
+    argv.insert(argv.end(), channels.begin(), channels.end());
+    auto first = m_impl->raw(argv);
+    if (!first)
+        return first.error();
+    // One confirmation per channel; the first came as the command's reply.
+    for (std::size_t i = 1; i < channels.size(); ++i) {
+        void* r = nullptr;
+        if (redisGetReply(m_impl->context.get(), &r) != REDIS_OK || !r) {
+            auto e = transportError(m_impl->context.get(), url(), "subscribing");
+            m_impl->context.reset();
+            return e;
+        }
+        freeReplyObject(r);
+    }
+    return {};
+}
+
+int RedisConnection::fd() const
+{
+    return m_impl->context ? m_impl->context->fd : -1;
+}
+
+Result<int> RedisConnection::takeMessages()
+{
+    redisContext* c = m_impl->context.get();
+    if (!c)
+        return Error::make(ErrorKind::Io, url(), "the subscription to Redis was lost");
+    int n = 0;
+    for (;;) {
+        void* raw = nullptr;
+        if (redisGetReplyFromReader(c, &raw) != REDIS_OK) {
+            auto e = transportError(c, url(), "reading a notification");
+            m_impl->context.reset();
+            return e;
+        }
+        if (raw) {
+            ReplyPtr reply(static_cast<redisReply*>(raw));
+            if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1
+                && reply->element[0]->type == REDIS_REPLY_STRING
+                && std::string_view(reply->element[0]->str, reply->element[0]->len) == "message")
+                ++n;
+            continue;
+        }
+        pollfd p { c->fd, POLLIN, 0 };
+        int ready = 0;
+        do
+            ready = ::poll(&p, 1, 0);
+        while (ready < 0 && errno == EINTR);
+        if (ready <= 0)
+            break;
+        if (redisBufferRead(c) != REDIS_OK) {
+            auto e = transportError(c, url(), "reading a notification");
+            m_impl->context.reset();
+            return e;
+        }
+    }
+    return n;
 }
 
 const RedisAddress& RedisConnection::address() const

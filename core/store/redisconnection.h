@@ -69,6 +69,17 @@ public:
     [[nodiscard]] Result<RedisReply> eval(
         const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
+    // Pub/sub: after subscribe() the connection only receives (no command() any more).
+    // fd() becomes readable when a message may have arrived; takeMessages() counts the
+    // messages that arrived, without blocking. A lost connection is an error there (the
+    // subscriber reconnects and re-reads the state: messages sent meanwhile are gone).
+    [[nodiscard]] Result<void> subscribe(const std::vector<std::string>& channels);
+    [[nodiscard]] int fd() const;
+    [[nodiscard]] Result<int> takeMessages();
+
+    // The SHA1 Redis names a script by (so the first call needs no SCRIPT LOAD round trip).
+    [[nodiscard]] static std::string scriptSha(const std::string& script);
+
     [[nodiscard]] const RedisAddress& address() const;
     [[nodiscard]] std::string url() const { return address().url(); }
     [[nodiscard]] bool broken() const;

@@ -1,6 +1,9 @@
 #include "store/storefactory.h"
 
+#include "quota/localquotabackend.h"
 #include "store/filequotastore.h"
+#include "store/redisquotabackend.h"
+#include "store/redisquotareader.h"
 #include "system/homedir.h"
 
 #include <cerrno>
@@ -10,10 +13,10 @@ namespace tollgate {
 
 namespace {
 
-Error noRedisYet(const HomeSpec& home)
+Error noLocalStore(const HomeSpec& home)
 {
     return Error::make(ErrorKind::Unsupported, home.text(),
-        "Redis homes are recognised but this build of Tollgate has no Redis store yet; use a directory home");
+        "a Redis home has no local store: its operations run on the server (use openBackend)");
 }
 
 } // namespace
@@ -21,7 +24,7 @@ Error noRedisYet(const HomeSpec& home)
 Result<std::unique_ptr<QuotaStore>> StoreFactory::openStore(const HomeSpec& home, const Clock& clock)
 {
     if (!home.isDirectory())
-        return noRedisYet(home);
+        return noLocalStore(home);
     auto store = FileQuotaStore::open(home.dir(), clock);
     if (!store)
         return store.error();
@@ -32,7 +35,7 @@ Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
     const HomeSpec& home, const FileQuotaReader::Options& options)
 {
     if (!home.isDirectory())
-        return noRedisYet(home);
+        return std::unique_ptr<QuotaReader>(std::make_unique<RedisQuotaReader>(home.redis()));
     struct stat st
     {
     };
@@ -41,6 +44,30 @@ Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
     if (auto ok = HomeDir::check(home.dir()); !ok)
         return ok.error();
     return std::unique_ptr<QuotaReader>(std::make_unique<FileQuotaReader>(home.dir(), options));
+}
+
+Result<std::unique_ptr<QuotaBackend>> StoreFactory::openBackend(
+    const HomeSpec& home, const Clock& clock, const ProcessProbe& probe, const Clock* redisTestClock)
+{
+    if (!home.isDirectory()) {
+        auto backend = RedisQuotaBackend::open(home.redis(), probe, redisTestClock);
+        if (!backend)
+            return backend.error();
+        return std::unique_ptr<QuotaBackend>(std::move(backend).value());
+    }
+    auto store = openStore(home, clock);
+    if (!store)
+        return store.error();
+    return std::unique_ptr<QuotaBackend>(std::make_unique<LocalQuotaBackend>(std::move(store).value(), clock, probe));
+}
+
+Result<std::unique_ptr<QuotaBackend>> StoreFactory::openBackend(
+    std::string_view home, const Clock& clock, const ProcessProbe& probe)
+{
+    auto spec = HomeSpec::parse(home);
+    if (!spec)
+        return spec.error();
+    return openBackend(*spec, clock, probe);
 }
 
 Result<std::unique_ptr<QuotaStore>> StoreFactory::openStore(std::string_view home, const Clock& clock)

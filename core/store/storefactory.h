@@ -4,10 +4,12 @@
 // CLI and the dashboard name no concrete store and a new kind of home is a change here.
 
 #include "base/clock.h"
+#include "quota/quotabackend.h"
 #include "store/filequotareader.h"
 #include "store/homespec.h"
 #include "store/quotareader.h"
 #include "store/quotastore.h"
+#include "system/processprobe.h"
 
 #include <memory>
 #include <string_view>
@@ -17,7 +19,15 @@ namespace tollgate {
 class StoreFactory
 {
 public:
-    // The write side. A directory home is created (0700) when missing.
+    // The write side: the quota's operations on the home. A directory home is created (0700)
+    // when missing; a Redis home is connected to (an unreachable one is an error naming the
+    // URL). `clock`: the decisions' time on a directory home; on Redis the server's TIME,
+    // unless `redisTestClock` (tests) is given.
+    [[nodiscard]] static Result<std::unique_ptr<QuotaBackend>> openBackend(const HomeSpec& home,
+        const Clock& clock, const ProcessProbe& probe, const Clock* redisTestClock = nullptr);
+    [[nodiscard]] static Result<std::unique_ptr<QuotaBackend>> openBackend(
+        std::string_view home, const Clock& clock, const ProcessProbe& probe);
+    // The store of a directory home (its transactions; tests and tools that need them).
     [[nodiscard]] static Result<std::unique_ptr<QuotaStore>> openStore(const HomeSpec& home, const Clock& clock);
     // The read side: never creates anything. A home that does not exist yet is
     // ErrorKind::NotFound (a front-end says "nothing has run here yet"); an unsafe one is

@@ -1,0 +1,473 @@
+#include "store/redisquotabackend.h"
+
+#include "store/redisstatecodec.h"
+#include "system/hostidentity.h"
+
+#include <nlohmann/json.hpp>
+
+#include <poll.h>
+
+namespace tollgate {
+
+extern const char* const REDIS_QUOTA_SCRIPT;
+
+using nlohmann::json;
+
+namespace {
+
+std::string byWhom(const std::string& what, const std::string& who)
+{
+    if (who.empty())
+        return what;
+    return what.empty() ? "by " + who : what + " (by " + who + ")";
+}
+
+std::string packed(const json& j)
+{
+    const std::vector<std::uint8_t> bytes = json::to_msgpack(j);
+    return std::string(bytes.begin(), bytes.end());
+}
+
+std::int64_t msOf(const Clock& clock)
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+}
+
+std::int64_t intOf(const json& j, const char* key, std::int64_t fallback = 0)
+{
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number())
+        return fallback;
+    return it->is_number_float() ? static_cast<std::int64_t>(it->get<double>()) : it->get<std::int64_t>();
+}
+
+bool boolOf(const json& j, const char* key)
+{
+    auto it = j.find(key);
+    return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string textOf(const json& j)
+{
+    if (j.is_string())
+        return j.get<std::string>();
+    if (j.is_binary())
+        return std::string(j.get_binary().begin(), j.get_binary().end());
+    return {};
+}
+
+std::vector<std::string> textsOf(const json& j, const char* key)
+{
+    std::vector<std::string> out;
+    auto it = j.find(key);
+    if (it != j.end() && it->is_array()) {
+        for (const auto& v : *it)
+            out.push_back(textOf(v));
+    }
+    return out;
+}
+
+} // namespace
+
+std::vector<std::string> RedisQuotaBackend::keys(const RedisAddress& address)
+{
+    return { RedisConnection::key(address, "limits"), RedisConnection::key(address, "state"),
+        RedisConnection::key(address, "history"), RedisConnection::key(address, "home"),
+        RedisConnection::key(address, "corrupt") };
+}
+
+std::string RedisQuotaBackend::channelPrefix(const RedisAddress& address)
+{
+    return RedisConnection::key(address, "");
+}
+
+RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection connection, const ProcessProbe& probe,
+    const Clock* testClock, std::string host, std::chrono::milliseconds timeout)
+    : m_address(std::move(address))
+    , m_connection(std::move(connection))
+    , m_probe(&probe)
+    , m_testClock(testClock)
+    , m_host(std::move(host))
+    , m_timeout(timeout)
+{
+}
+
+Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAddress& address,
+    const ProcessProbe& probe, const Clock* testClock, std::chrono::milliseconds timeout)
+{
+    auto host = HostIdentity::current(probe.pidNamespace());
+    if (!host)
+        return Error::make(host.error().kind, host.error().path,
+            "a Redis home needs this machine's identity to tell its holders from other hosts': "
+                + host.error().message);
+    auto connection = RedisConnection::open(address, timeout);
+    if (!connection)
+        return connection.error();
+    // Opening the write side makes the home (as a directory home is created): readers then
+    // see an empty home, not "nothing has run here".
+    auto marked = connection->command({ "SET", RedisConnection::key(address, "home"),
+        "{\"format\":1}", "NX" });
+    if (!marked)
+        return marked.error();
+    if (marked->type == RedisReply::Type::Error)
+        return Error::make(ErrorKind::Io, address.url(), "Redis refused to create the home: " + marked->text);
+    return std::unique_ptr<RedisQuotaBackend>(new RedisQuotaBackend(
+        address, std::move(connection).value(), probe, testClock, std::move(host).value(), timeout));
+}
+
+Result<std::string> RedisQuotaBackend::call(const std::string& op, const std::string& args)
+{
+    const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
+    auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, keys(m_address),
+        { op, now, channelPrefix(m_address), std::to_string(HISTORY_CAP), args });
+    if (!r) {
+        Error e = r.error();
+        if (e.kind == ErrorKind::Timeout) // not a refusal of the quota: the store is unreachable
+            e.kind = ErrorKind::Io;
+        return e;
+    }
+    if (r->type == RedisReply::Type::Error)
+        return Error::make(ErrorKind::Io, m_address.url(), "Redis refused the operation: " + r->text);
+    if (r->type != RedisReply::Type::String)
+        return Error::make(ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
+    const json j = json::from_msgpack(r->text.begin(), r->text.end(), true, false);
+    if (!j.is_object())
+        return Error::make(ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
+    if (auto err = j.find("err"); err != j.end()) {
+        const std::string kind = textOf(*err);
+        const std::string message = textOf(j.value("msg", json()));
+        if (kind == "unknown")
+            return unknownProvider(message, textsOf(j, "known"));
+        if (kind == "usage")
+            return Error::make(ErrorKind::Usage, "", message);
+        if (kind == "busy")
+            return Error::make(ErrorKind::Busy, "", message);
+        return Error::make(ErrorKind::Corrupt, m_address.url(), message);
+    }
+    return std::move(r->text);
+}
+
+Error RedisQuotaBackend::unknownProvider(const std::string& provider, const std::vector<std::string>& known) const
+{
+    std::string list;
+    for (const auto& k : known)
+        list += (list.empty() ? "" : ", ") + k;
+    if (list.empty())
+        return Error::make(ErrorKind::Usage, "",
+            "unknown provider '" + provider + "': the Redis home " + m_address.url()
+                + " has no limits — it is new, or Redis lost its data (a restart without persistence, a flush, "
+                  "an eviction); set them with: tollgate limits set PROVIDER --requests N --window SECONDS, or "
+                  "restore an export with: tollgate limits import FILE");
+    return Error::make(ErrorKind::Usage, "",
+        "unknown provider '" + provider + "'; known providers: " + list
+            + " (add one with: tollgate limits set PROVIDER --requests N --window SECONDS)");
+}
+
+std::int64_t RedisQuotaBackend::clientNowMs() const
+{
+    // How long a caller waited is measured by its own clock (where it started waiting), not
+    // against the server's, which may be skewed from it.
+    if (m_testClock)
+        return msOf(*m_testClock);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
+{
+    const AdmitRequest& r = step.request;
+    json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
+        { "tokens", r.tokens }, { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid },
+        { "deadline", r.deadlineMs }, { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
+        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNowMs() - step.startMs },
+        { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
+    std::vector<std::uint64_t> deadF;
+    std::vector<std::uint64_t> deadT;
+    // Each round names more dead holders or waiters of this host; the queue's head can only
+    // be probed once it is the head, so a few rounds may be needed (bounded).
+    for (int round = 0;; ++round) {
+        a["deadF"] = deadF;
+        a["deadT"] = deadT;
+        auto reply = call("admit", packed(a));
+        if (!reply)
+            return reply.error();
+        const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+        AdmitOutcome out;
+        out.decision.admitted = boolOf(j, "admitted");
+        out.decision.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(intOf(j, "reason"), 0, 6));
+        const std::int64_t retryAt = intOf(j, "retryAt", -1);
+        out.decision.retryAtMs = retryAt < 0 ? INT64_MAX : retryAt;
+        out.decision.fence = static_cast<std::uint64_t>(intOf(j, "fence"));
+        out.decision.ticket = static_cast<std::uint64_t>(intOf(j, "ticket"));
+        out.decision.slotTaken = boolOf(j, "slotTaken");
+        out.leaseMs = intOf(j, "lease");
+        out.nowMs = intOf(j, "now");
+        bool named = false;
+        if (auto s = j.find("suspects"); s != j.end() && s->is_array() && round < 8) {
+            for (const auto& who : *s) {
+                const std::int64_t pid = intOf(who, "pid");
+                const auto start = static_cast<std::uint64_t>(intOf(who, "st"));
+                if (pid <= 0 || m_probe->holderLiveness(pid, start) != Liveness::Dead)
+                    continue;
+                const auto id = static_cast<std::uint64_t>(intOf(who, "id"));
+                (textOf(who.value("k", json())) == "s" ? deadF : deadT).push_back(id);
+                named = true;
+            }
+        }
+        if (!named)
+            return out;
+        a["ticket"] = out.decision.ticket; // kept (or newly queued) by this round
+    }
+}
+
+Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
+{
+    const AdmitRequest& r = step.request;
+    json a = { { "provider", r.provider }, { "ticket", step.ticket }, { "gaveUp", gaveUp }, { "why", why },
+        { "caller", r.caller }, { "model", r.model }, { "pid", r.pid }, { "tokens", r.tokens },
+        { "waited", clientNowMs() - step.startMs } };
+    auto reply = call("leave", packed(a));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+Result<std::int64_t> RedisQuotaBackend::report429(const std::string& provider, const std::string& caller,
+    std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid)
+{
+    json a = { { "provider", provider }, { "caller", caller }, { "ra", retryAfterMs.value_or(-1) },
+        { "draw", jitterDraw >> 32 }, { "pid", pid > 0 ? pid : ProcessProbe::selfPid() } };
+    auto reply = call("report429", packed(a));
+    if (!reply)
+        return reply.error();
+    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    return intOf(j, "backoff");
+}
+
+Result<void> RedisQuotaBackend::reportSuccess(const std::string& provider, const std::string& caller)
+{
+    auto reply = call("success", packed(json { { "provider", provider }, { "caller", caller } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+Result<QuotaLimits> RedisQuotaBackend::limits()
+{
+    const std::string key = keys(m_address)[0];
+    auto r = m_connection.command({ "HGETALL", key });
+    if (!r)
+        return r.error();
+    if (r->type != RedisReply::Type::Array)
+        return Error::make(ErrorKind::Io, m_address.url(), "Redis refused to read the limits: " + r->text);
+    QuotaLimits out;
+    for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) {
+        const std::string& provider = r->elements[i].text;
+        auto l = RedisStateCodec::parseCompactLimits(provider, r->elements[i + 1].text, key);
+        if (!l)
+            return l.error();
+        if (auto set = out.set(provider, *l); !set)
+            return Error::make(ErrorKind::Corrupt, key, set.error().message);
+    }
+    return out;
+}
+
+Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
+    const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
+    std::optional<ProviderLimits>* found, const std::string& description)
+{
+    if (auto v = QuotaLimits::validate(provider, limits); !v)
+        return v.error();
+    json a = { { "provider", provider }, { "limits", RedisStateCodec::compactLimits(limits) },
+        { "reason", byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
+        { "expect", expected == nullptr ? 0 : (expected->has_value() ? 2 : 1) } };
+    if (expected && expected->has_value())
+        a["expected"] = RedisStateCodec::compactLimits(**expected);
+    auto reply = call("setLimits", packed(a));
+    if (!reply)
+        return reply.error();
+    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    if (found) {
+        const std::string text = textOf(j.value("found", json()));
+        found->reset();
+        if (!text.empty()) {
+            auto l = RedisStateCodec::parseCompactLimits(provider, text, keys(m_address)[0]);
+            if (!l)
+                return l.error();
+            *found = *l;
+        }
+    }
+    return boolOf(j, "set");
+}
+
+Result<void> RedisQuotaBackend::removeLimits(const std::string& provider, const std::string& who)
+{
+    auto reply = call("removeLimits", packed(json { { "provider", provider }, { "who", who } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+Result<std::vector<std::string>> RedisQuotaBackend::importLimits(
+    const QuotaLimits& incoming, bool replace, const std::string& who)
+{
+    json names = json::array();
+    json values = json::array();
+    for (const auto& [name, l] : incoming.providers()) {
+        if (auto v = QuotaLimits::validate(name, l); !v)
+            return v.error();
+        names.push_back(name);
+        values.push_back(RedisStateCodec::compactLimits(l));
+    }
+    auto reply = call("importLimits",
+        packed(json { { "replace", replace }, { "who", who }, { "names", names }, { "values", values } }));
+    if (!reply)
+        return reply.error();
+    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    return textsOf(j, "changed");
+}
+
+Result<void> RedisQuotaBackend::pause(
+    const std::string& provider, const std::string& stored, const std::string& why, const std::string& who)
+{
+    auto reply = call("pause",
+        packed(json { { "provider", provider }, { "stored", stored }, { "reason", byWhom(why, who) } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+Result<void> RedisQuotaBackend::resume(const std::string& provider, const std::string& who)
+{
+    auto reply = call("resume", packed(json { { "provider", provider }, { "reason", who.empty() ? "" : "by " + who } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+Result<void> RedisQuotaBackend::resetBackoff(const std::string& provider, const std::string& who)
+{
+    auto reply
+        = call("resetBackoff", packed(json { { "provider", provider }, { "reason", who.empty() ? "" : "by " + who } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+Result<int> RedisQuotaBackend::releaseStale(bool overdue, const std::string& who)
+{
+    // Holders and waiters of this host are probed here first; the script judges the rest.
+    auto snap = snapshot();
+    if (!snap)
+        return snap.error();
+    std::vector<std::uint64_t> deadF;
+    std::vector<std::uint64_t> deadT;
+    for (const auto& p : snap->state.providers) {
+        for (const auto& s : p.slots) {
+            if (s.host == m_host && s.pid > 0 && m_probe->holderLiveness(s.pid, s.startTicks) == Liveness::Dead)
+                deadF.push_back(s.fence);
+        }
+        for (const auto& w : p.queue) {
+            if (w.host == m_host && w.pid > 0 && m_probe->holderLiveness(w.pid, w.startTicks) == Liveness::Dead)
+                deadT.push_back(w.ticket);
+        }
+    }
+    auto reply = call("releaseStale", packed(json { { "host", m_host }, { "overdue", overdue }, { "who", who },
+                                          { "deadF", deadF }, { "deadT", deadT } }));
+    if (!reply)
+        return reply.error();
+    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    return static_cast<int>(intOf(j, "released"));
+}
+
+Result<bool> RedisQuotaBackend::releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who)
+{
+    auto reply = call("releaseSlot", packed(json { { "provider", provider }, { "fence", fence }, { "who", who } }));
+    if (!reply)
+        return reply.error();
+    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    return boolOf(j, "found");
+}
+
+Result<bool> RedisQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+{
+    auto reply
+        = call("renewSlot", packed(json { { "provider", provider }, { "fence", fence }, { "lease", leaseMs } }));
+    if (!reply)
+        return reply.error();
+    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    return boolOf(j, "found");
+}
+
+Result<LimiterSnapshot> RedisQuotaBackend::snapshot()
+{
+    auto reply = call("snapshot", {});
+    if (!reply)
+        return reply.error();
+    const auto k = keys(m_address);
+    auto s = RedisStateCodec::decodeSnapshot(*reply, k[0], k[1], m_host, m_probe->pidNamespace());
+    if (!s)
+        return s.error();
+    if (!s->corruptKey.empty())
+        return Error::make(ErrorKind::Corrupt, s->corruptKey, s->corruptReason);
+    LimiterSnapshot out;
+    out.limits = std::move(s->limits);
+    if (s->state)
+        out.state = std::move(*s->state);
+    out.nowMs = s->nowMs;
+    return out;
+}
+
+Result<void> RedisQuotaBackend::record(const std::vector<HistoryEvent>& events)
+{
+    json lines = json::array();
+    for (const auto& e : events) {
+        std::string line = e.toJsonLine();
+        if (!line.empty() && line.back() == '\n')
+            line.pop_back();
+        lines.push_back(line);
+    }
+    auto reply = call("record", packed(json { { "lines", lines } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
+std::uint32_t RedisQuotaBackend::changeMark() const
+{
+    if (!m_subscription) {
+        auto c = RedisConnection::open(m_address, m_timeout);
+        if (c && c->subscribe({ channelPrefix(m_address) + "ring" })) {
+            m_subscription = std::make_unique<RedisConnection>(std::move(c).value());
+            ++m_rings; // a new subscription may have missed rings: the mark moves
+        }
+    }
+    if (m_subscription) {
+        auto n = m_subscription->takeMessages();
+        if (!n) {
+            m_subscription.reset(); // made again at the next look
+            ++m_rings;
+        } else {
+            m_rings += static_cast<std::uint32_t>(*n);
+        }
+    }
+    return m_rings;
+}
+
+void RedisQuotaBackend::waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const
+{
+    if (changeMark() != mark)
+        return;
+    const int ms = static_cast<int>(std::clamp<std::int64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), 0, 24LL * 3600 * 1000));
+    // Without a subscription (Redis unreachable) this waits out the timeout: the next
+    // operation reports the failure.
+    // A signal (EINTR) ends the wait early, as a spurious wake-up may: the caller looks at its
+    // cancel flag and deadline before it waits again.
+    pollfd p { m_subscription ? m_subscription->fd() : -1, POLLIN, 0 };
+    (void)::poll(&p, 1, ms);
+    (void)changeMark();
+}
+
+} // namespace tollgate

@@ -1,0 +1,51 @@
+#pragma once
+
+// RedisStateCodec: the C++ side of the data the Redis script (redisquota.lua) keeps — limits
+// in a compact JSON (times in ms, the form the script reads and compares), the state in
+// MessagePack — converted with nlohmann's readers only. Everything read from Redis is input
+// from outside the process: a value that does not parse or is out of bounds is an error
+// naming the key, never a default.
+
+#include "base/result.h"
+#include "quota/quotalimits.h"
+#include "quota/quotastate.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tollgate {
+
+// One look at a Redis home, as the script's snapshot operation returns it.
+struct RedisSnapshot
+{
+    std::int64_t nowMs = 0; // the server's time
+    QuotaLimits limits;
+    std::optional<QuotaState> state; // nullopt: no state yet
+    bool homeExists = false; // the home's marker is there (limits were set at some point)
+    std::string corruptKey; // what did not parse, and why (empty: all did)
+    std::string corruptReason;
+    bool limitsCorrupt = false;
+};
+
+class RedisStateCodec
+{
+public:
+    // The limits as the script stores and compares them: deterministic (same limits, same
+    // bytes), so a compare-and-set is a string comparison on the server.
+    [[nodiscard]] static std::string compactLimits(const ProviderLimits& limits);
+    [[nodiscard]] static Result<ProviderLimits> parseCompactLimits(
+        const std::string& provider, std::string_view text, const std::string& key);
+
+    // A provider state as stored by the script. Slots and waiters of `myHost` get `myPidNs`
+    // (so QuotaPolicy probes them here); those of other hosts get none (judged by lease).
+    [[nodiscard]] static Result<ProviderState> decodeProvider(
+        std::string_view blob, const std::string& myHost, std::uint64_t myPidNs);
+
+    // The reply of the script's snapshot operation.
+    [[nodiscard]] static Result<RedisSnapshot> decodeSnapshot(std::string_view reply, const std::string& limitsKey,
+        const std::string& stateKey, const std::string& myHost, std::uint64_t myPidNs);
+};
+
+} // namespace tollgate
