@@ -15,6 +15,38 @@ phase() { echo; echo "==== test.sh: $* ===="; }
 
 phase "1/4 normal build"
 "$ROOT/scripts/bootstrap.sh"
+
+# One redis-server for the Redis-home suites of every phase (tests that restart, stop or
+# password-protect a server start their own): a free loopback port, files in a temporary
+# directory, nothing persisted; stopped on every exit path.
+REDIS_DIR=$(mktemp -d)
+REDIS_PID=
+stopRedis() {
+    [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
+    rm -rf "$REDIS_DIR"
+}
+trap stopRedis EXIT
+for attempt in $(seq 1 20); do
+    port=$((20000 + RANDOM % 30000))
+    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$REDIS_DIR" \
+        --logfile "$REDIS_DIR/redis.log" --maxmemory-policy noeviction >/dev/null 2>&1 &
+    REDIS_PID=$!
+    # Ours answers (its process_id is our child), not another server that had the port.
+    for i in $(seq 1 100); do
+        kill -0 "$REDIS_PID" 2>/dev/null || break
+        if redis-cli -h 127.0.0.1 -p "$port" INFO server 2>/dev/null | grep -q "^process_id:$REDIS_PID"; then
+            export TOLLGATE_TEST_REDIS_URL="redis://127.0.0.1:$port"
+            break 2
+        fi
+        sleep 0.05
+    done
+    kill "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=
+done
+[ -n "${TOLLGATE_TEST_REDIS_URL:-}" ] || { echo "test.sh: could not start redis-server" >&2; exit 1; }
+echo "test.sh: redis-server $REDIS_PID on $TOLLGATE_TEST_REDIS_URL"
+
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
 # The install: every file in place, desktop-file-validate, appstreamcli, man -l, completion.
 "$ROOT/scripts/installcheck.sh" "${TOLLGATE_BUILD_DIR:-$ROOT/build}"

@@ -2,6 +2,7 @@
 // what it prints (never a raw control byte), its --json documents, per-command help, and
 // read-only commands that never create anything.
 
+#include "helpers/redisserver.h"
 #include "testsupport.h"
 
 #include <QCoreApplication>
@@ -52,6 +53,7 @@ private Q_SLOTS:
     void homeUrlsAreParsedNotTakenAsDirectories_data();
     void homeUrlsAreParsedNotTakenAsDirectories();
     void limitsMoveBetweenHomesByExportAndImport();
+    void redisHomeServesEveryCommand();
 
 private:
     struct Ran
@@ -89,6 +91,7 @@ private:
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_home;
+    RedisServer m_redis; // when scripts/test.sh shares none
 };
 
 TestCli::Ran TestCli::raw(const QStringList& args, int limitMs) const
@@ -403,7 +406,8 @@ void TestCli::homeUrlsAreParsedNotTakenAsDirectories_data()
     QTest::addColumn<int>("code");
     QTest::addColumn<QString>("says");
     // Recognised but not served by this build: said by name, exit 3 (not a usage error).
-    QTest::newRow("redis") << "redis://127.0.0.1:1/0" << 3 << "no Redis store yet";
+    // A Redis home nobody serves: said with the URL, exit 3 (fail closed, never admitted).
+    QTest::newRow("redis") << "redis://127.0.0.1:1/0" << 3 << "redis://127.0.0.1:1/0: cannot connect to Redis";
     QTest::newRow("tls") << "rediss://cache:6380" << 3 << "TLS";
     QTest::newRow("password") << "redis://u:hunter2@cache" << 2 << "TOLLGATE_REDIS_PASSWORD";
     QTest::newRow("other scheme") << "http://cache" << 2 << "unknown kind of home";
@@ -870,4 +874,69 @@ void TestCli::globalOptionsBeforeTheCommand()
 }
 
 QTEST_GUILESS_MAIN(TestCli)
+void TestCli::redisHomeServesEveryCommand()
+{
+    // The same commands on a Redis home, as separate processes sharing it.
+    std::string url = RedisServer::sharedUrl();
+    if (url.empty()) {
+        if (RedisServer::binary().isEmpty())
+            QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+        QString why;
+        QVERIFY2(m_redis.start({}, &why), qPrintable(why));
+        url = m_redis.url();
+    }
+    m_home = QString::fromStdString(url) + QStringLiteral("?prefix=") + RedisServer::uniquePrefix(QStringLiteral("cli"), 1);
+    const QString file = m_dir->path() + QStringLiteral("/file-home");
+    // Before anything ran: no home, said as for a directory.
+    Ran r = cli({ QStringLiteral("status") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.contains("no Tollgate home"), r.out.constData());
+    r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c") });
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("has no limits") && r.err.contains("limits import"), r.err.constData());
+
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("2"), QStringLiteral("--window"), QStringLiteral("60"),
+        QStringLiteral("--parallel"), QStringLiteral("1") });
+    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    r = cli(QStringList { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("r"),
+        QStringLiteral("--timeout"), QStringLiteral("0"), QStringLiteral("--"), QStringLiteral("true") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(cli(acquire).code, 0);
+    r = cli(acquire); // the window holds two
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("window"), r.err.constData());
+
+    r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    const QJsonObject status = object(r.out);
+    QVERIFY(!status.value(QStringLiteral("host")).toObject().value(QStringLiteral("id")).toString().isEmpty());
+    const QJsonObject api = status.value(QStringLiteral("providers")).toArray().at(0).toObject();
+    QCOMPARE(api.value(QStringLiteral("used_requests")).toInt(), 2);
+    QCOMPARE(api.value(QStringLiteral("slots")).toArray().size(), 0); // run gave its slot back
+
+    QCOMPARE(cli({ QStringLiteral("report-429"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+                 QStringLiteral("--retry-after"), QStringLiteral("30") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("pause"), QStringLiteral("--reason"), QStringLiteral("deploy") }).code, 0);
+    r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QVERIFY(object(r.out).value(QStringLiteral("paused_all")).toBool());
+    QCOMPARE(cli({ QStringLiteral("resume") }).code, 0);
+
+    r = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    for (const char* type : { "limits", "admit", "release", "429", "pause", "resume" })
+        QVERIFY2(r.out.contains(QByteArray("\"type\":\"") + type + '"'), type);
+
+    // Limits move from the Redis home to a directory home and back unchanged.
+    const Ran exported = cli({ QStringLiteral("limits"), QStringLiteral("export") });
+    QCOMPARE(exported.code, 0);
+    const QString doc = writeFile(QStringLiteral("redis-limits.json"), exported.out);
+    r = raw({ QStringLiteral("limits"), QStringLiteral("import"), QStringLiteral("--home"), file, doc });
+    QVERIFY2(r.code == 0, r.err.constData());
+    const Ran there = raw({ QStringLiteral("limits"), QStringLiteral("export"), QStringLiteral("--home"), file });
+    QCOMPARE(there.out, exported.out);
+}
+
 #include "tst_cli.moc"

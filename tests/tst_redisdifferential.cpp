@@ -79,16 +79,21 @@ private Q_SLOTS:
     void sameDecisionsAndStateAtEveryStep();
 
 private:
-    RedisServer m_redis;
+    RedisServer m_redis; // when test.sh shares none
+    std::string m_url;
     int m_homes = 0;
 };
 
 void TestRedisDifferential::initTestCase()
 {
+    m_url = RedisServer::sharedUrl();
+    if (!m_url.empty())
+        return;
     if (RedisServer::binary().isEmpty())
         QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
     QString why;
     QVERIFY2(m_redis.start({}, &why), qPrintable(why));
+    m_url = m_redis.url();
 }
 
 void TestRedisDifferential::sameDecisionsAndStateAtEveryStep_data()
@@ -109,7 +114,7 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
     auto file = StoreFactory::openBackend(dir.path().toStdString() + "/home", clock, probe);
     QVERIFY(file.ok());
     sides[0].backend = std::move(file).value();
-    auto spec = HomeSpec::parse(m_redis.url(QStringLiteral("?prefix=d") + QString::number(++m_homes)));
+    auto spec = HomeSpec::parse(m_url + "?prefix=" + RedisServer::uniquePrefix(QStringLiteral("d"), ++m_homes).toStdString());
     QVERIFY(spec.ok());
     auto redis = StoreFactory::openBackend(*spec, clock, probe, &clock);
     QVERIFY2(redis.ok(), redis.ok() ? "" : redis.error().describe().c_str());

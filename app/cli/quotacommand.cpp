@@ -139,6 +139,14 @@ struct Context
         if (!r)
             return console.fail(r.error());
         reader = std::move(r).value();
+        if (!spec->isDirectory()) {
+            // A Redis home exists once something ran there: only a look at the server tells.
+            auto look = reader->snapshot();
+            if (!look && look.error().kind == ErrorKind::NotFound)
+                return -1;
+            if (!look)
+                return console.fail(look.error());
+        }
         exists = true;
         return -1;
     }

@@ -13,6 +13,7 @@
 #include <QThread>
 #include <arpa/inet.h>
 #include <csignal>
+#include <cstdlib>
 #include <memory>
 #include <netinet/in.h>
 #include <sys/prctl.h>
@@ -26,6 +27,18 @@ public:
     ~RedisServer() { stop(); }
     RedisServer(const RedisServer&) = delete;
     RedisServer& operator=(const RedisServer&) = delete;
+
+    // The server scripts/test.sh started for the whole run (TOLLGATE_TEST_REDIS_URL), if any.
+    static std::string sharedUrl()
+    {
+        const char* url = std::getenv("TOLLGATE_TEST_REDIS_URL");
+        return url ? std::string(url) : std::string();
+    }
+    // A key prefix no other test program (of this or another phase) uses on a shared server.
+    static QString uniquePrefix(const QString& stem, int n)
+    {
+        return stem + QString::number(::getpid()) + QLatin1Char('-') + QString::number(n);
+    }
 
     static QString binary()
     {
