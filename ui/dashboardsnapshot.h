@@ -37,6 +37,9 @@ struct HolderInfo
     quint64 fence = 0; // slots
     QString path; // lock files
     qint64 pid = 0;
+    // Slots of a Redis home held from another host: that host's id (machine-pidns), shortened;
+    // empty for this host and for directory homes.
+    QString host;
     QString who; // the caller (slots) or tag (lock files)
     QString model;
     qint64 sinceMs = 0; // when it was taken (unix ms)

@@ -121,7 +121,9 @@ KeyedTableModel::Row HoldersModel::buildRow(const HolderInfo& h)
     row.cells[Kind].insert(Qt::DisplayRole, slot ? tr("slot") : tr("lock file"));
     row.cells[Where].insert(Qt::DisplayRole, slot ? h.provider : QFileInfo(h.path).fileName());
     row.cells[Where].insert(Qt::ToolTipRole, slot ? tr("%1, fence %2").arg(h.provider).arg(h.fence) : h.path);
-    row.cells[Pid].insert(Qt::DisplayRole, h.pid ? QString::number(h.pid) : QString());
+    // A pid of another host means something only there: shown with the host it belongs to.
+    row.cells[Pid].insert(Qt::DisplayRole,
+        !h.pid ? QString() : h.host.isEmpty() ? QString::number(h.pid) : QStringLiteral("%1 @ %2").arg(h.pid).arg(h.host));
     row.cells[Pid].insert(SortRole, h.pid);
     QString who = h.who;
     if (!h.model.isEmpty())

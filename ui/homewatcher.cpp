@@ -151,8 +151,9 @@ QStringList HomeWatcher::desiredPaths() const
         if (!existing.isEmpty() && !out.contains(existing))
             out.append(existing);
     };
-    addDir(m_home);
-    if (QFileInfo(m_home).isDir()) {
+    if (!m_home.isEmpty()) // empty: a home that is not a directory (Redis): only lock directories
+        addDir(m_home);
+    if (!m_home.isEmpty() && QFileInfo(m_home).isDir()) {
         for (const auto* files : { &QUOTA_FILES, &HISTORY_FILES }) {
             for (const char* name : *files) {
                 const QString file = m_home + QLatin1Char('/') + QLatin1String(name);
@@ -199,6 +200,8 @@ void HomeWatcher::resync()
 QByteArray HomeWatcher::signature(int part) const
 {
     QByteArray out;
+    if (m_home.isEmpty() && part != Locks)
+        return out;
     if (part == Quota) {
         appendStat(out, m_home);
         for (const char* name : QUOTA_FILES)

@@ -1,6 +1,7 @@
 #include "quotaobserver.h"
 
 #include "base/textsanitizer.h"
+#include "changefeedwatcher.h"
 #include "homewatcher.h"
 #include "lock/lockfile.h"
 #include "quota/holderstatus.h"
@@ -60,12 +61,15 @@ quint64 inodeOf(const QString& path)
 
 // The home part of a snapshot through the store's read side (the reader was opened, and the
 // home checked, by the caller).
-void readQuota(QuotaReader& reader, DashboardSnapshot& s)
+// false: the home is not there (a Redis home where nothing ran yet).
+bool readQuota(QuotaReader& reader, DashboardSnapshot& s)
 {
     auto view = reader.snapshot();
+    if (!view && view.error().kind == ErrorKind::NotFound)
+        return false;
     if (!view) {
         s.problem = qs(view.error().describe());
-        return;
+        return true;
     }
     s.limits = std::move(view->limits);
     s.corruptFile = qs(view->corruptFile);
@@ -74,6 +78,7 @@ void readQuota(QuotaReader& reader, DashboardSnapshot& s)
         s.state = std::move(*view->state);
         s.hasState = true;
     }
+    return true;
 }
 
 HolderHealth slotHealth(const Slot& slot, const ProviderLimits* l, qint64 nowMs, const ProcessProbe& probe)
@@ -195,6 +200,11 @@ bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const Previ
             h.fence = slot.fence;
             h.key = QStringLiteral("slot:%1:%2").arg(provider).arg(slot.fence);
             h.pid = slot.pid;
+            // The codec gives slots of this host our pid namespace; any other is elsewhere.
+            if (!slot.host.empty() && !QuotaPolicy::sameNamespace(slot.pidNs, probe)) {
+                const QString id = qs(slot.host);
+                h.host = id.left(8) + QStringLiteral("…") + id.mid(id.lastIndexOf(QLatin1Char('-')));
+            }
             h.who = slot.pid == 0 ? QObject::tr("(placeholder after a lost state)") : qs(slot.caller);
             h.model = qs(slot.model);
             h.sinceMs = slot.acquiredMs;
@@ -280,7 +290,10 @@ bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const Previou
         s.status = HomeStatus::Unusable;
         s.problem = qs(reader.error().describe());
     } else {
-        readQuota(**reader, s);
+        if (!readQuota(**reader, s)) {
+            s.status = HomeStatus::Missing;
+            return false;
+        }
         const bool any
             = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
         s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
@@ -296,6 +309,8 @@ QuotaObserver::QuotaObserver(QString home, QStringList lockDirs, QObject* parent
     , m_home(std::move(home))
     , m_lockDirs(std::move(lockDirs))
 {
+    auto spec = HomeSpec::parse(ss(m_home));
+    m_isRedis = spec && !spec->isDirectory();
 }
 
 QuotaObserver::~QuotaObserver() = default;
@@ -319,8 +334,14 @@ DashboardSnapshot QuotaObserver::readSnapshot(const QString& home, const QString
 
 void QuotaObserver::start()
 {
-    m_watcher = new HomeWatcher(m_home, m_lockDirs, HomeWatcher::Mode::Notify, this);
+    // A directory home is watched with its files; a Redis home through its change
+    // subscription (the lock directories are local either way).
+    m_watcher = new HomeWatcher(m_isRedis ? QString() : m_home, m_lockDirs, HomeWatcher::Mode::Notify, this);
     connect(m_watcher, &HomeWatcher::changed, this, &QuotaObserver::refreshParts);
+    if (m_isRedis) {
+        m_feedWatcher = new ChangeFeedWatcher(m_home, this);
+        connect(m_feedWatcher, &ChangeFeedWatcher::changed, this, &QuotaObserver::refreshParts);
+    }
     m_livenessTimer = new QTimer(this);
     m_livenessTimer->setInterval(LIVENESS_MS);
     connect(m_livenessTimer, &QTimer::timeout, this, &QuotaObserver::checkLiveness);
@@ -349,7 +370,7 @@ void QuotaObserver::refreshParts(int parts)
         holders = m_slotHolders != before;
     } else if (parts & HomeWatcher::History) {
         // The history of a re-created home starts over; its snapshot goes first.
-        const quint64 ino = inodeOf(m_home);
+        const quint64 ino = m_isRedis ? m_homeInode : inodeOf(m_home);
         if (ino != m_homeInode) {
             readHome();
             send = holders = true;
@@ -374,7 +395,8 @@ void QuotaObserver::readHome()
         m_slotHolders = std::move(s.holders);
     s.holders = {};
     m_homePart = std::move(s);
-    const quint64 ino = m_homePart.status == HomeStatus::Missing ? 0 : inodeOf(m_home);
+    // A Redis home has no inode: 1 while it is there.
+    const quint64 ino = m_homePart.status == HomeStatus::Missing ? 0 : (m_isRedis ? 1 : inodeOf(m_home));
     if (ino != m_homeInode) {
         // A different directory (deleted and re-created, or new): its history starts over.
         const bool hadOne = m_homeInode != 0 || m_history;
@@ -573,7 +595,7 @@ void QuotaObserver::setStaleSeconds(qint64 seconds)
 
 QString QuotaObserver::openLimiter()
 {
-    const quint64 ino = inodeOf(m_home);
+    const quint64 ino = m_isRedis ? m_homeInode : inodeOf(m_home);
     if (ino == 0)
         return tr("there is no Tollgate home at %1 yet; start a caller first").arg(m_home);
     if (m_limiter && ino == m_storeInode)
@@ -864,7 +886,7 @@ void QuotaObserver::cleanStale()
     r.action = QStringLiteral("clean-stale");
     int slots = 0;
     QStringList problems;
-    if (inodeOf(m_home) != 0) {
+    if ((m_isRedis ? m_homeInode : inodeOf(m_home)) != 0) {
         if (QString why = openLimiter(); !why.isEmpty()) {
             problems.append(why);
         } else if (auto n = m_limiter->releaseStale(false, ss(who())); n) {

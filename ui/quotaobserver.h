@@ -133,6 +133,8 @@ private:
     SystemClock m_clock;
     ProcessProbe m_probe;
     CachingProbe m_round { m_probe }; // cleared at the start of every round
+    bool m_isRedis = false; // the home is a Redis URL, not a directory
+    class ChangeFeedWatcher* m_feedWatcher = nullptr; // child, Redis homes only
     HomeWatcher* m_watcher = nullptr; // child; created in start() so it lives in the worker thread
     QTimer* m_livenessTimer = nullptr; // child
     DashboardSnapshot m_homePart; // the home part of the next snapshot (no lock holders)

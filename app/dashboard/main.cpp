@@ -135,15 +135,9 @@ int main(int argc, char** argv)
         qCritical("tollgate-dashboard: %s", tollgate::TextSanitizer::clean(home.error().describe(), 2000).c_str());
         return 2;
     }
-    if (!home->isDirectory()) {
-        qCritical("tollgate-dashboard: %s: Redis homes are recognised but this build has no Redis store yet; "
-                  "use a directory home",
-            home->text().c_str());
-        return 2;
-    }
-
     tollgate::ui::DashboardOptions options;
-    options.home = QString::fromStdString(home->dir());
+    // A directory, or the Redis URL (its canonical form: never a password).
+    options.home = QString::fromStdString(home->isDirectory() ? home->dir() : home->text());
     for (const QString& dir : parser.values(locksOption))
         options.lockDirs.append(QDir(dir).absolutePath());
     options.settingsPath = parser.value(settingsOption);

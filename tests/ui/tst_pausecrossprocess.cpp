@@ -1,12 +1,15 @@
 // Pausing in the window makes a separate process's `tollgate acquire` wait; resuming in the
 // window lets it through. The waiter is the real CLI binary; that it waits is observed in
-// the shared state (it is queued, waiting because of the pause), not by timing.
+// the shared state (it is queued, waiting because of the pause), not by timing. On a
+// directory home and on a Redis home (where the window hears of the waiter through pub/sub,
+// and the waiter of the resume through its ring subscription).
 
 #include "base/systemclock.h"
 #include "dashboardcontroller.h"
 #include "mainwindow.h"
 #include "quota/quotalimiter.h"
-#include "store/filequotastore.h"
+#include "helpers/redisserver.h"
+#include "store/storefactory.h"
 
 #include <QAction>
 #include <QProcess>
@@ -21,7 +24,11 @@ class TestPauseCrossProcess final : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
+    void pauseInWindowMakesCliWait_data();
     void pauseInWindowMakesCliWait();
+
+private:
+    RedisServer m_redis; // when scripts/test.sh shares none
 };
 
 namespace {
@@ -42,14 +49,34 @@ bool waiterQueued(QuotaLimiter& limiter, qint64 pid, WaitReason reason)
 
 } // namespace
 
+void TestPauseCrossProcess::pauseInWindowMakesCliWait_data()
+{
+    QTest::addColumn<bool>("redis");
+    QTest::newRow("directory home") << false;
+    QTest::newRow("redis home") << true;
+}
+
 void TestPauseCrossProcess::pauseInWindowMakesCliWait()
 {
+    QFETCH(bool, redis);
     QTemporaryDir dir;
-    const QString home = dir.path() + QStringLiteral("/home");
+    QString home = dir.path() + QStringLiteral("/home");
+    if (redis) {
+        std::string url = RedisServer::sharedUrl();
+        if (url.empty()) {
+            if (RedisServer::binary().isEmpty())
+                QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+            QString why;
+            QVERIFY2(m_redis.start({}, &why), qPrintable(why));
+            url = m_redis.url();
+        }
+        home = QString::fromStdString(url) + QStringLiteral("?prefix=")
+            + RedisServer::uniquePrefix(QStringLiteral("pause"), 1);
+    }
     SystemClock clock;
     ProcessProbe probe;
-    auto store = FileQuotaStore::open(home.toStdString(), clock);
-    QVERIFY(store);
+    auto store = StoreFactory::openBackend(home.toStdString(), clock, probe);
+    QVERIFY2(store, store ? "" : store.error().describe().c_str());
     QuotaLimiter limiter(**store, clock, probe);
     ProviderLimits l;
     l.requests = 1000;
