@@ -33,6 +33,10 @@ struct Figures {
     std::vector<std::pair<std::int64_t, double>> windowP99Us;
     std::optional<double> wakeP99Us;
     std::optional<double> redis8PerSec;
+    std::optional<double> redisHomeP99Us; // Tollgate's Redis home, 1 client
+    std::optional<double> redisHomeCommandsPerAcquire;
+    std::optional<double> redisHome8PerSec;
+    std::optional<double> redisBucket8SameRun; // the bare bucket, measured next to it
     std::string redisSkipped; // why, when the Redis rows were skipped
     std::size_t stateBytes = 0; // encoded state + slot header, as measured after row 1
 };

@@ -132,6 +132,17 @@ void printTargets(const bench::Figures& f)
     } else {
         target("wake-up p99", "–", "< 5,000 µs", std::nullopt);
     }
+    if (f.redisHomeP99Us)
+        target("Redis home: 1-client acquire p99", fmtNumber(*f.redisHomeP99Us, 1) + " µs", "< 1,000 µs",
+            *f.redisHomeP99Us < 1000.0);
+    if (f.redisHomeCommandsPerAcquire)
+        target("Redis home: round trips per uncontended acquire", fmtNumber(*f.redisHomeCommandsPerAcquire, 3),
+            "1", *f.redisHomeCommandsPerAcquire <= 1.0005);
+    if (f.redisHome8PerSec && f.redisBucket8SameRun)
+        target("Redis home: 8-client aggregate vs the bare token bucket (same server, same run)",
+            fmtThousands(*f.redisHome8PerSec) + " vs " + fmtThousands(*f.redisBucket8SameRun) + " /s = "
+                + fmtNumber(*f.redisHome8PerSec / *f.redisBucket8SameRun, 2) + "×",
+            "≥ 0.8×", *f.redisHome8PerSec >= 0.8 * *f.redisBucket8SameRun);
 }
 
 } // namespace

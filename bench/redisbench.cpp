@@ -1,13 +1,20 @@
 // Row 6: the usual alternative — a Redis token bucket (a Lua script run with EVALSHA) on a
-// private redis-server that this bench starts on a loopback port and always stops again.
+// private redis-server that this bench starts on a loopback port and always stops again —
+// and, on the same server in the same run, Tollgate's own Redis home (rows 6c–6e).
 
 #include "benches.h"
 
 #include <cstdio>
+#include <functional>
 
 #if TOLLGATE_BENCH_HIREDIS
 
 #include <hiredis.h>
+
+#include "base/systemclock.h"
+#include "quota/quotalimiter.h"
+#include "store/redisconnection.h"
+#include "store/storefactory.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -238,6 +245,166 @@ bool take(redisContext* c, const std::string& sha)
     return r->type == REDIS_REPLY_INTEGER && r->integer == 1;
 }
 
+// `clients` processes calling `call` (made by `make` in each, after the fork) for the
+// duration; calls per second over the wall time, and every call's latency.
+struct Aggregate {
+    double perSec = 0;
+    std::int64_t calls = 0;
+    std::int64_t failed = 0;
+    Summary latency;
+};
+Aggregate aggregate(int clients, int durationMs, const std::function<std::function<bool()>()>& make)
+{
+    constexpr std::size_t MAX_SAMPLES = 1 << 20;
+    struct Slot {
+        std::int64_t ok;
+        std::int64_t failed;
+        std::int64_t endNs;
+        std::int64_t samples;
+    };
+    const std::size_t slotBytes = sizeof(Slot) * static_cast<std::size_t>(clients);
+    const std::size_t sampleBytes = sizeof(std::int64_t) * MAX_SAMPLES * static_cast<std::size_t>(clients);
+    auto* slots = static_cast<Slot*>(sharedAlloc(slotBytes));
+    auto* samples = static_cast<std::int64_t*>(sharedAlloc(sampleBytes));
+    std::function<bool()> call;
+    Workers w;
+    w.setup = [&](int) {
+        call = make();
+        return static_cast<bool>(call);
+    };
+    w.run = [&](int i) {
+        Slot& s = slots[i];
+        std::int64_t* out = samples + static_cast<std::size_t>(i) * MAX_SAMPLES;
+        const std::int64_t end = monoNs() + static_cast<std::int64_t>(durationMs) * 1000000;
+        for (std::int64_t t0 = monoNs(); t0 < end;) {
+            const bool ok = call();
+            const std::int64_t t1 = monoNs();
+            ++(ok ? s.ok : s.failed);
+            if (s.samples < static_cast<std::int64_t>(MAX_SAMPLES))
+                out[s.samples++] = t1 - t0;
+            t0 = t1;
+        }
+        s.endNs = monoNs();
+        return 0;
+    };
+    std::string error;
+    const auto start = runWorkers(clients, w, durationMs + 30000, error);
+    if (!start) {
+        sharedFree(slots, slotBytes);
+        sharedFree(samples, sampleBytes);
+        throw std::runtime_error("Redis with " + std::to_string(clients) + " clients: " + error);
+    }
+    Aggregate a;
+    std::int64_t endNs = *start;
+    std::vector<std::int64_t> all;
+    for (int i = 0; i < clients; ++i) {
+        a.calls += slots[i].ok;
+        a.failed += slots[i].failed;
+        endNs = std::max(endNs, slots[i].endNs);
+        const std::int64_t* in = samples + static_cast<std::size_t>(i) * MAX_SAMPLES;
+        all.insert(all.end(), in, in + slots[i].samples);
+    }
+    sharedFree(slots, slotBytes);
+    sharedFree(samples, sampleBytes);
+    a.perSec = static_cast<double>(a.calls) / (static_cast<double>(endNs - *start) / 1e9);
+    a.latency = summarize(std::move(all));
+    return a;
+}
+
+// One Tollgate client of the Redis home: a limiter over the Redis backend; each call is an
+// uncontended acquire (a try: the limits never run out) and its release.
+struct HomeClient {
+    tollgate::SystemClock clock;
+    tollgate::ProcessProbe probe;
+    std::unique_ptr<tollgate::QuotaBackend> backend;
+    std::unique_ptr<tollgate::QuotaLimiter> limiter;
+    tollgate::AdmitRequest request;
+
+    explicit HomeClient(const std::string& url)
+    {
+        auto b = tollgate::StoreFactory::openBackend(url, clock, probe);
+        if (!b)
+            throw std::runtime_error("the Redis home: " + b.error().describe());
+        backend = std::move(b).value();
+        limiter = std::make_unique<tollgate::QuotaLimiter>(*backend, clock, probe);
+        request.provider = "bench";
+        request.caller = "bench";
+    }
+    bool acquire()
+    {
+        auto p = limiter->acquire(request, clock.now());
+        return p.ok();
+    }
+};
+
+// Rows 6c–6e: Tollgate's Redis home on the same server, in the same run as the bucket.
+void benchRedisHome(const Config& c, int port, const std::string& version, const std::string& sha,
+    std::vector<Row>& rows, Figures& f)
+{
+    const std::string url = "redis://127.0.0.1:" + std::to_string(port) + "?prefix=bench";
+    {
+        HomeClient setup(url);
+        tollgate::ProviderLimits l;
+        l.requests = tollgate::QuotaLimits::MAX_COUNT; // never runs out: we measure cost
+        l.windowMs = 60000;
+        if (!setup.limiter->setLimits("bench", l, "bench"))
+            throw std::runtime_error("cannot set the bench's limits on the Redis home");
+    }
+    std::fprintf(stderr, "bench: 6c. Redis home, 1 client, %d acquires\n", c.redisCalls);
+    HomeClient one(url);
+    const int warm = std::min(c.warmup, 500);
+    for (int i = 0; i < warm; ++i)
+        one.acquire();
+    const std::uint64_t before = tollgate::RedisConnection::commandsSent();
+    std::vector<std::int64_t> samples;
+    samples.reserve(static_cast<std::size_t>(c.redisCalls));
+    std::int64_t refused = 0;
+    for (int i = 0; i < c.redisCalls; ++i) {
+        const std::int64_t t0 = monoNs();
+        const bool ok = one.acquire();
+        samples.push_back(monoNs() - t0);
+        refused += ok ? 0 : 1;
+    }
+    const std::uint64_t after = tollgate::RedisConnection::commandsSent();
+    const double perAcquire = static_cast<double>(after - before) / c.redisCalls;
+    const Summary s = summarize(std::move(samples));
+    Row r { "6c", "Tollgate Redis home: acquire (uncontended), 1 client", {}, {}, {}, 1e6 / s.meanUs, 0,
+        "same server; " + fmtNumber(perAcquire, 3) + " Redis commands (round trips) sent per acquire"
+            + (refused ? "; " + std::to_string(refused) + " refused" : std::string()) };
+    fillLatency(r, s);
+    rows.push_back(r);
+    f.redisHomeP99Us = s.p99Us;
+    f.redisHomeCommandsPerAcquire = perAcquire;
+
+    for (int clients : { 1, 2, 4, 8 }) {
+        std::fprintf(stderr, "bench: 6d/6e. %d client(s), %d ms each: bucket, then home\n", clients, c.durationMs);
+        auto bucketRun = aggregate(clients, c.durationMs, [&]() -> std::function<bool()> {
+            auto ctx = std::make_shared<Context>(connect(port));
+            if (!*ctx)
+                return {};
+            return [ctx, &sha] { return take(ctx->get(), sha); };
+        });
+        auto homeRun = aggregate(clients, c.durationMs, [&]() -> std::function<bool()> {
+            auto client = std::make_shared<HomeClient>(url);
+            return [client] { return client->acquire(); };
+        });
+        Row b { "6d", "Redis " + version + " bare Lua token bucket, " + std::to_string(clients) + " client process(es)",
+            {}, {}, {}, bucketRun.perSec, 0, fmtThousands(static_cast<double>(bucketRun.calls)) + " calls" };
+        fillLatency(b, bucketRun.latency);
+        rows.push_back(b);
+        Row h { "6e", "Tollgate Redis home acquire, " + std::to_string(clients) + " client process(es)", {}, {}, {},
+            homeRun.perSec, 0,
+            fmtNumber(homeRun.perSec / bucketRun.perSec, 2) + "× the bucket"
+                + (homeRun.failed ? "; " + std::to_string(homeRun.failed) + " refused" : std::string()) };
+        fillLatency(h, homeRun.latency);
+        rows.push_back(h);
+        if (clients == 8) {
+            f.redisHome8PerSec = homeRun.perSec;
+            f.redisBucket8SameRun = bucketRun.perSec;
+        }
+    }
+}
+
 } // namespace
 
 void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
@@ -365,6 +532,7 @@ void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
     }
     sharedFree(slots, slotBytes);
     sharedFree(samples, sampleBytes);
+    benchRedisHome(c, port, version, sha, rows, f);
     server.stop();
     const double wallS = static_cast<double>(endNs - *start) / 1e9;
     const double perSec = static_cast<double>(total) / wallS;

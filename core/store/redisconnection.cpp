@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 #include <openssl/sha.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +36,8 @@ struct ReplyDeleter
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
 constexpr std::size_t MAX_PASSWORD_BYTES = 4096;
+
+std::atomic<std::uint64_t> g_commandsSent { 0 };
 
 timeval toTimeval(std::chrono::milliseconds ms)
 {
@@ -177,6 +180,7 @@ struct RedisConnection::Impl
             lens.push_back(a.size());
         }
         errno = 0;
+        g_commandsSent.fetch_add(1, std::memory_order_relaxed);
         ReplyPtr reply(static_cast<redisReply*>(
             redisCommandArgv(context.get(), static_cast<int>(args.size()), args.data(), lens.data())));
         if (!reply) {
@@ -358,6 +362,11 @@ Result<RedisReply> RedisConnection::eval(
         return r;
     }
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting the script");
+}
+
+std::uint64_t RedisConnection::commandsSent()
+{
+    return g_commandsSent.load(std::memory_order_relaxed);
 }
 
 std::string RedisConnection::scriptSha(const std::string& script)

@@ -77,6 +77,10 @@ public:
     [[nodiscard]] int fd() const;
     [[nodiscard]] Result<int> takeMessages();
 
+    // Commands this process sent to any Redis server (each one round trip): for the bench's
+    // "one round trip per acquire", counted where they leave, not guessed from server stats.
+    [[nodiscard]] static std::uint64_t commandsSent();
+
     // The SHA1 Redis names a script by (so the first call needs no SCRIPT LOAD round trip).
     [[nodiscard]] static std::string scriptSha(const std::string& script);
 

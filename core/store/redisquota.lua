@@ -36,7 +36,6 @@ local MAX_STOP_MS = MAX_BACKOFF_MS + MAX_JITTER_MS
 local MAX_HOLD_MS = 604800000
 local MAX_WAITERS = 512
 local MAX_SLOTS = 256
-local MAX_COUNT = 1125899906842624 -- 2^50, RollingWindow::MAX_BUCKET_COUNT
 local NEVER = 9007199254740992 -- 2^53
 local R_PAUSED, R_BACKOFF, R_QUEUE, R_WINDOW, R_TOKENS, R_SLOTS = 1, 2, 3, 4, 5, 6
 
@@ -249,15 +248,13 @@ local WAITER_SPEC = { tk = 'int', pid = 'int', e = 'int', d = 'int', n = 'int', 
 local function validProvider(p)
     if not checkFields(p, PROVIDER_SPEC) or #p.sl > MAX_SLOTS or #p.q > MAX_WAITERS then return false end
     for _, sc in ipairs(p.sc) do
+        -- The buckets' values are not checked one by one here (that cost a fifth of every
+        -- call): one that is not a number fails the operation (fail closed, nothing written),
+        -- and the client's decoder refuses it by name.
         if not checkFields(sc, SCOPE_SPEC) or sc.w < 1 or sc.w > MAX_WINDOW_MS or #sc.b ~= 3 * SLOTS then
             return false
         end
-        for s = 0, SLOTS - 1 do
-            if not isInt(sc.b[3 * s + 1], -1, NEVER) or not isInt(sc.b[3 * s + 2], 0, MAX_COUNT)
-                or not isInt(sc.b[3 * s + 3], 0, MAX_COUNT) then
-                return false
-            end
-        end
+
     end
     for _, s in ipairs(p.sl) do
         if not checkFields(s, SLOT_SPEC) then return false end
