@@ -19,6 +19,8 @@ PACKAGES=(
     libhiredis-dev redis-server
     # OpenSSL: the SHA1 that names a Redis script (EVALSHA without a SCRIPT LOAD round trip)
     libssl-dev
+    # the multi-host test: network namespaces joined by veth pairs (ip), nsenter/unshare
+    iproute2 util-linux
     # the icon set (QtSvg and its icon engine plugin); desktop notifications use QtDBus
     qt6-svg-dev libqt6svg6
     # tests and scripts/installcheck.sh: a private D-Bus, the desktop file and metainfo
