@@ -647,6 +647,24 @@ end
 
 -- Commit ---------------------------------------------------------------------------------------
 
+-- One line of history.jsonl. Built here rather than by cjson.encode, which writes numbers
+-- with 14 significant digits: fences (from the server clock in µs) have 16. Strings are
+-- encoded by cjson; empty and zero fields are left out, as HistoryEvent::toJsonLine does.
+local EVENT_KEYS = { 't', 'type', 'provider', 'caller', 'model', 'pid', 'tokens', 'fence', 'waited_ms', 'reason',
+    'retry_after_ms', 'backoff_ms' }
+local function eventLine(e)
+    local parts = {}
+    for _, k in ipairs(EVENT_KEYS) do
+        local v = e[k]
+        if type(v) == 'number' and (v ~= 0 or k == 't') then
+            parts[#parts + 1] = '"' .. k .. '":' .. string.format('%d', v)
+        elseif type(v) == 'string' and v ~= '' then
+            parts[#parts + 1] = '"' .. k .. '":' .. cjson.encode(v)
+        end
+    end
+    return '{' .. table.concat(parts, ',') .. '}'
+end
+
 local function commit()
     local args = {}
     for field, v in pairs(dirty) do
@@ -655,12 +673,7 @@ local function commit()
     end
     if #args > 0 then redis.call('HSET', KEYS[2], unpack(args)) end
     for _, e in ipairs(events) do
-        -- The history's line omits empty and zero fields, as HistoryEvent::toJsonLine does.
-        for k, v in pairs(e) do
-            if v == '' or v == 0 then e[k] = nil end
-        end
-        e.t = e.t or 0
-        redis.call('XADD', KEYS[3], 'MAXLEN', '~', historyCap, '*', 'e', cjson.encode(e))
+        redis.call('XADD', KEYS[3], 'MAXLEN', '~', historyCap, '*', 'e', eventLine(e))
     end
     if ring then redis.call('PUBLISH', channel .. 'ring', '1') end
     if #args > 0 or #events > 0 then redis.call('PUBLISH', channel .. 'changed', '1') end

@@ -9,7 +9,7 @@
 
 #include "base/systemclock.h"
 #include "quota/quotalimiter.h"
-#include "store/filequotastore.h"
+#include "store/storefactory.h"
 
 #include <chrono>
 #include <cstdio>
@@ -53,7 +53,7 @@ int main(int argc, char** argv)
     }
     SystemClock clock;
     ProcessProbe probe;
-    auto store = FileQuotaStore::open(home, clock);
+    auto store = StoreFactory::openBackend(home, clock, probe); // a directory or a Redis URL
     if (!store) {
         std::fprintf(stderr, "%s\n", store.error().describe().c_str());
         return 3;
