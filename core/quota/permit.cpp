@@ -41,11 +41,13 @@ Result<void> Permit::release()
 {
     if (!holdsSlot())
         return {};
-    QuotaLimiter* limiter = m_limiter;
-    m_limiter = nullptr;
-    auto r = limiter->releaseSlot(m_provider, m_fence, "");
+    // Given up only once the store took it back: a release that failed (the store was
+    // unreachable) can be tried again — else a long-lived caller would keep the slot taken for
+    // as long as it lives, since its pid stays alive (the destructor tries once more).
+    auto r = m_limiter->releaseSlot(m_provider, m_fence, "");
     if (!r)
         return r.error();
+    m_limiter = nullptr;
     return {};
 }
 

@@ -41,6 +41,9 @@ struct AdmitStep
     bool enqueue = false; // queue the request when it is not admitted
     std::int64_t startMs = 0; // when the caller started waiting (for waited_ms)
     WaitReason firstReason = WaitReason::None; // why it first waited (for the history)
+    // Names this acquire across its steps (below 2^53): a backend whose calls can lose their
+    // reply (Redis) gives back what an acquire took when it never heard the answer.
+    std::uint64_t requestId = 0;
 };
 
 struct AdmitOutcome

@@ -60,6 +60,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     AdmitStep step;
     step.request = std::move(request);
     step.startMs = nowMs();
+    step.requestId = m_rng() & ((std::uint64_t(1) << 53) - 1);
     const AdmitRequest& r = step.request;
 
     for (;;) {

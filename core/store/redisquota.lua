@@ -606,7 +606,7 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
             local wpid = r.pid
             if r.wpid > 0 then wpid = r.wpid end
             local w = { tk = g.nt, pid = wpid, e = t, d = r.deadline, n = r.tokens, c = r.caller, m = r.model,
-                s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS }
+                s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS, rid = r.rid }
             g.nt = g.nt + 1
             dirty['g'] = g
             p.q[#p.q + 1] = w
@@ -624,7 +624,7 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
         local lease = l.mh
         if r.lease > 0 then lease = r.lease end
         p.sl[#p.sl + 1] = { f = d.fence, pid = r.pid, a = t, n = r.tokens, c = r.caller, m = r.model, h = myHost,
-            st = r.st, lu = plus(t, lease) }
+            st = r.st, lu = plus(t, lease), rid = r.rid }
         d.slotTaken = true
     end
     if ticket ~= 0 then dequeue(p, ticket) end
@@ -1057,6 +1057,44 @@ function ops.renewSlot()
     touch(p)
     commit()
     return reply({ found = true })
+end
+
+-- Admissions whose reply the caller never got (the connection broke after the call reached
+-- the server): the caller, alive and unaware, gives back what they took — a slot or a queue
+-- place — so nothing stays held by a process that does not know it holds it.
+function ops.abandon()
+    for i, provider in ipairs(a.providers) do
+        local rid = a.rids[i]
+        local l = limitsOf(provider)
+        if l and redis.call('HEXISTS', KEYS[2], 'p:' .. provider) == 1 then
+            local p = providerOf(provider, l)
+            local kept = {}
+            for _, s in ipairs(p.sl) do
+                if s.rid == rid then
+                    local e = event('release', provider)
+                    e.caller = s.c
+                    e.model = s.m
+                    e.pid = s.pid
+                    e.fence = s.f
+                    e.reason = 'given back: the admission\'s reply was lost'
+                    ring = true
+                else
+                    kept[#kept + 1] = s
+                end
+            end
+            local queue = {}
+            for _, w in ipairs(p.q) do
+                if w.rid ~= rid then queue[#queue + 1] = w else ring = true end
+            end
+            if #kept ~= #p.sl or #queue ~= #p.q then
+                p.sl = kept
+                p.q = queue
+                touch(p)
+            end
+        end
+    end
+    commit()
+    return reply({})
 end
 
 function ops.record()

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <poll.h>
+#include <random>
 
 namespace tollgate {
 
@@ -89,7 +90,29 @@ RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection conne
     , m_testClock(testClock)
     , m_host(std::move(host))
     , m_timeout(timeout)
+    , m_nextRequestId(std::random_device {}() & ((std::uint64_t(1) << 40) - 1))
 {
+}
+
+Result<void> RedisQuotaBackend::abandonUncertain()
+{
+    json providers = json::array();
+    json rids = json::array();
+    for (const auto& [provider, rid] : m_uncertain) {
+        providers.push_back(provider);
+        rids.push_back(rid);
+    }
+    auto sent = std::move(m_uncertain);
+    m_uncertain.clear();
+    const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
+    auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, keys(m_address),
+        { "abandon", now, channelPrefix(m_address), std::to_string(HISTORY_CAP),
+            packed(json { { "providers", providers }, { "rids", rids } }) });
+    if (!r || r->type == RedisReply::Type::Error) {
+        m_uncertain = std::move(sent); // tried again before the next operation
+        return r ? Error::make(ErrorKind::Io, m_address.url(), "Redis refused the operation: " + r->text) : r.error();
+    }
+    return {};
 }
 
 Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAddress& address,
@@ -117,6 +140,10 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
 
 Result<std::string> RedisQuotaBackend::call(const std::string& op, const std::string& args)
 {
+    if (!m_uncertain.empty()) {
+        if (auto given = abandonUncertain(); !given)
+            return given.error();
+    }
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
     auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, keys(m_address),
         { op, now, channelPrefix(m_address), std::to_string(HISTORY_CAP), args });
@@ -189,9 +216,17 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
     for (int round = 0;; ++round) {
         a["deadF"] = deadF;
         a["deadT"] = deadT;
+        // The acquire's id, kept with the slot or queue place it takes (any of its calls).
+        const std::uint64_t rid = step.requestId != 0 ? step.requestId : (m_nextRequestId++ & ((std::uint64_t(1) << 53) - 1));
+        a["rid"] = rid;
         auto reply = call("admit", packed(a));
-        if (!reply)
+        if (!reply) {
+            // A transport failure may come after the server ran the call: what it may have
+            // taken is given back before the next operation (not re-sent: that could admit twice).
+            if (reply.error().path == m_address.url() && reply.error().kind == ErrorKind::Io)
+                m_uncertain.emplace_back(r.provider, rid);
             return reply.error();
+        }
         const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
         AdmitOutcome out;
         out.decision.admitted = boolOf(j, "admitted");
@@ -228,8 +263,13 @@ Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
         { "caller", r.caller }, { "model", r.model }, { "pid", r.pid }, { "tokens", r.tokens },
         { "waited", clientNowMs() - step.startMs } };
     auto reply = call("leave", packed(a));
-    if (!reply)
+    if (!reply) {
+        // The queue place stays unless given back later (its holder is alive: no one else
+        // would take it away before its deadline).
+        if (reply.error().path == m_address.url() && reply.error().kind == ErrorKind::Io && step.requestId != 0)
+            m_uncertain.emplace_back(r.provider, step.requestId);
         return reply.error();
+    }
     return {};
 }
 

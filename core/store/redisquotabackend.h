@@ -84,6 +84,7 @@ private:
     // Runs one operation; the reply map, or the script's refusal as an Error.
     [[nodiscard]] Result<std::string> call(const std::string& op, const std::string& args);
     [[nodiscard]] std::int64_t clientNowMs() const;
+    [[nodiscard]] Result<void> abandonUncertain();
     [[nodiscard]] Error unknownProvider(const std::string& provider, const std::vector<std::string>& known) const;
 
     RedisAddress m_address;
@@ -93,6 +94,10 @@ private:
     std::string m_host;
     std::chrono::milliseconds m_timeout;
     // The subscription waiters wait on (made on first use), and how many rings it has seen.
+    // Admissions sent whose reply was lost (provider, request id): given back before the
+    // next operation (see the script's "abandon").
+    std::vector<std::pair<std::string, std::uint64_t>> m_uncertain;
+    std::uint64_t m_nextRequestId;
     mutable std::unique_ptr<RedisConnection> m_subscription;
     mutable std::uint32_t m_rings = 0;
 };

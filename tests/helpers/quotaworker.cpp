@@ -34,11 +34,15 @@ long long nowUs()
 
 int main(int argc, char** argv)
 {
-    if (argc != 9) {
-        std::fprintf(
-            stderr, "usage: quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS\n");
+    if (argc != 9 && argc != 10) {
+        std::fprintf(stderr,
+            "usage: quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS [retry]\n");
         return 2;
     }
+    // retry: a failed acquire (the store unreachable) is logged as "error ..." and tried again
+    // until 120 s have passed, as a long-running caller rides out a Redis restart.
+    const bool retry = argc == 10 && std::string(argv[9]) == "retry";
+    const auto giveUpAt = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     const std::string home = argv[1];
     const std::string provider = argv[2];
     const std::string prefix = argv[3];
@@ -70,16 +74,32 @@ int main(int argc, char** argv)
         const long long admitted = nowUs();
         if (!permit) {
             std::fprintf(stderr, "acquire: %s\n", permit.error().describe().c_str());
+            if (retry && std::chrono::steady_clock::now() < giveUpAt) {
+                std::fprintf(log, "error %s\n", permit.error().describe().c_str());
+                std::fflush(log);
+                std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the worker's own pace
+                --i;
+                continue;
+            }
             return 3;
         }
         if (maxHoldMs > 0) // the simulated API call
             std::this_thread::sleep_for(
                 std::chrono::milliseconds(static_cast<long>(rng() % static_cast<std::uint64_t>(maxHoldMs))));
-        const long long released = nowUs();
         const std::uint64_t fence = permit->fence();
-        if (auto rel = permit->release(); !rel) {
+        long long released = 0; // just before the release that succeeded: inside the tenure
+        for (;;) {
+            released = nowUs();
+            auto rel = permit->release();
+            if (rel)
+                break;
             std::fprintf(stderr, "release: %s\n", rel.error().describe().c_str());
-            return 3;
+            // Not given back (the store was down): tried again, as a careful caller does —
+            // the slot stays taken while this process lives. Logged as held until then.
+            if (!retry || std::chrono::steady_clock::now() >= giveUpAt)
+                return 3;
+            std::fprintf(log, "error %s\n", rel.error().describe().c_str());
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
         std::fprintf(log, "%lld %lld %lld %llu %lld %s\n", asked, admitted, released,
             static_cast<unsigned long long>(fence), static_cast<long long>(r.tokens), r.caller.c_str());

@@ -1,0 +1,283 @@
+// A Redis home when Redis fails: unreachable, killed and restarted (with and without
+// persistence), its state lost, and a kill storm of callers with a Redis restart in the
+// middle. Every caller is a real process (the CLI or tests/helpers/quotaworker). What must
+// hold: fail closed (exit 3 naming the URL, never an admission, never a hang), recovery by
+// itself once Redis is back, a lost state restarting conservatively, lost limits reported
+// (never replaced by defaults), and no overrun or wedge through it all.
+
+#include "helpers/redisserver.h"
+#include "store/redisconnection.h"
+
+#include <QElapsedTimer>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QRandomGenerator>
+#include <QTemporaryDir>
+#include <QTest>
+#include <algorithm>
+#include <csignal>
+
+using namespace tollgate;
+
+namespace {
+
+struct Ran
+{
+    int code = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+} // namespace
+
+class TestRedisFaults final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void cleanup();
+    void unreachableRedisFailsClosedAndRecovers();
+    void restartWithoutPersistenceReportsLostLimits();
+    void lostStateRestartsConservatively();
+    void killStormWithRedisRestart();
+
+private:
+    Ran cli(const QStringList& args, int limitMs = 60000) const
+    {
+        QProcess p;
+        QStringList all = args;
+        all.insert(std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size()),
+            QStringLiteral("--home"));
+        all.insert(std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 3 : 2, all.size()), m_home);
+        p.start(QStringLiteral(TOLLGATE_CLI_PATH), all);
+        if (!p.waitForStarted(10000))
+            return { -3, {}, "did not start" };
+        if (!p.waitForFinished(limitMs)) {
+            p.kill();
+            p.waitForFinished(10000);
+            return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
+        }
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError() };
+    }
+    void setLimits(const QStringList& extra)
+    {
+        const Ran r = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") } + extra);
+        QVERIFY2(r.code == 0, r.err.constData());
+    }
+    bool startRedis(bool persistent)
+    {
+        QString why;
+        m_redis = std::make_unique<RedisServer>();
+        const QStringList extra = persistent
+            ? QStringList { QStringLiteral("--appendonly"), QStringLiteral("yes"), QStringLiteral("--appendfsync"),
+                  QStringLiteral("always") }
+            : QStringList {};
+        if (!m_redis->start(extra, &why)) {
+            qWarning("%s", qPrintable(why));
+            return false;
+        }
+        m_url = QString::fromStdString(m_redis->url());
+        m_home = m_url + QStringLiteral("?prefix=faults");
+        return true;
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    std::unique_ptr<RedisServer> m_redis; // each test's own: these tests stop and restart it
+    QString m_url;
+    QString m_home;
+};
+
+void TestRedisFaults::init()
+{
+    if (RedisServer::binary().isEmpty())
+        QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+}
+
+void TestRedisFaults::cleanup()
+{
+    m_redis.reset();
+}
+
+void TestRedisFaults::unreachableRedisFailsClosedAndRecovers()
+{
+    QVERIFY(startRedis(true));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    // A waiter (the provider is paused) when Redis goes away: it says so and exits 3 — it
+    // neither hangs nor goes through.
+    QCOMPARE(cli({ QStringLiteral("pause"), QStringLiteral("api") }).code, 0);
+    QProcess waiter;
+    waiter.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("waiter"), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
+            QStringLiteral("true") });
+    QVERIFY(waiter.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out.contains("\"waiting\":1"), 20000);
+    m_redis->stop();
+    // Within one look (every 5 s at most), not after its 60 s deadline.
+    QVERIFY(waiter.waitForFinished(30000));
+    QCOMPARE(waiter.exitCode(), 3);
+    const QByteArray said = waiter.readAllStandardError();
+    QVERIFY2(said.contains(m_url.toUtf8()), said.constData());
+
+    // Every command while it is down: exit 3 naming the URL, at once.
+    for (const QStringList& args : { QStringList { QStringLiteral("acquire"), QStringLiteral("api"),
+                                         QStringLiteral("--caller"), QStringLiteral("c"), QStringLiteral("--timeout"),
+                                         QStringLiteral("5") },
+             QStringList { QStringLiteral("status") }, QStringList { QStringLiteral("resume") },
+             QStringList { QStringLiteral("history") } }) {
+        const Ran r = cli(args, 20000);
+        QCOMPARE(r.code, 3);
+        QVERIFY2(r.err.contains(m_url.toUtf8()) && r.err.contains("cannot connect"), r.err.constData());
+    }
+
+    // Back (its append-only file kept everything): the same commands work again, nothing lost.
+    QString why;
+    QVERIFY2(m_redis->restart(&why), qPrintable(why));
+    QCOMPARE(cli({ QStringLiteral("resume") }).code, 0);
+    const Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+        QStringLiteral("--timeout"), QStringLiteral("5") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    const Ran limits = cli({ QStringLiteral("limits"), QStringLiteral("show") });
+    QVERIFY(limits.out.contains("100 requests"));
+}
+
+void TestRedisFaults::restartWithoutPersistenceReportsLostLimits()
+{
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("7"), QStringLiteral("--window"), QStringLiteral("30") });
+    const Ran exported = cli({ QStringLiteral("limits"), QStringLiteral("export") });
+    QCOMPARE(exported.code, 0);
+    QString why;
+    QVERIFY2(m_redis->restart(&why), qPrintable(why)); // everything is gone
+    Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+        QStringLiteral("--timeout"), QStringLiteral("0") });
+    QCOMPARE(r.code, 2); // not admitted under some default
+    QVERIFY2(r.err.contains("has no limits") && r.err.contains("lost its data") && r.err.contains("limits import"),
+        r.err.constData());
+    // Restored from the export: exactly as they were.
+    const QString doc = m_dir->path() + QStringLiteral("/limits.json");
+    QFile f(doc);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(exported.out);
+    f.close();
+    r = cli({ QStringLiteral("limits"), QStringLiteral("import"), doc });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("export") }).out, exported.out);
+}
+
+void TestRedisFaults::lostStateRestartsConservatively()
+{
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600") });
+    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    QCOMPARE(cli(acquire).code, 0);
+    // The state goes (an eviction, a partial restore); the limits stay.
+    auto spec = HomeSpec::parse(m_home.toStdString());
+    QVERIFY(spec.ok());
+    auto c = RedisConnection::open(spec->redis());
+    QVERIFY(c.ok());
+    auto del = c->command({ "DEL", RedisConnection::key(spec->redis(), "state") });
+    QVERIFY(del.ok() && del->integer == 1);
+    // Windows are counted as full: refused, not 4 more admissions.
+    Ran r = cli(acquire);
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("window"), r.err.constData());
+    r = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(r.out.contains("\"type\":\"reset\"") && r.out.contains("was missing from Redis"), r.out.constData());
+    QVERIFY(cli({ QStringLiteral("limits"), QStringLiteral("show") }).out.contains("5 requests"));
+}
+
+void TestRedisFaults::killStormWithRedisRestart()
+{
+    // Workers acquire a slot, hold it, release it and log the hold; some are SIGKILLed at
+    // random (holding or waiting), and redis-server is killed and restarted mid-run. Redis
+    // keeps its data (appendfsync always), as the README recommends.
+    QVERIFY(startRedis(true));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
+        QStringLiteral("2") });
+    std::vector<std::unique_ptr<QProcess>> workers;
+    int started = 0;
+    auto startWorker = [&] {
+        auto p = std::make_unique<QProcess>();
+        const QString log = m_dir->path() + QStringLiteral("/w%1.log").arg(started);
+        p->start(QStringLiteral(TOLLGATE_QUOTAWORKER_PATH),
+            { m_home, QStringLiteral("api"), QStringLiteral("w%1").arg(started), QStringLiteral("40"), log,
+                QString::number(1000 + started), QStringLiteral("0"), QStringLiteral("40"), QStringLiteral("retry") });
+        ++started;
+        QVERIFY(p->waitForStarted(10000));
+        workers.push_back(std::move(p));
+    };
+    for (int i = 0; i < 6; ++i)
+        startWorker();
+    QRandomGenerator rng(42);
+    int killed = 0;
+    for (int round = 0; round < 24; ++round) {
+        QTest::qWait(150); // the storm's pace (what is asserted is order and counts, never time)
+        if (round == 4) {
+            m_redis->stop(); // SIGKILL
+            QTest::qWait(400);
+            QString why;
+            QVERIFY2(m_redis->restart(&why), qPrintable(why));
+        }
+        auto& victim = workers[rng.bounded(static_cast<quint32>(workers.size()))];
+        if (victim->state() == QProcess::Running) {
+            victim->kill();
+            victim->waitForFinished(10000);
+            ++killed;
+            startWorker();
+        }
+    }
+    for (auto& w : workers) {
+        if (w->state() != QProcess::NotRunning)
+            QVERIFY2(w->waitForFinished(150000), "a worker wedged");
+        const QByteArray err = w->readAllStandardError();
+        QVERIFY2(w->exitStatus() == QProcess::CrashExit || w->exitCode() == 0,
+            qPrintable(QStringLiteral("exit %1: ").arg(w->exitCode()) + QString::fromLocal8Bit(err.right(600))));
+    }
+    QVERIFY(killed > 0);
+    // The logged holds never overlap more than the 2 slots, through kills and the restart.
+    std::vector<std::pair<qint64, int>> edges;
+    int errors = 0;
+    for (int i = 0; i < started; ++i) {
+        QFile f(m_dir->path() + QStringLiteral("/w%1.log").arg(i));
+        if (!f.open(QIODevice::ReadOnly))
+            continue;
+        for (const QByteArray& line : f.readAll().split('\n')) {
+            if (line.startsWith("error ")) {
+                ++errors;
+                QVERIFY2(line.contains(m_url.toUtf8()), line.constData()); // says which Redis
+                continue;
+            }
+            const QList<QByteArray> f6 = line.split(' ');
+            if (f6.size() < 6)
+                continue;
+            edges.emplace_back(f6[1].toLongLong(), +1);
+            edges.emplace_back(f6[2].toLongLong(), -1);
+        }
+    }
+    std::sort(edges.begin(), edges.end(), [](auto a, auto b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
+    int now = 0;
+    int peak = 0;
+    for (const auto& [t, d] : edges) {
+        now += d;
+        peak = std::max(peak, now);
+    }
+    QVERIFY(edges.size() >= 20);
+    QVERIFY2(peak <= 2, qPrintable(QStringLiteral("%1 holds at once").arg(peak)));
+    QVERIFY2(errors > 0, "nobody noticed Redis was down");
+    // No wedge: the killed holders' slots come back (this host probes them) and a newcomer
+    // gets one.
+    const Ran r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("after"),
+        QStringLiteral("--timeout"), QStringLiteral("30"), QStringLiteral("--"), QStringLiteral("true") });
+    QVERIFY2(r.code == 0, r.err.constData());
+}
+
+QTEST_GUILESS_MAIN(TestRedisFaults)
+#include "tst_redisfaults.moc"
