@@ -52,6 +52,7 @@ ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$
 "$ROOT/scripts/installcheck.sh" "${TOLLGATE_BUILD_DIR:-$ROOT/build}"
 [ "${TOLLGATE_QUICK:-0}" = 1 ] && exit 0
 
+# The multi-host suite (namespaces, one lease of waiting) runs once, in the normal phase.
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
 TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
 TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
@@ -59,7 +60,7 @@ TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=De
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
-    ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 "$@"
+    ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' "$@"
 
 phase "3/4 ThreadSanitizer (dashboard tests)"
 if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then

@@ -97,6 +97,8 @@ private:
     const Clock* m_clock; // not owned
     const ProcessProbe* m_probe; // not owned
     std::mt19937_64 m_rng;
+    std::int64_t m_selfPid = 0; // the process m_selfStartTicks belongs to
+    std::uint64_t m_selfStartTicks = 0;
 };
 
 } // namespace tollgate
