@@ -8,7 +8,8 @@
 //
 // File homes: inotify on the home directory (the directory that was opened and checked, by
 // its descriptor through /proc/self/fd, so a path swapped afterwards is not what is watched).
-// Memory: an eventfd written at every commit. Redis (later): the pub/sub connection's socket.
+// Memory: an eventfd written at every commit. Redis: the socket of a pub/sub subscription to
+// the home's "changed" channel (RedisQuotaReader).
 
 #include <memory>
 
