@@ -42,6 +42,7 @@ private Q_SLOTS:
     void unreachableRedisFailsClosedAndRecovers();
     void restartWithoutPersistenceReportsLostLimits();
     void lostStateRestartsConservatively();
+    void forgedValuesAreSetAsideOrRefused();
     void killStormWithRedisRestart();
 
 private:
@@ -192,6 +193,45 @@ void TestRedisFaults::lostStateRestartsConservatively()
     r = cli({ QStringLiteral("history"), QStringLiteral("--json") });
     QVERIFY2(r.out.contains("\"type\":\"reset\"") && r.out.contains("was missing from Redis"), r.out.constData());
     QVERIFY(cli({ QStringLiteral("limits"), QStringLiteral("show") }).out.contains("5 requests"));
+}
+
+void TestRedisFaults::forgedValuesAreSetAsideOrRefused()
+{
+    // Anyone who can write to the Redis can write anything: a state that does not decode is
+    // named, then set aside (kept) and replaced conservatively; limits that do not parse are
+    // refused by name and never overwritten.
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("600") });
+    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    QCOMPARE(cli(acquire).code, 0);
+    auto spec = HomeSpec::parse(m_home.toStdString());
+    QVERIFY(spec.ok());
+    auto c = RedisConnection::open(spec->redis());
+    QVERIFY(c.ok());
+    const std::string state = RedisConnection::key(spec->redis(), "state");
+    QVERIFY(c->command({ "HSET", state, "p:api", std::string("\x81\xa1n\xc3garbage", 10) }).ok());
+    Ran r = cli({ QStringLiteral("status") });
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains("field p:api") && r.err.contains("sets it aside"), r.err.constData());
+    r = cli(acquire);
+    QCOMPARE(r.code, 1); // a conservative restart: the window counts as full
+    auto aside = c->command({ "HLEN", RedisConnection::key(spec->redis(), "corrupt") });
+    QVERIFY(aside.ok());
+    QCOMPARE(aside->integer, 1); // kept for inspection
+    QCOMPARE(cli({ QStringLiteral("status") }).code, 0);
+
+    const std::string limits = RedisConnection::key(spec->redis(), "limits");
+    QVERIFY(c->command({ "HSET", limits, "api", "{\"r\":-5}" }).ok());
+    r = cli(acquire);
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains("limits") && r.err.contains("api"), r.err.constData());
+    r = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+        QStringLiteral("9") });
+    QCOMPARE(r.code, 3);
+    auto kept = c->command({ "HGET", limits, "api" });
+    QVERIFY(kept.ok());
+    QCOMPARE(kept->text, std::string("{\"r\":-5}")); // not overwritten: the user decides
 }
 
 void TestRedisFaults::killStormWithRedisRestart()

@@ -162,7 +162,11 @@ struct Context
         const bool limitsCorrupt = view->limitsCorrupt;
         if (!view->corruptFile.empty() && (limitsCorrupt || needState)) {
             std::string message = view->corruptReason;
-            if (!limitsCorrupt)
+            const bool redis = home.rfind("redis://", 0) == 0;
+            if (!limitsCorrupt && redis)
+                message += " (the next command that changes the quota sets it aside in the home's 'corrupt' key"
+                           " and starts that provider from a conservative state)";
+            else if (!limitsCorrupt)
                 message += " (the next command that changes the quota sets it aside as " + view->corruptFile
                     + ".corrupt-TIME and starts from a conservative state)";
             return Error::make(ErrorKind::Corrupt, view->corruptFile, message);
