@@ -249,6 +249,7 @@ bool take(redisContext* c, const std::string& sha)
 // duration; calls per second over the wall time, and every call's latency.
 struct Aggregate {
     double perSec = 0;
+    double wallS = 0;
     std::int64_t calls = 0;
     std::int64_t failed = 0;
     Summary latency;
@@ -306,9 +307,21 @@ Aggregate aggregate(int clients, int durationMs, const std::function<std::functi
     }
     sharedFree(slots, slotBytes);
     sharedFree(samples, sampleBytes);
-    a.perSec = static_cast<double>(a.calls) / (static_cast<double>(endNs - *start) / 1e9);
+    a.wallS = static_cast<double>(endNs - *start) / 1e9;
+    a.perSec = static_cast<double>(a.calls) / a.wallS;
     a.latency = summarize(std::move(all));
     return a;
+}
+
+// A bare token-bucket client (its own connection, made after the fork).
+std::function<std::function<bool()>()> bucketClient(int port, const std::string& sha)
+{
+    return [port, sha]() -> std::function<bool()> {
+        auto ctx = std::make_shared<Context>(connect(port));
+        if (!*ctx)
+            return {};
+        return [ctx, sha] { return take(ctx->get(), sha); };
+    };
 }
 
 // One Tollgate client of the Redis home: a limiter over the Redis backend; each call is an
@@ -378,12 +391,7 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
 
     for (int clients : { 1, 2, 4, 8 }) {
         std::fprintf(stderr, "bench: 6d/6e. %d client(s), %d ms each: bucket, then home\n", clients, c.durationMs);
-        auto bucketRun = aggregate(clients, c.durationMs, [&]() -> std::function<bool()> {
-            auto ctx = std::make_shared<Context>(connect(port));
-            if (!*ctx)
-                return {};
-            return [ctx, &sha] { return take(ctx->get(), sha); };
-        });
+        auto bucketRun = aggregate(clients, c.durationMs, bucketClient(port, sha));
         auto homeRun = aggregate(clients, c.durationMs, [&]() -> std::function<bool()> {
             auto client = std::make_shared<HomeClient>(url);
             return [client] { return client->acquire(); };
@@ -478,73 +486,19 @@ void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
         rows.push_back(r);
     }
 
-    constexpr int CLIENTS = 8;
-    constexpr std::size_t MAX_SAMPLES = 1 << 20;
-    std::fprintf(stderr, "bench: 6b. %d clients, %d ms\n", CLIENTS, c.durationMs);
-    struct Slot {
-        std::int64_t granted;
-        std::int64_t other;
-        std::int64_t endNs;
-        std::int64_t samples;
-    };
-    const std::size_t slotBytes = sizeof(Slot) * CLIENTS;
-    const std::size_t sampleBytes = sizeof(std::int64_t) * MAX_SAMPLES * CLIENTS;
-    auto* slots = static_cast<Slot*>(sharedAlloc(slotBytes));
-    auto* samples = static_cast<std::int64_t*>(sharedAlloc(sampleBytes));
-    Context mine;
-    Workers w;
-    w.setup = [&](int) {
-        mine = connect(port);
-        return static_cast<bool>(mine);
-    };
-    w.run = [&](int i) {
-        Slot& s = slots[i];
-        std::int64_t* out = samples + static_cast<std::size_t>(i) * MAX_SAMPLES;
-        const std::int64_t end = monoNs() + static_cast<std::int64_t>(c.durationMs) * 1000000;
-        for (std::int64_t t0 = monoNs(); t0 < end;) {
-            const bool ok = take(mine.get(), sha);
-            const std::int64_t t1 = monoNs();
-            ++(ok ? s.granted : s.other);
-            if (s.samples < static_cast<std::int64_t>(MAX_SAMPLES))
-                out[s.samples++] = t1 - t0;
-            t0 = t1;
-        }
-        s.endNs = monoNs();
-        return 0;
-    };
-    std::string error;
-    const auto start = runWorkers(CLIENTS, w, c.durationMs + 30000, error);
-    if (!start) {
-        sharedFree(slots, slotBytes);
-        sharedFree(samples, sampleBytes);
-        throw std::runtime_error("Redis with 8 clients: " + error);
-    }
-    std::int64_t total = 0;
-    std::int64_t other = 0;
-    std::int64_t endNs = *start;
-    std::vector<std::int64_t> all;
-    for (int i = 0; i < CLIENTS; ++i) {
-        total += slots[i].granted;
-        other += slots[i].other;
-        endNs = std::max(endNs, slots[i].endNs);
-        const std::int64_t* in = samples + static_cast<std::size_t>(i) * MAX_SAMPLES;
-        all.insert(all.end(), in, in + slots[i].samples);
-    }
-    sharedFree(slots, slotBytes);
-    sharedFree(samples, sampleBytes);
+    std::fprintf(stderr, "bench: 6b. 8 clients, %d ms\n", c.durationMs);
+    const Aggregate eight = aggregate(8, c.durationMs, bucketClient(port, sha));
+    Row r { "6b", "Redis " + version + " Lua token bucket, EVALSHA, 8 client processes", {}, {}, {}, eight.perSec, 0,
+        fmtThousands(static_cast<double>(eight.calls)) + " granted in " + fmtNumber(eight.wallS, 2) + " s wall"
+            + (eight.failed ? ", " + std::to_string(eight.failed) + " denied" : std::string())
+            + "; per-call latency p99.9 " + fmtNumber(eight.latency.p999Us / 1000.0, 1) + " ms, max "
+            + fmtNumber(eight.latency.maxUs / 1000.0, 1) + " ms" };
+    fillLatency(r, eight.latency);
+    rows.push_back(r);
+    f.redis8PerSec = eight.perSec;
+
     benchRedisHome(c, port, version, sha, rows, f);
     server.stop();
-    const double wallS = static_cast<double>(endNs - *start) / 1e9;
-    const double perSec = static_cast<double>(total) / wallS;
-    Row r { "6b", "Redis " + version + " Lua token bucket, EVALSHA, 8 client processes", {}, {}, {}, perSec, 0,
-        fmtThousands(static_cast<double>(total)) + " granted in " + fmtNumber(wallS, 2) + " s wall"
-            + (other ? ", " + std::to_string(other) + " denied" : std::string()) };
-    const Summary s = summarize(std::move(all));
-    r.note += "; per-call latency p99.9 " + fmtNumber(s.p999Us / 1000.0, 1) + " ms, max " + fmtNumber(s.maxUs / 1000.0, 1)
-        + " ms";
-    fillLatency(r, s);
-    rows.push_back(r);
-    f.redis8PerSec = perSec;
 }
 
 } // namespace bench

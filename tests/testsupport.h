@@ -5,7 +5,11 @@
 #include "history/historyevent.h"
 
 #include <QProcess>
+#include <QStringList>
 #include <QtGlobal>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 class TestSupport
 {
@@ -33,5 +37,41 @@ public:
         e.provider = provider;
         e.caller = caller;
         return e;
+    }
+
+    // The most intervals open at once; `edges` holds (time, +1) at each start and (time, -1)
+    // at each end. At equal times an end counts before a start (a hand-over is no overlap).
+    static int peakOverlap(std::vector<std::pair<qint64, int>> edges)
+    {
+        std::sort(edges.begin(), edges.end());
+        int open = 0;
+        int peak = 0;
+        for (const auto& [t, d] : edges) {
+            open += d;
+            peak = std::max(peak, open);
+        }
+        return peak;
+    }
+
+    // A program run to its end, killed after `limitMs`: code -2 then (-1: it crashed).
+    struct Ran
+    {
+        int code = -1;
+        QByteArray out;
+        QByteArray err;
+    };
+    static Ran run(const QString& program, const QStringList& args, int limitMs = 60000)
+    {
+        QProcess p;
+        p.start(program, args);
+        if (!p.waitForStarted(10000))
+            return { -3, {}, "did not start" };
+        if (!p.waitForFinished(limitMs)) {
+            p.kill();
+            p.waitForFinished(10000);
+            return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
+        }
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError() };
     }
 };

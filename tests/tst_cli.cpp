@@ -91,7 +91,7 @@ private:
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_home;
-    RedisServer m_redis; // when scripts/test.sh shares none
+    std::unique_ptr<RedisServer> m_redis; // when scripts/test.sh shares none
 };
 
 TestCli::Ran TestCli::raw(const QStringList& args, int limitMs) const
@@ -877,15 +877,11 @@ QTEST_GUILESS_MAIN(TestCli)
 void TestCli::redisHomeServesEveryCommand()
 {
     // The same commands on a Redis home, as separate processes sharing it.
-    std::string url = RedisServer::sharedUrl();
-    if (url.empty()) {
-        if (RedisServer::binary().isEmpty())
-            QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
-        QString why;
-        QVERIFY2(m_redis.start({}, &why), qPrintable(why));
-        url = m_redis.url();
-    }
-    m_home = QString::fromStdString(url) + QStringLiteral("?prefix=") + RedisServer::uniquePrefix(QStringLiteral("cli"), 1);
+    const auto home = RedisServer::testHome(m_redis, QStringLiteral("cli"), 1);
+    if (!home.skip.isEmpty())
+        QSKIP(qPrintable(home.skip));
+    QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
+    m_home = QString::fromStdString(home.url);
     const QString file = m_dir->path() + QStringLiteral("/file-home");
     // Before anything ran: no home, said as for a directory.
     Ran r = cli({ QStringLiteral("status") });

@@ -128,19 +128,12 @@ void TestQuotaLimiter::init()
         m_store.ownReader = std::move(reader).value();
         m_store.reader = m_store.ownReader.get();
     } else if (kind == QStringLiteral("redis")) {
-        std::string url = RedisServer::sharedUrl();
-        if (url.empty()) {
-            if (!m_redis) {
-                if (RedisServer::binary().isEmpty())
-                    QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
-                m_redis = std::make_unique<RedisServer>();
-                QString why;
-                QVERIFY2(m_redis->start({}, &why), qPrintable(why));
-            }
-            url = m_redis->url();
-        }
         // A home of its own for each test: a prefix never used before on this server.
-        auto spec = HomeSpec::parse(url + "?prefix=" + RedisServer::uniquePrefix(QStringLiteral("t"), ++m_homes).toStdString());
+        const auto home = RedisServer::testHome(m_redis, QStringLiteral("t"), ++m_homes);
+        if (!home.skip.isEmpty())
+            QSKIP(qPrintable(home.skip));
+        QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
+        auto spec = HomeSpec::parse(home.url);
         QVERIFY(spec.ok());
         auto backend = StoreFactory::openBackend(*spec, m_clock, m_probe, &m_clock);
         QVERIFY2(backend.ok(), backend.ok() ? "" : backend.error().describe().c_str());

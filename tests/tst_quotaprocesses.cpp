@@ -5,6 +5,7 @@
 #include "helpers/redisserver.h"
 #include "history/historyreader.h"
 #include "store/storefactory.h"
+#include "testsupport.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -85,19 +86,11 @@ void TestQuotaProcesses::init()
     QVERIFY(m_dir->isValid());
     m_home = m_dir->path() + QStringLiteral("/home");
     if (redis) {
-        std::string url = RedisServer::sharedUrl();
-        if (url.empty()) {
-            if (!m_redis) {
-                if (RedisServer::binary().isEmpty())
-                    QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
-                m_redis = std::make_unique<RedisServer>();
-                QString why;
-                QVERIFY2(m_redis->start({}, &why), qPrintable(why));
-            }
-            url = m_redis->url();
-        }
-        m_home = QString::fromStdString(url) + QStringLiteral("?prefix=")
-            + RedisServer::uniquePrefix(QStringLiteral("proc"), ++m_homes);
+        const auto home = RedisServer::testHome(m_redis, QStringLiteral("proc"), ++m_homes);
+        if (!home.skip.isEmpty())
+            QSKIP(qPrintable(home.skip));
+        QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
+        m_home = QString::fromStdString(home.url);
     }
 }
 
@@ -223,12 +216,7 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
         edges.emplace_back(c.admitted, +1);
         edges.emplace_back(c.released, -1);
     }
-    std::sort(edges.begin(), edges.end());
-    int inFlight = 0, peak = 0;
-    for (const auto& [t, d] : edges) {
-        inFlight += d;
-        peak = std::max(peak, inFlight);
-    }
+    const int peak = TestSupport::peakOverlap(std::move(edges));
     QVERIFY2(peak <= maxParallel, qPrintable(QStringLiteral("%1 calls in flight at once").arg(peak)));
     QVERIFY(peak >= 1);
 

@@ -74,27 +74,13 @@ class TestRedisDifferential final : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
-    void initTestCase();
     void sameDecisionsAndStateAtEveryStep_data();
     void sameDecisionsAndStateAtEveryStep();
 
 private:
-    RedisServer m_redis; // when test.sh shares none
-    std::string m_url;
+    std::unique_ptr<RedisServer> m_redis; // when test.sh shares none
     int m_homes = 0;
 };
-
-void TestRedisDifferential::initTestCase()
-{
-    m_url = RedisServer::sharedUrl();
-    if (!m_url.empty())
-        return;
-    if (RedisServer::binary().isEmpty())
-        QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
-    QString why;
-    QVERIFY2(m_redis.start({}, &why), qPrintable(why));
-    m_url = m_redis.url();
-}
 
 void TestRedisDifferential::sameDecisionsAndStateAtEveryStep_data()
 {
@@ -114,7 +100,11 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
     auto file = StoreFactory::openBackend(dir.path().toStdString() + "/home", clock, probe);
     QVERIFY(file.ok());
     sides[0].backend = std::move(file).value();
-    auto spec = HomeSpec::parse(m_url + "?prefix=" + RedisServer::uniquePrefix(QStringLiteral("d"), ++m_homes).toStdString());
+    const auto home = RedisServer::testHome(m_redis, QStringLiteral("d"), ++m_homes);
+    if (!home.skip.isEmpty())
+        QSKIP(qPrintable(home.skip));
+    QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
+    auto spec = HomeSpec::parse(home.url);
     QVERIFY(spec.ok());
     auto redis = StoreFactory::openBackend(*spec, clock, probe, &clock);
     QVERIFY2(redis.ok(), redis.ok() ? "" : redis.error().describe().c_str());

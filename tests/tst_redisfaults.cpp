@@ -7,6 +7,7 @@
 
 #include "helpers/redisserver.h"
 #include "store/redisconnection.h"
+#include "testsupport.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -24,12 +25,7 @@ using namespace tollgate;
 
 namespace {
 
-struct Ran
-{
-    int code = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using Ran = TestSupport::Ran;
 
 } // namespace
 
@@ -48,21 +44,12 @@ private Q_SLOTS:
 private:
     Ran cli(const QStringList& args, int limitMs = 60000) const
     {
-        QProcess p;
+        // --home after the command words
         QStringList all = args;
-        all.insert(std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size()),
-            QStringLiteral("--home"));
-        all.insert(std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 3 : 2, all.size()), m_home);
-        p.start(QStringLiteral(TOLLGATE_CLI_PATH), all);
-        if (!p.waitForStarted(10000))
-            return { -3, {}, "did not start" };
-        if (!p.waitForFinished(limitMs)) {
-            p.kill();
-            p.waitForFinished(10000);
-            return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
-        }
-        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError() };
+        const qsizetype at = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
+        all.insert(at, QStringLiteral("--home"));
+        all.insert(at + 1, m_home);
+        return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), all, limitMs);
     }
     void setLimits(const QStringList& extra)
     {
@@ -302,13 +289,7 @@ void TestRedisFaults::killStormWithRedisRestart()
             edges.emplace_back(f6[2].toLongLong(), -1);
         }
     }
-    std::sort(edges.begin(), edges.end(), [](auto a, auto b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
-    int now = 0;
-    int peak = 0;
-    for (const auto& [t, d] : edges) {
-        now += d;
-        peak = std::max(peak, now);
-    }
+    const int peak = TestSupport::peakOverlap(edges);
     QVERIFY(edges.size() >= 20);
     QVERIFY2(peak <= 2, qPrintable(QStringLiteral("%1 holds at once").arg(peak)));
     QVERIFY2(errors > 0, "nobody noticed Redis was down");

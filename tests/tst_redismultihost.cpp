@@ -10,6 +10,7 @@
 // CAP_SYS_ADMIN, no iproute2).
 
 #include "helpers/redisserver.h"
+#include "testsupport.h"
 
 #include <QDir>
 #include <QElapsedTimer>
@@ -31,26 +32,11 @@ namespace {
 
 constexpr int TIMEOUT_MS = 60000;
 
-struct Ran
-{
-    int code = -1;
-    QByteArray out;
-    QByteArray err;
-};
+using Ran = TestSupport::Ran;
 
 Ran run(const QString& program, const QStringList& args, int limitMs = TIMEOUT_MS)
 {
-    QProcess p;
-    p.start(program, args);
-    if (!p.waitForStarted(10000))
-        return { -3, {}, "did not start" };
-    if (!p.waitForFinished(limitMs)) {
-        p.kill();
-        p.waitForFinished(10000);
-        return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
-    }
-    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-        p.readAllStandardError() };
+    return TestSupport::run(program, args, limitMs);
 }
 
 // A namespace kept alive by a `sleep` under `unshare`; `pid` is a process inside it (the
@@ -301,13 +287,7 @@ void TestRedisMultiHost::twoHostsShareOneQuotaWithoutOverrun()
             edges.emplace_back(line.mid(2).toLongLong(), line[0] == '+' ? 1 : -1);
     }
     QCOMPARE(edges.size(), std::size_t(16));
-    std::sort(edges.begin(), edges.end(), [](auto a, auto b) { return a.first != b.first ? a.first < b.first : a.second < b.second; });
-    int now = 0;
-    int most = 0;
-    for (const auto& [t, d] : edges) {
-        now += d;
-        most = std::max(most, now);
-    }
+    const int most = TestSupport::peakOverlap(edges);
     QVERIFY2(most <= 2, qPrintable(QStringLiteral("%1 held a slot at once").arg(most)));
     // Host 1 sees the same home through its own address.
     m_home.replace(QStringLiteral("10.77.1.1"), QStringLiteral("10.77.2.1"));

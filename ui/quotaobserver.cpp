@@ -10,6 +10,7 @@
 #include "store/storefactory.h"
 
 #include <QDir>
+#include <QScopeGuard>
 #include <QFile>
 #include <QFileInfo>
 #include <QHash>
@@ -278,12 +279,22 @@ void addLockHolders(DashboardSnapshot& s, const QStringList& lockDirs, qint64 st
 }
 
 // The home part of a snapshot: status, quota view, slot holders.
-bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {})
+// `kept`: a reader to use again (a Redis home's: its connection stays open between refreshes);
+// null: one made for this read.
+bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const PreviousSlots& previous = {},
+    std::unique_ptr<QuotaReader>* kept = nullptr)
 {
     FileQuotaReader::Options options;
     options.lockTimeout = READ_LOCK_TIMEOUT;
     options.longestPause = READ_LOCK_PAUSE;
-    auto reader = StoreFactory::openReader(ss(s.home), options);
+    Result<std::unique_ptr<QuotaReader>> reader = kept && *kept
+        ? Result<std::unique_ptr<QuotaReader>>(std::move(*kept))
+        : StoreFactory::openReader(ss(s.home), options);
+    // Handed back however this read ends (only a reader that opened is kept).
+    const auto giveBack = qScopeGuard([&] {
+        if (kept && reader)
+            *kept = std::move(reader).value();
+    });
     if (!reader && reader.error().kind == ErrorKind::NotFound) {
         s.status = HomeStatus::Missing;
     } else if (!reader) {
@@ -390,7 +401,8 @@ void QuotaObserver::readHome()
     DashboardSnapshot s;
     s.home = m_home;
     s.nowMs = msNow(m_clock);
-    const bool kept = readHomePart(s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders });
+    const bool kept = readHomePart(
+        s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders }, m_isRedis ? &m_reader : nullptr);
     if (!kept) // otherwise the same rows: keep the list itself, so comparing it costs nothing
         m_slotHolders = std::move(s.holders);
     s.holders = {};

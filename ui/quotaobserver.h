@@ -44,6 +44,7 @@
 
 namespace tollgate {
 class QuotaBackend;
+class QuotaReader;
 class HistoryCursor;
 class QuotaLimiter;
 } // namespace tollgate
@@ -134,6 +135,7 @@ private:
     ProcessProbe m_probe;
     CachingProbe m_round { m_probe }; // cleared at the start of every round
     bool m_isRedis = false; // the home is a Redis URL, not a directory
+    std::unique_ptr<QuotaReader> m_reader; // a Redis home's, kept between refreshes (its connection)
     class ChangeFeedWatcher* m_feedWatcher = nullptr; // child, Redis homes only
     HomeWatcher* m_watcher = nullptr; // child; created in start() so it lives in the worker thread
     QTimer* m_livenessTimer = nullptr; // child

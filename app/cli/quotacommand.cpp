@@ -95,6 +95,7 @@ struct Context
     std::string home; // as shown and passed on: the directory or the URL
     std::unique_ptr<QuotaBackend> store;
     std::unique_ptr<QuotaReader> reader;
+    std::optional<QuotaView> firstLook; // taken by openExisting on a Redis home, used by the first peek
     std::unique_ptr<QuotaLimiter> limiter;
 
     explicit Context(std::string command)
@@ -146,6 +147,7 @@ struct Context
                 return -1;
             if (!look)
                 return console.fail(look.error());
+            firstLook = std::move(look).value(); // the command's first peek (one round trip, not two)
         }
         exists = true;
         return -1;
@@ -154,9 +156,10 @@ struct Context
     void sayNoHome() const { console.say("no Tollgate home at " + home + " yet (nothing has run here)"); }
 
     // A look at the home without a transaction: names a corrupt file as an error.
-    Result<QuotaView> peek(bool needState) const
+    Result<QuotaView> peek(bool needState)
     {
-        auto view = reader->snapshot();
+        Result<QuotaView> view = firstLook ? Result<QuotaView>(std::move(*firstLook)) : reader->snapshot();
+        firstLook.reset();
         if (!view)
             return view.error();
         const bool limitsCorrupt = view->limitsCorrupt;

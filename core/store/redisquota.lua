@@ -683,6 +683,15 @@ local function unknownProvider(provider)
     return cmsgpack.pack({ err = 'unknown', msg = provider, known = knownProviders() })
 end
 
+-- The limits of a provider the operation needs, or the refusal to return: limits that do not
+-- parse, or an unknown provider.
+local function knownLimits(provider)
+    local l, bad = limitsOf(provider)
+    if bad then return nil, refuse('corrupt', bad) end
+    if not l then return nil, unknownProvider(provider) end
+    return l
+end
+
 local function markHome()
     if redis.call('EXISTS', KEYS[4]) == 0 then
         redis.call('SET', KEYS[4], cjson.encode({ created = now, format = 1 }))
@@ -694,9 +703,8 @@ end
 local ops = {}
 
 function ops.admit()
-    local l, bad = limitsOf(a.provider)
-    if bad then return refuse('corrupt', bad) end
-    if not l then return unknownProvider(a.provider) end
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
     local why = impossible(l, a)
     if why then return refuse('usage', 'this request can never be admitted: it ' .. why) end
     local g = global()
@@ -793,9 +801,8 @@ function ops.leave()
 end
 
 function ops.report429()
-    local l, bad = limitsOf(a.provider)
-    if bad then return refuse('corrupt', bad) end
-    if not l then return unknownProvider(a.provider) end
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
     local g = global()
     local p = providerOf(a.provider, l)
     syncProvider(p, l, now)
@@ -825,9 +832,8 @@ function ops.report429()
 end
 
 function ops.success()
-    local l, bad = limitsOf(a.provider)
-    if bad then return refuse('corrupt', bad) end
-    if not l then return unknownProvider(a.provider) end
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
     local p = providerOf(a.provider, l)
     if p.c ~= 0 then
         p.c = 0
@@ -938,9 +944,8 @@ function ops.pause()
         g.pat = now
         dirty['g'] = g
     else
-        local l, bad = limitsOf(a.provider)
-        if bad then return refuse('corrupt', bad) end
-        if not l then return unknownProvider(a.provider) end
+        local l, refusal = knownLimits(a.provider)
+        if refusal then return refusal end
         local p = providerOf(a.provider, l)
         p.pz = true
         p.pr = a.stored
@@ -971,9 +976,8 @@ function ops.resume()
             end
         end
     else
-        local l, bad = limitsOf(a.provider)
-        if bad then return refuse('corrupt', bad) end
-        if not l then return unknownProvider(a.provider) end
+        local l, refusal = knownLimits(a.provider)
+        if refusal then return refusal end
         local p = providerOf(a.provider, l)
         p.pz = false
         p.pr = ''
@@ -987,9 +991,8 @@ function ops.resume()
 end
 
 function ops.resetBackoff()
-    local l, bad = limitsOf(a.provider)
-    if bad then return refuse('corrupt', bad) end
-    if not l then return unknownProvider(a.provider) end
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
     local p = providerOf(a.provider, l)
     p.bu = 0
     p.pu = 0

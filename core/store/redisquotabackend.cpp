@@ -85,6 +85,9 @@ std::string RedisQuotaBackend::channelPrefix(const RedisAddress& address)
 RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection connection, const ProcessProbe& probe,
     const Clock* testClock, std::string host, std::chrono::milliseconds timeout)
     : m_address(std::move(address))
+    , m_keys(keys(m_address))
+    , m_channelPrefix(channelPrefix(m_address))
+    , m_historyCap(std::to_string(HISTORY_CAP))
     , m_connection(std::move(connection))
     , m_probe(&probe)
     , m_testClock(testClock)
@@ -104,13 +107,10 @@ Result<void> RedisQuotaBackend::abandonUncertain()
     }
     auto sent = std::move(m_uncertain);
     m_uncertain.clear();
-    const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
-    auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, keys(m_address),
-        { "abandon", now, channelPrefix(m_address), std::to_string(HISTORY_CAP),
-            packed(json { { "providers", providers }, { "rids", rids } }) });
-    if (!r || r->type == RedisReply::Type::Error) {
+    auto r = send("abandon", packed(json { { "providers", providers }, { "rids", rids } }));
+    if (!r) {
         m_uncertain = std::move(sent); // tried again before the next operation
-        return r ? Error::make(ErrorKind::Io, m_address.url(), "Redis refused the operation: " + r->text) : r.error();
+        return r.error();
     }
     return {};
 }
@@ -138,15 +138,10 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
         address, std::move(connection).value(), probe, testClock, std::move(host).value(), timeout));
 }
 
-Result<std::string> RedisQuotaBackend::call(const std::string& op, const std::string& args)
+Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::string& args)
 {
-    if (!m_uncertain.empty()) {
-        if (auto given = abandonUncertain(); !given)
-            return given.error();
-    }
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
-    auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, keys(m_address),
-        { op, now, channelPrefix(m_address), std::to_string(HISTORY_CAP), args });
+    auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
     if (!r) {
         Error e = r.error();
         if (e.kind == ErrorKind::Timeout) // not a refusal of the quota: the store is unreachable
@@ -157,7 +152,19 @@ Result<std::string> RedisQuotaBackend::call(const std::string& op, const std::st
         return Error::make(ErrorKind::Io, m_address.url(), "Redis refused the operation: " + r->text);
     if (r->type != RedisReply::Type::String)
         return Error::make(ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
-    const json j = json::from_msgpack(r->text.begin(), r->text.end(), true, false);
+    return std::move(r->text);
+}
+
+Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& args)
+{
+    if (!m_uncertain.empty()) {
+        if (auto given = abandonUncertain(); !given)
+            return given.error();
+    }
+    auto text = send(op, args);
+    if (!text)
+        return text.error();
+    json j = json::from_msgpack(text->begin(), text->end(), true, false);
     if (!j.is_object())
         return Error::make(ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
     if (auto err = j.find("err"); err != j.end()) {
@@ -171,7 +178,7 @@ Result<std::string> RedisQuotaBackend::call(const std::string& op, const std::st
             return Error::make(ErrorKind::Busy, "", message);
         return Error::make(ErrorKind::Corrupt, m_address.url(), message);
     }
-    return std::move(r->text);
+    return j;
 }
 
 Error RedisQuotaBackend::unknownProvider(const std::string& provider, const std::vector<std::string>& known) const
@@ -227,7 +234,7 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
                 m_uncertain.emplace_back(r.provider, rid);
             return reply.error();
         }
-        const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+        const json& j = *reply;
         AdmitOutcome out;
         out.decision.admitted = boolOf(j, "admitted");
         out.decision.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(intOf(j, "reason"), 0, 6));
@@ -281,7 +288,7 @@ Result<std::int64_t> RedisQuotaBackend::report429(const std::string& provider, c
     auto reply = call("report429", packed(a));
     if (!reply)
         return reply.error();
-    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    const json& j = *reply;
     return intOf(j, "backoff");
 }
 
@@ -295,7 +302,7 @@ Result<void> RedisQuotaBackend::reportSuccess(const std::string& provider, const
 
 Result<QuotaLimits> RedisQuotaBackend::limits()
 {
-    const std::string key = keys(m_address)[0];
+    const std::string key = m_keys[0];
     auto r = m_connection.command({ "HGETALL", key });
     if (!r)
         return r.error();
@@ -327,12 +334,12 @@ Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
     auto reply = call("setLimits", packed(a));
     if (!reply)
         return reply.error();
-    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    const json& j = *reply;
     if (found) {
         const std::string text = textOf(j.value("found", json()));
         found->reset();
         if (!text.empty()) {
-            auto l = RedisStateCodec::parseCompactLimits(provider, text, keys(m_address)[0]);
+            auto l = RedisStateCodec::parseCompactLimits(provider, text, m_keys[0]);
             if (!l)
                 return l.error();
             *found = *l;
@@ -364,7 +371,7 @@ Result<std::vector<std::string>> RedisQuotaBackend::importLimits(
         packed(json { { "replace", replace }, { "who", who }, { "names", names }, { "values", values } }));
     if (!reply)
         return reply.error();
-    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    const json& j = *reply;
     return textsOf(j, "changed");
 }
 
@@ -417,7 +424,7 @@ Result<int> RedisQuotaBackend::releaseStale(bool overdue, const std::string& who
                                           { "deadF", deadF }, { "deadT", deadT } }));
     if (!reply)
         return reply.error();
-    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    const json& j = *reply;
     return static_cast<int>(intOf(j, "released"));
 }
 
@@ -426,7 +433,7 @@ Result<bool> RedisQuotaBackend::releaseSlot(const std::string& provider, std::ui
     auto reply = call("releaseSlot", packed(json { { "provider", provider }, { "fence", fence }, { "who", who } }));
     if (!reply)
         return reply.error();
-    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    const json& j = *reply;
     return boolOf(j, "found");
 }
 
@@ -436,17 +443,17 @@ Result<bool> RedisQuotaBackend::renewSlot(const std::string& provider, std::uint
         = call("renewSlot", packed(json { { "provider", provider }, { "fence", fence }, { "lease", leaseMs } }));
     if (!reply)
         return reply.error();
-    const json j = json::from_msgpack(reply->begin(), reply->end(), true, false);
+    const json& j = *reply;
     return boolOf(j, "found");
 }
 
 Result<LimiterSnapshot> RedisQuotaBackend::snapshot()
 {
-    auto reply = call("snapshot", {});
+    // Read by the codec from the reply as sent (the snapshot's refusals are only transport ones).
+    auto reply = send("snapshot", {});
     if (!reply)
         return reply.error();
-    const auto k = keys(m_address);
-    auto s = RedisStateCodec::decodeSnapshot(*reply, k[0], k[1], m_host, m_probe->pidNamespace());
+    auto s = RedisStateCodec::decodeSnapshot(*reply, m_keys[0], m_keys[1], m_host, m_probe->pidNamespace());
     if (!s)
         return s.error();
     if (!s->corruptKey.empty())
@@ -478,7 +485,7 @@ std::uint32_t RedisQuotaBackend::changeMark() const
 {
     if (!m_subscription) {
         auto c = RedisConnection::open(m_address, m_timeout);
-        if (c && c->subscribe({ channelPrefix(m_address) + "ring" })) {
+        if (c && c->subscribe({ m_channelPrefix + "ring" })) {
             m_subscription = std::make_unique<RedisConnection>(std::move(c).value());
             ++m_rings; // a new subscription may have missed rings: the mark moves
         }

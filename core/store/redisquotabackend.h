@@ -23,6 +23,8 @@
 #include "store/redisconnection.h"
 #include "system/processprobe.h"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <memory>
 
 namespace tollgate {
@@ -81,13 +83,19 @@ private:
     RedisQuotaBackend(RedisAddress address, RedisConnection connection, const ProcessProbe& probe,
         const Clock* testClock, std::string host, std::chrono::milliseconds timeout);
 
-    // Runs one operation; the reply map, or the script's refusal as an Error.
-    [[nodiscard]] Result<std::string> call(const std::string& op, const std::string& args);
+    // Runs one operation (after giving back what lost replies took): the reply map, or the
+    // script's refusal as an Error.
+    [[nodiscard]] Result<nlohmann::json> call(const std::string& op, const std::string& args);
+    // One call of the script, as sent: its MessagePack reply, or a transport error.
+    [[nodiscard]] Result<std::string> send(const std::string& op, const std::string& args);
     [[nodiscard]] std::int64_t clientNowMs() const;
     [[nodiscard]] Result<void> abandonUncertain();
     [[nodiscard]] Error unknownProvider(const std::string& provider, const std::vector<std::string>& known) const;
 
     RedisAddress m_address;
+    std::vector<std::string> m_keys; // keys(m_address), made once
+    std::string m_channelPrefix;
+    std::string m_historyCap;
     mutable RedisConnection m_connection;
     const ProcessProbe* m_probe; // not owned
     const Clock* m_testClock; // not owned; null: the server's clock

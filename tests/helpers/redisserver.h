@@ -40,6 +40,36 @@ public:
         return stem + QString::number(::getpid()) + QLatin1Char('-') + QString::number(n);
     }
 
+    // A Redis home of its own for one test: a never-used prefix on the server test.sh shares,
+    // else on `own` (started on first use, kept for the program's later tests). `skip` says why
+    // there can be none here (no redis-server installed); `failure` why one could not start.
+    struct TestHome
+    {
+        std::string url;
+        QString skip;
+        QString failure;
+    };
+    static TestHome testHome(std::unique_ptr<RedisServer>& own, const QString& stem, int n)
+    {
+        TestHome home;
+        std::string url = sharedUrl();
+        if (url.empty()) {
+            if (!own) {
+                if (binary().isEmpty()) {
+                    home.skip = QStringLiteral("redis-server is not installed (scripts/bootstrap.sh installs it)");
+                    return home;
+                }
+                auto server = std::make_unique<RedisServer>();
+                if (!server->start({}, &home.failure))
+                    return home;
+                own = std::move(server);
+            }
+            url = own->url();
+        }
+        home.url = url + "?prefix=" + uniquePrefix(stem, n).toStdString();
+        return home;
+    }
+
     static QString binary()
     {
         for (const char* p : { "/usr/bin/redis-server", "/usr/sbin/redis-server" }) {

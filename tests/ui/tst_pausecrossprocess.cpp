@@ -28,7 +28,7 @@ private Q_SLOTS:
     void pauseInWindowMakesCliWait();
 
 private:
-    RedisServer m_redis; // when scripts/test.sh shares none
+    std::unique_ptr<RedisServer> m_redis; // when scripts/test.sh shares none
 };
 
 namespace {
@@ -62,16 +62,11 @@ void TestPauseCrossProcess::pauseInWindowMakesCliWait()
     QTemporaryDir dir;
     QString home = dir.path() + QStringLiteral("/home");
     if (redis) {
-        std::string url = RedisServer::sharedUrl();
-        if (url.empty()) {
-            if (RedisServer::binary().isEmpty())
-                QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
-            QString why;
-            QVERIFY2(m_redis.start({}, &why), qPrintable(why));
-            url = m_redis.url();
-        }
-        home = QString::fromStdString(url) + QStringLiteral("?prefix=")
-            + RedisServer::uniquePrefix(QStringLiteral("pause"), 1);
+        const auto redisHome = RedisServer::testHome(m_redis, QStringLiteral("pause"), 1);
+        if (!redisHome.skip.isEmpty())
+            QSKIP(qPrintable(redisHome.skip));
+        QVERIFY2(redisHome.failure.isEmpty(), qPrintable(redisHome.failure));
+        home = QString::fromStdString(redisHome.url);
     }
     SystemClock clock;
     ProcessProbe probe;
