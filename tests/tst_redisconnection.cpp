@@ -29,6 +29,7 @@ private Q_SLOTS:
 
     void serverTimeIsTheClock();
     void scriptsAreReloadedAfterTheServerForgetsThem();
+    void functionsAreLoadedOnceReloadedAndFallBackWhereRefused();
     void databaseIsSelected();
     void keysOfAHomeShareOneHashTag();
     void passwordFromTheEnvironment();
@@ -103,6 +104,75 @@ void TestRedisConnection::scriptsAreReloadedAfterTheServerForgetsThem()
     auto error = c->eval("return redis.error_reply('nope')", {}, {});
     QVERIFY(error.ok());
     QCOMPARE(error->type, RedisReply::Type::Error);
+}
+
+void TestRedisConnection::functionsAreLoadedOnceReloadedAndFallBackWhereRefused()
+{
+    // The shape of core/store/redisquota.lua: a library that registers FUNCTION_NAME when loaded
+    // as functions, and runs itself when run by EVALSHA.
+    const std::string library = R"(
+local function main(keys, args)
+    redis.call('INCR', keys[1])
+    return redis.call('GET', keys[1]) .. args[1]
+end
+if redis.register_function then
+    redis.register_function(FUNCTION_NAME, main)
+else
+    return main(KEYS, ARGV)
+end
+)";
+    auto c = RedisConnection::open(address(m_server.port()));
+    QVERIFY(c.ok());
+    const std::string key = RedisConnection::key(c->address(), "functiontest");
+    QVERIFY(c->command({ "DEL", key }).ok());
+    QVERIFY(c->command({ "FUNCTION", "FLUSH" }).ok());
+    auto first = c->callFunction(library, { key }, { "x" });
+    QVERIFY2(first.ok(), first.ok() ? "" : first.error().describe().c_str());
+    QCOMPARE(QString::fromStdString(first->text), QStringLiteral("1x"));
+    // Loaded as a library named after its text, and called by FCALL from then on.
+    auto listed = c->command({ "FUNCTION", "LIST", "LIBRARYNAME", "tollgate_*" });
+    QVERIFY(listed.ok());
+    QCOMPARE(listed->elements.size(), std::size_t(1));
+    auto calls = [&] {
+        auto info = c->command({ "INFO", "commandstats" });
+        const std::string& t = info->text;
+        const auto at = t.find("cmdstat_fcall:calls=");
+        return at == std::string::npos ? 0LL : std::atoll(t.c_str() + at + 20);
+    };
+    const long long before = calls();
+    auto second = c->callFunction(library, { key }, { "y" });
+    QVERIFY(second.ok());
+    QCOMPARE(QString::fromStdString(second->text), QStringLiteral("2y"));
+    QCOMPARE(calls(), before + 1);
+
+    // The server forgot it (FUNCTION FLUSH, a restart without persistence): "not found" ran
+    // nothing; loaded again, it runs exactly once.
+    QVERIFY(c->command({ "FUNCTION", "FLUSH" }).ok());
+    auto third = c->callFunction(library, { key }, { "z" });
+    QVERIFY(third.ok());
+    QCOMPARE(QString::fromStdString(third->text), QStringLiteral("3z"));
+
+    // A user whose ACL refuses functions (as some managed services do): the same text runs by
+    // EVALSHA, with the same result, and nothing is loaded as a library.
+    QVERIFY(c->command({ "FUNCTION", "FLUSH" }).ok());
+    QVERIFY(c->command({ "ACL", "SETUSER", "nofunctions", "reset", "on", ">fn-pw", "~*", "&*", "+@all", "-fcall",
+                          "-function" })
+                .ok());
+    qputenv("TOLLGATE_REDIS_PASSWORD", "fn-pw");
+    RedisAddress limited = address(m_server.port());
+    limited.user = "nofunctions";
+    auto d = RedisConnection::open(limited);
+    QVERIFY2(d.ok(), d.ok() ? "" : d.error().describe().c_str());
+    auto fourth = d->callFunction(library, { key }, { "w" });
+    QVERIFY2(fourth.ok(), fourth.ok() ? "" : fourth.error().describe().c_str());
+    QCOMPARE(QString::fromStdString(fourth->text), QStringLiteral("4w"));
+    auto fifth = d->callFunction(library, { key }, { "v" });
+    QVERIFY(fifth.ok());
+    QCOMPARE(QString::fromStdString(fifth->text), QStringLiteral("5v"));
+    listed = c->command({ "FUNCTION", "LIST", "LIBRARYNAME", "tollgate_*" });
+    QVERIFY(listed.ok());
+    QCOMPARE(listed->elements.size(), std::size_t(0));
+    QVERIFY(c->command({ "ACL", "DELUSER", "nofunctions" }).ok());
 }
 
 void TestRedisConnection::databaseIsSelected()

@@ -166,6 +166,8 @@ struct RedisConnection::Impl
     std::optional<std::string> password;
     ContextPtr context;
     std::map<std::string, std::string> shas; // script text -> SHA1 the server gave
+    std::map<std::string, std::string> functions; // library text -> its function's name
+    bool functionsRefused = false; // this server (or our user) has no FUNCTION/FCALL
 
     Result<RedisReply> raw(const std::vector<std::string>& argv)
     {
@@ -362,6 +364,63 @@ Result<RedisReply> RedisConnection::eval(
         return r;
     }
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting the script");
+}
+
+namespace {
+
+bool startsWith(const std::string& text, const char* prefix)
+{
+    return text.rfind(prefix, 0) == 0;
+}
+
+// Errors that mean "this server or user cannot use functions" (nothing ran): fall back to EVALSHA.
+bool functionsRefused(const RedisReply& r)
+{
+    return r.type == RedisReply::Type::Error
+        && (startsWith(r.text, "ERR unknown command") || startsWith(r.text, "NOPERM"));
+}
+
+} // namespace
+
+Result<RedisReply> RedisConnection::callFunction(
+    const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
+    if (m_impl->functionsRefused)
+        return eval(library, keys, args);
+    auto it = m_impl->functions.find(library);
+    if (it == m_impl->functions.end())
+        it = m_impl->functions.emplace(library, "tollgate_" + scriptSha(library).substr(0, 16)).first;
+    const std::string& name = it->second;
+    std::vector<std::string> argv { "FCALL", name, std::to_string(keys.size()) };
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        auto r = command(argv);
+        if (!r)
+            return r;
+        if (functionsRefused(*r)) {
+            m_impl->functionsRefused = true;
+            return eval(library, keys, args);
+        }
+        // Not loaded on this server (a new server, a restart without persistence, FUNCTION
+        // FLUSH): nothing ran. Load it and call again.
+        if (attempt == 0 && r->type == RedisReply::Type::Error && startsWith(r->text, "ERR Function not found")) {
+            auto loaded = command({ "FUNCTION", "LOAD",
+                "#!lua name=" + name + "\nlocal FUNCTION_NAME = '" + name + "'\n" + library });
+            if (!loaded)
+                return loaded.error();
+            if (functionsRefused(*loaded)) {
+                m_impl->functionsRefused = true;
+                return eval(library, keys, args);
+            }
+            // "already exists": another client loaded it in between, as wanted.
+            if (loaded->type == RedisReply::Type::Error && loaded->text.find("already exists") == std::string::npos)
+                return Error::make(ErrorKind::Io, url(), "Redis did not load Tollgate's function library: " + loaded->text);
+            continue;
+        }
+        return r;
+    }
+    return Error::make(ErrorKind::Io, url(), "Redis kept forgetting Tollgate's function library");
 }
 
 std::uint64_t RedisConnection::commandsSent()

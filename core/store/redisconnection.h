@@ -20,6 +20,11 @@
 //   (it is opened without blocking, like every file Tollgate reads).
 // - Scripts are loaded once per server and called by their SHA1; after a server restart (or
 //   SCRIPT FLUSH) the NOSCRIPT answer reloads them and the call is made again.
+// - A function library (callFunction) is loaded once per server under a name made from its
+//   SHA1 (so versions side by side never clash) and called by FCALL; "Function not found" (a
+//   restart without persistence, FUNCTION FLUSH) ran nothing and loads it again. Where
+//   functions are refused (an ACL without FUNCTION/FCALL, a server before Redis 7) the same
+//   text runs by EVALSHA: slower, never different.
 
 #include "base/result.h"
 #include "store/homespec.h"
@@ -68,6 +73,12 @@ public:
     // Runs `script` (EVALSHA, loading it first when the server does not know it).
     [[nodiscard]] Result<RedisReply> eval(
         const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+
+    // Runs `library`, a script that registers FUNCTION_NAME when loaded as a function library
+    // and runs itself otherwise (see core/store/redisquota.lua): FCALL, loading the library
+    // first when the server does not have it; EVALSHA where functions are refused.
+    [[nodiscard]] Result<RedisReply> callFunction(
+        const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
     // Pub/sub: after subscribe() the connection only receives (no command() any more).
     // fd() becomes readable when a message may have arrived; takeMessages() counts the

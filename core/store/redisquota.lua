@@ -1,5 +1,6 @@
 -- Tollgate's shared quota on Redis: every operation of QuotaBackend (core/quota/quotabackend.h)
--- is one call of this script, run atomically on the server in one round trip. It mirrors
+-- is one call of this code, run atomically on the server in one round trip: FCALL of it loaded
+-- as a function library (RedisConnection::callFunction), or EVALSHA where functions are refused. It mirrors
 -- QuotaPolicy and RollingWindow (core/quota/*.cpp) rule by rule, with the same constants;
 -- tst_redisdifferential runs the file home and a Redis home through one long random sequence
 -- and compares every decision.
@@ -39,29 +40,13 @@ local MAX_SLOTS = 256
 local NEVER = 9007199254740992 -- 2^53
 local R_PAUSED, R_BACKOFF, R_QUEUE, R_WINDOW, R_TOKENS, R_SLOTS = 1, 2, 3, 4, 5, 6
 
-local op = ARGV[1]
-local now
-if ARGV[2] ~= '' then
-    now = tonumber(ARGV[2])
-else
-    local t = redis.call('TIME')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-local channel = ARGV[3]
-local historyCap = tonumber(ARGV[4])
-local a = {}
-if ARGV[5] and ARGV[5] ~= '' then
-    a = cmsgpack.unpack(ARGV[5])
-end
-local myHost = a.host or ''
-local deadF, deadT = {}, {}
-for _, f in ipairs(a.deadF or {}) do deadF[f] = true end
-for _, t in ipairs(a.deadT or {}) do deadT[t] = true end
-
-local events = {}
-local ring = false
-local dirty = {} -- state fields to write: field -> table
-local limitsCache = {}
+-- Per call: set by main() at the start of every call. As a Redis function (the library is
+-- loaded once and kept) these locals outlive a call, so main() must reset every one of them.
+local evalKeys, evalArgv -- run by EVALSHA: the globals, read before the locals hide them
+if not redis.register_function then evalKeys, evalArgv = KEYS, ARGV end
+local KEYS, ARGV
+local op, now, channel, historyCap, a, myHost, deadF, deadT
+local events, ring, dirty, limitsCache -- dirty: state fields to write, field -> table
 
 local function reply(t)
     t.ok = true
@@ -278,7 +263,7 @@ local function decode(field, raw, valid)
     return false
 end
 
-local globalState = nil
+local globalState -- per call (main)
 local function global()
     if globalState then return globalState end
     local raw = redis.call('HGET', KEYS[2], 'g')
@@ -356,7 +341,7 @@ local function fillConservatively(p, l, t)
     end
 end
 
-local providerStates = {}
+local providerStates -- per call (main)
 -- The provider's state, with `l` its limits (false: none). Missing with limits: lost, so it
 -- restarts conservatively; one that does not decode is set aside first.
 local function providerOf(name, l)
@@ -1113,6 +1098,36 @@ function ops.snapshot()
         home = redis.call('EXISTS', KEYS[4]) })
 end
 
-local f = ops[op]
-if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
-return f()
+local function main(keys, args)
+    KEYS, ARGV = keys, args
+    op = ARGV[1]
+    if ARGV[2] ~= '' then
+        now = tonumber(ARGV[2])
+    else
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    end
+    channel = ARGV[3]
+    historyCap = tonumber(ARGV[4])
+    a = {}
+    if ARGV[5] and ARGV[5] ~= '' then
+        a = cmsgpack.unpack(ARGV[5])
+    end
+    myHost = a.host or ''
+    deadF, deadT = {}, {}
+    for _, f in ipairs(a.deadF or {}) do deadF[f] = true end
+    for _, t in ipairs(a.deadT or {}) do deadT[t] = true end
+    events, ring, dirty, limitsCache = {}, false, {}, {}
+    globalState, providerStates = nil, {}
+    local f = ops[op]
+    if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
+    return f()
+end
+
+-- Loaded as a function library (FUNCTION LOAD, with the name the client puts in front: the
+-- definitions above run once) or run whole by EVALSHA where functions are not allowed.
+if redis.register_function then
+    redis.register_function(FUNCTION_NAME, main)
+else
+    return main(evalKeys, evalArgv)
+end

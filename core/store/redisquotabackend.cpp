@@ -141,7 +141,7 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
 Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::string& args)
 {
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
-    auto r = m_connection.eval(REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
+    auto r = m_connection.callFunction(REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
     if (!r) {
         Error e = r.error();
         if (e.kind == ErrorKind::Timeout) // not a refusal of the quota: the store is unreachable

@@ -135,7 +135,7 @@ Result<QuotaView> RedisQuotaReader::snapshot()
             return c.error();
         m_connection = std::make_unique<RedisConnection>(std::move(c).value());
     }
-    auto r = m_connection->eval(REDIS_QUOTA_SCRIPT, RedisQuotaBackend::keys(m_address),
+    auto r = m_connection->callFunction(REDIS_QUOTA_SCRIPT, RedisQuotaBackend::keys(m_address),
         { "snapshot", "", RedisQuotaBackend::channelPrefix(m_address), "0", "" });
     if (!r)
         return r.error();
