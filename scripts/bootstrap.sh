@@ -19,6 +19,9 @@ PACKAGES=(
     libhiredis-dev redis-server
     # OpenSSL: the SHA1 that names a Redis script (EVALSHA without a SCRIPT LOAD round trip)
     libssl-dev
+    # the TLS recipe for managed Redis (README): stunnel in front of a TLS-only redis-server,
+    # with certificates the test makes with the openssl command
+    stunnel4 openssl
     # the multi-host test: network namespaces joined by veth pairs (ip), nsenter/unshare
     iproute2 util-linux
     # the icon set (QtSvg and its icon engine plugin); desktop notifications use QtDBus

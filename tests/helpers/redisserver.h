@@ -110,6 +110,21 @@ public:
     void pause() { ::kill(static_cast<pid_t>(m_process->processId()), SIGSTOP); }
     void resume() { ::kill(static_cast<pid_t>(m_process->processId()), SIGCONT); }
 
+    // A port the kernel just handed out (closed again at once: a small window, covered by retries).
+    // Public: tests that put a tunnel or a second listener beside the server need one too.
+    static quint16 freePort()
+    {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a = loopback(0);
+        socklen_t len = sizeof a;
+        quint16 port = 0;
+        if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
+            && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+            port = ntohs(a.sin_port);
+        if (fd >= 0)
+            ::close(fd);
+        return port;
+    }
     [[nodiscard]] quint16 port() const { return m_port; }
     [[nodiscard]] std::string url(const QString& tail = {}) const
     {
@@ -124,20 +139,6 @@ private:
         a.sin_port = htons(port);
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         return a;
-    }
-    // A port the kernel just handed out (closed again at once: a small window, covered by retries).
-    static quint16 freePort()
-    {
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in a = loopback(0);
-        socklen_t len = sizeof a;
-        quint16 port = 0;
-        if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0
-            && ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-            port = ntohs(a.sin_port);
-        if (fd >= 0)
-            ::close(fd);
-        return port;
     }
     // The listener on the port is our child, not another test's server that took the port
     // between freePort() and the start: its listening socket (from /proc/net/tcp) is one of
