@@ -20,6 +20,7 @@
 #include <QTest>
 #include <algorithm>
 #include <csignal>
+#include <nlohmann/json.hpp>
 
 using namespace tollgate;
 
@@ -39,6 +40,7 @@ private Q_SLOTS:
     void restartWithoutPersistenceReportsLostLimits();
     void lostStateRestartsConservatively();
     void forgedValuesAreSetAsideOrRefused();
+    void forgedFarFutureTimesAreBounded();
     void killStormWithRedisRestart();
 
 private:
@@ -219,6 +221,52 @@ void TestRedisFaults::forgedValuesAreSetAsideOrRefused()
     auto kept = c->command({ "HGET", limits, "api" });
     QVERIFY(kept.ok());
     QCOMPARE(kept->text, std::string("{\"r\":-5}")); // not overwritten: the user decides
+}
+
+void TestRedisFaults::forgedFarFutureTimesAreBounded()
+{
+    // A state that decodes but holds times in the year 9999 (forged, or written by a host whose
+    // clock was wrong): one report must never stop every caller for longer than the documented
+    // maximum (a day plus jitter), and the bound is written back, so it does not move with now.
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("600"),
+        QStringLiteral("--parallel"), QStringLiteral("2") });
+    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    QCOMPARE(cli(acquire).code, 0);
+    auto spec = HomeSpec::parse(m_home.toStdString());
+    QVERIFY(spec.ok());
+    auto c = RedisConnection::open(spec->redis());
+    QVERIFY(c.ok());
+    const std::string state = RedisConnection::key(spec->redis(), "state");
+    auto raw = c->command({ "HGET", state, "p:api" });
+    QVERIFY(raw.ok() && raw->type == RedisReply::Type::String);
+    auto p = nlohmann::json::from_msgpack(raw->text, true, false);
+    QVERIFY(p.is_object());
+    const std::int64_t year9999 = 253402300799000; // 9999-12-31T23:59:59Z in ms
+    p["bu"] = year9999; // backoff until
+    p["pu"] = year9999; // paced until
+    p["l4"] = year9999; // last 429
+    p["la"] = year9999; // last admission
+    const auto bytes = nlohmann::json::to_msgpack(p);
+    QVERIFY(c->command({ "HSET", state, "p:api", std::string(bytes.begin(), bytes.end()) }).ok());
+
+    Ran r = cli(acquire);
+    QCOMPARE(r.code, 1); // backing off: refused, not an error, not a wait of 7,973 years
+    auto now = c->serverTimeMs();
+    QVERIFY(now.ok());
+    raw = c->command({ "HGET", state, "p:api" });
+    QVERIFY(raw.ok());
+    p = nlohmann::json::from_msgpack(raw->text, true, false);
+    const std::int64_t maxStopMs = 86400000 + 5000; // a day of backoff plus the largest jitter
+    QVERIFY2(p["bu"].get<std::int64_t>() <= *now + maxStopMs, p.dump().c_str());
+    QVERIFY(p["l4"].get<std::int64_t>() <= *now);
+    QVERIFY(p["la"].get<std::int64_t>() <= *now);
+    QVERIFY(p["pu"].get<std::int64_t>() <= *now + maxStopMs + 600000);
+    // status tells the same bounded story.
+    r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY(!r.out.contains("9999"));
 }
 
 void TestRedisFaults::killStormWithRedisRestart()
