@@ -1,0 +1,168 @@
+#include "provider/usagemeter.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+namespace tollgate {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::optional<std::int64_t> count(const json& o, const char* key)
+{
+    auto it = o.find(key);
+    if (it == o.end() || !it->is_number_integer())
+        return std::nullopt;
+    const std::int64_t v = it->get<std::int64_t>();
+    if (v < 0 || v > (1LL << 53))
+        return std::nullopt;
+    return v;
+}
+
+// A usage object of either provider; nullopt when it holds no count we understand.
+std::optional<TokenUsage> usageOf(const json& u)
+{
+    if (!u.is_object())
+        return std::nullopt;
+    const auto input = count(u, "input_tokens");
+    const auto output = count(u, "output_tokens");
+    const auto prompt = count(u, "prompt_tokens");
+    const auto completion = count(u, "completion_tokens");
+    if (input || output) {
+        TokenUsage t;
+        t.input = input.value_or(0) + count(u, "cache_creation_input_tokens").value_or(0)
+            + count(u, "cache_read_input_tokens").value_or(0);
+        t.output = output.value_or(0);
+        return t;
+    }
+    if (prompt || completion)
+        return TokenUsage { prompt.value_or(0), completion.value_or(0) };
+    return std::nullopt;
+}
+
+std::string lower(std::string_view s)
+{
+    std::string out(s);
+    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return out;
+}
+
+} // namespace
+
+UsageMeter::UsageMeter(std::string_view contentType)
+    : m_events(lower(contentType).find("text/event-stream") != std::string::npos)
+{
+}
+
+void UsageMeter::feed(std::string_view chunk)
+{
+    if (m_gaveUp)
+        return;
+    if (!m_events) {
+        if (m_buffer.size() + chunk.size() > MAX_JSON_BYTES) {
+            m_gaveUp = true;
+            m_buffer.clear();
+            m_buffer.shrink_to_fit();
+            return;
+        }
+        m_buffer.append(chunk);
+        return;
+    }
+    // Events: lines end in \n, \r\n or \r (the SSE grammar); a blank line ends an event.
+    for (char c : chunk) {
+        if (c == '\n' && m_lastCr) {
+            m_lastCr = false; // the \n of a \r\n: that line already ended
+            continue;
+        }
+        m_lastCr = false;
+        if (c == '\n' || c == '\r') {
+            m_lastCr = c == '\r';
+            eventLine(m_buffer);
+            m_buffer.clear();
+            continue;
+        }
+        if (m_buffer.size() >= MAX_EVENT_BYTES) {
+            m_gaveUp = true;
+            return;
+        }
+        m_buffer.push_back(c);
+    }
+}
+
+void UsageMeter::eventLine(std::string_view line)
+{
+    if (line.empty()) {
+        eventDone();
+        return;
+    }
+    if (line.rfind("data:", 0) != 0)
+        return; // event:, id:, retry:, comments: not needed to find the usage
+    line.remove_prefix(5);
+    if (!line.empty() && line.front() == ' ')
+        line.remove_prefix(1);
+    if (m_data.size() + line.size() + 1 > MAX_EVENT_BYTES) {
+        m_gaveUp = true;
+        return;
+    }
+    if (!m_data.empty())
+        m_data.push_back('\n');
+    m_data.append(line);
+}
+
+void UsageMeter::eventDone()
+{
+    if (m_data.empty())
+        return;
+    const json e = json::parse(m_data, nullptr, false);
+    m_data.clear();
+    if (!e.is_object())
+        return; // "[DONE]" and anything else that is not an object
+    const std::string type = e.value("type", std::string());
+    if (type == "message_start") {
+        auto m = e.find("message");
+        if (m != e.end() && m->is_object()) {
+            if (auto u = m->find("usage"); u != m->end())
+                if (auto t = usageOf(*u))
+                    m_usage = t;
+        }
+    } else if (type == "message_delta") {
+        // Cumulative output so far; the input was given by message_start (and may be repeated).
+        if (auto u = e.find("usage"); u != e.end() && u->is_object()) {
+            TokenUsage t = m_usage.value_or(TokenUsage {});
+            if (auto out = count(*u, "output_tokens"))
+                t.output = *out;
+            if (auto in = count(*u, "input_tokens"); in && *in > 0)
+                t.input = *in + count(*u, "cache_creation_input_tokens").value_or(0)
+                    + count(*u, "cache_read_input_tokens").value_or(0);
+            m_usage = t;
+        }
+    } else if (auto u = e.find("usage"); u != e.end() && !u->is_null()) {
+        if (auto t = usageOf(*u))
+            m_usage = t; // OpenAI's final chunk
+    }
+}
+
+std::optional<TokenUsage> UsageMeter::finish()
+{
+    if (m_gaveUp)
+        return std::nullopt;
+    if (m_events) {
+        if (!m_buffer.empty())
+            eventLine(m_buffer);
+        m_buffer.clear();
+        eventDone(); // a stream that ended without its blank line
+        return m_usage;
+    }
+    const json body = json::parse(m_buffer, nullptr, false);
+    m_buffer.clear();
+    if (!body.is_object())
+        return std::nullopt;
+    auto u = body.find("usage");
+    if (u == body.end())
+        return std::nullopt;
+    return usageOf(*u);
+}
+
+} // namespace tollgate

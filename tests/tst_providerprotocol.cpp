@@ -1,0 +1,344 @@
+// What the proxy reads from the providers' HTTP: rate-limit headers in both providers'
+// formats (and values that do not parse, or lie about the far future), the real usage in
+// JSON and streamed answers (split anywhere), the request's estimate, and what an error
+// answer means for the shared quota.
+
+#include "provider/answerkind.h"
+#include "provider/ratelimitheaders.h"
+#include "provider/requestestimate.h"
+#include "provider/usagemeter.h"
+#include "quota/retryafter.h"
+
+#include <QTest>
+
+using namespace tollgate;
+
+namespace {
+
+// 2026-11-24T10:00:00Z
+constexpr std::int64_t NOW = 1795514400000;
+
+} // namespace
+
+class TestProviderProtocol final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void anthropicHeaders();
+    void openAiHeaders();
+    void durations_data();
+    void durations();
+    void rfc3339_data();
+    void rfc3339();
+    void badValuesAreNamedNotGuessed();
+    void farFutureResetsAreBounded();
+    void retryAfterForms();
+    void usageFromJsonBodies();
+    void usageFromAnthropicStreamSplitAnywhere();
+    void usageFromOpenAiStream();
+    void usageMeterIsBounded();
+    void requestEstimate();
+    void answerKinds();
+};
+
+void TestProviderProtocol::anthropicHeaders()
+{
+    const HttpHeaders h { { "Anthropic-RateLimit-Requests-Limit", "50" },
+        { "anthropic-ratelimit-requests-remaining", "0" },
+        { "anthropic-ratelimit-requests-reset", "2026-11-24T10:00:30Z" },
+        { "anthropic-ratelimit-tokens-limit", "40000" }, { "anthropic-ratelimit-tokens-remaining", "39000" },
+        { "anthropic-ratelimit-tokens-reset", "2026-11-24T11:00:01.250+01:00" },
+        { "anthropic-ratelimit-input-tokens-remaining", "12" }, { "anthropic-ratelimit-output-tokens-limit", "8000" },
+        { "content-type", "application/json" } };
+    const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
+    QVERIFY(r.problems.empty());
+    QCOMPARE(r.requests.limit, std::optional<std::int64_t>(50));
+    QCOMPARE(r.requests.remaining, std::optional<std::int64_t>(0));
+    QCOMPARE(r.requests.resetAtMs, std::optional<std::int64_t>(NOW + 30000));
+    QCOMPARE(r.tokens.limit, std::optional<std::int64_t>(40000));
+    QCOMPARE(r.tokens.resetAtMs, std::optional<std::int64_t>(NOW + 1250)); // +01:00 offset
+    QCOMPARE(r.inputTokens.remaining, std::optional<std::int64_t>(12));
+    QCOMPARE(r.outputTokens.limit, std::optional<std::int64_t>(8000));
+    QVERIFY(!r.retryAfterMs);
+    // Requests are exhausted until their reset; tokens are not.
+    QCOMPARE(r.exhaustedUntilMs(), std::optional<std::int64_t>(NOW + 30000));
+}
+
+void TestProviderProtocol::openAiHeaders()
+{
+    const HttpHeaders h { { "x-ratelimit-limit-requests", "60" }, { "x-ratelimit-remaining-requests", "59" },
+        { "x-ratelimit-reset-requests", "1s" }, { "X-RateLimit-Limit-Tokens", "150000" },
+        { "x-ratelimit-remaining-tokens", "0" }, { "x-ratelimit-reset-tokens", "6m0s" } };
+    const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
+    QVERIFY(r.problems.empty());
+    QCOMPARE(r.requests.limit, std::optional<std::int64_t>(60));
+    QCOMPARE(r.requests.resetAtMs, std::optional<std::int64_t>(NOW + 1000));
+    QCOMPARE(r.tokens.limit, std::optional<std::int64_t>(150000));
+    QCOMPARE(r.tokens.resetAtMs, std::optional<std::int64_t>(NOW + 360000));
+    QCOMPARE(r.exhaustedUntilMs(), std::optional<std::int64_t>(NOW + 360000));
+    const RateLimitReport none = RateLimitHeaders::parse({ { "x-ratelimit-remaining-requests", "3" } }, NOW);
+    QVERIFY(!none.exhaustedUntilMs());
+}
+
+void TestProviderProtocol::durations_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<qint64>("ms"); // -1: refused
+    QTest::newRow("seconds") << "1s" << qint64(1000);
+    QTest::newRow("minutes and seconds") << "6m0s" << qint64(360000);
+    QTest::newRow("ms") << "12ms" << qint64(12);
+    QTest::newRow("all units") << "1h2m3.5s" << qint64(3723500);
+    QTest::newRow("fraction of a ms rounds up") << "250us" << qint64(1);
+    QTest::newRow("ns") << "1500000ns" << qint64(2);
+    QTest::newRow("micro sign") << QString::fromUtf8("7\xc2\xb5s") << qint64(1);
+    QTest::newRow("zero") << "0" << qint64(0);
+    QTest::newRow("zero seconds") << "0s" << qint64(0);
+    QTest::newRow("padded") << " 2s " << qint64(2000);
+    QTest::newRow("empty") << "" << qint64(-1);
+    QTest::newRow("no unit") << "12" << qint64(-1);
+    QTest::newRow("unknown unit") << "3d" << qint64(-1);
+    QTest::newRow("two dots") << "1.5.2s" << qint64(-1);
+    QTest::newRow("unit only") << "s" << qint64(-1);
+    QTest::newRow("negative") << "-1s" << qint64(-1);
+    QTest::newRow("huge") << "99999999999999h" << qint64(-1);
+    QTest::newRow("control byte") << "1\x1bs" << qint64(-1);
+}
+
+void TestProviderProtocol::durations()
+{
+    QFETCH(QString, text);
+    QFETCH(qint64, ms);
+    const std::string t = text.toStdString();
+    auto r = RateLimitHeaders::parseDuration(t);
+    if (ms < 0) {
+        QVERIFY2(!r.ok(), t.c_str());
+        QVERIFY(r.error().message.find("duration") != std::string::npos);
+        for (char c : r.error().message)
+            QVERIFY(static_cast<unsigned char>(c) >= 0x20); // the quoted value is made printable
+    } else {
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+        QCOMPARE(*r, std::int64_t(ms));
+    }
+}
+
+void TestProviderProtocol::rfc3339_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<qint64>("ms"); // -1: refused
+    QTest::newRow("Z") << "2026-11-24T10:00:00Z" << qint64(NOW);
+    QTest::newRow("lower case") << "2026-11-24t10:00:00z" << qint64(NOW);
+    QTest::newRow("fraction rounds up") << "2026-11-24T10:00:00.0001Z" << qint64(NOW + 1);
+    QTest::newRow("long fraction") << "2026-11-24T10:00:00.123456789123Z" << qint64(NOW + 124);
+    QTest::newRow("negative offset") << "2026-11-24T05:30:00-04:30" << qint64(NOW);
+    QTest::newRow("leap day") << "2028-02-29T00:00:00Z" << qint64(1835395200000);
+    QTest::newRow("leap second") << "2026-11-24T09:59:60Z" << qint64(NOW - 1000);
+    QTest::newRow("29 Feb common year") << "2027-02-29T00:00:00Z" << qint64(-1);
+    QTest::newRow("31 April") << "2027-04-31T00:00:00Z" << qint64(-1);
+    QTest::newRow("hour 24") << "2026-11-24T24:00:00Z" << qint64(-1);
+    QTest::newRow("no offset") << "2026-11-24T10:00:00" << qint64(-1);
+    QTest::newRow("trailing") << "2026-11-24T10:00:00Zjunk" << qint64(-1);
+    QTest::newRow("empty fraction") << "2026-11-24T10:00:00.Z" << qint64(-1);
+    QTest::newRow("date only") << "2026-11-24" << qint64(-1);
+    QTest::newRow("bad offset") << "2026-11-24T10:00:00+1:00" << qint64(-1);
+}
+
+void TestProviderProtocol::rfc3339()
+{
+    QFETCH(QString, text);
+    QFETCH(qint64, ms);
+    auto r = RateLimitHeaders::parseRfc3339(text.toStdString());
+    if (ms < 0) {
+        QVERIFY2(!r.ok(), qPrintable(text));
+    } else {
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
+        QCOMPARE(*r, std::int64_t(ms));
+    }
+}
+
+void TestProviderProtocol::badValuesAreNamedNotGuessed()
+{
+    const HttpHeaders h { { "x-ratelimit-limit-requests", "sixty" }, { "x-ratelimit-remaining-requests", "-1" },
+        { "x-ratelimit-remaining-tokens", "99999999999999999999" }, { "x-ratelimit-reset-tokens", "soon" },
+        { "anthropic-ratelimit-requests-reset", "2027-02-29T00:00:00Z" }, { "retry-after-ms", "1.5" },
+        { "x-ratelimit-limit-requests-extra", "5" } };
+    const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
+    QVERIFY(!r.requests.known());
+    QVERIFY(!r.tokens.known());
+    QVERIFY(!r.retryAfterMs);
+    QCOMPARE(r.problems.size(), std::size_t(6));
+    QVERIFY(r.problems[0].rfind("x-ratelimit-limit-requests:", 0) == 0);
+    QVERIFY(r.problems[4].find("does not exist") != std::string::npos);
+}
+
+void TestProviderProtocol::farFutureResetsAreBounded()
+{
+    // No answer may stop callers for longer than Retry-After's bound (a day).
+    const HttpHeaders h { { "anthropic-ratelimit-requests-remaining", "0" },
+        { "anthropic-ratelimit-requests-reset", "9999-12-31T23:59:59Z" }, { "x-ratelimit-remaining-tokens", "0" },
+        { "x-ratelimit-reset-tokens", "8000h" }, { "retry-after", "Fri, 31 Dec 9999 23:59:59 GMT" } };
+    const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
+    QCOMPARE(r.requests.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    QCOMPARE(r.tokens.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    QCOMPARE(r.retryAfterMs, std::optional<std::int64_t>(RetryAfter::MAX_MS));
+    QCOMPARE(r.exhaustedUntilMs(), std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    // And at the end of time itself, nothing overflows.
+    const RateLimitReport end = RateLimitHeaders::parse(
+        { { "x-ratelimit-remaining-tokens", "0" }, { "x-ratelimit-reset-tokens", "1h" } }, INT64_MAX - 5);
+    QCOMPARE(end.tokens.resetAtMs, std::optional<std::int64_t>(INT64_MAX));
+}
+
+void TestProviderProtocol::retryAfterForms()
+{
+    QCOMPARE(RateLimitHeaders::parse({ { "Retry-After", "7" } }, NOW).retryAfterMs, std::optional<std::int64_t>(7000));
+    QCOMPARE(RateLimitHeaders::parse({ { "retry-after", "Tue, 24 Nov 2026 10:00:09 GMT" } }, NOW).retryAfterMs,
+        std::optional<std::int64_t>(9000));
+    // retry-after-ms is the more precise: it wins, in either order.
+    QCOMPARE(RateLimitHeaders::parse({ { "retry-after-ms", "1234" }, { "retry-after", "2" } }, NOW).retryAfterMs,
+        std::optional<std::int64_t>(1234));
+    QCOMPARE(RateLimitHeaders::parse({ { "retry-after", "2" }, { "retry-after-ms", "1234" } }, NOW).retryAfterMs,
+        std::optional<std::int64_t>(1234));
+    const RateLimitReport bad = RateLimitHeaders::parse({ { "retry-after", "Thu, 29 Feb 2027 10:00:00 GMT" } }, NOW);
+    QVERIFY(!bad.retryAfterMs);
+    QCOMPARE(bad.problems.size(), std::size_t(1));
+}
+
+void TestProviderProtocol::usageFromJsonBodies()
+{
+    UsageMeter anthropic("application/json");
+    anthropic.feed(R"({"id":"msg_1","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":10,)");
+    anthropic.feed(R"("cache_read_input_tokens":5,"cache_creation_input_tokens":2,"output_tokens":7}})");
+    auto u = anthropic.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(17));
+    QCOMPARE(u->output, std::int64_t(7));
+    QCOMPARE(u->total(), std::int64_t(24));
+
+    UsageMeter openai("application/json; charset=utf-8");
+    openai.feed(R"({"choices":[],"usage":{"prompt_tokens":31,"completion_tokens":9,"total_tokens":40}})");
+    u = openai.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(31));
+    QCOMPARE(u->output, std::int64_t(9));
+
+    for (const char* body : { "not json", R"({"usage":{"input_tokens":"ten"}})", R"({"usage":{"input_tokens":-4}})",
+             R"({"usage":null})", R"([1,2])", "" }) {
+        UsageMeter m("application/json");
+        m.feed(body);
+        QVERIFY2(!m.finish(), body);
+    }
+}
+
+void TestProviderProtocol::usageFromAnthropicStreamSplitAnywhere()
+{
+    const std::string stream = "event: message_start\r\n"
+                               "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":"
+                               "{\"input_tokens\":25,\"cache_read_input_tokens\":3,\"output_tokens\":1}}}\r\n\r\n"
+                               "event: content_block_delta\r\n"
+                               "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage: 99\"}}\r\n\r\n"
+                               ": a comment\n\n"
+                               "event: message_delta\n"
+                               "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+                               "\"usage\":{\"output_tokens\":15}}\n\n"
+                               "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    // In one piece, and fed one byte at a time (a stream arrives in any pieces).
+    for (std::size_t step : { stream.size(), std::size_t(1), std::size_t(7) }) {
+        UsageMeter m("text/event-stream; charset=utf-8");
+        QVERIFY(m.streaming());
+        for (std::size_t i = 0; i < stream.size(); i += step)
+            m.feed(std::string_view(stream).substr(i, step));
+        auto u = m.finish();
+        QVERIFY(u);
+        QCOMPARE(u->input, std::int64_t(28));
+        QCOMPARE(u->output, std::int64_t(15));
+    }
+}
+
+void TestProviderProtocol::usageFromOpenAiStream()
+{
+    UsageMeter m("text/event-stream");
+    m.feed("data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n");
+    m.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,\"total_tokens\":16}}\n\n");
+    m.feed("data: [DONE]"); // no final blank line: the stream simply ended
+    auto u = m.finish();
+    QVERIFY(u);
+    QCOMPARE(u->total(), std::int64_t(16));
+    UsageMeter none("text/event-stream");
+    none.feed("data: {\"choices\":[]}\n\ndata: [DONE]\n\n");
+    QVERIFY(!none.finish());
+}
+
+void TestProviderProtocol::usageMeterIsBounded()
+{
+    UsageMeter event("text/event-stream");
+    const std::string big(UsageMeter::MAX_EVENT_BYTES + 10, 'x');
+    event.feed("data: ");
+    event.feed(big);
+    event.feed("\n\ndata: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n");
+    QVERIFY(!event.finish()); // gave up: the estimate stands
+    UsageMeter body("application/json");
+    const std::string chunk(1 << 20, ' ');
+    for (std::size_t i = 0; i <= UsageMeter::MAX_JSON_BYTES / chunk.size(); ++i)
+        body.feed(chunk);
+    body.feed(R"({"usage":{"input_tokens":1,"output_tokens":1}})");
+    QVERIFY(!body.finish());
+}
+
+void TestProviderProtocol::requestEstimate()
+{
+    const std::string body = R"({"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,)"
+                             R"("messages":[{"role":"user","content":"Hello"}]})";
+    RequestEstimate e = RequestEstimate::of(body);
+    QVERIFY(e.json);
+    QCOMPARE(e.model, std::string("claude-sonnet-4-5"));
+    QVERIFY(e.stream);
+    QCOMPARE(e.inputTokens, std::int64_t((body.size() + 3) / 4));
+    QCOMPARE(e.maxOutputTokens, std::int64_t(1024));
+    QCOMPARE(e.tokens(), e.inputTokens + 1024);
+
+    e = RequestEstimate::of(R"({"model":"gpt-4o","max_completion_tokens":300,"messages":[]})");
+    QCOMPARE(e.maxOutputTokens, std::int64_t(300));
+    QVERIFY(!e.stream);
+    e = RequestEstimate::of(R"({"model":"gpt-4o","messages":[]})");
+    QCOMPARE(e.maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    e = RequestEstimate::of("not json at all");
+    QVERIFY(!e.json);
+    QVERIFY(e.model.empty());
+    QCOMPARE(e.inputTokens, std::int64_t(4));
+    QCOMPARE(e.maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    // A model name with a control byte, or absurdly long, names no model (no per-model limit
+    // is looked up with it, nothing prints it).
+    QVERIFY(RequestEstimate::of("{\"model\":\"a\\u001b[2Jb\"}").model.empty());
+    QVERIFY(RequestEstimate::of("{\"model\":\"" + std::string(200, 'm') + "\"}").model.empty());
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":-5})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+}
+
+void TestProviderProtocol::answerKinds()
+{
+    using K = AnswerKind::Kind;
+    QCOMPARE(AnswerKind::of(200, false, "{}").kind, K::Ok);
+    QCOMPARE(AnswerKind::of(529, false, R"({"type":"error","error":{"type":"overloaded_error"}})").kind, K::Overloaded);
+    QCOMPARE(AnswerKind::of(503, false, "").kind, K::Overloaded);
+    QCOMPARE(AnswerKind::of(400, false, "{}").kind, K::Other);
+    QCOMPARE(AnswerKind::of(429, true,
+                 R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}})")
+                 .kind,
+        K::RateLimited);
+    QCOMPARE(AnswerKind::of(429, false, "not json").kind, K::RateLimited);
+    const AnswerKind openai = AnswerKind::of(429, false,
+        R"({"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","code":"insufficient_quota"}})");
+    QCOMPARE(openai.kind, K::SpendCap);
+    QVERIFY(openai.reason.find("current quota") != std::string::npos);
+    const AnswerKind anthropic = AnswerKind::of(429, false,
+        "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"You have reached your specified "
+        "workspace API usage limits.\\u001b[2J\"}}");
+    QCOMPARE(anthropic.kind, K::SpendCap);
+    QVERIFY(anthropic.reason.find('\x1b') == std::string::npos);
+    // The same words with a retry-after: a rate limit that will pass.
+    QCOMPARE(AnswerKind::of(429, true,
+                 R"({"type":"error","error":{"type":"rate_limit_error","message":"usage limits"}})")
+                 .kind,
+        K::RateLimited);
+}
+
+QTEST_GUILESS_MAIN(TestProviderProtocol)
+#include "tst_providerprotocol.moc"
