@@ -22,6 +22,9 @@ PACKAGES=(
     # the TLS recipe for managed Redis (README): stunnel in front of a TLS-only redis-server,
     # with certificates the test makes with the openssl command
     stunnel4 openssl
+    # `tollgate proxy`: HTTP and TLS by Boost.Beast/Asio (header-only) with OpenSSL; its tests
+    # run a Node mock provider (no npm packages) and curl as a client
+    libboost1.81-dev nodejs curl
     # the multi-host test: network namespaces joined by veth pairs (ip), nsenter/unshare
     iproute2 util-linux
     # the icon set (QtSvg and its icon engine plugin); desktop notifications use QtDBus

@@ -6,6 +6,7 @@
 #include "exitcodes.h"
 #include "lockcommand.h"
 #include "quotacommand.h"
+#include "proxy/proxycommand.h"
 
 #include <algorithm>
 #include <iostream>
@@ -118,6 +119,7 @@ int main(int argc, char** argv)
     QuotaCommand::addTo(app, table);
     LockCommand::addTo(app, table);
     DemoCommand::addTo(app, table);
+    ProxyCommand::addTo(app, table);
 
     try {
         std::vector<std::string> reversed(args.rbegin(), args.rend());

@@ -1,0 +1,82 @@
+#include "proxy/proxycommand.h"
+
+#include "cli/clioptions.h"
+#include "cli/console.h"
+#include "cli/exitcodes.h"
+#include "proxy/proxyserver.h"
+
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+namespace tollgate::cli {
+
+namespace {
+
+struct Options
+{
+    CliOptions::Common common;
+    std::string provider;
+    std::optional<std::string> upstream;
+    std::optional<std::string> listen;
+    std::optional<std::string> caller;
+    std::optional<double> queueTimeout;
+} g_options;
+
+std::atomic<bool> g_stop { false };
+
+void onSignal(int)
+{
+    g_stop = true;
+}
+
+int runProxy()
+{
+    Console console("proxy", g_options.common.json, g_options.common.quiet);
+    proxy::ProxyServer::Options o;
+    o.provider = g_options.provider;
+    o.home = g_options.common.home.value_or("");
+    o.upstream = g_options.upstream.value_or("");
+    o.listen = g_options.listen.value_or("127.0.0.1:8787");
+    if (g_options.caller)
+        o.defaultCaller = *g_options.caller;
+    if (g_options.queueTimeout)
+        o.queueTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(*g_options.queueTimeout * 1000));
+    if (o.upstream.empty())
+        return console.usage("--upstream URL is required (e.g. https://api.anthropic.com)");
+    auto server = proxy::ProxyServer::start(o);
+    if (!server)
+        return server.error().kind == ErrorKind::Usage ? console.usage(server.error().message) : console.fail(server.error());
+    struct sigaction sa {};
+    sa.sa_handler = onSignal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN); // a client that hangs up mid-answer is an error on its write, not our death
+    std::cout << "listening on " << (*server)->address() << " for " << Console::printable(o.provider) << " -> "
+              << Console::printable(o.upstream) << std::endl;
+    (*server)->serve(g_stop);
+    return EXIT_OK;
+}
+
+} // namespace
+
+void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
+{
+    Options& o = g_options;
+    CLI::App* sub = app.add_subcommand("proxy",
+        "an HTTP proxy in front of a provider's API: every SDK pointed at it shares the quota (see README)");
+    CliOptions::addCommon(sub, o.common);
+    sub->add_option("PROVIDER", o.provider, "the provider whose quota the requests use")->required();
+    CliOptions::addText(sub, "--upstream", o.upstream, "the provider's API, e.g. https://api.anthropic.com")
+        ->type_name("URL");
+    CliOptions::addText(sub, "--listen", o.listen, "127.0.0.1:PORT (default 127.0.0.1:8787; port 0: any) or unix:PATH")
+        ->type_name("ADDR");
+    CliOptions::addText(sub, "--caller", o.caller, "the caller's name when a request names none (default proxy)")
+        ->type_name("NAME");
+    CliOptions::addSeconds(sub, "--queue-timeout", o.queueTimeout,
+        "how long a request may wait for room before the proxy answers 429 itself (default 60)");
+    table.add(sub, runProxy);
+}
+
+} // namespace tollgate::cli

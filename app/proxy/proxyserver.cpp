@@ -1,0 +1,738 @@
+#include "proxy/proxyserver.h"
+
+#include "base/systemclock.h"
+#include "base/textsanitizer.h"
+#include "provider/answerkind.h"
+#include "provider/ratelimitheaders.h"
+#include "provider/requestestimate.h"
+#include "provider/usagemeter.h"
+#include "quota/capacity.h"
+#include "quota/quotalimiter.h"
+#include "store/homespec.h"
+#include "store/storefactory.h"
+#include "system/processprobe.h"
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/un.h>
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace tollgate::proxy {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+using local = net::local::stream_protocol;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+struct Upstream
+{
+    bool tls = false;
+    std::string host;
+    std::string port;
+    std::string base; // path prefix without its trailing '/'
+    std::string hostHeader;
+};
+
+Result<Upstream> parseUpstream(const std::string& url)
+{
+    Upstream u;
+    std::string rest;
+    if (url.rfind("https://", 0) == 0) {
+        u.tls = true;
+        rest = url.substr(8);
+    } else if (url.rfind("http://", 0) == 0) {
+        rest = url.substr(7);
+    } else {
+        return Error::make(ErrorKind::Usage, {}, "--upstream must start with http:// or https:// (got '"
+                + TextSanitizer::clean(url, 200) + "')");
+    }
+    if (rest.find_first_of("?#@ \t") != std::string::npos)
+        return Error::make(ErrorKind::Usage, {}, "--upstream takes no user, query or fragment: '"
+                + TextSanitizer::clean(url, 200) + "'");
+    const auto slash = rest.find('/');
+    std::string authority = rest.substr(0, slash);
+    u.base = slash == std::string::npos ? std::string() : rest.substr(slash);
+    while (!u.base.empty() && u.base.back() == '/')
+        u.base.pop_back();
+    u.port = u.tls ? "443" : "80";
+    if (!authority.empty() && authority.front() == '[') {
+        const auto close = authority.find(']');
+        if (close == std::string::npos)
+            return Error::make(ErrorKind::Usage, {}, "--upstream has an unclosed '[': '" + TextSanitizer::clean(url, 200) + "'");
+        u.host = authority.substr(1, close - 1);
+        if (close + 1 < authority.size()) {
+            if (authority[close + 1] != ':')
+                return Error::make(ErrorKind::Usage, {}, "--upstream: expected ':PORT' after ']'");
+            u.port = authority.substr(close + 2);
+        }
+    } else {
+        const auto colon = authority.rfind(':');
+        u.host = authority.substr(0, colon);
+        if (colon != std::string::npos)
+            u.port = authority.substr(colon + 1);
+    }
+    if (u.host.empty() || u.port.empty() || u.port.size() > 5
+        || u.port.find_first_not_of("0123456789") != std::string::npos || std::stoi(u.port) < 1
+        || std::stoi(u.port) > 65535)
+        return Error::make(ErrorKind::Usage, {}, "--upstream needs a host and a port from 1 to 65535: '"
+                + TextSanitizer::clean(url, 200) + "'");
+    u.hostHeader = authority;
+    return u;
+}
+
+struct ListenAt
+{
+    bool isUnix = false;
+    std::string path;
+    std::string host;
+    unsigned short port = 0;
+};
+
+Result<ListenAt> parseListen(const std::string& text)
+{
+    ListenAt l;
+    if (text.rfind("unix:", 0) == 0) {
+        l.isUnix = true;
+        l.path = text.substr(5);
+        if (l.path.empty() || l.path.size() >= sizeof(sockaddr_un::sun_path))
+            return Error::make(ErrorKind::Usage, {}, "--listen unix:PATH needs a path of at most 107 bytes");
+        return l;
+    }
+    const auto colon = text.rfind(':');
+    if (colon == std::string::npos || colon + 1 == text.size())
+        return Error::make(ErrorKind::Usage, {}, "--listen takes HOST:PORT or unix:PATH (got '" + TextSanitizer::clean(text, 200) + "')");
+    l.host = text.substr(0, colon);
+    if (l.host.size() > 2 && l.host.front() == '[' && l.host.back() == ']')
+        l.host = l.host.substr(1, l.host.size() - 2);
+    const std::string port = text.substr(colon + 1);
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
+        return Error::make(ErrorKind::Usage, {}, "--listen: '" + TextSanitizer::clean(port, 20) + "' is not a port (0 to 65535)");
+    l.port = static_cast<unsigned short>(std::stoi(port));
+    boost::system::error_code ec;
+    const auto address = net::ip::make_address(l.host, ec);
+    if (ec)
+        return Error::make(ErrorKind::Usage, {}, "--listen: '" + TextSanitizer::clean(l.host, 100)
+                + "' is not an IP address (use 127.0.0.1 or ::1)");
+    if (!address.is_loopback())
+        return Error::make(ErrorKind::Usage, {}, "--listen " + TextSanitizer::clean(text, 100)
+                + ": the proxy listens on loopback only (127.0.0.1, ::1) or on a unix socket;"
+                  " anyone who can reach it spends the shared quota");
+    return l;
+}
+
+void setTimeouts(int fd, std::chrono::milliseconds t)
+{
+    const auto ms = std::max<std::int64_t>(1, t.count());
+    timeval tv {};
+    tv.tv_sec = static_cast<time_t>(ms / 1000);
+    tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// Hop-by-hop headers (RFC 9110 §7.6.1) and ours: never forwarded.
+bool hopByHop(const std::string& lowerName)
+{
+    static const char* const NAMES[] = { "connection", "keep-alive", "proxy-connection", "proxy-authenticate",
+        "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
+        "x-tollgate-caller" };
+    for (const char* n : NAMES) {
+        if (lowerName == n)
+            return true;
+    }
+    return false;
+}
+
+std::string lower(beast::string_view s)
+{
+    std::string out(s);
+    for (char& c : out)
+        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+}
+
+// Who is at the other end of a unix socket: "comm[pid]" from its credentials.
+std::string unixPeer(int fd)
+{
+    ucred cred {};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0)
+        return {};
+    std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    return name.empty() ? std::string() : name + "[" + std::to_string(cred.pid) + "]";
+}
+
+} // namespace
+
+struct ProxyServer::Impl
+{
+    Options options;
+    Upstream upstream;
+    ListenAt listenAt;
+    net::io_context io;
+    ssl::context tls { ssl::context::tls_client };
+    std::unique_ptr<tcp::acceptor> tcpAcceptor;
+    std::unique_ptr<local::acceptor> unixAcceptor;
+    std::mutex mutex;
+    std::condition_variable idle;
+    std::size_t active = 0;
+
+    int listenFd() const
+    {
+        return tcpAcceptor ? tcpAcceptor->native_handle() : unixAcceptor->native_handle();
+    }
+
+    template <class Client>
+    void session(Client& client, const std::string& peer);
+};
+
+namespace {
+
+// One client connection: requests one after another (keep-alive), each admitted, forwarded
+// and answered; returns when the client or a deadline ends the connection.
+template <class Client>
+class Session
+{
+public:
+    Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
+        std::string peer)
+        : m_client(client)
+        , m_o(options)
+        , m_up(upstream)
+        , m_tls(tls)
+        , m_peer(std::move(peer))
+    {
+    }
+
+    void run()
+    {
+        const int fd = m_client.native_handle();
+        for (;;) {
+            http::request_parser<http::string_body> parser;
+            parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
+            parser.body_limit(ProxyServer::MAX_BODY_BYTES);
+            beast::error_code ec;
+            // The first byte of the next request may be long in coming (an idle keep-alive
+            // connection); once it came, the headers have HEADER_DEADLINE, the body BODY_DEADLINE.
+            setTimeouts(fd, std::chrono::duration_cast<std::chrono::milliseconds>(ProxyServer::IDLE_TIMEOUT));
+            if (m_buffer.size() == 0) {
+                http::read_some(m_client, m_buffer, parser, ec);
+                if (ec)
+                    return finishWith(ec);
+            }
+            if (!readUntil(parser, true, Steady::now() + ProxyServer::HEADER_DEADLINE, ec))
+                return finishWith(ec);
+            if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec))
+                return finishWith(ec);
+            http::request<http::string_body> request = parser.release();
+            if (!handle(request))
+                return;
+        }
+    }
+
+private:
+    // Reads until the header (or the whole message) is in, within `deadline`.
+    bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly, Steady::time_point deadline,
+        beast::error_code& ec)
+    {
+        while (headerOnly ? !parser.is_header_done() : !parser.is_done()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
+            if (left.count() <= 0) {
+                ec = beast::error::timeout;
+                return false;
+            }
+            setTimeouts(m_client.native_handle(), left);
+            http::read_some(m_client, m_buffer, parser, ec);
+            if (ec)
+                return false;
+        }
+        return true;
+    }
+
+    // A read that failed: say why when the client can still hear it, then close.
+    void finishWith(const beast::error_code& ec)
+    {
+        if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
+            return;
+        if (ec == http::error::header_limit)
+            return answerError(431, "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024) + " KiB", false);
+        if (ec == http::error::body_limit)
+            return answerError(413, "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB", false);
+        if (ec == beast::error::timeout || ec == net::error::would_block || ec == net::error::try_again)
+            return answerError(408, "the request did not arrive in time", false);
+        if (ec.category() == beast::error_code(http::error::end_of_stream).category())
+            return answerError(400, "malformed HTTP request (" + ec.message() + ")", false);
+    }
+
+    // An answer of the proxy's own, in the provider's error format (both SDKs read
+    // {"type":"error","error":{"type","message"}} / {"error":{"message","type"}}).
+    void answerError(unsigned status, const std::string& message, bool keepAlive,
+        std::optional<std::int64_t> retryAfterSeconds = std::nullopt)
+    {
+        const char* type = status == 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
+        nlohmann::json body { { "type", "error" },
+            { "error", { { "type", type }, { "message", "tollgate proxy: " + message } } } };
+        http::response<http::string_body> res { static_cast<http::status>(status), 11 };
+        res.set(http::field::content_type, "application/json");
+        res.set(http::field::server, "tollgate-proxy");
+        if (retryAfterSeconds)
+            res.set(http::field::retry_after, std::to_string(*retryAfterSeconds));
+        res.keep_alive(keepAlive);
+        res.body() = body.dump();
+        res.prepare_payload();
+        beast::error_code ec;
+        http::write(m_client, res, ec);
+    }
+
+    bool openLimiter(std::string& why)
+    {
+        if (m_limiter)
+            return true;
+        auto spec = HomeSpec::resolve(m_o.home.empty() ? std::nullopt : std::optional<std::string>(m_o.home));
+        if (!spec) {
+            why = spec.error().describe();
+            return false;
+        }
+        auto backend = StoreFactory::openBackend(*spec, m_clock, m_probe);
+        if (!backend) {
+            why = backend.error().describe();
+            return false;
+        }
+        m_backend = std::move(backend).value();
+        m_limiter = std::make_unique<QuotaLimiter>(*m_backend, m_clock, m_probe);
+        return true;
+    }
+
+    std::string callerOf(const http::request<http::string_body>& request) const
+    {
+        auto it = request.find("X-Tollgate-Caller");
+        if (it != request.end()) {
+            std::string named = QuotaLimiter::sanitizeCaller(std::string(it->value()));
+            if (!named.empty())
+                return named;
+        }
+        return m_peer.empty() ? m_o.defaultCaller : QuotaLimiter::sanitizeCaller(m_peer);
+    }
+
+    // Waits in the quota's FIFO queue; a client that hangs up meanwhile cancels the wait.
+    Result<Permit> admit(const AdmitRequest& request, bool& hungUp)
+    {
+        std::atomic<bool> cancel { false };
+        std::atomic<bool> done { false };
+        std::thread watcher([&] {
+            pollfd p { m_client.native_handle(), POLLRDHUP, 0 };
+            while (!done.load()) {
+                const int n = ::poll(&p, 1, 100);
+                if (n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+                    cancel = true;
+                    return;
+                }
+            }
+        });
+        const auto deadline = m_clock.now() + m_o.queueTimeout;
+        auto permit = m_limiter->acquire(request, deadline, &cancel);
+        done = true;
+        watcher.join();
+        hungUp = cancel.load();
+        return permit;
+    }
+
+    bool handle(http::request<http::string_body>& request)
+    {
+        const bool keepAlive = request.keep_alive();
+        std::string why;
+        if (!openLimiter(why)) {
+            answerError(502, "the shared quota cannot be reached: " + why, false);
+            return false;
+        }
+        const RequestEstimate estimate = RequestEstimate::of(request.body());
+        AdmitRequest ask;
+        ask.provider = m_o.provider;
+        ask.caller = callerOf(request);
+        ask.model = estimate.model;
+        ask.tokens = estimate.tokens();
+        ask.wantsSlot = true;
+        bool hungUp = false;
+        auto permit = admit(ask, hungUp);
+        if (!permit) {
+            if (hungUp)
+                return false; // nobody to answer; the wait left the queue
+            if (permit.error().kind == ErrorKind::Timeout) {
+                answerError(429, "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
+                        + permit.error().message + ")",
+                    keepAlive, retryAfterSeconds());
+                return keepAlive;
+            }
+            answerError(permit.error().kind == ErrorKind::Usage ? 400 : 502, permit.error().describe(), keepAlive);
+            return keepAlive;
+        }
+        const Outcome outcome = forward(request, keepAlive);
+        (void)permit->release(); // the slot is held for the whole upstream exchange, no longer
+        learn(outcome, ask.caller);
+        return keepAlive && outcome.clientOk;
+    }
+
+    // When a call could go again, in whole seconds (at least 1), as the SDKs' retry logic
+    // reads Retry-After: the limiter's own verdict on the state as it is now. A held slot or a
+    // pause is not time-bound: then 1 s (look again soon).
+    std::int64_t retryAfterSeconds()
+    {
+        auto snap = m_limiter->snapshot();
+        if (!snap)
+            return 1;
+        const ProviderCapacity c
+            = Capacity::forProvider(snap->state, m_o.provider, snap->limits.find(m_o.provider), snap->nowMs, &m_probe);
+        if (c.nextCallInMs <= 0 || c.nextCallInMs == Capacity::NEVER)
+            return 1;
+        return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
+    }
+
+    struct Outcome
+    {
+        bool clientOk = false; // the answer reached the client whole: the connection may go on
+        bool answered = false; // the upstream answered (status is meaningful)
+        unsigned status = 0;
+        HttpHeaders headers;
+        std::string errorBody; // the first bytes of a non-2xx body
+        std::optional<TokenUsage> usage;
+    };
+
+    Outcome forward(http::request<http::string_body>& request, bool keepAlive)
+    {
+        Outcome out;
+        beast::error_code ec;
+        tcp::socket socket(m_io);
+        tcp::resolver resolver(m_io);
+        const auto endpoints = resolver.resolve(m_up.host, m_up.port, ec);
+        if (ec) {
+            answerError(502, "cannot resolve the upstream " + m_up.host + ": " + ec.message(), false);
+            return out;
+        }
+        for (const auto& e : endpoints) {
+            socket.close(ec);
+            socket.open(e.endpoint().protocol(), ec);
+            if (ec)
+                continue;
+            setTimeouts(socket.native_handle(), std::chrono::milliseconds(10000));
+            socket.connect(e.endpoint(), ec);
+            if (!ec)
+                break;
+        }
+        if (ec || !socket.is_open()) {
+            answerError(502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
+            return out;
+        }
+        setTimeouts(socket.native_handle(), std::chrono::duration_cast<std::chrono::milliseconds>(ProxyServer::IDLE_TIMEOUT));
+        http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()), 11 };
+        for (const auto& field : request) {
+            if (!hopByHop(lower(field.name_string())))
+                up.insert(field.name_string(), field.value());
+        }
+        up.set(http::field::host, m_up.hostHeader);
+        up.keep_alive(false);
+        up.body() = std::move(request.body());
+        up.prepare_payload();
+        if (m_up.tls) {
+            ssl::stream<tcp::socket> stream(std::move(socket), m_tls);
+            if (!SSL_set_tlsext_host_name(stream.native_handle(), m_up.host.c_str())) {
+                answerError(502, "cannot set up TLS to the upstream", false);
+                return out;
+            }
+            stream.set_verify_callback(ssl::host_name_verification(m_up.host));
+            stream.handshake(ssl::stream_base::client, ec);
+            if (ec) {
+                answerError(502, "TLS with the upstream " + m_up.hostHeader + " failed: " + ec.message(), false);
+                return out;
+            }
+            return exchange(stream, up, keepAlive);
+        }
+        return exchange(socket, up, keepAlive);
+    }
+
+    template <class Stream>
+    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive)
+    {
+        Outcome out;
+        beast::error_code ec;
+        http::write(upstream, up, ec);
+        if (ec) {
+            answerError(502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(), false);
+            return out;
+        }
+        beast::flat_buffer buffer;
+        http::response_parser<http::buffer_body> parser;
+        parser.body_limit(boost::none); // answers stream through: their size is the client's business
+        http::read_header(upstream, buffer, parser, ec);
+        if (ec) {
+            answerError(502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message(), false);
+            return out;
+        }
+        auto& response = parser.get();
+        out.answered = true;
+        out.status = response.result_int();
+        for (const auto& field : response)
+            out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+        const bool success = out.status >= 200 && out.status < 300;
+        UsageMeter meter(response[http::field::content_type]);
+        for (const char* name : { "connection", "keep-alive", "proxy-connection" })
+            response.erase(name);
+        response.keep_alive(keepAlive);
+        // An answer that ends when its connection does (no length, not chunked) is re-framed
+        // as chunked, so the client's connection can go on.
+        const bool bodyless = out.status < 200 || out.status == 204 || out.status == 304;
+        if (!bodyless && !response.chunked() && !response.has_content_length())
+            response.chunked(true);
+
+        char chunk[16384];
+        http::serializer<false, http::buffer_body> serializer { response };
+        bool clientGone = false;
+        do {
+            if (!parser.is_done()) {
+                response.body().data = chunk;
+                response.body().size = sizeof chunk;
+                http::read_some(upstream, buffer, parser, ec);
+                if (ec == http::error::need_buffer)
+                    ec = {};
+                if (ec) {
+                    // The upstream broke off mid-answer: the client must not take the part for
+                    // the whole, so its connection is closed without a proper end.
+                    return out;
+                }
+                const std::size_t got = sizeof chunk - response.body().size;
+                if (got == 0 && !parser.is_done())
+                    continue; // only framing was read (a chunk header): an empty chunk would end the answer
+                response.body().size = got;
+                response.body().data = chunk;
+                response.body().more = !parser.is_done();
+                const std::string_view piece(chunk, got);
+                if (success)
+                    meter.feed(piece);
+                else if (out.errorBody.size() < 65536)
+                    out.errorBody.append(piece.substr(0, 65536 - out.errorBody.size()));
+            } else {
+                response.body().data = nullptr;
+                response.body().size = 0;
+                response.body().more = false;
+            }
+            if (!clientGone) {
+                http::write(m_client, serializer, ec);
+                if (ec == http::error::need_buffer)
+                    ec = {};
+                if (ec)
+                    clientGone = true; // keep reading: the usage still counts
+            }
+        } while (!parser.is_done() || (!clientGone && !serializer.is_done()));
+        if (!clientGone && !serializer.is_done()) {
+            response.body().data = nullptr;
+            response.body().size = 0;
+            response.body().more = false;
+            http::write(m_client, serializer, ec);
+        }
+        if (success)
+            out.usage = meter.finish();
+        out.clientOk = !clientGone && !ec;
+        return out;
+    }
+
+    void learn(const Outcome& outcome, const std::string& caller)
+    {
+        if (!outcome.answered)
+            return;
+        const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+            m_clock.now().time_since_epoch()).count();
+        const RateLimitReport report = RateLimitHeaders::parse(outcome.headers, now);
+        const AnswerKind kind = AnswerKind::of(static_cast<int>(outcome.status), report.retryAfterMs.has_value(), outcome.errorBody);
+        switch (kind.kind) {
+        case AnswerKind::Kind::RateLimited:
+            (void)m_limiter->report429(m_o.provider, caller, report.retryAfterMs);
+            break;
+        case AnswerKind::Kind::SpendCap:
+            (void)m_limiter->pause(m_o.provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
+            break;
+        case AnswerKind::Kind::Ok:
+            (void)m_limiter->reportSuccess(m_o.provider, caller);
+            break;
+        case AnswerKind::Kind::Overloaded:
+        case AnswerKind::Kind::Other:
+            break;
+        }
+    }
+
+    Client& m_client;
+    const ProxyServer::Options& m_o;
+    const Upstream& m_up;
+    ssl::context& m_tls;
+    std::string m_peer;
+    net::io_context m_io;
+    beast::flat_buffer m_buffer;
+    SystemClock m_clock;
+    ProcessProbe m_probe;
+    std::unique_ptr<QuotaBackend> m_backend;
+    std::unique_ptr<QuotaLimiter> m_limiter;
+};
+
+} // namespace
+
+template <class Client>
+void ProxyServer::Impl::session(Client& client, const std::string& peer)
+{
+    Session<Client> s(client, options, upstream, tls, peer);
+    s.run();
+    beast::error_code ec;
+    client.shutdown(net::socket_base::shutdown_both, ec);
+    client.close(ec);
+}
+
+ProxyServer::ProxyServer(std::unique_ptr<Impl> impl)
+    : m_impl(std::move(impl))
+{
+}
+
+ProxyServer::~ProxyServer()
+{
+    if (m_impl && m_impl->listenAt.isUnix)
+        ::unlink(m_impl->listenAt.path.c_str());
+}
+
+Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
+{
+    auto impl = std::make_unique<Impl>();
+    impl->options = options;
+    if (options.provider.empty())
+        return Error::make(ErrorKind::Usage, {}, "proxy needs the PROVIDER whose quota its requests use");
+    auto up = parseUpstream(options.upstream);
+    if (!up)
+        return up.error();
+    impl->upstream = *up;
+    auto at = parseListen(options.listen);
+    if (!at)
+        return at.error();
+    impl->listenAt = *at;
+    boost::system::error_code ec;
+    // Certificates are always verified, against the system's CA store; no option turns it off.
+    impl->tls.set_default_verify_paths(ec);
+    if (ec)
+        return Error::make(ErrorKind::Io, {}, "cannot load the system's CA certificates: " + ec.message());
+    impl->tls.set_verify_mode(ssl::verify_peer);
+    if (at->isUnix) {
+        struct stat st {};
+        if (::lstat(at->path.c_str(), &st) == 0) {
+            if (!S_ISSOCK(st.st_mode))
+                return Error::make(ErrorKind::Usage, at->path, "exists and is not a socket: not replaced");
+            // A socket nobody listens on any more (a proxy that died): replaced.
+            local::socket probe(impl->io);
+            probe.connect(local::endpoint(at->path), ec);
+            if (!ec)
+                return Error::make(ErrorKind::Busy, at->path, "another process listens on this socket");
+            ::unlink(at->path.c_str());
+        }
+        impl->unixAcceptor = std::make_unique<local::acceptor>(impl->io);
+        local::endpoint ep(at->path);
+        impl->unixAcceptor->open(ep.protocol(), ec);
+        const mode_t old = ::umask(0177); // the socket is 0600: only its owner may spend the quota
+        if (!ec)
+            impl->unixAcceptor->bind(ep, ec);
+        ::umask(old);
+        if (!ec)
+            impl->unixAcceptor->listen(net::socket_base::max_listen_connections, ec);
+        if (ec)
+            return Error::make(ErrorKind::Io, at->path, "cannot listen: " + ec.message());
+    } else {
+        tcp::endpoint ep(net::ip::make_address(at->host), at->port);
+        impl->tcpAcceptor = std::make_unique<tcp::acceptor>(impl->io);
+        impl->tcpAcceptor->open(ep.protocol(), ec);
+        if (!ec)
+            impl->tcpAcceptor->set_option(net::socket_base::reuse_address(true), ec);
+        if (!ec)
+            impl->tcpAcceptor->bind(ep, ec);
+        if (!ec)
+            impl->tcpAcceptor->listen(net::socket_base::max_listen_connections, ec);
+        if (ec)
+            return Error::make(ErrorKind::Io, {}, "cannot listen on " + options.listen + ": " + ec.message());
+    }
+    ::fcntl(impl->listenFd(), F_SETFD, FD_CLOEXEC);
+    return std::unique_ptr<ProxyServer>(new ProxyServer(std::move(impl)));
+}
+
+std::string ProxyServer::address() const
+{
+    if (m_impl->listenAt.isUnix)
+        return "unix:" + m_impl->listenAt.path;
+    const auto ep = m_impl->tcpAcceptor->local_endpoint();
+    const std::string host = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+    return "http://" + host + ":" + std::to_string(ep.port());
+}
+
+void ProxyServer::serve(const std::atomic<bool>& stop)
+{
+    Impl& d = *m_impl;
+    while (!stop.load()) {
+        pollfd p { d.listenFd(), POLLIN, 0 };
+        const int n = ::poll(&p, 1, 200);
+        if (n <= 0)
+            continue;
+        boost::system::error_code ec;
+        auto begin = [&](auto socket, std::string peer) {
+            ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+            {
+                std::lock_guard lock(d.mutex);
+                if (d.active >= MAX_CONNECTIONS) {
+                    static const char BUSY[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                               "Connection: close\r\nRetry-After: 1\r\n\r\n";
+                    boost::system::error_code ignored;
+                    net::write(socket, net::buffer(BUSY, sizeof BUSY - 1), ignored);
+                    return;
+                }
+                ++d.active;
+            }
+            std::thread([&d, s = std::move(socket), peer]() mutable {
+                d.session(s, peer);
+                std::lock_guard lock(d.mutex);
+                --d.active;
+                d.idle.notify_all();
+            }).detach();
+        };
+        if (d.tcpAcceptor) {
+            tcp::socket s(d.io);
+            d.tcpAcceptor->accept(s, ec);
+            if (!ec)
+                begin(std::move(s), std::string());
+        } else {
+            local::socket s(d.io);
+            d.unixAcceptor->accept(s, ec);
+            if (!ec) {
+                std::string peer = unixPeer(s.native_handle());
+                begin(std::move(s), std::move(peer));
+            }
+        }
+    }
+    boost::system::error_code ec;
+    if (d.tcpAcceptor)
+        d.tcpAcceptor->close(ec);
+    if (d.unixAcceptor)
+        d.unixAcceptor->close(ec);
+    std::unique_lock lock(d.mutex);
+    d.idle.wait_for(lock, std::chrono::seconds(30), [&] { return d.active == 0; });
+}
+
+} // namespace tollgate::proxy

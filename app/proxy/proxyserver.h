@@ -1,0 +1,70 @@
+#pragma once
+
+// ProxyServer: `tollgate proxy` — an HTTP/1.1 proxy in front of one provider's API that makes
+// every program pointed at it (ANTHROPIC_BASE_URL, OPENAI_BASE_URL, ...) a member of the
+// shared quota without a code change. Boost.Beast/Asio does the HTTP and TLS; nothing here
+// parses HTTP by hand.
+//
+// Per request: the body is read whole (bounded: admission needs its model and max_tokens),
+// admitted through the shared quota like `acquire --slot` (requests, estimated tokens, the
+// body's model, a parallel slot held for the whole upstream exchange), then forwarded; the
+// answer streams back to the client as it arrives (server-sent events pass chunk by chunk)
+// while the proxy reads its rate-limit headers and its real usage. After the answer: a 429 is
+// reported for everyone (backoff with the provider's retry-after), a spend cap pauses the
+// provider, a 2xx resets the 429 streak.
+//
+// Invariants:
+// - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close), each
+//   with its own QuotaLimiter and backend (a limiter is not shared between threads). The
+//   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
+//   one of those has a deadline: headers HEADER_DEADLINE, bodies BODY_DEADLINE, the queue
+//   --queue-timeout, upstream reads IDLE_TIMEOUT of silence.
+// - A client that disconnects while queued leaves the queue (the wait is cancelled).
+// - Slots are held by this process: if the proxy dies, its slots are reclaimed like any dead
+//   holder's. Bodies, API keys and auth headers are never logged; auth headers pass untouched.
+
+#include "base/result.h"
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace tollgate::proxy {
+
+class ProxyServer
+{
+public:
+    static constexpr std::size_t MAX_CONNECTIONS = 256;
+    static constexpr std::size_t MAX_HEADER_BYTES = 64 * 1024;
+    static constexpr std::size_t MAX_BODY_BYTES = 32u << 20;
+    static constexpr std::chrono::seconds HEADER_DEADLINE { 10 };
+    static constexpr std::chrono::seconds BODY_DEADLINE { 60 };
+    static constexpr std::chrono::seconds IDLE_TIMEOUT { 300 };
+
+    struct Options
+    {
+        std::string provider;
+        std::string home; // as given (HomeSpec::resolve resolves it per connection)
+        std::string upstream; // http://host[:port][/base] or https://...
+        std::string listen; // HOST:PORT (port 0: any free one) or unix:PATH
+        std::string defaultCaller = "proxy";
+        std::chrono::milliseconds queueTimeout { 60000 };
+    };
+
+    ~ProxyServer();
+    // Checks the options, binds the listener. Errors name what is wrong.
+    [[nodiscard]] static Result<std::unique_ptr<ProxyServer>> start(const Options& options);
+    // Where it listens, as clients should be told: "http://127.0.0.1:8787" or "unix:/path".
+    [[nodiscard]] std::string address() const;
+    // Serves until `stop` becomes true (checked at least every 200 ms); then stops accepting
+    // and waits (bounded) for the requests in flight.
+    void serve(const std::atomic<bool>& stop);
+
+private:
+    struct Impl;
+    explicit ProxyServer(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> m_impl;
+};
+
+} // namespace tollgate::proxy

@@ -1,0 +1,393 @@
+// `tollgate proxy` end to end, with real processes only: the CLI's proxy, a mock provider
+// (tests/helpers/mockprovider.js, Node's http module) that enforces its own quota and answers
+// like Anthropic or OpenAI, and curl as the client. What must hold: answers (JSON and
+// server-sent events) pass through intact and as they arrive; the shared quota admits each
+// request first (slots held for the whole exchange); a provider's 429 backs everyone off and
+// a spend cap pauses the provider; the proxy's own 429 carries a correct Retry-After; a
+// client that hangs up while queued leaves the queue; bad input gets a clear answer or a
+// clean close, and nothing is left held.
+
+#include "testsupport.h"
+
+#include <QElapsedTimer>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QStandardPaths>
+#include <QTcpSocket>
+#include <QTemporaryDir>
+#include <QTest>
+#include <memory>
+#include <csignal>
+#include <sys/prctl.h>
+
+namespace {
+
+using Ran = TestSupport::Ran;
+
+const QString MOCK = QStringLiteral(TOLLGATE_TEST_DATA "/../helpers/mockprovider.js");
+
+// A child that dies with the test and is killed (and reaped) when the test ends.
+struct KillProcess
+{
+    void operator()(QProcess* p) const
+    {
+        p->kill();
+        p->waitForFinished(10000);
+        delete p;
+    }
+};
+using Child = std::unique_ptr<QProcess, KillProcess>;
+
+Child startChild(const QString& program, const QStringList& args)
+{
+    Child p(new QProcess);
+    p->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+    p->start(program, args);
+    if (!p->waitForStarted(10000))
+        return {};
+    return p;
+}
+
+// The first line a child prints (its port or address), within a deadline.
+QByteArray firstLine(QProcess& p)
+{
+    QElapsedTimer t;
+    t.start();
+    while (!p.canReadLine()) {
+        if (p.state() != QProcess::Running || t.hasExpired(20000))
+            return {};
+        p.waitForReadyRead(200);
+    }
+    return p.readLine().trimmed();
+}
+
+} // namespace
+
+class TestProxy final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void initTestCase();
+    void init();
+    void cleanup();
+    void answersPassThroughIntact();
+    void streamsArriveAsTheyAreSent();
+    void aProvider429BacksEveryoneOff();
+    void spendCapPausesTheProvider();
+    void slotsAreHeldForTheWholeExchange();
+    void aClientThatHangsUpWhileQueuedLeavesTheQueue();
+    void badInputGetsAClearAnswerOrAClose();
+    void anUpstreamThatBreaksOffMidStream();
+    void listensOnLoopbackOnly();
+
+private:
+    Ran cli(const QStringList& args) const
+    {
+        QStringList all = args;
+        const qsizetype at = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
+        all.insert(at, QStringLiteral("--home"));
+        all.insert(at + 1, m_home);
+        return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), all, 60000);
+    }
+    void setLimits(const QStringList& extra)
+    {
+        const Ran r = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("anthropic") }
+            + extra);
+        QVERIFY2(r.code == 0, r.err.constData());
+    }
+    void startProxy(const QStringList& extra = {})
+    {
+        m_proxy = startChild(QStringLiteral(TOLLGATE_CLI_PATH),
+            QStringList { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+                QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0") }
+                + extra);
+        QVERIFY(m_proxy);
+        const QByteArray line = firstLine(*m_proxy);
+        QVERIFY2(line.startsWith("listening on http://127.0.0.1:"), line.constData());
+        m_proxyUrl = QString::fromUtf8(line.mid(13, line.indexOf(' ', 13) - 13));
+        m_proxyPort = static_cast<quint16>(m_proxyUrl.section(QLatin1Char(':'), -1).toInt());
+    }
+    Ran curl(const QStringList& args, int limitMs = 60000) const
+    {
+        return TestSupport::run(QStringLiteral("curl"), QStringList { QStringLiteral("-sS") } + args, limitMs);
+    }
+    // POST to the proxy's /v1/messages with `body`; `mock`: the mock's behaviour header.
+    QStringList post(const QString& body, const QString& mock = {}, const QString& path = QStringLiteral("/v1/messages")) const
+    {
+        QStringList a { QStringLiteral("-i"), m_proxyUrl + path, QStringLiteral("-H"),
+            QStringLiteral("content-type: application/json"), QStringLiteral("-d"), body };
+        if (!mock.isEmpty())
+            a << QStringLiteral("-H") << QStringLiteral("x-mock: ") + mock;
+        return a;
+    }
+    QJsonObject mockStats() const
+    {
+        const Ran r = curl({ m_mockUrl + QStringLiteral("/_stats") });
+        return QJsonDocument::fromJson(r.out).object();
+    }
+    QJsonObject status() const
+    {
+        const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+        return QJsonDocument::fromJson(r.out).object();
+    }
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QString m_home;
+    Child m_mock;
+    QString m_mockUrl;
+    Child m_proxy;
+    QString m_proxyUrl;
+    quint16 m_proxyPort = 0;
+};
+
+void TestProxy::initTestCase()
+{
+    if (QStandardPaths::findExecutable(QStringLiteral("node")).isEmpty()
+        || QStandardPaths::findExecutable(QStringLiteral("curl")).isEmpty())
+        QFAIL("node or curl is not installed (scripts/bootstrap.sh installs both)");
+    QVERIFY2(QFile::exists(MOCK), qPrintable(MOCK));
+}
+
+void TestProxy::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_home = m_dir->filePath(QStringLiteral("home"));
+    m_mock = startChild(QStringLiteral("node"), { MOCK });
+    QVERIFY(m_mock);
+    const QByteArray port = firstLine(*m_mock);
+    QVERIFY2(!port.isEmpty(), "the mock provider did not start");
+    m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(port);
+}
+
+void TestProxy::cleanup()
+{
+    m_proxy.reset();
+    m_mock.reset();
+}
+
+void TestProxy::answersPassThroughIntact()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("4") });
+    startProxy();
+    const QString body = QStringLiteral(R"({"model":"claude-x","max_tokens":100,"messages":[]})");
+    const Ran direct = curl({ m_mockUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"), body });
+    Ran r = curl(post(body) << QStringLiteral("-H") << QStringLiteral("X-Tollgate-Caller: nightly\tjob"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QVERIFY(r.out.contains("anthropic-ratelimit-requests-remaining:"));
+    QVERIFY2(r.out.endsWith(direct.out), r.out.constData()); // the body, byte for byte
+    // OpenAI's path and format too.
+    r = curl(post(QStringLiteral(R"({"model":"gpt-x","max_completion_tokens":10})"), {}, QStringLiteral("/v1/chat/completions")));
+    QVERIFY(r.out.contains("\"total_tokens\":16"));
+    // Admitted through the shared quota, as the caller the header named (sanitised), and the
+    // header itself never reached the provider.
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(history.out.contains("\"caller\":\"nightly job\""), history.out.constData());
+    QVERIFY(history.out.contains("\"model\":\"claude-x\""));
+    QCOMPARE(mockStats().value(QStringLiteral("callers")).toObject().size(), 0);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 3);
+}
+
+void TestProxy::streamsArriveAsTheyAreSent()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    // The mock sends an event every 150 ms: each must reach the client before the next is
+    // sent (read with a raw socket: the first event arrives while the stream is still open).
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10,"stream":true})";
+    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: slow\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    QByteArray got;
+    QElapsedTimer t;
+    t.start();
+    while (!got.contains("content_block_delta") && !t.hasExpired(20000)) {
+        s.waitForReadyRead(200);
+        got += s.readAll();
+    }
+    QVERIFY2(got.contains("content_block_delta"), got.constData());
+    QVERIFY2(!got.contains("message_stop"), "the whole stream arrived at once: it was buffered");
+    while (!got.contains("message_stop") && !t.hasExpired(20000)) {
+        s.waitForReadyRead(200);
+        got += s.readAll();
+    }
+    QVERIFY(got.contains("message_stop"));
+    // And through curl, intact: the same events as straight from the mock.
+    const Ran direct = curl({ QStringLiteral("-N"), m_mockUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"),
+        QString::fromUtf8(body) });
+    const Ran proxied = curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"),
+        QString::fromUtf8(body) });
+    QCOMPARE(proxied.out, direct.out);
+}
+
+void TestProxy::aProvider429BacksEveryoneOff()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
+    Ran r = curl(post(QStringLiteral("{}"), QStringLiteral("429")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 429"), r.out.constData());
+    QVERIFY(r.out.contains("retry-after: 7")); // passed to the client unchanged
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+    // Everyone backs off now: the next request never reaches the provider; the proxy answers
+    // 429 itself, in the provider's format, with a Retry-After the SDK's retry logic can use.
+    r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 429"), r.out.constData());
+    QVERIFY(r.out.contains("Server: tollgate-proxy"));
+    QVERIFY(r.out.contains("\"type\":\"rate_limit_error\""));
+    const int at = r.out.indexOf("Retry-After: ");
+    QVERIFY(at > 0);
+    const int retryAfter = r.out.mid(at + 13, r.out.indexOf('\r', at) - at - 13).toInt();
+    QVERIFY2(retryAfter >= 7 && retryAfter <= 24 * 3600, r.out.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
+    // The CLI sees the same backoff.
+    r = cli({ QStringLiteral("acquire"), QStringLiteral("anthropic"), QStringLiteral("--caller"), QStringLiteral("c"),
+        QStringLiteral("--timeout"), QStringLiteral("0") });
+    QCOMPARE(r.code, 1);
+}
+
+void TestProxy::spendCapPausesTheProvider()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
+    const Ran r = curl(post(QStringLiteral("{}"), QStringLiteral("spendcap")));
+    QVERIFY(r.out.startsWith("HTTP/1.1 429"));
+    QVERIFY(r.out.contains("insufficient_quota"));
+    const Ran s = cli({ QStringLiteral("status") });
+    QVERIFY2(s.out.contains("PAUSED") || s.out.contains("paused"), s.out.constData());
+    QVERIFY2(s.out.contains("spending cap"), s.out.constData());
+    // Paused, not backed off: nothing goes until someone resumes.
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 429"));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
+}
+
+void TestProxy::slotsAreHeldForTheWholeExchange()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    startProxy();
+    std::vector<Child> clients;
+    for (int i = 0; i < 3; ++i) {
+        clients.push_back(startChild(QStringLiteral("curl"),
+            { QStringLiteral("-sS"), QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"),
+                QStringLiteral("x-mock: slow"), QStringLiteral("-d"), QStringLiteral(R"({"stream":true})") }));
+        QVERIFY(clients.back());
+    }
+    for (auto& c : clients) {
+        QVERIFY(c->waitForFinished(60000));
+        QCOMPARE(c->exitCode(), 0);
+        QVERIFY(c->readAllStandardOutput().contains("message_stop"));
+    }
+    const QJsonObject stats = mockStats();
+    QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 3);
+    QCOMPARE(stats.value(QStringLiteral("maxConcurrent")).toInt(), 1); // never two at once upstream
+}
+
+void TestProxy::aClientThatHangsUpWhileQueuedLeavesTheQueue()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    startProxy();
+    // One slow stream holds the only slot; a second client queues, then hangs up.
+    Child holder = startChild(QStringLiteral("curl"), { QStringLiteral("-sS"), QStringLiteral("-N"),
+        m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"), QStringLiteral("x-mock: slow"),
+        QStringLiteral("-d"), QStringLiteral(R"({"stream":true})") });
+    QVERIFY(holder);
+    QElapsedTimer t;
+    t.start();
+    while (mockStats().value(QStringLiteral("concurrent")).toInt() != 1 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QTcpSocket queued;
+    queued.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(queued.waitForConnected(10000));
+    queued.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}");
+    QVERIFY(queued.waitForBytesWritten(10000));
+    auto waiters = [&] {
+        const QJsonArray providers = status().value(QStringLiteral("providers")).toArray();
+        for (const auto& p : providers) {
+            const QJsonObject o = p.toObject();
+            if (o.value(QStringLiteral("provider")).toString() == QStringLiteral("anthropic"))
+                return o.value(QStringLiteral("queue")).toArray().size();
+        }
+        return qsizetype(-1);
+    };
+    while (waiters() != 1 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(waiters(), qsizetype(1));
+    queued.abort(); // hangs up while queued
+    while (waiters() != 0 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(waiters(), qsizetype(0));
+    QVERIFY(holder->waitForFinished(60000));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1); // the queued one never went
+}
+
+void TestProxy::badInputGetsAClearAnswerOrAClose()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    auto exchange = [&](const QByteArray& bytes) {
+        QTcpSocket s;
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        if (!s.waitForConnected(10000))
+            return QByteArray("no connection");
+        s.write(bytes);
+        QByteArray got;
+        QElapsedTimer t;
+        t.start();
+        while (s.state() == QAbstractSocket::ConnectedState && !t.hasExpired(30000)) {
+            s.waitForReadyRead(200);
+            got += s.readAll();
+        }
+        return got + s.readAll();
+    };
+    QByteArray got = exchange("GARBAGE\r\n\r\n");
+    QVERIFY2(got.startsWith("HTTP/1.1 400"), got.constData());
+    got = exchange("GET / HTTP/1.1\r\nX-Big: " + QByteArray(70 * 1024, 'a') + "\r\n\r\n");
+    QVERIFY2(got.startsWith("HTTP/1.1 431"), got.left(200).constData());
+    got = exchange("POST /v1/messages HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n{}");
+    QVERIFY2(got.startsWith("HTTP/1.1 413"), got.left(200).constData());
+    // Slowloris: headers that never end are cut off at the header deadline (10 s), not held.
+    got = exchange("POST /v1/messages HTTP/1.1\r\nHost: x\r\n");
+    QVERIFY2(got.isEmpty() || got.startsWith("HTTP/1.1 408"), got.constData());
+    // A body that is not JSON still goes (the provider answers it), and nothing is held.
+    const Ran r = curl(post(QStringLiteral("not json")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.constData());
+    QVERIFY(r.out.contains("body is not JSON"));
+    const QJsonArray providers = status().value(QStringLiteral("providers")).toArray();
+    QCOMPARE(providers.size(), 1);
+    QCOMPARE(providers[0].toObject().value(QStringLiteral("slots")).toArray().size(), 0);
+}
+
+void TestProxy::anUpstreamThatBreaksOffMidStream()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    startProxy();
+    Ran r = curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"),
+        QStringLiteral("x-mock: cut"), QStringLiteral("-d"), QStringLiteral(R"({"stream":true})") });
+    QVERIFY2(r.code != 0, "a stream cut off upstream was passed on as complete");
+    QVERIFY(!r.out.contains("message_stop"));
+    // The slot came back: the next request goes at once.
+    r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+}
+
+void TestProxy::listensOnLoopbackOnly()
+{
+    const Ran r = TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"), QStringLiteral("0.0.0.0:0") });
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("loopback"), r.err.constData());
+    const Ran bad = TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--upstream"), QStringLiteral("ftp://x") });
+    QCOMPARE(bad.code, 2);
+    QVERIFY(bad.err.contains("http://"));
+}
+
+QTEST_GUILESS_MAIN(TestProxy)
+#include "tst_proxy.moc"
