@@ -75,6 +75,7 @@ private Q_SLOTS:
     void answersPassThroughIntact();
     void streamsArriveAsTheyAreSent();
     void aProvider429BacksEveryoneOff();
+    void nothingGoesWhileTheProviderSaysNothingIsLeft();
     void spendCapPausesTheProvider();
     void slotsAreHeldForTheWholeExchange();
     void aClientThatHangsUpWhileQueuedLeavesTheQueue();
@@ -250,6 +251,31 @@ void TestProxy::aProvider429BacksEveryoneOff()
     QCOMPARE(r.code, 1);
 }
 
+void TestProxy::nothingGoesWhileTheProviderSaysNothingIsLeft()
+{
+    // The provider allows 2 requests a minute; Tollgate is set to 100 (someone guessed wrong).
+    // Its headers say so after the second answer: nobody is sent until its reset.
+    m_mock.reset();
+    m_mock = startChild(QStringLiteral("node"), { MOCK, QStringLiteral("--limit"), QStringLiteral("2") });
+    QVERIFY(m_mock);
+    m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(firstLine(*m_mock));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
+    for (int i = 0; i < 2; ++i)
+        QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 200"));
+    for (int i = 0; i < 3; ++i) {
+        const Ran r = curl(post(QStringLiteral("{}")));
+        QVERIFY2(r.out.startsWith("HTTP/1.1 429"), r.out.constData());
+        QVERIFY(r.out.contains("Server: tollgate-proxy")); // the proxy's answer, not the provider's
+    }
+    const QJsonObject stats = mockStats();
+    QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 2);
+    QCOMPARE(stats.value(QStringLiteral("refused")).toInt(), 0); // the provider never had to refuse
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(history.out.contains("\"type\":\"hold\""), history.out.constData());
+    QVERIFY(!history.out.contains("\"type\":\"429\""));
+}
+
 void TestProxy::spendCapPausesTheProvider()
 {
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
@@ -328,8 +354,12 @@ void TestProxy::aClientThatHangsUpWhileQueuedLeavesTheQueue()
 void TestProxy::badInputGetsAClearAnswerOrAClose()
 {
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
-    startProxy();
+    startProxy({ QStringLiteral("--header-timeout"), QStringLiteral("1") });
+    // What the proxy answered, and whether it closed the connection (rather than the test
+    // giving up after 30 s).
+    bool closed = false;
     auto exchange = [&](const QByteArray& bytes) {
+        closed = false;
         QTcpSocket s;
         s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
         if (!s.waitForConnected(10000))
@@ -342,17 +372,38 @@ void TestProxy::badInputGetsAClearAnswerOrAClose()
             s.waitForReadyRead(200);
             got += s.readAll();
         }
+        closed = s.state() != QAbstractSocket::ConnectedState;
         return got + s.readAll();
     };
     QByteArray got = exchange("GARBAGE\r\n\r\n");
     QVERIFY2(got.startsWith("HTTP/1.1 400"), got.constData());
+    QVERIFY(closed);
     got = exchange("GET / HTTP/1.1\r\nX-Big: " + QByteArray(70 * 1024, 'a') + "\r\n\r\n");
     QVERIFY2(got.startsWith("HTTP/1.1 431"), got.left(200).constData());
     got = exchange("POST /v1/messages HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n{}");
     QVERIFY2(got.startsWith("HTTP/1.1 413"), got.left(200).constData());
-    // Slowloris: headers that never end are cut off at the header deadline (10 s), not held.
+    // Slowloris: headers that never end, or trickle in a byte at a time, are cut off at the
+    // header deadline (here 1 s), not held.
     got = exchange("POST /v1/messages HTTP/1.1\r\nHost: x\r\n");
-    QVERIFY2(got.isEmpty() || got.startsWith("HTTP/1.1 408"), got.constData());
+    QVERIFY2(got.startsWith("HTTP/1.1 408"), got.constData());
+    QVERIFY(closed);
+    {
+        QTcpSocket s;
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(s.waitForConnected(10000));
+        s.write("POST /v1/messages HTTP/1.1\r\n");
+        QByteArray answer;
+        QElapsedTimer t;
+        t.start();
+        while (s.state() == QAbstractSocket::ConnectedState && !t.hasExpired(30000)) {
+            s.write("X"); // one byte every 100 ms: each read succeeds, the header never ends
+            s.waitForBytesWritten(1000);
+            s.waitForReadyRead(100);
+            answer += s.readAll();
+        }
+        QVERIFY2(s.state() != QAbstractSocket::ConnectedState, "a trickling client held its connection for 30 s");
+        QVERIFY2((answer + s.readAll()).startsWith("HTTP/1.1 408"), answer.constData());
+    }
     // A body that is not JSON still goes (the provider answers it), and nothing is held.
     const Ran r = curl(post(QStringLiteral("not json")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.constData());

@@ -58,6 +58,7 @@ private Q_SLOTS:
     void unknownProviderIsRefused();
     void releaseByFenceAndRenewTheLease();
     void resetBackoffAndSuccessEndTheStreak();
+    void holdUntilStopsEveryoneUntilThenWithoutA429();
     void removedProviderIsForgotten();
     void recordedEventsReachTheHistory();
     void waiterKeepsItsPlaceAndLeavesOnGivingUp();
@@ -356,6 +357,40 @@ void TestQuotaLimiter::resetBackoffAndSuccessEndTheStreak()
     QCOMPARE(limiter().snapshot()->state.provider("p")->consecutive429, 1);
     QVERIFY(limiter().reportSuccess("p", "a").ok());
     QCOMPARE(limiter().snapshot()->state.provider("p")->consecutive429, 0);
+}
+
+void TestQuotaLimiter::holdUntilStopsEveryoneUntilThenWithoutA429()
+{
+    // What the proxy does when the provider's headers say nothing is left until a time.
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(100), "test").ok());
+    const std::int64_t now = limiter().snapshot()->nowMs;
+    QVERIFY(limiter().holdUntil("p", now + 5000, "the provider reports nothing left\x1b[2J").ok());
+    auto held = tryAcquire("a");
+    QVERIFY(!held.ok());
+    QCOMPARE(held.error().kind, ErrorKind::Timeout);
+    QCOMPARE(limiter().snapshot()->state.provider("p")->consecutive429, 0); // not a 429
+    // An earlier (or equal) time changes nothing and records nothing: every answer repeats it.
+    QVERIFY(limiter().holdUntil("p", now + 3000, "again").ok());
+    QVERIFY(limiter().holdUntil("p", now + 5000, "again").ok());
+    const auto unknown = limiter().holdUntil("unknown", now + 1000, "x");
+    QVERIFY(!unknown.ok()); // a provider without limits is refused, as everywhere
+    auto batch = m_store.reader->history()->poll();
+    QVERIFY(batch.ok());
+    int holds = 0;
+    for (const auto& e : batch->events) {
+        if (e.type == EventType::Hold) {
+            ++holds;
+            QVERIFY(e.reason.find('\x1b') == std::string::npos);
+            QCOMPARE(e.provider, std::string("p"));
+        }
+    }
+    QCOMPARE(holds, 1);
+    m_clock.advance(5001ms);
+    QVERIFY(tryAcquire("a").ok()); // no pacing after a hold: the provider said when
+    // A time at the end of time is bounded like one 429.
+    QVERIFY(limiter().holdUntil("p", INT64_MAX, "for ever?").ok());
+    const auto snap = limiter().snapshot();
+    QVERIFY(snap->state.provider("p")->backoffUntilMs <= snap->nowMs + QuotaPolicy::MAX_STOP_MS);
 }
 
 void TestQuotaLimiter::removedProviderIsForgotten()

@@ -21,6 +21,7 @@ struct Options
     std::optional<std::string> listen;
     std::optional<std::string> caller;
     std::optional<double> queueTimeout;
+    std::optional<double> headerTimeout;
 } g_options;
 
 std::atomic<bool> g_stop { false };
@@ -42,6 +43,8 @@ int runProxy()
         o.defaultCaller = *g_options.caller;
     if (g_options.queueTimeout)
         o.queueTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(*g_options.queueTimeout * 1000));
+    if (g_options.headerTimeout)
+        o.headerTimeout = std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(*g_options.headerTimeout * 1000)));
     if (o.upstream.empty())
         return console.usage("--upstream URL is required (e.g. https://api.anthropic.com)");
     auto server = proxy::ProxyServer::start(o);
@@ -76,6 +79,8 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
         ->type_name("NAME");
     CliOptions::addSeconds(sub, "--queue-timeout", o.queueTimeout,
         "how long a request may wait for room before the proxy answers 429 itself (default 60)");
+    CliOptions::addSeconds(sub, "--header-timeout", o.headerTimeout,
+        "how long a client may take to send a request's headers (default 10)");
     table.add(sub, runProxy);
 }
 

@@ -233,14 +233,11 @@ public:
             parser.body_limit(ProxyServer::MAX_BODY_BYTES);
             beast::error_code ec;
             // The first byte of the next request may be long in coming (an idle keep-alive
-            // connection); once it came, the headers have HEADER_DEADLINE, the body BODY_DEADLINE.
-            setTimeouts(fd, std::chrono::duration_cast<std::chrono::milliseconds>(ProxyServer::IDLE_TIMEOUT));
-            if (m_buffer.size() == 0) {
-                http::read_some(m_client, m_buffer, parser, ec);
-                if (ec)
-                    return finishWith(ec);
-            }
-            if (!readUntil(parser, true, Steady::now() + ProxyServer::HEADER_DEADLINE, ec))
+            // connection: IDLE_TIMEOUT); once it came, the headers have --header-timeout and
+            // the body BODY_DEADLINE, in total, however the bytes trickle in.
+            if (m_buffer.size() == 0 && !waitReadable(fd, std::chrono::duration_cast<std::chrono::milliseconds>(ProxyServer::IDLE_TIMEOUT)))
+                return;
+            if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
             if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec))
                 return finishWith(ec);
@@ -251,20 +248,53 @@ public:
     }
 
 private:
-    // Reads until the header (or the whole message) is in, within `deadline`.
+    static bool waitReadable(int fd, std::chrono::milliseconds timeout)
+    {
+        pollfd p { fd, POLLIN, 0 };
+        const int n = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
+        return n > 0;
+    }
+
+    // Reads until the header (or the whole message) is in, within `deadline` in total. The
+    // bytes are read here and handed to Beast's parser (put), so a client that trickles them
+    // cannot stretch the deadline: Beast's own read loop would wait for the whole header.
     bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly, Steady::time_point deadline,
         beast::error_code& ec)
     {
-        while (headerOnly ? !parser.is_header_done() : !parser.is_done()) {
+        const int fd = m_client.native_handle();
+        auto done = [&] { return headerOnly ? parser.is_header_done() : parser.is_done(); };
+        while (!done()) {
+            if (m_buffer.size() > 0) {
+                const std::size_t used = parser.put(m_buffer.data(), ec);
+                m_buffer.consume(used);
+                if (ec == http::error::need_more)
+                    ec = {};
+                if (ec)
+                    return false;
+                if (done())
+                    return true;
+                if (used > 0)
+                    continue;
+            }
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
-            if (left.count() <= 0) {
+            if (left.count() <= 0 || !waitReadable(fd, left)) {
                 ec = beast::error::timeout;
                 return false;
             }
-            setTimeouts(m_client.native_handle(), left);
-            http::read_some(m_client, m_buffer, parser, ec);
-            if (ec)
+            auto space = m_buffer.prepare(16384);
+            ssize_t got = 0;
+            do {
+                got = ::recv(fd, space.data(), space.size(), 0);
+            } while (got < 0 && errno == EINTR);
+            if (got == 0) {
+                ec = http::error::end_of_stream; // closed: before a request, or in the middle of one
                 return false;
+            }
+            if (got < 0) {
+                ec = beast::error_code(errno, boost::system::system_category());
+                return false;
+            }
+            m_buffer.commit(static_cast<std::size_t>(got));
         }
         return true;
     }
@@ -561,6 +591,12 @@ private:
         const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
             m_clock.now().time_since_epoch()).count();
         const RateLimitReport report = RateLimitHeaders::parse(outcome.headers, now);
+        // The provider's own word that a budget is spent until some time: nobody goes before it.
+        if (const auto until = report.exhaustedUntilMs(); until && *until > now) {
+            (void)m_limiter->holdUntil(m_o.provider, *until,
+                "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000) + " s from now ("
+                    + caller + "'s answer)");
+        }
         const AnswerKind kind = AnswerKind::of(static_cast<int>(outcome.status), report.retryAfterMs.has_value(), outcome.errorBody);
         switch (kind.kind) {
         case AnswerKind::Kind::RateLimited:

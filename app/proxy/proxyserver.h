@@ -17,7 +17,7 @@
 // - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close), each
 //   with its own QuotaLimiter and backend (a limiter is not shared between threads). The
 //   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
-//   one of those has a deadline: headers HEADER_DEADLINE, bodies BODY_DEADLINE, the queue
+//   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies BODY_DEADLINE, the queue
 //   --queue-timeout, upstream reads IDLE_TIMEOUT of silence.
 // - A client that disconnects while queued leaves the queue (the wait is cancelled).
 // - Slots are held by this process: if the proxy dies, its slots are reclaimed like any dead
@@ -50,6 +50,8 @@ public:
         std::string listen; // HOST:PORT (port 0: any free one) or unix:PATH
         std::string defaultCaller = "proxy";
         std::chrono::milliseconds queueTimeout { 60000 };
+        // How long a client may take to send a request's headers once it started (slowloris).
+        std::chrono::milliseconds headerTimeout { HEADER_DEADLINE };
     };
 
     ~ProxyServer();

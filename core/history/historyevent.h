@@ -31,6 +31,7 @@ enum class EventType : std::uint8_t {
     LockRelease, // "lock-release": a lock file force-released from the dashboard
     LockClean, // "lock-clean": a stale lock file cleaned from the dashboard
     Gap, // "gap": events that could not be written
+    Hold, // "hold": the provider said nothing is left until a time (learned by the proxy)
     Other, // a name this version does not know (a newer writer): kept in HistoryEvent::otherType
 };
 

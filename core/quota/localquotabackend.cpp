@@ -363,6 +363,27 @@ Result<void> LocalQuotaBackend::resetBackoff(const std::string& provider, const 
     });
 }
 
+Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        auto l = knownProvider(tx.limits, provider);
+        if (!l)
+            return l.error();
+        const std::int64_t now = nowMs();
+        ProviderState& p = tx.state.ensureProvider(provider);
+        const std::int64_t latest = now > INT64_MAX - QuotaPolicy::MAX_STOP_MS ? INT64_MAX : now + QuotaPolicy::MAX_STOP_MS;
+        const std::int64_t until = std::min(untilMs, latest);
+        if (until <= QuotaPolicy::backoffUntil(p, now))
+            return {};
+        p.backoffUntilMs = until;
+        HistoryEvent e = event(now, EventType::Hold, provider, "");
+        e.reason = reason;
+        tx.events.push_back(std::move(e));
+        tx.changed = true;
+        return {};
+    });
+}
+
 Result<int> LocalQuotaBackend::releaseStale(bool overdue, const std::string& who)
 {
     int n = 0;

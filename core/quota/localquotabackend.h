@@ -50,6 +50,8 @@ public:
         const std::string& who) override;
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who) override;
+    [[nodiscard]] Result<void> holdUntil(
+        const std::string& provider, std::int64_t untilMs, const std::string& reason) override;
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who) override;
     [[nodiscard]] Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who) override;

@@ -85,6 +85,12 @@ public:
         = 0;
     [[nodiscard]] virtual Result<void> resume(const std::string& provider, const std::string& who) = 0;
     [[nodiscard]] virtual Result<void> resetBackoff(const std::string& provider, const std::string& who) = 0;
+    // The provider said nothing is left until `untilMs` (its rate-limit headers): nobody is
+    // admitted before then. Extends the backoff (bounded like one 429, QuotaPolicy::MAX_STOP_MS)
+    // without counting a 429; a time at or before the backoff already in force changes nothing
+    // and records nothing (every answer may repeat it).
+    [[nodiscard]] virtual Result<void> holdUntil(
+        const std::string& provider, std::int64_t untilMs, const std::string& reason) = 0;
     [[nodiscard]] virtual Result<int> releaseStale(bool overdue, const std::string& who) = 0;
     [[nodiscard]] virtual Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who)

@@ -167,6 +167,11 @@ Result<void> QuotaLimiter::resume(const std::string& provider, const std::string
     return m_backend->resume(provider, who);
 }
 
+Result<void> QuotaLimiter::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
+{
+    return m_backend->holdUntil(provider, untilMs, TextSanitizer::clean(reason, 256));
+}
+
 Result<void> QuotaLimiter::resetBackoff(const std::string& provider, const std::string& who)
 {
     return m_backend->resetBackoff(provider, who);

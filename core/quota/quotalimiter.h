@@ -72,6 +72,8 @@ public:
         const std::string& provider, const std::string& reason, const std::string& who);
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who);
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who);
+    // See QuotaBackend::holdUntil (`reason` is sanitised here).
+    [[nodiscard]] Result<void> holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason);
     // Frees slots whose holder is dead (and, with overdue, held past the maximum hold time).
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who);
     // Frees one slot by its fencing token. false: no such slot (already released/reclaimed).

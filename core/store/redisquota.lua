@@ -990,6 +990,21 @@ function ops.resetBackoff()
     return reply({})
 end
 
+function ops.hold()
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
+    local p = providerOf(a.provider, l)
+    local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
+    if untilMs > backoffUntil(p, now) then
+        p.bu = untilMs
+        touch(p)
+        local e = event('hold', a.provider)
+        e.reason = a.reason
+    end
+    commit()
+    return reply({})
+end
+
 function ops.releaseStale()
     local n = 0
     for _, name in ipairs(knownProviders()) do

@@ -402,6 +402,14 @@ Result<void> RedisQuotaBackend::resetBackoff(const std::string& provider, const 
     return {};
 }
 
+Result<void> RedisQuotaBackend::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
+{
+    auto reply = call("hold", packed(json { { "provider", provider }, { "until", untilMs }, { "reason", reason } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
 Result<int> RedisQuotaBackend::releaseStale(bool overdue, const std::string& who)
 {
     // Holders and waiters of this host are probed here first; the script judges the rest.
