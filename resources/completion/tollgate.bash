@@ -27,7 +27,7 @@ _tollgate()
     COMPREPLY=()
 
     local commands="limits acquire run report-429 report-ok pause resume reset-backoff status history
-        release-stale release lock demo"
+        release-stale release lock demo proxy"
     local common="--home --json -q --quiet -h --help"
     local lockcommon="--json -q --quiet -h --help"
 
@@ -108,6 +108,7 @@ _tollgate()
     release-stale) opts="$common --overdue" ;;
     release) opts="$common --fence" positional=provider ;;
     demo) opts="--home --duration -h --help" ;;
+    proxy) opts="$common --upstream --listen --caller --queue-timeout --header-timeout" positional=provider ;;
     limits)
         case $sub in
         "") opts="$common" positional=sub subs="set show remove export import" ;;
