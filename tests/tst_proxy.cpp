@@ -74,6 +74,7 @@ private Q_SLOTS:
     void cleanup();
     void answersPassThroughIntact();
     void streamsArriveAsTheyAreSent();
+    void theTokenWindowFollowsTheRealUsage();
     void aProvider429BacksEveryoneOff();
     void nothingGoesWhileTheProviderSaysNothingIsLeft();
     void spendCapPausesTheProvider();
@@ -224,6 +225,31 @@ void TestProxy::streamsArriveAsTheyAreSent()
     const Ran proxied = curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"),
         QString::fromUtf8(body) });
     QCOMPARE(proxied.out, direct.out);
+}
+
+void TestProxy::theTokenWindowFollowsTheRealUsage()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--tokens"), QStringLiteral("100000") });
+    startProxy();
+    auto usedTokens = [&] {
+        const QJsonArray providers = status().value(QStringLiteral("providers")).toArray();
+        return providers.isEmpty() ? -1 : providers[0].toObject().value(QStringLiteral("used_tokens")).toInt();
+    };
+    // Estimated at admission (body/4 + max_tokens 2000); the mock reports 11 in + 5 out.
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})"))).out.startsWith("HTTP/1.1 200"));
+    QCOMPARE(usedTokens(), 16);
+    // A stream: the usage comes from message_start and message_delta.
+    const Ran r = curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"),
+        QStringLiteral(R"({"model":"claude-x","max_tokens":2000,"stream":true})") });
+    QVERIFY(r.out.contains("message_stop"));
+    QCOMPARE(usedTokens(), 32);
+    // OpenAI's final chunk too.
+    curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/chat/completions"), QStringLiteral("-d"),
+        QStringLiteral(R"({"model":"gpt-x","max_tokens":2000,"stream":true})") });
+    QCOMPARE(usedTokens(), 48);
+    // An answer that reports no usage keeps its estimate (the conservative side).
+    curl(post(QStringLiteral("{}"), QStringLiteral("529")));
+    QVERIFY(usedTokens() > 48);
 }
 
 void TestProxy::aProvider429BacksEveryoneOff()

@@ -59,6 +59,7 @@ private Q_SLOTS:
     void releaseByFenceAndRenewTheLease();
     void resetBackoffAndSuccessEndTheStreak();
     void holdUntilStopsEveryoneUntilThenWithoutA429();
+    void realUsageReplacesTheEstimate();
     void removedProviderIsForgotten();
     void recordedEventsReachTheHistory();
     void waiterKeepsItsPlaceAndLeavesOnGivingUp();
@@ -391,6 +392,32 @@ void TestQuotaLimiter::holdUntilStopsEveryoneUntilThenWithoutA429()
     QVERIFY(limiter().holdUntil("p", INT64_MAX, "for ever?").ok());
     const auto snap = limiter().snapshot();
     QVERIFY(snap->state.provider("p")->backoffUntilMs <= snap->nowMs + QuotaPolicy::MAX_STOP_MS);
+}
+
+void TestQuotaLimiter::realUsageReplacesTheEstimate()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.tokens = 1000;
+    ModelLimits m;
+    m.tokens = 1000;
+    l.models["m"] = m;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    auto first = tryAcquire("a", 900, false, "m");
+    QVERIFY(first.ok());
+    QVERIFY(!tryAcquire("a", 200, false, "m").ok()); // the estimate fills the window
+    // The answer said 150 were used: the window (provider and model) counts 150, not 900.
+    QVERIFY(limiter().correctTokens("p", "m", first->admittedAtMs(), 900, 150).ok());
+    auto snap = limiter().snapshot();
+    QVERIFY(snap.ok());
+    QCOMPARE(snap->state.provider("p")->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(150));
+    QCOMPARE(snap->state.provider("p")->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(150));
+    QVERIFY(tryAcquire("a", 800, false, "m").ok());
+    // More than estimated counts too; a correction from the future changes nothing.
+    QVERIFY(limiter().correctTokens("p", "", first->admittedAtMs(), 0, 40).ok());
+    QVERIFY(limiter().correctTokens("p", "", snap->nowMs + 60000, 900, 0).ok());
+    snap = limiter().snapshot();
+    QCOMPARE(snap->state.provider("p")->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(990));
+    QCOMPARE(snap->state.provider("p")->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(950));
 }
 
 void TestQuotaLimiter::removedProviderIsForgotten()

@@ -168,6 +168,9 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         const ProviderLimits newLimits = randomLimits();
         const int heldIndex = pick(1000);
         const bool all = pick(2);
+        const std::int64_t correctionAt = pick(120000); // ms before now (some in the future, some expired)
+        const std::int64_t estimated = pick(300);
+        const std::int64_t used = pick(300);
         for (int s = 0; s < 2; ++s) {
             Side& side = sides[s];
             QuotaBackend& b = *side.backend;
@@ -228,6 +231,12 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 // the next transaction; a Redis home when it stands in the way (the script
                 // cannot probe pids) — so here one may count a holder the other already freed.
                 out = b.releaseStale(all, "test").ok() ? "stale" : "error";
+            } else if (what < 92) { // the proxy heard the provider say: nothing left until then
+                out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held" : "error";
+            } else if (what < 96) { // the proxy corrects an estimate with the answer's usage
+                out = b.correctTokens(provider, admit.request.model, nowMs + 1000 - correctionAt, estimated, used).ok()
+                    ? "corrected"
+                    : "error";
             } else {
                 out = "time";
             }

@@ -418,6 +418,9 @@ private:
         }
         const Outcome outcome = forward(request, keepAlive);
         (void)permit->release(); // the slot is held for the whole upstream exchange, no longer
+        // The answer's real usage replaces the estimate in the window.
+        if (outcome.usage)
+            (void)m_limiter->correctTokens(m_o.provider, ask.model, permit->admittedAtMs(), ask.tokens, outcome.usage->total());
         learn(outcome, ask.caller);
         return keepAlive && outcome.clientOk;
     }

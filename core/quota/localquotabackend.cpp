@@ -384,6 +384,29 @@ Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int6
     });
 }
 
+Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const std::string& model,
+    std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        auto l = knownProvider(tx.limits, provider);
+        if (!l)
+            return l.error();
+        const std::int64_t now = nowMs();
+        const std::int64_t delta = std::clamp<std::int64_t>(used, 0, RollingWindow::MAX_BUCKET_COUNT)
+            - std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT);
+        if (delta == 0 || admittedAtMs > now)
+            return {};
+        ProviderState& p = tx.state.ensureProvider(provider);
+        for (auto& sc : p.scopes) {
+            if (sc.model.empty() || sc.model == model)
+                sc.window.adjustTokens(admittedAtMs, now, delta);
+        }
+        tx.changed = true;
+        tx.ring = delta < 0; // capacity may have come back
+        return {};
+    });
+}
+
 Result<int> LocalQuotaBackend::releaseStale(bool overdue, const std::string& who)
 {
     int n = 0;

@@ -17,6 +17,7 @@ Permit::Permit(Permit&& other) noexcept
     , m_slot(other.m_slot)
     , m_waitedMs(other.m_waitedMs)
     , m_leaseMs(other.m_leaseMs)
+    , m_admittedAtMs(other.m_admittedAtMs)
 {
     other.m_limiter = nullptr;
 }
@@ -32,6 +33,7 @@ Permit& Permit::operator=(Permit&& other) noexcept
         m_slot = other.m_slot;
         m_waitedMs = other.m_waitedMs;
         m_leaseMs = other.m_leaseMs;
+        m_admittedAtMs = other.m_admittedAtMs;
         other.m_limiter = nullptr;
     }
     return *this;

@@ -29,6 +29,8 @@ public:
     [[nodiscard]] const std::string& provider() const { return m_provider; }
     [[nodiscard]] bool holdsSlot() const { return m_limiter && m_slot; }
     [[nodiscard]] std::int64_t waitedMs() const { return m_waitedMs; }
+    // The backend's time of the admission (unix ms): where a later token correction lands.
+    [[nodiscard]] std::int64_t admittedAtMs() const { return m_admittedAtMs; }
 
     // How long each lease (renew()) lasts.
     [[nodiscard]] std::int64_t leaseMs() const { return m_leaseMs; }
@@ -44,13 +46,14 @@ public:
 private:
     friend class QuotaLimiter;
     Permit(QuotaLimiter* limiter, std::string provider, std::uint64_t fence, bool slot, std::int64_t waitedMs,
-        std::int64_t leaseMs)
+        std::int64_t leaseMs, std::int64_t admittedAtMs)
         : m_limiter(limiter)
         , m_provider(std::move(provider))
         , m_fence(fence)
         , m_slot(slot)
         , m_waitedMs(waitedMs)
         , m_leaseMs(leaseMs)
+        , m_admittedAtMs(admittedAtMs)
     {
     }
 
@@ -60,6 +63,7 @@ private:
     bool m_slot = false;
     std::int64_t m_waitedMs = 0;
     std::int64_t m_leaseMs = 0;
+    std::int64_t m_admittedAtMs = 0;
 };
 
 } // namespace tollgate

@@ -91,6 +91,12 @@ public:
     // and records nothing (every answer may repeat it).
     [[nodiscard]] virtual Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason) = 0;
+    // An admission at `admittedAtMs` counted `estimated` tokens; it really used `used`: the
+    // difference goes into the window bucket of the admission (RollingWindow::adjustTokens),
+    // in the provider's window and, when `model` has one, the model's. No history event
+    // (the admission already has one); a time in the future changes nothing.
+    [[nodiscard]] virtual Result<void> correctTokens(const std::string& provider, const std::string& model,
+        std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used) = 0;
     [[nodiscard]] virtual Result<int> releaseStale(bool overdue, const std::string& who) = 0;
     [[nodiscard]] virtual Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who)

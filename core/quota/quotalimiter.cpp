@@ -82,7 +82,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         const AdmitDecision& decision = outcome->decision;
         if (decision.admitted)
             return Permit(this, r.provider, decision.fence, decision.slotTaken, nowMs() - step.startMs,
-                outcome->leaseMs);
+                outcome->leaseMs, outcome->nowMs);
         step.ticket = decision.ticket;
         if (step.firstReason == WaitReason::None)
             step.firstReason = decision.reason;
@@ -170,6 +170,12 @@ Result<void> QuotaLimiter::resume(const std::string& provider, const std::string
 Result<void> QuotaLimiter::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
     return m_backend->holdUntil(provider, untilMs, TextSanitizer::clean(reason, 256));
+}
+
+Result<void> QuotaLimiter::correctTokens(const std::string& provider, const std::string& model,
+    std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
+{
+    return m_backend->correctTokens(provider, model, admittedAtMs, estimated, used);
 }
 
 Result<void> QuotaLimiter::resetBackoff(const std::string& provider, const std::string& who)

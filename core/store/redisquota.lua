@@ -1005,6 +1005,34 @@ function ops.hold()
     return reply({})
 end
 
+-- RollingWindow::adjustTokens
+local function adjustTokens(sc, at, t, delta)
+    local k = math.floor(at / width(sc.w))
+    local s = k % SLOTS
+    local b = sc.b
+    if b[3 * s + 1] == k then
+        b[3 * s + 3] = math.max(0, b[3 * s + 3] + delta)
+        return
+    end
+    if delta > 0 then record(sc, t, 0, delta) end
+end
+
+function ops.correctTokens()
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
+    local delta = a.used - a.estimated
+    if delta ~= 0 and a.at <= now then
+        local p = providerOf(a.provider, l)
+        for _, sc in ipairs(p.sc) do
+            if sc.m == '' or sc.m == a.model then adjustTokens(sc, a.at, now, delta) end
+        end
+        touch(p)
+        if delta < 0 then ring = true end
+    end
+    commit()
+    return reply({})
+end
+
 function ops.releaseStale()
     local n = 0
     for _, name in ipairs(knownProviders()) do

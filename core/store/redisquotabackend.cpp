@@ -410,6 +410,18 @@ Result<void> RedisQuotaBackend::holdUntil(const std::string& provider, std::int6
     return {};
 }
 
+Result<void> RedisQuotaBackend::correctTokens(const std::string& provider, const std::string& model,
+    std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
+{
+    auto reply = call("correctTokens",
+        packed(json { { "provider", provider }, { "model", model }, { "at", admittedAtMs },
+            { "estimated", std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT) },
+            { "used", std::clamp<std::int64_t>(used, 0, RollingWindow::MAX_BUCKET_COUNT) } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
 Result<int> RedisQuotaBackend::releaseStale(bool overdue, const std::string& who)
 {
     // Holders and waiters of this host are probed here first; the script judges the rest.
