@@ -262,6 +262,11 @@ void TestProviderProtocol::usageFromOpenAiStream()
     auto u = m.finish();
     QVERIFY(u);
     QCOMPARE(u->total(), std::int64_t(16));
+    // Events whose fields have unexpected types are ignored, never thrown over.
+    UsageMeter odd("text/event-stream");
+    odd.feed("data: {\"type\":null}\n\ndata: {\"type\":5,\"usage\":[1]}\n\ndata: {\"type\":\"message_start\",\"message\":7}\n\n"
+             "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\"x\"}}\n\n");
+    QVERIFY(!odd.finish()); // nothing countable: the estimate stands (a usage of 0 would under-count)
     UsageMeter none("text/event-stream");
     none.feed("data: {\"choices\":[]}\n\ndata: [DONE]\n\n");
     QVERIFY(!none.finish());

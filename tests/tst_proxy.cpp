@@ -82,6 +82,8 @@ private Q_SLOTS:
     void aClientThatHangsUpWhileQueuedLeavesTheQueue();
     void badInputGetsAClearAnswerOrAClose();
     void anUpstreamThatBreaksOffMidStream();
+    void aClientThatLeavesMidStreamStopsTheUpstream();
+    void headRequestsAndHugeTimeouts();
     void listensOnLoopbackOnly();
 
 private:
@@ -408,6 +410,12 @@ void TestProxy::badInputGetsAClearAnswerOrAClose()
     QVERIFY2(got.startsWith("HTTP/1.1 431"), got.left(200).constData());
     got = exchange("POST /v1/messages HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n{}");
     QVERIFY2(got.startsWith("HTTP/1.1 413"), got.left(200).constData());
+    // Chunk trailers that never end (Beast bounds neither trailers nor chunk lines): refused
+    // at 64 KiB, not read into memory until the body deadline.
+    got = exchange("POST /v1/messages HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-Trailer: "
+        + QByteArray(200 * 1024, 'a'));
+    QVERIFY2(got.startsWith("HTTP/1.1 400"), got.left(200).constData());
+    QVERIFY(closed);
     // Slowloris: headers that never end, or trickle in a byte at a time, are cut off at the
     // header deadline (here 1 s), not held.
     got = exchange("POST /v1/messages HTTP/1.1\r\nHost: x\r\n");
@@ -450,6 +458,55 @@ void TestProxy::anUpstreamThatBreaksOffMidStream()
     // The slot came back: the next request goes at once.
     r = curl(post(QStringLiteral("{}")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+}
+
+void TestProxy::aClientThatLeavesMidStreamStopsTheUpstream()
+{
+    // Closing the connection is how SDKs cancel a generation: the proxy must close its
+    // upstream too, so the provider stops generating (and billing), and give the slot back.
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    startProxy();
+    {
+        QTcpSocket s;
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(s.waitForConnected(10000));
+        const QByteArray body = R"({"stream":true})";
+        s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-mock: slow\r\nContent-Length: " + QByteArray::number(body.size())
+            + "\r\n\r\n" + body);
+        QByteArray got;
+        QElapsedTimer t;
+        t.start();
+        while (!got.contains("content_block_delta") && !t.hasExpired(20000)) {
+            s.waitForReadyRead(200);
+            got += s.readAll();
+        }
+        QVERIFY(got.contains("content_block_delta"));
+        s.abort();
+    }
+    QElapsedTimer t;
+    t.start();
+    while (mockStats().value(QStringLiteral("aborted")).toInt() != 1 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(mockStats().value(QStringLiteral("aborted")).toInt(), 1);
+    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 200")); // the slot came back
+    // Bodies are asked for uncompressed (the proxy reads usage and errors on the way).
+    const QJsonArray encodings = mockStats().value(QStringLiteral("acceptEncoding")).toArray();
+    for (const auto& e : encodings)
+        QCOMPARE(e.toString(), QStringLiteral("identity"));
+}
+
+void TestProxy::headRequestsAndHugeTimeouts()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    // Timeouts far beyond a day are bounded, not overflowed into "already past".
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("1e12"), QStringLiteral("--header-timeout"),
+        QStringLiteral("1e12") });
+    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 200"));
+    // The answer to a HEAD has no body: the exchange ends at its headers.
+    const Ran head = curl({ QStringLiteral("-I"), QStringLiteral("--max-time"), QStringLiteral("30"),
+        m_proxyUrl + QStringLiteral("/v1/messages") });
+    QVERIFY2(head.code == 0, head.err.constData());
+    QVERIFY(head.out.startsWith("HTTP/1.1 200"));
 }
 
 void TestProxy::listensOnLoopbackOnly()

@@ -41,10 +41,13 @@ int runProxy()
     o.listen = g_options.listen.value_or("127.0.0.1:8787");
     if (g_options.caller)
         o.defaultCaller = *g_options.caller;
+    const double maxSeconds = std::chrono::duration<double>(proxy::ProxyServer::MAX_OPTION_TIME).count();
     if (g_options.queueTimeout)
-        o.queueTimeout = std::chrono::milliseconds(static_cast<std::int64_t>(*g_options.queueTimeout * 1000));
+        o.queueTimeout = std::chrono::milliseconds(
+            static_cast<std::int64_t>(std::min(*g_options.queueTimeout, maxSeconds) * 1000));
     if (g_options.headerTimeout)
-        o.headerTimeout = std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(*g_options.headerTimeout * 1000)));
+        o.headerTimeout = std::chrono::milliseconds(
+            std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(*g_options.headerTimeout, maxSeconds) * 1000)));
     if (o.upstream.empty())
         return console.usage("--upstream URL is required (e.g. https://api.anthropic.com)");
     auto server = proxy::ProxyServer::start(o);

@@ -10,6 +10,7 @@
 #include "quota/quotalimiter.h"
 #include "store/homespec.h"
 #include "store/storefactory.h"
+#include "system/pathpolicy.h"
 #include "system/processprobe.h"
 
 #include <boost/asio.hpp>
@@ -20,6 +21,7 @@
 
 #include <cerrno>
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/un.h>
 #include <condition_variable>
 #include <fstream>
@@ -114,6 +116,9 @@ Result<ListenAt> parseListen(const std::string& text)
         l.path = text.substr(5);
         if (l.path.empty() || l.path.size() >= sizeof(sockaddr_un::sun_path))
             return Error::make(ErrorKind::Usage, {}, "--listen unix:PATH needs a path of at most 107 bytes");
+        auto checked = PathPolicy::validate(l.path); // no "..", no control bytes
+        if (!checked)
+            return checked.error();
         return l;
     }
     const auto colon = text.rfind(':');
@@ -138,22 +143,12 @@ Result<ListenAt> parseListen(const std::string& text)
     return l;
 }
 
-void setTimeouts(int fd, std::chrono::milliseconds t)
-{
-    const auto ms = std::max<std::int64_t>(1, t.count());
-    timeval tv {};
-    tv.tv_sec = static_cast<time_t>(ms / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((ms % 1000) * 1000);
-    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    (void)::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-}
-
 // Hop-by-hop headers (RFC 9110 §7.6.1) and ours: never forwarded.
 bool hopByHop(const std::string& lowerName)
 {
     static const char* const NAMES[] = { "connection", "keep-alive", "proxy-connection", "proxy-authenticate",
         "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
-        "x-tollgate-caller" };
+        "x-tollgate-caller", "expect" };
     for (const char* n : NAMES) {
         if (lowerName == n)
             return true;
@@ -182,6 +177,68 @@ std::string unixPeer(int fd)
     return name.empty() ? std::string() : name + "[" + std::to_string(cred.pid) + "]";
 }
 
+// Ends a stalled exchange. Asio's synchronous calls ignore SO_RCVTIMEO/SO_SNDTIMEO (after
+// EAGAIN they poll without a timeout), so a thread blocked on a silent upstream, or on a
+// client that stopped reading, is freed by shutting the sockets down once nothing moved for
+// `limit`. touch() records progress. The watched descriptors must outlive the watchdog.
+class Watchdog
+{
+public:
+    explicit Watchdog(std::chrono::milliseconds limit)
+        : m_limit(limit)
+        , m_last(Steady::now().time_since_epoch().count())
+        , m_thread([this] { loop(); })
+    {
+    }
+    ~Watchdog()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_done = true;
+        }
+        m_wake.notify_all();
+        m_thread.join();
+    }
+    Watchdog(const Watchdog&) = delete;
+    Watchdog& operator=(const Watchdog&) = delete;
+
+    void watch(int clientFd, int upstreamFd)
+    {
+        std::lock_guard lock(m_mutex);
+        m_fds[0] = clientFd;
+        m_fds[1] = upstreamFd;
+    }
+    void touch() { m_last.store(Steady::now().time_since_epoch().count()); }
+    [[nodiscard]] bool fired() const { return m_fired.load(); }
+
+private:
+    void loop()
+    {
+        std::unique_lock lock(m_mutex);
+        while (!m_done) {
+            const auto due = Steady::time_point(Steady::duration(m_last.load())) + m_limit;
+            if (Steady::now() >= due) {
+                m_fired = true;
+                for (int fd : m_fds) {
+                    if (fd >= 0)
+                        ::shutdown(fd, SHUT_RDWR);
+                }
+                return;
+            }
+            m_wake.wait_until(lock, due);
+        }
+    }
+
+    const std::chrono::milliseconds m_limit;
+    std::atomic<Steady::rep> m_last;
+    std::atomic<bool> m_fired { false };
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    bool m_done = false;
+    int m_fds[2] = { -1, -1 };
+    std::thread m_thread; // last: starts once the rest is ready
+};
+
 } // namespace
 
 struct ProxyServer::Impl
@@ -196,6 +253,13 @@ struct ProxyServer::Impl
     std::mutex mutex;
     std::condition_variable idle;
     std::size_t active = 0;
+    int stopFd = -1; // an eventfd, readable once serving stops: idle connections end at once
+
+    ~Impl()
+    {
+        if (stopFd >= 0)
+            ::close(stopFd);
+    }
 
     int listenFd() const
     {
@@ -215,12 +279,13 @@ class Session
 {
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
-        std::string peer)
+        std::string peer, int stopFd)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
         , m_tls(tls)
         , m_peer(std::move(peer))
+        , m_stopFd(stopFd)
     {
     }
 
@@ -232,10 +297,11 @@ public:
             parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
             parser.body_limit(ProxyServer::MAX_BODY_BYTES);
             beast::error_code ec;
-            // The first byte of the next request may be long in coming (an idle keep-alive
-            // connection: IDLE_TIMEOUT); once it came, the headers have --header-timeout and
-            // the body BODY_DEADLINE, in total, however the bytes trickle in.
-            if (m_buffer.size() == 0 && !waitReadable(fd, std::chrono::duration_cast<std::chrono::milliseconds>(ProxyServer::IDLE_TIMEOUT)))
+            // The first byte of the next request may be a while in coming (an idle keep-alive
+            // connection: at most CLIENT_IDLE, and not once serving stops); once it came, the
+            // headers have --header-timeout and the body BODY_DEADLINE, in total, however the
+            // bytes trickle in.
+            if (m_buffer.size() == 0 && !waitReadable(fd, std::chrono::milliseconds(ProxyServer::CLIENT_IDLE), m_stopFd))
                 return;
             if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
@@ -248,11 +314,13 @@ public:
     }
 
 private:
-    static bool waitReadable(int fd, std::chrono::milliseconds timeout)
+    // true: `fd` has something to read (or hung up); false: the timeout passed, or `stopFd`
+    // (when given) says serving stops.
+    static bool waitReadable(int fd, std::chrono::milliseconds timeout, int stopFd = -1)
     {
-        pollfd p { fd, POLLIN, 0 };
-        const int n = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
-        return n > 0;
+        pollfd p[2] = { { fd, POLLIN, 0 }, { stopFd, POLLIN, 0 } };
+        const int n = ::poll(p, stopFd >= 0 ? 2 : 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
+        return n > 0 && !(stopFd >= 0 && (p[1].revents & POLLIN));
     }
 
     // Reads until the header (or the whole message) is in, within `deadline` in total. The
@@ -275,6 +343,12 @@ private:
                     return true;
                 if (used > 0)
                     continue;
+            }
+            // Bytes the parser has not taken yet (a chunk-size line, extensions or trailers
+            // that never end: Beast bounds none of them) are bounded here.
+            if (m_buffer.size() > ProxyServer::MAX_HEADER_BYTES) {
+                ec = http::error::bad_chunk;
+                return false;
             }
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
             if (left.count() <= 0 || !waitReadable(fd, left)) {
@@ -455,6 +529,8 @@ private:
         Outcome out;
         beast::error_code ec;
         tcp::socket socket(m_io);
+        Watchdog dog(std::chrono::milliseconds(ProxyServer::STALL_LIMIT)); // after the socket: ends before it
+        dog.watch(m_client.native_handle(), -1);
         tcp::resolver resolver(m_io);
         const auto endpoints = resolver.resolve(m_up.host, m_up.port, ec);
         if (ec) {
@@ -466,7 +542,8 @@ private:
             socket.open(e.endpoint().protocol(), ec);
             if (ec)
                 continue;
-            setTimeouts(socket.native_handle(), std::chrono::milliseconds(10000));
+            ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+            dog.watch(m_client.native_handle(), socket.native_handle());
             socket.connect(e.endpoint(), ec);
             if (!ec)
                 break;
@@ -475,13 +552,15 @@ private:
             answerError(502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
             return out;
         }
-        setTimeouts(socket.native_handle(), std::chrono::duration_cast<std::chrono::milliseconds>(ProxyServer::IDLE_TIMEOUT));
+        dog.touch();
         http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()), 11 };
         for (const auto& field : request) {
             if (!hopByHop(lower(field.name_string())))
                 up.insert(field.name_string(), field.value());
         }
         up.set(http::field::host, m_up.hostHeader);
+        // Bodies are read on the way (usage, error kinds): not compressed, please.
+        up.set(http::field::accept_encoding, "identity");
         up.keep_alive(false);
         up.body() = std::move(request.body());
         up.prepare_payload();
@@ -493,29 +572,39 @@ private:
             }
             stream.set_verify_callback(ssl::host_name_verification(m_up.host));
             stream.handshake(ssl::stream_base::client, ec);
+            dog.touch();
             if (ec) {
                 answerError(502, "TLS with the upstream " + m_up.hostHeader + " failed: " + ec.message(), false);
                 return out;
             }
-            return exchange(stream, up, keepAlive);
+            Outcome done = exchange(stream, up, keepAlive, dog);
+            dog.watch(-1, -1); // disarmed before the stream closes its descriptor
+            return done;
         }
-        return exchange(socket, up, keepAlive);
+        Outcome done = exchange(socket, up, keepAlive, dog);
+        dog.watch(-1, -1);
+        return done;
     }
 
     template <class Stream>
-    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive)
+    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive, Watchdog& dog)
     {
         Outcome out;
         beast::error_code ec;
         http::write(upstream, up, ec);
+        dog.touch();
         if (ec) {
             answerError(502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(), false);
             return out;
         }
-        beast::flat_buffer buffer;
+        // Bounded: what the parser has not taken yet (headers, chunk lines) stays under 64 KiB.
+        beast::flat_buffer buffer(ProxyServer::MAX_HEADER_BYTES);
         http::response_parser<http::buffer_body> parser;
+        parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
         parser.body_limit(boost::none); // answers stream through: their size is the client's business
+        parser.skip(up.method() == http::verb::head); // the answer to a HEAD has no body
         http::read_header(upstream, buffer, parser, ec);
+        dog.touch();
         if (ec) {
             answerError(502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message(), false);
             return out;
@@ -546,6 +635,7 @@ private:
                 http::read_some(upstream, buffer, parser, ec);
                 if (ec == http::error::need_buffer)
                     ec = {};
+                dog.touch();
                 if (ec) {
                     // The upstream broke off mid-answer: the client must not take the part for
                     // the whole, so its connection is closed without a proper end.
@@ -571,8 +661,13 @@ private:
                 http::write(m_client, serializer, ec);
                 if (ec == http::error::need_buffer)
                     ec = {};
-                if (ec)
-                    clientGone = true; // keep reading: the usage still counts
+                dog.touch();
+                if (ec) {
+                    // The client hung up (how SDKs cancel a generation): the upstream is closed
+                    // too, so the provider stops generating; the estimate stands.
+                    clientGone = true;
+                    return out;
+                }
             }
         } while (!parser.is_done() || (!clientGone && !serializer.is_done()));
         if (!clientGone && !serializer.is_done()) {
@@ -622,6 +717,7 @@ private:
     const Upstream& m_up;
     ssl::context& m_tls;
     std::string m_peer;
+    int m_stopFd = -1;
     net::io_context m_io;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
@@ -635,14 +731,19 @@ private:
 template <class Client>
 void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(client, options, upstream, tls, peer);
-    s.run();
+    Session<Client> s(client, options, upstream, tls, peer, stopFd);
+    try {
+        s.run();
+    } catch (const std::exception&) {
+        // Nothing in a session may take the whole proxy down (a bad_alloc, a library that
+        // throws): this connection ends, the others go on.
+    }
     beast::error_code ec;
     client.shutdown(net::socket_base::shutdown_both, ec);
     client.close(ec);
 }
 
-ProxyServer::ProxyServer(std::unique_ptr<Impl> impl)
+ProxyServer::ProxyServer(std::shared_ptr<Impl> impl)
     : m_impl(std::move(impl))
 {
 }
@@ -655,7 +756,10 @@ ProxyServer::~ProxyServer()
 
 Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
 {
-    auto impl = std::make_unique<Impl>();
+    auto impl = std::make_shared<Impl>();
+    impl->stopFd = ::eventfd(0, EFD_CLOEXEC);
+    if (impl->stopFd < 0)
+        return Error::fromErrno(errno, {}, "cannot make an eventfd");
     impl->options = options;
     if (options.provider.empty())
         return Error::make(ErrorKind::Usage, {}, "proxy needs the PROVIDER whose quota its requests use");
@@ -744,12 +848,17 @@ void ProxyServer::serve(const std::atomic<bool>& stop)
                 }
                 ++d.active;
             }
-            std::thread([&d, s = std::move(socket), peer]() mutable {
-                d.session(s, peer);
-                std::lock_guard lock(d.mutex);
+            try {
+                std::thread([impl = m_impl, s = std::move(socket), peer]() mutable {
+                    impl->session(s, peer);
+                    std::lock_guard lock(impl->mutex);
+                    --impl->active;
+                    impl->idle.notify_all();
+                }).detach();
+            } catch (const std::system_error&) {
+                std::lock_guard lock(d.mutex); // no thread to be had: this connection is refused
                 --d.active;
-                d.idle.notify_all();
-            }).detach();
+            }
         };
         if (d.tcpAcceptor) {
             tcp::socket s(d.io);
@@ -764,7 +873,14 @@ void ProxyServer::serve(const std::atomic<bool>& stop)
                 begin(std::move(s), std::move(peer));
             }
         }
+        // Out of descriptors (EMFILE) or memory: the connection stays in the backlog and
+        // poll() says so again at once; wait a little instead of spinning.
+        if (ec)
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    // Idle connections end now (their wait polls stopFd); requests in flight may finish.
+    const std::uint64_t one = 1;
+    (void)!::write(d.stopFd, &one, sizeof one);
     boost::system::error_code ec;
     if (d.tcpAcceptor)
         d.tcpAcceptor->close(ec);

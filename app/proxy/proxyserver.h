@@ -18,7 +18,8 @@
 //   with its own QuotaLimiter and backend (a limiter is not shared between threads). The
 //   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
 //   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies BODY_DEADLINE, the queue
-//   --queue-timeout, upstream reads IDLE_TIMEOUT of silence.
+//   --queue-timeout, an idle client CLIENT_IDLE, an exchange where nothing moves STALL_LIMIT
+//   (a watchdog shuts the sockets down: Asio's synchronous calls ignore socket timeouts).
 // - A client that disconnects while queued leaves the queue (the wait is cancelled).
 // - Slots are held by this process: if the proxy dies, its slots are reclaimed like any dead
 //   holder's. Bodies, API keys and auth headers are never logged; auth headers pass untouched.
@@ -40,7 +41,14 @@ public:
     static constexpr std::size_t MAX_BODY_BYTES = 32u << 20;
     static constexpr std::chrono::seconds HEADER_DEADLINE { 10 };
     static constexpr std::chrono::seconds BODY_DEADLINE { 60 };
-    static constexpr std::chrono::seconds IDLE_TIMEOUT { 300 };
+    // A keep-alive (or new) client connection that sends nothing for this long is closed.
+    static constexpr std::chrono::seconds CLIENT_IDLE { 30 };
+    // An exchange in which nothing moves (no byte from the upstream, none taken by the
+    // client) for this long is ended: the upstream may think for minutes before its first
+    // byte (a long answer that is not streamed), never for this long.
+    static constexpr std::chrono::seconds STALL_LIMIT { 600 };
+    // --queue-timeout and --header-timeout are at most this.
+    static constexpr std::chrono::hours MAX_OPTION_TIME { 24 };
 
     struct Options
     {
@@ -65,8 +73,8 @@ public:
 
 private:
     struct Impl;
-    explicit ProxyServer(std::unique_ptr<Impl> impl);
-    std::unique_ptr<Impl> m_impl;
+    explicit ProxyServer(std::shared_ptr<Impl> impl);
+    std::shared_ptr<Impl> m_impl; // shared with the connection threads, which may outlive serve()
 };
 
 } // namespace tollgate::proxy

@@ -119,7 +119,8 @@ void UsageMeter::eventDone()
     m_data.clear();
     if (!e.is_object())
         return; // "[DONE]" and anything else that is not an object
-    const std::string type = e.value("type", std::string());
+    auto typeField = e.find("type");
+    const std::string type = typeField != e.end() && typeField->is_string() ? typeField->get<std::string>() : std::string();
     if (type == "message_start") {
         auto m = e.find("message");
         if (m != e.end() && m->is_object()) {
@@ -129,11 +130,16 @@ void UsageMeter::eventDone()
         }
     } else if (type == "message_delta") {
         // Cumulative output so far; the input was given by message_start (and may be repeated).
+        // Nothing countable in it: ignored (a usage of 0 would under-count the window).
         if (auto u = e.find("usage"); u != e.end() && u->is_object()) {
+            const auto out = count(*u, "output_tokens");
+            const auto in = count(*u, "input_tokens");
+            if (!out && !(in && *in > 0))
+                return;
             TokenUsage t = m_usage.value_or(TokenUsage {});
-            if (auto out = count(*u, "output_tokens"))
+            if (out)
                 t.output = *out;
-            if (auto in = count(*u, "input_tokens"); in && *in > 0)
+            if (in && *in > 0)
                 t.input = *in + count(*u, "cache_creation_input_tokens").value_or(0)
                     + count(*u, "cache_read_input_tokens").value_or(0);
             m_usage = t;

@@ -57,14 +57,16 @@ void RollingWindow::record(std::int64_t nowMs, std::int64_t requests, std::int64
     if (b.index != k) {
         // A future bucket (clock went back) is never overwritten: fold into it instead.
         if (b.index > k) {
-            b.requests += requests;
-            b.tokens += tokens;
+            b.requests = std::min(b.requests + requests, MAX_BUCKET_COUNT);
+            b.tokens = std::min(b.tokens + tokens, MAX_BUCKET_COUNT);
             return;
         }
         b = Bucket { k, 0, 0 };
     }
-    b.requests += requests;
-    b.tokens += tokens;
+    // Bounded as the state decoder requires (a lying usage report must not make the state
+    // unreadable); the callers' amounts are far below this.
+    b.requests = std::min(b.requests + requests, MAX_BUCKET_COUNT);
+    b.tokens = std::min(b.tokens + tokens, MAX_BUCKET_COUNT);
 }
 
 std::int64_t RollingWindow::whenFits(std::int64_t nowMs, std::int64_t requests, std::int64_t requestLimit,
@@ -116,7 +118,7 @@ void RollingWindow::adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int
     const std::int64_t k = floorDiv(atMs, m_bucketMs);
     Bucket& b = m_buckets[static_cast<std::size_t>(((k % SLOTS) + SLOTS) % SLOTS)];
     if (b.index == k) {
-        b.tokens = std::max<std::int64_t>(0, b.tokens + delta);
+        b.tokens = std::clamp<std::int64_t>(b.tokens + delta, 0, MAX_BUCKET_COUNT);
         return;
     }
     if (delta > 0)

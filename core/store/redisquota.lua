@@ -38,6 +38,7 @@ local MAX_HOLD_MS = 604800000
 local MAX_WAITERS = 512
 local MAX_SLOTS = 256
 local NEVER = 9007199254740992 -- 2^53
+local MAX_BUCKET_COUNT = 1125899906842624 -- 2^50, RollingWindow::MAX_BUCKET_COUNT
 local R_PAUSED, R_BACKOFF, R_QUEUE, R_WINDOW, R_TOKENS, R_SLOTS = 1, 2, 3, 4, 5, 6
 
 -- Per call: set by main() at the start of every call. As a Redis function (the library is
@@ -127,16 +128,16 @@ local function record(sc, t, req, tok)
     if b[3 * s + 1] ~= k then
         -- A future bucket (the clock went back) is never overwritten: fold into it instead.
         if b[3 * s + 1] > k then
-            b[3 * s + 2] = b[3 * s + 2] + req
-            b[3 * s + 3] = b[3 * s + 3] + tok
+            b[3 * s + 2] = math.min(b[3 * s + 2] + req, MAX_BUCKET_COUNT)
+            b[3 * s + 3] = math.min(b[3 * s + 3] + tok, MAX_BUCKET_COUNT)
             return
         end
         b[3 * s + 1] = k
         b[3 * s + 2] = 0
         b[3 * s + 3] = 0
     end
-    b[3 * s + 2] = b[3 * s + 2] + req
-    b[3 * s + 3] = b[3 * s + 3] + tok
+    b[3 * s + 2] = math.min(b[3 * s + 2] + req, MAX_BUCKET_COUNT)
+    b[3 * s + 3] = math.min(b[3 * s + 3] + tok, MAX_BUCKET_COUNT)
 end
 local function whenFits(sc, t, req, rl, tok, tl)
     if (rl >= 0 and req > rl) or (tl >= 0 and tok > tl) then return NEVER end
@@ -1011,7 +1012,7 @@ local function adjustTokens(sc, at, t, delta)
     local s = k % SLOTS
     local b = sc.b
     if b[3 * s + 1] == k then
-        b[3 * s + 3] = math.max(0, b[3 * s + 3] + delta)
+        b[3 * s + 3] = clamp(b[3 * s + 3] + delta, 0, MAX_BUCKET_COUNT)
         return
     end
     if delta > 0 then record(sc, t, 0, delta) end

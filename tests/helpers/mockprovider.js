@@ -17,7 +17,8 @@ const LIMIT = opt('--limit', 1000000);
 const WINDOW_MS = opt('--window-ms', 60000);
 const DELAY_MS = opt('--delay-ms', 0);
 
-const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {} };
+const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
+    acceptEncoding: [] };
 let admitted = []; // times of admitted requests in the window
 
 function quota(now) {
@@ -60,6 +61,7 @@ const server = http.createServer((req, res) => {
         const kind = req.url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
         const mock = req.headers['x-mock'] || '';
         stats.requests++;
+        stats.acceptEncoding.push(req.headers['accept-encoding'] || '');
         const caller = req.headers['x-tollgate-caller'];
         if (caller) stats.callers[caller] = (stats.callers[caller] || 0) + 1; // must never arrive
         let body = {};
@@ -84,7 +86,10 @@ const server = http.createServer((req, res) => {
         stats.maxConcurrent = Math.max(stats.maxConcurrent, stats.concurrent);
         const headers = headersFor(kind, now);
         const output = 5;
-        const finish = () => { stats.concurrent--; stats.outputTokens += output; };
+        let finished = false;
+        const finish = () => { finished = true; stats.concurrent--; stats.outputTokens += output; };
+        // The proxy closed the connection before the answer was complete (its client left).
+        res.on('close', () => { if (!finished && mock !== 'cut') { stats.aborted++; stats.concurrent--; finished = true; } });
         const pieces = ['Hel', 'lo ', 'wor', 'ld'];
         const gap = mock === 'slow' ? 150 : DELAY_MS;
         if (!body.stream) {
@@ -110,7 +115,8 @@ const server = http.createServer((req, res) => {
         }
         let i = 0;
         const next = () => {
-            if (mock === 'cut' && i === 2) { res.socket.destroy(); stats.concurrent--; return; }
+            if (finished) return; // aborted
+            if (mock === 'cut' && i === 2) { finished = true; res.socket.destroy(); stats.concurrent--; return; }
             if (i < events.length) {
                 const e = events[i++];
                 res.write((e.type ? 'event: ' + e.type + '\n' : '') + 'data: ' + JSON.stringify(e) + '\n\n');

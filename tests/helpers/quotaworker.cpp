@@ -58,6 +58,13 @@ int main(int argc, char** argv)
     SystemClock clock;
     ProcessProbe probe;
     auto store = StoreFactory::openBackend(home, clock, probe); // a directory or a Redis URL
+    // A worker started while Redis restarts rides that out too (opening connects).
+    while (!store && retry && std::chrono::steady_clock::now() < giveUpAt) {
+        std::fprintf(log, "error %s\n", store.error().describe().c_str());
+        std::fflush(log);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        store = StoreFactory::openBackend(home, clock, probe);
+    }
     if (!store) {
         std::fprintf(stderr, "%s\n", store.error().describe().c_str());
         return 3;

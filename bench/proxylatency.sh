@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The latency `tollgate proxy` adds (issue 11): the same requests to the mock provider
+# (tests/helpers/mockprovider.js) directly and through the proxy, with 1 and 16 concurrent
+# clients; curl's own timers give time to first byte and to the full answer, per request.
+# Both paths pay the same curl start-up, so the difference of the two is what the proxy adds
+# (admission on a directory home included). Prints a Markdown table.
+#
+#   bench/proxylatency.sh BUILD_DIR [REQUESTS]      (default 400 requests per row)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${1:?usage: bench/proxylatency.sh BUILD_DIR [REQUESTS]}
+N=${2:-400}
+T="$BUILD/app/tollgate"
+WORK=$(mktemp -d)
+MOCK_PID=
+PROXY_PID=
+cleanup() {
+    [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
+    [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null
+    wait 2>/dev/null
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+node "$ROOT/tests/helpers/mockprovider.js" > "$WORK/mock.out" &
+MOCK_PID=$!
+for _ in $(seq 100); do [ -s "$WORK/mock.out" ] && break; sleep 0.05; done
+MOCK="http://127.0.0.1:$(head -1 "$WORK/mock.out")"
+"$T" --home "$WORK/home" limits set bench --requests 1000000 --tokens 1000000000 --parallel 64 >/dev/null
+"$T" proxy bench --home "$WORK/home" --upstream "$MOCK" --listen 127.0.0.1:0 > "$WORK/proxy.out" 2>&1 &
+PROXY_PID=$!
+for _ in $(seq 100); do grep -q listening "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
+PROXY=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")
+
+# One row: N requests to BASE with C at once; prints "p50 p99" of first byte and full answer (ms).
+measure() {
+    local base=$1 c=$2 body=$3
+    seq "$N" | xargs -P "$c" -I{} curl -s -o /dev/null -w '%{time_starttransfer} %{time_total}\n' \
+        "$base/v1/messages" -H 'content-type: application/json' -d "$body" > "$WORK/times"
+    local f1 f2 t1 t2
+    pct() { sort -n | awk -v p="$1" '{ v[NR] = $1 } END { i = int(p / 100 * NR) + 1; if (i > NR) i = NR; printf "%.2f", v[i] * 1000 }'; }
+    f1=$(cut -d' ' -f1 "$WORK/times" | pct 50)
+    f2=$(cut -d' ' -f1 "$WORK/times" | pct 99)
+    t1=$(cut -d' ' -f2 "$WORK/times" | pct 50)
+    t2=$(cut -d' ' -f2 "$WORK/times" | pct 99)
+    echo "$f1 $f2 $t1 $t2"
+}
+
+echo "| answer | clients | path | first byte p50 ms | first byte p99 ms | full p50 ms | full p99 ms |"
+echo "|---|---:|---|---:|---:|---:|---:|"
+for kind in json stream; do
+    if [ "$kind" = json ]; then body='{"model":"m","max_tokens":16}'; else body='{"model":"m","max_tokens":16,"stream":true}'; fi
+    for c in 1 16; do
+        measure "$MOCK" "$c" "$body" > /dev/null # warm-up
+        read -r d1 d2 d3 d4 < <(measure "$MOCK" "$c" "$body")
+        read -r p1 p2 p3 p4 < <(measure "$PROXY" "$c" "$body")
+        echo "| $kind | $c | direct | $d1 | $d2 | $d3 | $d4 |"
+        echo "| $kind | $c | proxy | $p1 | $p2 | $p3 | $p4 |"
+        awk -v k="$kind" -v c="$c" -v a="$d1 $d2 $d3 $d4" -v b="$p1 $p2 $p3 $p4" 'BEGIN {
+            split(a, x, " "); split(b, y, " ")
+            printf "| %s | %s | **added** | %.2f | %.2f | %.2f | %.2f |\n", k, c, y[1]-x[1], y[2]-x[2], y[3]-x[3], y[4]-x[4] }'
+    done
+done
