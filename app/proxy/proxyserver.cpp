@@ -442,21 +442,28 @@ private:
     Result<Permit> admit(const AdmitRequest& request, bool& hungUp)
     {
         std::atomic<bool> cancel { false };
-        std::atomic<bool> done { false };
+        // The watcher sleeps in poll() until the client hangs up or the admission is decided
+        // (then `decided` wakes it at once: no admission waits for a polling interval).
+        const int decided = ::eventfd(0, EFD_CLOEXEC);
+        if (decided < 0)
+            return Error::fromErrno(errno, {}, "cannot make an eventfd");
         std::thread watcher([&] {
-            pollfd p { m_client.native_handle(), POLLRDHUP, 0 };
-            while (!done.load()) {
-                const int n = ::poll(&p, 1, 100);
-                if (n > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+            pollfd p[2] = { { m_client.native_handle(), POLLRDHUP, 0 }, { decided, POLLIN, 0 } };
+            for (;;) {
+                const int n = ::poll(p, 2, -1); // ends with the admission: `decided` is written
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n > 0 && (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR)))
                     cancel = true;
-                    return;
-                }
+                return;
             }
         });
         const auto deadline = m_clock.now() + m_o.queueTimeout;
         auto permit = m_limiter->acquire(request, deadline, &cancel);
-        done = true;
+        const std::uint64_t one = 1;
+        (void)!::write(decided, &one, sizeof one);
         watcher.join();
+        ::close(decided);
         hungUp = cancel.load();
         return permit;
     }
