@@ -4,10 +4,14 @@
 
 #include "history/historyevent.h"
 
+#include <QElapsedTimer>
 #include <QProcess>
 #include <QStringList>
 #include <QtGlobal>
 #include <algorithm>
+#include <csignal>
+#include <memory>
+#include <sys/prctl.h>
 #include <utility>
 #include <vector>
 
@@ -73,5 +77,41 @@ public:
         }
         return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
             p.readAllStandardError() };
+    }
+
+    // A child process for the length of a test: it dies with the test (PR_SET_PDEATHSIG) and is
+    // killed and reaped when the Child goes out of scope, whatever happened.
+    struct KillProcess
+    {
+        void operator()(QProcess* p) const
+        {
+            p->kill();
+            p->waitForFinished(10000);
+            delete p;
+        }
+    };
+    using Child = std::unique_ptr<QProcess, KillProcess>;
+    static Child startChild(const QString& program, const QStringList& args,
+        QProcess::ProcessChannelMode channels = QProcess::SeparateChannels)
+    {
+        Child p(new QProcess);
+        p->setProcessChannelMode(channels);
+        p->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+        p->start(program, args);
+        if (!p->waitForStarted(10000))
+            return {};
+        return p;
+    }
+    // The first line a child prints (a port, an address), within `limitMs`; empty if none.
+    static QByteArray firstLine(QProcess& p, int limitMs = 20000)
+    {
+        QElapsedTimer t;
+        t.start();
+        while (!p.canReadLine()) {
+            if (p.state() != QProcess::Running || t.hasExpired(limitMs))
+                return {};
+            p.waitForReadyRead(200);
+        }
+        return p.readLine().trimmed();
     }
 };

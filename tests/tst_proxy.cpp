@@ -19,8 +19,6 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <memory>
-#include <csignal>
-#include <sys/prctl.h>
 
 namespace {
 
@@ -28,40 +26,7 @@ using Ran = TestSupport::Ran;
 
 const QString MOCK = QStringLiteral(TOLLGATE_TEST_DATA "/../helpers/mockprovider.js");
 
-// A child that dies with the test and is killed (and reaped) when the test ends.
-struct KillProcess
-{
-    void operator()(QProcess* p) const
-    {
-        p->kill();
-        p->waitForFinished(10000);
-        delete p;
-    }
-};
-using Child = std::unique_ptr<QProcess, KillProcess>;
-
-Child startChild(const QString& program, const QStringList& args)
-{
-    Child p(new QProcess);
-    p->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
-    p->start(program, args);
-    if (!p->waitForStarted(10000))
-        return {};
-    return p;
-}
-
-// The first line a child prints (its port or address), within a deadline.
-QByteArray firstLine(QProcess& p)
-{
-    QElapsedTimer t;
-    t.start();
-    while (!p.canReadLine()) {
-        if (p.state() != QProcess::Running || t.hasExpired(20000))
-            return {};
-        p.waitForReadyRead(200);
-    }
-    return p.readLine().trimmed();
-}
+using Child = TestSupport::Child;
 
 } // namespace
 
@@ -103,12 +68,12 @@ private:
     }
     void startProxy(const QStringList& extra = {})
     {
-        m_proxy = startChild(QStringLiteral(TOLLGATE_CLI_PATH),
+        m_proxy = TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
             QStringList { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
                 QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0") }
                 + extra);
         QVERIFY(m_proxy);
-        const QByteArray line = firstLine(*m_proxy);
+        const QByteArray line = TestSupport::firstLine(*m_proxy);
         QVERIFY2(line.startsWith("listening on http://127.0.0.1:"), line.constData());
         m_proxyUrl = QString::fromUtf8(line.mid(13, line.indexOf(' ', 13) - 13));
         m_proxyPort = static_cast<quint16>(m_proxyUrl.section(QLatin1Char(':'), -1).toInt());
@@ -125,6 +90,25 @@ private:
         if (!mock.isEmpty())
             a << QStringLiteral("-H") << QStringLiteral("x-mock: ") + mock;
         return a;
+    }
+    // A streamed request the mock answers slowly (an event every 150 ms), on a raw socket.
+    bool postSlowStream(QTcpSocket& s, const QByteArray& body) const
+    {
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        if (!s.waitForConnected(10000))
+            return false;
+        s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: slow\r\n"
+                "Content-Length: "
+            + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+        return true;
+    }
+    // Reads into `got` until it holds `marker` (or 20 s since `t` started).
+    static void readUntil(QTcpSocket& s, QByteArray& got, const char* marker, const QElapsedTimer& t)
+    {
+        while (!got.contains(marker) && !t.hasExpired(20000)) {
+            s.waitForReadyRead(200);
+            got += s.readAll();
+        }
     }
     QJsonObject mockStats() const
     {
@@ -159,9 +143,9 @@ void TestProxy::init()
     m_dir = std::make_unique<QTemporaryDir>();
     QVERIFY(m_dir->isValid());
     m_home = m_dir->filePath(QStringLiteral("home"));
-    m_mock = startChild(QStringLiteral("node"), { MOCK });
+    m_mock = TestSupport::startChild(QStringLiteral("node"), { MOCK });
     QVERIFY(m_mock);
-    const QByteArray port = firstLine(*m_mock);
+    const QByteArray port = TestSupport::firstLine(*m_mock);
     QVERIFY2(!port.isEmpty(), "the mock provider did not start");
     m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(port);
 }
@@ -202,24 +186,15 @@ void TestProxy::streamsArriveAsTheyAreSent()
     // The mock sends an event every 150 ms: each must reach the client before the next is
     // sent (read with a raw socket: the first event arrives while the stream is still open).
     QTcpSocket s;
-    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
-    QVERIFY(s.waitForConnected(10000));
     const QByteArray body = R"({"model":"claude-x","max_tokens":10,"stream":true})";
-    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: slow\r\nContent-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    QVERIFY(postSlowStream(s, body));
     QByteArray got;
     QElapsedTimer t;
     t.start();
-    while (!got.contains("content_block_delta") && !t.hasExpired(20000)) {
-        s.waitForReadyRead(200);
-        got += s.readAll();
-    }
+    readUntil(s, got, "content_block_delta", t);
     QVERIFY2(got.contains("content_block_delta"), got.constData());
     QVERIFY2(!got.contains("message_stop"), "the whole stream arrived at once: it was buffered");
-    while (!got.contains("message_stop") && !t.hasExpired(20000)) {
-        s.waitForReadyRead(200);
-        got += s.readAll();
-    }
+    readUntil(s, got, "message_stop", t);
     QVERIFY(got.contains("message_stop"));
     // And through curl, intact: the same events as straight from the mock.
     const Ran direct = curl({ QStringLiteral("-N"), m_mockUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"),
@@ -284,9 +259,9 @@ void TestProxy::nothingGoesWhileTheProviderSaysNothingIsLeft()
     // The provider allows 2 requests a minute; Tollgate is set to 100 (someone guessed wrong).
     // Its headers say so after the second answer: nobody is sent until its reset.
     m_mock.reset();
-    m_mock = startChild(QStringLiteral("node"), { MOCK, QStringLiteral("--limit"), QStringLiteral("2") });
+    m_mock = TestSupport::startChild(QStringLiteral("node"), { MOCK, QStringLiteral("--limit"), QStringLiteral("2") });
     QVERIFY(m_mock);
-    m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(firstLine(*m_mock));
+    m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(TestSupport::firstLine(*m_mock));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
     startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
     for (int i = 0; i < 2; ++i)
@@ -326,7 +301,7 @@ void TestProxy::slotsAreHeldForTheWholeExchange()
     startProxy();
     std::vector<Child> clients;
     for (int i = 0; i < 3; ++i) {
-        clients.push_back(startChild(QStringLiteral("curl"),
+        clients.push_back(TestSupport::startChild(QStringLiteral("curl"),
             { QStringLiteral("-sS"), QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"),
                 QStringLiteral("x-mock: slow"), QStringLiteral("-d"), QStringLiteral(R"({"stream":true})") }));
         QVERIFY(clients.back());
@@ -346,7 +321,7 @@ void TestProxy::aClientThatHangsUpWhileQueuedLeavesTheQueue()
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
     startProxy();
     // One slow stream holds the only slot; a second client queues, then hangs up.
-    Child holder = startChild(QStringLiteral("curl"), { QStringLiteral("-sS"), QStringLiteral("-N"),
+    Child holder = TestSupport::startChild(QStringLiteral("curl"), { QStringLiteral("-sS"), QStringLiteral("-N"),
         m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"), QStringLiteral("x-mock: slow"),
         QStringLiteral("-d"), QStringLiteral(R"({"stream":true})") });
     QVERIFY(holder);
@@ -468,18 +443,11 @@ void TestProxy::aClientThatLeavesMidStreamStopsTheUpstream()
     startProxy();
     {
         QTcpSocket s;
-        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
-        QVERIFY(s.waitForConnected(10000));
-        const QByteArray body = R"({"stream":true})";
-        s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-mock: slow\r\nContent-Length: " + QByteArray::number(body.size())
-            + "\r\n\r\n" + body);
+        QVERIFY(postSlowStream(s, R"({"stream":true})"));
         QByteArray got;
         QElapsedTimer t;
         t.start();
-        while (!got.contains("content_block_delta") && !t.hasExpired(20000)) {
-            s.waitForReadyRead(200);
-            got += s.readAll();
-        }
+        readUntil(s, got, "content_block_delta", t);
         QVERIFY(got.contains("content_block_delta"));
         s.abort();
     }

@@ -58,6 +58,14 @@ private:
         const Ran r = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") } + extra);
         QVERIFY2(r.code == 0, r.err.constData());
     }
+    // The test's own view of the home's Redis (to delete, forge or look at keys).
+    RedisAddress address() const { return HomeSpec::parse(m_home.toStdString())->redis(); }
+    // `acquire api` as a try (no waiting).
+    static QStringList tryAcquire()
+    {
+        return { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+            QStringLiteral("--timeout"), QStringLiteral("0") };
+    }
     bool startRedis(bool persistent)
     {
         QString why;
@@ -165,15 +173,12 @@ void TestRedisFaults::lostStateRestartsConservatively()
 {
     QVERIFY(startRedis(false));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600") });
-    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
     // The state goes (an eviction, a partial restore); the limits stay.
-    auto spec = HomeSpec::parse(m_home.toStdString());
-    QVERIFY(spec.ok());
-    auto c = RedisConnection::open(spec->redis());
+    auto c = RedisConnection::open(address());
     QVERIFY(c.ok());
-    auto del = c->command({ "DEL", RedisConnection::key(spec->redis(), "state") });
+    auto del = c->command({ "DEL", RedisConnection::key(address(), "state") });
     QVERIFY(del.ok() && del->integer == 1);
     // Windows are counted as full: refused, not 4 more admissions.
     Ran r = cli(acquire);
@@ -191,26 +196,23 @@ void TestRedisFaults::forgedValuesAreSetAsideOrRefused()
     // refused by name and never overwritten.
     QVERIFY(startRedis(false));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("600") });
-    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
-    auto spec = HomeSpec::parse(m_home.toStdString());
-    QVERIFY(spec.ok());
-    auto c = RedisConnection::open(spec->redis());
+    auto c = RedisConnection::open(address());
     QVERIFY(c.ok());
-    const std::string state = RedisConnection::key(spec->redis(), "state");
+    const std::string state = RedisConnection::key(address(), "state");
     QVERIFY(c->command({ "HSET", state, "p:api", std::string("\x81\xa1n\xc3garbage", 10) }).ok());
     Ran r = cli({ QStringLiteral("status") });
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("field p:api") && r.err.contains("sets it aside"), r.err.constData());
     r = cli(acquire);
     QCOMPARE(r.code, 1); // a conservative restart: the window counts as full
-    auto aside = c->command({ "HLEN", RedisConnection::key(spec->redis(), "corrupt") });
+    auto aside = c->command({ "HLEN", RedisConnection::key(address(), "corrupt") });
     QVERIFY(aside.ok());
     QCOMPARE(aside->integer, 1); // kept for inspection
     QCOMPARE(cli({ QStringLiteral("status") }).code, 0);
 
-    const std::string limits = RedisConnection::key(spec->redis(), "limits");
+    const std::string limits = RedisConnection::key(address(), "limits");
     QVERIFY(c->command({ "HSET", limits, "api", "{\"r\":-5}" }).ok());
     r = cli(acquire);
     QCOMPARE(r.code, 3);
@@ -231,14 +233,11 @@ void TestRedisFaults::forgedFarFutureTimesAreBounded()
     QVERIFY(startRedis(false));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("600"),
         QStringLiteral("--parallel"), QStringLiteral("2") });
-    const QStringList acquire { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
+    const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
-    auto spec = HomeSpec::parse(m_home.toStdString());
-    QVERIFY(spec.ok());
-    auto c = RedisConnection::open(spec->redis());
+    auto c = RedisConnection::open(address());
     QVERIFY(c.ok());
-    const std::string state = RedisConnection::key(spec->redis(), "state");
+    const std::string state = RedisConnection::key(address(), "state");
     auto raw = c->command({ "HGET", state, "p:api" });
     QVERIFY(raw.ok() && raw->type == RedisReply::Type::String);
     auto p = nlohmann::json::from_msgpack(raw->text, true, false);

@@ -17,7 +17,6 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <memory>
-#include <sys/prctl.h>
 
 namespace {
 
@@ -36,17 +35,7 @@ bool accepts(quint16 port)
     return ok;
 }
 
-// A tunnel process, killed (and reaped) when the test ends, whatever happened.
-struct KillProcess
-{
-    void operator()(QProcess* p) const
-    {
-        p->kill();
-        p->waitForFinished(10000);
-        delete p;
-    }
-};
-using Tunnel = std::unique_ptr<QProcess, KillProcess>;
+using Tunnel = TestSupport::Child;
 
 } // namespace
 
@@ -93,11 +82,8 @@ private:
                     .arg(caFile)
                     .toUtf8());
         f.close();
-        Tunnel p(new QProcess);
-        p->setProcessChannelMode(QProcess::MergedChannels);
-        p->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
-        p->start(m_stunnel, { conf });
-        if (!p->waitForStarted(10000))
+        Tunnel p = TestSupport::startChild(m_stunnel, { conf }, QProcess::MergedChannels);
+        if (!p)
             return {};
         // Ready when it accepts (poll with a deadline).
         QElapsedTimer t;

@@ -156,14 +156,6 @@ bool hopByHop(const std::string& lowerName)
     return false;
 }
 
-std::string lower(beast::string_view s)
-{
-    std::string out(s);
-    for (char& c : out)
-        c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-}
-
 // Who is at the other end of a unix socket: "comm[pid]" from its credentials.
 std::string unixPeer(int fd)
 {
@@ -562,7 +554,7 @@ private:
         dog.touch();
         http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()), 11 };
         for (const auto& field : request) {
-            if (!hopByHop(lower(field.name_string())))
+            if (!hopByHop(TextSanitizer::asciiLower(std::string_view(field.name_string().data(), field.name_string().size()))))
                 up.insert(field.name_string(), field.value());
         }
         up.set(http::field::host, m_up.hostHeader);

@@ -83,4 +83,14 @@ std::size_t TextSanitizer::invalidUtf8Offset(std::string_view text)
     return std::string_view::npos;
 }
 
+std::string TextSanitizer::asciiLower(std::string_view text)
+{
+    std::string out(text);
+    for (char& c : out) {
+        if (c >= 'A' && c <= 'Z')
+            c = static_cast<char>(c - 'A' + 'a');
+    }
+    return out;
+}
+
 } // namespace tollgate

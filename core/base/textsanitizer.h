@@ -16,6 +16,8 @@ public:
     [[nodiscard]] static std::string clean(std::string_view text, std::size_t maxChars);
     // Offset of the first byte that is not part of valid UTF-8, or npos.
     [[nodiscard]] static std::size_t invalidUtf8Offset(std::string_view text);
+    // A-Z to a-z, every other byte as it is (header names, protocol words: ASCII by definition).
+    [[nodiscard]] static std::string asciiLower(std::string_view text);
 };
 
 } // namespace tollgate

@@ -10,12 +10,6 @@ namespace tollgate {
 
 namespace {
 
-std::string lower(std::string s)
-{
-    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return s;
-}
-
 std::string text(const nlohmann::json& o, const char* key)
 {
     auto it = o.find(key);
@@ -47,7 +41,7 @@ AnswerKind AnswerKind::of(int status, bool hasRetryAfter, std::string_view body)
     const std::string code = text(*e, "code");
     const std::string type = text(*e, "type");
     const std::string message = text(*e, "message");
-    const std::string m = lower(message);
+    const std::string m = TextSanitizer::asciiLower(message);
     const bool namesCap = m.find("spend limit") != std::string::npos || m.find("spending limit") != std::string::npos
         || m.find("usage limit") != std::string::npos || m.find("credit balance") != std::string::npos
         || m.find("exceeded your current quota") != std::string::npos;

@@ -1,5 +1,6 @@
 #include "provider/ratelimitheaders.h"
 
+#include "base/textsanitizer.h"
 #include "quota/retryafter.h"
 
 #include <algorithm>
@@ -13,13 +14,6 @@ namespace {
 
 // Numbers in headers: whole, non-negative, below 2^53 (what every other count here allows).
 constexpr std::int64_t MAX_NUMBER = (1LL << 53);
-
-std::string lower(std::string_view s)
-{
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
 
 std::string_view trim(std::string_view s)
 {
@@ -204,7 +198,7 @@ RateLimitReport RateLimitHeaders::parse(const HttpHeaders& headers, std::int64_t
     std::optional<std::int64_t> retryAfter;
     std::optional<std::int64_t> retryAfterMs;
     for (const auto& [rawName, value] : headers) {
-        const std::string name = lower(trim(rawName));
+        const std::string name = TextSanitizer::asciiLower(trim(rawName));
         ProviderBudget* budget = nullptr;
         enum class Field { Limit, Remaining, ResetTime, ResetDuration } field = Field::Limit;
         std::string rest;

@@ -1,5 +1,7 @@
 #include "provider/usagemeter.h"
 
+#include "base/textsanitizer.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -42,17 +44,10 @@ std::optional<TokenUsage> usageOf(const json& u)
     return std::nullopt;
 }
 
-std::string lower(std::string_view s)
-{
-    std::string out(s);
-    std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return out;
-}
-
 } // namespace
 
 UsageMeter::UsageMeter(std::string_view contentType)
-    : m_events(lower(contentType).find("text/event-stream") != std::string::npos)
+    : m_events(TextSanitizer::asciiLower(contentType).find("text/event-stream") != std::string::npos)
 {
 }
 
