@@ -44,13 +44,13 @@ QuotaState busyState()
     p.scopes.push_back(opus);
     // A holder of this namespace (with start time) and one of another namespace (a lease).
     p.slots.push_back(Slot {
-        17, 4242, 1735420790000, 2000, "nightly-report", "claude-opus", 4026531836, 987654, 1735420820000 });
-    p.slots.push_back(Slot { 19, 33, 1735420792000, 0, "container-job", "", 4026532177, 0, 1735420822000 });
-    p.slots.push_back(Slot { 18, 0, 1735420791000, 0, "", "", 0, 0, 0 }); // a placeholder after a reset
+        17, 4242, 1735420790000, 2000, "nightly-report", "claude-opus", 4026531836, 987654, 1735420820000, "" });
+    p.slots.push_back(Slot { 19, 33, 1735420792000, 0, "container-job", "", 4026532177, 0, 1735420822000, "" });
+    p.slots.push_back(Slot { 18, 0, 1735420791000, 0, "", "", 0, 0, 0, "" }); // a placeholder after a reset
     p.queue.push_back(Waiter { 40, 5151, 1735420795000, 1735420915000, 1500, "my-script", "", true,
-        WaitReason::Backoff, 4026531836, 123456, 1735420810000 });
+        WaitReason::Backoff, 4026531836, 123456, 1735420810000, "" });
     p.queue.push_back(Waiter { 41, 5152, 1735420796000, 1735420797000, 0, "cron", "claude-opus", false,
-        WaitReason::Queue, 4026532177, 0, 1735420811000 });
+        WaitReason::Queue, 4026532177, 0, 1735420811000, "" });
     return s;
 }
 
@@ -81,10 +81,10 @@ QuotaState crowdedState()
         p.scopes.back().window.record(t, 1, t);
     for (std::uint64_t i = 0; i < 12; ++i)
         p.slots.push_back(Slot { 100 + i, 1000 + static_cast<std::int64_t>(i), 10, 1,
-            "worker-" + std::to_string(i), "m", 4026531836 + i % 3, 5000 + i, 30010 });
+            "worker-" + std::to_string(i), "m", 4026531836 + i % 3, 5000 + i, 30010, "" });
     for (std::uint64_t i = 0; i < 12; ++i)
         p.queue.push_back(Waiter { 200 + i, 3000 + static_cast<std::int64_t>(i), 20, 30, 5, "q", "",
-            i % 2 == 0, static_cast<WaitReason>(i % 7), 4026531836, 0, i % 2 == 0 ? 15020 : 0 });
+            i % 2 == 0, static_cast<WaitReason>(i % 7), 4026531836, 0, i % 2 == 0 ? 15020 : 0, "" });
     return s;
 }
 
