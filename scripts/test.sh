@@ -47,12 +47,20 @@ done
 [ -n "${TOLLGATE_TEST_REDIS_URL:-}" ] || { echo "test.sh: could not start redis-server" >&2; exit 1; }
 echo "test.sh: redis-server $REDIS_PID on $TOLLGATE_TEST_REDIS_URL"
 
+# The official provider SDKs that tst_sdkclients points at the proxy: exactly the versions of
+# tests/sdk/package-lock.json (npm ci: from the lockfile only; its node_modules is not committed).
+if ! command -v npm >/dev/null; then
+    "$ROOT/scripts/ensure-packages.sh" npm
+fi
+(cd "$ROOT/tests/sdk" && npm ci --no-audit --no-fund --loglevel=error)
+
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
 # The install: every file in place, desktop-file-validate, appstreamcli, man -l, completion.
 "$ROOT/scripts/installcheck.sh" "${TOLLGATE_BUILD_DIR:-$ROOT/build}"
 [ "${TOLLGATE_QUICK:-0}" = 1 ] && exit 0
 
-# The multi-host suite (namespaces, one lease of waiting) runs once, in the normal phase.
+# The multi-host suite (namespaces, one lease of waiting) and the SDK suite (label sdk: Node
+# processes, not our memory) run once, in the normal phase.
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
 TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
 TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
@@ -60,7 +68,7 @@ TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=De
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
-    ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' "$@"
+    ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' -LE '^sdk$' "$@"
 
 phase "3/4 ThreadSanitizer (dashboard tests)"
 # The dashboard and its tests only: the CLI they spawn is phase 1's (its threads, the proxy's,

@@ -214,16 +214,16 @@ void TestProxy::theTokenWindowFollowsTheRealUsage()
     };
     // Estimated at admission (body/4 + max_tokens 2000); the mock reports 11 in + 5 out.
     QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})"))).out.startsWith("HTTP/1.1 200"));
-    QCOMPARE(usedTokens(), 16);
+    QTRY_COMPARE_WITH_TIMEOUT(usedTokens(), 16, 10000); // recorded just after the answer
     // A stream: the usage comes from message_start and message_delta.
     const Ran r = curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-d"),
         QStringLiteral(R"({"model":"claude-x","max_tokens":2000,"stream":true})") });
     QVERIFY(r.out.contains("message_stop"));
-    QCOMPARE(usedTokens(), 32);
+    QTRY_COMPARE_WITH_TIMEOUT(usedTokens(), 32, 10000); // recorded just after the answer
     // OpenAI's final chunk too.
     curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/chat/completions"), QStringLiteral("-d"),
         QStringLiteral(R"({"model":"gpt-x","max_tokens":2000,"stream":true})") });
-    QCOMPARE(usedTokens(), 48);
+    QTRY_COMPARE_WITH_TIMEOUT(usedTokens(), 48, 10000); // recorded just after the answer
     // An answer that reports no usage keeps its estimate (the conservative side).
     curl(post(QStringLiteral("{}"), QStringLiteral("529")));
     QVERIFY(usedTokens() > 48);

@@ -60,6 +60,7 @@ private Q_SLOTS:
     void resetBackoffAndSuccessEndTheStreak();
     void holdUntilStopsEveryoneUntilThenWithoutA429();
     void realUsageReplacesTheEstimate();
+    void finishEndsTheCallInOneStep();
     void removedProviderIsForgotten();
     void recordedEventsReachTheHistory();
     void waiterKeepsItsPlaceAndLeavesOnGivingUp();
@@ -418,6 +419,54 @@ void TestQuotaLimiter::realUsageReplacesTheEstimate()
     snap = limiter().snapshot();
     QCOMPARE(snap->state.provider("p")->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(990));
     QCOMPARE(snap->state.provider("p")->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(950));
+}
+
+void TestQuotaLimiter::finishEndsTheCallInOneStep()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.tokens = 2000;
+    l.parallel = 1;
+    ModelLimits m;
+    m.tokens = 2000;
+    l.models["m"] = m;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    QVERIFY(limiter().report429("p", "x", 1).ok());
+    m_clock.advance(std::chrono::minutes(5)); // past the backoff and the careful pace after it
+    auto withSlot = tryAcquire("a", 900, true, "m");
+    QVERIFY(withSlot.ok());
+    QVERIFY(withSlot->holdsSlot());
+    QVERIFY(!tryAcquire("b", 1, true).ok()); // the one slot is taken
+    // The answer used 150 and succeeded: slot, usage and the 429 streak end together.
+    QVERIFY(withSlot->finish(150, true).ok());
+    QVERIFY(!withSlot->holdsSlot());
+    auto snap = limiter().snapshot();
+    QVERIFY(snap.ok());
+    const ProviderState* p = snap->state.provider("p");
+    QVERIFY(p->slots.empty());
+    QCOMPARE(p->consecutive429, 0);
+    QCOMPARE(p->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(150));
+    QCOMPARE(p->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(150));
+    QVERIFY(withSlot->finish(5000, true).ok()); // once only: a second finish changes nothing
+    QCOMPARE(limiter().snapshot()->state.provider("p")->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(150));
+    // An admission without a slot: the correction goes by what the permit itself counted;
+    // a failure (-1: usage unknown) leaves the estimate and records no success.
+    auto noSlot = tryAcquire("c", 700, false, "m");
+    QVERIFY(noSlot.ok());
+    QVERIFY(!noSlot->holdsSlot());
+    QVERIFY(noSlot->finish(100, false).ok());
+    auto unknown = tryAcquire("d", 300, false, "m");
+    QVERIFY(unknown.ok());
+    QVERIFY(unknown->finish(-1, false).ok());
+    snap = limiter().snapshot();
+    QCOMPARE(snap->state.provider("p")->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(150 + 100 + 300));
+    auto batch = m_store.reader->history()->poll();
+    QVERIFY(batch.ok());
+    QStringList seen;
+    for (const auto& e : batch->events) {
+        if (e.type == EventType::Release || e.type == EventType::Ok)
+            seen << QString::fromStdString(std::string(eventTypeName(e.type)) + ":" + e.caller);
+    }
+    QCOMPARE(seen, QStringList({ QStringLiteral("release:a"), QStringLiteral("ok:a") }));
 }
 
 void TestQuotaLimiter::removedProviderIsForgotten()

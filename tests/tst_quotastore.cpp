@@ -106,8 +106,8 @@ static QuotaState sampleState()
     p.scopes.back().window.record(1000, 3, 300);
     p.scopes.push_back(ScopeWindow { "opus", RollingWindow(30000) });
     p.scopes.back().window.record(2000, 1, 50);
-    p.slots.push_back(Slot { 70, 1234, 999, 10, "caller \xe2\x9c\x93", "opus" });
-    p.queue.push_back(Waiter { 4, 4321, 1000, 2000, 5, "waiter", "", true, WaitReason::Slots });
+    p.slots.push_back(Slot { 70, 1234, 999, 10, "caller \xe2\x9c\x93", "opus", 0, 0, 0, "" });
+    p.queue.push_back(Waiter { 4, 4321, 1000, 2000, 5, "waiter", "", true, WaitReason::Slots, 0, 0, 0, "" });
     return s;
 }
 

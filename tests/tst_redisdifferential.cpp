@@ -209,7 +209,13 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 }
             } else if (what < 63 && !side.fences.empty()) { // a holder releases its slot
                 auto it = std::next(side.fences.begin(), heldIndex % static_cast<int>(side.fences.size()));
-                auto r = b.releaseSlot(provider, it->second, "");
+                // Half end as the proxy ends an exchange: the slot, its real usage and a success.
+                AdmissionEnd end;
+                end.provider = provider;
+                end.fence = it->second;
+                end.usedTokens = heldIndex % 3 == 0 ? -1 : used;
+                end.success = all;
+                auto r = heldIndex % 2 == 0 ? b.releaseSlot(provider, it->second, "") : b.finishAdmission(end);
                 out = r ? (*r ? "released" : "not found") : "error";
                 if (r && *r)
                     side.fences.erase(it);
@@ -234,9 +240,23 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
             } else if (what < 92) { // the proxy heard the provider say: nothing left until then
                 out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held" : "error";
             } else if (what < 96) { // the proxy corrects an estimate with the answer's usage
-                out = b.correctTokens(provider, admit.request.model, nowMs + 1000 - correctionAt, estimated, used).ok()
-                    ? "corrected"
-                    : "error";
+                if (heldIndex % 2 == 0) {
+                    out = b.correctTokens(provider, admit.request.model, nowMs + 1000 - correctionAt, estimated, used).ok()
+                        ? "corrected"
+                        : "error";
+                } else { // the end of an admission that took no slot
+                    AdmissionEnd end;
+                    end.provider = provider;
+                    end.fence = 999999; // no such slot
+                    end.usedTokens = used;
+                    end.success = all;
+                    end.admittedAtMs = nowMs + 1000 - correctionAt;
+                    end.model = admit.request.model;
+                    end.estimated = estimated;
+                    end.caller = "c";
+                    auto r = b.finishAdmission(end);
+                    out = r ? (*r ? "found" : "finished") : "error: " + r.error().message;
+                }
             } else {
                 out = "time";
             }

@@ -489,12 +489,18 @@ private:
             answerError(permit.error().kind == ErrorKind::Usage ? 400 : 502, permit.error().describe(), keepAlive);
             return keepAlive;
         }
+        m_caller = ask.caller;
         const Outcome outcome = forward(request, keepAlive);
-        (void)permit->release(); // the slot is held for the whole upstream exchange, no longer
-        // The answer's real usage replaces the estimate in the window.
-        if (outcome.usage)
-            (void)m_limiter->correctTokens(m_o.provider, ask.model, permit->admittedAtMs(), ask.tokens, outcome.usage->total());
-        learn(outcome, ask.caller);
+        // The slot was held for the whole upstream exchange, no longer. With it go, in the same
+        // store operation, the answer's real usage (it replaces the estimate in the window)
+        // and, for a success, the reset of the 429 count.
+        const AnswerKind kind = outcome.answered
+            ? AnswerKind::of(static_cast<int>(outcome.status), outcome.retryAfterMs.has_value(), outcome.errorBody)
+            : AnswerKind {};
+        const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
+        (void)permit->finish(outcome.usage ? outcome.usage->total() : -1, ok);
+        if (outcome.answered)
+            learnFromAnswer(kind, outcome.retryAfterMs, ask.caller);
         return keepAlive && outcome.clientOk;
     }
 
@@ -519,6 +525,7 @@ private:
         bool answered = false; // the upstream answered (status is meaningful)
         unsigned status = 0;
         HttpHeaders headers;
+        std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
         std::string errorBody; // the first bytes of a non-2xx body
         std::optional<TokenUsage> usage;
     };
@@ -613,6 +620,9 @@ private:
         out.status = response.result_int();
         for (const auto& field : response)
             out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+        // What the headers say is acted on before the body streams: a hold must be in place
+        // before this exchange's slot is given back, or the next admission would not see it.
+        learnFromHeaders(out);
         const bool success = out.status >= 200 && out.status < 300;
         UsageMeter meter(response[http::field::content_type]);
         for (const char* name : { "connection", "keep-alive", "proxy-connection" })
@@ -631,9 +641,7 @@ private:
             if (!parser.is_done()) {
                 response.body().data = chunk;
                 response.body().size = sizeof chunk;
-                http::read_some(upstream, buffer, parser, ec);
-                if (ec == http::error::need_buffer)
-                    ec = {};
+                pump(upstream, buffer, parser, ec);
                 dog.touch();
                 if (ec) {
                     // The upstream broke off mid-answer: the client must not take the part for
@@ -681,30 +689,77 @@ private:
         return out;
     }
 
-    void learn(const Outcome& outcome, const std::string& caller)
+    // Parses what is buffered and reads from the upstream only when the parser can make no
+    // progress without more bytes: body bytes the parser put out are passed on before the
+    // socket is read again, so a stream that pauses (a model thinking, a client that must see
+    // a token first) never holds back what already came. Beast's http::read_some reads again
+    // on need_more even after progress; that is safe only while the parser is not eager,
+    // which this does not depend on.
+    template <class Stream, class Parser>
+    static void pump(Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec)
     {
-        if (!outcome.answered)
-            return;
+        for (;;) {
+            if (buffer.size() > 0) {
+                const std::size_t before = parser.get().body().size;
+                const std::size_t used = parser.put(buffer.data(), ec);
+                buffer.consume(used);
+                const bool produced = parser.get().body().size != before;
+                if (ec == http::error::need_buffer) {
+                    ec = {}; // the body buffer is full: hand it over
+                    return;
+                }
+                if (ec && ec != http::error::need_more)
+                    return;
+                if (!ec && (used > 0 || parser.is_done()))
+                    return;
+                if (ec == http::error::need_more && produced) {
+                    ec = {};
+                    return;
+                }
+                ec = {};
+            }
+            const std::size_t room = beast::read_size(buffer, 16384);
+            if (room == 0) {
+                ec = http::error::buffer_overflow; // a chunk line past the header limit
+                return;
+            }
+            const std::size_t n = upstream.read_some(buffer.prepare(room), ec);
+            buffer.commit(n);
+            if (ec == net::error::eof || ec == ssl::error::stream_truncated) {
+                ec = {};
+                parser.put_eof(ec); // an answer that ends with its connection; else partial
+                return;
+            }
+            if (ec)
+                return;
+        }
+    }
+
+    void learnFromHeaders(Outcome& out)
+    {
         const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
             m_clock.now().time_since_epoch()).count();
-        const RateLimitReport report = RateLimitHeaders::parse(outcome.headers, now);
+        const RateLimitReport report = RateLimitHeaders::parse(out.headers, now);
+        out.retryAfterMs = report.retryAfterMs;
         // The provider's own word that a budget is spent until some time: nobody goes before it.
         if (const auto until = report.exhaustedUntilMs(); until && *until > now) {
             (void)m_limiter->holdUntil(m_o.provider, *until,
                 "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000) + " s from now ("
-                    + caller + "'s answer)");
+                    + m_caller + "'s answer)");
         }
-        const AnswerKind kind = AnswerKind::of(static_cast<int>(outcome.status), report.retryAfterMs.has_value(), outcome.errorBody);
+    }
+
+    // A success was recorded with the slot (finish); what else the answer means needs its body.
+    void learnFromAnswer(const AnswerKind& kind, std::optional<std::int64_t> retryAfterMs, const std::string& caller)
+    {
         switch (kind.kind) {
         case AnswerKind::Kind::RateLimited:
-            (void)m_limiter->report429(m_o.provider, caller, report.retryAfterMs);
+            (void)m_limiter->report429(m_o.provider, caller, retryAfterMs);
             break;
         case AnswerKind::Kind::SpendCap:
             (void)m_limiter->pause(m_o.provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
             break;
         case AnswerKind::Kind::Ok:
-            (void)m_limiter->reportSuccess(m_o.provider, caller);
-            break;
         case AnswerKind::Kind::Overloaded:
         case AnswerKind::Kind::Other:
             break;
@@ -716,6 +771,7 @@ private:
     const Upstream& m_up;
     ssl::context& m_tls;
     std::string m_peer;
+    std::string m_caller; // of the request being forwarded
     int m_stopFd = -1;
     net::io_context m_io;
     beast::flat_buffer m_buffer;

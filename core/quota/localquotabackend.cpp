@@ -481,6 +481,63 @@ Result<bool> LocalQuotaBackend::releaseSlot(
     return found;
 }
 
+Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
+{
+    bool found = false;
+    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        found = false; // an output, overwritten on every run
+        const std::int64_t now = nowMs();
+        ProviderState* p = nullptr;
+        const auto it = findSlot(tx.state, end.provider, end.fence, p);
+        std::int64_t at = end.admittedAtMs;
+        std::int64_t estimated = end.estimated;
+        std::string model = end.model;
+        std::string caller = end.caller;
+        if (p) {
+            at = it->acquiredMs;
+            estimated = it->tokens;
+            model = it->model;
+            caller = it->caller;
+            HistoryEvent e = event(now, EventType::Release, end.provider, it->caller);
+            e.model = it->model;
+            e.pid = it->pid;
+            e.fence = end.fence;
+            tx.events.push_back(std::move(e));
+            p->slots.erase(it);
+            found = true;
+            tx.changed = true;
+            tx.ring = true;
+        } else {
+            if (auto l = knownProvider(tx.limits, end.provider); !l)
+                return l.error();
+            p = &tx.state.ensureProvider(end.provider);
+        }
+        if (end.usedTokens >= 0 && at > 0 && at <= now) {
+            const std::int64_t delta = std::min(end.usedTokens, RollingWindow::MAX_BUCKET_COUNT)
+                - std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT);
+            if (delta != 0) {
+                for (auto& sc : p->scopes) {
+                    if (sc.model.empty() || sc.model == model)
+                        sc.window.adjustTokens(at, now, delta);
+                }
+                tx.changed = true;
+                tx.ring = tx.ring || delta < 0;
+            }
+        }
+        if (end.success) {
+            if (p->consecutive429 != 0) {
+                p->consecutive429 = 0;
+                tx.changed = true;
+            }
+            tx.events.push_back(event(now, EventType::Ok, end.provider, caller));
+        }
+        return {};
+    });
+    if (!r)
+        return r.error();
+    return found;
+}
+
 Result<bool> LocalQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
 {
     bool found = false;

@@ -18,6 +18,9 @@ Permit::Permit(Permit&& other) noexcept
     , m_waitedMs(other.m_waitedMs)
     , m_leaseMs(other.m_leaseMs)
     , m_admittedAtMs(other.m_admittedAtMs)
+    , m_model(std::move(other.m_model))
+    , m_tokens(other.m_tokens)
+    , m_caller(std::move(other.m_caller))
 {
     other.m_limiter = nullptr;
 }
@@ -34,6 +37,9 @@ Permit& Permit::operator=(Permit&& other) noexcept
         m_waitedMs = other.m_waitedMs;
         m_leaseMs = other.m_leaseMs;
         m_admittedAtMs = other.m_admittedAtMs;
+        m_model = std::move(other.m_model);
+        m_tokens = other.m_tokens;
+        m_caller = std::move(other.m_caller);
         other.m_limiter = nullptr;
     }
     return *this;
@@ -47,6 +53,26 @@ Result<void> Permit::release()
     // unreachable) can be tried again — else a long-lived caller would keep the slot taken for
     // as long as it lives, since its pid stays alive (the destructor tries once more).
     auto r = m_limiter->releaseSlot(m_provider, m_fence, "");
+    if (!r)
+        return r.error();
+    m_limiter = nullptr;
+    return {};
+}
+
+Result<void> Permit::finish(std::int64_t usedTokens, bool success)
+{
+    if (!m_limiter)
+        return {}; // finished, released or detached: the call's end is someone else's
+    AdmissionEnd end;
+    end.provider = m_provider;
+    end.fence = m_fence;
+    end.usedTokens = usedTokens;
+    end.success = success;
+    end.admittedAtMs = m_admittedAtMs;
+    end.model = m_model;
+    end.estimated = m_tokens;
+    end.caller = m_caller;
+    auto r = m_limiter->finishAdmission(end);
     if (!r)
         return r.error();
     m_limiter = nullptr;

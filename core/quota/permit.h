@@ -37,6 +37,10 @@ public:
 
     // Gives the slot back now; the error says why it could not.
     [[nodiscard]] Result<void> release();
+    // The end of the call: gives the slot back (if it took one) with what the call really used
+    // in tokens (-1: unknown, the estimate stands) and whether it succeeded — one store
+    // operation (QuotaBackend::finishAdmission). Once only; then as released.
+    [[nodiscard]] Result<void> finish(std::int64_t usedTokens, bool success);
     // Extends the slot's lease by leaseMs() from now; a holder that may be judged from another
     // pid namespace calls this well within each lease. false: the slot is gone (released by
     // hand or reclaimed) — the caller no longer holds it.
@@ -64,6 +68,10 @@ private:
     std::int64_t m_waitedMs = 0;
     std::int64_t m_leaseMs = 0;
     std::int64_t m_admittedAtMs = 0;
+    // What the admission counted (finish() corrects it when the call took no slot).
+    std::string m_model;
+    std::int64_t m_tokens = 0;
+    std::string m_caller;
 };
 
 } // namespace tollgate

@@ -53,6 +53,20 @@ struct AdmitOutcome
     std::int64_t nowMs = 0; // the backend's time of the decision
 };
 
+// How an admitted call ended (QuotaBackend::finishAdmission).
+struct AdmissionEnd
+{
+    std::string provider;
+    std::uint64_t fence = 0; // the admission (and its slot, if it took one)
+    std::int64_t usedTokens = -1; // what it really used; -1: not known (the estimate stands)
+    bool success = false;
+    // When it holds no slot: what the admission counted, where the correction lands.
+    std::int64_t admittedAtMs = 0;
+    std::string model;
+    std::int64_t estimated = 0;
+    std::string caller;
+};
+
 class QuotaBackend
 {
 public:
@@ -97,6 +111,13 @@ public:
     // (the admission already has one); a time in the future changes nothing.
     [[nodiscard]] virtual Result<void> correctTokens(const std::string& provider, const std::string& model,
         std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used) = 0;
+    // The end of an admitted call, in one transaction: its slot is freed (a release event),
+    // what it really used replaces its estimate (as correctTokens does) and a success resets
+    // the 429 count with an ok event (as reportSuccess does). Returns whether the slot of
+    // `end.fence` was found; without it (an admission that took no slot, or one released or
+    // reclaimed meanwhile) the correction goes by end.admittedAtMs/model/estimated, and is
+    // skipped when admittedAtMs is 0.
+    [[nodiscard]] virtual Result<bool> finishAdmission(const AdmissionEnd& end) = 0;
     [[nodiscard]] virtual Result<int> releaseStale(bool overdue, const std::string& who) = 0;
     [[nodiscard]] virtual Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who)

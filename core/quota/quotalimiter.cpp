@@ -80,9 +80,14 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             return outcome.error();
         }
         const AdmitDecision& decision = outcome->decision;
-        if (decision.admitted)
-            return Permit(this, r.provider, decision.fence, decision.slotTaken, nowMs() - step.startMs,
+        if (decision.admitted) {
+            Permit permit(this, r.provider, decision.fence, decision.slotTaken, nowMs() - step.startMs,
                 outcome->leaseMs, outcome->nowMs);
+            permit.m_model = r.model;
+            permit.m_tokens = r.tokens;
+            permit.m_caller = r.caller;
+            return permit;
+        }
         step.ticket = decision.ticket;
         if (step.firstReason == WaitReason::None)
             step.firstReason = decision.reason;
@@ -186,6 +191,12 @@ Result<void> QuotaLimiter::resetBackoff(const std::string& provider, const std::
 Result<int> QuotaLimiter::releaseStale(bool overdue, const std::string& who)
 {
     return m_backend->releaseStale(overdue, who);
+}
+
+Result<bool> QuotaLimiter::finishAdmission(AdmissionEnd end)
+{
+    end.caller = sanitizeCaller(end.caller);
+    return m_backend->finishAdmission(end);
 }
 
 Result<bool> QuotaLimiter::releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who)

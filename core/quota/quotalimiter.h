@@ -77,6 +77,8 @@ public:
     // See QuotaBackend::correctTokens (the proxy, with the answer's real usage).
     [[nodiscard]] Result<void> correctTokens(const std::string& provider, const std::string& model,
         std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used);
+    // See QuotaBackend::finishAdmission (Permit::finish; `report-ok --fence N --tokens-used N`).
+    [[nodiscard]] Result<bool> finishAdmission(AdmissionEnd end);
     // Frees slots whose holder is dead (and, with overdue, held past the maximum hold time).
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who);
     // Frees one slot by its fencing token. false: no such slot (already released/reclaimed).

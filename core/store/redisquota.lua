@@ -1082,6 +1082,47 @@ function ops.releaseSlot()
     return reply({ found = true })
 end
 
+-- LocalQuotaBackend::finishAdmission: releaseSlot + correctTokens (by the slot's own admission
+-- time and estimate when it has one) + success, in one call: the end of a proxied exchange.
+function ops.finishAdmission()
+    local p, i = slotOf(a.provider, a.fence)
+    local at, estimated, model, caller = a.at, a.estimated, a.model, a.caller
+    local found = false
+    if p then
+        local s = p.sl[i]
+        at, estimated, model, caller = s.a, s.n, s.m, s.c
+        local e = event('release', a.provider)
+        e.caller = s.c
+        e.model = s.m
+        e.pid = s.pid
+        e.fence = a.fence
+        table.remove(p.sl, i)
+        found = true
+        ring = true
+    else
+        local l, refusal = knownLimits(a.provider)
+        if refusal then return refusal end
+        p = providerOf(a.provider, l)
+    end
+    if a.used >= 0 and at > 0 and at <= now then
+        local delta = a.used - clamp(estimated, 0, MAX_BUCKET_COUNT)
+        if delta ~= 0 then
+            for _, sc in ipairs(p.sc) do
+                if sc.m == '' or sc.m == model then adjustTokens(sc, at, now, delta) end
+            end
+            if delta < 0 then ring = true end
+        end
+    end
+    if a.ok then
+        p.c = 0
+        local ok = event('ok', a.provider)
+        ok.caller = caller
+    end
+    touch(p)
+    commit()
+    return reply({ found = found })
+end
+
 function ops.renewSlot()
     local p, i = slotOf(a.provider, a.fence)
     if not p then return reply({ found = false }) end

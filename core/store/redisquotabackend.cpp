@@ -457,6 +457,20 @@ Result<bool> RedisQuotaBackend::releaseSlot(const std::string& provider, std::ui
     return boolOf(j, "found");
 }
 
+Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
+{
+    auto reply = call("finishAdmission",
+        packed(json { { "provider", end.provider }, { "fence", end.fence },
+            { "used", end.usedTokens < 0 ? -1 : std::min(end.usedTokens, RollingWindow::MAX_BUCKET_COUNT) },
+            { "ok", end.success }, { "at", std::max<std::int64_t>(0, end.admittedAtMs) }, { "model", end.model },
+            { "estimated", std::clamp<std::int64_t>(end.estimated, 0, RollingWindow::MAX_BUCKET_COUNT) },
+            { "caller", end.caller } }));
+    if (!reply)
+        return reply.error();
+    const json& j = *reply;
+    return boolOf(j, "found");
+}
+
 Result<bool> RedisQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
 {
     auto reply

@@ -2,9 +2,13 @@
 // no packages). It enforces its own quota and answers like Anthropic (/v1/messages) or OpenAI
 // (/v1/chat/completions): rate-limit headers in each format, JSON or server-sent events with
 // usage, and on request (header x-mock) a 429 with or without retry-after, a spend cap, a 529,
-// a slow stream, or a stream cut off in the middle.
+// a slow stream, a stream cut off in the middle, or a gated stream: it stops after its first
+// text until POST /_release?id=<x-mock-id> (the client saw that text: nothing buffered it)
+// or 10 s (then counted in gateTimeouts).
 //   node mockprovider.js [--limit N --window-ms MS] [--delay-ms MS]
-// Prints its port on the first line of stdout. GET /_stats: what it saw.
+// Prints its port on the first line of stdout. GET /_stats: what it saw — among it
+// `violations`, requests that arrived while an answer it had sent said nothing was left
+// (remaining 0 until a reset still ahead), and `usageTokens`, the usage it reported in all.
 'use strict';
 const http = require('http');
 
@@ -18,8 +22,10 @@ const WINDOW_MS = opt('--window-ms', 60000);
 const DELAY_MS = opt('--delay-ms', 0);
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
-    acceptEncoding: [] };
+    acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {} };
 let admitted = []; // times of admitted requests in the window
+let exhaustedUntil = 0; // the latest reset of an answer that said remaining 0
+const gates = new Map(); // x-mock-id -> opens a gated stream
 
 function quota(now) {
     admitted = admitted.filter((t) => t > now - WINDOW_MS);
@@ -43,12 +49,29 @@ function headersFor(kind, now) {
     };
 }
 
+// Every answer with rate-limit headers goes through here as it is sent: when it says nothing
+// is left, until when (OpenAI's reset is relative: from now, the earliest a reader can count).
+function sent(headers) {
+    if (headers['anthropic-ratelimit-requests-remaining'] === '0')
+        exhaustedUntil = Math.max(exhaustedUntil, Date.parse(headers['anthropic-ratelimit-requests-reset']));
+    if (headers['x-ratelimit-remaining-requests'] === '0')
+        exhaustedUntil = Math.max(exhaustedUntil, Date.now() + parseInt(headers['x-ratelimit-reset-requests'], 10));
+    return headers;
+}
+
 function error(res, status, headers, type, message) {
     res.writeHead(status, Object.assign({ 'content-type': 'application/json' }, headers));
     res.end(JSON.stringify({ type: 'error', error: { type, message } }));
 }
 
 const server = http.createServer((req, res) => {
+    if (req.method === 'POST' && req.url.startsWith('/_release?id=')) {
+        const open = gates.get(decodeURIComponent(req.url.slice('/_release?id='.length)));
+        res.writeHead(open ? 200 : 404);
+        res.end();
+        if (open) open();
+        return;
+    }
     if (req.method === 'GET' && req.url === '/_stats') {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify(stats));
@@ -61,6 +84,9 @@ const server = http.createServer((req, res) => {
         const kind = req.url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
         const mock = req.headers['x-mock'] || '';
         stats.requests++;
+        if (now < exhaustedUntil) stats.violations++;
+        const key = req.headers['x-api-key'] || req.headers['authorization'] || '';
+        stats.keys[key] = (stats.keys[key] || 0) + 1;
         stats.acceptEncoding.push(req.headers['accept-encoding'] || '');
         const caller = req.headers['x-tollgate-caller'];
         if (caller) stats.callers[caller] = (stats.callers[caller] || 0) + 1; // must never arrive
@@ -78,7 +104,7 @@ const server = http.createServer((req, res) => {
         if (quota(now).remaining === 0) {
             stats.refused++;
             const q = quota(now);
-            return error(res, 429, Object.assign({ 'retry-after': String(Math.ceil((q.resetMs - now) / 1000)) }, headersFor(kind, now)),
+            return error(res, 429, Object.assign({ 'retry-after': String(Math.ceil((q.resetMs - now) / 1000)) }, sent(headersFor(kind, now))),
                 'rate_limit_error', 'over the mock provider quota');
         }
         admitted.push(now);
@@ -87,22 +113,27 @@ const server = http.createServer((req, res) => {
         const headers = headersFor(kind, now);
         const output = 5;
         let finished = false;
-        const finish = () => { finished = true; stats.concurrent--; stats.outputTokens += output; };
+        const finish = () => { finished = true; stats.concurrent--; stats.outputTokens += output; stats.usageTokens += 11 + output; };
         // The proxy closed the connection before the answer was complete (its client left).
         res.on('close', () => { if (!finished && mock !== 'cut') { stats.aborted++; stats.concurrent--; finished = true; } });
         const pieces = ['Hel', 'lo ', 'wor', 'ld'];
         const gap = mock === 'slow' ? 150 : DELAY_MS;
         if (!body.stream) {
             setTimeout(() => {
-                res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, headers));
+                res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
                 const usage = kind === 'anthropic' ? { input_tokens: 11, output_tokens: output }
                     : { prompt_tokens: 11, completion_tokens: output, total_tokens: 11 + output };
-                res.end(JSON.stringify({ id: 'x', model: body.model, content: [{ type: 'text', text: pieces.join('') }], usage }));
+                res.end(JSON.stringify(kind === 'anthropic'
+                    ? { id: 'x', type: 'message', role: 'assistant', model: body.model,
+                        content: [{ type: 'text', text: pieces.join('') }], stop_reason: 'end_turn', usage }
+                    : { id: 'x', object: 'chat.completion', model: body.model,
+                        choices: [{ index: 0, message: { role: 'assistant', content: pieces.join('') }, finish_reason: 'stop' }],
+                        usage }));
                 finish();
             }, gap);
             return;
         }
-        res.writeHead(200, Object.assign({ 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, headers));
+        res.writeHead(200, Object.assign({ 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, sent(headers)));
         const events = [];
         if (kind === 'anthropic') {
             events.push({ type: 'message_start', message: { id: 'x', usage: { input_tokens: 11, output_tokens: 1 } } });
@@ -114,12 +145,23 @@ const server = http.createServer((req, res) => {
             events.push({ choices: [], usage: { prompt_tokens: 11, completion_tokens: output, total_tokens: 11 + output } });
         }
         let i = 0;
+        // A gated stream pauses after its first text (Anthropic: message_start, then it).
+        const gateAt = mock === 'gated' ? (kind === 'anthropic' ? 2 : 1) : -1;
         const next = () => {
             if (finished) return; // aborted
             if (mock === 'cut' && i === 2) { finished = true; res.socket.destroy(); stats.concurrent--; return; }
             if (i < events.length) {
                 const e = events[i++];
-                res.write((e.type ? 'event: ' + e.type + '\n' : '') + 'data: ' + JSON.stringify(e) + '\n\n');
+                const line = (e.type ? 'event: ' + e.type + '\n' : '') + 'data: ' + JSON.stringify(e) + '\n\n';
+                if (i === gateAt) {
+                    // The gate is set before its text goes out: the client may answer at once.
+                    const id = String(req.headers['x-mock-id'] || '');
+                    const timer = setTimeout(() => { gates.delete(id); stats.gateTimeouts++; next(); }, 10000);
+                    gates.set(id, () => { gates.delete(id); clearTimeout(timer); next(); });
+                    res.write(line);
+                    return;
+                }
+                res.write(line);
                 setTimeout(next, gap);
                 return;
             }
