@@ -47,6 +47,7 @@ private Q_SLOTS:
     void aClientThatHangsUpWhileQueuedLeavesTheQueue();
     void badInputGetsAClearAnswerOrAClose();
     void anUpstreamThatBreaksOffMidStream();
+    void aStalledExchangeIsEnded();
     void aClientThatLeavesMidStreamStopsTheUpstream();
     void headRequestsAndHugeTimeouts();
     void listensOnLoopbackOnly();
@@ -433,6 +434,24 @@ void TestProxy::anUpstreamThatBreaksOffMidStream()
     // The slot came back: the next request goes at once.
     r = curl(post(QStringLiteral("{}")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+}
+
+void TestProxy::aStalledExchangeIsEnded()
+{
+    // An upstream that sends its first event and then nothing, its connection open: past
+    // --stall-timeout the exchange ends (both connections shut), its slot comes back, and the
+    // proxy serves the next request.
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    startProxy({ QStringLiteral("--stall-timeout"), QStringLiteral("1") });
+    const Ran hung = curl({ QStringLiteral("-N"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"),
+        QStringLiteral("x-mock: hang"), QStringLiteral("-d"), QStringLiteral(R"({"model":"m","stream":true})") });
+    QVERIFY2(hung.code != 0, hung.out.constData()); // not a proper end: the client knows it is cut short
+    QVERIFY(hung.out.contains("message_start"));
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("aborted")).toInt(), 1, 10000);
+    const QJsonArray providers = status().value(QStringLiteral("providers")).toArray();
+    QVERIFY(!providers.isEmpty());
+    QCOMPARE(providers[0].toObject().value(QStringLiteral("slots")).toArray().size(), 0);
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"m"})"))).out.startsWith("HTTP/1.1 200"));
 }
 
 void TestProxy::aClientThatLeavesMidStreamStopsTheUpstream()

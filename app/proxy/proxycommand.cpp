@@ -22,6 +22,7 @@ struct Options
     std::optional<std::string> caller;
     std::optional<double> queueTimeout;
     std::optional<double> headerTimeout;
+    std::optional<double> stallTimeout;
 } g_options;
 
 std::atomic<bool> g_stop { false };
@@ -48,6 +49,9 @@ int runProxy()
     if (g_options.headerTimeout)
         o.headerTimeout = std::chrono::milliseconds(
             std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(*g_options.headerTimeout, maxSeconds) * 1000)));
+    if (g_options.stallTimeout)
+        o.stallTimeout = std::chrono::milliseconds(
+            std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(*g_options.stallTimeout, maxSeconds) * 1000)));
     if (o.upstream.empty())
         return console.usage("--upstream URL is required (e.g. https://api.anthropic.com)");
     auto server = proxy::ProxyServer::start(o);
@@ -84,6 +88,8 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
         "how long a request may wait for room before the proxy answers 429 itself (default 60)");
     CliOptions::addSeconds(sub, "--header-timeout", o.headerTimeout,
         "how long a client may take to send a request's headers (default 10)");
+    CliOptions::addSeconds(sub, "--stall-timeout", o.stallTimeout,
+        "end an exchange in which no byte moved for this long (default 600)");
     table.add(sub, runProxy);
 }
 

@@ -169,20 +169,23 @@ std::string unixPeer(int fd)
     return name.empty() ? std::string() : name + "[" + std::to_string(cred.pid) + "]";
 }
 
-// Ends a stalled exchange. Asio's synchronous calls ignore SO_RCVTIMEO/SO_SNDTIMEO (after
+// Ends stalled exchanges. Asio's synchronous calls ignore SO_RCVTIMEO/SO_SNDTIMEO (after
 // EAGAIN they poll without a timeout), so a thread blocked on a silent upstream, or on a
-// client that stopped reading, is freed by shutting the sockets down once nothing moved for
-// `limit`. touch() records progress. The watched descriptors must outlive the watchdog.
-class Watchdog
+// client that stopped reading, is freed by shutting its sockets down once nothing moved for
+// `limit`. One thread watches every exchange of the server (a thread per exchange cost more
+// than the rest of a short exchange); it sleeps until the earliest moment one could be
+// overdue. A Watch registers an exchange: touch() records progress; its descriptors are
+// only ever shut down while it is registered, under the monitor's lock, so they must stay
+// open until watch(-1, -1) or the Watch's end.
+class StallMonitor
 {
 public:
-    explicit Watchdog(std::chrono::milliseconds limit)
+    explicit StallMonitor(std::chrono::milliseconds limit)
         : m_limit(limit)
-        , m_last(Steady::now().time_since_epoch().count())
         , m_thread([this] { loop(); })
     {
     }
-    ~Watchdog()
+    ~StallMonitor()
     {
         {
             std::lock_guard lock(m_mutex);
@@ -191,43 +194,75 @@ public:
         m_wake.notify_all();
         m_thread.join();
     }
-    Watchdog(const Watchdog&) = delete;
-    Watchdog& operator=(const Watchdog&) = delete;
+    StallMonitor(const StallMonitor&) = delete;
+    StallMonitor& operator=(const StallMonitor&) = delete;
 
-    void watch(int clientFd, int upstreamFd)
+    class Watch
     {
-        std::lock_guard lock(m_mutex);
-        m_fds[0] = clientFd;
-        m_fds[1] = upstreamFd;
-    }
-    void touch() { m_last.store(Steady::now().time_since_epoch().count()); }
-    [[nodiscard]] bool fired() const { return m_fired.load(); }
+    public:
+        explicit Watch(StallMonitor& monitor)
+            : m_monitor(monitor)
+        {
+            touch();
+            std::lock_guard lock(m_monitor.m_mutex);
+            m_monitor.m_watches.push_back(this);
+            m_monitor.m_wake.notify_all(); // it may be the earliest due
+        }
+        ~Watch()
+        {
+            std::lock_guard lock(m_monitor.m_mutex);
+            std::erase(m_monitor.m_watches, this);
+        }
+        Watch(const Watch&) = delete;
+        Watch& operator=(const Watch&) = delete;
+
+        void watch(int clientFd, int upstreamFd)
+        {
+            std::lock_guard lock(m_monitor.m_mutex);
+            m_fds[0] = clientFd;
+            m_fds[1] = upstreamFd;
+        }
+        void touch() { m_last.store(Steady::now().time_since_epoch().count(), std::memory_order_relaxed); }
+        [[nodiscard]] bool fired() const { return m_fired.load(); }
+
+    private:
+        friend class StallMonitor;
+        StallMonitor& m_monitor;
+        std::atomic<Steady::rep> m_last { 0 };
+        std::atomic<bool> m_fired { false };
+        int m_fds[2] = { -1, -1 }; // under the monitor's mutex
+    };
 
 private:
     void loop()
     {
         std::unique_lock lock(m_mutex);
         while (!m_done) {
-            const auto due = Steady::time_point(Steady::duration(m_last.load())) + m_limit;
-            if (Steady::now() >= due) {
-                m_fired = true;
-                for (int fd : m_fds) {
-                    if (fd >= 0)
-                        ::shutdown(fd, SHUT_RDWR);
+            const auto now = Steady::now();
+            auto next = now + m_limit;
+            for (Watch* w : m_watches) {
+                if (w->m_fired.load())
+                    continue;
+                const auto due = Steady::time_point(Steady::duration(w->m_last.load(std::memory_order_relaxed))) + m_limit;
+                if (now >= due) {
+                    w->m_fired = true;
+                    for (int fd : w->m_fds) {
+                        if (fd >= 0)
+                            ::shutdown(fd, SHUT_RDWR);
+                    }
+                } else {
+                    next = std::min(next, due);
                 }
-                return;
             }
-            m_wake.wait_until(lock, due);
+            m_wake.wait_until(lock, next);
         }
     }
 
     const std::chrono::milliseconds m_limit;
-    std::atomic<Steady::rep> m_last;
-    std::atomic<bool> m_fired { false };
     std::mutex m_mutex;
     std::condition_variable m_wake;
     bool m_done = false;
-    int m_fds[2] = { -1, -1 };
+    std::vector<Watch*> m_watches;
     std::thread m_thread; // last: starts once the rest is ready
 };
 
@@ -246,6 +281,7 @@ struct ProxyServer::Impl
     std::condition_variable idle;
     std::size_t active = 0;
     int stopFd = -1; // an eventfd, readable once serving stops: idle connections end at once
+    std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
 
     ~Impl()
     {
@@ -271,13 +307,14 @@ class Session
 {
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
-        std::string peer, int stopFd)
+        std::string peer, int stopFd, StallMonitor& stalls)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
         , m_tls(tls)
         , m_peer(std::move(peer))
         , m_stopFd(stopFd)
+        , m_stalls(stalls)
     {
     }
 
@@ -433,6 +470,12 @@ private:
     // Waits in the quota's FIFO queue; a client that hangs up meanwhile cancels the wait.
     Result<Permit> admit(const AdmitRequest& request, bool& hungUp)
     {
+        hungUp = false;
+        // Most requests are admitted at once: one try first (never queued: it is refused when
+        // others wait), and only a request that must wait gets a thread to watch its client.
+        auto now = m_limiter->acquire(request, m_clock.now());
+        if (now || now.error().kind != ErrorKind::Timeout)
+            return now;
         std::atomic<bool> cancel { false };
         // The watcher sleeps in poll() until the client hangs up or the admission is decided
         // (then `decided` wakes it at once: no admission waits for a polling interval).
@@ -535,7 +578,7 @@ private:
         Outcome out;
         beast::error_code ec;
         tcp::socket socket(m_io);
-        Watchdog dog(std::chrono::milliseconds(ProxyServer::STALL_LIMIT)); // after the socket: ends before it
+        StallMonitor::Watch dog(m_stalls); // after the socket: ends before it
         dog.watch(m_client.native_handle(), -1);
         tcp::resolver resolver(m_io);
         const auto endpoints = resolver.resolve(m_up.host, m_up.port, ec);
@@ -593,7 +636,7 @@ private:
     }
 
     template <class Stream>
-    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive, Watchdog& dog)
+    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive, StallMonitor::Watch& dog)
     {
         Outcome out;
         beast::error_code ec;
@@ -773,6 +816,7 @@ private:
     std::string m_peer;
     std::string m_caller; // of the request being forwarded
     int m_stopFd = -1;
+    StallMonitor& m_stalls;
     net::io_context m_io;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
@@ -786,7 +830,7 @@ private:
 template <class Client>
 void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(client, options, upstream, tls, peer, stopFd);
+    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls);
     try {
         s.run();
     } catch (const std::exception&) {
@@ -816,6 +860,7 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     if (impl->stopFd < 0)
         return Error::fromErrno(errno, {}, "cannot make an eventfd");
     impl->options = options;
+    impl->stalls = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));
     if (options.provider.empty())
         return Error::make(ErrorKind::Usage, {}, "proxy needs the PROVIDER whose quota its requests use");
     auto up = parseUpstream(options.upstream);

@@ -15,11 +15,14 @@
 //
 // Invariants:
 // - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close), each
-//   with its own QuotaLimiter and backend (a limiter is not shared between threads). The
+//   with its own QuotaLimiter and backend (a limiter is not shared between threads). A
+//   request admitted at once starts no other thread; one that must wait has a second thread
+//   watching its client for a hang-up. The
 //   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
 //   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies BODY_DEADLINE, the queue
-//   --queue-timeout, an idle client CLIENT_IDLE, an exchange where nothing moves STALL_LIMIT
-//   (a watchdog shuts the sockets down: Asio's synchronous calls ignore socket timeouts).
+//   --queue-timeout, an idle client CLIENT_IDLE, an exchange where nothing moves
+//   --stall-timeout (STALL_LIMIT; one monitor thread shuts its sockets down: Asio's
+//   synchronous calls ignore socket timeouts).
 // - A client that disconnects while queued leaves the queue (the wait is cancelled).
 // - Slots are held by this process: if the proxy dies, its slots are reclaimed like any dead
 //   holder's. Bodies, API keys and auth headers are never logged; auth headers pass untouched.
@@ -60,6 +63,8 @@ public:
         std::chrono::milliseconds queueTimeout { 60000 };
         // How long a client may take to send a request's headers once it started (slowloris).
         std::chrono::milliseconds headerTimeout { HEADER_DEADLINE };
+        // An exchange in which nothing moves for this long is ended (STALL_LIMIT by default).
+        std::chrono::milliseconds stallTimeout { STALL_LIMIT };
     };
 
     ~ProxyServer();

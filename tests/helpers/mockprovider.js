@@ -2,7 +2,7 @@
 // no packages). It enforces its own quota and answers like Anthropic (/v1/messages) or OpenAI
 // (/v1/chat/completions): rate-limit headers in each format, JSON or server-sent events with
 // usage, and on request (header x-mock) a 429 with or without retry-after, a spend cap, a 529,
-// a slow stream, a stream cut off in the middle, or a gated stream: it stops after its first
+// a slow stream, a stream cut off in the middle, one that goes silent (hang), or a gated stream: it stops after its first
 // text until POST /_release?id=<x-mock-id> (the client saw that text: nothing buffered it)
 // or 10 s (then counted in gateTimeouts).
 //   node mockprovider.js [--limit N --window-ms MS] [--delay-ms MS]
@@ -150,6 +150,7 @@ const server = http.createServer((req, res) => {
         const next = () => {
             if (finished) return; // aborted
             if (mock === 'cut' && i === 2) { finished = true; res.socket.destroy(); stats.concurrent--; return; }
+            if (mock === 'hang' && i === 1) return; // silent from here on, the connection open
             if (i < events.length) {
                 const e = events[i++];
                 const line = (e.type ? 'event: ' + e.type + '\n' : '') + 'data: ' + JSON.stringify(e) + '\n\n';
