@@ -5,6 +5,10 @@
 # Both paths pay the same curl start-up, so the difference of the two is what the proxy adds
 # (admission on a directory home included). Prints a Markdown table.
 #
+# Two kinds of client: "keep-alive" (bench/proxyload.js: Node's http.Agent keeping its
+# connections, as the SDKs do; one process) and "curl" (a new process and connection per
+# request: the worst case, where 16 curl processes compete with the proxy for 2 CPUs).
+#
 #   bench/proxylatency.sh BUILD_DIR [REQUESTS]      (default 400 requests per row)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -34,6 +38,10 @@ PROXY=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")
 
 # One row: N requests to BASE with C at once; prints "p50 p99" of first byte and full answer (ms).
 measure() {
+    if [ "$CLIENT" = keep-alive ]; then
+        node "$ROOT/bench/proxyload.js" "$1" "$2" "$N" "$3"
+        return
+    fi
     local base=$1 c=$2 body=$3
     seq "$N" | xargs -P "$c" -I{} curl -s -o /dev/null -w '%{time_starttransfer} %{time_total}\n' \
         "$base/v1/messages" -H 'content-type: application/json' -d "$body" > "$WORK/times"
@@ -46,18 +54,20 @@ measure() {
     echo "$f1 $f2 $t1 $t2"
 }
 
-echo "| answer | clients | path | first byte p50 ms | first byte p99 ms | full p50 ms | full p99 ms |"
-echo "|---|---:|---|---:|---:|---:|---:|"
+echo "| client | answer | clients | path | first byte p50 ms | first byte p99 ms | full p50 ms | full p99 ms |"
+echo "|---|---|---:|---|---:|---:|---:|---:|"
+for CLIENT in keep-alive curl; do
 for kind in json stream; do
     if [ "$kind" = json ]; then body='{"model":"m","max_tokens":16}'; else body='{"model":"m","max_tokens":16,"stream":true}'; fi
     for c in 1 16; do
         measure "$MOCK" "$c" "$body" > /dev/null # warm-up
         read -r d1 d2 d3 d4 < <(measure "$MOCK" "$c" "$body")
         read -r p1 p2 p3 p4 < <(measure "$PROXY" "$c" "$body")
-        echo "| $kind | $c | direct | $d1 | $d2 | $d3 | $d4 |"
-        echo "| $kind | $c | proxy | $p1 | $p2 | $p3 | $p4 |"
-        awk -v k="$kind" -v c="$c" -v a="$d1 $d2 $d3 $d4" -v b="$p1 $p2 $p3 $p4" 'BEGIN {
+        echo "| $CLIENT | $kind | $c | direct | $d1 | $d2 | $d3 | $d4 |"
+        echo "| $CLIENT | $kind | $c | proxy | $p1 | $p2 | $p3 | $p4 |"
+        awk -v cl="$CLIENT" -v k="$kind" -v c="$c" -v a="$d1 $d2 $d3 $d4" -v b="$p1 $p2 $p3 $p4" 'BEGIN {
             split(a, x, " "); split(b, y, " ")
-            printf "| %s | %s | **added** | %.2f | %.2f | %.2f | %.2f |\n", k, c, y[1]-x[1], y[2]-x[2], y[3]-x[3], y[4]-x[4] }'
+            printf "| %s | %s | %s | **added** | %.2f | %.2f | %.2f | %.2f |\n", cl, k, c, y[1]-x[1], y[2]-x[2], y[3]-x[3], y[4]-x[4] }'
     done
+done
 done

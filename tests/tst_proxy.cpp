@@ -50,6 +50,7 @@ private Q_SLOTS:
     void aStalledExchangeIsEnded();
     void aClientThatLeavesMidStreamStopsTheUpstream();
     void headRequestsAndHugeTimeouts();
+    void keptAliveAnswersEndExactlyWhereTheyEnd();
     void listensOnLoopbackOnly();
 
 private:
@@ -494,6 +495,49 @@ void TestProxy::headRequestsAndHugeTimeouts()
         m_proxyUrl + QStringLiteral("/v1/messages") });
     QVERIFY2(head.code == 0, head.err.constData());
     QVERIFY(head.out.startsWith("HTTP/1.1 200"));
+}
+
+void TestProxy::keptAliveAnswersEndExactlyWhereTheyEnd()
+{
+    // Three requests on one kept-alive connection, a JSON answer, a stream, a JSON answer:
+    // each answer (chunked: the mock gives no length) ends with exactly one end marker and
+    // the next answer's status line follows at once. A stray byte between them is what a
+    // strict client (Node's http) reads as a broken next answer.
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    auto request = [](const QByteArray& body) {
+        return "POST /v1/messages HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\nContent-Type: application/json\r\n"
+               "Content-Length: "
+            + QByteArray::number(body.size()) + "\r\n\r\n" + body;
+    };
+    const QByteArray json = R"({"model":"m","max_tokens":8})";
+    const QByteArray stream = R"({"model":"m","max_tokens":8,"stream":true})";
+    s.write(request(json) + request(stream) + request(json)); // pipelined: answered in turn
+    QByteArray got;
+    QElapsedTimer t;
+    t.start();
+    auto answers = [&] { return got.count("HTTP/1.1 200 OK\r\n"); };
+    while ((answers() < 3 || !got.endsWith("\r\n0\r\n\r\n")) && !t.hasExpired(20000)) {
+        s.waitForReadyRead(200);
+        got += s.readAll();
+    }
+    QCOMPARE(answers(), 3);
+    QVERIFY2(got.startsWith("HTTP/1.1 200 OK\r\n"), got.left(200).constData());
+    const QList<QByteArray> parts = got.split('\n');
+    int ends = 0;
+    for (qsizetype i = 0; i + 1 < parts.size(); ++i) {
+        if (parts[i] == "0\r" && parts[i + 1] == "\r") {
+            ++ends;
+            // after an end marker: the next answer, or nothing (the last one)
+            QVERIFY2(i + 2 == parts.size() - 1 ? parts[i + 2].isEmpty() : parts[i + 2].startsWith("HTTP/1.1 200"),
+                got.constData());
+        }
+    }
+    QCOMPARE(ends, 3);
+    QVERIFY(got.contains("message_stop"));
 }
 
 void TestProxy::listensOnLoopbackOnly()

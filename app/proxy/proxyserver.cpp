@@ -594,8 +594,11 @@ private:
             ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
             dog.watch(m_client.native_handle(), socket.native_handle());
             socket.connect(e.endpoint(), ec);
-            if (!ec)
+            if (!ec) {
+                beast::error_code ignored;
+                socket.set_option(tcp::no_delay(true), ignored); // as for clients: no Nagle wait
                 break;
+            }
         }
         if (ec || !socket.is_open()) {
             answerError(502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
@@ -695,7 +698,10 @@ private:
                 if (got == 0 && !parser.is_done())
                     continue; // only framing was read (a chunk header): an empty chunk would end the answer
                 response.body().size = got;
-                response.body().data = chunk;
+                // No bytes: no buffer. An empty buffer would go out as a chunk of size 0 —
+                // the chunked end marker — followed by the real end marker: bytes the client
+                // would read as the start of its next answer on a kept-alive connection.
+                response.body().data = got > 0 ? chunk : nullptr;
                 response.body().more = !parser.is_done();
                 const std::string_view piece(chunk, got);
                 if (success)
@@ -963,8 +969,14 @@ void ProxyServer::serve(const std::atomic<bool>& stop)
         if (d.tcpAcceptor) {
             tcp::socket s(d.io);
             d.tcpAcceptor->accept(s, ec);
-            if (!ec)
+            if (!ec) {
+                // An answer goes out in pieces (headers and body, then the chunked end): with
+                // Nagle's algorithm the last small piece waits for the client's delayed ACK
+                // (~40 ms on Linux) before it is sent.
+                s.set_option(tcp::no_delay(true), ec);
+                ec = {};
                 begin(std::move(s), std::string());
+            }
         } else {
             local::socket s(d.io);
             d.unixAcceptor->accept(s, ec);
