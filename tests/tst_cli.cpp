@@ -54,6 +54,7 @@ private Q_SLOTS:
     void homeUrlsAreParsedNotTakenAsDirectories();
     void limitsMoveBetweenHomesByExportAndImport();
     void redisHomeServesEveryCommand();
+    void reportOkEndsASlotWithTheTokensReallyUsed();
 
 private:
     struct Ran
@@ -573,6 +574,40 @@ void TestCli::storeTimeoutExits3()
     ::close(fd);
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("did not answer") && r.err.contains("state.lock"), r.err.constData());
+}
+
+void TestCli::reportOkEndsASlotWithTheTokensReallyUsed()
+{
+    // acquire --slot with an estimate; the call used less: report-ok --fence --tokens-used
+    // frees the slot and the window counts what was used, in one step. Twice: refused (exit 1,
+    // saying what was and was not done); --tokens-used alone is a usage error.
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("10"), QStringLiteral("--tokens"), QStringLiteral("1000"),
+        QStringLiteral("--parallel"), QStringLiteral("1"), QStringLiteral("--window"), QStringLiteral("60") });
+    Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("job"),
+        QStringLiteral("--tokens"), QStringLiteral("900"), QStringLiteral("--slot"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    const qint64 fence = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("fence")).toInteger();
+    QVERIFY(fence > 0);
+    auto used = [&] {
+        const Ran s = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+        const QJsonObject p = QJsonDocument::fromJson(s.out).object().value(QStringLiteral("providers")).toArray()[0].toObject();
+        return std::make_pair(p.value(QStringLiteral("used_tokens")).toInt(), p.value(QStringLiteral("slots")).toArray().size());
+    };
+    QCOMPARE(used(), std::make_pair(900, qsizetype(1)));
+    const QStringList ok { QStringLiteral("report-ok"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("job"), QStringLiteral("--fence"), QString::number(fence), QStringLiteral("--tokens-used"),
+        QStringLiteral("120") };
+    r = cli(ok);
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(used(), std::make_pair(120, qsizetype(0)));
+    r = cli(ok);
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("no slot with fence") && r.err.contains("not corrected"), r.err.constData());
+    QCOMPARE(used(), std::make_pair(120, qsizetype(0)));
+    r = cli({ QStringLiteral("report-ok"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("job"),
+        QStringLiteral("--tokens-used"), QStringLiteral("5") });
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--fence"), r.err.constData());
 }
 
 void TestCli::messagesSayWhatHappened()

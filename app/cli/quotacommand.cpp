@@ -42,7 +42,7 @@ struct Options
     CliOptions::Common common;
     std::string provider; // the PROVIDER positional ("" when not given)
     std::optional<std::string> caller, model, reason, retryAfter, providerFilter;
-    std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence;
+    std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence, tokensUsed;
     // limits set: taken as numbers and checked by QuotaLimits::check, the one range check
     // limits.json is read with, so both refuse the same values with the same words.
     std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
@@ -730,10 +730,38 @@ int cmdReport(bool rateLimited)
         warnIfClamped(c, *o.retryAfter, *delay);
         retryMs = delay->ms;
     }
+    if (!rateLimited && o.tokensUsed && !o.fence)
+        return c.console.usage("--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
     if (int code = c.open(); code >= 0)
         return code;
     json j;
     j["provider"] = o.provider;
+    if (!rateLimited && o.fence) {
+        // The end of a call admitted with `acquire --slot`: the slot, the real usage and the
+        // success in one store operation (the slot knows its admission time and estimate).
+        AdmissionEnd end;
+        end.provider = o.provider;
+        end.fence = static_cast<std::uint64_t>(*o.fence);
+        end.usedTokens = o.tokensUsed.value_or(-1);
+        end.success = true;
+        end.caller = *o.caller;
+        auto r = c.limiter->finishAdmission(end);
+        if (!r)
+            return c.console.fail(r.error());
+        j["recorded"] = "success";
+        j["fence"] = end.fence;
+        j["released"] = *r;
+        if (!*r)
+            return c.console.fail(Error::make(ErrorKind::Busy, "",
+                                      o.provider + ": no slot with fence " + std::to_string(end.fence)
+                                          + " (released or reclaimed already): the success was recorded"
+                                          + (o.tokensUsed ? ", the tokens were not corrected" : "")),
+                EXIT_REFUSED);
+        c.console.say("recorded a success for " + o.provider + "; released slot fence " + std::to_string(end.fence)
+            + (o.tokensUsed ? "; the window counts " + std::to_string(*o.tokensUsed) + " tokens for it" : ""));
+        c.console.emit(j);
+        return EXIT_OK;
+    }
     if (!rateLimited) {
         if (auto r = c.limiter->reportSuccess(o.provider, *o.caller); !r)
             return c.console.fail(r.error());
@@ -1184,6 +1212,12 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
         [] { return cmdReport(false); });
     provider(ok, "the provider");
     caller(ok, "who succeeded (required)");
+    CliOptions::addInteger(ok, "--fence", o.fence, 1, INT64_MAX,
+        "end the call admitted with `acquire --slot` (its fence): the slot is freed too")
+        ->type_name("N");
+    CliOptions::addInteger(ok, "--tokens-used", o.tokensUsed, 0, INT64_MAX,
+        "what the call really used (needs --fence): replaces acquire's --tokens estimate in the window")
+        ->type_name("N");
 
     CLI::App* pause = command(&app, "pause", "pause PROVIDER (or all): callers wait in the queue",
         [] { return cmdSwitch(Switch::Pause); });

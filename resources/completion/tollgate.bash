@@ -100,7 +100,7 @@ _tollgate()
     acquire) opts="$common --caller --model --tokens --timeout --slot --pid" positional=provider ;;
     run) opts="$common --caller --model --tokens --timeout --rate-limited-exit" positional=provider ;;
     report-429) opts="$common --caller --retry-after" positional=provider ;;
-    report-ok) opts="$common --caller" positional=provider ;;
+    report-ok) opts="$common --caller --fence --tokens-used" positional=provider ;;
     pause) opts="$common --reason" positional=provider ;;
     resume | reset-backoff) opts="$common" positional=provider ;;
     status) opts="$common --watch" ;;
@@ -108,7 +108,7 @@ _tollgate()
     release-stale) opts="$common --overdue" ;;
     release) opts="$common --fence" positional=provider ;;
     demo) opts="--home --duration -h --help" ;;
-    proxy) opts="$common --upstream --listen --caller --queue-timeout --header-timeout" positional=provider ;;
+    proxy) opts="$common --upstream --listen --caller --queue-timeout --header-timeout --stall-timeout" positional=provider ;;
     limits)
         case $sub in
         "") opts="$common" positional=sub subs="set show remove export import" ;;
