@@ -229,6 +229,12 @@ void TestProxy::theTokenWindowFollowsTheRealUsage()
     // An answer that reports no usage keeps its estimate (the conservative side).
     curl(post(QStringLiteral("{}"), QStringLiteral("529")));
     QVERIFY(usedTokens() > 48);
+    // 529 (overloaded) is recorded, and is not a quota event: no 429 counted, no backoff.
+    QTRY_VERIFY_WITH_TIMEOUT(cli({ QStringLiteral("history"), QStringLiteral("--json") }).out.contains("\"type\":\"overloaded\""), 10000);
+    const QJsonObject p = status().value(QStringLiteral("providers")).toArray()[0].toObject();
+    QCOMPARE(p.value(QStringLiteral("consecutive_429s")).toInt(), 0);
+    QCOMPARE(p.value(QStringLiteral("backoff_remaining_ms")).toInt(), 0);
+    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 200"));
 }
 
 void TestProxy::aProvider429BacksEveryoneOff()

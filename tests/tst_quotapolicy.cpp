@@ -506,10 +506,10 @@ void TestQuotaPolicy::forgedFarFutureTimesStopNobodyPastTheMaximum()
 void TestQuotaPolicy::holderStatusIsTheLimitersJudgement()
 {
     m_limits.maxHoldMs = 10000;
-    Slot ours { 1, 100, 0, 0, "a", "", FakeProbe::OUR_NS, 0, 0 };
-    Slot foreign { 2, 33, 0, 0, "b", "", OTHER_NS, 0, 3000 };
-    Slot unknown { 3, 44, 0, 0, "c", "", 0, 0, 0 };
-    Slot placeholder { 4, 0, 0, 0, "", "", 0, 0, 0 };
+    Slot ours { 1, 100, 0, 0, "a", "", FakeProbe::OUR_NS, 0, 0, "" };
+    Slot foreign { 2, 33, 0, 0, "b", "", OTHER_NS, 0, 3000, "" };
+    Slot unknown { 3, 44, 0, 0, "c", "", 0, 0, 0, "" };
+    Slot placeholder { 4, 0, 0, 0, "", "", 0, 0, 0, "" };
     auto judge = [&](const Slot& s, std::int64_t now) { return HolderStatus::judge(s, m_limits, now, m_probe); };
 
     QCOMPARE(judge(ours, 500).state, HolderState::Alive);

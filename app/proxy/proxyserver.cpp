@@ -543,7 +543,7 @@ private:
         const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
         (void)permit->finish(outcome.usage ? outcome.usage->total() : -1, ok);
         if (outcome.answered)
-            learnFromAnswer(kind, outcome.retryAfterMs, ask.caller);
+            learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, ask.caller);
         return keepAlive && outcome.clientOk;
     }
 
@@ -799,7 +799,8 @@ private:
     }
 
     // A success was recorded with the slot (finish); what else the answer means needs its body.
-    void learnFromAnswer(const AnswerKind& kind, std::optional<std::int64_t> retryAfterMs, const std::string& caller)
+    void learnFromAnswer(
+        const AnswerKind& kind, unsigned status, std::optional<std::int64_t> retryAfterMs, const std::string& caller)
     {
         switch (kind.kind) {
         case AnswerKind::Kind::RateLimited:
@@ -808,8 +809,19 @@ private:
         case AnswerKind::Kind::SpendCap:
             (void)m_limiter->pause(m_o.provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
             break;
+        case AnswerKind::Kind::Overloaded: {
+            // Recorded for the history and the dashboard; the provider's load is not this
+            // key's quota, so nobody backs off for it (the client's own retry handles it).
+            HistoryEvent e;
+            e.timeMs = std::chrono::duration_cast<std::chrono::milliseconds>(m_clock.now().time_since_epoch()).count();
+            e.type = EventType::Overloaded;
+            e.provider = m_o.provider;
+            e.caller = caller;
+            e.reason = "the provider answered " + std::to_string(status) + " (overloaded)";
+            (void)m_limiter->record({ e });
+            break;
+        }
         case AnswerKind::Kind::Ok:
-        case AnswerKind::Kind::Overloaded:
         case AnswerKind::Kind::Other:
             break;
         }
