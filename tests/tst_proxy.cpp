@@ -51,6 +51,7 @@ private Q_SLOTS:
     void aClientThatLeavesMidStreamStopsTheUpstream();
     void headRequestsAndHugeTimeouts();
     void keptAliveAnswersEndExactlyWhereTheyEnd();
+    void upstreamConnectionsAreKeptAndRetriedWhenClosed();
     void listensOnLoopbackOnly();
 
 private:
@@ -544,6 +545,28 @@ void TestProxy::keptAliveAnswersEndExactlyWhereTheyEnd()
     }
     QCOMPARE(ends, 3);
     QVERIFY(got.contains("message_stop"));
+}
+
+void TestProxy::upstreamConnectionsAreKeptAndRetriedWhenClosed()
+{
+    // Requests one after another, each from a new curl: one upstream connection serves them
+    // all. When the upstream drops a kept connection as a request arrives (its idle timeout),
+    // the request goes once more on a new connection: the client sees an ordinary answer,
+    // and the provider answered it once.
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    const int before = mockStats().value(QStringLiteral("connections")).toInt(); // _stats' own
+    for (int i = 0; i < 5; ++i)
+        QVERIFY(curl(post(QStringLiteral(R"({"model":"m"})"))).out.startsWith("HTTP/1.1 200"));
+    QJsonObject stats = mockStats();
+    QCOMPARE(stats.value(QStringLiteral("connections")).toInt() - before, 1 + 1); // the proxy's one, and this _stats
+    QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 5);
+    QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_dropnext") }).code == 0);
+    const Ran r = curl(post(QStringLiteral(R"({"model":"m"})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    stats = mockStats();
+    QCOMPARE(stats.value(QStringLiteral("dropped")).toInt(), 1);
+    QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 6);
 }
 
 void TestProxy::listensOnLoopbackOnly()

@@ -266,6 +266,52 @@ private:
     std::thread m_thread; // last: starts once the rest is ready
 };
 
+// One connection to the upstream, plain or TLS (the TLS stream owns its socket).
+struct UpstreamLink
+{
+    std::unique_ptr<tcp::socket> plain;
+    std::unique_ptr<ssl::stream<tcp::socket>> tls;
+    Steady::time_point idleSince;
+    int fd() { return tls ? tls->next_layer().native_handle() : plain->native_handle(); }
+};
+
+// Upstream connections kept between exchanges (keep-alive to the provider): a request on a
+// kept connection saves the TCP (and TLS) handshake. A connection is kept only after an
+// answer that ended properly, that both sides let go on, and whose client took it whole; it
+// is taken again only if it is younger than IDLE_LIMIT and the upstream has neither closed it
+// nor sent anything since (poll). Sessions take and give under the mutex; a link is used by
+// one session at a time.
+class UpstreamPool
+{
+public:
+    static constexpr std::size_t MAX_IDLE = 32;
+    static constexpr std::chrono::seconds IDLE_LIMIT { 30 };
+
+    std::unique_ptr<UpstreamLink> take()
+    {
+        std::lock_guard lock(m_mutex);
+        while (!m_idle.empty()) {
+            std::unique_ptr<UpstreamLink> link = std::move(m_idle.back());
+            m_idle.pop_back();
+            pollfd p { link->fd(), POLLIN | POLLRDHUP, 0 };
+            if (Steady::now() - link->idleSince < IDLE_LIMIT && ::poll(&p, 1, 0) == 0)
+                return link;
+        }
+        return nullptr;
+    }
+    void give(std::unique_ptr<UpstreamLink> link)
+    {
+        link->idleSince = Steady::now();
+        std::lock_guard lock(m_mutex);
+        if (m_idle.size() < MAX_IDLE)
+            m_idle.push_back(std::move(link));
+    }
+
+private:
+    std::mutex m_mutex;
+    std::vector<std::unique_ptr<UpstreamLink>> m_idle; // most recently used last
+};
+
 } // namespace
 
 struct ProxyServer::Impl
@@ -282,6 +328,8 @@ struct ProxyServer::Impl
     std::size_t active = 0;
     int stopFd = -1; // an eventfd, readable once serving stops: idle connections end at once
     std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
+    net::io_context upstreamIo; // the executor of upstream sockets, which outlive sessions in the pool
+    UpstreamPool pool; // after upstreamIo: its sockets go first
 
     ~Impl()
     {
@@ -307,7 +355,7 @@ class Session
 {
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
-        std::string peer, int stopFd, StallMonitor& stalls)
+        std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
@@ -315,6 +363,8 @@ public:
         , m_peer(std::move(peer))
         , m_stopFd(stopFd)
         , m_stalls(stalls)
+        , m_pool(pool)
+        , m_upstreamIo(upstreamIo)
     {
     }
 
@@ -571,40 +621,69 @@ private:
         std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
         std::string errorBody; // the first bytes of a non-2xx body
         std::optional<TokenUsage> usage;
+        bool reusable = false; // the upstream connection may serve the next request
+        bool retryFresh = false; // a kept connection was found closed before any answer: retry
     };
 
-    Outcome forward(http::request<http::string_body>& request, bool keepAlive)
+    // A new connection to the upstream (TLS verified, the host name checked); nullptr after
+    // the client was answered 502.
+    std::unique_ptr<UpstreamLink> connectUpstream(StallMonitor::Watch& dog)
     {
-        Outcome out;
         beast::error_code ec;
-        tcp::socket socket(m_io);
-        StallMonitor::Watch dog(m_stalls); // after the socket: ends before it
-        dog.watch(m_client.native_handle(), -1);
-        tcp::resolver resolver(m_io);
+        tcp::resolver resolver(m_upstreamIo);
         const auto endpoints = resolver.resolve(m_up.host, m_up.port, ec);
         if (ec) {
             answerError(502, "cannot resolve the upstream " + m_up.host + ": " + ec.message(), false);
-            return out;
+            return nullptr;
         }
+        auto socket = std::make_unique<tcp::socket>(m_upstreamIo);
         for (const auto& e : endpoints) {
-            socket.close(ec);
-            socket.open(e.endpoint().protocol(), ec);
+            dog.watch(m_client.native_handle(), -1); // never a closed (and maybe reused) descriptor
+            socket->close(ec);
+            socket->open(e.endpoint().protocol(), ec);
             if (ec)
                 continue;
-            ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-            dog.watch(m_client.native_handle(), socket.native_handle());
-            socket.connect(e.endpoint(), ec);
+            ::fcntl(socket->native_handle(), F_SETFD, FD_CLOEXEC);
+            dog.watch(m_client.native_handle(), socket->native_handle());
+            socket->connect(e.endpoint(), ec);
             if (!ec) {
                 beast::error_code ignored;
-                socket.set_option(tcp::no_delay(true), ignored); // as for clients: no Nagle wait
+                socket->set_option(tcp::no_delay(true), ignored); // as for clients: no Nagle wait
                 break;
             }
         }
-        if (ec || !socket.is_open()) {
+        if (ec || !socket->is_open()) {
+            dog.watch(m_client.native_handle(), -1);
             answerError(502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
-            return out;
+            return nullptr;
         }
         dog.touch();
+        auto link = std::make_unique<UpstreamLink>();
+        if (!m_up.tls) {
+            link->plain = std::move(socket);
+            return link;
+        }
+        link->tls = std::make_unique<ssl::stream<tcp::socket>>(std::move(*socket), m_tls);
+        if (!SSL_set_tlsext_host_name(link->tls->native_handle(), m_up.host.c_str())) {
+            dog.watch(m_client.native_handle(), -1);
+            answerError(502, "cannot set up TLS to the upstream", false);
+            return nullptr;
+        }
+        link->tls->set_verify_callback(ssl::host_name_verification(m_up.host));
+        link->tls->handshake(ssl::stream_base::client, ec);
+        dog.touch();
+        if (ec) {
+            dog.watch(m_client.native_handle(), -1);
+            answerError(502, "TLS with the upstream " + m_up.hostHeader + " failed: " + ec.message(), false);
+            return nullptr;
+        }
+        return link;
+    }
+
+    Outcome forward(http::request<http::string_body>& request, bool keepAlive)
+    {
+        StallMonitor::Watch dog(m_stalls);
+        dog.watch(m_client.native_handle(), -1);
         http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()), 11 };
         for (const auto& field : request) {
             if (!hopByHop(TextSanitizer::asciiLower(std::string_view(field.name_string().data(), field.name_string().size()))))
@@ -613,38 +692,46 @@ private:
         up.set(http::field::host, m_up.hostHeader);
         // Bodies are read on the way (usage, error kinds): not compressed, please.
         up.set(http::field::accept_encoding, "identity");
-        up.keep_alive(false);
+        up.keep_alive(true);
         up.body() = std::move(request.body());
         up.prepare_payload();
-        if (m_up.tls) {
-            ssl::stream<tcp::socket> stream(std::move(socket), m_tls);
-            if (!SSL_set_tlsext_host_name(stream.native_handle(), m_up.host.c_str())) {
-                answerError(502, "cannot set up TLS to the upstream", false);
-                return out;
+        // A kept connection first; if the upstream had closed it meanwhile (nothing of an
+        // answer came), once more on a new one.
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            std::unique_ptr<UpstreamLink> link = attempt == 0 ? m_pool.take() : nullptr;
+            const bool reused = link != nullptr;
+            if (!link) {
+                link = connectUpstream(dog);
+                if (!link)
+                    return {};
             }
-            stream.set_verify_callback(ssl::host_name_verification(m_up.host));
-            stream.handshake(ssl::stream_base::client, ec);
+            dog.watch(m_client.native_handle(), link->fd());
             dog.touch();
-            if (ec) {
-                answerError(502, "TLS with the upstream " + m_up.hostHeader + " failed: " + ec.message(), false);
-                return out;
-            }
-            Outcome done = exchange(stream, up, keepAlive, dog);
-            dog.watch(-1, -1); // disarmed before the stream closes its descriptor
+            Outcome done = link->tls ? exchange(*link->tls, up, keepAlive, dog, reused)
+                                     : exchange(*link->plain, up, keepAlive, dog, reused);
+            dog.watch(m_client.native_handle(), -1); // disarmed before the link is kept or closed
+            if (done.retryFresh)
+                continue;
+            if (done.reusable && !dog.fired())
+                m_pool.give(std::move(link));
             return done;
         }
-        Outcome done = exchange(socket, up, keepAlive, dog);
-        dog.watch(-1, -1);
-        return done;
+        answerError(502, "the upstream " + m_up.hostHeader + " closed the connection without an answer", false);
+        return {};
     }
 
     template <class Stream>
-    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive, StallMonitor::Watch& dog)
+    Outcome exchange(
+        Stream& upstream, http::request<http::string_body>& up, bool keepAlive, StallMonitor::Watch& dog, bool reused)
     {
         Outcome out;
         beast::error_code ec;
         http::write(upstream, up, ec);
         dog.touch();
+        if (ec && reused && !dog.fired()) {
+            out.retryFresh = true; // a kept connection the upstream had closed: nothing was sent
+            return out;
+        }
         if (ec) {
             answerError(502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(), false);
             return out;
@@ -657,6 +744,12 @@ private:
         parser.skip(up.method() == http::verb::head); // the answer to a HEAD has no body
         http::read_header(upstream, buffer, parser, ec);
         dog.touch();
+        if (ec && reused && !parser.got_some() && buffer.size() == 0 && !dog.fired()) {
+            // A kept connection closed by the upstream as the request arrived (its idle
+            // timeout): no byte of an answer came, so the request was not taken.
+            out.retryFresh = true;
+            return out;
+        }
         if (ec) {
             answerError(502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message(), false);
             return out;
@@ -669,6 +762,7 @@ private:
         // What the headers say is acted on before the body streams: a hold must be in place
         // before this exchange's slot is given back, or the next admission would not see it.
         learnFromHeaders(out);
+        const bool upstreamGoesOn = response.keep_alive(); // before its Connection header goes
         const bool success = out.status >= 200 && out.status < 300;
         UsageMeter meter(response[http::field::content_type]);
         for (const char* name : { "connection", "keep-alive", "proxy-connection" })
@@ -735,6 +829,7 @@ private:
         if (success)
             out.usage = meter.finish();
         out.clientOk = !clientGone && !ec;
+        out.reusable = out.clientOk && upstreamGoesOn && parser.is_done();
         return out;
     }
 
@@ -835,7 +930,8 @@ private:
     std::string m_caller; // of the request being forwarded
     int m_stopFd = -1;
     StallMonitor& m_stalls;
-    net::io_context m_io;
+    UpstreamPool& m_pool;
+    net::io_context& m_upstreamIo;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
     ProcessProbe m_probe;
@@ -848,7 +944,7 @@ private:
 template <class Client>
 void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls);
+    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo);
     try {
         s.run();
     } catch (const std::exception&) {

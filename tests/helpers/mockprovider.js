@@ -22,7 +22,8 @@ const WINDOW_MS = opt('--window-ms', 60000);
 const DELAY_MS = opt('--delay-ms', 0);
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
-    acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {} };
+    acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0 };
+let dropNext = false; // POST /_dropnext: the next request on a kept connection is dropped unanswered
 let admitted = []; // times of admitted requests in the window
 let exhaustedUntil = 0; // the latest reset of an answer that said remaining 0
 const gates = new Map(); // x-mock-id -> opens a gated stream
@@ -65,6 +66,22 @@ function error(res, status, headers, type, message) {
 }
 
 const server = http.createServer((req, res) => {
+    if (req.method === 'POST' && req.url === '/_dropnext') {
+        dropNext = true;
+        res.writeHead(200, { connection: 'close' });
+        res.end();
+        return;
+    }
+    if (!req.url.startsWith('/_')) {
+        // As a server closes a kept connection that it timed out just as a request arrived.
+        if (dropNext && req.socket.tgServed > 0) {
+            dropNext = false;
+            stats.dropped++;
+            req.socket.destroy();
+            return;
+        }
+        req.socket.tgServed = (req.socket.tgServed || 0) + 1;
+    }
     if (req.method === 'POST' && req.url.startsWith('/_release?id=')) {
         const open = gates.get(decodeURIComponent(req.url.slice('/_release?id='.length)));
         res.writeHead(open ? 200 : 404);
@@ -173,6 +190,7 @@ const server = http.createServer((req, res) => {
         next();
     });
 });
+server.on('connection', () => { stats.connections++; });
 server.keepAliveTimeout = 5000;
 server.listen(0, '127.0.0.1', () => {
     process.stdout.write(String(server.address().port) + '\n');
