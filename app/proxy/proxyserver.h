@@ -17,7 +17,8 @@
 // - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close), each
 //   with its own QuotaLimiter and backend (a limiter is not shared between threads). A
 //   request admitted at once starts no other thread; one that must wait has a second thread
-//   watching its client for a hang-up. The
+//   watching its client for a hang-up. Upstream connections are pooled (UpstreamPool in the
+//   .cpp): a link serves one exchange at a time and is kept only after a complete answer. The
 //   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
 //   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies BODY_DEADLINE, the queue
 //   --queue-timeout, an idle client CLIENT_IDLE, an exchange where nothing moves
