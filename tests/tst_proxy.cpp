@@ -551,8 +551,9 @@ void TestProxy::upstreamConnectionsAreKeptAndRetriedWhenClosed()
 {
     // Requests one after another, each from a new curl: one upstream connection serves them
     // all. When the upstream drops a kept connection as a request arrives (its idle timeout),
-    // the request goes once more on a new connection: the client sees an ordinary answer,
-    // and the provider answered it once.
+    // a request that may be repeated (here: it has an Idempotency-Key) goes once more on a new
+    // connection: the client sees an ordinary answer. A plain POST is never sent twice (the
+    // provider may have worked on it): the client gets a 502 and its SDK retries.
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
     startProxy();
     const int before = mockStats().value(QStringLiteral("connections")).toInt(); // _stats' own
@@ -562,11 +563,24 @@ void TestProxy::upstreamConnectionsAreKeptAndRetriedWhenClosed()
     QCOMPARE(stats.value(QStringLiteral("connections")).toInt() - before, 1 + 1); // the proxy's one, and this _stats
     QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 5);
     QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_dropnext") }).code == 0);
-    const Ran r = curl(post(QStringLiteral(R"({"model":"m"})")));
+    Ran r = curl(post(QStringLiteral(R"({"model":"m"})")) << QStringLiteral("-H") << QStringLiteral("Idempotency-Key: k1"));
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
     stats = mockStats();
     QCOMPARE(stats.value(QStringLiteral("dropped")).toInt(), 1);
     QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 6);
+    QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_dropnext") }).code == 0);
+    r = curl(post(QStringLiteral(R"({"model":"m"})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 502"), r.out.constData());
+    stats = mockStats();
+    QCOMPARE(stats.value(QStringLiteral("dropped")).toInt(), 2);
+    QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), 6); // not sent again
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"m"})"))).out.startsWith("HTTP/1.1 200")); // and on it goes
+    // An interim answer (103 Early Hints) before the final one: the client gets the final
+    // answer, and the kept connection stays in step (the next request gets its own answer).
+    r = curl(post(QStringLiteral(R"({"model":"hinted"})"), QStringLiteral("early-hints")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200") && r.out.contains("\"model\":\"hinted\""), r.out.constData());
+    r = curl(post(QStringLiteral(R"({"model":"after"})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200") && r.out.contains("\"model\":\"after\""), r.out.constData());
 }
 
 void TestProxy::listensOnLoopbackOnly()

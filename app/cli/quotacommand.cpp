@@ -754,7 +754,9 @@ int cmdReport(bool rateLimited)
         if (!*r)
             return c.console.fail(Error::make(ErrorKind::Busy, "",
                                       o.provider + ": no slot with fence " + std::to_string(end.fence)
-                                          + " (released or reclaimed already): the success was recorded"
+                                          + " (released or reclaimed already, or the admission took none: "
+                                            "acquire --slot takes one only when the provider has --parallel): "
+                                            "the success was recorded"
                                           + (o.tokensUsed ? ", the tokens were not corrected" : "")),
                 EXIT_REFUSED);
         c.console.say("recorded a success for " + o.provider + "; released slot fence " + std::to_string(end.fence)

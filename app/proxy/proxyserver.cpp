@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <optional>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -625,6 +626,23 @@ private:
         bool retryFresh = false; // a kept connection was found closed before any answer: retry
     };
 
+    // Whether a request the upstream may have received can be sent once more: an idempotent
+    // method, or a request that carries an Idempotency-Key (the provider answers a repeat
+    // with the first answer).
+    static bool mayRepeat(const http::request<http::string_body>& up)
+    {
+        switch (up.method()) {
+        case http::verb::get:
+        case http::verb::head:
+        case http::verb::options:
+        case http::verb::put:
+        case http::verb::delete_:
+            return true;
+        default:
+            return up.find("Idempotency-Key") != up.end();
+        }
+    }
+
     // A new connection to the upstream (TLS verified, the host name checked); nullptr after
     // the client was answered 502.
     std::unique_ptr<UpstreamLink> connectUpstream(StallMonitor::Watch& dog)
@@ -699,6 +717,14 @@ private:
         // answer came), once more on a new one.
         for (int attempt = 0; attempt < 2; ++attempt) {
             std::unique_ptr<UpstreamLink> link = attempt == 0 ? m_pool.take() : nullptr;
+            // However this iteration ends (an exception included), the watch lets go of the
+            // link's descriptor before the link can close it.
+            struct Disarm
+            {
+                StallMonitor::Watch& dog;
+                int client;
+                ~Disarm() { dog.watch(client, -1); }
+            } disarm { dog, m_client.native_handle() };
             const bool reused = link != nullptr;
             if (!link) {
                 link = connectUpstream(dog);
@@ -738,15 +764,26 @@ private:
         }
         // Bounded: what the parser has not taken yet (headers, chunk lines) stays under 64 KiB.
         beast::flat_buffer buffer(ProxyServer::MAX_HEADER_BYTES);
-        http::response_parser<http::buffer_body> parser;
-        parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
-        parser.body_limit(boost::none); // answers stream through: their size is the client's business
-        parser.skip(up.method() == http::verb::head); // the answer to a HEAD has no body
-        http::read_header(upstream, buffer, parser, ec);
-        dog.touch();
-        if (ec && reused && !parser.got_some() && buffer.size() == 0 && !dog.fired()) {
+        // Interim answers (1xx: 100 Continue, 103 Early Hints) are read and dropped: the
+        // client gets the final answer, and the connection stays in step with its requests.
+        std::optional<http::response_parser<http::buffer_body>> parser;
+        for (int interim = 0;; ++interim) {
+            parser.emplace();
+            parser->header_limit(ProxyServer::MAX_HEADER_BYTES);
+            parser->body_limit(boost::none); // answers stream through: their size is the client's business
+            parser->skip(up.method() == http::verb::head); // the answer to a HEAD has no body
+            http::read_header(upstream, buffer, *parser, ec);
+            dog.touch();
+            const unsigned status = ec ? 0 : parser->get().result_int();
+            if (status < 100 || status >= 200 || status == 101 || interim == 16)
+                break; // a final answer, an error — or a 101, or an endless run of 1xx: as it is
+        }
+        if (ec && reused && !parser->got_some() && buffer.size() == 0 && !dog.fired() && mayRepeat(up)) {
             // A kept connection closed by the upstream as the request arrived (its idle
-            // timeout): no byte of an answer came, so the request was not taken.
+            // timeout), no byte of an answer: sent again only when repeating it is harmless.
+            // A POST may have been taken and worked on before the connection broke (the
+            // provider would bill it twice, under one admission): the client gets a 502 and
+            // its SDK retries through admission.
             out.retryFresh = true;
             return out;
         }
@@ -754,7 +791,7 @@ private:
             answerError(502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message(), false);
             return out;
         }
-        auto& response = parser.get();
+        auto& response = parser->get();
         out.answered = true;
         out.status = response.result_int();
         for (const auto& field : response)
@@ -762,7 +799,9 @@ private:
         // What the headers say is acted on before the body streams: a hold must be in place
         // before this exchange's slot is given back, or the next admission would not see it.
         learnFromHeaders(out);
-        const bool upstreamGoesOn = response.keep_alive(); // before its Connection header goes
+        // The connection may serve another request only after a final answer (a 1xx is
+        // followed by another) that the upstream framed and lets go on.
+        const bool upstreamGoesOn = out.status >= 200 && parser->keep_alive();
         const bool success = out.status >= 200 && out.status < 300;
         UsageMeter meter(response[http::field::content_type]);
         for (const char* name : { "connection", "keep-alive", "proxy-connection" })
@@ -770,7 +809,8 @@ private:
         response.keep_alive(keepAlive);
         // An answer that ends when its connection does (no length, not chunked) is re-framed
         // as chunked, so the client's connection can go on.
-        const bool bodyless = out.status < 200 || out.status == 204 || out.status == 304;
+        const bool bodyless
+            = out.status < 200 || out.status == 204 || out.status == 304 || up.method() == http::verb::head;
         if (!bodyless && !response.chunked() && !response.has_content_length())
             response.chunked(true);
 
@@ -778,10 +818,10 @@ private:
         http::serializer<false, http::buffer_body> serializer { response };
         bool clientGone = false;
         do {
-            if (!parser.is_done()) {
+            if (!parser->is_done()) {
                 response.body().data = chunk;
                 response.body().size = sizeof chunk;
-                pump(upstream, buffer, parser, ec);
+                pump(upstream, buffer, *parser, ec);
                 dog.touch();
                 if (ec) {
                     // The upstream broke off mid-answer: the client must not take the part for
@@ -789,14 +829,14 @@ private:
                     return out;
                 }
                 const std::size_t got = sizeof chunk - response.body().size;
-                if (got == 0 && !parser.is_done())
+                if (got == 0 && !parser->is_done())
                     continue; // only framing was read (a chunk header): an empty chunk would end the answer
                 response.body().size = got;
                 // No bytes: no buffer. An empty buffer would go out as a chunk of size 0 —
                 // the chunked end marker — followed by the real end marker: bytes the client
                 // would read as the start of its next answer on a kept-alive connection.
                 response.body().data = got > 0 ? chunk : nullptr;
-                response.body().more = !parser.is_done();
+                response.body().more = !parser->is_done();
                 const std::string_view piece(chunk, got);
                 if (success)
                     meter.feed(piece);
@@ -819,7 +859,7 @@ private:
                     return out;
                 }
             }
-        } while (!parser.is_done() || (!clientGone && !serializer.is_done()));
+        } while (!parser->is_done() || (!clientGone && !serializer.is_done()));
         if (!clientGone && !serializer.is_done()) {
             response.body().data = nullptr;
             response.body().size = 0;
@@ -829,7 +869,7 @@ private:
         if (success)
             out.usage = meter.finish();
         out.clientOk = !clientGone && !ec;
-        out.reusable = out.clientOk && upstreamGoesOn && parser.is_done();
+        out.reusable = out.clientOk && upstreamGoesOn && parser->is_done() && buffer.size() == 0;
         return out;
     }
 

@@ -118,6 +118,7 @@ const server = http.createServer((req, res) => {
             return;
         }
         if (mock === '529') return error(res, 529, {}, 'overloaded_error', 'Overloaded');
+        if (mock === 'early-hints') res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }); // a 103 first
         if (quota(now).remaining === 0) {
             stats.refused++;
             const q = quota(now);
