@@ -48,7 +48,7 @@ std::string ss(const QString& s)
 
 qint64 msNow(const Clock& clock)
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+    return clock.unixMs();
 }
 
 quint64 inodeOf(const QString& path)

@@ -84,7 +84,7 @@ std::int64_t toMs(double seconds)
 
 std::int64_t nowMsOf(const Clock& clock)
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+    return clock.unixMs();
 }
 
 struct Context

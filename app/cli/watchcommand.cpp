@@ -424,7 +424,7 @@ std::vector<Line> frame(const HomeSpec& spec, Watched& watched, double seconds, 
     const std::string home = spec.text();
     const SystemClock clock;
     const std::int64_t now
-        = std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+        = clock.unixMs();
     std::vector<Line> out;
     out.push_back({ "Tollgate status  " + Console::printable(home) + "  every " + secondsText(seconds) + "  "
             + clockText(now) + (tty ? "  (q quits)" : ""),

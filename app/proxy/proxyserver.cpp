@@ -921,8 +921,7 @@ private:
 
     void learnFromHeaders(Outcome& out)
     {
-        const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-            m_clock.now().time_since_epoch()).count();
+        const std::int64_t now = m_clock.unixMs();
         const RateLimitReport report = RateLimitHeaders::parse(out.headers, now);
         out.retryAfterMs = report.retryAfterMs;
         // The provider's own word that a budget is spent until some time: nobody goes before it.
@@ -948,7 +947,7 @@ private:
             // Recorded for the history and the dashboard; the provider's load is not this
             // key's quota, so nobody backs off for it (the client's own retry handles it).
             HistoryEvent e;
-            e.timeMs = std::chrono::duration_cast<std::chrono::milliseconds>(m_clock.now().time_since_epoch()).count();
+            e.timeMs = m_clock.unixMs();
             e.type = EventType::Overloaded;
             e.provider = m_o.provider;
             e.caller = caller;

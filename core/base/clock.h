@@ -20,6 +20,11 @@ public:
     {
         return std::chrono::duration_cast<std::chrono::seconds>(now().time_since_epoch()).count();
     }
+    // Unix milliseconds: the unit of every time in the state, the history and the store.
+    [[nodiscard]] std::int64_t unixMs() const
+    {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(now().time_since_epoch()).count();
+    }
 };
 
 } // namespace tollgate

@@ -38,7 +38,7 @@ Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std
 
 std::int64_t LocalQuotaBackend::nowMs() const
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(m_clock->now().time_since_epoch()).count();
+    return m_clock->unixMs();
 }
 
 Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
@@ -384,6 +384,27 @@ Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int6
     });
 }
 
+namespace {
+
+// An admission at `at` counted `estimated` tokens and used `used`: the difference goes into
+// the window bucket of `at`, provider-wide and in the model's scope (RollingWindow::
+// adjustTokens). Returns the difference applied; 0: nothing changed (none, or `at` ahead).
+std::int64_t correctAdmission(ProviderState& p, const std::string& model, std::int64_t at, std::int64_t now,
+    std::int64_t estimated, std::int64_t used)
+{
+    const std::int64_t delta = std::clamp<std::int64_t>(used, 0, RollingWindow::MAX_BUCKET_COUNT)
+        - std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT);
+    if (delta == 0 || at > now)
+        return 0;
+    for (auto& sc : p.scopes) {
+        if (sc.model.empty() || sc.model == model)
+            sc.window.adjustTokens(at, now, delta);
+    }
+    return delta;
+}
+
+} // namespace
+
 Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const std::string& model,
     std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
 {
@@ -392,16 +413,11 @@ Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const
         if (!l)
             return l.error();
         const std::int64_t now = nowMs();
-        const std::int64_t delta = std::clamp<std::int64_t>(used, 0, RollingWindow::MAX_BUCKET_COUNT)
-            - std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT);
-        if (delta == 0 || admittedAtMs > now)
-            return {};
-        ProviderState& p = tx.state.ensureProvider(provider);
-        for (auto& sc : p.scopes) {
-            if (sc.model.empty() || sc.model == model)
-                sc.window.adjustTokens(admittedAtMs, now, delta);
-        }
-        tx.changed = true;
+        if (used == estimated || admittedAtMs > now)
+            return {}; // else no state is even touched
+        const std::int64_t delta
+            = correctAdmission(tx.state.ensureProvider(provider), model, admittedAtMs, now, estimated, used);
+        tx.changed = delta != 0;
         tx.ring = delta < 0; // capacity may have come back
         return {};
     });
@@ -512,17 +528,10 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
                 return l.error();
             p = &tx.state.ensureProvider(end.provider);
         }
-        if (end.usedTokens >= 0 && at > 0 && at <= now) {
-            const std::int64_t delta = std::min(end.usedTokens, RollingWindow::MAX_BUCKET_COUNT)
-                - std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT);
-            if (delta != 0) {
-                for (auto& sc : p->scopes) {
-                    if (sc.model.empty() || sc.model == model)
-                        sc.window.adjustTokens(at, now, delta);
-                }
-                tx.changed = true;
-                tx.ring = tx.ring || delta < 0;
-            }
+        if (end.usedTokens >= 0 && at > 0) {
+            const std::int64_t delta = correctAdmission(*p, model, at, now, estimated, end.usedTokens);
+            tx.changed = tx.changed || delta != 0;
+            tx.ring = tx.ring || delta < 0;
         }
         if (end.success) {
             if (p->consecutive429 != 0) {

@@ -25,7 +25,7 @@ QuotaLimiter::QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessP
 
 std::int64_t QuotaLimiter::nowMs() const
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(m_clock->now().time_since_epoch()).count();
+    return m_clock->unixMs();
 }
 
 std::string QuotaLimiter::sanitizeCaller(std::string_view caller)

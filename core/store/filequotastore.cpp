@@ -39,7 +39,7 @@ std::string utcStamp(std::int64_t unixSeconds)
 
 std::int64_t nowMs(const Clock& c)
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(c.now().time_since_epoch()).count();
+    return c.unixMs();
 }
 
 template <typename Names> std::string nameList(const Names& names)

@@ -1018,17 +1018,25 @@ local function adjustTokens(sc, at, t, delta)
     if delta > 0 then record(sc, t, 0, delta) end
 end
 
+-- correctAdmission (localquotabackend.cpp): the difference between what an admission at `at`
+-- counted and what it used, in the bucket of `at`, provider-wide and in the model's scope.
+-- Returns the difference applied (0: nothing changed).
+local function correctAdmission(p, model, at, estimated, used)
+    local delta = clamp(used, 0, MAX_BUCKET_COUNT) - clamp(estimated, 0, MAX_BUCKET_COUNT)
+    if delta == 0 or at > now then return 0 end
+    for _, sc in ipairs(p.sc) do
+        if sc.m == '' or sc.m == model then adjustTokens(sc, at, now, delta) end
+    end
+    touch(p)
+    if delta < 0 then ring = true end
+    return delta
+end
+
 function ops.correctTokens()
     local l, refusal = knownLimits(a.provider)
     if refusal then return refusal end
-    local delta = a.used - a.estimated
-    if delta ~= 0 and a.at <= now then
-        local p = providerOf(a.provider, l)
-        for _, sc in ipairs(p.sc) do
-            if sc.m == '' or sc.m == a.model then adjustTokens(sc, a.at, now, delta) end
-        end
-        touch(p)
-        if delta < 0 then ring = true end
+    if a.used ~= a.estimated and a.at <= now then -- else no state is even read
+        correctAdmission(providerOf(a.provider, l), a.model, a.at, a.estimated, a.used)
     end
     commit()
     return reply({})
@@ -1104,15 +1112,7 @@ function ops.finishAdmission()
         if refusal then return refusal end
         p = providerOf(a.provider, l)
     end
-    if a.used >= 0 and at > 0 and at <= now then
-        local delta = a.used - clamp(estimated, 0, MAX_BUCKET_COUNT)
-        if delta ~= 0 then
-            for _, sc in ipairs(p.sc) do
-                if sc.m == '' or sc.m == model then adjustTokens(sc, at, now, delta) end
-            end
-            if delta < 0 then ring = true end
-        end
-    end
+    if a.used >= 0 and at > 0 then correctAdmission(p, model, at, estimated, a.used) end
     if a.ok then
         p.c = 0
         local ok = event('ok', a.provider)

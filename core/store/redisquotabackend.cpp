@@ -31,7 +31,7 @@ std::string packed(const json& j)
 
 std::int64_t msOf(const Clock& clock)
 {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+    return clock.unixMs();
 }
 
 std::int64_t intOf(const json& j, const char* key, std::int64_t fallback = 0)
