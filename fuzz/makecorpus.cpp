@@ -35,6 +35,9 @@ QuotaState busyState()
     p.lastAdmitMs = 1735420799000;
     p.admittedTotal = 1234;
     p.rateLimitedTotal = 3;
+    p.reportedAtMs = 1700000000000;
+    p.reportedRequests = 40;
+    p.reportedTokens = -1;
     ScopeWindow all { "", RollingWindow(60000) };
     for (std::int64_t t = 0; t < 70000; t += 1700)
         all.window.record(1735420740000 + t, 1, 150 + t % 7);

@@ -3,6 +3,7 @@
 
 #include "base/manualclock.h"
 #include "quota/capacity.h"
+#include "quota/limitmismatch.h"
 #include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 
@@ -65,6 +66,7 @@ private Q_SLOTS:
     void stateFromTheFutureStaysBounded();
     void queuedCallersBlockANewcomer();
     void computeListsEveryProvider();
+    void providerLimitsThatDifferAreNoticed();
     void agreesWithTheLimiter();
 
 private:
@@ -241,6 +243,48 @@ void TestCapacity::tokensLeftAndWhenTheyFree()
     QCOMPARE(c.level, CapacityLevel::Blocked);
     QCOMPARE(c.blockedBy, WaitReason::Tokens);
     QCOMPARE(c.blockedUntilMs, std::optional<std::int64_t>(T0 + 33000));
+}
+
+// The provider's limits (per minute, from its headers) against the limits set, exactly: a
+// window that is not a minute is scaled without rounding, huge figures do not overflow, and
+// the verdict never changes the level (the limits set are what the limiter applies).
+void TestCapacity::providerLimitsThatDifferAreNoticed()
+{
+    QVERIFY(!LimitMismatch::differs(60, 60, 60000));
+    QVERIFY(LimitMismatch::differs(40, 60, 60000));
+    QVERIFY(!LimitMismatch::differs(30, 60, 120000)); // 60 per 2 min = 30/min
+    QVERIFY(!LimitMismatch::differs(3600, 60, 1000)); // 60/s = 3,600/min
+    QVERIFY(LimitMismatch::differs(3601, 60, 1000));
+    QVERIFY(!LimitMismatch::differs(7, 7, 60000));
+    QVERIFY(LimitMismatch::differs(1, 7, 420001)); // 7 per 420.001 s is not 1/min
+    QVERIFY(!LimitMismatch::differs(1, 7, 420000));
+    QVERIFY(LimitMismatch::differs(10, std::nullopt, 60000)); // nothing set: the key is unprotected
+    QVERIFY(!LimitMismatch::differs(-1, 60, 60000)); // not reported: nothing to say
+    // 2^40 per 7 days against its per-minute figure: no product is formed, so no overflow.
+    const std::int64_t week = 604800000;
+    const std::int64_t big = std::int64_t(1) << 40;
+    QVERIFY(LimitMismatch::differs(big, big, week));
+    QVERIFY(!LimitMismatch::differs(big / 10080 * 1, big / 10080 * 10080, week));
+
+    m_limits.requests = 60;
+    m_limits.tokens = 100000;
+    m_limits.windowMs = 60000;
+    ProviderState& p = m_state.ensureProvider("p");
+    QVERIFY(at(T0).limitNotices.empty()); // never reported
+    p.reportedAtMs = T0 - 5000;
+    p.reportedRequests = 40;
+    p.reportedTokens = 100000;
+    auto c = at(T0);
+    QCOMPARE(c.reportedRequests, std::int64_t(40));
+    QCOMPARE(c.reportedAtMs, T0 - 5000);
+    QCOMPARE(c.limitNotices, std::vector<std::string> { "provider reports 40 requests/min; Tollgate is set to 60" });
+    QCOMPARE(c.level, CapacityLevel::Ok);
+    m_limits.tokens.reset();
+    m_limits.windowMs = 90500;
+    c = at(T0);
+    QCOMPARE(c.limitNotices,
+        (std::vector<std::string> { "provider reports 40 requests/min; Tollgate is set to 60 per 90500 ms",
+            "provider reports 100000 tokens/min; Tollgate sets no token limit" }));
 }
 
 void TestCapacity::noLimitsIsOk()

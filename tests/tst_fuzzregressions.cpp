@@ -145,12 +145,13 @@ QString stateProblem(const QuotaState& s, std::size_t inputSize)
             }
         }
     }
-    // A format-1 state is rewritten as format 2: 24 more bytes per slot and waiter.
+    // An older state is rewritten in the current format: from format 1, 24 more bytes per
+    // slot and waiter; from formats 1 and 2, 24 more per provider (its reported limits).
     std::size_t holders = 0;
     for (const auto& p : s.providers)
         holders += p.slots.size() + p.queue.size();
     const std::string once = s.encode();
-    if (once.size() > inputSize + holders * 24)
+    if (once.size() > inputSize + holders * 24 + s.providers.size() * 24)
         return QStringLiteral("re-encoding is longer than the input");
     auto back = QuotaState::decode(once);
     if (!back)

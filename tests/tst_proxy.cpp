@@ -268,7 +268,8 @@ void TestProxy::nothingGoesWhileTheProviderSaysNothingIsLeft()
     // The provider allows 2 requests a minute; Tollgate is set to 100 (someone guessed wrong).
     // Its headers say so after the second answer: nobody is sent until its reset.
     m_mock.reset();
-    m_mock = TestSupport::startChild(QStringLiteral("node"), { MOCK, QStringLiteral("--limit"), QStringLiteral("2") });
+    m_mock = TestSupport::startChild(QStringLiteral("node"),
+        { MOCK, QStringLiteral("--limit"), QStringLiteral("2"), QStringLiteral("--token-limit"), QStringLiteral("40000") });
     QVERIFY(m_mock);
     m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(TestSupport::firstLine(*m_mock));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
@@ -286,6 +287,24 @@ void TestProxy::nothingGoesWhileTheProviderSaysNothingIsLeft()
     const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
     QVERIFY2(history.out.contains("\"type\":\"hold\""), history.out.constData());
     QVERIFY(!history.out.contains("\"type\":\"429\""));
+
+    // The provider's own limits differ from Tollgate's: said once in the history (not per
+    // answer), and by status (JSON and text) for as long as they differ.
+    QCOMPARE(history.out.count("\"type\":\"limit-mismatch\""), 2);
+    QVERIFY2(history.out.contains("provider reports 2 requests/min; Tollgate is set to 100"), history.out.constData());
+    QVERIFY(history.out.contains("provider reports 40000 tokens/min; Tollgate sets no token limit"));
+    const Ran status = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    const QJsonObject p = QJsonDocument::fromJson(status.out).object().value(QStringLiteral("providers")).toArray().first().toObject();
+    const QJsonObject reported = p.value(QStringLiteral("provider_reported")).toObject();
+    QCOMPARE(reported.value(QStringLiteral("requests_per_minute")).toInt(), 2);
+    QCOMPARE(reported.value(QStringLiteral("tokens_per_minute")).toInt(), 40000);
+    QCOMPARE(p.value(QStringLiteral("limit_notices")).toArray().size(), 2);
+    const Ran text = cli({ QStringLiteral("status") });
+    QVERIFY2(text.out.contains("NOTE provider reports 2 requests/min; Tollgate is set to 100"), text.out.constData());
+    // Set to match the provider: the notice goes at once, with no new answer needed.
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("2"), QStringLiteral("--tokens"), QStringLiteral("40000") });
+    const Ran after = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QVERIFY2(after.out.contains("\"limit_notices\":[]"), after.out.constData());
 }
 
 void TestProxy::spendCapPausesTheProvider()

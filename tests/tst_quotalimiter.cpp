@@ -6,6 +6,8 @@
 // Time is a ManualClock; every acquire is a try (deadline = now), so nothing sleeps.
 
 #include "base/manualclock.h"
+#include "quota/capacity.h"
+#include "quota/limitmismatch.h"
 #include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 #include "store/memoryquotastore.h"
@@ -59,6 +61,7 @@ private Q_SLOTS:
     void releaseByFenceAndRenewTheLease();
     void resetBackoffAndSuccessEndTheStreak();
     void holdUntilStopsEveryoneUntilThenWithoutA429();
+    void providerReportedLimitsAreKeptAndAMismatchIsSaidOnce();
     void realUsageReplacesTheEstimate();
     void finishEndsTheCallInOneStep();
     void removedProviderIsForgotten();
@@ -393,6 +396,77 @@ void TestQuotaLimiter::holdUntilStopsEveryoneUntilThenWithoutA429()
     QVERIFY(limiter().holdUntil("p", INT64_MAX, "for ever?").ok());
     const auto snap = limiter().snapshot();
     QVERIFY(snap->state.provider("p")->backoffUntilMs <= snap->nowMs + QuotaPolicy::MAX_STOP_MS);
+}
+
+// What the proxy does with the provider's own limits (its headers, per minute): kept in the
+// state, a limit-mismatch event when a reported limit changes and differs from Tollgate's —
+// once, not per answer — and not written again until it changes or a minute has passed.
+void TestQuotaLimiter::providerReportedLimitsAreKeptAndAMismatchIsSaidOnce()
+{
+    ProviderLimits l = requestsPerMinute(60);
+    l.tokens = 120000;
+    l.windowMs = 120000; // 60 requests per 2 minutes: 30 a minute
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    auto mismatches = [&] {
+        std::vector<HistoryEvent> out;
+        auto batch = m_store.reader->history()->poll();
+        if (batch.ok()) {
+            for (const auto& e : batch->events) {
+                if (e.type == EventType::LimitMismatch)
+                    out.push_back(e);
+            }
+        }
+        return out;
+    };
+    auto reported = [&] { return *limiter().snapshot()->state.provider("p"); };
+
+    // 40 requests/min against 60 per 2 minutes: differs. 60,000 tokens/min = 120,000 per 2 min.
+    auto first = limiter().noteReportedLimits("p", 40, 60000, "agent\x1b[2J");
+    QVERIFY2(first.ok(), first ? "" : first.error().describe().c_str());
+    QVERIFY(*first);
+    QCOMPARE(reported().reportedRequests, std::int64_t(40));
+    QCOMPARE(reported().reportedTokens, std::int64_t(60000));
+    const std::int64_t at = reported().reportedAtMs;
+    QVERIFY(at > 0);
+    auto events = mismatches();
+    QCOMPARE(events.size(), std::size_t(1));
+    QCOMPARE(events[0].reason, std::string("provider reports 40 requests/min; Tollgate is set to 60 per 120 s"));
+    QCOMPARE(events[0].provider, std::string("p"));
+    QVERIFY(events[0].caller.find('\x1b') == std::string::npos);
+
+    // The same again: nothing written, nothing said. Not in the answer (-1): what is kept stays.
+    QVERIFY(!*limiter().noteReportedLimits("p", 40, 60000, "agent"));
+    QVERIFY(!*limiter().noteReportedLimits("p", -1, -1, "agent"));
+    QCOMPARE(reported().reportedAtMs, at);
+    // A minute later the same report is written again (still reported), without a new event.
+    m_clock.advance(std::chrono::milliseconds(LimitMismatch::REFRESH_MS));
+    QVERIFY(*limiter().noteReportedLimits("p", 40, -1, "agent"));
+    QVERIFY(reported().reportedAtMs > at);
+    QCOMPARE(reported().reportedTokens, std::int64_t(60000));
+    QCOMPARE(mismatches().size(), std::size_t(1));
+
+    // What status and the dashboard show (Capacity), from the same state.
+    auto snap = limiter().snapshot();
+    const ProviderCapacity cap
+        = Capacity::forProvider(snap->state, "p", snap->limits.find("p"), snap->nowMs);
+    QCOMPARE(cap.limitNotices.size(), std::size_t(1));
+    QCOMPARE(cap.limitNotices[0], events[0].reason);
+
+    // The provider changes its mind: a new event per budget that now differs.
+    QVERIFY(*limiter().noteReportedLimits("p", 30, 50000, "agent"));
+    events = mismatches();
+    QCOMPARE(events.size(), std::size_t(2));
+    QCOMPARE(events[1].reason, std::string("provider reports 50000 tokens/min; Tollgate is set to 120000 per 120 s"));
+    // Tollgate set to match: the notice goes, without any report.
+    l.tokens = 100000;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    snap = limiter().snapshot();
+    QVERIFY(Capacity::forProvider(snap->state, "p", snap->limits.find("p"), snap->nowMs).limitNotices.empty());
+
+    // A huge figure is kept bounded; an unknown provider is refused as everywhere.
+    QVERIFY(*limiter().noteReportedLimits("p", INT64_MAX, -1, "agent"));
+    QCOMPARE(reported().reportedRequests, LimitMismatch::MAX_REPORTED);
+    QVERIFY(!limiter().noteReportedLimits("unknown", 1, 1, "agent").ok());
 }
 
 void TestQuotaLimiter::realUsageReplacesTheEstimate()

@@ -73,6 +73,7 @@ private Q_SLOTS:
     void reusedPidWithAnotherStartTimeIsDead();
     void waiterOfAnotherNamespaceExpiresWithItsLease();
     void formatOneStateIsReadConservatively();
+    void formatTwoStateIsReadWithNothingReported();
     void backoffIsBoundedWhateverTheInputs();
     void forgedFarFutureTimesStopNobodyPastTheMaximum();
     void holderStatusIsTheLimitersJudgement();
@@ -436,6 +437,46 @@ void TestQuotaPolicy::formatOneStateIsReadConservatively()
     auto back = QuotaState::decode(again);
     QVERIFY(back.ok());
     QCOMPARE(back->encode(), again);
+}
+
+// A state written in format 2 (before the provider-reported limits) is read whole — holders,
+// waiters, windows, pause and backoff — with nothing reported, and rewritten as format 3
+// keeping all of it; a reported limit then survives the round trip.
+void TestQuotaPolicy::formatTwoStateIsReadWithNothingReported()
+{
+    QFile f(QStringLiteral(TOLLGATE_TEST_DATA "/state-format2-busy.bin"));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray bytes = f.readAll();
+    QCOMPARE(static_cast<unsigned char>(bytes[4]), static_cast<unsigned char>(2));
+    auto s = QuotaState::decode(std::string_view(bytes.constData(), static_cast<std::size_t>(bytes.size())));
+    QVERIFY2(s.ok(), s ? "" : s.error().message.c_str());
+    QCOMPARE(s->nextFence, std::uint64_t(17));
+    ProviderState* p = s->provider("openai");
+    QVERIFY(p);
+    QVERIFY(p->paused);
+    QCOMPARE(p->pauseReason, std::string("budget review"));
+    QCOMPARE(p->consecutive429, 2);
+    QCOMPARE(p->admittedTotal, std::uint64_t(16));
+    QCOMPARE(p->reportedAtMs, std::int64_t(0));
+    QCOMPARE(p->reportedRequests, std::int64_t(-1));
+    QCOMPARE(p->reportedTokens, std::int64_t(-1));
+    QCOMPARE(p->slots.size(), std::size_t(1));
+    QCOMPARE(p->slots.front().caller, std::string("nightly-eval"));
+    QCOMPARE(p->slots.front().pidNs, std::uint64_t(4026531836));
+    QCOMPARE(p->queue.size(), std::size_t(1));
+    QCOMPARE(p->queue.front().reason, WaitReason::Slots);
+    const std::int64_t t = 1795600000000;
+    QCOMPARE(p->scope("")->window.usage(t).requests, std::int64_t(7));
+    p->reportedAtMs = t;
+    p->reportedRequests = 40;
+    const std::string again = s->encode();
+    QCOMPARE(static_cast<unsigned char>(again[4]), static_cast<unsigned char>(QuotaState::FORMAT_VERSION));
+    auto back = QuotaState::decode(again);
+    QVERIFY(back.ok());
+    QCOMPARE(back->encode(), again);
+    QCOMPARE(back->provider("openai")->reportedRequests, std::int64_t(40));
+    QCOMPARE(back->provider("openai")->reportedTokens, std::int64_t(-1));
+    QCOMPARE(back->provider("openai")->slots.front().leaseUntilMs, p->slots.front().leaseUntilMs);
 }
 
 // One report never stops callers for longer than RetryAfter::MAX_MS plus the jitter, whatever

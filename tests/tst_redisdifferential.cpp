@@ -55,7 +55,9 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
         out += name + ": paused=" + std::to_string(p->paused) + " 429s=" + std::to_string(p->consecutive429)
             + " backoff=" + std::to_string(p->backoffUntilMs) + " pace=" + std::to_string(p->paceUntilMs)
             + " admitted=" + std::to_string(p->admittedTotal) + " limited=" + std::to_string(p->rateLimitedTotal)
-            + " slots=" + std::to_string(p->slots.size()) + " queue=" + std::to_string(p->queue.size());
+            + " slots=" + std::to_string(p->slots.size()) + " queue=" + std::to_string(p->queue.size())
+            + " reported=" + std::to_string(p->reportedRequests) + "r/" + std::to_string(p->reportedTokens) + "t@"
+            + std::to_string(p->reportedAtMs);
         for (const auto& sc : p->scopes) {
             const auto u = sc.window.usage(s.nowMs);
             out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms " + std::to_string(u.requests)
@@ -171,6 +173,10 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         const std::int64_t correctionAt = pick(120000); // ms before now (some in the future, some expired)
         const std::int64_t estimated = pick(300);
         const std::int64_t used = pick(300);
+        // Often what some drawn limits come to per minute (1..8 requests per 1..20 s): equal or not.
+        const std::int64_t requestChoices[] = { -1, 12, 24, 30, 60, 120, 7, 1LL << 45 };
+        const std::int64_t reportedRequests = requestChoices[pick(8)];
+        const std::int64_t reportedTokens = pick(3) == 0 ? -1 : (pick(2) ? 6000 : 100 + pick(60000));
         for (int s = 0; s < 2; ++s) {
             Side& side = sides[s];
             QuotaBackend& b = *side.backend;
@@ -237,8 +243,11 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 // the next transaction; a Redis home when it stands in the way (the script
                 // cannot probe pids) — so here one may count a holder the other already freed.
                 out = b.releaseStale(all, "test").ok() ? "stale" : "error";
-            } else if (what < 92) { // the proxy heard the provider say: nothing left until then
+            } else if (what < 90) { // the proxy heard the provider say: nothing left until then
                 out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held" : "error";
+            } else if (what < 92) { // the proxy heard the provider's own limits (per minute)
+                auto r = b.noteReportedLimits(provider, reportedRequests, reportedTokens, "c");
+                out = r ? (*r ? "noted" : "same") : "error: " + r.error().message;
             } else if (what < 96) { // the proxy corrects an estimate with the answer's usage
                 if (heldIndex % 2 == 0) {
                     out = b.correctTokens(provider, admit.request.model, nowMs + 1000 - correctionAt, estimated, used).ok()
@@ -277,6 +286,25 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                                QString::fromStdString(b))));
         clock.advance(std::chrono::milliseconds(pick(3) == 0 ? pick(8000) : pick(300)));
     }
+
+    // The words of the limit-mismatch events: the script builds them itself (LimitMismatch in C++).
+    auto mismatches = [](Result<std::unique_ptr<QuotaReader>> reader) {
+        std::vector<std::string> out;
+        if (!reader)
+            return std::vector<std::string> { "no reader: " + reader.error().message };
+        auto batch = (*reader)->history()->poll();
+        if (!batch)
+            return std::vector<std::string> { "no history: " + batch.error().message };
+        for (const auto& e : batch->events) {
+            if (e.type == EventType::LimitMismatch)
+                out.push_back(e.provider + ": " + e.reason + " (" + e.caller + ")");
+        }
+        return out;
+    };
+    const auto fromFile = mismatches(StoreFactory::openReader(dir.path().toStdString() + "/home"));
+    const auto fromRedis = mismatches(StoreFactory::openReader(*spec));
+    QVERIFY(!fromFile.empty());
+    QCOMPARE(fromRedis, fromFile);
 }
 
 QTEST_APPLESS_MAIN(TestRedisDifferential)

@@ -161,7 +161,12 @@ void CapacityModel::rebuild()
             r.details.append(c.waiting == 1
                     ? tr("1 caller waiting")
                     : tr("%1 callers waiting").arg(count(static_cast<std::int64_t>(c.waiting))));
+        // Where the provider's own headers disagree with the limits set: the user fixes one.
+        for (const std::string& notice : c.limitNotices)
+            r.details.append(tr("⚠ %1").arg(qs(notice)));
         QStringList tip;
+        if (!c.limitNotices.empty())
+            tip.append(tr("the provider's figures come from its rate-limit headers, read by tollgate proxy"));
         for (const WindowCapacity& m : c.models) {
             tip.append(windowLines(m, tr("model %1: ").arg(qs(m.model))));
         }

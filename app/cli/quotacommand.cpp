@@ -936,6 +936,20 @@ int cmdStatus()
         j["rate_limited_total"] = ps.rateLimitedTotal;
         j["waiting"] = cap.waiting;
         j["capacity"] = capacityJson(cap);
+        {
+            // What the provider's own headers said (tollgate proxy); null: never reported.
+            json r = nullptr;
+            if (cap.reportedAtMs > 0) {
+                auto orNull = [](std::int64_t v) { return v < 0 ? json(nullptr) : json(v); };
+                r = json::object();
+                r["requests_per_minute"] = orNull(cap.reportedRequests);
+                r["tokens_per_minute"] = orNull(cap.reportedTokens);
+                r["reported_at_ms"] = cap.reportedAtMs;
+                r["age_ms"] = std::max<std::int64_t>(0, now - cap.reportedAtMs);
+            }
+            j["provider_reported"] = r;
+            j["limit_notices"] = cap.limitNotices;
+        }
         json slots = json::array();
         for (const auto& s : ps.slots) {
             json sj;
@@ -989,6 +1003,9 @@ int cmdStatus()
             ml_line << " in the last " << fmtSeconds(ml.windowMs);
             c.console.say(ml_line.str());
         }
+        for (const auto& notice : cap.limitNotices)
+            c.console.say("  NOTE " + notice + " (reported " + fmtSeconds(std::max<std::int64_t>(0, now - cap.reportedAtMs))
+                + " ago)");
         if (ps.paused)
             c.console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
         if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {

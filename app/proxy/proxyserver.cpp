@@ -7,6 +7,7 @@
 #include "provider/requestestimate.h"
 #include "provider/usagemeter.h"
 #include "quota/capacity.h"
+#include "quota/limitmismatch.h"
 #include "quota/quotalimiter.h"
 #include "store/homespec.h"
 #include "store/storefactory.h"
@@ -313,6 +314,39 @@ private:
     std::vector<std::unique_ptr<UpstreamLink>> m_idle; // most recently used last
 };
 
+// The provider's limits as this proxy last passed them to the store: every answer repeats
+// them, and a store operation per answer would cost a locked transaction each; the store is
+// told only when they change or LimitMismatch::REFRESH_MS has passed (its own rule again).
+class ReportedLimitsMemo
+{
+public:
+    // Whether (requests, tokens) is worth telling the store now; -1: not in this answer.
+    bool shouldNote(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs)
+    {
+        std::lock_guard lock(m_mutex);
+        const std::int64_t r = requests < 0 ? m_requests : requests;
+        const std::int64_t t = tokens < 0 ? m_tokens : tokens;
+        if (m_atMs != 0 && r == m_requests && t == m_tokens && nowMs >= m_atMs
+            && nowMs - m_atMs < LimitMismatch::REFRESH_MS)
+            return false;
+        m_requests = r;
+        m_tokens = t;
+        m_atMs = nowMs;
+        return true;
+    }
+    void forget() // the store did not take it: try again with the next answer
+    {
+        std::lock_guard lock(m_mutex);
+        m_atMs = 0;
+    }
+
+private:
+    std::mutex m_mutex;
+    std::int64_t m_requests = -1;
+    std::int64_t m_tokens = -1;
+    std::int64_t m_atMs = 0;
+};
+
 } // namespace
 
 struct ProxyServer::Impl
@@ -331,6 +365,7 @@ struct ProxyServer::Impl
     std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
     net::io_context upstreamIo; // the executor of upstream sockets, which outlive sessions in the pool
     UpstreamPool pool; // after upstreamIo: its sockets go first
+    ReportedLimitsMemo reported;
 
     ~Impl()
     {
@@ -356,7 +391,8 @@ class Session
 {
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
-        std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo)
+        std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo,
+        ReportedLimitsMemo& reported)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
@@ -366,6 +402,7 @@ public:
         , m_stalls(stalls)
         , m_pool(pool)
         , m_upstreamIo(upstreamIo)
+        , m_reported(reported)
     {
     }
 
@@ -930,6 +967,14 @@ private:
                 "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000) + " s from now ("
                     + m_caller + "'s answer)");
         }
+        // The provider's own limits (per minute, as both document them): kept for status and
+        // the dashboard, and a limit-mismatch event when they differ from Tollgate's.
+        const std::int64_t requests = report.requests.limit.value_or(-1);
+        const std::int64_t tokens = report.tokens.limit.value_or(-1);
+        if ((requests >= 0 || tokens >= 0) && m_reported.shouldNote(requests, tokens, now)) {
+            if (!m_limiter->noteReportedLimits(m_o.provider, requests, tokens, m_caller))
+                m_reported.forget();
+        }
     }
 
     // A success was recorded with the slot (finish); what else the answer means needs its body.
@@ -971,6 +1016,7 @@ private:
     StallMonitor& m_stalls;
     UpstreamPool& m_pool;
     net::io_context& m_upstreamIo;
+    ReportedLimitsMemo& m_reported;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
     ProcessProbe m_probe;
@@ -983,7 +1029,7 @@ private:
 template <class Client>
 void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo);
+    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported);
     try {
         s.run();
     } catch (const std::exception&) {

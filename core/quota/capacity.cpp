@@ -1,5 +1,7 @@
 #include "quota/capacity.h"
 
+#include "quota/limitmismatch.h"
+
 #include <algorithm>
 #include <set>
 
@@ -115,6 +117,12 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
         c.models.push_back(
             windowFigures(sc ? &sc->window : nullptr, model, l, ml.requests, ml.tokens, ml.windowMs, nowMs));
     }
+
+    c.reportedAtMs = p.reportedAtMs;
+    c.reportedRequests = p.reportedRequests;
+    c.reportedTokens = p.reportedTokens;
+    for (auto& n : LimitMismatch::find(p, limits))
+        c.limitNotices.push_back(std::move(n.text));
 
     c.slotLimit = l.parallel;
     c.slotsInUse = static_cast<std::int64_t>(p.slots.size());

@@ -95,6 +95,15 @@ struct ProviderCapacity
 
     std::size_t waiting = 0; // callers queued for this provider
 
+    // The provider's own limits per minute, as its headers last said (learned by the proxy;
+    // -1: not reported; reportedAtMs 0: never), and each budget where they differ from the
+    // limits set, in LimitMismatch's words ("provider reports 40 requests/min; Tollgate is
+    // set to 60"). A notice never changes the level: the limits set are what the limiter applies.
+    std::int64_t reportedAtMs = 0;
+    std::int64_t reportedRequests = -1;
+    std::int64_t reportedTokens = -1;
+    std::vector<std::string> limitNotices;
+
     CapacityLevel level = CapacityLevel::Ok;
     WaitReason blockedBy = WaitReason::None; // the limiter's reason when blocked
     // When the probe call may go, if only time stands in the way (backoff, pacing, a window,

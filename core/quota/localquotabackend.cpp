@@ -1,5 +1,7 @@
 #include "quota/localquotabackend.h"
 
+#include "quota/limitmismatch.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -382,6 +384,48 @@ Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int6
         tx.changed = true;
         return {};
     });
+}
+
+Result<bool> LocalQuotaBackend::noteReportedLimits(
+    const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+{
+    bool written = false;
+    auto done = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        written = false; // a transaction may run more than once (quotastore.h)
+        auto l = knownProvider(tx.limits, provider);
+        if (!l)
+            return l.error();
+        const std::int64_t now = nowMs();
+        ProviderState& p = tx.state.ensureProvider(provider);
+        auto keep = [](std::int64_t reported, std::int64_t kept) {
+            return reported < 0 ? kept : std::min(reported, LimitMismatch::MAX_REPORTED);
+        };
+        const std::int64_t requests = keep(requestsPerMin, p.reportedRequests);
+        const std::int64_t tokens = keep(tokensPerMin, p.reportedTokens);
+        const bool same = requests == p.reportedRequests && tokens == p.reportedTokens;
+        if (same && p.reportedAtMs <= now && now - p.reportedAtMs < LimitMismatch::REFRESH_MS)
+            return {};
+        const ProviderLimits& lim = **l;
+        auto notice = [&](const std::string& budget, std::int64_t reported, std::int64_t kept,
+                          std::optional<std::int64_t> given) {
+            if (reported == kept || !LimitMismatch::differs(reported, given, lim.windowMs))
+                return;
+            HistoryEvent e = event(now, EventType::LimitMismatch, provider, caller);
+            e.reason = LimitMismatch::describe(budget, reported, given, lim.windowMs);
+            tx.events.push_back(std::move(e));
+        };
+        notice("requests", requests, p.reportedRequests, lim.requests);
+        notice("tokens", tokens, p.reportedTokens, lim.tokens);
+        p.reportedRequests = requests;
+        p.reportedTokens = tokens;
+        p.reportedAtMs = now;
+        tx.changed = true;
+        written = true;
+        return {};
+    });
+    if (!done)
+        return done.error();
+    return written;
 }
 
 namespace {

@@ -105,6 +105,15 @@ public:
     // and records nothing (every answer may repeat it).
     [[nodiscard]] virtual Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason) = 0;
+    // The provider's own limits, per minute, as its answer's headers said them; -1: the answer
+    // did not say (what is kept stays). Kept in the provider's state (ProviderState::reported*)
+    // when they differ from what is kept or the kept report is older than
+    // LimitMismatch::REFRESH_MS (so a report per answer is not a write per answer); a budget
+    // whose reported limit changed and differs from Tollgate's gets a limit-mismatch event in
+    // LimitMismatch's words, naming `caller`. Returns whether the state was written.
+    [[nodiscard]] virtual Result<bool> noteReportedLimits(
+        const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+        = 0;
     // An admission at `admittedAtMs` counted `estimated` tokens; it really used `used`: the
     // difference goes into the window bucket of the admission (RollingWindow::adjustTokens),
     // in the provider's window and, when `model` has one, the model's. No history event

@@ -177,6 +177,12 @@ Result<void> QuotaLimiter::holdUntil(const std::string& provider, std::int64_t u
     return m_backend->holdUntil(provider, untilMs, TextSanitizer::clean(reason, 256));
 }
 
+Result<bool> QuotaLimiter::noteReportedLimits(
+    const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+{
+    return m_backend->noteReportedLimits(provider, requestsPerMin, tokensPerMin, sanitizeCaller(caller));
+}
+
 Result<void> QuotaLimiter::correctTokens(const std::string& provider, const std::string& model,
     std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
 {

@@ -74,6 +74,9 @@ public:
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who);
     // See QuotaBackend::holdUntil (`reason` is sanitised here).
     [[nodiscard]] Result<void> holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason);
+    // See QuotaBackend::noteReportedLimits (the proxy, from the answer's rate-limit headers).
+    [[nodiscard]] Result<bool> noteReportedLimits(
+        const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller);
     // See QuotaBackend::correctTokens (the proxy, with the answer's real usage).
     [[nodiscard]] Result<void> correctTokens(const std::string& provider, const std::string& model,
         std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used);

@@ -169,6 +169,9 @@ std::string QuotaState::encode() const
         w.i64(p.lastAdmitMs);
         w.u64(p.admittedTotal);
         w.u64(p.rateLimitedTotal);
+        w.i64(p.reportedAtMs);
+        w.i64(p.reportedRequests);
+        w.i64(p.reportedTokens);
         w.u16(static_cast<std::uint16_t>(p.scopes.size()));
         for (const auto& s : p.scopes) {
             w.str(s.model);
@@ -232,6 +235,7 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
                 + " by another Tollgate version (this one reads " + std::to_string(OLDEST_READABLE_VERSION)
                 + " to " + std::to_string(FORMAT_VERSION) + "); leaving it untouched");
     const bool holderIds = version >= 2; // namespace, start time and lease of slots and waiters
+    const bool reported = version >= 3; // the provider's own limits
     QuotaState s;
     std::uint16_t nProviders = 0;
     if (!r.u64(s.nextFence) || !r.u64(s.nextTicket) || !r.flag(s.pausedAll) || !r.str(s.pauseReason)
@@ -245,7 +249,15 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
         if (!r.str(p.name) || !r.flag(p.paused) || !r.str(p.pauseReason) || !r.i64(p.pausedAtMs)
             || !r.i32(p.consecutive429) || !r.i64(p.backoffUntilMs) || !r.i64(p.last429Ms)
             || !r.i64(p.paceUntilMs) || !r.i64(p.lastAdmitMs) || !r.u64(p.admittedTotal)
-            || !r.u64(p.rateLimitedTotal) || !r.u16(nScopes))
+            || !r.u64(p.rateLimitedTotal))
+            return bad(r, "truncated provider");
+        if (reported) {
+            if (!r.i64(p.reportedAtMs) || !r.i64(p.reportedRequests) || !r.i64(p.reportedTokens))
+                return bad(r, "truncated provider");
+            if (p.reportedAtMs < 0 || p.reportedRequests < -1 || p.reportedTokens < -1)
+                return bad(r, "invalid provider-reported limits");
+        }
+        if (!r.u16(nScopes))
             return bad(r, "truncated provider");
         if (nScopes > 64)
             return bad(r, "too many scopes");

@@ -76,6 +76,11 @@ struct ProviderState
     std::int64_t lastAdmitMs = 0;
     std::uint64_t admittedTotal = 0;
     std::uint64_t rateLimitedTotal = 0;
+    // The provider's own limits, per minute, as its last answer's rate-limit headers gave them
+    // (learned by the proxy); -1: not reported. reportedAtMs 0: never reported.
+    std::int64_t reportedAtMs = 0;
+    std::int64_t reportedRequests = -1;
+    std::int64_t reportedTokens = -1;
     std::vector<ScopeWindow> scopes;
     std::vector<Slot> slots;
     std::vector<Waiter> queue; // FIFO: ascending ticket
@@ -86,9 +91,10 @@ struct ProviderState
 
 struct QuotaState
 {
-    static constexpr std::uint32_t FORMAT_VERSION = 2;
-    // Still read (and rewritten as FORMAT_VERSION): slots and waiters without namespace,
-    // start time and lease. See docs/PROTOCOL.md for how such holders are judged.
+    static constexpr std::uint32_t FORMAT_VERSION = 3;
+    // Still read (and rewritten as FORMAT_VERSION): version 1 has slots and waiters without
+    // namespace, start time and lease (docs/PROTOCOL.md says how such holders are judged);
+    // versions 1 and 2 have no provider-reported limits (read as "not reported").
     static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
     static constexpr std::size_t MAX_PROVIDERS = 64;
     static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)

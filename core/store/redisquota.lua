@@ -39,6 +39,8 @@ local MAX_WAITERS = 512
 local MAX_SLOTS = 256
 local NEVER = 9007199254740992 -- 2^53
 local MAX_BUCKET_COUNT = 1125899906842624 -- 2^50, RollingWindow::MAX_BUCKET_COUNT
+local MAX_REPORTED = 1099511627776 -- 2^40, LimitMismatch::MAX_REPORTED
+local REPORT_REFRESH_MS = 60000 -- LimitMismatch::REFRESH_MS
 local R_PAUSED, R_BACKOFF, R_QUEUE, R_WINDOW, R_TOKENS, R_SLOTS = 1, 2, 3, 4, 5, 6
 
 -- Per call: set by main() at the start of every call. As a Redis function (the library is
@@ -233,6 +235,11 @@ local WAITER_SPEC = { tk = 'int', pid = 'int', e = 'int', d = 'int', n = 'int', 
 
 local function validProvider(p)
     if not checkFields(p, PROVIDER_SPEC) or #p.sl > MAX_SLOTS or #p.q > MAX_WAITERS then return false end
+    -- The provider's reported limits (noteLimits) are optional: a state from before them has none.
+    if (p.ra ~= nil and not isInt(p.ra, 0, NEVER)) or (p.rr ~= nil and not isInt(p.rr, -1, MAX_REPORTED))
+        or (p.rk ~= nil and not isInt(p.rk, -1, MAX_REPORTED)) then
+        return false
+    end
     for _, sc in ipairs(p.sc) do
         -- The buckets' values are not checked one by one here (that cost a fifth of every
         -- call): one that is not a number fails the operation (fail closed, nothing written),
@@ -1004,6 +1011,61 @@ function ops.hold()
     end
     commit()
     return reply({})
+end
+
+-- LimitMismatch::differs, exactly in doubles: reported × w = given × 60000 holds only when
+-- given = q·w' and reported = q·m' for the same q (w' = w/g, m' = 60000/g, g = gcd(w, 60000));
+-- every quotient stays below 2^41, where the products would not.
+local function limitDiffers(reported, given, w)
+    if reported < 0 then return false end
+    if not given then return true end
+    local x, y = w, 60000
+    while y ~= 0 do x, y = y, x % y end
+    local wq, mq = w / x, 60000 / x
+    return not (given % wq == 0 and reported % mq == 0 and given / wq == reported / mq)
+end
+-- LimitMismatch::describe (the same words)
+local function limitNotice(budget, reported, given, w)
+    local out = 'provider reports ' .. string.format('%d', reported) .. ' ' .. budget .. '/min; '
+    if not given then
+        if budget == 'requests' then return out .. 'Tollgate sets no request limit' end
+        return out .. 'Tollgate sets no token limit'
+    end
+    out = out .. 'Tollgate is set to ' .. string.format('%d', given)
+    if w ~= 60000 then
+        if w % 1000 == 0 then
+            out = out .. ' per ' .. string.format('%d', w / 1000) .. ' s'
+        else
+            out = out .. ' per ' .. string.format('%d', w) .. ' ms'
+        end
+    end
+    return out
+end
+
+-- LocalQuotaBackend::noteReportedLimits
+function ops.noteLimits()
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
+    local p = providerOf(a.provider, l)
+    local keptR, keptT, keptAt = p.rr or -1, p.rk or -1, p.ra or 0
+    local r, k = keptR, keptT
+    if a.requests >= 0 then r = math.min(a.requests, MAX_REPORTED) end
+    if a.tokens >= 0 then k = math.min(a.tokens, MAX_REPORTED) end
+    if r == keptR and k == keptT and keptAt <= now and now - keptAt < REPORT_REFRESH_MS then
+        return reply({ written = false })
+    end
+    local function notice(budget, reported, kept, given)
+        if reported == kept or not limitDiffers(reported, given, l.w) then return end
+        local e = event('limit-mismatch', a.provider)
+        e.caller = a.caller
+        e.reason = limitNotice(budget, reported, given, l.w)
+    end
+    notice('requests', r, keptR, l.r)
+    notice('tokens', k, keptT, l.t)
+    p.rr, p.rk, p.ra = r, k, now
+    touch(p)
+    commit()
+    return reply({ written = true })
 end
 
 -- RollingWindow::adjustTokens

@@ -1,5 +1,6 @@
 #include "store/redisquotabackend.h"
 
+#include "quota/limitmismatch.h"
 #include "store/redisstatecodec.h"
 #include "system/hostidentity.h"
 
@@ -469,6 +470,19 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
         return reply.error();
     const json& j = *reply;
     return boolOf(j, "found");
+}
+
+Result<bool> RedisQuotaBackend::noteReportedLimits(
+    const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+{
+    auto bound = [](std::int64_t v) { return v < 0 ? -1 : std::min(v, LimitMismatch::MAX_REPORTED); };
+    auto reply = call("noteLimits",
+        packed(json { { "provider", provider }, { "requests", bound(requestsPerMin) },
+            { "tokens", bound(tokensPerMin) }, { "caller", caller } }));
+    if (!reply)
+        return reply.error();
+    const json& j = *reply;
+    return boolOf(j, "written");
 }
 
 Result<bool> RedisQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <tuple>
 
 namespace tollgate {
 
@@ -185,6 +186,15 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     p.rateLimitedTotal = static_cast<std::uint64_t>(std::max<std::int64_t>(0, limited));
     p.backoffUntilMs = time(p.backoffUntilMs);
     p.paceUntilMs = time(p.paceUntilMs);
+    // The provider's reported limits: absent in a state from before them (then: not reported).
+    for (auto [key, out, lo] : { std::tuple { "ra", &p.reportedAtMs, std::int64_t(0) },
+             std::tuple { "rr", &p.reportedRequests, std::int64_t(-1) },
+             std::tuple { "rk", &p.reportedTokens, std::int64_t(-1) } }) {
+        if (!j.contains(key))
+            continue;
+        if (!integer(j, key, *out) || *out < lo)
+            return bad("a provider state's reported limits are not whole numbers in range");
+    }
     const json* scopes = list(j, "sc");
     const json* slots = list(j, "sl");
     const json* queue = list(j, "q");

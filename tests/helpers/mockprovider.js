@@ -20,6 +20,7 @@ const opt = (name, dflt) => {
 const LIMIT = opt('--limit', 1000000);
 const WINDOW_MS = opt('--window-ms', 60000);
 const DELAY_MS = opt('--delay-ms', 0);
+const TOKEN_LIMIT = opt('--token-limit', 0); // > 0: answers also state a tokens-per-minute limit (not enforced)
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
     acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0 };
@@ -37,17 +38,29 @@ function quota(now) {
 function headersFor(kind, now) {
     const q = quota(now);
     if (kind === 'anthropic') {
-        return {
+        const h = {
             'anthropic-ratelimit-requests-limit': String(LIMIT),
             'anthropic-ratelimit-requests-remaining': String(q.remaining),
             'anthropic-ratelimit-requests-reset': new Date(q.resetMs).toISOString(),
         };
+        if (TOKEN_LIMIT > 0) {
+            h['anthropic-ratelimit-tokens-limit'] = String(TOKEN_LIMIT);
+            h['anthropic-ratelimit-tokens-remaining'] = String(TOKEN_LIMIT);
+            h['anthropic-ratelimit-tokens-reset'] = new Date(now + 60000).toISOString();
+        }
+        return h;
     }
-    return {
+    const h = {
         'x-ratelimit-limit-requests': String(LIMIT),
         'x-ratelimit-remaining-requests': String(q.remaining),
         'x-ratelimit-reset-requests': Math.max(0, q.resetMs - now) + 'ms',
     };
+    if (TOKEN_LIMIT > 0) {
+        h['x-ratelimit-limit-tokens'] = String(TOKEN_LIMIT);
+        h['x-ratelimit-remaining-tokens'] = String(TOKEN_LIMIT);
+        h['x-ratelimit-reset-tokens'] = '60s';
+    }
+    return h;
 }
 
 // Every answer with rate-limit headers goes through here as it is sent: when it says nothing

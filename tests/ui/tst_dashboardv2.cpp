@@ -58,6 +58,7 @@ private Q_SLOTS:
     void capacityFullWindowSaysWhenTheNextRequestFrees();
     void capacityBackoffCountsDown();
     void capacityPauseShowsItsReason();
+    void capacitySaysWhenTheProviderReportsOtherLimits();
     void capacityNearAndTokensAndSlots();
     void capacityHostileNamesArePlainText();
     void capacityPanelInTheWindow();
@@ -296,6 +297,35 @@ void TestDashboardV2::capacityBackoffCountsDown()
         qPrintable(r->details.join(QLatin1Char('|'))));
     model.tick(T0 + 119500);
     QCOMPARE(model.row(QStringLiteral("api"))->next, QStringLiteral("next free in 1 s"));
+}
+
+// The provider's own limits (learned by the proxy from its headers) differ from the ones set:
+// the tile says so in the core's words, and stops saying it once they agree.
+void TestDashboardV2::capacitySaysWhenTheProviderReportsOtherLimits()
+{
+    StateBuilder s;
+    ProviderLimits l = windowLimits(60);
+    l.windowMs = 60000;
+    s.limits("api", l);
+    ProviderState& p = s.snapshot.state.ensureProvider("api");
+    p.reportedAtMs = T0;
+    p.reportedRequests = 40;
+
+    CapacityModel model;
+    model.setSnapshot(s.snapshot, T0 + 1000);
+    const CapacityModel::Row* r = model.row(QStringLiteral("api"));
+    QVERIFY(r);
+    QVERIFY2(r->details.contains(QStringLiteral("⚠ provider reports 40 requests/min; Tollgate is set to 60")),
+        qPrintable(r->details.join(QLatin1Char('|'))));
+    QCOMPARE(r->level, CapacityModel::Level::Ok); // a notice, not a block: the limits set apply
+    QVERIFY(r->tooltip.contains(QStringLiteral("rate-limit headers")));
+
+    l.requests = 40;
+    s.limits("api", l);
+    model.setSnapshot(s.snapshot, T0 + 2000);
+    r = model.row(QStringLiteral("api"));
+    for (const QString& d : r->details)
+        QVERIFY2(!d.contains(QStringLiteral("provider reports")), qPrintable(d));
 }
 
 void TestDashboardV2::capacityPauseShowsItsReason()
