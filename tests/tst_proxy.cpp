@@ -10,6 +10,7 @@
 #include "testsupport.h"
 
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -19,6 +20,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <memory>
+#include <sys/stat.h>
 
 namespace {
 
@@ -53,6 +55,7 @@ private Q_SLOTS:
     void keptAliveAnswersEndExactlyWhereTheyEnd();
     void upstreamConnectionsAreKeptAndRetriedWhenClosed();
     void listensOnLoopbackOnly();
+    void aTlsUpstreamIsAlwaysVerified();
 
 private:
     Ran cli(const QStringList& args) const
@@ -614,6 +617,123 @@ void TestProxy::listensOnLoopbackOnly()
             QStringLiteral("--upstream"), QStringLiteral("ftp://x") });
     QCOMPARE(bad.code, 2);
     QVERIFY(bad.err.contains("http://"));
+}
+
+// An https upstream: the certificate is verified (chain and name) against the system's CAs
+// plus --upstream-ca, and a request goes nowhere when it fails — the client gets a 502 that
+// says why, and the provider never sees the request (nor the API key in it).
+void TestProxy::aTlsUpstreamIsAlwaysVerified()
+{
+    if (QStandardPaths::findExecutable(QStringLiteral("openssl")).isEmpty())
+        QFAIL("openssl is not installed (scripts/bootstrap.sh installs it)");
+    const QString dir = m_dir->path();
+    auto path = [&](const QString& name) { return dir + QLatin1Char('/') + name; };
+    auto openssl = [&](const QStringList& args) {
+        const Ran r = TestSupport::run(QStringLiteral("openssl"), args, 60000);
+        if (r.code != 0)
+            qWarning("openssl %s: %s", qPrintable(args.join(QLatin1Char(' '))), r.err.constData());
+        return r.code == 0;
+    };
+    auto authority = [&](const QString& stem) {
+        return openssl({ QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"), QStringLiteral("ec"),
+            QStringLiteral("-pkeyopt"), QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"),
+            QStringLiteral("-keyout"), path(stem + QStringLiteral(".key")), QStringLiteral("-out"),
+            path(stem + QStringLiteral(".crt")), QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-subj"),
+            QStringLiteral("/CN=") + stem });
+    };
+    // A server certificate signed by ca for `san` ("IP:127.0.0.1" or another name).
+    auto serverCert = [&](const QString& stem, const QString& san) {
+        QFile ext(path(stem + QStringLiteral(".ext")));
+        if (!ext.open(QIODevice::WriteOnly))
+            return false;
+        ext.write("subjectAltName = " + san.toUtf8() + "\n");
+        ext.close();
+        return openssl({ QStringLiteral("req"), QStringLiteral("-newkey"), QStringLiteral("ec"), QStringLiteral("-pkeyopt"),
+                   QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"), QStringLiteral("-keyout"),
+                   path(stem + QStringLiteral(".key")), QStringLiteral("-out"), path(stem + QStringLiteral(".csr")),
+                   QStringLiteral("-subj"), QStringLiteral("/CN=") + stem })
+            && openssl({ QStringLiteral("x509"), QStringLiteral("-req"), QStringLiteral("-in"),
+                path(stem + QStringLiteral(".csr")), QStringLiteral("-CA"), path(QStringLiteral("ca.crt")),
+                QStringLiteral("-CAkey"), path(QStringLiteral("ca.key")), QStringLiteral("-CAcreateserial"),
+                QStringLiteral("-out"), path(stem + QStringLiteral(".crt")), QStringLiteral("-days"), QStringLiteral("2"),
+                QStringLiteral("-extfile"), path(stem + QStringLiteral(".ext")) });
+    };
+    QVERIFY(authority(QStringLiteral("ca")));
+    QVERIFY(authority(QStringLiteral("otherca")));
+    QVERIFY(serverCert(QStringLiteral("server"), QStringLiteral("IP:127.0.0.1")));
+    QVERIFY(serverCert(QStringLiteral("wrongname"), QStringLiteral("DNS:other.example")));
+    auto tlsMock = [&](const QString& stem, QString& url) {
+        Child c = TestSupport::startChild(QStringLiteral("node"),
+            { MOCK, QStringLiteral("--tls-cert"), path(stem + QStringLiteral(".crt")), QStringLiteral("--tls-key"),
+                path(stem + QStringLiteral(".key")) });
+        if (c)
+            url = QStringLiteral("https://127.0.0.1:") + QString::fromLatin1(TestSupport::firstLine(*c));
+        return c;
+    };
+    // The mock's count, asked over TLS verified for the name its certificate carries.
+    auto requestsSeen = [&](const QString& url, const QString& name = QStringLiteral("127.0.0.1")) {
+        const QString port = url.section(QLatin1Char(':'), -1);
+        const Ran r = curl({ QStringLiteral("--cacert"), path(QStringLiteral("ca.crt")), QStringLiteral("--connect-to"),
+            name + QLatin1Char(':') + port + QStringLiteral(":127.0.0.1:") + port,
+            QStringLiteral("https://") + name + QLatin1Char(':') + port + QStringLiteral("/_stats") });
+        return QJsonDocument::fromJson(r.out).object().value(QStringLiteral("requests")).toInt(-1);
+    };
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    const QString body = QStringLiteral(R"({"model":"claude-x","max_tokens":10,"messages":[]})");
+
+    m_mock.reset();
+    m_mock = tlsMock(QStringLiteral("server"), m_mockUrl);
+    QVERIFY(m_mock);
+    // Trusted through --upstream-ca: the answer passes, over TLS.
+    startProxy({ QStringLiteral("--upstream-ca"), path(QStringLiteral("ca.crt")) });
+    Ran r = curl(post(body) << QStringLiteral("-H") << QStringLiteral("x-api-key: sk-secret"));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QVERIFY(r.out.contains("\"usage\""));
+    QCOMPARE(requestsSeen(m_mockUrl), 1);
+
+    // Not trusted (the system's CAs only, or another CA): 502, and nothing reached the provider.
+    const QList<QStringList> untrusted { {}, { QStringLiteral("--upstream-ca"), path(QStringLiteral("otherca.crt")) } };
+    for (const QStringList& extra : untrusted) {
+        m_proxy.reset();
+        startProxy(extra);
+        r = curl(post(body) << QStringLiteral("-H") << QStringLiteral("x-api-key: sk-secret"));
+        QVERIFY2(r.out.startsWith("HTTP/1.1 502"), r.out.constData());
+        QVERIFY2(r.out.contains("TLS with the upstream"), r.out.constData());
+        QVERIFY2(r.out.contains("certificate verify failed"), r.out.constData());
+        QCOMPARE(requestsSeen(m_mockUrl), 1);
+    }
+
+    // A certificate from the trusted CA, but for another name: refused too.
+    QString wrongUrl;
+    Child wrong = tlsMock(QStringLiteral("wrongname"), wrongUrl);
+    QVERIFY(wrong);
+    m_proxy.reset();
+    m_mockUrl = wrongUrl;
+    startProxy({ QStringLiteral("--upstream-ca"), path(QStringLiteral("ca.crt")) });
+    r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 502"), r.out.constData());
+    QCOMPARE(requestsSeen(wrongUrl, QStringLiteral("other.example")), 0);
+    m_proxy.reset();
+
+    // A CA file that is a FIFO, missing, or not PEM, or one given for a plain-http upstream:
+    // a clear refusal naming the file, at once (the FIFO must not block the start).
+    const QString fifo = path(QStringLiteral("ca.fifo"));
+    QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+    auto proxyWith = [&](const QString& upstream, const QString& ca) {
+        return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
+            { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+                QStringLiteral("--upstream"), upstream, QStringLiteral("--listen"), QStringLiteral("127.0.0.1:0"),
+                QStringLiteral("--upstream-ca"), ca },
+            20000);
+    };
+    for (const QString& ca : { fifo, path(QStringLiteral("missing.crt")), path(QStringLiteral("server.ext")) }) {
+        r = proxyWith(wrongUrl, ca);
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains(QFileInfo(ca).fileName().toUtf8()), r.err.constData());
+    }
+    r = proxyWith(QStringLiteral("http://127.0.0.1:9"), path(QStringLiteral("ca.crt")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("plain http"), r.err.constData());
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

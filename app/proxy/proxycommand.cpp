@@ -18,6 +18,7 @@ struct Options
     CliOptions::Common common;
     std::string provider;
     std::optional<std::string> upstream;
+    std::optional<std::string> upstreamCa;
     std::optional<std::string> listen;
     std::optional<std::string> caller;
     std::optional<double> queueTimeout;
@@ -40,6 +41,7 @@ int runProxy()
     o.home = g_options.common.home.value_or("");
     o.upstream = g_options.upstream.value_or("");
     o.listen = g_options.listen.value_or("127.0.0.1:8787");
+    o.upstreamCa = g_options.upstreamCa.value_or("");
     if (g_options.caller)
         o.defaultCaller = *g_options.caller;
     const double maxSeconds = std::chrono::duration<double>(proxy::ProxyServer::MAX_OPTION_TIME).count();
@@ -80,6 +82,9 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
     sub->add_option("PROVIDER", o.provider, "the provider whose quota the requests use")->required();
     CliOptions::addText(sub, "--upstream", o.upstream, "the provider's API, e.g. https://api.anthropic.com")
         ->type_name("URL");
+    CliOptions::addText(sub, "--upstream-ca", o.upstreamCa,
+        "a PEM file of CA certificates to trust for the upstream besides the system's (certificates are always verified)")
+        ->type_name("FILE");
     CliOptions::addText(sub, "--listen", o.listen, "127.0.0.1:PORT (default 127.0.0.1:8787; port 0: any) or unix:PATH")
         ->type_name("ADDR");
     CliOptions::addText(sub, "--caller", o.caller, "the caller's name when a request names none (default proxy)")

@@ -11,6 +11,7 @@
 #include "quota/quotalimiter.h"
 #include "store/homespec.h"
 #include "store/storefactory.h"
+#include "system/fd.h"
 #include "system/pathpolicy.h"
 #include "system/processprobe.h"
 
@@ -1076,6 +1077,25 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     if (ec)
         return Error::make(ErrorKind::Io, {}, "cannot load the system's CA certificates: " + ec.message());
     impl->tls.set_verify_mode(ssl::verify_peer);
+    if (!options.upstreamCa.empty()) {
+        // Usage errors are printed by their message alone: it names the file itself.
+        const std::string ca = "--upstream-ca " + TextSanitizer::clean(options.upstreamCa, 1024);
+        if (!up->tls)
+            return Error::make(ErrorKind::Usage, {},
+                ca + ": only for an https:// upstream; " + TextSanitizer::clean(options.upstream, 1024) + " is plain http");
+        // Read as any file a user names: not a FIFO that blocks, not a directory, bounded.
+        auto fd = Fd::openRegular(options.upstreamCa, O_RDONLY);
+        if (!fd)
+            return Error::make(ErrorKind::Usage, {}, ca + ": cannot read it: " + fd.error().message);
+        auto pem = fd->readAll(4 << 20);
+        if (!pem)
+            return Error::make(ErrorKind::Usage, {}, ca + ": cannot read it: " + pem.error().message);
+        if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+            return Error::make(ErrorKind::Usage, {}, ca + ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+        impl->tls.add_certificate_authority(net::buffer(*pem), ec);
+        if (ec)
+            return Error::make(ErrorKind::Usage, {}, ca + ": not a usable CA certificate: " + ec.message());
+    }
     if (at->isUnix) {
         struct stat st {};
         if (::lstat(at->path.c_str(), &st) == 0) {

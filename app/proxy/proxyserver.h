@@ -59,6 +59,9 @@ public:
         std::string provider;
         std::string home; // as given (HomeSpec::resolve resolves it per connection)
         std::string upstream; // http://host[:port][/base] or https://...
+        // A PEM file of CA certificates trusted for the upstream *besides* the system's (a
+        // company gateway with a private CA). Verification itself can never be turned off.
+        std::string upstreamCa;
         std::string listen; // HOST:PORT (port 0: any free one) or unix:PATH
         std::string defaultCaller = "proxy";
         std::chrono::milliseconds queueTimeout { 60000 };

@@ -11,6 +11,8 @@
 // (remaining 0 until a reset still ahead), and `usageTokens`, the usage it reported in all.
 'use strict';
 const http = require('http');
+const https = require('https');
+const fs = require('fs');
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -20,6 +22,13 @@ const opt = (name, dflt) => {
 const LIMIT = opt('--limit', 1000000);
 const WINDOW_MS = opt('--window-ms', 60000);
 const DELAY_MS = opt('--delay-ms', 0);
+const textOpt = (name) => {
+    const i = args.indexOf(name);
+    return i >= 0 ? args[i + 1] : '';
+};
+// --tls-cert FILE --tls-key FILE: serve HTTPS (the proxy's TLS upstream, verified against a test CA)
+const TLS_CERT = textOpt('--tls-cert');
+const TLS_KEY = textOpt('--tls-key');
 const TOKEN_LIMIT = opt('--token-limit', 0); // > 0: answers also state a tokens-per-minute limit (not enforced)
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
@@ -78,7 +87,7 @@ function error(res, status, headers, type, message) {
     res.end(JSON.stringify({ type: 'error', error: { type, message } }));
 }
 
-const server = http.createServer((req, res) => {
+const handler = (req, res) => {
     if (req.method === 'POST' && req.url === '/_dropnext') {
         dropNext = true;
         res.writeHead(200, { connection: 'close' });
@@ -203,7 +212,10 @@ const server = http.createServer((req, res) => {
         };
         next();
     });
-});
+};
+const server = TLS_CERT
+    ? https.createServer({ cert: fs.readFileSync(TLS_CERT), key: fs.readFileSync(TLS_KEY) }, handler)
+    : http.createServer(handler);
 server.on('connection', () => { stats.connections++; });
 server.keepAliveTimeout = 5000;
 server.listen(0, '127.0.0.1', () => {
