@@ -15,6 +15,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QStandardPaths>
 #include <QTcpSocket>
 #include <QTemporaryDir>
@@ -56,6 +57,7 @@ private Q_SLOTS:
     void upstreamConnectionsAreKeptAndRetriedWhenClosed();
     void listensOnLoopbackOnly();
     void aTlsUpstreamIsAlwaysVerified();
+    void aClientWithoutANameIsNamedByItsProcess();
 
 private:
     Ran cli(const QStringList& args) const
@@ -617,6 +619,53 @@ void TestProxy::listensOnLoopbackOnly()
             QStringLiteral("--upstream"), QStringLiteral("ftp://x") });
     QCOMPARE(bad.code, 2);
     QVERIFY(bad.err.contains("http://"));
+}
+
+// A request that does not name its caller (X-Tollgate-Caller) is counted under the process
+// that sent it: over loopback TCP found through the kernel's socket table and /proc, over a
+// unix socket from the peer's credentials.
+void TestProxy::aClientWithoutANameIsNamedByItsProcess()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    auto admittedCallers = [&] {
+        QStringList out;
+        const Ran h = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+        for (const QJsonValue& v : QJsonDocument::fromJson(h.out).array()) {
+            const QJsonObject e = v.toObject();
+            if (e.value(QStringLiteral("type")).toString() == QStringLiteral("admit"))
+                out << e.value(QStringLiteral("caller")).toString();
+        }
+        return out;
+    };
+    const QRegularExpression curlProcess(QStringLiteral("^curl\\[[0-9]+\\]$"));
+    Ran r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QStringList callers = admittedCallers();
+    QCOMPARE(callers.size(), 1);
+    QVERIFY2(curlProcess.match(callers[0]).hasMatch(), qPrintable(callers[0]));
+    // A name given wins.
+    r = curl(post(QStringLiteral("{}")) << QStringLiteral("-H") << QStringLiteral("X-Tollgate-Caller: nightly"));
+    QVERIFY(r.out.startsWith("HTTP/1.1 200"));
+    QCOMPARE(admittedCallers().value(1), QStringLiteral("nightly"));
+    m_proxy.reset();
+
+    const QString socket = m_dir->filePath(QStringLiteral("proxy.sock"));
+    m_proxy = TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home, QStringLiteral("--upstream"),
+            m_mockUrl, QStringLiteral("--listen"), QStringLiteral("unix:") + socket });
+    QVERIFY(m_proxy);
+    const QByteArray line = TestSupport::firstLine(*m_proxy);
+    QVERIFY2(line.startsWith("listening on unix:"), line.constData());
+    struct stat st {};
+    QVERIFY(::lstat(socket.toLocal8Bit().constData(), &st) == 0);
+    QCOMPARE(st.st_mode & 0777, mode_t(0600)); // whoever can connect spends the quota
+    r = curl({ QStringLiteral("-i"), QStringLiteral("--unix-socket"), socket, QStringLiteral("http://x/v1/messages"),
+        QStringLiteral("-H"), QStringLiteral("content-type: application/json"), QStringLiteral("-d"), QStringLiteral("{}") });
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    callers = admittedCallers();
+    QCOMPARE(callers.size(), 3);
+    QVERIFY2(curlProcess.match(callers[2]).hasMatch(), qPrintable(callers[2]));
 }
 
 // An https upstream: the certificate is verified (chain and name) against the system's CAs

@@ -3,6 +3,7 @@
 #include "base/systemclock.h"
 #include "base/textsanitizer.h"
 #include "provider/answerkind.h"
+#include "proxy/peerprocess.h"
 #include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
 #include "provider/usagemeter.h"
@@ -157,19 +158,6 @@ bool hopByHop(const std::string& lowerName)
             return true;
     }
     return false;
-}
-
-// Who is at the other end of a unix socket: "comm[pid]" from its credentials.
-std::string unixPeer(int fd)
-{
-    ucred cred {};
-    socklen_t len = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0)
-        return {};
-    std::ifstream comm("/proc/" + std::to_string(cred.pid) + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    return name.empty() ? std::string() : name + "[" + std::to_string(cred.pid) + "]";
 }
 
 // Ends stalled exchanges. Asio's synchronous calls ignore SO_RCVTIMEO/SO_SNDTIMEO (after
@@ -545,13 +533,20 @@ private:
         return true;
     }
 
-    std::string callerOf(const http::request<http::string_body>& request) const
+    std::string callerOf(const http::request<http::string_body>& request)
     {
         auto it = request.find("X-Tollgate-Caller");
         if (it != request.end()) {
             std::string named = QuotaLimiter::sanitizeCaller(std::string(it->value()));
             if (!named.empty())
                 return named;
+        }
+        if (m_peer.empty() && !m_peerLooked) {
+            // A TCP client is looked up once per connection, and only when a request does not
+            // name itself: the scan of /proc costs more than a whole short exchange.
+            m_peerLooked = true;
+            if constexpr (std::is_same_v<Client, tcp::socket>)
+                m_peer = PeerProcess::ofLoopbackTcp(m_client.native_handle());
         }
         return m_peer.empty() ? m_o.defaultCaller : QuotaLimiter::sanitizeCaller(m_peer);
     }
@@ -1012,6 +1007,7 @@ private:
     const Upstream& m_up;
     ssl::context& m_tls;
     std::string m_peer;
+    bool m_peerLooked = false; // a TCP peer is named on the first request that needs it
     std::string m_caller; // of the request being forwarded
     int m_stopFd = -1;
     StallMonitor& m_stalls;
@@ -1194,7 +1190,7 @@ void ProxyServer::serve(const std::atomic<bool>& stop)
             local::socket s(d.io);
             d.unixAcceptor->accept(s, ec);
             if (!ec) {
-                std::string peer = unixPeer(s.native_handle());
+                std::string peer = PeerProcess::ofUnixSocket(s.native_handle());
                 begin(std::move(s), std::move(peer));
             }
         }

@@ -1,0 +1,146 @@
+#include "proxy/peerprocess.h"
+
+#include <arpa/inet.h>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <memory>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sstream>
+#include <unistd.h>
+#include <vector>
+
+namespace tollgate::proxy {
+
+namespace {
+
+// An address and port as /proc/net/tcp* prints them: the address's bytes as the kernel holds
+// them, printed 32 bits at a time in host order ("0100007F:1F90" is 127.0.0.1:8080 here).
+std::string procAddress(const sockaddr_storage& a)
+{
+    char out[64] = {};
+    if (a.ss_family == AF_INET) {
+        const auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+        std::snprintf(out, sizeof out, "%08X:%04X", v4->sin_addr.s_addr, ntohs(v4->sin_port));
+    } else if (a.ss_family == AF_INET6) {
+        const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+        std::uint32_t w[4];
+        std::memcpy(w, &v6->sin6_addr, sizeof w);
+        std::snprintf(out, sizeof out, "%08X%08X%08X%08X:%04X", w[0], w[1], w[2], w[3], ntohs(v6->sin6_port));
+    }
+    return out;
+}
+
+bool loopback(const sockaddr_storage& a)
+{
+    if (a.ss_family == AF_INET)
+        return (ntohl(reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr) >> 24) == 127;
+    if (a.ss_family == AF_INET6) {
+        const in6_addr& x = reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(&x))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(&x) && x.s6_addr[12] == 127;
+    }
+    return false;
+}
+
+std::string userName(unsigned uid)
+{
+    passwd pw {};
+    passwd* found = nullptr;
+    std::vector<char> buf(4096);
+    if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_name)
+        return std::string("user ") + found->pw_name;
+    return "uid " + std::to_string(uid);
+}
+
+} // namespace
+
+std::string PeerProcess::nameOf(std::int64_t pid)
+{
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    return name.empty() ? std::string() : name + "[" + std::to_string(pid) + "]";
+}
+
+std::string PeerProcess::ofUnixSocket(int fd)
+{
+    ucred cred {};
+    socklen_t len = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.pid <= 0)
+        return {};
+    return nameOf(cred.pid);
+}
+
+std::int64_t PeerProcess::holderOfSocket(std::uint64_t inode)
+{
+    if (inode == 0)
+        return 0;
+    const std::string wanted = "socket:[" + std::to_string(inode) + "]";
+    std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+    if (!proc)
+        return 0;
+    const std::int64_t self = ::getpid();
+    int seen = 0;
+    while (const dirent* e = ::readdir(proc.get())) {
+        char* end = nullptr;
+        const long long pid = std::strtoll(e->d_name, &end, 10);
+        if (pid <= 0 || *end != '\0' || pid == self)
+            continue;
+        if (++seen > MAX_PROCESSES)
+            break;
+        const std::string fdDir = "/proc/" + std::string(e->d_name) + "/fd";
+        std::unique_ptr<DIR, int (*)(DIR*)> fds(::opendir(fdDir.c_str()), ::closedir);
+        if (!fds)
+            continue; // another user's process: its descriptors are not ours to read
+        char link[64];
+        while (const dirent* f = ::readdir(fds.get())) {
+            if (f->d_name[0] == '.')
+                continue;
+            const std::string path = fdDir + "/" + f->d_name;
+            const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+            if (n > 0 && static_cast<std::size_t>(n) == wanted.size() && std::memcmp(link, wanted.data(), n) == 0)
+                return pid;
+        }
+    }
+    return 0;
+}
+
+std::string PeerProcess::ofLoopbackTcp(int fd)
+{
+    sockaddr_storage ours {};
+    sockaddr_storage theirs {};
+    socklen_t a = sizeof ours;
+    socklen_t b = sizeof theirs;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ours), &a) != 0
+        || ::getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &b) != 0 || !loopback(theirs))
+        return {};
+    // The client's socket: its local end is our peer, its remote end is us.
+    const std::string local = procAddress(theirs);
+    const std::string remote = procAddress(ours);
+    std::ifstream table(theirs.ss_family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp");
+    std::string line;
+    std::getline(table, line); // the heading
+    while (std::getline(table, line)) {
+        std::istringstream in(line);
+        std::string slot, l, r, state, queues, timer, retransmits;
+        unsigned uid = 0;
+        unsigned timeout = 0;
+        std::uint64_t inode = 0;
+        if (!(in >> slot >> l >> r >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode))
+            continue;
+        if (l != local || r != remote)
+            continue;
+        if (const std::int64_t pid = holderOfSocket(inode); pid > 0) {
+            if (std::string name = nameOf(pid); !name.empty())
+                return name;
+        }
+        return userName(uid);
+    }
+    return {};
+}
+
+} // namespace tollgate::proxy

@@ -1,0 +1,37 @@
+#pragma once
+
+// PeerProcess: who is at the other end of a client connection of the proxy, as a caller name
+// ("curl[4242]") when the request does not name one (X-Tollgate-Caller).
+//
+//   unix socket     the peer's credentials (SO_PEERCRED): its pid, then /proc/PID/comm.
+//   loopback TCP    the kernel's socket table (/proc/net/tcp, tcp6) gives the client socket's
+//                   owner (uid) and inode; the process holding that inode is found among the
+//                   /proc/PID/fd links this proxy may read (its own user's processes, or all as
+//                   root). Not found (another user's process, or gone): "uid N" / "user NAME".
+//
+// Best effort and bounded: the scan stops after MAX_PROCESSES processes, and nothing here
+// blocks (only /proc, which never does). An empty result means "unknown": the proxy then
+// uses its --caller default. Linux only.
+
+#include <cstdint>
+#include <string>
+#include <sys/socket.h>
+
+namespace tollgate::proxy {
+
+class PeerProcess
+{
+public:
+    static constexpr int MAX_PROCESSES = 32768;
+
+    [[nodiscard]] static std::string ofUnixSocket(int fd);
+    // `fd`: the accepted TCP socket (its two ends are read with getsockname/getpeername).
+    [[nodiscard]] static std::string ofLoopbackTcp(int fd);
+
+    // The process that holds socket `inode` (0: not found within the bound).
+    [[nodiscard]] static std::int64_t holderOfSocket(std::uint64_t inode);
+    // "comm[pid]", or "" when the process is gone.
+    [[nodiscard]] static std::string nameOf(std::int64_t pid);
+};
+
+} // namespace tollgate::proxy
