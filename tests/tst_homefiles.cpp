@@ -6,6 +6,7 @@
 #include "history/historyreader.h"
 #include "store/quotapeek.h"
 #include "system/homedir.h"
+#include "testsupport.h"
 
 #include <QDir>
 #include <QDirIterator>

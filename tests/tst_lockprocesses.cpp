@@ -1,6 +1,8 @@
 // Real multi-process exclusion: several lockworker processes hammer one lock file; each
 // checks, independently of the lock, that nobody else is inside while it holds it.
 
+#include "testsupport.h"
+
 #include <QDir>
 #include <QProcess>
 #include <QRegularExpression>
