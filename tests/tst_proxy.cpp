@@ -58,6 +58,7 @@ private Q_SLOTS:
     void listensOnLoopbackOnly();
     void aTlsUpstreamIsAlwaysVerified();
     void aClientWithoutANameIsNamedByItsProcess();
+    void bufferedBodiesAreBoundedTogether();
 
 private:
     Ran cli(const QStringList& args) const
@@ -619,6 +620,86 @@ void TestProxy::listensOnLoopbackOnly()
             QStringLiteral("--upstream"), QStringLiteral("ftp://x") });
     QCOMPARE(bad.code, 2);
     QVERIFY(bad.err.contains("http://"));
+}
+
+// Bodies wait whole for admission, so together they are bounded (--max-buffered): past the
+// bound a request is answered 503 with Retry-After, before its body is read when its
+// Content-Length says so, as soon as a chunked body passes it otherwise; room comes back
+// when a request is done.
+void TestProxy::bufferedBodiesAreBoundedTogether()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy({ QStringLiteral("--max-buffered"), QStringLiteral("1") }); // 1 MiB
+    auto bodyOf = [](int bytes) {
+        QByteArray b = R"({"model":"m","max_tokens":1,"pad":")";
+        b += QByteArray(bytes - b.size() - 2, 'x');
+        b += "\"}";
+        return b;
+    };
+    auto writeBody = [&](const QString& name, int bytes) {
+        const QString file = m_dir->filePath(name);
+        QFile f(file);
+        if (!f.open(QIODevice::WriteOnly))
+            return QString();
+        f.write(bodyOf(bytes));
+        return file;
+    };
+    const QString small = writeBody(QStringLiteral("small.json"), 300000);
+    const QString big = writeBody(QStringLiteral("big.json"), 1500000);
+    QVERIFY(!small.isEmpty() && !big.isEmpty());
+    auto postFile = [&](const QString& file, bool chunked = false) {
+        QStringList a { QStringLiteral("-i"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"),
+            QStringLiteral("content-type: application/json"), QStringLiteral("--data-binary"), QLatin1Char('@') + file };
+        if (chunked)
+            a << QStringLiteral("-H") << QStringLiteral("Transfer-Encoding: chunked");
+        return curl(a);
+    };
+
+    // A holds 900,000 bytes (its Content-Length) while its body trickles.
+    const QByteArray aBody = bodyOf(900000);
+    QTcpSocket a;
+    a.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(a.waitForConnected(10000));
+    a.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        + QByteArray::number(aBody.size()) + "\r\n\r\n" + aBody.left(1000));
+    QVERIFY(a.waitForBytesWritten(10000));
+    // B (300,000) does not fit beside it: 503, Retry-After, and the provider saw nothing. The
+    // proxy cannot know when A has been counted, so B asks until it is refused (the deadline
+    // is the test's; a first 200 would mean A was not counted yet).
+    Ran r;
+    QElapsedTimer t;
+    t.start();
+    do {
+        r = postFile(small);
+    } while (r.out.startsWith("HTTP/1.1 200") && !t.hasExpired(20000));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
+    QVERIFY(r.out.contains("Retry-After: 1"));
+    QVERIFY(r.out.contains("--max-buffered"));
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+
+    // A finishes: answered; its share comes back, and B fits.
+    a.write(aBody.mid(1000));
+    QByteArray got;
+    t.restart();
+    readUntil(a, got, "\"usage\"", t);
+    QVERIFY2(got.startsWith("HTTP/1.1 200"), got.left(200).constData());
+    a.disconnectFromHost();
+    // (A's share comes back when its connection's thread is done with the request.)
+    t.restart();
+    do {
+        r = postFile(small);
+    } while (!r.out.startsWith("HTTP/1.1 200") && !t.hasExpired(20000));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen + 2);
+
+    // Larger than the whole bound: by its Content-Length, or chunked as it grows.
+    r = postFile(big);
+    QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
+    r = postFile(big, true);
+    QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen + 2);
+    // And nothing stays counted: a request that fits still goes.
+    QVERIFY(postFile(small).out.startsWith("HTTP/1.1 200"));
 }
 
 // A request that does not name its caller (X-Tollgate-Caller) is counted under the process

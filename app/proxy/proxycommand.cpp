@@ -24,6 +24,7 @@ struct Options
     std::optional<double> queueTimeout;
     std::optional<double> headerTimeout;
     std::optional<double> stallTimeout;
+    std::optional<std::int64_t> maxBufferedMib;
 } g_options;
 
 std::atomic<bool> g_stop { false };
@@ -54,6 +55,8 @@ int runProxy()
     if (g_options.stallTimeout)
         o.stallTimeout = std::chrono::milliseconds(
             std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(*g_options.stallTimeout, maxSeconds) * 1000)));
+    if (g_options.maxBufferedMib)
+        o.maxBufferedBytes = static_cast<std::size_t>(*g_options.maxBufferedMib) << 20;
     if (o.upstream.empty())
         return console.usage("--upstream URL is required (e.g. https://api.anthropic.com)");
     auto server = proxy::ProxyServer::start(o);
@@ -95,6 +98,9 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
         "how long a client may take to send a request's headers (default 10)");
     CliOptions::addSeconds(sub, "--stall-timeout", o.stallTimeout,
         "end an exchange in which no byte moved for this long (default 600)");
+    CliOptions::addInteger(sub, "--max-buffered", o.maxBufferedMib, 1, 65536,
+        "MiB of request bodies all connections may hold while they wait for admission (default 256); past it: 503")
+        ->type_name("MIB");
     table.add(sub, runProxy);
 }
 

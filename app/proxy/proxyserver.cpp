@@ -303,6 +303,56 @@ private:
     std::vector<std::unique_ptr<UpstreamLink>> m_idle; // most recently used last
 };
 
+// The bytes of request bodies all connections hold (each is read whole before admission):
+// a connection takes its share as its body grows and gives it back when the request is done.
+class BodyBudget
+{
+public:
+    void setLimit(std::size_t limit) { m_limit = limit; }
+    [[nodiscard]] std::size_t limit() const { return m_limit; }
+    bool take(std::size_t n)
+    {
+        std::size_t used = m_used.load();
+        do {
+            if (n > m_limit || used > m_limit - n)
+                return false;
+        } while (!m_used.compare_exchange_weak(used, used + n));
+        return true;
+    }
+    void give(std::size_t n) { m_used.fetch_sub(n); }
+
+private:
+    std::size_t m_limit = ProxyServer::MAX_BUFFERED_BYTES;
+    std::atomic<std::size_t> m_used { 0 };
+};
+
+// One request's share of the BodyBudget, given back however the request ends.
+class BodyShare
+{
+public:
+    explicit BodyShare(BodyBudget& budget)
+        : m_budget(budget)
+    {
+    }
+    ~BodyShare() { m_budget.give(m_held); }
+    BodyShare(const BodyShare&) = delete;
+    BodyShare& operator=(const BodyShare&) = delete;
+    // Holds at least `bytes` in all; false (nothing more taken) when the budget is spent.
+    bool hold(std::size_t bytes)
+    {
+        if (bytes <= m_held)
+            return true;
+        if (!m_budget.take(bytes - m_held))
+            return false;
+        m_held = bytes;
+        return true;
+    }
+
+private:
+    BodyBudget& m_budget;
+    std::size_t m_held = 0;
+};
+
 // The provider's limits as this proxy last passed them to the store: every answer repeats
 // them, and a store operation per answer would cost a locked transaction each; the store is
 // told only when they change or LimitMismatch::REFRESH_MS has passed (its own rule again).
@@ -355,6 +405,7 @@ struct ProxyServer::Impl
     net::io_context upstreamIo; // the executor of upstream sockets, which outlive sessions in the pool
     UpstreamPool pool; // after upstreamIo: its sockets go first
     ReportedLimitsMemo reported;
+    BodyBudget bodies;
 
     ~Impl()
     {
@@ -381,7 +432,7 @@ class Session
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
         std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo,
-        ReportedLimitsMemo& reported)
+        ReportedLimitsMemo& reported, BodyBudget& bodies)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
@@ -392,6 +443,7 @@ public:
         , m_pool(pool)
         , m_upstreamIo(upstreamIo)
         , m_reported(reported)
+        , m_bodies(bodies)
     {
     }
 
@@ -411,7 +463,10 @@ public:
                 return;
             if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
-            if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec))
+            BodyShare body(m_bodies); // until this request is answered
+            if (const auto length = parser.content_length(); length && !body.hold(*length))
+                return finishWith(net::error::no_buffer_space); // refused before its body is read
+            if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec, &body))
                 return finishWith(ec);
             http::request<http::string_body> request = parser.release();
             if (!handle(request))
@@ -433,7 +488,7 @@ private:
     // bytes are read here and handed to Beast's parser (put), so a client that trickles them
     // cannot stretch the deadline: Beast's own read loop would wait for the whole header.
     bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly, Steady::time_point deadline,
-        beast::error_code& ec)
+        beast::error_code& ec, BodyShare* body = nullptr)
     {
         const int fd = m_client.native_handle();
         auto done = [&] { return headerOnly ? parser.is_header_done() : parser.is_done(); };
@@ -445,6 +500,11 @@ private:
                     ec = {};
                 if (ec)
                     return false;
+                // A chunked body takes its share as it grows (one read past the budget at most).
+                if (body && !body->hold(parser.get().body().size())) {
+                    ec = net::error::no_buffer_space;
+                    return false;
+                }
                 if (done())
                     return true;
                 if (used > 0)
@@ -488,6 +548,11 @@ private:
             return answerError(431, "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024) + " KiB", false);
         if (ec == http::error::body_limit)
             return answerError(413, "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB", false);
+        if (ec == net::error::no_buffer_space)
+            return answerError(503,
+                "the proxy already holds " + std::to_string(m_bodies.limit() >> 20)
+                    + " MiB of request bodies waiting for admission (--max-buffered); try again shortly",
+                false, 1);
         if (ec == beast::error::timeout || ec == net::error::would_block || ec == net::error::try_again)
             return answerError(408, "the request did not arrive in time", false);
         if (ec.category() == beast::error_code(http::error::end_of_stream).category())
@@ -1014,6 +1079,7 @@ private:
     UpstreamPool& m_pool;
     net::io_context& m_upstreamIo;
     ReportedLimitsMemo& m_reported;
+    BodyBudget& m_bodies;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
     ProcessProbe m_probe;
@@ -1026,7 +1092,7 @@ private:
 template <class Client>
 void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported);
+    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported, bodies);
     try {
         s.run();
     } catch (const std::exception&) {
@@ -1056,6 +1122,7 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     if (impl->stopFd < 0)
         return Error::fromErrno(errno, {}, "cannot make an eventfd");
     impl->options = options;
+    impl->bodies.setLimit(options.maxBufferedBytes);
     impl->stalls = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));
     if (options.provider.empty())
         return Error::make(ErrorKind::Usage, {}, "proxy needs the PROVIDER whose quota its requests use");

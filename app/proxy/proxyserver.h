@@ -43,6 +43,10 @@ public:
     static constexpr std::size_t MAX_CONNECTIONS = 256;
     static constexpr std::size_t MAX_HEADER_BYTES = 64 * 1024;
     static constexpr std::size_t MAX_BODY_BYTES = 32u << 20;
+    // Request bodies are held whole until admission (docs/PROXY.md): all connections together
+    // hold at most this many bytes of them by default (--max-buffered); past it a request is
+    // answered 503 with Retry-After, before its body is read when its Content-Length says so.
+    static constexpr std::size_t MAX_BUFFERED_BYTES = 256u << 20;
     static constexpr std::chrono::seconds HEADER_DEADLINE { 10 };
     static constexpr std::chrono::seconds BODY_DEADLINE { 60 };
     // A keep-alive (or new) client connection that sends nothing for this long is closed.
@@ -69,6 +73,7 @@ public:
         std::chrono::milliseconds headerTimeout { HEADER_DEADLINE };
         // An exchange in which nothing moves for this long is ended (STALL_LIMIT by default).
         std::chrono::milliseconds stallTimeout { STALL_LIMIT };
+        std::size_t maxBufferedBytes = MAX_BUFFERED_BYTES;
     };
 
     ~ProxyServer();
