@@ -20,7 +20,11 @@
 #include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstring>
 #include <memory>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 namespace {
@@ -692,11 +696,65 @@ void TestProxy::bufferedBodiesAreBoundedTogether()
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen + 2);
 
-    // Larger than the whole bound: by its Content-Length, or chunked as it grows.
+    // Larger than the whole bound: 413 (waiting cannot help), by its Content-Length, or
+    // chunked as it grows.
     r = postFile(big);
-    QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
+    QVERIFY2(r.out.startsWith("HTTP/1.1 413"), r.out.constData());
+    QVERIFY(r.out.contains("--max-buffered 1 MiB"));
     r = postFile(big, true);
-    QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
+    QVERIFY2(r.out.startsWith("HTTP/1.1 413"), r.out.constData());
+    // A client that sends its whole body at once (no Expect: 100-continue) still reads the
+    // refusal: the proxy drains what it sends instead of resetting the connection.
+    auto rawRefusal = [&](const QByteArray& body) {
+        // A plain blocking socket, as most HTTP clients write: the whole request, then read.
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in to {};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(m_proxyPort);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        timeval limit { 20, 0 };
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+        ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {
+            ::close(fd);
+            return QByteArray("no connection");
+        }
+        const QByteArray request = "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                   "Content-Length: "
+            + QByteArray::number(body.size()) + "\r\n\r\n" + body;
+        for (qsizetype at = 0; at < request.size();) {
+            const ssize_t n = ::send(fd, request.constData() + at, static_cast<std::size_t>(request.size() - at), MSG_NOSIGNAL);
+            if (n <= 0) { // reset: most clients stop at a failed write and never read the answer
+                ::close(fd);
+                return QByteArray("the request could not be sent whole: ") + std::strerror(errno);
+            }
+            at += n;
+        }
+        QByteArray got;
+        char buf[4096];
+        while (!got.contains("\r\n\r\n")) {
+            const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+            if (n <= 0)
+                break;
+            got.append(buf, n);
+        }
+        ::close(fd);
+        return got;
+    };
+    QByteArray raw = rawRefusal(bodyOf(8000000)); // more than the socket buffers take at once
+    QVERIFY2(raw.startsWith("HTTP/1.1 413"), raw.left(300).constData());
+    a.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort); // holds 900,000 again
+    QVERIFY(a.waitForConnected(10000));
+    a.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        + QByteArray::number(aBody.size()) + "\r\n\r\n" + aBody.left(1000));
+    QVERIFY(a.waitForBytesWritten(10000));
+    t.restart();
+    do {
+        raw = rawRefusal(bodyOf(300000));
+    } while (raw.startsWith("HTTP/1.1 200") && !t.hasExpired(20000));
+    QVERIFY2(raw.startsWith("HTTP/1.1 503"), raw.left(300).constData());
+    QVERIFY(raw.contains("Retry-After: 1"));
+    a.abort(); // its share comes back when its connection ends
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen + 2);
     // And nothing stays counted: a request that fits still goes.
     QVERIFY(postFile(small).out.startsWith("HTTP/1.1 200"));
@@ -842,6 +900,7 @@ void TestProxy::aTlsUpstreamIsAlwaysVerified()
     startProxy({ QStringLiteral("--upstream-ca"), path(QStringLiteral("ca.crt")) });
     r = curl(post(body));
     QVERIFY2(r.out.startsWith("HTTP/1.1 502"), r.out.constData());
+    QVERIFY2(r.out.contains("TLS with the upstream"), r.out.constData());
     QCOMPARE(requestsSeen(wrongUrl, QStringLiteral("other.example")), 0);
     m_proxy.reset();
 

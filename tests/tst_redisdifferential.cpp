@@ -122,7 +122,10 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         l.requests = 1 + pick(8);
         if (pick(2))
             l.tokens = 100 + pick(900);
-        l.windowMs = 1000 * (1 + pick(20));
+        // Mostly whole seconds; sometimes a minute (the limit-mismatch words without "per"),
+        // or a window that is not whole seconds ("per 1500 ms").
+        const int w = pick(10);
+        l.windowMs = w == 0 ? 60000 : w == 1 ? 1500 : 1000 * (1 + pick(20));
         if (pick(3))
             l.parallel = 1 + pick(3);
         l.headroomPercent = pick(3) ? 100 : 50 + pick(50);

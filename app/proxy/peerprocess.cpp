@@ -7,7 +7,6 @@
 #include <fstream>
 #include <memory>
 #include <netinet/in.h>
-#include <pwd.h>
 #include <sstream>
 #include <unistd.h>
 #include <vector>
@@ -46,14 +45,37 @@ bool loopback(const sockaddr_storage& a)
     return false;
 }
 
-std::string userName(unsigned uid)
+// The owner by number: a name would ask NSS, which may block (LDAP, sssd).
+std::string ownerOf(unsigned uid)
 {
-    passwd pw {};
-    passwd* found = nullptr;
-    std::vector<char> buf(4096);
-    if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == 0 && found && found->pw_name)
-        return std::string("user ") + found->pw_name;
     return "uid " + std::to_string(uid);
+}
+
+// The socket table's line for a connection from `local` to `remote` (both as procAddress
+// prints them): the owner's uid and the socket's inode.
+bool findSocket(const char* table, const std::string& local, const std::string& remote, unsigned& uid,
+    std::uint64_t& inode)
+{
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line); // the heading
+    while (std::getline(in, line)) {
+        std::istringstream fields(line);
+        std::string slot, l, r, state, queues, timer, retransmits;
+        unsigned timeout = 0;
+        if (!(fields >> slot >> l >> r >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode))
+            continue;
+        if (l == local && r == remote)
+            return true;
+    }
+    return false;
+}
+
+// An IPv4 address and port as /proc/net/tcp6 prints it when it is v4-mapped (::ffff:a.b.c.d):
+// a dual-stack client (Java's default) reaching 127.0.0.1 through an IPv6 socket.
+std::string mapped(const std::string& v4)
+{
+    return "0000000000000000FFFF0000" + v4;
 }
 
 } // namespace
@@ -85,6 +107,7 @@ std::int64_t PeerProcess::holderOfSocket(std::uint64_t inode)
         return 0;
     const std::int64_t self = ::getpid();
     int seen = 0;
+    long links = 0;
     while (const dirent* e = ::readdir(proc.get())) {
         char* end = nullptr;
         const long long pid = std::strtoll(e->d_name, &end, 10);
@@ -100,6 +123,8 @@ std::int64_t PeerProcess::holderOfSocket(std::uint64_t inode)
         while (const dirent* f = ::readdir(fds.get())) {
             if (f->d_name[0] == '.')
                 continue;
+            if (++links > MAX_LINKS)
+                return 0;
             const std::string path = fdDir + "/" + f->d_name;
             const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
             if (n > 0 && static_cast<std::size_t>(n) == wanted.size() && std::memcmp(link, wanted.data(), n) == 0)
@@ -121,26 +146,17 @@ std::string PeerProcess::ofLoopbackTcp(int fd)
     // The client's socket: its local end is our peer, its remote end is us.
     const std::string local = procAddress(theirs);
     const std::string remote = procAddress(ours);
-    std::ifstream table(theirs.ss_family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp");
-    std::string line;
-    std::getline(table, line); // the heading
-    while (std::getline(table, line)) {
-        std::istringstream in(line);
-        std::string slot, l, r, state, queues, timer, retransmits;
-        unsigned uid = 0;
-        unsigned timeout = 0;
-        std::uint64_t inode = 0;
-        if (!(in >> slot >> l >> r >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode))
-            continue;
-        if (l != local || r != remote)
-            continue;
-        if (const std::int64_t pid = holderOfSocket(inode); pid > 0) {
-            if (std::string name = nameOf(pid); !name.empty())
-                return name;
-        }
-        return userName(uid);
+    unsigned uid = 0;
+    std::uint64_t inode = 0;
+    const bool v4 = theirs.ss_family == AF_INET;
+    if (!findSocket(v4 ? "/proc/net/tcp" : "/proc/net/tcp6", local, remote, uid, inode)
+        && !(v4 && findSocket("/proc/net/tcp6", mapped(local), mapped(remote), uid, inode)))
+        return {};
+    if (const std::int64_t pid = holderOfSocket(inode); pid > 0) {
+        if (std::string name = nameOf(pid); !name.empty())
+            return name;
     }
-    return {};
+    return ownerOf(uid);
 }
 
 } // namespace tollgate::proxy

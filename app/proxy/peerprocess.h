@@ -7,10 +7,12 @@
 //   loopback TCP    the kernel's socket table (/proc/net/tcp, tcp6) gives the client socket's
 //                   owner (uid) and inode; the process holding that inode is found among the
 //                   /proc/PID/fd links this proxy may read (its own user's processes, or all as
-//                   root). Not found (another user's process, or gone): "uid N" / "user NAME".
+//                   root). Not found (another user's process, or gone): its owner, "uid N"
+//                   (a user name would ask NSS, which may block). A dual-stack client reaching
+//                   127.0.0.1 from an IPv6 socket is found in tcp6 in its v4-mapped form.
 //
-// Best effort and bounded: the scan stops after MAX_PROCESSES processes, and nothing here
-// blocks (only /proc, which never does). An empty result means "unknown": the proxy then
+// Best effort and bounded: the scan stops after MAX_PROCESSES processes or MAX_LINKS
+// descriptors looked at, and nothing here blocks (only /proc, which never does). An empty result means "unknown": the proxy then
 // uses its --caller default. Linux only.
 
 #include <cstdint>
@@ -23,6 +25,7 @@ class PeerProcess
 {
 public:
     static constexpr int MAX_PROCESSES = 32768;
+    static constexpr long MAX_LINKS = 262144;
 
     [[nodiscard]] static std::string ofUnixSocket(int fd);
     // `fd`: the accepted TCP socket (its two ends are read with getsockname/getpeername).

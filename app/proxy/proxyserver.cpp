@@ -359,24 +359,24 @@ private:
 class ReportedLimitsMemo
 {
 public:
-    // Whether (requests, tokens) is worth telling the store now; -1: not in this answer.
-    bool shouldNote(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs)
+    // Tells the store (`tell`: true when it took them) of (requests, tokens) when worth it;
+    // -1: not in this answer. The lock is held across the call, so two answers with other
+    // figures reach the store in the order the memo records them (a call is rare: a change,
+    // or once a minute); what the store did not take is tried again with the next answer.
+    template <class Tell>
+    void note(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs, Tell tell)
     {
         std::lock_guard lock(m_mutex);
         const std::int64_t r = requests < 0 ? m_requests : requests;
         const std::int64_t t = tokens < 0 ? m_tokens : tokens;
         if (m_atMs != 0 && r == m_requests && t == m_tokens && nowMs >= m_atMs
             && nowMs - m_atMs < LimitMismatch::REFRESH_MS)
-            return false;
+            return;
+        if (!tell())
+            return;
         m_requests = r;
         m_tokens = t;
         m_atMs = nowMs;
-        return true;
-    }
-    void forget() // the store did not take it: try again with the next answer
-    {
-        std::lock_guard lock(m_mutex);
-        m_atMs = 0;
     }
 
 private:
@@ -465,7 +465,7 @@ public:
                 return finishWith(ec);
             BodyShare body(m_bodies); // until this request is answered
             if (const auto length = parser.content_length(); length && !body.hold(*length))
-                return finishWith(net::error::no_buffer_space); // refused before its body is read
+                return finishWith(*length > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
             if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec, &body))
                 return finishWith(ec);
             http::request<http::string_body> request = parser.release();
@@ -501,8 +501,8 @@ private:
                 if (ec)
                     return false;
                 // A chunked body takes its share as it grows (one read past the budget at most).
-                if (body && !body->hold(parser.get().body().size())) {
-                    ec = net::error::no_buffer_space;
+                if (const std::size_t size = body ? parser.get().body().size() : 0; body && !body->hold(size)) {
+                    ec = size > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space;
                     return false;
                 }
                 if (done())
@@ -546,17 +546,58 @@ private:
             return;
         if (ec == http::error::header_limit)
             return answerError(431, "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024) + " KiB", false);
-        if (ec == http::error::body_limit)
-            return answerError(413, "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB", false);
-        if (ec == net::error::no_buffer_space)
-            return answerError(503,
+        // Refusals of a body the client is still sending: then the rest is read and dropped
+        // for a moment (lingerClose), or closing on unread bytes would reset the connection
+        // and the client would never see the answer.
+        if (ec == http::error::body_limit) {
+            answerError(413, "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB", false);
+            return lingerClose();
+        }
+        if (ec == net::error::message_size) {
+            answerError(413,
+                "request body larger than all the proxy may hold (--max-buffered " + std::to_string(m_bodies.limit() >> 20)
+                    + " MiB)",
+                false);
+            return lingerClose();
+        }
+        if (ec == net::error::no_buffer_space) {
+            answerError(503,
                 "the proxy already holds " + std::to_string(m_bodies.limit() >> 20)
-                    + " MiB of request bodies waiting for admission (--max-buffered); try again shortly",
+                    + " MiB of request bodies (--max-buffered); try again shortly",
                 false, 1);
+            return lingerClose();
+        }
         if (ec == beast::error::timeout || ec == net::error::would_block || ec == net::error::try_again)
             return answerError(408, "the request did not arrive in time", false);
         if (ec.category() == beast::error_code(http::error::end_of_stream).category())
             return answerError(400, "malformed HTTP request (" + ec.message() + ")", false);
+    }
+
+    // After an answer that ends the connection while the client may still be sending: no more
+    // writes (the client sees the end of the answer), then its bytes are read and dropped until
+    // it closes, for at most LINGER in all and LINGER_BYTES (what an honest client still has
+    // in flight; a client that keeps sending past that is cut off).
+    void lingerClose()
+    {
+        static constexpr std::chrono::seconds LINGER { 2 };
+        static constexpr std::size_t LINGER_BYTES = 64u << 20;
+        const int fd = m_client.native_handle();
+        ::shutdown(fd, SHUT_WR);
+        const auto until = Steady::now() + LINGER;
+        std::size_t dropped = 0;
+        char sink[16384];
+        while (dropped < LINGER_BYTES) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Steady::now());
+            if (left.count() <= 0 || !waitReadable(fd, left))
+                return;
+            ssize_t got = 0;
+            do {
+                got = ::recv(fd, sink, sizeof sink, 0);
+            } while (got < 0 && errno == EINTR);
+            if (got <= 0)
+                return;
+            dropped += static_cast<std::size_t>(got);
+        }
     }
 
     // An answer of the proxy's own, in the provider's error format (both SDKs read
@@ -1032,9 +1073,9 @@ private:
         // the dashboard, and a limit-mismatch event when they differ from Tollgate's.
         const std::int64_t requests = report.requests.limit.value_or(-1);
         const std::int64_t tokens = report.tokens.limit.value_or(-1);
-        if ((requests >= 0 || tokens >= 0) && m_reported.shouldNote(requests, tokens, now)) {
-            if (!m_limiter->noteReportedLimits(m_o.provider, requests, tokens, m_caller))
-                m_reported.forget();
+        if (requests >= 0 || tokens >= 0) {
+            m_reported.note(requests, tokens, now,
+                [&] { return m_limiter->noteReportedLimits(m_o.provider, requests, tokens, m_caller).ok(); });
         }
     }
 
@@ -1146,8 +1187,9 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
         if (!up->tls)
             return Error::make(ErrorKind::Usage, {},
                 ca + ": only for an https:// upstream; " + TextSanitizer::clean(options.upstream, 1024) + " is plain http");
-        // Read as any file a user names: not a FIFO that blocks, not a directory, bounded.
-        auto fd = Fd::openRegular(options.upstreamCa, O_RDONLY);
+        // Read as any file a user names: not a FIFO that blocks, not a directory, bounded;
+        // a link is followed (CA files are links more often than not).
+        auto fd = Fd::openRegularFollowing(options.upstreamCa);
         if (!fd)
             return Error::make(ErrorKind::Usage, {}, ca + ": cannot read it: " + fd.error().message);
         auto pem = fd->readAll(4 << 20);

@@ -254,7 +254,9 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
         if (reported) {
             if (!r.i64(p.reportedAtMs) || !r.i64(p.reportedRequests) || !r.i64(p.reportedTokens))
                 return bad(r, "truncated provider");
-            if (p.reportedAtMs < 0 || p.reportedRequests < -1 || p.reportedTokens < -1)
+            constexpr std::int64_t maxReported = std::int64_t(1) << 40; // LimitMismatch::MAX_REPORTED
+            if (p.reportedAtMs < 0 || p.reportedRequests < -1 || p.reportedTokens < -1
+                || p.reportedRequests > maxReported || p.reportedTokens > maxReported)
                 return bad(r, "invalid provider-reported limits");
         }
         if (!r.u16(nScopes))

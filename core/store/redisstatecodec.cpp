@@ -1,5 +1,7 @@
 #include "store/redisstatecodec.h"
 
+#include "quota/limitmismatch.h"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -187,12 +189,13 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     p.backoffUntilMs = time(p.backoffUntilMs);
     p.paceUntilMs = time(p.paceUntilMs);
     // The provider's reported limits: absent in a state from before them (then: not reported).
-    for (auto [key, out, lo] : { std::tuple { "ra", &p.reportedAtMs, std::int64_t(0) },
-             std::tuple { "rr", &p.reportedRequests, std::int64_t(-1) },
-             std::tuple { "rk", &p.reportedTokens, std::int64_t(-1) } }) {
+    // The bounds of the script's validProvider: a time up to 2^53, figures up to 2^40.
+    for (auto [key, out, lo, hi] : { std::tuple { "ra", &p.reportedAtMs, std::int64_t(0), std::int64_t(1) << 53 },
+             std::tuple { "rr", &p.reportedRequests, std::int64_t(-1), LimitMismatch::MAX_REPORTED },
+             std::tuple { "rk", &p.reportedTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED } }) {
         if (!j.contains(key))
             continue;
-        if (!integer(j, key, *out) || *out < lo)
+        if (!integer(j, key, *out) || *out < lo || *out > hi)
             return bad("a provider state's reported limits are not whole numbers in range");
     }
     const json* scopes = list(j, "sc");

@@ -126,6 +126,11 @@ Result<Fd> Fd::openRegular(const std::string& path, int flags, mode_t mode)
     return requireRegular(open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode), flags);
 }
 
+Result<Fd> Fd::openRegularFollowing(const std::string& path)
+{
+    return requireRegular(open(path, O_RDONLY | O_NONBLOCK), O_RDONLY);
+}
+
 Result<Fd> Fd::openRegularAt(const Fd& dir, const std::string& name, int flags, mode_t mode)
 {
     return requireRegular(openAt(dir, name, flags | O_NONBLOCK, mode), flags);

@@ -41,6 +41,9 @@ public:
     // once the file is known to be regular. Use these for every file a user could replace.
     static Result<Fd> openRegular(const std::string& path, int flags, mode_t mode = 0600);
     static Result<Fd> openRegularAt(const Fd& dir, const std::string& name, int flags, mode_t mode = 0600);
+    // The same, but a symbolic link is followed: for a file the user names on purpose where a
+    // link is the norm (a CA bundle in /etc/ssl/certs, a mounted secret), read-only.
+    static Result<Fd> openRegularFollowing(const std::string& path);
     // "a FIFO", "a directory", ... for messages.
     [[nodiscard]] static const char* fileTypeName(mode_t mode);
 
