@@ -1,10 +1,12 @@
 #include "proxy/peerprocess.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <netinet/in.h>
 #include <sstream>
@@ -102,24 +104,32 @@ std::int64_t PeerProcess::holderOfSocket(std::uint64_t inode)
     if (inode == 0)
         return 0;
     const std::string wanted = "socket:[" + std::to_string(inode) + "]";
-    std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
-    if (!proc)
-        return 0;
-    const std::int64_t self = ::getpid();
-    int seen = 0;
+    std::vector<long long> pids;
+    {
+        std::unique_ptr<DIR, int (*)(DIR*)> proc(::opendir("/proc"), ::closedir);
+        if (!proc)
+            return 0;
+        const long long self = ::getpid();
+        while (const dirent* e = ::readdir(proc.get())) {
+            char* end = nullptr;
+            const long long pid = std::strtoll(e->d_name, &end, 10);
+            if (pid > 0 && *end == '\0' && pid != self)
+                pids.push_back(pid);
+            if (pids.size() >= static_cast<std::size_t>(MAX_PROCESSES))
+                break;
+        }
+    }
+    // Newest first: a client that just connected was most often just started (curl, a
+    // script), and the scan stops at the first holder; long-lived clients keep their
+    // connection, so they are looked up once.
+    std::sort(pids.begin(), pids.end(), std::greater<>());
     long links = 0;
-    while (const dirent* e = ::readdir(proc.get())) {
-        char* end = nullptr;
-        const long long pid = std::strtoll(e->d_name, &end, 10);
-        if (pid <= 0 || *end != '\0' || pid == self)
-            continue;
-        if (++seen > MAX_PROCESSES)
-            break;
-        const std::string fdDir = "/proc/" + std::string(e->d_name) + "/fd";
+    char link[64];
+    for (const long long pid : pids) {
+        const std::string fdDir = "/proc/" + std::to_string(pid) + "/fd";
         std::unique_ptr<DIR, int (*)(DIR*)> fds(::opendir(fdDir.c_str()), ::closedir);
         if (!fds)
             continue; // another user's process: its descriptors are not ours to read
-        char link[64];
         while (const dirent* f = ::readdir(fds.get())) {
             if (f->d_name[0] == '.')
                 continue;
