@@ -10,6 +10,8 @@
 # request: the worst case, where 16 curl processes compete with the proxy for 2 CPUs).
 #
 #   bench/proxylatency.sh BUILD_DIR [REQUESTS]      (default 400 requests per row)
+#   PROXY_ARGS="--caller bench" bench/proxylatency.sh ...   (extra proxy options: here, no
+#                                                            lookup of the client process)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:?usage: bench/proxylatency.sh BUILD_DIR [REQUESTS]}
@@ -31,7 +33,7 @@ MOCK_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/mock.out" ] && break; sleep 0.05; done
 MOCK="http://127.0.0.1:$(head -1 "$WORK/mock.out")"
 "$T" --home "$WORK/home" limits set bench --requests 1000000 --tokens 1000000000 --parallel 64 >/dev/null
-"$T" proxy bench --home "$WORK/home" --upstream "$MOCK" --listen 127.0.0.1:0 > "$WORK/proxy.out" 2>&1 &
+"$T" proxy bench --home "$WORK/home" --upstream "$MOCK" --listen 127.0.0.1:0 ${PROXY_ARGS:-} > "$WORK/proxy.out" 2>&1 &
 PROXY_PID=$!
 for _ in $(seq 100); do grep -q listening "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
 PROXY=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")

@@ -788,6 +788,11 @@ void TestProxy::aClientWithoutANameIsNamedByItsProcess()
     QVERIFY(r.out.startsWith("HTTP/1.1 200"));
     QCOMPARE(admittedCallers().value(1), QStringLiteral("nightly"));
     m_proxy.reset();
+    // --caller names every request that names none, without looking the process up.
+    startProxy({ QStringLiteral("--caller"), QStringLiteral("batch") });
+    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 200"));
+    QCOMPARE(admittedCallers().value(2), QStringLiteral("batch"));
+    m_proxy.reset();
 
     const QString socket = m_dir->filePath(QStringLiteral("proxy.sock"));
     m_proxy = TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
@@ -803,8 +808,8 @@ void TestProxy::aClientWithoutANameIsNamedByItsProcess()
         QStringLiteral("-H"), QStringLiteral("content-type: application/json"), QStringLiteral("-d"), QStringLiteral("{}") });
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
     callers = admittedCallers();
-    QCOMPARE(callers.size(), 3);
-    QVERIFY2(curlProcess.match(callers[2]).hasMatch(), qPrintable(callers[2]));
+    QCOMPARE(callers.size(), 4);
+    QVERIFY2(curlProcess.match(callers[3]).hasMatch(), qPrintable(callers[3]));
 }
 
 // An https upstream: the certificate is verified (chain and name) against the system's CAs

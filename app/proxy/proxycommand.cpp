@@ -43,8 +43,10 @@ int runProxy()
     o.upstream = g_options.upstream.value_or("");
     o.listen = g_options.listen.value_or("127.0.0.1:8787");
     o.upstreamCa = g_options.upstreamCa.value_or("");
-    if (g_options.caller)
+    if (g_options.caller) {
         o.defaultCaller = *g_options.caller;
+        o.callerGiven = true;
+    }
     const double maxSeconds = std::chrono::duration<double>(proxy::ProxyServer::MAX_OPTION_TIME).count();
     if (g_options.queueTimeout)
         o.queueTimeout = std::chrono::milliseconds(
@@ -90,7 +92,7 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
         ->type_name("FILE");
     CliOptions::addText(sub, "--listen", o.listen, "127.0.0.1:PORT (default 127.0.0.1:8787; port 0: any) or unix:PATH")
         ->type_name("ADDR");
-    CliOptions::addText(sub, "--caller", o.caller, "the caller's name when a request names none (default proxy)")
+    CliOptions::addText(sub, "--caller", o.caller, "the caller's name for requests that name none (default: the process at the other end, else proxy)")
         ->type_name("NAME");
     CliOptions::addSeconds(sub, "--queue-timeout", o.queueTimeout,
         "how long a request may wait for room before the proxy answers 429 itself (default 60)");

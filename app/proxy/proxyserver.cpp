@@ -647,6 +647,8 @@ private:
             if (!named.empty())
                 return named;
         }
+        if (m_o.callerGiven)
+            return m_o.defaultCaller;
         if (m_peer.empty() && !m_peerLooked) {
             // A TCP client is looked up once per connection, and only when a request does not
             // name itself: the scan of /proc costs more than a whole short exchange.

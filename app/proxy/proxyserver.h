@@ -68,6 +68,9 @@ public:
         std::string upstreamCa;
         std::string listen; // HOST:PORT (port 0: any free one) or unix:PATH
         std::string defaultCaller = "proxy";
+        // The user named the caller (--caller): requests that name none are counted under it
+        // without looking up the process at the other end (a /proc scan per connection).
+        bool callerGiven = false;
         std::chrono::milliseconds queueTimeout { 60000 };
         // How long a client may take to send a request's headers once it started (slowloris).
         std::chrono::milliseconds headerTimeout { HEADER_DEADLINE };
