@@ -7,6 +7,7 @@
 // client that hangs up while queued leaves the queue; bad input gets a clear answer or a
 // clean close, and nothing is left held.
 
+#include "helpers/testcerts.h"
 #include "testsupport.h"
 
 #include <QElapsedTimer>
@@ -821,40 +822,10 @@ void TestProxy::aTlsUpstreamIsAlwaysVerified()
         QFAIL("openssl is not installed (scripts/bootstrap.sh installs it)");
     const QString dir = m_dir->path();
     auto path = [&](const QString& name) { return dir + QLatin1Char('/') + name; };
-    auto openssl = [&](const QStringList& args) {
-        const Ran r = TestSupport::run(QStringLiteral("openssl"), args, 60000);
-        if (r.code != 0)
-            qWarning("openssl %s: %s", qPrintable(args.join(QLatin1Char(' '))), r.err.constData());
-        return r.code == 0;
-    };
-    auto authority = [&](const QString& stem) {
-        return openssl({ QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"), QStringLiteral("ec"),
-            QStringLiteral("-pkeyopt"), QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"),
-            QStringLiteral("-keyout"), path(stem + QStringLiteral(".key")), QStringLiteral("-out"),
-            path(stem + QStringLiteral(".crt")), QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-subj"),
-            QStringLiteral("/CN=") + stem });
-    };
-    // A server certificate signed by ca for `san` ("IP:127.0.0.1" or another name).
-    auto serverCert = [&](const QString& stem, const QString& san) {
-        QFile ext(path(stem + QStringLiteral(".ext")));
-        if (!ext.open(QIODevice::WriteOnly))
-            return false;
-        ext.write("subjectAltName = " + san.toUtf8() + "\n");
-        ext.close();
-        return openssl({ QStringLiteral("req"), QStringLiteral("-newkey"), QStringLiteral("ec"), QStringLiteral("-pkeyopt"),
-                   QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"), QStringLiteral("-keyout"),
-                   path(stem + QStringLiteral(".key")), QStringLiteral("-out"), path(stem + QStringLiteral(".csr")),
-                   QStringLiteral("-subj"), QStringLiteral("/CN=") + stem })
-            && openssl({ QStringLiteral("x509"), QStringLiteral("-req"), QStringLiteral("-in"),
-                path(stem + QStringLiteral(".csr")), QStringLiteral("-CA"), path(QStringLiteral("ca.crt")),
-                QStringLiteral("-CAkey"), path(QStringLiteral("ca.key")), QStringLiteral("-CAcreateserial"),
-                QStringLiteral("-out"), path(stem + QStringLiteral(".crt")), QStringLiteral("-days"), QStringLiteral("2"),
-                QStringLiteral("-extfile"), path(stem + QStringLiteral(".ext")) });
-    };
-    QVERIFY(authority(QStringLiteral("ca")));
-    QVERIFY(authority(QStringLiteral("otherca")));
-    QVERIFY(serverCert(QStringLiteral("server"), QStringLiteral("IP:127.0.0.1")));
-    QVERIFY(serverCert(QStringLiteral("wrongname"), QStringLiteral("DNS:other.example")));
+    QVERIFY(TestCerts::authority(dir, QStringLiteral("ca")));
+    QVERIFY(TestCerts::authority(dir, QStringLiteral("otherca")));
+    QVERIFY(TestCerts::server(dir, QStringLiteral("server"), QStringLiteral("IP:127.0.0.1")));
+    QVERIFY(TestCerts::server(dir, QStringLiteral("wrongname"), QStringLiteral("DNS:other.example")));
     auto tlsMock = [&](const QString& stem, QString& url) {
         Child c = TestSupport::startChild(QStringLiteral("node"),
             { MOCK, QStringLiteral("--tls-cert"), path(stem + QStringLiteral(".crt")), QStringLiteral("--tls-key"),

@@ -8,6 +8,7 @@
 // tried in plain text.
 
 #include "helpers/redisserver.h"
+#include "helpers/testcerts.h"
 #include "testsupport.h"
 
 #include <QElapsedTimer>
@@ -50,22 +51,6 @@ private Q_SLOTS:
 
 private:
     QString path(const QString& name) const { return m_dir.filePath(name); }
-    bool openssl(const QStringList& args)
-    {
-        const Ran r = TestSupport::run(QStringLiteral("openssl"), args, 60000);
-        if (r.code != 0)
-            qWarning("openssl %s: %s", qPrintable(args.join(QLatin1Char(' '))), r.err.constData());
-        return r.code == 0;
-    }
-    // A certificate authority and a server certificate for 127.0.0.1 signed by it.
-    bool makeAuthority(const QString& stem)
-    {
-        return openssl({ QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"), QStringLiteral("ec"),
-            QStringLiteral("-pkeyopt"), QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"),
-            QStringLiteral("-keyout"), path(stem + QStringLiteral(".key")), QStringLiteral("-out"),
-            path(stem + QStringLiteral(".crt")), QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-subj"),
-            QStringLiteral("/CN=") + stem });
-    }
     // stunnel in client mode: plain text on `accept`, TLS to the server's TLS port, the chain
     // verified against `caFile` and the certificate checked for 127.0.0.1.
     Tunnel startTunnel(const QString& name, quint16 accept, const QString& caFile)
@@ -125,20 +110,10 @@ void TestRedisTls::initTestCase()
     if (m_stunnel.isEmpty() || QStandardPaths::findExecutable(QStringLiteral("openssl")).isEmpty())
         QFAIL("stunnel4 or openssl is not installed (scripts/bootstrap.sh installs both)");
 
-    QVERIFY(makeAuthority(QStringLiteral("ca")));
-    QVERIFY(makeAuthority(QStringLiteral("otherca")));
-    QFile ext(path(QStringLiteral("san.ext")));
-    QVERIFY(ext.open(QIODevice::WriteOnly));
-    ext.write("subjectAltName = IP:127.0.0.1\n");
-    ext.close();
-    QVERIFY(openssl({ QStringLiteral("req"), QStringLiteral("-newkey"), QStringLiteral("ec"), QStringLiteral("-pkeyopt"),
-        QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"), QStringLiteral("-keyout"),
-        path(QStringLiteral("server.key")), QStringLiteral("-out"), path(QStringLiteral("server.csr")),
-        QStringLiteral("-subj"), QStringLiteral("/CN=127.0.0.1") }));
-    QVERIFY(openssl({ QStringLiteral("x509"), QStringLiteral("-req"), QStringLiteral("-in"), path(QStringLiteral("server.csr")),
-        QStringLiteral("-CA"), path(QStringLiteral("ca.crt")), QStringLiteral("-CAkey"), path(QStringLiteral("ca.key")),
-        QStringLiteral("-CAcreateserial"), QStringLiteral("-out"), path(QStringLiteral("server.crt")),
-        QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-extfile"), path(QStringLiteral("san.ext")) }));
+    // A certificate authority, another one, and a server certificate for 127.0.0.1 signed by the first.
+    QVERIFY(TestCerts::authority(m_dir.path(), QStringLiteral("ca")));
+    QVERIFY(TestCerts::authority(m_dir.path(), QStringLiteral("otherca")));
+    QVERIFY(TestCerts::server(m_dir.path(), QStringLiteral("server"), QStringLiteral("IP:127.0.0.1")));
 
     // The plain port stays for the test's own checks; callers only ever reach the TLS port.
     m_tlsPort = RedisServer::freePort();

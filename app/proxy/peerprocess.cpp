@@ -39,10 +39,9 @@ bool loopback(const sockaddr_storage& a)
     if (a.ss_family == AF_INET)
         return (ntohl(reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr) >> 24) == 127;
     if (a.ss_family == AF_INET6) {
-        const in6_addr& x = reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(&x))
-            return true;
-        return IN6_IS_ADDR_V4MAPPED(&x) && x.s6_addr[12] == 127;
+        // The proxy listens on loopback only: an IPv6 peer is ::1 (a v4-mapped one would
+        // need a dual-stack listener).
+        return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr);
     }
     return false;
 }
