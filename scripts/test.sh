@@ -11,7 +11,8 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export QT_QPA_PLATFORM=offscreen
 export TOLLGATE_JOBS=${TOLLGATE_JOBS:-2}
 
-phase() { echo; echo "==== test.sh: $* ===="; }
+# Each banner shows the seconds since test.sh began, so a slow phase is easy to find.
+phase() { echo; echo "==== test.sh: $* (at ${SECONDS} s) ===="; }
 
 phase "1/4 normal build"
 "$ROOT/scripts/bootstrap.sh"
@@ -52,9 +53,11 @@ echo "test.sh: redis-server $REDIS_PID on $TOLLGATE_TEST_REDIS_URL"
 if ! command -v npm >/dev/null; then
     "$ROOT/scripts/ensure-packages.sh" npm
 fi
+phase "1/4 tests"
 (cd "$ROOT/tests/sdk" && npm ci --no-audit --no-fund --loglevel=error)
 
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
+phase "1/4 install check"
 # The install: every file in place, desktop-file-validate, appstreamcli, man -l, completion.
 "$ROOT/scripts/installcheck.sh" "${TOLLGATE_BUILD_DIR:-$ROOT/build}"
 [ "${TOLLGATE_QUICK:-0}" = 1 ] && exit 0
@@ -65,6 +68,7 @@ phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
 TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
 TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
     "$ROOT/scripts/bootstrap.sh"
+phase "2/4 tests"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
@@ -86,3 +90,4 @@ fi
 
 phase "4/4 fuzzing (${FUZZ_SECONDS:=10} s per target)"
 FUZZ_SECONDS=$FUZZ_SECONDS "$ROOT/scripts/fuzz.sh"
+phase "done"
