@@ -1,5 +1,7 @@
 #include "proxy/peerprocess.h"
 
+#include "system/fd.h"
+
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cstdio>
@@ -7,9 +9,13 @@
 #include <dirent.h>
 #include <fstream>
 #include <functional>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <memory>
 #include <netinet/in.h>
 #include <sstream>
+#include <sys/time.h>
 #include <unistd.h>
 #include <vector>
 
@@ -68,6 +74,77 @@ bool findSocket(const char* table, const std::string& local, const std::string& 
             continue;
         if (l == local && r == remote)
             return true;
+    }
+    return false;
+}
+
+// The kernel's exact lookup of one TCP socket by its two ends (sock_diag): the socket whose
+// local end is `local` and remote end `remote`, its owner's uid and its inode. One netlink
+// round trip of microseconds, where /proc/net/tcp prints every socket of the machine —
+// thousands in TIME_WAIT on a busy host, milliseconds to print and search. False when the
+// kernel cannot answer (no inet_diag, a sandbox without netlink) or has no such socket.
+bool diagSocket(
+    const sockaddr_storage& local, const sockaddr_storage& remote, unsigned& uid, std::uint64_t& inode)
+{
+    Fd sock(::socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG), "sock_diag");
+    if (!sock.valid())
+        return false;
+    // The kernel answers within the send; the timeout only bounds a kernel that never does.
+    const timeval bound { 0, 200000 };
+    ::setsockopt(sock.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    struct
+    {
+        nlmsghdr header;
+        inet_diag_req_v2 request;
+    } ask {};
+    ask.header.nlmsg_len = sizeof ask;
+    ask.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+    ask.header.nlmsg_flags = NLM_F_REQUEST; // one socket, not a dump of the table
+    ask.header.nlmsg_seq = 1;
+    ask.request.sdiag_family = static_cast<std::uint8_t>(local.ss_family);
+    ask.request.sdiag_protocol = IPPROTO_TCP;
+    ask.request.idiag_states = ~0u;
+    inet_diag_sockid& id = ask.request.id;
+    if (local.ss_family == AF_INET) {
+        const auto* l = reinterpret_cast<const sockaddr_in*>(&local);
+        const auto* r = reinterpret_cast<const sockaddr_in*>(&remote);
+        id.idiag_sport = l->sin_port;
+        id.idiag_dport = r->sin_port;
+        id.idiag_src[0] = l->sin_addr.s_addr;
+        id.idiag_dst[0] = r->sin_addr.s_addr;
+    } else {
+        const auto* l = reinterpret_cast<const sockaddr_in6*>(&local);
+        const auto* r = reinterpret_cast<const sockaddr_in6*>(&remote);
+        id.idiag_sport = l->sin6_port;
+        id.idiag_dport = r->sin6_port;
+        std::memcpy(id.idiag_src, &l->sin6_addr, sizeof id.idiag_src);
+        std::memcpy(id.idiag_dst, &r->sin6_addr, sizeof id.idiag_dst);
+    }
+    id.idiag_cookie[0] = INET_DIAG_NOCOOKIE;
+    id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+    sockaddr_nl kernel {};
+    kernel.nl_family = AF_NETLINK;
+    ssize_t sent = 0;
+    do {
+        sent = ::sendto(sock.get(), &ask, sizeof ask, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel);
+    } while (sent < 0 && errno == EINTR);
+    if (sent != static_cast<ssize_t>(sizeof ask))
+        return false;
+    alignas(nlmsghdr) char answer[8192];
+    ssize_t got = 0;
+    do {
+        got = ::recv(sock.get(), answer, sizeof answer, 0);
+    } while (got < 0 && errno == EINTR);
+    if (got <= 0)
+        return false;
+    auto left = static_cast<unsigned>(got); // NLMSG_NEXT's length type
+    for (auto* h = reinterpret_cast<nlmsghdr*>(answer); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+        if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
+            return false; // NLMSG_ERROR: no such socket (or no inet_diag)
+        const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        uid = m->idiag_uid;
+        inode = m->idiag_inode;
+        return inode != 0;
     }
     return false;
 }
@@ -132,18 +209,19 @@ std::int64_t PeerProcess::holderOfSocket(std::uint64_t inode)
         while (const dirent* f = ::readdir(fds.get())) {
             if (f->d_name[0] == '.')
                 continue;
-            if (++links > MAX_LINKS)
+            if (++links > MAX_DESCRIPTORS)
                 return 0;
             const std::string path = fdDir + "/" + f->d_name;
             const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
-            if (n > 0 && static_cast<std::size_t>(n) == wanted.size() && std::memcmp(link, wanted.data(), n) == 0)
+            if (n > 0 && static_cast<std::size_t>(n) == wanted.size()
+                && std::memcmp(link, wanted.data(), n) == 0)
                 return pid;
         }
     }
     return 0;
 }
 
-std::string PeerProcess::ofLoopbackTcp(int fd)
+std::optional<PeerProcess::ClientSocket> PeerProcess::clientSocket(int fd, Lookup how)
 {
     sockaddr_storage ours {};
     sockaddr_storage theirs {};
@@ -151,21 +229,32 @@ std::string PeerProcess::ofLoopbackTcp(int fd)
     socklen_t b = sizeof theirs;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ours), &a) != 0
         || ::getpeername(fd, reinterpret_cast<sockaddr*>(&theirs), &b) != 0 || !loopback(theirs))
-        return {};
+        return std::nullopt;
     // The client's socket: its local end is our peer, its remote end is us.
+    ClientSocket found;
+    if (how == Lookup::SockDiag)
+        return diagSocket(theirs, ours, found.uid, found.inode) ? std::optional(found) : std::nullopt;
     const std::string local = procAddress(theirs);
     const std::string remote = procAddress(ours);
-    unsigned uid = 0;
-    std::uint64_t inode = 0;
     const bool v4 = theirs.ss_family == AF_INET;
-    if (!findSocket(v4 ? "/proc/net/tcp" : "/proc/net/tcp6", local, remote, uid, inode)
-        && !(v4 && findSocket("/proc/net/tcp6", mapped(local), mapped(remote), uid, inode)))
+    if (findSocket(v4 ? "/proc/net/tcp" : "/proc/net/tcp6", local, remote, found.uid, found.inode)
+        || (v4 && findSocket("/proc/net/tcp6", mapped(local), mapped(remote), found.uid, found.inode)))
+        return found;
+    return std::nullopt;
+}
+
+std::string PeerProcess::ofLoopbackTcp(int fd)
+{
+    auto client = clientSocket(fd, Lookup::SockDiag);
+    if (!client)
+        client = clientSocket(fd, Lookup::ProcTable);
+    if (!client)
         return {};
-    if (const std::int64_t pid = holderOfSocket(inode); pid > 0) {
+    if (const std::int64_t pid = holderOfSocket(client->inode); pid > 0) {
         if (std::string name = nameOf(pid); !name.empty())
             return name;
     }
-    return ownerOf(uid);
+    return ownerOf(client->uid);
 }
 
 } // namespace tollgate::proxy

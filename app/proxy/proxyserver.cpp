@@ -3,10 +3,10 @@
 #include "base/systemclock.h"
 #include "base/textsanitizer.h"
 #include "provider/answerkind.h"
-#include "proxy/peerprocess.h"
 #include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
 #include "provider/usagemeter.h"
+#include "proxy/peerprocess.h"
 #include "quota/capacity.h"
 #include "quota/limitmismatch.h"
 #include "quota/quotalimiter.h"
@@ -20,19 +20,18 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
-#include <fcntl.h>
-#include <sys/eventfd.h>
-#include <sys/un.h>
 #include <condition_variable>
+#include <fcntl.h>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <thread>
 #include <unistd.h>
 
@@ -67,12 +66,12 @@ Result<Upstream> parseUpstream(const std::string& url)
     } else if (url.rfind("http://", 0) == 0) {
         rest = url.substr(7);
     } else {
-        return Error::make(ErrorKind::Usage, {}, "--upstream must start with http:// or https:// (got '"
-                + TextSanitizer::clean(url, 200) + "')");
+        return Error::make(ErrorKind::Usage, {},
+            "--upstream must start with http:// or https:// (got '" + TextSanitizer::clean(url, 200) + "')");
     }
     if (rest.find_first_of("?#@ \t") != std::string::npos)
-        return Error::make(ErrorKind::Usage, {}, "--upstream takes no user, query or fragment: '"
-                + TextSanitizer::clean(url, 200) + "'");
+        return Error::make(ErrorKind::Usage, {},
+            "--upstream takes no user, query or fragment: '" + TextSanitizer::clean(url, 200) + "'");
     const auto slash = rest.find('/');
     std::string authority = rest.substr(0, slash);
     u.base = slash == std::string::npos ? std::string() : rest.substr(slash);
@@ -82,7 +81,8 @@ Result<Upstream> parseUpstream(const std::string& url)
     if (!authority.empty() && authority.front() == '[') {
         const auto close = authority.find(']');
         if (close == std::string::npos)
-            return Error::make(ErrorKind::Usage, {}, "--upstream has an unclosed '[': '" + TextSanitizer::clean(url, 200) + "'");
+            return Error::make(ErrorKind::Usage, {},
+                "--upstream has an unclosed '[': '" + TextSanitizer::clean(url, 200) + "'");
         u.host = authority.substr(1, close - 1);
         if (close + 1 < authority.size()) {
             if (authority[close + 1] != ':')
@@ -98,8 +98,8 @@ Result<Upstream> parseUpstream(const std::string& url)
     if (u.host.empty() || u.port.empty() || u.port.size() > 5
         || u.port.find_first_not_of("0123456789") != std::string::npos || std::stoi(u.port) < 1
         || std::stoi(u.port) > 65535)
-        return Error::make(ErrorKind::Usage, {}, "--upstream needs a host and a port from 1 to 65535: '"
-                + TextSanitizer::clean(url, 200) + "'");
+        return Error::make(ErrorKind::Usage, {},
+            "--upstream needs a host and a port from 1 to 65535: '" + TextSanitizer::clean(url, 200) + "'");
     u.hostHeader = authority;
     return u;
 }
@@ -127,21 +127,26 @@ Result<ListenAt> parseListen(const std::string& text)
     }
     const auto colon = text.rfind(':');
     if (colon == std::string::npos || colon + 1 == text.size())
-        return Error::make(ErrorKind::Usage, {}, "--listen takes HOST:PORT or unix:PATH (got '" + TextSanitizer::clean(text, 200) + "')");
+        return Error::make(ErrorKind::Usage, {},
+            "--listen takes HOST:PORT or unix:PATH (got '" + TextSanitizer::clean(text, 200) + "')");
     l.host = text.substr(0, colon);
     if (l.host.size() > 2 && l.host.front() == '[' && l.host.back() == ']')
         l.host = l.host.substr(1, l.host.size() - 2);
     const std::string port = text.substr(colon + 1);
-    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535)
-        return Error::make(ErrorKind::Usage, {}, "--listen: '" + TextSanitizer::clean(port, 20) + "' is not a port (0 to 65535)");
+    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos
+        || std::stoi(port) > 65535)
+        return Error::make(ErrorKind::Usage, {},
+            "--listen: '" + TextSanitizer::clean(port, 20) + "' is not a port (0 to 65535)");
     l.port = static_cast<unsigned short>(std::stoi(port));
     boost::system::error_code ec;
     const auto address = net::ip::make_address(l.host, ec);
     if (ec)
-        return Error::make(ErrorKind::Usage, {}, "--listen: '" + TextSanitizer::clean(l.host, 100)
+        return Error::make(ErrorKind::Usage, {},
+            "--listen: '" + TextSanitizer::clean(l.host, 100)
                 + "' is not an IP address (use 127.0.0.1 or ::1)");
     if (!address.is_loopback())
-        return Error::make(ErrorKind::Usage, {}, "--listen " + TextSanitizer::clean(text, 100)
+        return Error::make(ErrorKind::Usage, {},
+            "--listen " + TextSanitizer::clean(text, 100)
                 + ": the proxy listens on loopback only (127.0.0.1, ::1) or on a unix socket;"
                   " anyone who can reach it spends the shared quota");
     return l;
@@ -196,8 +201,9 @@ public:
         {
             touch();
             std::lock_guard lock(m_monitor.m_mutex);
+            // No wake-up: a new watch is due a whole limit from now, never before the moment
+            // the monitor already sleeps until (at most a limit after it last looked).
             m_monitor.m_watches.push_back(this);
-            m_monitor.m_wake.notify_all(); // it may be the earliest due
         }
         ~Watch()
         {
@@ -234,7 +240,9 @@ private:
             for (Watch* w : m_watches) {
                 if (w->m_fired.load())
                     continue;
-                const auto due = Steady::time_point(Steady::duration(w->m_last.load(std::memory_order_relaxed))) + m_limit;
+                const auto due
+                    = Steady::time_point(Steady::duration(w->m_last.load(std::memory_order_relaxed)))
+                    + m_limit;
                 if (now >= due) {
                     w->m_fired = true;
                     for (int fd : w->m_fds) {
@@ -353,6 +361,132 @@ private:
     std::size_t m_held = 0;
 };
 
+// Store connections kept between requests: a backend (the home's files, or a Redis link)
+// with its limiter. Opening one resolves the home and opens its files or connects, which
+// costs more than a short exchange, so a connection (a curl request, the first request of an
+// SDK's connection) takes a kept one. A request holds its lease for its whole life — the
+// permit refers to the limiter — and one limiter serves one request at a time, so a limiter
+// is still never used by two threads at once (the lease hands it over under the mutex). A
+// lease that met a store failure is not kept, and nothing is kept past MAX_AGE, so a home
+// that was replaced or a Redis that moved is opened afresh within that time.
+class LimiterPool
+{
+public:
+    static constexpr std::size_t MAX_IDLE = 64;
+    static constexpr std::chrono::seconds MAX_AGE { 10 };
+
+    struct Entry
+    {
+        SystemClock clock;
+        ProcessProbe probe;
+        std::unique_ptr<QuotaBackend> backend;
+        std::unique_ptr<QuotaLimiter> limiter;
+        Steady::time_point opened;
+    };
+
+    void setHome(std::string home) { m_home = std::move(home); }
+
+    // A kept entry, else a new one; the error says why the shared quota cannot be reached.
+    Result<std::unique_ptr<Entry>> take()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            while (!m_idle.empty()) {
+                std::unique_ptr<Entry> e = std::move(m_idle.back());
+                m_idle.pop_back();
+                if (Steady::now() - e->opened < MAX_AGE)
+                    return e;
+            }
+        }
+        auto spec = HomeSpec::resolve(m_home.empty() ? std::nullopt : std::optional<std::string>(m_home));
+        if (!spec)
+            return spec.error();
+        auto e = std::make_unique<Entry>();
+        auto backend = StoreFactory::openBackend(*spec, e->clock, e->probe);
+        if (!backend)
+            return backend.error();
+        e->backend = std::move(backend).value();
+        e->limiter = std::make_unique<QuotaLimiter>(*e->backend, e->clock, e->probe);
+        e->opened = Steady::now();
+        return e;
+    }
+    void give(std::unique_ptr<Entry> e)
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_idle.size() < MAX_IDLE)
+            m_idle.push_back(std::move(e));
+    }
+
+    // Runs one store operation that does not wait for capacity with this process's turn: the
+    // proxy's threads queue here, on a mutex, rather than all going for the home's lock at
+    // once (each try that fails costs a flock and a futex round in the lock's queue, and on
+    // two CPUs the spinning of the lock's queue takes time from the upstream). Only a hint,
+    // as the lock itself is the exclusion: a thread that waits TURN_WAIT goes without it.
+    template <class Op> auto inTurn(Op op)
+    {
+        std::unique_lock turn(m_turn, std::defer_lock);
+        (void)turn.try_lock_for(TURN_WAIT);
+        return op();
+    }
+
+private:
+    static constexpr std::chrono::seconds TURN_WAIT { 1 };
+    std::timed_mutex m_turn;
+    std::string m_home; // as given: resolved for every new entry, as the CLI does
+    std::mutex m_mutex;
+    std::vector<std::unique_ptr<Entry>> m_idle; // most recently used last
+};
+
+// One request's entry of the LimiterPool: given back when the request is done, unless a store
+// operation failed with it (then it is closed, and the next request opens a new one).
+class LimiterLease
+{
+public:
+    explicit LimiterLease(LimiterPool& pool)
+        : m_pool(pool)
+    {
+    }
+    ~LimiterLease()
+    {
+        if (m_entry && !m_failed)
+            m_pool.give(std::move(m_entry));
+    }
+    LimiterLease(const LimiterLease&) = delete;
+    LimiterLease& operator=(const LimiterLease&) = delete;
+
+    bool open(std::string& why)
+    {
+        auto e = m_pool.take();
+        if (!e) {
+            why = e.error().describe();
+            return false;
+        }
+        m_entry = std::move(e).value();
+        return true;
+    }
+    QuotaLimiter& limiter() { return *m_entry->limiter; }
+    // A store operation that does not wait (LimiterPool::inTurn), its failure noted (check).
+    template <class Op> auto quick(Op op)
+    {
+        return check(m_pool.inTurn([&] { return op(*m_entry->limiter); }));
+    }
+    const ProcessProbe& probe() const { return m_entry->probe; }
+    // Notes what a store operation returned: a failure of the store itself (not a refusal, a
+    // deadline or a bad value) means this backend is not kept.
+    template <class T> Result<T> check(Result<T>&& r)
+    {
+        if (!r && r.error().kind != ErrorKind::Timeout && r.error().kind != ErrorKind::Usage
+            && r.error().kind != ErrorKind::Busy)
+            m_failed = true;
+        return std::move(r);
+    }
+
+private:
+    LimiterPool& m_pool;
+    std::unique_ptr<LimiterPool::Entry> m_entry;
+    bool m_failed = false;
+};
+
 // The provider's limits as this proxy last passed them to the store: every answer repeats
 // them, and a store operation per answer would cost a locked transaction each; the store is
 // told only when they change or LimitMismatch::REFRESH_MS has passed (its own rule again).
@@ -363,8 +497,7 @@ public:
     // -1: not in this answer. The lock is held across the call, so two answers with other
     // figures reach the store in the order the memo records them (a call is rare: a change,
     // or once a minute); what the store did not take is tried again with the next answer.
-    template <class Tell>
-    void note(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs, Tell tell)
+    template <class Tell> void note(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs, Tell tell)
     {
         std::lock_guard lock(m_mutex);
         const std::int64_t r = requests < 0 ? m_requests : requests;
@@ -406,6 +539,7 @@ struct ProxyServer::Impl
     UpstreamPool pool; // after upstreamIo: its sockets go first
     ReportedLimitsMemo reported;
     BodyBudget bodies;
+    LimiterPool limiters;
 
     ~Impl()
     {
@@ -418,21 +552,19 @@ struct ProxyServer::Impl
         return tcpAcceptor ? tcpAcceptor->native_handle() : unixAcceptor->native_handle();
     }
 
-    template <class Client>
-    void session(Client& client, const std::string& peer);
+    template <class Client> void session(Client& client, const std::string& peer);
 };
 
 namespace {
 
 // One client connection: requests one after another (keep-alive), each admitted, forwarded
 // and answered; returns when the client or a deadline ends the connection.
-template <class Client>
-class Session
+template <class Client> class Session
 {
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
         std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo,
-        ReportedLimitsMemo& reported, BodyBudget& bodies)
+        ReportedLimitsMemo& reported, BodyBudget& bodies, LimiterPool& limiters)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
@@ -444,6 +576,7 @@ public:
         , m_upstreamIo(upstreamIo)
         , m_reported(reported)
         , m_bodies(bodies)
+        , m_limiters(limiters)
     {
     }
 
@@ -459,13 +592,15 @@ public:
             // connection: at most CLIENT_IDLE, and not once serving stops); once it came, the
             // headers have --header-timeout and the body BODY_DEADLINE, in total, however the
             // bytes trickle in.
-            if (m_buffer.size() == 0 && !waitReadable(fd, std::chrono::milliseconds(ProxyServer::CLIENT_IDLE), m_stopFd))
+            if (m_buffer.size() == 0
+                && !waitReadable(fd, std::chrono::milliseconds(ProxyServer::CLIENT_IDLE), m_stopFd))
                 return;
             if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
             BodyShare body(m_bodies); // until this request is answered
             if (const auto length = parser.content_length(); length && !body.hold(*length))
-                return finishWith(*length > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
+                return finishWith(
+                    *length > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
             if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec, &body))
                 return finishWith(ec);
             http::request<http::string_body> request = parser.release();
@@ -480,15 +615,16 @@ private:
     static bool waitReadable(int fd, std::chrono::milliseconds timeout, int stopFd = -1)
     {
         pollfd p[2] = { { fd, POLLIN, 0 }, { stopFd, POLLIN, 0 } };
-        const int n = ::poll(p, stopFd >= 0 ? 2 : 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
+        const int n
+            = ::poll(p, stopFd >= 0 ? 2 : 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
         return n > 0 && !(stopFd >= 0 && (p[1].revents & POLLIN));
     }
 
     // Reads until the header (or the whole message) is in, within `deadline` in total. The
     // bytes are read here and handed to Beast's parser (put), so a client that trickles them
     // cannot stretch the deadline: Beast's own read loop would wait for the whole header.
-    bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly, Steady::time_point deadline,
-        beast::error_code& ec, BodyShare* body = nullptr)
+    bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly,
+        Steady::time_point deadline, beast::error_code& ec, BodyShare* body = nullptr)
     {
         const int fd = m_client.native_handle();
         auto done = [&] { return headerOnly ? parser.is_header_done() : parser.is_done(); };
@@ -501,7 +637,8 @@ private:
                 if (ec)
                     return false;
                 // A chunked body takes its share as it grows (one read past the budget at most).
-                if (const std::size_t size = body ? parser.get().body().size() : 0; body && !body->hold(size)) {
+                if (const std::size_t size = body ? parser.get().body().size() : 0;
+                    body && !body->hold(size)) {
                     ec = size > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space;
                     return false;
                 }
@@ -545,18 +682,23 @@ private:
         if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
             return;
         if (ec == http::error::header_limit)
-            return answerError(431, "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024) + " KiB", false);
+            return answerError(431,
+                "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024)
+                    + " KiB",
+                false);
         // Refusals of a body the client is still sending: then the rest is read and dropped
         // for a moment (lingerClose), or closing on unread bytes would reset the connection
         // and the client would never see the answer.
         if (ec == http::error::body_limit) {
-            answerError(413, "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB", false);
+            answerError(413,
+                "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB",
+                false);
             return lingerClose();
         }
         if (ec == net::error::message_size) {
             answerError(413,
-                "request body larger than all the proxy may hold (--max-buffered " + std::to_string(m_bodies.limit() >> 20)
-                    + " MiB)",
+                "request body larger than all the proxy may hold (--max-buffered "
+                    + std::to_string(m_bodies.limit() >> 20) + " MiB)",
                 false);
             return lingerClose();
         }
@@ -605,7 +747,9 @@ private:
     void answerError(unsigned status, const std::string& message, bool keepAlive,
         std::optional<std::int64_t> retryAfterSeconds = std::nullopt)
     {
-        const char* type = status == 429 ? "rate_limit_error" : status >= 500 ? "api_error" : "invalid_request_error";
+        const char* type = status == 429 ? "rate_limit_error"
+            : status >= 500              ? "api_error"
+                                         : "invalid_request_error";
         nlohmann::json body { { "type", "error" },
             { "error", { { "type", type }, { "message", "tollgate proxy: " + message } } } };
         http::response<http::string_body> res { static_cast<http::status>(status), 11 };
@@ -618,25 +762,6 @@ private:
         res.prepare_payload();
         beast::error_code ec;
         http::write(m_client, res, ec);
-    }
-
-    bool openLimiter(std::string& why)
-    {
-        if (m_limiter)
-            return true;
-        auto spec = HomeSpec::resolve(m_o.home.empty() ? std::nullopt : std::optional<std::string>(m_o.home));
-        if (!spec) {
-            why = spec.error().describe();
-            return false;
-        }
-        auto backend = StoreFactory::openBackend(*spec, m_clock, m_probe);
-        if (!backend) {
-            why = backend.error().describe();
-            return false;
-        }
-        m_backend = std::move(backend).value();
-        m_limiter = std::make_unique<QuotaLimiter>(*m_backend, m_clock, m_probe);
-        return true;
     }
 
     std::string callerOf(const http::request<http::string_body>& request)
@@ -665,7 +790,7 @@ private:
         hungUp = false;
         // Most requests are admitted at once: one try first (never queued: it is refused when
         // others wait), and only a request that must wait gets a thread to watch its client.
-        auto now = m_limiter->acquire(request, m_clock.now());
+        auto now = m_lease->quick([&](QuotaLimiter& l) { return l.acquire(request, m_clock.now()); });
         if (now || now.error().kind != ErrorKind::Timeout)
             return now;
         std::atomic<bool> cancel { false };
@@ -686,7 +811,7 @@ private:
             }
         });
         const auto deadline = m_clock.now() + m_o.queueTimeout;
-        auto permit = m_limiter->acquire(request, deadline, &cancel);
+        auto permit = m_lease->check(m_lease->limiter().acquire(request, deadline, &cancel));
         const std::uint64_t one = 1;
         (void)!::write(decided, &one, sizeof one);
         watcher.join();
@@ -698,11 +823,19 @@ private:
     bool handle(http::request<http::string_body>& request)
     {
         const bool keepAlive = request.keep_alive();
+        // The store connection this request uses, from first to last (its permit refers to it).
+        LimiterLease lease(m_limiters);
         std::string why;
-        if (!openLimiter(why)) {
+        if (!lease.open(why)) {
             answerError(502, "the shared quota cannot be reached: " + why, false);
             return false;
         }
+        m_lease = &lease;
+        struct Unlease
+        {
+            LimiterLease*& lease;
+            ~Unlease() { lease = nullptr; }
+        } unlease { m_lease };
         const RequestEstimate estimate = RequestEstimate::of(request.body());
         AdmitRequest ask;
         ask.provider = m_o.provider;
@@ -716,12 +849,14 @@ private:
             if (hungUp)
                 return false; // nobody to answer; the wait left the queue
             if (permit.error().kind == ErrorKind::Timeout) {
-                answerError(429, "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
+                answerError(429,
+                    "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
                         + permit.error().message + ")",
                     keepAlive, retryAfterSeconds());
                 return keepAlive;
             }
-            answerError(permit.error().kind == ErrorKind::Usage ? 400 : 502, permit.error().describe(), keepAlive);
+            answerError(
+                permit.error().kind == ErrorKind::Usage ? 400 : 502, permit.error().describe(), keepAlive);
             return keepAlive;
         }
         m_caller = ask.caller;
@@ -729,11 +864,12 @@ private:
         // The slot was held for the whole upstream exchange, no longer. With it go, in the same
         // store operation, the answer's real usage (it replaces the estimate in the window)
         // and, for a success, the reset of the 429 count.
-        const AnswerKind kind = outcome.answered
-            ? AnswerKind::of(static_cast<int>(outcome.status), outcome.retryAfterMs.has_value(), outcome.errorBody)
-            : AnswerKind {};
+        const AnswerKind kind = outcome.answered ? AnswerKind::of(static_cast<int>(outcome.status),
+                                    outcome.retryAfterMs.has_value(), outcome.errorBody)
+                                                 : AnswerKind {};
         const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
-        (void)permit->finish(outcome.usage ? outcome.usage->total() : -1, ok);
+        (void)m_lease->quick(
+            [&](QuotaLimiter&) { return permit->finish(outcome.usage ? outcome.usage->total() : -1, ok); });
         if (outcome.answered)
             learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, ask.caller);
         return keepAlive && outcome.clientOk;
@@ -744,11 +880,11 @@ private:
     // pause is not time-bound: then 1 s (look again soon).
     std::int64_t retryAfterSeconds()
     {
-        auto snap = m_limiter->snapshot();
+        auto snap = m_lease->quick([](QuotaLimiter& l) { return l.snapshot(); });
         if (!snap)
             return 1;
-        const ProviderCapacity c
-            = Capacity::forProvider(snap->state, m_o.provider, snap->limits.find(m_o.provider), snap->nowMs, &m_probe);
+        const ProviderCapacity c = Capacity::forProvider(
+            snap->state, m_o.provider, snap->limits.find(m_o.provider), snap->nowMs, &m_probe);
         if (c.nextCallInMs <= 0 || c.nextCallInMs == Capacity::NEVER)
             return 1;
         return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
@@ -813,7 +949,8 @@ private:
         }
         if (ec || !socket->is_open()) {
             dog.watch(m_client.native_handle(), -1);
-            answerError(502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
+            answerError(
+                502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
             return nullptr;
         }
         dog.touch();
@@ -843,9 +980,11 @@ private:
     {
         StallMonitor::Watch dog(m_stalls);
         dog.watch(m_client.native_handle(), -1);
-        http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()), 11 };
+        http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()),
+            11 };
         for (const auto& field : request) {
-            if (!hopByHop(TextSanitizer::asciiLower(std::string_view(field.name_string().data(), field.name_string().size()))))
+            if (!hopByHop(TextSanitizer::asciiLower(
+                    std::string_view(field.name_string().data(), field.name_string().size()))))
                 up.insert(field.name_string(), field.value());
         }
         up.set(http::field::host, m_up.hostHeader);
@@ -883,13 +1022,14 @@ private:
                 m_pool.give(std::move(link));
             return done;
         }
-        answerError(502, "the upstream " + m_up.hostHeader + " closed the connection without an answer", false);
+        answerError(
+            502, "the upstream " + m_up.hostHeader + " closed the connection without an answer", false);
         return {};
     }
 
     template <class Stream>
-    Outcome exchange(
-        Stream& upstream, http::request<http::string_body>& up, bool keepAlive, StallMonitor::Watch& dog, bool reused)
+    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive,
+        StallMonitor::Watch& dog, bool reused)
     {
         Outcome out;
         beast::error_code ec;
@@ -900,7 +1040,8 @@ private:
             return out;
         }
         if (ec) {
-            answerError(502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(), false);
+            answerError(
+                502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(), false);
             return out;
         }
         // Bounded: what the parser has not taken yet (headers, chunk lines) stays under 64 KiB.
@@ -1067,30 +1208,41 @@ private:
         out.retryAfterMs = report.retryAfterMs;
         // The provider's own word that a budget is spent until some time: nobody goes before it.
         if (const auto until = report.exhaustedUntilMs(); until && *until > now) {
-            (void)m_limiter->holdUntil(m_o.provider, *until,
-                "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000) + " s from now ("
-                    + m_caller + "'s answer)");
+            (void)m_lease->quick([&](QuotaLimiter& l) {
+                return l.holdUntil(m_o.provider, *until,
+                    "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000)
+                        + " s from now (" + m_caller + "'s answer)");
+            });
         }
         // The provider's own limits (per minute, as both document them): kept for status and
         // the dashboard, and a limit-mismatch event when they differ from Tollgate's.
         const std::int64_t requests = report.requests.limit.value_or(-1);
         const std::int64_t tokens = report.tokens.limit.value_or(-1);
         if (requests >= 0 || tokens >= 0) {
-            m_reported.note(requests, tokens, now,
-                [&] { return m_limiter->noteReportedLimits(m_o.provider, requests, tokens, m_caller).ok(); });
+            m_reported.note(requests, tokens, now, [&] {
+                return m_lease
+                    ->quick([&](QuotaLimiter& l) {
+                        return l.noteReportedLimits(m_o.provider, requests, tokens, m_caller);
+                    })
+                    .ok();
+            });
         }
     }
 
     // A success was recorded with the slot (finish); what else the answer means needs its body.
-    void learnFromAnswer(
-        const AnswerKind& kind, unsigned status, std::optional<std::int64_t> retryAfterMs, const std::string& caller)
+    void learnFromAnswer(const AnswerKind& kind, unsigned status, std::optional<std::int64_t> retryAfterMs,
+        const std::string& caller)
     {
         switch (kind.kind) {
         case AnswerKind::Kind::RateLimited:
-            (void)m_limiter->report429(m_o.provider, caller, retryAfterMs);
+            (void)m_lease->quick(
+                [&](QuotaLimiter& l) { return l.report429(m_o.provider, caller, retryAfterMs); });
             break;
         case AnswerKind::Kind::SpendCap:
-            (void)m_limiter->pause(m_o.provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
+            (void)m_lease->quick([&](QuotaLimiter& l) {
+                return l.pause(
+                    m_o.provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
+            });
             break;
         case AnswerKind::Kind::Overloaded: {
             // Recorded for the history and the dashboard; the provider's load is not this
@@ -1101,7 +1253,7 @@ private:
             e.provider = m_o.provider;
             e.caller = caller;
             e.reason = "the provider answered " + std::to_string(status) + " (overloaded)";
-            (void)m_limiter->record({ e });
+            (void)m_lease->quick([&](QuotaLimiter& l) { return l.record({ e }); });
             break;
         }
         case AnswerKind::Kind::Ok:
@@ -1126,16 +1278,16 @@ private:
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
     ProcessProbe m_probe;
-    std::unique_ptr<QuotaBackend> m_backend;
-    std::unique_ptr<QuotaLimiter> m_limiter;
+    LimiterPool& m_limiters;
+    LimiterLease* m_lease = nullptr; // the current request's, while handle() runs
 };
 
 } // namespace
 
-template <class Client>
-void ProxyServer::Impl::session(Client& client, const std::string& peer)
+template <class Client> void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported, bodies);
+    Session<Client> s(
+        client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported, bodies, limiters);
     try {
         s.run();
     } catch (const std::exception&) {
@@ -1165,8 +1317,10 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     if (impl->stopFd < 0)
         return Error::fromErrno(errno, {}, "cannot make an eventfd");
     impl->options = options;
+    impl->limiters.setHome(options.home);
     impl->bodies.setLimit(options.maxBufferedBytes);
-    impl->stalls = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));
+    impl->stalls
+        = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));
     if (options.provider.empty())
         return Error::make(ErrorKind::Usage, {}, "proxy needs the PROVIDER whose quota its requests use");
     auto up = parseUpstream(options.upstream);
@@ -1188,7 +1342,8 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
         const std::string ca = "--upstream-ca " + TextSanitizer::clean(options.upstreamCa, 1024);
         if (!up->tls)
             return Error::make(ErrorKind::Usage, {},
-                ca + ": only for an https:// upstream; " + TextSanitizer::clean(options.upstream, 1024) + " is plain http");
+                ca + ": only for an https:// upstream; " + TextSanitizer::clean(options.upstream, 1024)
+                    + " is plain http");
         // Read as any file a user names: not a FIFO that blocks, not a directory, bounded;
         // a link is followed (CA files are links more often than not).
         auto fd = Fd::openRegularFollowing(options.upstreamCa);
@@ -1198,13 +1353,16 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
         if (!pem)
             return Error::make(ErrorKind::Usage, {}, ca + ": cannot read it: " + pem.error().message);
         if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
-            return Error::make(ErrorKind::Usage, {}, ca + ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+            return Error::make(
+                ErrorKind::Usage, {}, ca + ": holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
         impl->tls.add_certificate_authority(net::buffer(*pem), ec);
         if (ec)
             return Error::make(ErrorKind::Usage, {}, ca + ": not a usable CA certificate: " + ec.message());
     }
     if (at->isUnix) {
-        struct stat st {};
+        struct stat st
+        {
+        };
         if (::lstat(at->path.c_str(), &st) == 0) {
             if (!S_ISSOCK(st.st_mode))
                 return Error::make(ErrorKind::Usage, at->path, "exists and is not a socket: not replaced");
@@ -1248,7 +1406,8 @@ std::string ProxyServer::address() const
     if (m_impl->listenAt.isUnix)
         return "unix:" + m_impl->listenAt.path;
     const auto ep = m_impl->tcpAcceptor->local_endpoint();
-    const std::string host = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
+    const std::string host
+        = ep.address().is_v6() ? "[" + ep.address().to_string() + "]" : ep.address().to_string();
     return "http://" + host + ":" + std::to_string(ep.port());
 }
 

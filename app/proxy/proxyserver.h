@@ -14,8 +14,10 @@
 // provider, a 2xx resets the 429 streak.
 //
 // Invariants:
-// - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close), each
-//   with its own QuotaLimiter and backend (a limiter is not shared between threads). A
+// - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close). A
+//   request leases a QuotaLimiter and its backend from a pool for its whole life (LimiterPool
+//   in the .cpp: opening the home per connection cost more than a short exchange); a limiter
+//   serves one request at a time, never two threads at once. A
 //   request admitted at once starts no other thread; one that must wait has a second thread
 //   watching its client for a hang-up. Upstream connections are pooled (UpstreamPool in the
 //   .cpp): a link serves one exchange at a time and is kept only after a complete answer. The

@@ -110,6 +110,13 @@ void UsageMeter::eventDone()
 {
     if (m_data.empty())
         return;
+    // Most events of a stream are content deltas without a usage: not parsed at all (a long
+    // answer is thousands of them). An event that spelled "usage" with escapes would not be
+    // metered; the estimate would stand, as for a stream that reports none.
+    if (m_data.find("\"usage\"") == std::string::npos) {
+        m_data.clear();
+        return;
+    }
     const json e = json::parse(m_data, nullptr, false);
     m_data.clear();
     if (!e.is_object())

@@ -160,6 +160,8 @@ bool ProcessProbe::exists(std::int64_t pid) const
 {
     if (pid <= 0 || pid > INT32_MAX)
         return false;
+    if (pid == selfPid())
+        return true; // this process is running: the slots of a busy proxy are its own
     return !(::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
 }
 
