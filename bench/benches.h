@@ -28,7 +28,9 @@ struct Figures {
     std::optional<double> acquireP50Us;
     std::optional<double> floorOpenCloseP50Us;
     std::optional<double> floorKeptOpenP50Us;
+    std::optional<double> agg1PerSec;
     std::optional<double> agg8PerSec;
+    std::optional<double> agg8P99Us; // per-call latency with 8 processes
     std::vector<std::pair<std::int64_t, double>> windowP50Us; // limit -> p50
     std::vector<std::pair<std::int64_t, double>> windowP99Us;
     std::optional<double> wakeP99Us;

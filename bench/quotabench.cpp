@@ -200,8 +200,12 @@ void benchAggregate(const Config& c, std::vector<Row>& rows, Figures& f)
                 + fmtNumber(s.maxUs / 1000.0, 1) + " ms" };
         fillLatency(r, s);
         rows.push_back(r);
-        if (procs == 8)
+        if (procs == 1)
+            f.agg1PerSec = perSec;
+        if (procs == 8) {
             f.agg8PerSec = perSec;
+            f.agg8P99Us = s.p99Us;
+        }
     }
 }
 

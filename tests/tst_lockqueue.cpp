@@ -101,6 +101,7 @@ private Q_SLOTS:
     void aWaiterThatLeftIsSkippedWithoutAStall();
     void aTicketNobodyServesCostsOneStall();
     void garbageInTheWordsIsNotAQueue();
+    void spinLeasesNobodyGivesBackDoNotStopTheQueue();
     void aKilledQueuedProcessDoesNotWedgeTheOthers();
     void aHostileDoorbellDoesNotStopTheCli();
 };
@@ -232,6 +233,41 @@ void TestLockQueue::garbageInTheWordsIsNotAQueue()
         b.unlock();
         QCOMPARE(b.queued(), 0U);
     }
+}
+
+// A waiter spins only with a spin lease. Leases that look taken for ever (a writer that keeps
+// them fresh, or garbage) only mean nobody spins: every waiter sleeps and is woken by the
+// unlock, in order, and none waits past the unlock.
+void TestLockQueue::spinLeasesNobodyGivesBackDoNotStopTheQueue()
+{
+    Bench b;
+    b.locked = true;
+    std::atomic<bool> done { false };
+    std::thread hog([&] {
+        while (!done.load()) {
+            const auto us = static_cast<std::uint32_t>(
+                std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count());
+            for (int i = 0; i < LockQueue::MAX_SPINNERS; ++i)
+                b.words[static_cast<std::size_t>(LockQueue::SPIN_LEASE + i)].store(us | 1U);
+            std::this_thread::yield();
+        }
+    });
+    std::atomic<int> first { 0 };
+    std::atomic<int> second { 0 };
+    // Stall far beyond the test: a waiter that slept through its wake-up would show as a
+    // timeout, not be rescued by the stall rule.
+    auto a = b.waiter("first", 60s, 30s, &first);
+    QVERIFY(eventually([&] { return b.queued() == 1; }));
+    auto c = b.waiter("second", 60s, 30s, &second);
+    QVERIFY(eventually([&] { return b.queued() == 2; }));
+    b.unlock();
+    a.join();
+    c.join();
+    done = true;
+    hog.join();
+    QCOMPARE(first.load(), 1);
+    QCOMPARE(second.load(), 1);
+    QCOMPARE(b.order, (std::vector<std::string> { "first", "second" }));
 }
 
 namespace {

@@ -57,7 +57,46 @@ constexpr std::int32_t MAX_QUEUE = 1 << 20;
 
 constexpr std::chrono::milliseconds TURN_FALLBACK { 1 };
 
+// How many waiters may spin at once here: one CPU is left to the lock's holder.
+int spinnersAllowed()
+{
+    static const int allowed = [] {
+        const unsigned cpus = std::thread::hardware_concurrency();
+        return cpus <= 1 ? 0 : std::min<int>(LockQueue::MAX_SPINNERS, static_cast<int>(cpus) - 1);
+    }();
+    return allowed;
+}
+
 } // namespace
+
+int LockQueue::takeSpinLease()
+{
+    const std::uint32_t now = nowMicros() | 1U; // 0 means free
+    const auto stale = static_cast<std::int32_t>(2 * SPIN.count());
+    for (int i = 0; i < spinnersAllowed(); ++i) {
+        auto& lease = word(SPIN_LEASE + i);
+        std::uint32_t held = lease.load();
+        if ((held == 0 || after(now, held) > stale || after(now, held) < 0) && lease.compare_exchange_strong(held, now))
+            return i;
+    }
+    return -1;
+}
+
+void LockQueue::giveSpinLease(int lease)
+{
+    if (lease >= 0)
+        word(SPIN_LEASE + lease).store(0);
+}
+
+template <class Done> bool LockQueue::spinWithLease(Done done, Clock::time_point until)
+{
+    const int lease = takeSpinLease();
+    if (lease < 0)
+        return done();
+    const bool r = spinUntil(done, until);
+    giveSpinLease(lease);
+    return r;
+}
 
 LockQueue::LockQueue(std::atomic<std::uint32_t>* words, std::chrono::nanoseconds stall)
     : m_words(words)
@@ -133,7 +172,7 @@ Result<bool> LockQueue::waitForTurn(
             return false;
         const auto until = std::min(deadline, lastMove + m_stall);
         if (after(ticket, s) == 1
-            && spinUntil([this, s] { return word(SERVING).load() != s; }, std::min(until, now + SPIN)))
+            && spinWithLease([this, s] { return word(SERVING).load() != s; }, std::min(until, now + SPIN)))
             continue;
         const std::uint32_t seen = word(WAKE + slot).load();
         word(ASLEEP + slot).store(ticket);
@@ -156,7 +195,7 @@ Result<bool> LockQueue::takeAtHead(const TryLock& tryLock, Clock::time_point dea
         if (now >= deadline)
             return false;
         // The holder keeps the flock for microseconds: watch its unlock, then sleep on it.
-        if (spinUntil([this, seen] { return word(TURN).load() != seen; }, std::min(deadline, now + SPIN)))
+        if (spinWithLease([this, seen] { return word(TURN).load() != seen; }, std::min(deadline, now + SPIN)))
             continue;
         const auto until = std::min(deadline, Clock::now() + TURN_FALLBACK);
         word(TURN_SLEEPERS).fetch_add(1);

@@ -20,9 +20,13 @@
 // over for long. With a ticket: sleep until serving reaches it (the ticket just behind the
 // head spins instead, briefly, and the head wakes it as it becomes the head, so the next
 // hand-over finds it running); at the head, spin on the flock's release word, then take the
-// flock and move serving on, skipping tickets that are gone.
+// flock and move serving on, skipping tickets that are gone. A spin needs a spin lease: with
+// more waiters than CPUs, spinners took the CPU the lock's holder needed to finish (on two
+// CPUs, four processes got a third of the throughput of two), so one CPU is always left
+// to the holder, and a waiter without a lease sleeps at once (it is woken by the futex).
 //
-// What survives a crash: nothing here is trusted for safety. A process killed while queued
+// What survives a crash: nothing here is trusted for safety. A spin lease of a process that
+// died expires by itself: a lease older than SPIN (plus slack) is free. A process killed while queued
 // or at the head leaves serving stuck at its ticket; the ticket behind it notices that
 // serving has not moved for STALL and tries the flock anyway (and, once in, moves serving
 // past both), so a dead waiter costs the others at most STALL once. Garbage in the words (a
@@ -48,6 +52,10 @@ public:
     static constexpr int NEXT = 6;
     static constexpr int SERVING = 7;
     static constexpr int HEAD_SINCE = 8; // when the head got its turn (monotonic µs, wrapping)
+    // Leases to spin (monotonic µs when taken, 0 when free): a waiter spins only with one, so
+    // at most MAX_SPINNERS (one CPU fewer than the machine has, at most 2) spin at a time.
+    static constexpr int SPIN_LEASE = 9;
+    static constexpr int MAX_SPINNERS = 2;
     static constexpr int WAKE = 32;
     static constexpr int ASLEEP = WAKE + RING;
     static constexpr int GONE = ASLEEP + RING;
@@ -77,6 +85,10 @@ private:
     void leave(std::uint32_t ticket);
     void wakeIfAsleep(std::uint32_t ticket);
     void waitForTurnWord(std::uint32_t seen, std::chrono::steady_clock::time_point until);
+    // A free spin lease taken (its index), or -1: then the caller sleeps instead of spinning.
+    int takeSpinLease();
+    void giveSpinLease(int lease);
+    template <class Done> bool spinWithLease(Done done, std::chrono::steady_clock::time_point until);
 
     std::atomic<std::uint32_t>& word(int i) { return m_words[i]; }
 
