@@ -66,6 +66,7 @@ private:
     void unmap();
     // [0] generation, [1] sleepers, [2] config, [3] history rotations, [4] state.lock turn,
     // [5] processes sleeping for the turn, [6] [7] LockQueue's next and serving tickets,
+    // [8] when its head got its turn, [9] [10] its spin leases,
     // [16] lost history events, [17] their errno, [18] [19] unix ms of the first (low, high),
     // [32..127] LockQueue's per-ticket words; mapped
     std::atomic<std::uint32_t>* m_words = nullptr;
