@@ -102,6 +102,7 @@ private Q_SLOTS:
     void aTicketNobodyServesCostsOneStall();
     void garbageInTheWordsIsNotAQueue();
     void spinLeasesNobodyGivesBackDoNotStopTheQueue();
+    void aWaiterSpinsOnlyWithASpinLease();
     void aKilledQueuedProcessDoesNotWedgeTheOthers();
     void aHostileDoorbellDoesNotStopTheCli();
 };
@@ -246,7 +247,8 @@ void TestLockQueue::spinLeasesNobodyGivesBackDoNotStopTheQueue()
     std::thread hog([&] {
         while (!done.load()) {
             const auto us = static_cast<std::uint32_t>(
-                std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count());
+                std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+                    .count());
             for (int i = 0; i < LockQueue::MAX_SPINNERS; ++i)
                 b.words[static_cast<std::size_t>(LockQueue::SPIN_LEASE + i)].store(us | 1U);
             std::this_thread::yield();
@@ -268,6 +270,58 @@ void TestLockQueue::spinLeasesNobodyGivesBackDoNotStopTheQueue()
     QCOMPARE(first.load(), 1);
     QCOMPARE(second.load(), 1);
     QCOMPARE(b.order, (std::vector<std::string> { "first", "second" }));
+}
+
+// The head of the queue spins on the lock's release word only with a spin lease: with one
+// free it spins before it sleeps; with every lease taken it goes to sleep without spinning. Observed through
+// the turn-sleepers word, which the head raises only after its spin (or its decision not to spin).
+void TestLockQueue::aWaiterSpinsOnlyWithASpinLease()
+{
+    if (std::thread::hardware_concurrency() < 2)
+        QSKIP("one CPU: no waiter ever spins here");
+    for (const bool leasesTaken : { false, true }) {
+        Bench b;
+        b.locked = true;
+        // Taken leases: stamped 0.9 s ahead (a stamp less than ~1 s ahead is a live lease read
+        // before its taker's clock; further ahead is garbage), and kept so until the end, so a
+        // stamp never turns stale however the threads are scheduled.
+        std::atomic<bool> done { false };
+        auto stampAhead = [&] {
+            const auto us = static_cast<std::uint32_t>(
+                std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch())
+                    .count());
+            for (int i = 0; i < LockQueue::MAX_SPINNERS; ++i)
+                b.words[static_cast<std::size_t>(LockQueue::SPIN_LEASE + i)].store((us + 900000U) | 1U);
+        };
+        if (leasesTaken)
+            stampAhead();
+        std::thread hog([&] {
+            while (leasesTaken && !done.load()) {
+                stampAhead();
+                std::this_thread::yield();
+            }
+        });
+        std::uint64_t spins = 0;
+        std::atomic<int> outcome { 0 };
+        std::thread waiter([&] {
+            LockQueue q(b.words.data(), 60s);
+            auto r = q.acquire(b.tryLock(), Clock::now() + 30s);
+            spins = q.spinLeasesTaken();
+            outcome = r && *r ? 1 : -1;
+            if (r && *r)
+                b.unlock();
+        });
+        QVERIFY(eventually([&] { return b.words[LockQueue::TURN_SLEEPERS].load() == 1; }));
+        b.unlock();
+        waiter.join();
+        done = true;
+        hog.join();
+        QCOMPARE(outcome.load(), 1);
+        if (leasesTaken)
+            QCOMPARE(spins, std::uint64_t { 0 });
+        else
+            QVERIFY(spins >= 1);
+    }
 }
 
 namespace {

@@ -94,7 +94,12 @@ void TestPeerProcess::aLoopbackClientIsFoundBothWays()
     QProcess client;
     client.start(QStringLiteral("bash"),
         { QStringLiteral("-c"),
-            QStringLiteral("exec 3<>/dev/tcp/%1/%2 && exec sleep 60").arg(host).arg(port) });
+            // Fifty descriptors before the socket: the scan of /proc/PID/fd must get past them
+            // (a bound of 32 once cut it short).
+            QStringLiteral("for i in $(seq 10 59); do eval \"exec $i</dev/null\"; done; "
+                           "exec 60<>/dev/tcp/%1/%2 && exec sleep 60")
+                .arg(host)
+                .arg(port) });
     QVERIFY2(client.waitForStarted(), "cannot start bash");
     const int fd = acceptWithin(listener);
     ::close(listener);

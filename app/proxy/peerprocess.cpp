@@ -78,6 +78,16 @@ bool findSocket(const char* table, const std::string& local, const std::string& 
     return false;
 }
 
+// An address of a sock_diag answer (`family`, four words) is the one asked for: the same, or
+// the v4-mapped form of an IPv4 address (a dual-stack client socket found by its IPv4 ends).
+bool sameAddress(unsigned family, const std::uint32_t* got, unsigned askedFamily, const std::uint32_t* asked)
+{
+    if (family == askedFamily)
+        return family == AF_INET ? got[0] == asked[0] : std::memcmp(got, asked, 16) == 0;
+    return family == AF_INET6 && askedFamily == AF_INET && got[0] == 0 && got[1] == 0
+        && got[2] == htonl(0xffff) && got[3] == asked[0];
+}
+
 // The kernel's exact lookup of one TCP socket by its two ends (sock_diag): the socket whose
 // local end is `local` and remote end `remote`, its owner's uid and its inode. One netlink
 // round trip of microseconds, where /proc/net/tcp prints every socket of the machine —
@@ -142,6 +152,14 @@ bool diagSocket(
         if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
             return false; // NLMSG_ERROR: no such socket (or no inet_diag)
         const auto* m = static_cast<const inet_diag_msg*>(NLMSG_DATA(h));
+        // The exact lookup falls back to a listener on the port when no connection matches
+        // (the client is gone, and someone now listens where it was): only the connection
+        // asked for, with both its ends, is an answer.
+        if (m->idiag_state == 10 /* TCP_LISTEN */ || m->id.idiag_sport != id.idiag_sport
+            || m->id.idiag_dport != id.idiag_dport
+            || !sameAddress(m->idiag_family, m->id.idiag_src, local.ss_family, id.idiag_src)
+            || !sameAddress(m->idiag_family, m->id.idiag_dst, local.ss_family, id.idiag_dst))
+            return false;
         uid = m->idiag_uid;
         inode = m->idiag_inode;
         return inode != 0;

@@ -367,8 +367,9 @@ private:
 // SDK's connection) takes a kept one. A request holds its lease for its whole life — the
 // permit refers to the limiter — and one limiter serves one request at a time, so a limiter
 // is still never used by two threads at once (the lease hands it over under the mutex). A
-// lease that met a store failure is not kept, and nothing is kept past MAX_AGE, so a home
-// that was replaced or a Redis that moved is opened afresh within that time.
+// lease that met a store failure is not kept, and none opened more than MAX_AGE ago is taken
+// again, so a home that was replaced is opened afresh by the requests that start MAX_AGE
+// later (one already running finishes with what it has).
 class LimiterPool
 {
 public:
@@ -382,9 +383,14 @@ public:
         std::unique_ptr<QuotaBackend> backend;
         std::unique_ptr<QuotaLimiter> limiter;
         Steady::time_point opened;
+        bool directory = false; // a directory home (its operations take the turn, see inTurn)
     };
 
-    void setHome(std::string home) { m_home = std::move(home); }
+    void setHome(std::string home)
+    {
+        m_home = std::move(home);
+        m_idle.reserve(MAX_IDLE); // give() runs in a destructor: it must not allocate
+    }
 
     // A kept entry, else a new one; the error says why the shared quota cannot be reached.
     Result<std::unique_ptr<Entry>> take()
@@ -408,6 +414,7 @@ public:
         e->backend = std::move(backend).value();
         e->limiter = std::make_unique<QuotaLimiter>(*e->backend, e->clock, e->probe);
         e->opened = Steady::now();
+        e->directory = spec->isDirectory();
         return e;
     }
     void give(std::unique_ptr<Entry> e)
@@ -417,15 +424,17 @@ public:
             m_idle.push_back(std::move(e));
     }
 
-    // Runs one store operation that does not wait for capacity with this process's turn: the
-    // proxy's threads queue here, on a mutex, rather than all going for the home's lock at
-    // once (each try that fails costs a flock and a futex round in the lock's queue, and on
-    // two CPUs the spinning of the lock's queue takes time from the upstream). Only a hint,
-    // as the lock itself is the exclusion: a thread that waits TURN_WAIT goes without it.
-    template <class Op> auto inTurn(Op op)
+    // Runs one store operation that does not wait for capacity, on a directory home with this
+    // process's turn: the proxy's threads queue here, on a mutex, rather than all going for
+    // the home's lock at once (each try that fails costs a flock and a futex round in the
+    // lock's queue, and on two CPUs the lock queue's spinning takes time from the upstream).
+    // Only a hint, as the lock itself is the exclusion: a thread that waits TURN_WAIT goes
+    // without it. A Redis home has no lock to race for: its round trips go in parallel.
+    template <class Op> auto inTurn(bool directory, Op op)
     {
         std::unique_lock turn(m_turn, std::defer_lock);
-        (void)turn.try_lock_for(TURN_WAIT);
+        if (directory)
+            (void)turn.try_lock_for(TURN_WAIT);
         return op();
     }
 
@@ -468,7 +477,7 @@ public:
     // A store operation that does not wait (LimiterPool::inTurn), its failure noted (check).
     template <class Op> auto quick(Op op)
     {
-        return check(m_pool.inTurn([&] { return op(*m_entry->limiter); }));
+        return check(m_pool.inTurn(m_entry->directory, [&] { return op(*m_entry->limiter); }));
     }
     const ProcessProbe& probe() const { return m_entry->probe; }
     // Notes what a store operation returned: a failure of the store itself (not a refusal, a

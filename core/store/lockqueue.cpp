@@ -69,29 +69,37 @@ int spinnersAllowed()
 
 } // namespace
 
-int LockQueue::takeSpinLease()
+LockQueue::SpinLease LockQueue::takeSpinLease()
 {
-    const std::uint32_t now = nowMicros() | 1U; // 0 means free
     const auto stale = static_cast<std::int32_t>(2 * SPIN.count());
     for (int i = 0; i < spinnersAllowed(); ++i) {
         auto& lease = word(SPIN_LEASE + i);
         std::uint32_t held = lease.load();
-        if ((held == 0 || after(now, held) > stale || after(now, held) < 0) && lease.compare_exchange_strong(held, now))
-            return i;
+        // The clock is read after the word, so a lease taken meanwhile is never "in the
+        // future"; one far in the future is garbage (a hostile or torn writer), and free.
+        const std::uint32_t now = nowMicros() | 1U; // 0 means free
+        const std::int32_t age = after(now, held);
+        if ((held == 0 || age > stale || age < -(1 << 20)) && lease.compare_exchange_strong(held, now)) {
+            ++m_spinLeases;
+            return { i, now };
+        }
     }
-    return -1;
+    return {};
 }
 
-void LockQueue::giveSpinLease(int lease)
+void LockQueue::giveSpinLease(const SpinLease& lease)
 {
-    if (lease >= 0)
-        word(SPIN_LEASE + lease).store(0);
+    // Only our own stamp: a lease that outlived SPIN (we were preempted) may be someone
+    // else's by now, and theirs stays.
+    std::uint32_t mine = lease.stamp;
+    if (lease.index >= 0)
+        word(SPIN_LEASE + lease.index).compare_exchange_strong(mine, 0);
 }
 
 template <class Done> bool LockQueue::spinWithLease(Done done, Clock::time_point until)
 {
-    const int lease = takeSpinLease();
-    if (lease < 0)
+    const SpinLease lease = takeSpinLease();
+    if (lease.index < 0)
         return done();
     const bool r = spinUntil(done, until);
     giveSpinLease(lease);

@@ -76,6 +76,9 @@ public:
     using TryLock = std::function<Result<bool>()>;
     Result<bool> acquire(const TryLock& tryLock, std::chrono::steady_clock::time_point deadline);
 
+    // How many times this queue took a spin lease (tests: a waiter without one never spins).
+    [[nodiscard]] std::uint64_t spinLeasesTaken() const { return m_spinLeases; }
+
 private:
     Result<bool> waitForTurn(const TryLock& tryLock, std::uint32_t ticket,
         std::chrono::steady_clock::time_point deadline, bool& holding);
@@ -85,15 +88,21 @@ private:
     void leave(std::uint32_t ticket);
     void wakeIfAsleep(std::uint32_t ticket);
     void waitForTurnWord(std::uint32_t seen, std::chrono::steady_clock::time_point until);
-    // A free spin lease taken (its index), or -1: then the caller sleeps instead of spinning.
-    int takeSpinLease();
-    void giveSpinLease(int lease);
+    // A free spin lease taken (index -1: none free; the caller sleeps instead of spinning).
+    struct SpinLease
+    {
+        int index = -1;
+        std::uint32_t stamp = 0;
+    };
+    SpinLease takeSpinLease();
+    void giveSpinLease(const SpinLease& lease);
     template <class Done> bool spinWithLease(Done done, std::chrono::steady_clock::time_point until);
 
     std::atomic<std::uint32_t>& word(int i) { return m_words[i]; }
 
     std::atomic<std::uint32_t>* m_words;
     std::chrono::nanoseconds m_stall;
+    std::uint64_t m_spinLeases = 0;
 };
 
 } // namespace tollgate
