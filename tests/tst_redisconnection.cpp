@@ -37,6 +37,7 @@ private Q_SLOTS:
     void serverDownFailsClosedNamingTheUrl();
     void stoppedServerTimesOut();
     void restartedServerIsReconnected();
+    void aConnectionTheServerClosedIsMadeAgainBeforeTheCommand();
     void socketIsCloseOnExecAndTimeoutIsNeverNone();
 
 private:
@@ -300,6 +301,31 @@ void TestRedisConnection::restartedServerIsReconnected()
     auto back = c->command({ "GET", "k" });
     QVERIFY2(back.ok(), back.ok() ? "" : back.error().describe().c_str());
     QVERIFY(back->isNil()); // no persistence: the data is gone (the store must notice this)
+}
+
+// A kept connection (the proxy's pooled ones) that the server closed while it was idle —
+// restarted, or the client killed — costs no failed command: it is made again first.
+void TestRedisConnection::aConnectionTheServerClosedIsMadeAgainBeforeTheCommand()
+{
+    RedisServer bouncing;
+    QString why;
+    QVERIFY2(bouncing.start({}, &why), qPrintable(why));
+    auto c = RedisConnection::open(address(bouncing.port()), 1000ms);
+    QVERIFY(c.ok());
+    QVERIFY(c->command({ "SET", "k", "v" }).ok());
+    bouncing.stop();
+    QVERIFY2(bouncing.restart(&why), qPrintable(why));
+    auto back = c->command({ "GET", "k" });
+    QVERIFY2(back.ok(), back.ok() ? "" : back.error().describe().c_str());
+    QVERIFY(back->isNil());
+
+    auto killer = RedisConnection::open(address(bouncing.port()), 1000ms);
+    QVERIFY(killer.ok());
+    auto killed = killer->command({ "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes" });
+    QVERIFY(killed.ok());
+    QCOMPARE(killed->integer, std::int64_t { 1 });
+    auto again = c->command({ "PING" });
+    QVERIFY2(again.ok(), again.ok() ? "" : again.error().describe().c_str());
 }
 
 void TestRedisConnection::socketIsCloseOnExecAndTimeoutIsNeverNone()

@@ -310,6 +310,14 @@ Result<RedisReply> RedisConnection::command(const std::vector<std::string>& argv
 {
     if (argv.empty())
         return Error::make(ErrorKind::Usage, url(), "an empty Redis command");
+    // A connection the server closed while it was idle (a restart, CLIENT KILL, its idle
+    // timeout) is made again before the command is sent — nothing was sent on it, so nothing
+    // can run twice. An idle connection has nothing to read: if it has, the server hung up.
+    if (m_impl->context) {
+        pollfd p { m_impl->context->fd, POLLIN | POLLRDHUP, 0 };
+        if (::poll(&p, 1, 0) > 0)
+            m_impl->context.reset();
+    }
     if (!m_impl->context) {
         if (auto r = reconnect(); !r)
             return r.error();
