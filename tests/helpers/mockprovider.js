@@ -32,7 +32,11 @@ const TLS_KEY = textOpt('--tls-key');
 const TOKEN_LIMIT = opt('--token-limit', 0); // > 0: answers also state a tokens-per-minute limit (not enforced)
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
-    acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0 };
+    acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0,
+    // How long each of the last STREAM_TIMES streams took here, from its head to its end (ms), and how many
+    // streams ended in all: bench/proxylatency.sh tells the proxy's delay from this server's own.
+    streams: 0, streamMs: [] };
+const STREAM_TIMES = 20000;
 let dropNext = false; // POST /_dropnext: the next request on a kept connection is dropped unanswered
 let admitted = []; // times of admitted requests in the window
 let exhaustedUntil = 0; // the latest reset of an answer that said remaining 0
@@ -174,6 +178,7 @@ const handler = (req, res) => {
             return;
         }
         res.writeHead(200, Object.assign({ 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, sent(headers)));
+        const streamStart = process.hrtime.bigint();
         const events = [];
         if (kind === 'anthropic') {
             events.push({ type: 'message_start', message: { id: 'x', usage: { input_tokens: 11, output_tokens: 1 } } });
@@ -208,6 +213,9 @@ const handler = (req, res) => {
             }
             if (kind === 'openai') res.write('data: [DONE]\n\n');
             res.end();
+            stats.streams++;
+            stats.streamMs.push(Number(process.hrtime.bigint() - streamStart) / 1e6);
+            if (stats.streamMs.length > STREAM_TIMES) stats.streamMs.shift();
             finish();
         };
         next();
