@@ -893,7 +893,7 @@ private:
         if (!snap)
             return 1;
         const ProviderCapacity c = Capacity::forProvider(
-            snap->state, m_o.provider, snap->limits.find(m_o.provider), snap->nowMs, &m_probe);
+            snap->state, m_o.provider, snap->limits.find(m_o.provider), snap->nowMs, &m_lease->probe());
         if (c.nextCallInMs <= 0 || c.nextCallInMs == Capacity::NEVER)
             return 1;
         return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
@@ -1286,7 +1286,6 @@ private:
     BodyBudget& m_bodies;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
-    ProcessProbe m_probe;
     LimiterPool& m_limiters;
     LimiterLease* m_lease = nullptr; // the current request's, while handle() runs
 };

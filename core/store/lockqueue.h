@@ -87,7 +87,6 @@ private:
     void advancePast(std::uint32_t ticket);
     void leave(std::uint32_t ticket);
     void wakeIfAsleep(std::uint32_t ticket);
-    void waitForTurnWord(std::uint32_t seen, std::chrono::steady_clock::time_point until);
     // A free spin lease taken (index -1: none free; the caller sleeps instead of spinning).
     struct SpinLease
     {
