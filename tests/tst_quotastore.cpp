@@ -7,6 +7,7 @@
 #include "history/historyreader.h"
 #include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
+#include "store/doorbell.h"
 #include "store/filequotastore.h"
 #include "store/homespec.h"
 #include "store/quotapeek.h"
@@ -17,10 +18,13 @@
 #include <QFile>
 #include <QTemporaryDir>
 #include <QTest>
+#include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
@@ -47,6 +51,8 @@ private Q_SLOTS:
     void unknownProviderNamesTheKnownOnes();
     void permitGivesSlotBack();
     void historyReaderIsIncrementalAcrossRotation();
+    void concurrentAppendersAcrossARotationLoseNothing();
+    void readerCatchesGenerationsRotatedBetweenPolls();
     void retryAfterParsing();
     void peekNeverWrites();
 
@@ -442,6 +448,149 @@ void TestQuotaStore::historyReaderIsIncrementalAcrossRotation()
     QCOMPARE(tail->events.size(), std::size_t(1));
     QCOMPARE(tail->events[0].type, EventType::Ok);
     QCOMPARE(tail->badLines, std::size_t(1));
+}
+
+// Appends run after state.lock is released, so several processes append at once, and one of
+// them rotates the log while the others write. Real processes, a reader following along: every
+// line lands whole in one of the two generations, the rotation happens once, and the
+// incremental reader sees every event exactly once (a line written into the file after it was
+// rotated away, behind the reader's back, or a second rename replacing the first generation,
+// would each lose events).
+void TestQuotaStore::concurrentAppendersAcrossARotationLoseNothing()
+{
+    QVERIFY(QDir().mkpath(home()));
+    QVERIFY(::chmod(home().toLocal8Bit().constData(), 0700) == 0);
+    constexpr int PROCS = 4;
+    constexpr int EACH = 600;
+    // ~45-byte lines: 2,400 of them are ~110 kB, so a 70 kB log rotates exactly once.
+    constexpr off_t MAX_BYTES = 70 * 1024;
+    auto homeFd = HomeDir::open(homeStd(), false);
+    QVERIFY(homeFd.ok());
+    auto bell = Doorbell::open(*homeFd);
+    QVERIFY(bell.ok());
+    HistoryReader reader(homeStd());
+    int start[2];
+    QVERIFY(::pipe(start) == 0);
+    std::vector<pid_t> children;
+    for (int p = 0; p < PROCS; ++p) {
+        const pid_t child = ::fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+            ::close(start[1]);
+            char c;
+            while (::read(start[0], &c, 1) > 0) { } // the start signal: the pipe closes
+            auto fd = HomeDir::open(homeStd(), false);
+            auto door = fd ? Doorbell::open(*fd) : Result<Doorbell>(fd.error());
+            if (!door)
+                ::_exit(2);
+            HistoryLog log(*fd, MAX_BYTES);
+            for (int i = 0; i < EACH; ++i) {
+                HistoryEvent e;
+                e.timeMs = i;
+                e.type = EventType::Admit;
+                e.caller = "p" + std::to_string(p) + "-" + std::to_string(i);
+                if (!log.append({ e }, door->counterWord(Doorbell::Counter::History)))
+                    ::_exit(3);
+            }
+            ::_exit(0);
+        }
+        children.push_back(child);
+    }
+    ::close(start[0]);
+    ::close(start[1]);
+    std::multiset<std::string> seen;
+    auto drain = [&] {
+        auto b = reader.poll();
+        QVERIFY2(b.ok(), b ? "" : b.error().describe().c_str());
+        QCOMPARE(b->badLines, std::size_t(0));
+        for (const auto& e : b->events)
+            seen.insert(e.caller);
+    };
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    std::size_t running = children.size();
+    while (running > 0) {
+        drain();
+        for (auto& c : children) {
+            int status = 0;
+            if (c > 0 && ::waitpid(c, &status, WNOHANG) == c) {
+                QCOMPARE(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), 0);
+                c = -1;
+                --running;
+            }
+        }
+        if (std::chrono::steady_clock::now() >= deadline) {
+            for (pid_t c : children)
+                if (c > 0)
+                    ::kill(c, SIGKILL);
+            QFAIL("the appenders did not finish within 60 s");
+        }
+    }
+    drain();
+    QCOMPARE(bell->counter(Doorbell::Counter::History), 1U); // rotated exactly once
+    const std::size_t seenCount = seen.size();
+    // Both generations together hold every line, whole.
+    const QByteArray all = readFile(home() + QStringLiteral("/history.1.jsonl"))
+        + readFile(home() + QStringLiteral("/history.jsonl"));
+    int lines = 0;
+    for (const QByteArray& line : all.split('\n')) {
+        if (line.isEmpty())
+            continue;
+        QVERIFY2(HistoryEvent::fromJsonLine(line.toStdString()).ok(), line.constData());
+        ++lines;
+    }
+    QCOMPARE(lines, PROCS * EACH);
+    QCOMPARE(seenCount, std::size_t(PROCS * EACH));
+    QCOMPARE(std::set<std::string>(seen.begin(), seen.end()).size(), seen.size()); // none twice
+}
+
+// The moments between a rotation's rename and the next append, when history.jsonl does not
+// exist: a generation the reader never saw as history.jsonl is still read, and one it had
+// finished is not read again.
+void TestQuotaStore::readerCatchesGenerationsRotatedBetweenPolls()
+{
+    QVERIFY(QDir().mkpath(home()));
+    auto homeFd = HomeDir::open(homeStd(), false);
+    QVERIFY(homeFd.ok());
+    HistoryReader reader(homeStd());
+    // Each append by a fresh writer, which opens history.jsonl by name (the renames below are
+    // a rotation's, without the generation counter a real one moves).
+    auto append
+        = [&homeFd](std::vector<HistoryEvent> events) { return HistoryLog(*homeFd).append(events).ok(); };
+    auto batch = [](int first, int n) {
+        std::vector<HistoryEvent> out;
+        for (int i = first; i < first + n; ++i) {
+            HistoryEvent e;
+            e.timeMs = i;
+            e.type = EventType::Admit;
+            out.push_back(e);
+        }
+        return out;
+    };
+    auto times = [&reader]() {
+        std::vector<std::int64_t> t;
+        auto b = reader.poll();
+        if (b)
+            for (const auto& e : b->events)
+                t.push_back(e.timeMs);
+        return t;
+    };
+    const QByteArray current = QFile::encodeName(home() + QStringLiteral("/history.jsonl"));
+    const QByteArray previous = QFile::encodeName(home() + QStringLiteral("/history.1.jsonl"));
+    QVERIFY(times().empty()); // no history yet
+    // A whole generation written and rotated away between two polls.
+    QVERIFY(append(batch(1, 3)));
+    QVERIFY(::rename(current.constData(), previous.constData()) == 0);
+    QCOMPARE(times(), (std::vector<std::int64_t> { 1, 2, 3 }));
+    QVERIFY(times().empty());
+    QVERIFY(append(batch(4, 2)));
+    QCOMPARE(times(), (std::vector<std::int64_t> { 4, 5 }));
+    // Rotated while being followed, and polled before the next append.
+    QVERIFY(append(batch(6, 1)));
+    QVERIFY(::rename(current.constData(), previous.constData()) == 0);
+    QCOMPARE(times(), (std::vector<std::int64_t> { 6 }));
+    QVERIFY(times().empty()); // not "finished" a second time
+    QVERIFY(append(batch(7, 1)));
+    QCOMPARE(times(), (std::vector<std::int64_t> { 7 }));
 }
 
 void TestQuotaStore::retryAfterParsing()

@@ -32,28 +32,14 @@ void HistoryReader::parseLines(std::string_view text, Batch& out, std::size_t& c
     }
 }
 
-Result<void> HistoryReader::readFrom(
-    const Fd& home, const char* name, ino_t expectIno, off_t& offset, Batch& out, bool requireIno)
+Result<void> HistoryReader::readFrom(const Fd& fd, off_t size, off_t& offset, Batch& out)
 {
-    auto opened = HomeDir::openIfThere(home, name, O_RDONLY);
-    if (!opened)
-        return opened.error();
-    if (!*opened)
-        return {};
-    const Fd* fd = &**opened;
-    auto st = fd->stat();
-    if (!st)
-        return st.error();
-    if (requireIno && st->st_ino != expectIno)
-        return {};
-    if (!requireIno && st->st_ino != expectIno)
-        offset = 0;
-    if (st->st_size < offset)
+    if (size < offset)
         offset = 0; // truncated by hand: start over
     bool resync = false;
-    if (st->st_size - offset > MAX_UNREAD) {
-        out.skippedBytes += static_cast<std::uint64_t>(st->st_size - MAX_UNREAD - offset);
-        offset = st->st_size - MAX_UNREAD;
+    if (size - offset > MAX_UNREAD) {
+        out.skippedBytes += static_cast<std::uint64_t>(size - MAX_UNREAD - offset);
+        offset = size - MAX_UNREAD;
         resync = true; // we landed mid-line: drop up to the first newline
     }
     std::string buf;
@@ -61,7 +47,7 @@ Result<void> HistoryReader::readFrom(
     for (;;) {
         const std::size_t old = buf.size();
         buf.resize(old + chunk);
-        auto n = fd->preadSome(buf.data() + old, chunk, offset + static_cast<off_t>(old));
+        auto n = fd.preadSome(buf.data() + old, chunk, offset + static_cast<off_t>(old));
         if (!n)
             return n.error();
         buf.resize(old + *n);
@@ -83,9 +69,21 @@ Result<void> HistoryReader::readFrom(
         offset += static_cast<off_t>(consumed);
         buf.erase(0, consumed);
     }
-    if (!requireIno)
-        m_ino = st->st_ino;
     return {};
+}
+
+Result<std::optional<HistoryReader::Generation>> HistoryReader::openGeneration(
+    const Fd& home, const char* name)
+{
+    auto opened = HomeDir::openIfThere(home, name, O_RDONLY);
+    if (!opened)
+        return opened.error();
+    if (!*opened)
+        return std::optional<Generation>();
+    auto st = (*opened)->stat();
+    if (!st)
+        return st.error();
+    return std::optional<Generation>(Generation { std::move(**opened), st->st_ino, st->st_size });
 }
 
 Result<HistoryReader::Batch> HistoryReader::poll()
@@ -102,28 +100,51 @@ Result<HistoryReader::Batch> HistoryReader::poll()
 Result<HistoryReader::Batch> HistoryReader::poll(const Fd& home)
 {
     Batch out;
-    struct stat named
-    {
-    };
-    const bool exists = ::fstatat(home.get(), HistoryLog::CURRENT, &named, AT_SYMLINK_NOFOLLOW) == 0;
-    if (!m_started) {
-        m_started = true;
-        off_t prevOffset = 0;
-        struct stat prevSt
-        {
-        };
-        if (::fstatat(home.get(), HistoryLog::PREVIOUS, &prevSt, AT_SYMLINK_NOFOLLOW) == 0) {
-            if (auto r = readFrom(home, HistoryLog::PREVIOUS, prevSt.st_ino, prevOffset, out, true); !r)
+    // history.jsonl is opened first and judged by the inode of what was opened, not by a name
+    // looked up beforehand: a rotation in between would otherwise drop the unread tail of the
+    // old generation.
+    auto current = openGeneration(home, HistoryLog::CURRENT);
+    if (!current)
+        return current.error();
+    const ino_t currentIno = *current ? (*current)->ino : 0;
+    if (m_ino != 0 && currentIno != m_ino) {
+        // Rotated since last time: finish the old generation (now history.1.jsonl) first,
+        // unless it is gone too (two rotations between two polls).
+        auto previous = openGeneration(home, HistoryLog::PREVIOUS);
+        if (!previous)
+            return previous.error();
+        if (*previous && (*previous)->ino == m_ino) {
+            if (auto r = readFrom((*previous)->fd, (*previous)->size, m_offset, out); !r)
                 return r.error();
         }
-    } else if (m_ino != 0 && (!exists || named.st_ino != m_ino)) {
-        // Rotated since last time: finish the old generation (now history.1.jsonl) first.
-        if (auto r = readFrom(home, HistoryLog::PREVIOUS, m_ino, m_offset, out, true); !r)
-            return r.error();
+        // Finished with that inode for good. Just after a rotation history.jsonl may not exist
+        // yet; following the old inode then would make the next poll "finish" it again.
+        m_finishedIno = m_ino;
+        m_ino = 0;
         m_offset = 0;
+    } else if (m_ino == 0) {
+        // Following no generation yet (the first call, or history.jsonl was missing): a
+        // previous generation not read yet is read whole first. A short-lived history.jsonl
+        // can be created, filled and rotated entirely between two polls.
+        auto previous = openGeneration(home, HistoryLog::PREVIOUS);
+        if (!previous)
+            return previous.error();
+        // (If it is the file just opened as history.jsonl, a rotation came in between: it is
+        // read below, once.)
+        if (*previous && (*previous)->ino != m_finishedIno && (*previous)->ino != currentIno) {
+            off_t from = 0;
+            if (auto r = readFrom((*previous)->fd, (*previous)->size, from, out); !r)
+                return r.error();
+            m_finishedIno = (*previous)->ino;
+        }
     }
-    if (auto r = readFrom(home, HistoryLog::CURRENT, m_ino, m_offset, out, false); !r)
-        return r.error();
+    if (*current) {
+        if (currentIno != m_ino)
+            m_offset = 0;
+        if (auto r = readFrom((*current)->fd, (*current)->size, m_offset, out); !r)
+            return r.error();
+        m_ino = currentIno;
+    }
     return out;
 }
 

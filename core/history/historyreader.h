@@ -10,6 +10,7 @@
 #include "history/historyevent.h"
 #include "system/fd.h"
 
+#include <optional>
 #include <sys/types.h>
 #include <vector>
 
@@ -38,13 +39,20 @@ public:
     static void parseLines(std::string_view text, Batch& out, std::size_t& consumed);
 
 private:
-    Result<void> readFrom(
-        const Fd& home, const char* name, ino_t expectIno, off_t& offset, Batch& out, bool requireIno);
+    struct Generation
+    {
+        Fd fd;
+        ino_t ino;
+        off_t size;
+    };
+    [[nodiscard]] static Result<std::optional<Generation>> openGeneration(const Fd& home, const char* name);
+    // Reads the complete lines from `offset` on (advancing it) of an open generation.
+    [[nodiscard]] static Result<void> readFrom(const Fd& fd, off_t size, off_t& offset, Batch& out);
 
     std::string m_dir;
-    ino_t m_ino = 0;
+    ino_t m_ino = 0; // the generation followed (history.jsonl when last read); 0: none yet
     off_t m_offset = 0;
-    bool m_started = false;
+    ino_t m_finishedIno = 0; // the last generation read to its end (history.1.jsonl)
 };
 
 } // namespace tollgate

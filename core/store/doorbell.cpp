@@ -112,28 +112,37 @@ Doorbell::HistoryGap Doorbell::historyGap() const
     return g;
 }
 
+Doorbell::HistoryGap Doorbell::takeHistoryGap()
+{
+    HistoryGap g;
+    if (!m_words || m_words[GAP_LOST].load() == 0)
+        return g; // the common case costs one load, no write to the shared line
+    g = historyGap();
+    g.lost = m_words[GAP_LOST].exchange(0);
+    return g;
+}
+
 void Doorbell::addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno)
 {
     if (!m_words || lost == 0)
         return;
-    if (m_words[GAP_LOST].load() == 0) {
+    std::uint32_t before = m_words[GAP_LOST].load();
+    for (;;) {
+        const std::uint32_t after = before + lost < before ? UINT32_MAX : before + lost; // saturate
+        if (m_words[GAP_LOST].compare_exchange_weak(before, after))
+            break;
+    }
+    if (before == 0) {
         const auto t = static_cast<std::uint64_t>(timeMs);
         m_words[GAP_SINCE_LOW].store(static_cast<std::uint32_t>(t));
         m_words[GAP_SINCE_HIGH].store(static_cast<std::uint32_t>(t >> 32));
         m_words[GAP_ERRNO].store(static_cast<std::uint32_t>(sysErrno));
     }
-    const std::uint32_t before = m_words[GAP_LOST].load();
-    m_words[GAP_LOST].store(before + lost < before ? UINT32_MAX : before + lost); // saturate
 }
 
-void Doorbell::clearHistoryGap()
+std::atomic<std::uint32_t>* Doorbell::counterWord(Counter c) const
 {
-    if (!m_words)
-        return;
-    m_words[GAP_LOST].store(0);
-    m_words[GAP_ERRNO].store(0);
-    m_words[GAP_SINCE_LOW].store(0);
-    m_words[GAP_SINCE_HIGH].store(0);
+    return m_words ? &m_words[static_cast<int>(c)] : nullptr;
 }
 
 void Doorbell::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const

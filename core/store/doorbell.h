@@ -41,8 +41,11 @@ public:
     void bump(Counter c);
     void ring();
 
-    // Events lost because the history could not be written. Read and changed only under
-    // state.lock (each word is atomic, the group is not).
+    // Events lost because the history could not be written. Appends run after state.lock
+    // is released, several at once, so the count moves only by atomic read-modify-writes:
+    // the appender that takes a gap (to write its marker) owns it, and gives it back with
+    // its own loss if that append fails too. The errno and time are those of whoever found
+    // the count at zero (each word is atomic, the group is not: a description, not a count).
     struct HistoryGap
     {
         std::uint32_t lost = 0; // events not written since sinceMs; 0: no gap
@@ -50,8 +53,11 @@ public:
         int sysErrno = 0; // why the first one was lost (0: not a system error)
     };
     [[nodiscard]] HistoryGap historyGap() const;
+    // Takes the whole gap (leaving none) for the caller to write as a marker.
+    [[nodiscard]] HistoryGap takeHistoryGap();
     void addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno);
-    void clearHistoryGap();
+    // The history counter itself, which HistoryLog moves when it rotates the log.
+    [[nodiscard]] std::atomic<std::uint32_t>* counterWord(Counter c) const;
     // Returns when the generation differs from `seen`, a ring arrives, or the timeout passes.
     void wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const;
 

@@ -321,10 +321,11 @@ void FileQuotaStore::appendHistory(std::vector<HistoryEvent> events)
     if (events.empty())
         return;
     const std::size_t ours = events.size();
-    const Doorbell::HistoryGap gap = m_doorbell.historyGap();
+    const std::int64_t firstMs = events.front().timeMs;
+    const Doorbell::HistoryGap gap = m_doorbell.takeHistoryGap();
     if (gap.lost != 0) {
         HistoryEvent e;
-        e.timeMs = events.front().timeMs;
+        e.timeMs = firstMs;
         e.type = EventType::Gap;
         e.lost = gap.lost;
         e.sinceMs = gap.sinceMs;
@@ -332,22 +333,19 @@ void FileQuotaStore::appendHistory(std::vector<HistoryEvent> events)
             + (gap.sysErrno ? std::string(" (") + std::strerror(gap.sysErrno) + ")" : std::string());
         events.insert(events.begin(), std::move(e));
     }
-    auto appended = m_history.append(events, m_doorbell.counter(Doorbell::Counter::History));
+    auto appended = m_history.append(events, m_doorbell.counterWord(Doorbell::Counter::History));
     if (!appended) {
-        // After the commit: the deed is done, so this is a warning, and the loss is counted
-        // where the next appender (any process) will find it and write the gap marker.
-        m_doorbell.addHistoryGap(
-            static_cast<std::uint32_t>(ours), events.back().timeMs, appended.error().sysErrno);
+        // After the commit: the deed is done, so this is a warning, and the loss (with the
+        // gap we took, if any) is counted where the next appender (any process) will find it
+        // and write the gap marker.
+        if (gap.lost != 0)
+            m_doorbell.addHistoryGap(gap.lost, gap.sinceMs, gap.sysErrno);
+        m_doorbell.addHistoryGap(static_cast<std::uint32_t>(ours), firstMs, appended.error().sysErrno);
         Error w = appended.error();
         w.message += "; the change itself was saved, but " + std::to_string(ours)
             + " history event(s) were not (the history will record the gap)";
         m_warnings.push_back(std::move(w));
-        return;
     }
-    if (gap.lost != 0)
-        m_doorbell.clearHistoryGap();
-    if (*appended)
-        m_doorbell.bump(Doorbell::Counter::History);
 }
 
 Result<void> FileQuotaStore::run(
@@ -420,12 +418,13 @@ Result<void> FileQuotaStore::run(
     }
     // The state (and limits.json) are the commit. The history comes after it, best effort:
     // a full disk or a broken history file must not make a caller believe that an admission,
-    // a backoff or a limit change did not happen (see appendHistory).
-    appendHistory(std::move(tx.events));
+    // a backoff or a limit change did not happen (see appendHistory). It is appended after
+    // the unlock (see HistoryLog), so the next transaction runs meanwhile.
     guard->unlock();
     m_doorbell.lockReleased();
     if (tx.ring)
         m_doorbell.ring();
+    appendHistory(std::move(tx.events));
     return {};
 }
 

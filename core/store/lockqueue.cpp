@@ -130,6 +130,17 @@ Result<bool> LockQueue::acquire(const TryLock& tryLock, Clock::time_point deadli
         auto r = tryLock();
         if (!r || *r)
             return r;
+        // Held: a process with a spin lease watches for the unlock and tries once more
+        // before it queues. Holders keep the lock for microseconds, so this is usually the
+        // next owner, already running: two such processes alternate on two CPUs, one in its
+        // transaction while the other does the work outside it (the history append), where
+        // queueing would put it to sleep and leave a CPU idle for a wake-up each time.
+        const std::uint32_t seen = word(TURN).load();
+        if (spinWithLease([this, seen] { return word(TURN).load() != seen; }, Clock::now() + SPIN)) {
+            r = tryLock();
+            if (!r || *r)
+                return r;
+        }
     }
     const std::uint32_t ticket = word(NEXT).fetch_add(1);
     if (ticket == word(SERVING).load())
