@@ -3,8 +3,9 @@
 // FileQuotaStore: the shared quota on one machine, in a home directory:
 //
 //   state.lock       empty; flock(LOCK_EX) on it guards every read-modify-write of the files
-//                    below. It is never replaced or removed, so every process locks the same
-//                    inode (locking a file that is then replaced lets two processes both win).
+//                    below but the history. It is never replaced or removed, so every
+//                    process locks the same inode (locking a file that is then replaced lets
+//                    two processes both win).
 //   state.bin        the hot state (StateFile: two CRC-checked slots, rewritten in place).
 //   limits.json      the user's limits; written to a temp file and synced outside the lock,
 //                    then renamed into place under it. Never written by anything but a limit
@@ -12,7 +13,8 @@
 //   limits.json.bak, limits.json.bak.1, limits.json.bak.2
 //                    the last three limits Tollgate wrote, newest first (each written as
 //                    temp + rename, rotated under the lock with the limits change).
-//   history.jsonl    append-only events (HistoryLog), rotated to history.1.jsonl.
+//   history.jsonl    append-only events (HistoryLog), rotated to history.1.jsonl; appended
+//                    after state.lock is released, under a flock of its own (see HistoryLog).
 //   doorbell         the futex word that wakes waiters (Doorbell).
 //
 // The home is opened once and every file is reached relative to that descriptor (HomeDir);
@@ -24,12 +26,14 @@
 // missing while a backup exists, or while the state still tracks providers, is lost limits,
 // not "no limits": every transaction fails naming the backup to restore, and nothing
 // (least of all a backup) is overwritten.
-// The history is written after the commit, best effort: when it fails the transaction still
-// succeeds (the failure is in takeWarnings()), and the next append that works first writes a
-// "gap" event counting the lost events (the count is kept in the doorbell, for every process).
+// The history is written after the commit and the unlock, best effort: when it fails the
+// transaction still succeeds (the failure is in takeWarnings()), and the next append that
+// works first writes a "gap" event counting the lost events (the count is kept in the
+// doorbell, for every process).
 // What a SIGKILL leaves at any instant: the previous or the new state slot (both valid), a
 // complete or partial last history line (a partial line is skipped by readers), and
-// limits.json old or new (rename is atomic).
+// limits.json old or new (rename is atomic). Killed between its unlock and its append, a
+// process loses its own history lines, not the change they describe.
 
 #include "base/clock.h"
 #include "history/historylog.h"
