@@ -6,6 +6,7 @@
 #include "provider/answerkind.h"
 #include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
+#include "provider/toplevelfields.h"
 #include "provider/usagemeter.h"
 #include "quota/retryafter.h"
 
@@ -38,6 +39,7 @@ private Q_SLOTS:
     void usageFromOpenAiStream();
     void usageMeterIsBounded();
     void requestEstimate();
+    void topLevelFieldsAsTheBodyArrives();
     void answerKinds();
 };
 
@@ -315,6 +317,46 @@ void TestProviderProtocol::requestEstimate()
     QVERIFY(RequestEstimate::of("{\"model\":\"a\\u001b[2Jb\"}").model.empty());
     QVERIFY(RequestEstimate::of("{\"model\":\"" + std::string(200, 'm') + "\"}").model.empty());
     QCOMPARE(RequestEstimate::of(R"({"max_tokens":-5})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    // A member admission needs, named twice: refused (the provider might take either one).
+    QCOMPARE(RequestEstimate::of(R"({"model":"a","max_tokens":1,"model":"b"})").repeated, std::string("model"));
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":1,"messages":[],"max_tokens":9})").repeated,
+        std::string("max_tokens"));
+    // The same names deeper down are not the request's.
+    e = RequestEstimate::of(R"({"model":"a","metadata":{"model":"b","max_tokens":7},"max_tokens":3})");
+    QVERIFY(e.repeated.empty());
+    QCOMPARE(e.model, std::string("a"));
+    QCOMPARE(e.maxOutputTokens, std::int64_t(3));
+    // Not one object: no members taken from it.
+    QVERIFY(!RequestEstimate::of(R"({"model":"a","max_tokens":3} {"x":1})").json);
+    QVERIFY(RequestEstimate::of(R"([{"model":"a"}])").model.empty());
+}
+
+// The members as a body arrives: known once the model and an output bound were read, so the
+// proxy can admit before the rest (the messages) has come; after that the output bound under
+// its other name is a repeat too (admission was made without it).
+void TestProviderProtocol::topLevelFieldsAsTheBodyArrives()
+{
+    const std::string body = R"({"model":"m","max_tokens":16,"messages":[{"content":"hi"}],"stream":true})";
+    TopLevelFields early;
+    (void)nlohmann::json::sax_parse(body.substr(0, body.find("messages")), &early); // cut off mid-body
+    QVERIFY(early.known());
+    QCOMPARE(*early.model(), std::string("m"));
+    QCOMPARE(*early.maxOutputTokens(), std::int64_t(16));
+    QVERIFY(!early.wholeObject());
+    TopLevelFields whole;
+    QVERIFY(nlohmann::json::sax_parse(body, &whole));
+    QVERIFY(whole.wholeObject());
+    QCOMPARE(whole.stream(), std::optional<bool>(true));
+    TopLevelFields late;
+    (void)nlohmann::json::sax_parse(std::string(R"({"messages":[],"model":"m")"), &late);
+    QVERIFY(!late.known()); // no output bound yet: held until it comes
+    TopLevelFields other;
+    QVERIFY(!nlohmann::json::sax_parse(std::string(R"({"model":"m","max_tokens":1,"max_completion_tokens":900})"), &other));
+    QCOMPARE(other.repeated(), std::string("max_completion_tokens"));
+    TopLevelFields before; // both bounds before the model: no repeat, the later name counts
+    QVERIFY(nlohmann::json::sax_parse(std::string(R"({"max_tokens":1,"max_completion_tokens":9,"model":"m"})"), &before));
+    QVERIFY(before.repeated().empty());
+    QCOMPARE(*before.maxOutputTokens(), std::int64_t(9));
 }
 
 void TestProviderProtocol::answerKinds()

@@ -64,6 +64,7 @@ private Q_SLOTS:
     void aTlsUpstreamIsAlwaysVerified();
     void aClientWithoutANameIsNamedByItsProcess();
     void bufferedBodiesAreBoundedTogether();
+    void streamedBodiesGoUpstreamAsTheyCome();
 
 private:
     Ran cli(const QStringList& args) const
@@ -635,10 +636,13 @@ void TestProxy::bufferedBodiesAreBoundedTogether()
 {
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
     startProxy({ QStringLiteral("--max-buffered"), QStringLiteral("1") }); // 1 MiB
+    // The members admission needs come last, so each body is held whole until it has all
+    // arrived (one with them first is forwarded as it comes: streamedBodiesGoUpstreamAsTheyCome).
     auto bodyOf = [](int bytes) {
-        QByteArray b = R"({"model":"m","max_tokens":1,"pad":")";
-        b += QByteArray(bytes - b.size() - 2, 'x');
-        b += "\"}";
+        const QByteArray tail = R"(","model":"m","max_tokens":1})";
+        QByteArray b = R"({"pad":")";
+        b += QByteArray(bytes - b.size() - tail.size(), 'x');
+        b += tail;
         return b;
     };
     auto writeBody = [&](const QString& name, int bytes) {
@@ -899,6 +903,105 @@ void TestProxy::aTlsUpstreamIsAlwaysVerified()
     r = proxyWith(QStringLiteral("http://127.0.0.1:9"), path(QStringLiteral("ca.crt")));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("plain http"), r.err.constData());
+}
+
+// A body (past 64 KiB, with a Content-Length) whose model and max_tokens come first is
+// admitted as soon as they were read and forwarded as it arrives: the provider has most of
+// what the client sent before the client sends the rest. A member named twice later in a body
+// cuts the upstream off mid-body (the provider never gets a whole request) and the client gets
+// a 400; a short body naming one twice gets the 400 before anything goes. A body whose members
+// come last is held whole and then forwarded.
+void TestProxy::streamedBodiesGoUpstreamAsTheyCome()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    startProxy();
+    const QByteArray head = R"({"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":")";
+    const QByteArray body = head + QByteArray(2000000, 'a') + R"("}]})";
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    QElapsedTimer t;
+    t.start();
+    auto flush = [&] {
+        while (s.bytesToWrite() > 0 && !t.hasExpired(20000))
+            s.waitForBytesWritten(100);
+    };
+    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body.left(1000000));
+    flush();
+    auto upstreamBytes = [this] { return mockStats().value(QStringLiteral("bodyBytes")).toDouble(); };
+    while (upstreamBytes() < 900000 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QVERIFY2(upstreamBytes() >= 900000, "the body was not forwarded before it was complete");
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 0); // not whole yet
+    s.write(body.mid(1000000));
+    flush();
+    QByteArray got;
+    t.restart();
+    readUntil(s, got, "\"usage\"", t);
+    QVERIFY2(got.startsWith("HTTP/1.1 200"), got.left(300).constData());
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1);
+    QCOMPARE(upstreamBytes(), double(body.size())); // every byte, once
+    s.disconnectFromHost();
+
+    auto postFile = [&](const QByteArray& content) {
+        const QString file = m_dir->filePath(QStringLiteral("body.json"));
+        QFile f(file);
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+            return Ran {};
+        f.write(content);
+        f.close();
+        return curl({ QStringLiteral("-i"), m_proxyUrl + QStringLiteral("/v1/messages"), QStringLiteral("-H"),
+            QStringLiteral("content-type: application/json"), QStringLiteral("--data-binary"),
+            QLatin1Char('@') + file });
+    };
+    // Named twice, the second far into the body: admitted and forwarded up to there, then cut.
+    Ran r = postFile(head + QByteArray(300000, 'a') + R"("}],"max_tokens":100000})");
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.left(300).constData());
+    QVERIFY(r.out.contains("'max_tokens' twice"));
+    t.restart();
+    while (mockStats().value(QStringLiteral("incompleteBodies")).toInt() < 1 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(mockStats().value(QStringLiteral("incompleteBodies")).toInt(), 1);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1); // it never got a whole request
+    // The other name of the output bound after admission is a repeat too.
+    r = postFile(head + QByteArray(300000, 'a') + R"("}],"max_completion_tokens":100000})");
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.left(300).constData());
+    // A short body naming the model twice: refused before anything goes.
+    const double before = upstreamBytes();
+    r = curl(post(QStringLiteral(R"({"model":"m","max_tokens":1,"model":"n"})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.constData());
+    QVERIFY(r.out.contains("'model' twice"));
+    QCOMPARE(upstreamBytes(), before);
+    // A client that stops mid-body once it streams: the upstream connection is dropped (the
+    // provider never acts on half a request) and the only slot comes back for the next one.
+    {
+        QTcpSocket gone;
+        gone.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(gone.waitForConnected(10000));
+        const double sentBefore = upstreamBytes();
+        gone.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+            + QByteArray::number(body.size()) + "\r\n\r\n" + body.left(300000));
+        t.restart();
+        while (gone.bytesToWrite() > 0 && !t.hasExpired(20000))
+            gone.waitForBytesWritten(100);
+        while (upstreamBytes() < sentBefore + 200000 && !t.hasExpired(20000))
+            QTest::qWait(20);
+        QVERIFY(upstreamBytes() >= sentBefore + 200000);
+        gone.abort();
+        while (mockStats().value(QStringLiteral("incompleteBodies")).toInt() < 3 && !t.hasExpired(20000))
+            QTest::qWait(20);
+        QCOMPARE(mockStats().value(QStringLiteral("incompleteBodies")).toInt(), 3);
+    }
+    // Members last: held whole, then forwarded.
+    r = postFile(R"({"messages":[{"role":"user","content":")" + QByteArray(300000, 'b')
+        + R"("}],"model":"claude-x","max_tokens":16})");
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.left(300).constData());
+    // Not JSON at all: held whole, and the provider's answer passes through.
+    r = postFile(QByteArray(200000, '['));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.left(300).constData());
+    QVERIFY(r.out.contains("body is not JSON"));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 3);
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

@@ -5,7 +5,9 @@
 #include "provider/answerkind.h"
 #include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
+#include "provider/toplevelfields.h"
 #include "provider/usagemeter.h"
+#include "proxy/bodystreambuf.h"
 #include "proxy/peerprocess.h"
 #include "quota/capacity.h"
 #include "quota/limitmismatch.h"
@@ -24,6 +26,7 @@
 #include <condition_variable>
 #include <fcntl.h>
 #include <fstream>
+#include <istream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -355,6 +358,13 @@ public:
         m_held = bytes;
         return true;
     }
+    // Gives it all back now: a refused body is dropped while the client is still let finish
+    // sending (lingerClose), and those seconds must not count against the others.
+    void release()
+    {
+        m_budget.give(m_held);
+        m_held = 0;
+    }
 
 private:
     BodyBudget& m_budget;
@@ -606,12 +616,20 @@ public:
                 return;
             if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
+            if (const auto length = parser.content_length(); length
+                && *length > ProxyServer::STREAM_BODY_AFTER && *length <= ProxyServer::MAX_BODY_BYTES) {
+                if (!streamRequest(parser, *length))
+                    return;
+                continue;
+            }
             BodyShare body(m_bodies); // until this request is answered
             if (const auto length = parser.content_length(); length && !body.hold(*length))
                 return finishWith(
                     *length > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
-            if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec, &body))
+            if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec, &body)) {
+                body.release();
                 return finishWith(ec);
+            }
             http::request<http::string_body> request = parser.release();
             if (!handle(request))
                 return;
@@ -829,6 +847,19 @@ private:
         return permit;
     }
 
+    struct Outcome
+    {
+        bool clientOk = false; // the answer reached the client whole: the connection may go on
+        bool answered = false; // the upstream answered (status is meaningful)
+        unsigned status = 0;
+        HttpHeaders headers;
+        std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
+        std::string errorBody; // the first bytes of a non-2xx body
+        std::optional<TokenUsage> usage;
+        bool reusable = false; // the upstream connection may serve the next request
+        bool retryFresh = false; // a kept connection was found closed before any answer: retry
+    };
+
     bool handle(http::request<http::string_body>& request)
     {
         const bool keepAlive = request.keep_alive();
@@ -846,6 +877,10 @@ private:
             ~Unlease() { lease = nullptr; }
         } unlease { m_lease };
         const RequestEstimate estimate = RequestEstimate::of(request.body());
+        if (!estimate.repeated.empty()) {
+            answerError(400, repeatedMessage(estimate.repeated), keepAlive);
+            return keepAlive;
+        }
         AdmitRequest ask;
         ask.provider = m_o.provider;
         ask.caller = callerOf(request);
@@ -870,17 +905,280 @@ private:
         }
         m_caller = ask.caller;
         const Outcome outcome = forward(request, keepAlive);
-        // The slot was held for the whole upstream exchange, no longer. With it go, in the same
-        // store operation, the answer's real usage (it replaces the estimate in the window)
-        // and, for a success, the reset of the 429 count.
+        settle(*permit, outcome, ask.caller);
+        return keepAlive && outcome.clientOk;
+    }
+
+    // The slot was held for the whole upstream exchange, no longer. With it go, in the same
+    // store operation, the answer's real usage (it replaces the estimate in the window) and,
+    // for a success, the reset of the 429 count; then what the answer says is learnt.
+    void settle(Permit& permit, const Outcome& outcome, const std::string& caller)
+    {
         const AnswerKind kind = outcome.answered ? AnswerKind::of(static_cast<int>(outcome.status),
                                     outcome.retryAfterMs.has_value(), outcome.errorBody)
                                                  : AnswerKind {};
         const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
         (void)m_lease->quick(
-            [&](QuotaLimiter&) { return permit->finish(outcome.usage ? outcome.usage->total() : -1, ok); });
+            [&](QuotaLimiter&) { return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok); });
         if (outcome.answered)
-            learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, ask.caller);
+            learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, caller);
+    }
+
+    static std::string repeatedMessage(const std::string& member)
+    {
+        return "the request body names '" + TextSanitizer::clean(member, 64)
+            + "' twice (or both output bounds after the first); which one the provider would take is not "
+              "known, so it is not forwarded";
+    }
+
+    // The request to send upstream: the client's, less its hop-by-hop headers, for the
+    // upstream's host. Its body is set by the caller.
+    http::request<http::string_body> upstreamRequest(const http::request<http::string_body>& request) const
+    {
+        http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()),
+            11 };
+        for (const auto& field : request) {
+            if (!hopByHop(TextSanitizer::asciiLower(
+                    std::string_view(field.name_string().data(), field.name_string().size()))))
+                up.insert(field.name_string(), field.value());
+        }
+        up.set(http::field::host, m_up.hostHeader);
+        // Bodies are read on the way (usage, error kinds): not compressed, please.
+        up.set(http::field::accept_encoding, "identity");
+        up.keep_alive(true);
+        return up;
+    }
+
+    // A body longer than STREAM_BODY_AFTER, framed by its Content-Length: read through
+    // TopLevelFields as it arrives and held only until its model and output bound were parsed
+    // (the SDKs write them first); then admitted, and the head and what was held go upstream,
+    // and the rest is forwarded as it comes. Nothing goes upstream before admission. A member
+    // named twice cuts the upstream off mid-body (the provider never gets a whole request)
+    // and the client gets a 400. A body whose members come late, or that is not JSON, is held
+    // whole after all and handled like a short one.
+    bool streamRequest(http::request_parser<http::string_body>& parser, std::uint64_t length)
+    {
+        http::request<http::string_body> head = parser.release(); // its headers; no body read yet
+        const bool keepAlive = head.keep_alive();
+        const int fd = m_client.native_handle();
+        const auto deadline = Steady::now() + ProxyServer::BODY_DEADLINE;
+        // What may be held, until this request is answered: the whole Content-Length from the
+        // start, as for a short body (first come, first served: a later request cannot take
+        // the room a body already announced), given back once the body streams. A body larger
+        // than all the proxy may hold takes its share as it is held, and is refused only if
+        // its members come too late for it to stream.
+        BodyShare share(m_bodies);
+        if (length <= m_bodies.limit() && !share.hold(static_cast<std::size_t>(length))) {
+            finishWith(net::error::no_buffer_space);
+            return false;
+        }
+        TopLevelFields fields;
+        std::string held;
+        beast::error_code readError; // the client's side (as finishWith takes it)
+        beast::error_code upstreamError;
+        bool answered = false; // the client was told why (a refusal, a 502) and is let go
+        // Declared in this order so that the permit goes before the lease it refers to.
+        std::optional<LimiterLease> lease;
+        struct Unlease
+        {
+            LimiterLease*& lease;
+            ~Unlease() { lease = nullptr; }
+        } unlease { m_lease };
+        std::optional<Permit> permit;
+        AdmitRequest ask;
+        StallMonitor::Watch dog(m_stalls);
+        dog.watch(fd, -1);
+        std::unique_ptr<UpstreamLink> link;
+        struct Disarm
+        {
+            StallMonitor::Watch& dog;
+            int client;
+            ~Disarm() { dog.watch(client, -1); }
+        } disarm { dog, fd }; // before the link can close its descriptor, however this ends
+        http::request<http::string_body> up;
+
+        auto pull = [&](char* into, std::size_t max) -> std::size_t {
+            if (m_buffer.size() > 0) {
+                const std::size_t n = net::buffer_copy(net::buffer(into, max), m_buffer.data());
+                m_buffer.consume(n);
+                return n;
+            }
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
+            if (left.count() <= 0 || !waitReadable(fd, left)) {
+                readError = beast::error::timeout;
+                return 0;
+            }
+            ssize_t got = 0;
+            do {
+                got = ::recv(fd, into, max, 0);
+            } while (got < 0 && errno == EINTR);
+            if (got <= 0) {
+                readError = got == 0 ? beast::error_code(http::error::end_of_stream)
+                                     : beast::error_code(errno, boost::system::system_category());
+                return 0;
+            }
+            if (link)
+                dog.touch();
+            return static_cast<std::size_t>(got);
+        };
+        auto sendUp = [&](std::string_view bytes) {
+            beast::error_code ec;
+            if (link->tls)
+                net::write(*link->tls, net::buffer(bytes.data(), bytes.size()), ec);
+            else
+                net::write(*link->plain, net::buffer(bytes.data(), bytes.size()), ec);
+            dog.touch();
+            return ec;
+        };
+        auto piece = [&](std::string_view bytes) -> bool {
+            if (!link) {
+                held.append(bytes);
+                if (!share.hold(held.size())) {
+                    readError = held.size() > m_bodies.limit() ? net::error::message_size
+                                                               : net::error::no_buffer_space;
+                    return false;
+                }
+                return true;
+            }
+            upstreamError = sendUp(bytes);
+            return !upstreamError;
+        };
+        // Admission, once the members it needs were parsed; then the head and what was held
+        // go upstream (on a kept connection, or once more on a new one if that one was closed:
+        // nothing was read from the client past what is held).
+        auto admitAndSend = [&]() -> bool {
+            lease.emplace(m_limiters);
+            std::string why;
+            if (!lease->open(why)) {
+                answerError(502, "the shared quota cannot be reached: " + why, false);
+                return !(answered = true);
+            }
+            m_lease = &*lease;
+            const RequestEstimate estimate = RequestEstimate::fromFields(fields, length);
+            ask.provider = m_o.provider;
+            ask.caller = callerOf(head);
+            ask.model = estimate.model;
+            ask.tokens = estimate.tokens();
+            ask.wantsSlot = true;
+            bool hungUp = false;
+            auto admitted = admit(ask, hungUp);
+            if (!admitted) {
+                answered = true;
+                if (hungUp)
+                    return false;
+                if (admitted.error().kind == ErrorKind::Timeout)
+                    answerError(429,
+                        "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
+                            + admitted.error().message + ")",
+                        false, retryAfterSeconds());
+                else
+                    answerError(admitted.error().kind == ErrorKind::Usage ? 400 : 502,
+                        admitted.error().describe(), false);
+                return false;
+            }
+            permit.emplace(std::move(admitted).value());
+            m_caller = ask.caller;
+            up = upstreamRequest(head);
+            up.content_length(length);
+            for (int attempt = 0; attempt < 2; ++attempt) {
+                link = attempt == 0 ? m_pool.take() : nullptr;
+                const bool reused = link != nullptr;
+                if (!link) {
+                    link = connectUpstream(dog);
+                    if (!link)
+                        return !(answered = true);
+                }
+                dog.watch(fd, link->fd());
+                dog.touch();
+                http::request_serializer<http::string_body> serializer { up };
+                beast::error_code ec;
+                if (link->tls)
+                    http::write_header(*link->tls, serializer, ec);
+                else
+                    http::write_header(*link->plain, serializer, ec);
+                if (!ec)
+                    ec = sendUp(held);
+                if (!ec) {
+                    held = std::string(); // sent: nothing more is held for this request
+                    share.release();
+                    return true;
+                }
+                dog.watch(fd, -1);
+                link.reset();
+                if (!reused || dog.fired()) {
+                    answerError(502,
+                        "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(),
+                        false);
+                    return !(answered = true);
+                }
+            }
+            return !(answered = true); // not reached: a new connection is not retried
+        };
+        auto before = [&]() -> bool {
+            if (link || !fields.known() || !fields.repeated().empty())
+                return true;
+            return admitAndSend();
+        };
+
+        BodyStreamBuf body(length, pull, piece, before);
+        {
+            std::istream in(&body);
+            (void)nlohmann::json::sax_parse(in, &fields);
+        }
+        auto giveBack = [&] {
+            share.release();
+            dog.watch(fd, -1);
+            link.reset(); // mid-request: never kept
+            if (permit)
+                (void)m_lease->quick([&](QuotaLimiter&) { return permit->finish(-1, false); });
+        };
+        if (!fields.repeated().empty()) {
+            giveBack();
+            answerError(400, repeatedMessage(fields.repeated()), false);
+            lingerClose();
+            return false;
+        }
+        if (answered) {
+            giveBack();
+            lingerClose();
+            return false;
+        }
+        if (!link) {
+            // Never admitted: the members came late, or the body is not a JSON object. Held
+            // whole after all, then as a short body.
+            if (!body.failed())
+                (void)body.finish();
+            if (body.failed()) {
+                share.release();
+                finishWith(readError ? readError : beast::error_code(http::error::end_of_stream));
+                return false;
+            }
+            head.body() = std::move(held);
+            return handle(head);
+        }
+        // Forwarding: what the parser did not ask for (it stopped at a syntax error the
+        // provider will answer, or at the whitespace after the value).
+        if (!body.failed())
+            (void)body.finish();
+        if (body.failed()) {
+            // The client went away or stalled mid-body, or the upstream stopped taking it: the
+            // upstream connection is dropped, so the provider never gets a whole request.
+            giveBack();
+            if (upstreamError)
+                answerError(502,
+                    "the upstream " + m_up.hostHeader
+                        + " stopped taking the request: " + upstreamError.message(),
+                    false);
+            else
+                finishWith(readError);
+            return false;
+        }
+        const Outcome outcome = link->tls ? exchange(*link->tls, up, keepAlive, dog, false, true)
+                                          : exchange(*link->plain, up, keepAlive, dog, false, true);
+        dog.watch(fd, -1); // disarmed before the link is kept or closed
+        if (outcome.reusable && !dog.fired())
+            m_pool.give(std::move(link));
+        settle(*permit, outcome, ask.caller);
         return keepAlive && outcome.clientOk;
     }
 
@@ -898,19 +1196,6 @@ private:
             return 1;
         return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
     }
-
-    struct Outcome
-    {
-        bool clientOk = false; // the answer reached the client whole: the connection may go on
-        bool answered = false; // the upstream answered (status is meaningful)
-        unsigned status = 0;
-        HttpHeaders headers;
-        std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
-        std::string errorBody; // the first bytes of a non-2xx body
-        std::optional<TokenUsage> usage;
-        bool reusable = false; // the upstream connection may serve the next request
-        bool retryFresh = false; // a kept connection was found closed before any answer: retry
-    };
 
     // Whether a request the upstream may have received can be sent once more: an idempotent
     // method, or a request that carries an Idempotency-Key (the provider answers a repeat
@@ -989,17 +1274,7 @@ private:
     {
         StallMonitor::Watch dog(m_stalls);
         dog.watch(m_client.native_handle(), -1);
-        http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()),
-            11 };
-        for (const auto& field : request) {
-            if (!hopByHop(TextSanitizer::asciiLower(
-                    std::string_view(field.name_string().data(), field.name_string().size()))))
-                up.insert(field.name_string(), field.value());
-        }
-        up.set(http::field::host, m_up.hostHeader);
-        // Bodies are read on the way (usage, error kinds): not compressed, please.
-        up.set(http::field::accept_encoding, "identity");
-        up.keep_alive(true);
+        http::request<http::string_body> up = upstreamRequest(request);
         up.body() = std::move(request.body());
         up.prepare_payload();
         // A kept connection first; if the upstream had closed it meanwhile (nothing of an
@@ -1037,12 +1312,14 @@ private:
     }
 
     template <class Stream>
+    // `sent`: the request (a streamed body) is on its way already; only the answer is read.
     Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive,
-        StallMonitor::Watch& dog, bool reused)
+        StallMonitor::Watch& dog, bool reused, bool sent = false)
     {
         Outcome out;
         beast::error_code ec;
-        http::write(upstream, up, ec);
+        if (!sent)
+            http::write(upstream, up, ec);
         dog.touch();
         if (ec && reused && !dog.fired()) {
             out.retryFresh = true; // a kept connection the upstream had closed: nothing was sent

@@ -5,8 +5,9 @@
 // shared quota without a code change. Boost.Beast/Asio does the HTTP and TLS; nothing here
 // parses HTTP by hand.
 //
-// Per request: the body is read whole (bounded: admission needs its model and max_tokens),
-// admitted through the shared quota like `acquire --slot` (requests, estimated tokens, the
+// Per request: the body is read until its model and max_tokens are known (a short or chunked
+// body whole, bounded; a long one only that far, then forwarded as it arrives), admitted
+// through the shared quota like `acquire --slot` (requests, estimated tokens, the
 // body's model, a parallel slot held for the whole upstream exchange), then forwarded; the
 // answer streams back to the client as it arrives (server-sent events pass chunk by chunk)
 // while the proxy reads its rate-limit headers and its real usage. After the answer: a 429 is
@@ -49,6 +50,9 @@ public:
     // hold at most this many bytes of them by default (--max-buffered); past it a request is
     // answered 503 with Retry-After, before its body is read when its Content-Length says so.
     static constexpr std::size_t MAX_BUFFERED_BYTES = 256u << 20;
+    // A request body longer than this, with a Content-Length, is forwarded as it arrives once
+    // the members admission needs were parsed; a shorter one (most API calls) is read whole.
+    static constexpr std::uint64_t STREAM_BODY_AFTER = 64 * 1024;
     static constexpr std::chrono::seconds HEADER_DEADLINE { 10 };
     static constexpr std::chrono::seconds BODY_DEADLINE { 60 };
     // A keep-alive (or new) client connection that sends nothing for this long is closed.

@@ -1,36 +1,39 @@
 #include "provider/requestestimate.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 namespace tollgate {
 
-RequestEstimate RequestEstimate::of(std::string_view body)
+RequestEstimate RequestEstimate::fromFields(const TopLevelFields& fields, std::uint64_t bodyBytes)
 {
     RequestEstimate e;
-    e.inputTokens = static_cast<std::int64_t>((body.size() + 3) / 4);
+    e.inputTokens = static_cast<std::int64_t>(std::min<std::uint64_t>((bodyBytes + 3) / 4, 1ULL << 40));
     e.maxOutputTokens = DEFAULT_OUTPUT;
-    const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
-    if (!j.is_object())
-        return e;
+    e.repeated = fields.repeated();
     e.json = true;
-    if (auto m = j.find("model"); m != j.end() && m->is_string()) {
-        const std::string& name = m->get_ref<const std::string&>();
-        bool printable = !name.empty() && name.size() <= MAX_MODEL;
-        for (unsigned char c : name)
+    if (const auto& name = fields.model()) {
+        bool printable = !name->empty() && name->size() <= MAX_MODEL;
+        for (unsigned char c : *name)
             printable = printable && c >= 0x21 && c < 0x7f;
         if (printable)
-            e.model = name;
+            e.model = *name;
     }
-    if (auto s = j.find("stream"); s != j.end() && s->is_boolean())
-        e.stream = s->get<bool>();
-    for (const char* key : { "max_tokens", "max_completion_tokens" }) {
-        auto it = j.find(key);
-        if (it != j.end() && it->is_number_integer()) {
-            const std::int64_t v = it->get<std::int64_t>();
-            if (v > 0 && v <= (1LL << 40))
-                e.maxOutputTokens = v;
-        }
-    }
+    e.stream = fields.stream().value_or(false);
+    if (const auto v = fields.maxOutputTokens(); v && *v > 0 && *v <= (1LL << 40))
+        e.maxOutputTokens = *v;
+    return e;
+}
+
+RequestEstimate RequestEstimate::of(std::string_view body)
+{
+    TopLevelFields fields;
+    (void)nlohmann::json::sax_parse(body, &fields);
+    if (!fields.repeated().empty() || fields.wholeObject())
+        return fromFields(fields, body.size());
+    RequestEstimate e; // not a JSON object: its size only
+    e.inputTokens = static_cast<std::int64_t>((body.size() + 3) / 4);
+    e.maxOutputTokens = DEFAULT_OUTPUT;
     return e;
 }
 

@@ -11,7 +11,13 @@
 //
 // The estimate is replaced by the answer's real usage when it arrives (UsageMeter). A body
 // that is not a JSON object still gets an estimate (from its size), with `json` false and no
-// model: the provider, not the proxy, will refuse it.
+// model: the provider, not the proxy, will refuse it. A body that names one of the members
+// twice is refused by the proxy (`repeated`; see TopLevelFields).
+//
+// The members are read by TopLevelFields, the same way for a whole body (of) and for one whose
+// admission comes before the rest of it has arrived (fromFields, with its Content-Length).
+
+#include "provider/toplevelfields.h"
 
 #include <cstdint>
 #include <string>
@@ -24,7 +30,8 @@ struct RequestEstimate
     static constexpr std::int64_t DEFAULT_OUTPUT = 4096;
     static constexpr std::size_t MAX_MODEL = 128;
 
-    bool json = false; // the body is a JSON object
+    bool json = false; // the body is a JSON object (or, from fields, one so far)
+    std::string repeated; // a member named twice: refuse the request
     std::string model; // empty: none named (or not a printable string of at most MAX_MODEL)
     bool stream = false;
     std::int64_t inputTokens = 0;
@@ -32,6 +39,8 @@ struct RequestEstimate
     [[nodiscard]] std::int64_t tokens() const { return inputTokens + maxOutputTokens; }
 
     [[nodiscard]] static RequestEstimate of(std::string_view body);
+    // From the members parsed so far of a body of `bodyBytes` bytes (all of it, or not yet).
+    [[nodiscard]] static RequestEstimate fromFields(const TopLevelFields& fields, std::uint64_t bodyBytes);
 };
 
 } // namespace tollgate

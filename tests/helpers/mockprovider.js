@@ -35,7 +35,10 @@ const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, output
     acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0,
     // How long each of the last STREAM_TIMES streams took here, from its head to its end (ms), and how many
     // streams ended in all: bench/proxylatency.sh tells the proxy's delay from this server's own.
-    streams: 0, streamMs: [] };
+    streams: 0, streamMs: [],
+    // Request bodies as they arrive: bytes received in all, and requests whose connection closed
+    // before their body was complete (a proxy that cut a request off mid-body).
+    bodyBytes: 0, incompleteBodies: 0 };
 const STREAM_TIMES = 20000;
 let dropNext = false; // POST /_dropnext: the next request on a kept connection is dropped unanswered
 let admitted = []; // times of admitted requests in the window
@@ -121,7 +124,8 @@ const handler = (req, res) => {
         return;
     }
     const chunks = [];
-    req.on('data', (c) => chunks.push(c));
+    req.on('data', (c) => { chunks.push(c); stats.bodyBytes += c.length; });
+    req.on('close', () => { if (!req.complete) stats.incompleteBodies++; });
     req.on('end', () => {
         const now = Date.now();
         const kind = req.url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
@@ -190,6 +194,12 @@ const handler = (req, res) => {
             events.push({ choices: [], usage: { prompt_tokens: 11, completion_tokens: output, total_tokens: 11 + output } });
         }
         let i = 0;
+        // Each event is due at a fixed time after the stream's start, as a remote provider's
+        // would be: a timer that fires late (this process sharing the CPUs with the proxy and
+        // the clients) delays that event, not every one after it. Node's timers have a 1 ms
+        // granularity, so a gap of 0 is 1 ms.
+        const step = Math.max(gap, 1);
+        let due = performance.now();
         // A gated stream pauses after its first text (Anthropic: message_start, then it).
         const gateAt = mock === 'gated' ? (kind === 'anthropic' ? 2 : 1) : -1;
         const next = () => {
@@ -202,13 +212,15 @@ const handler = (req, res) => {
                 if (i === gateAt) {
                     // The gate is set before its text goes out: the client may answer at once.
                     const id = String(req.headers['x-mock-id'] || '');
-                    const timer = setTimeout(() => { gates.delete(id); stats.gateTimeouts++; next(); }, 10000);
-                    gates.set(id, () => { gates.delete(id); clearTimeout(timer); next(); });
+                    const opened = () => { due = performance.now(); next(); };
+                    const timer = setTimeout(() => { gates.delete(id); stats.gateTimeouts++; opened(); }, 10000);
+                    gates.set(id, () => { gates.delete(id); clearTimeout(timer); opened(); });
                     res.write(line);
                     return;
                 }
                 res.write(line);
-                setTimeout(next, gap);
+                due += step;
+                setTimeout(next, Math.max(0, due - performance.now()));
                 return;
             }
             if (kind === 'openai') res.write('data: [DONE]\n\n');

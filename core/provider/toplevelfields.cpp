@@ -1,0 +1,121 @@
+#include "provider/toplevelfields.h"
+
+#include <limits>
+
+namespace tollgate {
+
+bool TopLevelFields::null()
+{
+    return true;
+}
+
+bool TopLevelFields::boolean(bool value)
+{
+    if (atTop() && m_member == Member::Stream)
+        m_stream = value;
+    return true;
+}
+
+void TopLevelFields::integer(std::optional<std::int64_t> value)
+{
+    if (!atTop() || !value)
+        return;
+    if (m_member == Member::MaxTokens)
+        m_maxTokens = value;
+    else if (m_member == Member::MaxCompletionTokens)
+        m_maxCompletionTokens = value;
+}
+
+bool TopLevelFields::number_integer(number_integer_t value)
+{
+    integer(value);
+    return true;
+}
+
+bool TopLevelFields::number_unsigned(number_unsigned_t value)
+{
+    integer(value <= static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max())
+            ? std::optional<std::int64_t>(static_cast<std::int64_t>(value))
+            : std::nullopt);
+    return true;
+}
+
+bool TopLevelFields::number_float(number_float_t, const string_t&)
+{
+    return true;
+}
+
+bool TopLevelFields::string(string_t& value)
+{
+    if (atTop() && m_member == Member::Model)
+        m_model = std::move(value);
+    return true;
+}
+
+bool TopLevelFields::binary(binary_t&)
+{
+    return true;
+}
+
+bool TopLevelFields::start_object(std::size_t)
+{
+    if (m_depth == 0)
+        m_topIsObject = true;
+    ++m_depth;
+    return true;
+}
+
+bool TopLevelFields::key(string_t& name)
+{
+    if (m_depth != 1)
+        return true;
+    m_member = name == "model"            ? Member::Model
+        : name == "max_tokens"            ? Member::MaxTokens
+        : name == "max_completion_tokens" ? Member::MaxCompletionTokens
+        : name == "stream"                ? Member::Stream
+                                          : Member::Other;
+    if (m_member == Member::Other)
+        return true;
+    const bool bound = m_member == Member::MaxTokens || m_member == Member::MaxCompletionTokens;
+    bool& seen = m_seen[static_cast<int>(m_member)];
+    // The other name of the output bound after admission could have been made without it.
+    if (seen || (bound && known())) {
+        m_repeated = name;
+        return false; // stops the parse
+    }
+    seen = true;
+    m_outputBoundSeen = m_outputBoundSeen || bound;
+    return true;
+}
+
+void TopLevelFields::endContainer()
+{
+    if (--m_depth == 0)
+        m_ended = true;
+}
+
+bool TopLevelFields::end_object()
+{
+    endContainer();
+    return true;
+}
+
+bool TopLevelFields::start_array(std::size_t)
+{
+    ++m_depth;
+    return true;
+}
+
+bool TopLevelFields::end_array()
+{
+    endContainer();
+    return true;
+}
+
+bool TopLevelFields::parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&)
+{
+    m_failed = true;
+    return false;
+}
+
+} // namespace tollgate

@@ -1,0 +1,77 @@
+#pragma once
+
+// TopLevelFields: the members of a request body's top-level JSON object that admission needs
+// (`model`, `max_tokens` / `max_completion_tokens`, `stream`), read by nlohmann's SAX parser
+// as the body's bytes come, so that the proxy can admit a request before the whole body has
+// arrived (the SDKs write `model` and `max_tokens` first; the messages follow).
+//
+// A body that names one of them twice is refused (repeated()): providers' parsers keep one of
+// the two, and which one is theirs to choose, so admission could be made for one value while
+// the call is made with the other. For the same reason, once known() an output bound that
+// comes later under the other name counts as a repeat.
+// Nothing but those members is kept: the parser's own bounds are the body's size.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace tollgate {
+
+class TopLevelFields final : public nlohmann::json_sax<nlohmann::json>
+{
+public:
+    // The model and an output bound were seen: the admission cannot change any more (a
+    // later repeat of either is refused, not taken).
+    [[nodiscard]] bool known() const { return m_model.has_value() && m_outputBoundSeen; }
+    // Non-empty: the member named twice (the parse stopped there).
+    [[nodiscard]] const std::string& repeated() const { return m_repeated; }
+    // The body was one whole JSON object, nothing after it (only once the parse ended).
+    [[nodiscard]] bool wholeObject() const { return m_ended && !m_failed && m_topIsObject; }
+
+    // The members as found (a member of another type than expected is left out).
+    [[nodiscard]] const std::optional<std::string>& model() const { return m_model; }
+    [[nodiscard]] std::optional<bool> stream() const { return m_stream; }
+    // max_completion_tokens when both are there (as OpenAI reads them), else max_tokens.
+    [[nodiscard]] std::optional<std::int64_t> maxOutputTokens() const
+    {
+        return m_maxCompletionTokens ? m_maxCompletionTokens : m_maxTokens;
+    }
+
+    bool null() override;
+    bool boolean(bool value) override;
+    bool number_integer(number_integer_t value) override;
+    bool number_unsigned(number_unsigned_t value) override;
+    bool number_float(number_float_t value, const string_t& text) override;
+    bool string(string_t& value) override;
+    bool binary(binary_t& value) override;
+    bool start_object(std::size_t elements) override;
+    bool key(string_t& name) override;
+    bool end_object() override;
+    bool start_array(std::size_t elements) override;
+    bool end_array() override;
+    bool parse_error(
+        std::size_t position, const std::string& token, const nlohmann::detail::exception& e) override;
+
+private:
+    enum class Member { Other, Model, MaxTokens, MaxCompletionTokens, Stream };
+    // A value at the top level of the object, for the member named last.
+    [[nodiscard]] bool atTop() const { return m_depth == 1 && m_topIsObject; }
+    void integer(std::optional<std::int64_t> value);
+    void endContainer();
+
+    int m_depth = 0;
+    bool m_topIsObject = false;
+    bool m_ended = false;
+    bool m_failed = false;
+    Member m_member = Member::Other;
+    bool m_seen[5] = {};
+    bool m_outputBoundSeen = false;
+    std::string m_repeated;
+    std::optional<std::string> m_model;
+    std::optional<bool> m_stream;
+    std::optional<std::int64_t> m_maxTokens;
+    std::optional<std::int64_t> m_maxCompletionTokens;
+};
+
+} // namespace tollgate
