@@ -264,8 +264,28 @@ local function setAside(field, raw, why)
     e.reason = why
 end
 
+-- Decoded states kept between calls (upvalues of the function library live until it is
+-- loaded again), by the exact string they were decoded from or encoded to, so an operation
+-- neither decodes nor validates the state the previous one wrote (most of a call's time).
+-- A value is taken out when a call reads it (the call may change it, and may stop before it
+-- writes) and put back only by commit(), beside the encoding it wrote; any other writer, a
+-- restart or a set-aside changes the string, and then it is decoded and validated as ever.
+-- Under EVALSHA the script runs whole each time and starts with an empty cache.
+local decoded, decodedCount = {}, 0
+local MAX_DECODED = 256 -- states kept at most (homes x providers); past it, start over
+local function cacheKey(field)
+    return KEYS[2] .. '\n' .. field
+end
+
 local function decode(field, raw, valid)
     if not raw then return nil end
+    local key = cacheKey(field)
+    local kept = decoded[key]
+    if kept then
+        decoded[key] = nil
+        decodedCount = decodedCount - 1
+        if kept.raw == raw then return kept.v end
+    end
     local ok, v = pcall(cmsgpack.unpack, raw)
     if ok and valid(v) then return v end
     return false
@@ -661,8 +681,15 @@ end
 local function commit()
     local args = {}
     for field, v in pairs(dirty) do
+        local raw = cmsgpack.pack(v)
         args[#args + 1] = field
-        args[#args + 1] = cmsgpack.pack(v)
+        args[#args + 1] = raw
+        local key = cacheKey(field)
+        if decoded[key] == nil then
+            if decodedCount >= MAX_DECODED then decoded, decodedCount = {}, 0 end
+            decodedCount = decodedCount + 1
+        end
+        decoded[key] = { raw = raw, v = v }
     end
     if #args > 0 then redis.call('HSET', KEYS[2], unpack(args)) end
     for _, e in ipairs(events) do
