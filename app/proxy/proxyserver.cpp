@@ -881,26 +881,13 @@ private:
             answerError(400, repeatedMessage(estimate.repeated), keepAlive);
             return keepAlive;
         }
-        AdmitRequest ask;
-        ask.provider = m_o.provider;
-        ask.caller = callerOf(request);
-        ask.model = estimate.model;
-        ask.tokens = estimate.tokens();
-        ask.wantsSlot = true;
+        const AdmitRequest ask = askFor(request, estimate);
         bool hungUp = false;
         auto permit = admit(ask, hungUp);
         if (!permit) {
             if (hungUp)
                 return false; // nobody to answer; the wait left the queue
-            if (permit.error().kind == ErrorKind::Timeout) {
-                answerError(429,
-                    "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
-                        + permit.error().message + ")",
-                    keepAlive, retryAfterSeconds());
-                return keepAlive;
-            }
-            answerError(
-                permit.error().kind == ErrorKind::Usage ? 400 : 502, permit.error().describe(), keepAlive);
+            answerRefusal(permit.error(), keepAlive);
             return keepAlive;
         }
         m_caller = ask.caller;
@@ -922,6 +909,31 @@ private:
             [&](QuotaLimiter&) { return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok); });
         if (outcome.answered)
             learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, caller);
+    }
+
+    // What a request asks of the shared quota: one call, its estimated tokens and model, a slot.
+    AdmitRequest askFor(const http::request<http::string_body>& request, const RequestEstimate& estimate)
+    {
+        AdmitRequest ask;
+        ask.provider = m_o.provider;
+        ask.caller = callerOf(request);
+        ask.model = estimate.model;
+        ask.tokens = estimate.tokens();
+        ask.wantsSlot = true;
+        return ask;
+    }
+
+    // A request the quota did not admit: 429 with a Retry-After for one that waited its
+    // queue timeout (the SDKs retry then), 400 for one that can never be, else 502.
+    void answerRefusal(const Error& why, bool keepAlive)
+    {
+        if (why.kind == ErrorKind::Timeout)
+            answerError(429,
+                "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
+                    + why.message + ")",
+                keepAlive, retryAfterSeconds());
+        else
+            answerError(why.kind == ErrorKind::Usage ? 400 : 502, why.describe(), keepAlive);
     }
 
     static std::string repeatedMessage(const std::string& member)
@@ -1054,26 +1066,13 @@ private:
                 return !(answered = true);
             }
             m_lease = &*lease;
-            const RequestEstimate estimate = RequestEstimate::fromFields(fields, length);
-            ask.provider = m_o.provider;
-            ask.caller = callerOf(head);
-            ask.model = estimate.model;
-            ask.tokens = estimate.tokens();
-            ask.wantsSlot = true;
+            ask = askFor(head, RequestEstimate::fromFields(fields, length));
             bool hungUp = false;
             auto admitted = admit(ask, hungUp);
             if (!admitted) {
                 answered = true;
-                if (hungUp)
-                    return false;
-                if (admitted.error().kind == ErrorKind::Timeout)
-                    answerError(429,
-                        "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
-                            + admitted.error().message + ")",
-                        false, retryAfterSeconds());
-                else
-                    answerError(admitted.error().kind == ErrorKind::Usage ? 400 : 502,
-                        admitted.error().describe(), false);
+                if (!hungUp)
+                    answerRefusal(admitted.error(), false);
                 return false;
             }
             permit.emplace(std::move(admitted).value());
