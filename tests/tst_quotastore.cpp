@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <set>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -53,6 +54,7 @@ private Q_SLOTS:
     void historyReaderIsIncrementalAcrossRotation();
     void concurrentAppendersAcrossARotationLoseNothing();
     void readerCatchesGenerationsRotatedBetweenPolls();
+    void aStoppedAppenderDelaysOnlyTheRotation();
     void retryAfterParsing();
     void peekNeverWrites();
 
@@ -591,6 +593,57 @@ void TestQuotaStore::readerCatchesGenerationsRotatedBetweenPolls()
     QVERIFY(times().empty()); // not "finished" a second time
     QVERIFY(append(batch(7, 1)));
     QCOMPARE(times(), (std::vector<std::int64_t> { 7 }));
+}
+
+// A process stopped (SIGSTOP) while it holds its shared lock on history.jsonl: the others go
+// on appending (shared locks do not exclude each other), and the rotation that needs the
+// exclusive one is put off (each try waits at most 10 ms), not waited for; once the process
+// is gone the next append rotates.
+void TestQuotaStore::aStoppedAppenderDelaysOnlyTheRotation()
+{
+    QVERIFY(QDir().mkpath(home()));
+    QVERIFY(::chmod(home().toLocal8Bit().constData(), 0700) == 0);
+    auto homeFd = HomeDir::open(homeStd(), false);
+    QVERIFY(homeFd.ok());
+    auto bell = Doorbell::open(*homeFd);
+    QVERIFY(bell.ok());
+    std::atomic<std::uint32_t>* generation = bell->counterWord(Doorbell::Counter::History);
+    HistoryLog log(*homeFd, 1000);
+    auto event = [](int i) {
+        HistoryEvent e;
+        e.timeMs = i;
+        e.type = EventType::Admit;
+        e.caller = "caller-" + std::to_string(i);
+        return std::vector<HistoryEvent> { e };
+    };
+    QVERIFY(log.append(event(0), generation).ok()); // history.jsonl exists
+    int ready[2];
+    QVERIFY(::pipe(ready) == 0);
+    const pid_t child = ::fork();
+    QVERIFY(child >= 0);
+    if (child == 0) {
+        const int fd = ::openat(homeFd->get(), "history.jsonl", O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || ::flock(fd, LOCK_SH) != 0)
+            ::_exit(2);
+        (void)!::write(ready[1], "x", 1);
+        ::raise(SIGSTOP); // as an appender stopped between its lock and its write
+        ::_exit(0);
+    }
+    char c = 0;
+    QCOMPARE(::read(ready[0], &c, 1), ssize_t(1));
+    ::close(ready[0]);
+    ::close(ready[1]);
+    int status = 0;
+    QCOMPARE(::waitpid(child, &status, WUNTRACED), child);
+    QVERIFY(WIFSTOPPED(status));
+    for (int i = 1; i <= 40; ++i) // well past 1000 bytes: every append wants a rotation
+        QVERIFY(log.append(event(i), generation).ok());
+    QCOMPARE(generation->load(), 0U); // put off while the stopped process holds its lock
+    ::kill(child, SIGKILL);
+    QCOMPARE(::waitpid(child, &status, 0), child);
+    QVERIFY(log.append(event(41), generation).ok());
+    QCOMPARE(generation->load(), 1U);
+    QVERIFY(QFile::exists(home() + QStringLiteral("/history.1.jsonl")));
 }
 
 void TestQuotaStore::retryAfterParsing()
