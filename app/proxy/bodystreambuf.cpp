@@ -4,8 +4,8 @@
 
 namespace tollgate {
 
-BodyStreamBuf::BodyStreamBuf(std::uint64_t length, Pull pull, Piece piece, Hook beforeRead)
-    : m_left(length)
+BodyStreamBuf::BodyStreamBuf(std::optional<std::uint64_t> length, Pull pull, Piece piece, Hook beforeRead)
+    : m_length(length)
     , m_pull(std::move(pull))
     , m_piece(std::move(piece))
     , m_beforeRead(std::move(beforeRead))
@@ -15,19 +15,25 @@ BodyStreamBuf::BodyStreamBuf(std::uint64_t length, Pull pull, Piece piece, Hook 
 
 bool BodyStreamBuf::readSome(bool withHook)
 {
-    if (m_failed || m_left == 0)
+    if (m_failed || ended())
         return false;
     if (withHook && m_beforeRead && !m_beforeRead()) {
         m_failed = true;
         return false;
     }
-    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(m_left, sizeof m_buf));
-    const std::size_t got = m_pull(m_buf, want);
-    if (got == 0) {
+    const std::size_t want = m_length
+        ? static_cast<std::size_t>(std::min<std::uint64_t>(*m_length - m_received, sizeof m_buf))
+        : sizeof m_buf;
+    const std::ptrdiff_t got = m_pull(m_buf, want);
+    if (got == END && !m_length) {
+        m_ended = true;
+        return false;
+    }
+    if (got <= 0 || static_cast<std::size_t>(got) > want) { // a known length cannot end early
         m_failed = true;
         return false;
     }
-    m_left -= got;
+    m_received += static_cast<std::uint64_t>(got);
     setg(m_buf, m_buf, m_buf + got);
     m_pending = true;
     return true;
@@ -58,8 +64,10 @@ bool BodyStreamBuf::finish()
 {
     if (!passPending())
         return false;
-    while (m_left > 0) {
-        if (!readSome(false) || !passPending())
+    while (!ended()) {
+        if (!readSome(false))
+            return !m_failed && ended();
+        if (!passPending())
             return false;
     }
     setg(m_buf, m_buf, m_buf);

@@ -1,7 +1,8 @@
 #pragma once
 
-// BodyStreamBuf: the body of one request (exactly its Content-Length) as a std::streambuf,
-// read from the client only as nlohmann's SAX parser asks for more. Each piece goes to `piece`
+// BodyStreamBuf: the body of one request (exactly its Content-Length, or a chunked body until
+// its last chunk) as a std::streambuf, read from the client only as nlohmann's SAX parser asks
+// for more. Each piece goes to `piece`
 // (the proxy holds it until admission, then forwards it upstream) only once the parser has
 // taken all of it, so a piece in which the parser stops (a member named twice) never goes on.
 // `beforeRead` runs before every read from the client (where the proxy admits the request
@@ -11,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <streambuf>
 #include <string_view>
 
@@ -19,16 +21,20 @@ namespace tollgate {
 class BodyStreamBuf final : public std::streambuf
 {
 public:
-    // Reads at most `max` bytes into `into`; 0: the client is gone or too slow (failure).
-    using Pull = std::function<std::size_t(char* into, std::size_t max)>;
+    // Reads at most `max` bytes of the body into `into`: how many (at least 1), END (a body of
+    // unknown length ended), or FAILED (the client is gone, too slow, or broke the framing).
+    using Pull = std::function<std::ptrdiff_t(char* into, std::size_t max)>;
     using Piece = std::function<bool(std::string_view)>;
     using Hook = std::function<bool()>;
+    static constexpr std::ptrdiff_t END = 0;
+    static constexpr std::ptrdiff_t FAILED = -1;
 
-    BodyStreamBuf(std::uint64_t length, Pull pull, Piece piece, Hook beforeRead);
+    // `length`: the Content-Length; none for a chunked body (Pull says where it ends).
+    BodyStreamBuf(std::optional<std::uint64_t> length, Pull pull, Piece piece, Hook beforeRead);
 
     [[nodiscard]] bool failed() const { return m_failed; }
-    // Bytes of the body not read from the client yet.
-    [[nodiscard]] std::uint64_t left() const { return m_left; }
+    // Bytes read from the client so far.
+    [[nodiscard]] std::uint64_t received() const { return m_received; }
     // After the parse: passes on the last piece the parser read, then reads what it did not
     // ask for (it stopped at a syntax error, or before whitespace after the value) through
     // `piece`, without `beforeRead`. False when that failed.
@@ -41,7 +47,11 @@ private:
     bool readSome(bool withHook);
     bool passPending();
 
-    std::uint64_t m_left;
+    [[nodiscard]] bool ended() const { return m_length ? m_received == *m_length : m_ended; }
+
+    std::optional<std::uint64_t> m_length;
+    std::uint64_t m_received = 0;
+    bool m_ended = false; // a body of unknown length: Pull said END
     Pull m_pull;
     Piece m_piece;
     Hook m_beforeRead;

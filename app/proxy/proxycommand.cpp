@@ -23,6 +23,7 @@ struct Options
     std::optional<std::string> caller;
     std::optional<double> queueTimeout;
     std::optional<double> headerTimeout;
+    std::optional<double> bodyTimeout;
     std::optional<double> stallTimeout;
     std::optional<std::int64_t> maxBufferedMib;
 } g_options;
@@ -52,26 +53,32 @@ int runProxy()
         o.queueTimeout = std::chrono::milliseconds(
             static_cast<std::int64_t>(std::min(*g_options.queueTimeout, maxSeconds) * 1000));
     if (g_options.headerTimeout)
-        o.headerTimeout = std::chrono::milliseconds(
-            std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(*g_options.headerTimeout, maxSeconds) * 1000)));
+        o.headerTimeout = std::chrono::milliseconds(std::max<std::int64_t>(
+            1, static_cast<std::int64_t>(std::min(*g_options.headerTimeout, maxSeconds) * 1000)));
+    if (g_options.bodyTimeout)
+        o.bodyTimeout = std::chrono::milliseconds(std::max<std::int64_t>(
+            1, static_cast<std::int64_t>(std::min(*g_options.bodyTimeout, maxSeconds) * 1000)));
     if (g_options.stallTimeout)
-        o.stallTimeout = std::chrono::milliseconds(
-            std::max<std::int64_t>(1, static_cast<std::int64_t>(std::min(*g_options.stallTimeout, maxSeconds) * 1000)));
+        o.stallTimeout = std::chrono::milliseconds(std::max<std::int64_t>(
+            1, static_cast<std::int64_t>(std::min(*g_options.stallTimeout, maxSeconds) * 1000)));
     if (g_options.maxBufferedMib)
         o.maxBufferedBytes = static_cast<std::size_t>(*g_options.maxBufferedMib) << 20;
     if (o.upstream.empty())
         return console.usage("--upstream URL is required (e.g. https://api.anthropic.com)");
     auto server = proxy::ProxyServer::start(o);
     if (!server)
-        return server.error().kind == ErrorKind::Usage ? console.usage(server.error().message) : console.fail(server.error());
-    struct sigaction sa {};
+        return server.error().kind == ErrorKind::Usage ? console.usage(server.error().message)
+                                                       : console.fail(server.error());
+    struct sigaction sa
+    {
+    };
     sa.sa_handler = onSignal;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
     ::signal(SIGPIPE, SIG_IGN); // a client that hangs up mid-answer is an error on its write, not our death
-    std::cout << "listening on " << (*server)->address() << " for " << Console::printable(o.provider) << " -> "
-              << Console::printable(o.upstream) << std::endl;
+    std::cout << "listening on " << (*server)->address() << " for " << Console::printable(o.provider)
+              << " -> " << Console::printable(o.upstream) << std::endl;
     (*server)->serve(g_stop);
     return EXIT_OK;
 }
@@ -88,20 +95,27 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
     CliOptions::addText(sub, "--upstream", o.upstream, "the provider's API, e.g. https://api.anthropic.com")
         ->type_name("URL");
     CliOptions::addText(sub, "--upstream-ca", o.upstreamCa,
-        "a PEM file of CA certificates to trust for the upstream besides the system's (certificates are always verified)")
+        "a PEM file of CA certificates to trust for the upstream besides the system's (certificates are "
+        "always verified)")
         ->type_name("FILE");
-    CliOptions::addText(sub, "--listen", o.listen, "127.0.0.1:PORT (default 127.0.0.1:8787; port 0: any) or unix:PATH")
+    CliOptions::addText(
+        sub, "--listen", o.listen, "127.0.0.1:PORT (default 127.0.0.1:8787; port 0: any) or unix:PATH")
         ->type_name("ADDR");
-    CliOptions::addText(sub, "--caller", o.caller, "the caller's name for requests that name none (default: the process at the other end, else proxy)")
+    CliOptions::addText(sub, "--caller", o.caller,
+        "the caller's name for requests that name none (default: the process at the other end, else proxy)")
         ->type_name("NAME");
     CliOptions::addSeconds(sub, "--queue-timeout", o.queueTimeout,
         "how long a request may wait for room before the proxy answers 429 itself (default 60)");
     CliOptions::addSeconds(sub, "--header-timeout", o.headerTimeout,
         "how long a client may take to send a request's headers (default 10)");
+    CliOptions::addSeconds(sub, "--body-timeout", o.bodyTimeout,
+        "how long a client may take to send a body of up to 64 KiB, and to start a longer or chunked one, "
+        "which must then keep coming at 256 KiB/s (default 60)");
     CliOptions::addSeconds(sub, "--stall-timeout", o.stallTimeout,
         "end an exchange in which no byte moved for this long (default 600)");
     CliOptions::addInteger(sub, "--max-buffered", o.maxBufferedMib, 1, 65536,
-        "MiB of request bodies all connections may hold while they wait for admission (default 256); past it: 503")
+        "MiB of request bodies all connections may hold while they wait for admission (default 256); past "
+        "it: 503")
         ->type_name("MIB");
     table.add(sub, runProxy);
 }

@@ -605,20 +605,22 @@ public:
         for (;;) {
             http::request_parser<http::string_body> parser;
             parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
-            parser.body_limit(ProxyServer::MAX_BODY_BYTES);
+            // A Content-Length is judged against this with the headers; a body read whole
+            // (below) against MAX_BODY_BYTES.
+            parser.body_limit(ProxyServer::MAX_STREAMED_BODY_BYTES);
             beast::error_code ec;
             // The first byte of the next request may be a while in coming (an idle keep-alive
             // connection: at most CLIENT_IDLE, and not once serving stops); once it came, the
-            // headers have --header-timeout and the body BODY_DEADLINE, in total, however the
+            // headers have --header-timeout and the body --body-timeout, in total, however the
             // bytes trickle in.
             if (m_buffer.size() == 0
                 && !waitReadable(fd, std::chrono::milliseconds(ProxyServer::CLIENT_IDLE), m_stopFd))
                 return;
             if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
-            if (const auto length = parser.content_length(); length
-                && *length > ProxyServer::STREAM_BODY_AFTER && *length <= ProxyServer::MAX_BODY_BYTES) {
-                if (!streamRequest(parser, *length))
+            if (const auto length = parser.content_length();
+                parser.chunked() || (length && *length > ProxyServer::STREAM_BODY_AFTER)) {
+                if (!streamRequest(parser, length ? std::optional<std::uint64_t>(*length) : std::nullopt))
                     return;
                 continue;
             }
@@ -626,7 +628,8 @@ public:
             if (const auto length = parser.content_length(); length && !body.hold(*length))
                 return finishWith(
                     *length > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
-            if (!readUntil(parser, false, Steady::now() + ProxyServer::BODY_DEADLINE, ec, &body)) {
+            continueIfAsked(parser.get());
+            if (!readUntil(parser, false, Steady::now() + m_o.bodyTimeout, ec)) {
                 body.release();
                 return finishWith(ec);
             }
@@ -651,7 +654,7 @@ private:
     // bytes are read here and handed to Beast's parser (put), so a client that trickles them
     // cannot stretch the deadline: Beast's own read loop would wait for the whole header.
     bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly,
-        Steady::time_point deadline, beast::error_code& ec, BodyShare* body = nullptr)
+        Steady::time_point deadline, beast::error_code& ec)
     {
         const int fd = m_client.native_handle();
         auto done = [&] { return headerOnly ? parser.is_header_done() : parser.is_done(); };
@@ -663,12 +666,6 @@ private:
                     ec = {};
                 if (ec)
                     return false;
-                // A chunked body takes its share as it grows (one read past the budget at most).
-                if (const std::size_t size = body ? parser.get().body().size() : 0;
-                    body && !body->hold(size)) {
-                    ec = size > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space;
-                    return false;
-                }
                 if (done())
                     return true;
                 if (used > 0)
@@ -703,6 +700,20 @@ private:
         return true;
     }
 
+    // A client that sent `Expect: 100-continue` (curl does for bodies past 1 MiB) waits for a
+    // 100 before it sends the body — a second, else. The body is wanted: say so at once (a
+    // refusal before it is read is the final answer instead). The upstream is not asked: the
+    // header is not forwarded, and the proxy reads the body itself.
+    void continueIfAsked(const http::request<http::string_body>& request)
+    {
+        const auto it = request.find(http::field::expect);
+        if (it == request.end() || !beast::iequals(it->value(), "100-continue"))
+            return;
+        static constexpr std::string_view CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n";
+        beast::error_code ec;
+        net::write(m_client, net::buffer(CONTINUE.data(), CONTINUE.size()), ec);
+    }
+
     // A read that failed: say why when the client can still hear it, then close.
     void finishWith(const beast::error_code& ec)
     {
@@ -718,7 +729,9 @@ private:
         // and the client would never see the answer.
         if (ec == http::error::body_limit) {
             answerError(413,
-                "request body larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20) + " MiB",
+                "request body larger than " + std::to_string(ProxyServer::MAX_STREAMED_BODY_BYTES >> 20)
+                    + " MiB, or larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20)
+                    + " MiB and held whole (chunked, or its model and output bound come late)",
                 false);
             return lingerClose();
         }
@@ -966,24 +979,44 @@ private:
     // (the SDKs write them first); then admitted, and the head and what was held go upstream,
     // and the rest is forwarded as it comes. Nothing goes upstream before admission. A member
     // named twice cuts the upstream off mid-body (the provider never gets a whole request)
-    // and the client gets a 400. A body whose members come late, or that is not JSON, is held
-    // whole after all and handled like a short one.
-    bool streamRequest(http::request_parser<http::string_body>& parser, std::uint64_t length)
+    // and the client gets a 400. A body that is not a JSON object (or breaks off before its
+    // members) is admitted by its size and streams as well. A JSON object whose members come
+    // late is held whole after all (at most MAX_BODY_BYTES) and handled like a short one.
+    bool streamRequest(http::request_parser<http::string_body>& parser, std::optional<std::uint64_t> length)
     {
-        http::request<http::string_body> head = parser.release(); // its headers; no body read yet
+        http::request<http::string_body> head = parser.get(); // its headers; no body read yet
         const bool keepAlive = head.keep_alive();
+        const bool chunked = !length;
+        // A chunked body's bytes as Beast's parser takes them out of their chunks.
+        std::string decoded;
+        std::size_t decodedAt = 0;
+        std::function<std::size_t(std::uint64_t, std::string_view, beast::error_code&)> onChunk
+            = [&](std::uint64_t, std::string_view bytes, beast::error_code&) {
+                  decoded.append(bytes.data(), bytes.size());
+                  return bytes.size();
+              };
+        if (chunked)
+            parser.on_chunk_body(onChunk);
         const int fd = m_client.native_handle();
-        const auto deadline = Steady::now() + ProxyServer::BODY_DEADLINE;
+        // The body's bytes must keep coming: --body-timeout for a start, then a further second
+        // for each MIN_BODY_RATE bytes received (a client that trickles a byte at a time
+        // cannot hold its slot for the hour a long Content-Length would otherwise allow).
+        const auto started = Steady::now();
+        std::uint64_t received = 0;
         // What may be held, until this request is answered: the whole Content-Length from the
-        // start, as for a short body (first come, first served: a later request cannot take
-        // the room a body already announced), given back once the body streams. A body larger
-        // than all the proxy may hold takes its share as it is held, and is refused only if
-        // its members come too late for it to stream.
+        // start (at most MAX_BODY_BYTES: no more is ever held), as for a short body (first
+        // come, first served: a later request cannot take the room a body already announced),
+        // given back once the body streams. A body larger than all the proxy may hold takes
+        // its share as it is held, and is refused only if its members come too late for it to
+        // stream.
         BodyShare share(m_bodies);
-        if (length <= m_bodies.limit() && !share.hold(static_cast<std::size_t>(length))) {
+        const std::size_t mayHold = static_cast<std::size_t>(
+            std::min<std::uint64_t>(length.value_or(0), ProxyServer::MAX_BODY_BYTES));
+        if (mayHold <= m_bodies.limit() && !share.hold(mayHold)) {
             finishWith(net::error::no_buffer_space);
             return false;
         }
+        continueIfAsked(head);
         TopLevelFields fields;
         std::string held;
         beast::error_code readError; // the client's side (as finishWith takes it)
@@ -998,6 +1031,7 @@ private:
         } unlease { m_lease };
         std::optional<Permit> permit;
         AdmitRequest ask;
+        bool byItsSize = false; // not a JSON object: admitted by its size (RequestEstimate::ofSize)
         StallMonitor::Watch dog(m_stalls);
         dog.watch(fd, -1);
         std::unique_ptr<UpstreamLink> link;
@@ -1009,42 +1043,99 @@ private:
         } disarm { dog, fd }; // before the link can close its descriptor, however this ends
         http::request<http::string_body> up;
 
-        auto pull = [&](char* into, std::size_t max) -> std::size_t {
-            if (m_buffer.size() > 0) {
-                const std::size_t n = net::buffer_copy(net::buffer(into, max), m_buffer.data());
-                m_buffer.consume(n);
-                return n;
-            }
+        // Waits until the client's socket has bytes and appends them to m_buffer; false (with
+        // readError) when it is gone, or too slow for the rate a body must keep.
+        auto receive = [&]() -> bool {
+            const auto deadline = started + m_o.bodyTimeout
+                + std::chrono::milliseconds(received * 1000 / ProxyServer::MIN_BODY_RATE);
             const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
             if (left.count() <= 0 || !waitReadable(fd, left)) {
                 readError = beast::error::timeout;
-                return 0;
+                return false;
             }
+            auto space = m_buffer.prepare(16384);
             ssize_t got = 0;
             do {
-                got = ::recv(fd, into, max, 0);
+                got = ::recv(fd, space.data(), space.size(), 0);
             } while (got < 0 && errno == EINTR);
             if (got <= 0) {
                 readError = got == 0 ? beast::error_code(http::error::end_of_stream)
                                      : beast::error_code(errno, boost::system::system_category());
-                return 0;
+                return false;
             }
+            m_buffer.commit(static_cast<std::size_t>(got));
+            received += static_cast<std::size_t>(got);
             if (link)
                 dog.touch();
-            return static_cast<std::size_t>(got);
+            return true;
         };
+        auto pull = [&](char* into, std::size_t max) -> std::ptrdiff_t {
+            if (!chunked) {
+                if (m_buffer.size() == 0 && !receive())
+                    return BodyStreamBuf::FAILED;
+                const std::size_t n = net::buffer_copy(net::buffer(into, max), m_buffer.data());
+                m_buffer.consume(n);
+                return static_cast<std::ptrdiff_t>(n);
+            }
+            // Chunked: what the parser decoded, fed from m_buffer (which then keeps whatever
+            // follows the body: a pipelined request).
+            while (decodedAt == decoded.size()) {
+                decoded.clear();
+                decodedAt = 0;
+                if (parser.is_done())
+                    return BodyStreamBuf::END;
+                if (m_buffer.size() > 0) {
+                    beast::error_code ec;
+                    const std::size_t used = parser.put(m_buffer.data(), ec);
+                    m_buffer.consume(used);
+                    if (ec == http::error::need_more)
+                        ec = {};
+                    if (ec) {
+                        readError = ec;
+                        return BodyStreamBuf::FAILED;
+                    }
+                    if (used > 0)
+                        continue;
+                }
+                // Chunk lines and trailers the parser has not taken yet are bounded here, as
+                // for a body read whole (readUntil).
+                if (m_buffer.size() > ProxyServer::MAX_HEADER_BYTES) {
+                    readError = http::error::bad_chunk;
+                    return BodyStreamBuf::FAILED;
+                }
+                if (!receive())
+                    return BodyStreamBuf::FAILED;
+            }
+            const std::size_t n = std::min(max, decoded.size() - decodedAt);
+            std::memcpy(into, decoded.data() + decodedAt, n);
+            decodedAt += n;
+            return static_cast<std::ptrdiff_t>(n);
+        };
+        // Bytes of the body to the upstream: as they are, or for a chunked body as one chunk
+        // (Beast frames it; an empty one would end the body, so none is sent).
         auto sendUp = [&](std::string_view bytes) {
             beast::error_code ec;
-            if (link->tls)
-                net::write(*link->tls, net::buffer(bytes.data(), bytes.size()), ec);
+            if (bytes.empty())
+                return ec;
+            const net::const_buffer data(bytes.data(), bytes.size());
+            if (chunked && link->tls)
+                net::write(*link->tls, http::make_chunk(data), ec);
+            else if (chunked)
+                net::write(*link->plain, http::make_chunk(data), ec);
+            else if (link->tls)
+                net::write(*link->tls, data, ec);
             else
-                net::write(*link->plain, net::buffer(bytes.data(), bytes.size()), ec);
+                net::write(*link->plain, data, ec);
             dog.touch();
             return ec;
         };
         auto piece = [&](std::string_view bytes) -> bool {
             if (!link) {
                 held.append(bytes);
+                if (held.size() > ProxyServer::MAX_BODY_BYTES) {
+                    readError = http::error::body_limit;
+                    return false;
+                }
                 if (!share.hold(held.size())) {
                     readError = held.size() > m_bodies.limit() ? net::error::message_size
                                                                : net::error::no_buffer_space;
@@ -1055,6 +1146,7 @@ private:
             upstreamError = sendUp(bytes);
             return !upstreamError;
         };
+        std::optional<BodyStreamBuf> body; // made below, once the steps it takes are
         // Admission, once the members it needs were parsed; then the head and what was held
         // go upstream (on a kept connection, or once more on a new one if that one was closed:
         // nothing was read from the client past what is held).
@@ -1066,7 +1158,11 @@ private:
                 return !(answered = true);
             }
             m_lease = &*lease;
-            ask = askFor(head, RequestEstimate::fromFields(fields, length));
+            // (A chunked body is admitted by its members only once it is whole: held, as a
+            // short one; one that is not a JSON object, by what arrived of it so far.)
+            ask = askFor(head,
+                byItsSize ? RequestEstimate::ofSize(length.value_or(body->received()))
+                          : RequestEstimate::fromFields(fields, *length));
             bool hungUp = false;
             auto admitted = admit(ask, hungUp);
             if (!admitted) {
@@ -1078,7 +1174,10 @@ private:
             permit.emplace(std::move(admitted).value());
             m_caller = ask.caller;
             up = upstreamRequest(head);
-            up.content_length(length);
+            if (chunked)
+                up.chunked(true);
+            else
+                up.content_length(*length);
             for (int attempt = 0; attempt < 2; ++attempt) {
                 link = attempt == 0 ? m_pool.take() : nullptr;
                 const bool reused = link != nullptr;
@@ -1114,15 +1213,23 @@ private:
             return !(answered = true); // not reached: a new connection is not retried
         };
         auto before = [&]() -> bool {
-            if (link || !fields.known() || !fields.repeated().empty())
+            if (link || chunked || !fields.known() || !fields.repeated().empty())
                 return true;
             return admitAndSend();
         };
 
-        BodyStreamBuf body(length, pull, piece, before);
+        body.emplace(length, pull, piece, before);
+        bool parsed = true;
         {
-            std::istream in(&body);
-            (void)nlohmann::json::sax_parse(in, &fields);
+            std::istream in(&*body);
+            parsed = nlohmann::json::sax_parse(in, &fields);
+        }
+        // Not a JSON object (an upload, say), or one broken before its members: the rest of it
+        // cannot tell more, so it is admitted by its size (as a short one is) and streams too;
+        // the provider answers what it makes of it.
+        if (!parsed && !link && !answered && !body->failed() && fields.repeated().empty()) {
+            byItsSize = true;
+            (void)admitAndSend();
         }
         auto giveBack = [&] {
             share.release();
@@ -1143,11 +1250,11 @@ private:
             return false;
         }
         if (!link) {
-            // Never admitted: the members came late, or the body is not a JSON object. Held
-            // whole after all, then as a short body.
-            if (!body.failed())
-                (void)body.finish();
-            if (body.failed()) {
+            // Never admitted: a JSON object whose members came late (or never). Held whole
+            // after all, then as a short body.
+            if (!body->failed())
+                (void)body->finish();
+            if (body->failed()) {
                 share.release();
                 finishWith(readError ? readError : beast::error_code(http::error::end_of_stream));
                 return false;
@@ -1157,9 +1264,13 @@ private:
         }
         // Forwarding: what the parser did not ask for (it stopped at a syntax error the
         // provider will answer, or at the whitespace after the value).
-        if (!body.failed())
-            (void)body.finish();
-        if (body.failed()) {
+        if (!body->failed() && body->finish() && chunked) {
+            if (link->tls)
+                net::write(*link->tls, http::make_chunk_last(), upstreamError);
+            else
+                net::write(*link->plain, http::make_chunk_last(), upstreamError);
+        }
+        if (body->failed() || upstreamError) {
             // The client went away or stalled mid-body, or the upstream stopped taking it: the
             // upstream connection is dropped, so the provider never gets a whole request.
             giveBack();

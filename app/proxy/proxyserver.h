@@ -23,7 +23,8 @@
 //   watching its client for a hang-up. Upstream connections are pooled (UpstreamPool in the
 //   .cpp): a link serves one exchange at a time and is kept only after a complete answer. The
 //   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
-//   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies BODY_DEADLINE, the queue
+//   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies
+//   --body-timeout (BODY_DEADLINE; a streamed one then MIN_BODY_RATE), the queue
 //   --queue-timeout, an idle client CLIENT_IDLE, an exchange where nothing moves
 //   --stall-timeout (STALL_LIMIT; one monitor thread shuts its sockets down: Asio's
 //   synchronous calls ignore socket timeouts).
@@ -53,6 +54,12 @@ public:
     // A request body longer than this, with a Content-Length, is forwarded as it arrives once
     // the members admission needs were parsed; a shorter one (most API calls) is read whole.
     static constexpr std::uint64_t STREAM_BODY_AFTER = 64 * 1024;
+    // A body that streams is not held, so it may be longer than MAX_BODY_BYTES, up to this
+    // (the providers' own upload limits are lower); one that has to be held after all (its
+    // members come late) is still refused past MAX_BODY_BYTES.
+    static constexpr std::uint64_t MAX_STREAMED_BODY_BYTES = 1ULL << 30;
+    // A streamed body's bytes must come at least this fast, after --body-timeout for a start.
+    static constexpr std::uint64_t MIN_BODY_RATE = 256 * 1024;
     static constexpr std::chrono::seconds HEADER_DEADLINE { 10 };
     static constexpr std::chrono::seconds BODY_DEADLINE { 60 };
     // A keep-alive (or new) client connection that sends nothing for this long is closed.
@@ -80,6 +87,7 @@ public:
         std::chrono::milliseconds queueTimeout { 60000 };
         // How long a client may take to send a request's headers once it started (slowloris).
         std::chrono::milliseconds headerTimeout { HEADER_DEADLINE };
+        std::chrono::milliseconds bodyTimeout { BODY_DEADLINE };
         // An exchange in which nothing moves for this long is ended (STALL_LIMIT by default).
         std::chrono::milliseconds stallTimeout { STALL_LIMIT };
         std::size_t maxBufferedBytes = MAX_BUFFERED_BYTES;

@@ -31,8 +31,13 @@ RequestEstimate RequestEstimate::of(std::string_view body)
     (void)nlohmann::json::sax_parse(body, &fields);
     if (!fields.repeated().empty() || fields.wholeObject())
         return fromFields(fields, body.size());
-    RequestEstimate e; // not a JSON object: its size only
-    e.inputTokens = static_cast<std::int64_t>((body.size() + 3) / 4);
+    return ofSize(body.size());
+}
+
+RequestEstimate RequestEstimate::ofSize(std::uint64_t bodyBytes)
+{
+    RequestEstimate e;
+    e.inputTokens = static_cast<std::int64_t>(std::min<std::uint64_t>((bodyBytes + 3) / 4, 1ULL << 40));
     e.maxOutputTokens = DEFAULT_OUTPUT;
     return e;
 }

@@ -39,6 +39,8 @@ struct RequestEstimate
     [[nodiscard]] std::int64_t tokens() const { return inputTokens + maxOutputTokens; }
 
     [[nodiscard]] static RequestEstimate of(std::string_view body);
+    // A body that is not a JSON object (or is broken before its members), by its size alone.
+    [[nodiscard]] static RequestEstimate ofSize(std::uint64_t bodyBytes);
     // From the members parsed so far of a body of `bodyBytes` bytes (all of it, or not yet).
     [[nodiscard]] static RequestEstimate fromFields(const TopLevelFields& fields, std::uint64_t bodyBytes);
 };

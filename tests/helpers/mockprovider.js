@@ -13,6 +13,7 @@
 const http = require('http');
 const https = require('https');
 const fs = require('fs');
+const crypto = require('crypto');
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -38,7 +39,7 @@ const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, output
     streams: 0, streamMs: [],
     // Request bodies as they arrive: bytes received in all, and requests whose connection closed
     // before their body was complete (a proxy that cut a request off mid-body).
-    bodyBytes: 0, incompleteBodies: 0 };
+    bodyBytes: 0, incompleteBodies: 0, uploads: [] };
 const STREAM_TIMES = 20000;
 let dropNext = false; // POST /_dropnext: the next request on a kept connection is dropped unanswered
 let admitted = []; // times of admitted requests in the window
@@ -128,6 +129,17 @@ const handler = (req, res) => {
     req.on('close', () => { if (!req.complete) stats.incompleteBodies++; });
     req.on('end', () => {
         const now = Date.now();
+        if (req.method === 'POST' && req.url === '/v1/files') {
+            // An upload (OpenAI's files endpoint takes multipart, not JSON): any body, answered
+            // with what arrived, so a test can check that it came whole and how it was framed.
+            const all = Buffer.concat(chunks);
+            const sha256 = crypto.createHash('sha256').update(all).digest('hex');
+            stats.requests++;
+            stats.uploads.push({ bytes: all.length, sha256, chunked: req.headers['transfer-encoding'] === 'chunked' });
+            res.writeHead(200, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ id: 'file-mock', object: 'file', bytes: all.length, sha256 }));
+            return;
+        }
         const kind = req.url.startsWith('/v1/messages') ? 'anthropic' : 'openai';
         const mock = req.headers['x-mock'] || '';
         stats.requests++;
