@@ -1,18 +1,18 @@
 // QuotaLimiter over every store: the same behaviour on the file store, the memory store, the
 // memory store in strict mode (every transaction function run twice, as an optimistic store
 // may), and a Redis home (the policy in the server's Lua script, on a private redis-server;
-// its clock is the test's, sent with every call). One test body per behaviour, run once per store (Qt Test global data): a store
-// that breaks the contract, or a limiter that relies on one store's habits, fails here.
+// its clock is the test's, sent with every call). One test body per behaviour, run once per store (Qt Test
+// global data): a store that breaks the contract, or a limiter that relies on one store's habits, fails here.
 // Time is a ManualClock; every acquire is a try (deadline = now), so nothing sleeps.
 
 #include "base/manualclock.h"
+#include "helpers/redisserver.h"
 #include "quota/capacity.h"
 #include "quota/limitmismatch.h"
 #include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 #include "store/memoryquotastore.h"
 #include "store/storefactory.h"
-#include "helpers/redisserver.h"
 #include "testsupport.h"
 
 #include <QTemporaryDir>
@@ -20,9 +20,9 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
-#include <thread>
 #include <memory>
 #include <poll.h>
+#include <thread>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
@@ -49,6 +49,7 @@ private Q_SLOTS:
     void cleanup();
 
     void windowAdmitsThenRefusesUntilItMoves();
+    void aClockPutRightCostsOneWindowNotYears();
     void tokensAndModelLimitsBothHold();
     void slotIsHeldUntilReleased();
     void deadHolderIsReclaimed();
@@ -78,8 +79,8 @@ private Q_SLOTS:
 
 private:
     QuotaLimiter& limiter() { return *m_limiter; }
-    Result<Permit> tryAcquire(const char* caller, std::int64_t tokens = 0, bool slot = false, const char* model = "",
-        std::int64_t pid = 0)
+    Result<Permit> tryAcquire(const char* caller, std::int64_t tokens = 0, bool slot = false,
+        const char* model = "", std::int64_t pid = 0)
     {
         AdmitRequest r;
         r.provider = "p";
@@ -177,6 +178,28 @@ void TestQuotaLimiter::windowAdmitsThenRefusesUntilItMoves()
     m_clock.advance(30s);
     QVERIFY(!tryAcquire("c").ok()); // still inside the rolling window: no fixed-window reset
     m_clock.advance(33s); // the window plus the width of a bucket or two
+    auto later = tryAcquire("c");
+    QVERIFY2(later.ok(), later.ok() ? "" : later.error().message.c_str());
+}
+
+// Admissions made while the clock said 2200 (a wrong date, put right by NTP or by hand; the
+// kernel's clock ends in 2262) are stamped in buckets of that year: counted from the first
+// look after the correction, for one window, not until 2200. On every store (the Redis script
+// mirrors RollingWindow::boundFuture).
+void TestQuotaLimiter::aClockPutRightCostsOneWindowNotYears()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(2), "test").ok());
+    const auto right = m_clock.now();
+    m_clock.set(
+        std::chrono::system_clock::time_point(std::chrono::milliseconds(7258118400000))); // 2200-01-01
+    for (const char* caller : { "a", "b" }) {
+        auto admitted = tryAcquire(caller);
+        QVERIFY2(admitted.ok(), admitted.ok() ? "" : admitted.error().describe().c_str());
+    }
+    m_clock.set(right);
+    auto full = tryAcquire("c");
+    QVERIFY(!full.ok()); // still counted: the window is full
+    m_clock.advance(63s); // one window and a bucket or two
     auto later = tryAcquire("c");
     QVERIFY2(later.ok(), later.ok() ? "" : later.error().message.c_str());
 }
@@ -437,7 +460,8 @@ void TestQuotaLimiter::providerReportedLimitsAreKeptAndAMismatchIsSaidOnce()
     QVERIFY(at > 0);
     auto events = mismatches();
     QCOMPARE(events.size(), std::size_t(1));
-    QCOMPARE(events[0].reason, std::string("provider reports 40 requests/min; Tollgate is set to 60 per 120 s"));
+    QCOMPARE(
+        events[0].reason, std::string("provider reports 40 requests/min; Tollgate is set to 60 per 120 s"));
     QCOMPARE(events[0].provider, std::string("p"));
     QVERIFY(events[0].caller.find('\x1b') == std::string::npos);
 
@@ -454,8 +478,7 @@ void TestQuotaLimiter::providerReportedLimitsAreKeptAndAMismatchIsSaidOnce()
 
     // What status and the dashboard show (Capacity), from the same state.
     auto snap = limiter().snapshot();
-    const ProviderCapacity cap
-        = Capacity::forProvider(snap->state, "p", snap->limits.find("p"), snap->nowMs);
+    const ProviderCapacity cap = Capacity::forProvider(snap->state, "p", snap->limits.find("p"), snap->nowMs);
     QCOMPARE(cap.limitNotices.size(), std::size_t(1));
     QCOMPARE(cap.limitNotices[0], events[0].reason);
 
@@ -463,12 +486,14 @@ void TestQuotaLimiter::providerReportedLimitsAreKeptAndAMismatchIsSaidOnce()
     QCOMPARE(note(30, 50000), std::optional<bool>(true));
     events = mismatches();
     QCOMPARE(events.size(), std::size_t(2));
-    QCOMPARE(events[1].reason, std::string("provider reports 50000 tokens/min; Tollgate is set to 120000 per 120 s"));
+    QCOMPARE(events[1].reason,
+        std::string("provider reports 50000 tokens/min; Tollgate is set to 120000 per 120 s"));
     // Tollgate set to match: the notice goes, without any report.
     l.tokens = 100000;
     QVERIFY(limiter().setLimits("p", l, "test").ok());
     snap = limiter().snapshot();
-    QVERIFY(Capacity::forProvider(snap->state, "p", snap->limits.find("p"), snap->nowMs).limitNotices.empty());
+    QVERIFY(
+        Capacity::forProvider(snap->state, "p", snap->limits.find("p"), snap->nowMs).limitNotices.empty());
 
     // A huge figure is kept bounded; an unknown provider is refused as everywhere.
     QCOMPARE(note(INT64_MAX, -1), std::optional<bool>(true));
@@ -528,7 +553,8 @@ void TestQuotaLimiter::finishEndsTheCallInOneStep()
     QCOMPARE(p->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(150));
     QCOMPARE(p->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(150));
     QVERIFY(withSlot->finish(5000, true).ok()); // once only: a second finish changes nothing
-    QCOMPARE(limiter().snapshot()->state.provider("p")->scope("")->window.usage(snap->nowMs).tokens, std::int64_t(150));
+    QCOMPARE(limiter().snapshot()->state.provider("p")->scope("")->window.usage(snap->nowMs).tokens,
+        std::int64_t(150));
     // An admission without a slot: the correction goes by what the permit itself counted;
     // a failure (-1: usage unknown) leaves the estimate and records no success.
     auto noSlot = tryAcquire("c", 700, false, "m");
@@ -539,7 +565,8 @@ void TestQuotaLimiter::finishEndsTheCallInOneStep()
     QVERIFY(unknown.ok());
     QVERIFY(unknown->finish(-1, false).ok());
     snap = limiter().snapshot();
-    QCOMPARE(snap->state.provider("p")->scope("m")->window.usage(snap->nowMs).tokens, std::int64_t(150 + 100 + 300));
+    QCOMPARE(snap->state.provider("p")->scope("m")->window.usage(snap->nowMs).tokens,
+        std::int64_t(150 + 100 + 300));
     auto batch = m_store.reader->history()->poll();
     QVERIFY(batch.ok());
     QStringList seen;
@@ -615,7 +642,8 @@ void TestQuotaLimiter::waiterKeepsItsPlaceAndLeavesOnGivingUp()
     auto batch = m_store.reader->history()->poll();
     QVERIFY(batch.ok());
     QVERIFY(std::any_of(batch->events.begin(), batch->events.end(), [](const HistoryEvent& e) {
-        return e.type == EventType::GaveUp && e.caller == "patient" && e.reason.find("cancelled") != std::string::npos;
+        return e.type == EventType::GaveUp && e.caller == "patient"
+            && e.reason.find("cancelled") != std::string::npos;
     }));
 }
 

@@ -531,6 +531,24 @@ void TestQuotaPolicy::forgedFarFutureTimesStopNobodyPastTheMaximum()
     QCOMPARE(m_state.pausedAtMs, now);
     QVERIFY(!QuotaPolicy::boundTimes(m_state, p, m_limits, now + 1)); // bounded: nothing moves
 
+    // A window's buckets stamped far ahead (a clock that was set to the year 9999 and put
+    // right): counted from the first look at them, for one window, not until that year.
+    {
+        QuotaState s;
+        ProviderState& q = s.ensureProvider("anthropic");
+        QuotaPolicy::syncProvider(q, m_limits, now);
+        q.scopes.front().window.record(253402300799000, *m_limits.requests, 0);
+        auto full = QuotaPolicy::evaluate(s, q, m_limits, req("a"), 0, now);
+        QVERIFY(!full.admitted);
+        QCOMPARE(full.reason, WaitReason::Window);
+        QVERIFY(QuotaPolicy::boundTimes(s, q, m_limits, now));
+        auto still = QuotaPolicy::evaluate(s, q, m_limits, req("a"), 0, now);
+        QVERIFY(!still.admitted);
+        QVERIFY2(
+            still.retryAtMs <= now + 2 * m_limits.windowMs, qPrintable(QString::number(still.retryAtMs)));
+        QVERIFY(QuotaPolicy::evaluate(s, q, m_limits, req("a"), 0, still.retryAtMs).admitted);
+    }
+
     const std::int64_t later = now + QuotaPolicy::MAX_STOP_MS;
     QVERIFY(!QuotaPolicy::boundTimes(m_state, p, m_limits, later));
     auto after = admit(req("a"), later);
@@ -551,7 +569,8 @@ void TestQuotaPolicy::holderStatusIsTheLimitersJudgement()
     Slot foreign { 2, 33, 0, 0, "b", "", OTHER_NS, 0, 3000, "" };
     Slot unknown { 3, 44, 0, 0, "c", "", 0, 0, 0, "" };
     Slot placeholder { 4, 0, 0, 0, "", "", 0, 0, 0, "" };
-    auto judge = [&](const Slot& s, std::int64_t now) { return HolderStatus::judge(s, m_limits, now, m_probe); };
+    auto judge
+        = [&](const Slot& s, std::int64_t now) { return HolderStatus::judge(s, m_limits, now, m_probe); };
 
     QCOMPARE(judge(ours, 500).state, HolderState::Alive);
     QCOMPARE(judge(ours, 500).ns, HolderNamespace::Ours);
@@ -573,7 +592,8 @@ void TestQuotaPolicy::holderStatusIsTheLimitersJudgement()
     // Every state agrees with the limiter's own test.
     for (const Slot& s : { ours, foreign, unknown, placeholder }) {
         for (std::int64_t now : { 0, 2999, 3000, 10001, 60000 }) {
-            QCOMPARE(judge(s, now).state == HolderState::Gone, !QuotaPolicy::holderAlive(s, m_limits, now, m_probe));
+            QCOMPARE(judge(s, now).state == HolderState::Gone,
+                !QuotaPolicy::holderAlive(s, m_limits, now, m_probe));
         }
     }
 }

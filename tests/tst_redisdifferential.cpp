@@ -7,9 +7,9 @@
 // re-implements QuotaPolicy in Lua; this is what keeps the two the same policy.
 
 #include "base/manualclock.h"
+#include "helpers/redisserver.h"
 #include "quota/quotabackend.h"
 #include "store/storefactory.h"
-#include "helpers/redisserver.h"
 #include "testsupport.h"
 
 #include <QTemporaryDir>
@@ -37,7 +37,8 @@ std::string describe(const AdmitOutcome& o, std::uint64_t firstFence)
     const auto& d = o.decision;
     return std::string(d.admitted ? "admitted" : "refused") + " reason=" + waitReasonName(d.reason)
         + " retryAt=" + (d.retryAtMs == INT64_MAX ? std::string("ring") : std::to_string(d.retryAtMs))
-        + " fence+" + std::to_string(d.admitted ? d.fence - firstFence : 0) + " slot=" + std::to_string(d.slotTaken);
+        + " fence+" + std::to_string(d.admitted ? d.fence - firstFence : 0)
+        + " slot=" + std::to_string(d.slotTaken);
 }
 
 // What both homes must show alike: the state as every reader sees it (settled: holders this
@@ -54,14 +55,14 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
         }
         out += name + ": paused=" + std::to_string(p->paused) + " 429s=" + std::to_string(p->consecutive429)
             + " backoff=" + std::to_string(p->backoffUntilMs) + " pace=" + std::to_string(p->paceUntilMs)
-            + " admitted=" + std::to_string(p->admittedTotal) + " limited=" + std::to_string(p->rateLimitedTotal)
-            + " slots=" + std::to_string(p->slots.size()) + " queue=" + std::to_string(p->queue.size())
-            + " reported=" + std::to_string(p->reportedRequests) + "r/" + std::to_string(p->reportedTokens) + "t@"
-            + std::to_string(p->reportedAtMs);
+            + " admitted=" + std::to_string(p->admittedTotal)
+            + " limited=" + std::to_string(p->rateLimitedTotal) + " slots=" + std::to_string(p->slots.size())
+            + " queue=" + std::to_string(p->queue.size()) + " reported=" + std::to_string(p->reportedRequests)
+            + "r/" + std::to_string(p->reportedTokens) + "t@" + std::to_string(p->reportedAtMs);
         for (const auto& sc : p->scopes) {
             const auto u = sc.window.usage(s.nowMs);
-            out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms " + std::to_string(u.requests)
-                + "r " + std::to_string(u.tokens) + "t]";
+            out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms "
+                + std::to_string(u.requests) + "r " + std::to_string(u.tokens) + "t]";
         }
         for (const auto& w : p->queue)
             out += " w(" + w.caller + "," + std::to_string(w.tokens) + ")";
@@ -224,7 +225,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 end.fence = it->second;
                 end.usedTokens = heldIndex % 3 == 0 ? -1 : used;
                 end.success = all;
-                auto r = heldIndex % 2 == 0 ? b.releaseSlot(provider, it->second, "") : b.finishAdmission(end);
+                auto r
+                    = heldIndex % 2 == 0 ? b.releaseSlot(provider, it->second, "") : b.finishAdmission(end);
                 out = r ? (*r ? "released" : "not found") : "error";
                 if (r && *r)
                     side.fences.erase(it);
@@ -238,7 +240,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
             } else if (what < 82) {
                 out = b.resume(all ? "" : provider, "test").ok() ? "resumed" : "error";
             } else if (what < 85) {
-                out = b.setLimits(provider, nullptr, newLimits, "test", nullptr, {}).ok() ? "limits" : "error";
+                out = b.setLimits(provider, nullptr, newLimits, "test", nullptr, {}).ok() ? "limits"
+                                                                                          : "error";
             } else if (what < 87) {
                 out = b.resetBackoff(provider, "test").ok() ? "reset" : "error";
             } else if (what < 89) {
@@ -247,13 +250,16 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 // cannot probe pids) — so here one may count a holder the other already freed.
                 out = b.releaseStale(all, "test").ok() ? "stale" : "error";
             } else if (what < 90) { // the proxy heard the provider say: nothing left until then
-                out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held" : "error";
+                out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held"
+                                                                                              : "error";
             } else if (what < 92) { // the proxy heard the provider's own limits (per minute)
                 auto r = b.noteReportedLimits(provider, reportedRequests, reportedTokens, "c");
                 out = r ? (*r ? "noted" : "same") : "error: " + r.error().message;
             } else if (what < 96) { // the proxy corrects an estimate with the answer's usage
                 if (heldIndex % 2 == 0) {
-                    out = b.correctTokens(provider, admit.request.model, nowMs + 1000 - correctionAt, estimated, used).ok()
+                    out = b.correctTokens(
+                               provider, admit.request.model, nowMs + 1000 - correctionAt, estimated, used)
+                              .ok()
                         ? "corrected"
                         : "error";
                 } else { // the end of an admission that took no slot
@@ -287,7 +293,12 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                            .arg(step)
                            .arg(QString::fromStdString(results[0]), QString::fromStdString(a),
                                QString::fromStdString(b))));
-        clock.advance(std::chrono::milliseconds(pick(3) == 0 ? pick(8000) : pick(300)));
+        // Now and then the clock is put back (a wrong date corrected): what was stamped ahead
+        // of the new time is judged by the same bounds on both sides (boundTimes, boundFuture).
+        if (pick(60) == 0)
+            clock.advance(-std::chrono::milliseconds(pick(400000)));
+        else
+            clock.advance(std::chrono::milliseconds(pick(3) == 0 ? pick(8000) : pick(300)));
     }
 
     // The words of the limit-mismatch events: the script builds them itself (LimitMismatch in C++).

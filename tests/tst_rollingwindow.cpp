@@ -151,6 +151,28 @@ void TestRollingWindow::clockGoingBackCountsFutureBuckets()
     QCOMPARE(w.usage(20000).requests, 3); // the clock went back: still counted
     w.record(20000, 1, 0);
     QCOMPARE(w.usage(20000).requests, 4);
+
+    // Less than a window ahead: left as it is (it counts two windows at most).
+    RollingWindow near(10000);
+    near.record(25000, 2, 7);
+    QVERIFY(!near.boundFuture(20000));
+    QCOMPARE(near.usage(20000).requests, 2);
+    QCOMPARE(near.usage(34999).requests, 2);
+    QCOMPARE(near.usage(35000 + near.bucketMs()).requests, 0);
+
+    // Far ahead (a clock that said 9999 and was put right): counted from now, for one window
+    // more, not until that date comes.
+    const std::int64_t year9999 = 253402300799000;
+    RollingWindow far(10000);
+    far.record(year9999, 3, 50);
+    far.record(year9999 - 5000, 1, 5);
+    QCOMPARE(far.usage(20000).requests, 4);
+    QVERIFY(far.boundFuture(20000));
+    QCOMPARE(far.usage(20000).requests, 4);
+    QCOMPARE(far.usage(20000).tokens, 55);
+    QVERIFY(!far.boundFuture(20000)); // bounded: nothing moves again
+    QCOMPARE(far.usage(29999).requests, 4);
+    QCOMPARE(far.usage(30000 + far.bucketMs()).requests, 0);
 }
 
 void TestRollingWindow::adjustTokensReconciles()

@@ -143,7 +143,8 @@ std::string QuotaPolicy::whyHolderGone(
         : "lease expired (holder pid " + std::to_string(s.pid) + " of another pid namespace)";
 }
 
-void QuotaPolicy::settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe)
+void QuotaPolicy::settle(
+    QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe)
 {
     std::vector<HistoryEvent> ignored;
     for (const auto& [name, l] : limits.providers()) {
@@ -431,6 +432,10 @@ bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimi
     for (Waiter& w : p.queue) {
         atMost(w.enqueuedMs, nowMs);
         atMost(w.leaseUntilMs, plusSaturated(nowMs, WAITER_LEASE_MS));
+    }
+    for (ScopeWindow& scope : p.scopes) {
+        if (scope.window.boundFuture(nowMs))
+            changed = true;
     }
     return changed;
 }

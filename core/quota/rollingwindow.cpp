@@ -113,6 +113,25 @@ void RollingWindow::rescale(std::int64_t newWindowMs, std::int64_t nowMs)
         record(nowMs, u.requests, u.tokens);
 }
 
+bool RollingWindow::boundFuture(std::int64_t nowMs)
+{
+    const std::int64_t k = floorDiv(nowMs, m_bucketMs);
+    std::int64_t requests = 0;
+    std::int64_t tokens = 0;
+    bool moved = false;
+    for (Bucket& b : m_buckets) {
+        if (b.index > k + BUCKETS) {
+            requests += b.requests; // at most SLOTS * MAX_BUCKET_COUNT: far from overflow
+            tokens += b.tokens;
+            b = Bucket {};
+            moved = true;
+        }
+    }
+    if (moved)
+        record(nowMs, requests, tokens);
+    return moved;
+}
+
 void RollingWindow::adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta)
 {
     const std::int64_t k = floorDiv(atMs, m_bucketMs);

@@ -54,6 +54,11 @@ public:
     // Reconcile an estimate: adds delta tokens (may be negative) to the bucket that holds
     // atMs, if it is still in the ring; otherwise a positive delta lands in the current bucket.
     void adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta);
+    // Buckets stamped more than a window ahead of now (the clock was stepped back after a
+    // wrong date, or a forged state) would keep the window full until that date comes: their
+    // counts move to the current bucket, where they count for one window more. A bucket less
+    // than a window ahead stays (it counts at most two windows). true: something moved.
+    bool boundFuture(std::int64_t nowMs);
 
     [[nodiscard]] const std::array<Bucket, SLOTS>& buckets() const { return m_buckets; }
     // For the state decoder: restores a ring exactly as stored; false (and an empty window)

@@ -165,6 +165,24 @@ local function whenFits(sc, t, req, rl, tok, tl)
     end
     return NEVER
 end
+-- RollingWindow::boundFuture
+local function boundFuture(sc, t)
+    local k = math.floor(t / width(sc.w))
+    local b = sc.b
+    local r, n, moved = 0, 0, false
+    for s = 0, SLOTS - 1 do
+        if b[3 * s + 1] > k + BUCKETS then
+            r = r + b[3 * s + 2]
+            n = n + b[3 * s + 3]
+            b[3 * s + 1] = -1
+            b[3 * s + 2] = 0
+            b[3 * s + 3] = 0
+            moved = true
+        end
+    end
+    if moved then record(sc, t, r, n) end
+    return moved
+end
 local function rescale(sc, w, t)
     if clamp(w, 1, MAX_WINDOW_MS) == sc.w then return end
     local r, k = usage(sc, t)
@@ -531,6 +549,9 @@ local function boundTimes(g, p, l, t)
     for _, w in ipairs(p.q) do
         atMost(w, 'e', t)
         atMost(w, 'lu', plus(t, WAITER_LEASE_MS))
+    end
+    for _, sc in ipairs(p.sc) do
+        if boundFuture(sc, t) then changed = true end
     end
     return changed
 end
