@@ -27,6 +27,7 @@ private Q_SLOTS:
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
+    void holderInAnotherTimeNamespaceIsNotTakenForDead();
     void anotherPidNamespaceIsAnotherHost();
 
 private:
@@ -280,6 +281,50 @@ void TestHolders::anotherPidNamespaceIsAnotherHost()
     QVERIFY(here != there);
     QCOMPARE(here.section(QLatin1Char('-'), 0, 0), there.section(QLatin1Char('-'), 0, 0)); // one machine
     QCOMPARE(here.section(QLatin1Char('-'), 0, 0).size(), 32);
+}
+
+// A time namespace (a container restored by CRIU, `unshare --time`) shifts the start times
+// that /proc/PID/stat shows by the reader's boottime offset: a holder started in one must not
+// look like a reused pid (a younger process) to a caller in another — with --parallel 1 that
+// caller would reclaim the live holder's slot and run beside it.
+void TestHolders::holderInAnotherTimeNamespaceIsNotTakenForDead()
+{
+    {
+        QProcess p;
+        p.start(QStringLiteral("unshare"),
+            { QStringLiteral("--time"), QStringLiteral("--boottime"), QStringLiteral("3600"), QStringLiteral("--fork"),
+                QStringLiteral("true") });
+        if (!p.waitForFinished(10000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
+            QSKIP("cannot create a time namespace here (unshare --time needs root and Linux 5.6)");
+    }
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    const QString tag = uniqueSleep();
+    start(QStringLiteral("unshare"),
+        { QStringLiteral("--time"), QStringLiteral("--boottime"), QStringLiteral("3600"), QStringLiteral("--fork"),
+            QStringLiteral(TOLLGATE_CLI_PATH), QStringLiteral("run"), QStringLiteral("--home"), m_home,
+            QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("in-time-ns"), QStringLiteral("--"),
+            QStringLiteral("sleep"), tag });
+    QTRY_VERIFY_WITH_TIMEOUT(!pidsOf({ "sleep", tag.toUtf8() }).empty(), 30000);
+    const qint64 command = pidsOf({ "sleep", tag.toUtf8() }).front();
+    m_leftovers.push_back(command);
+
+    // Here, in the initial time namespace: the slot is the live holder's, so no room.
+    const QString marker = m_dir->path() + QStringLiteral("/ran");
+    auto here = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("here"),
+        QStringLiteral("--timeout"), QStringLiteral("1"), QStringLiteral("--"), QStringLiteral("sh"),
+        QStringLiteral("-c"), QStringLiteral("echo ran > \"$0\""), marker });
+    QCOMPARE(here.code, 1);
+    QVERIFY2(!QFile::exists(marker), "a caller in another time namespace took the live holder for dead");
+    QVERIFY(!gone(command));
+    // And status, judging the same way, shows it alive.
+    const auto doc = QJsonDocument::fromJson(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out).object();
+    const QJsonArray slots
+        = doc.value(QStringLiteral("providers")).toArray()[0].toObject().value(QStringLiteral("slots")).toArray();
+    QCOMPARE(slots.size(), 1);
+    QCOMPARE(slots[0].toObject().value(QStringLiteral("caller")).toString(), QStringLiteral("in-time-ns"));
 }
 
 // Issue defect 11: a pid from another pid namespace means nothing here. A `run` in namespace

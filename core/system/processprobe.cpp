@@ -76,6 +76,33 @@ std::optional<StatFields> readStat(std::int64_t pid)
     return out;
 }
 
+// The boottime offset of our time namespace, in clock ticks (0 outside one, or on a kernel
+// without them). The kernel adds the *reader's* offset to every start time in /proc/PID/stat,
+// so two processes in different time namespaces (a container restored by CRIU, `unshare
+// --time`) see different start times for one process: each takes its own offset off, and
+// what is recorded and compared is the start time of the initial time namespace. A process's
+// own time namespace never changes (setns and unshare only move its children), so once.
+std::int64_t ownBoottimeOffsetTicks()
+{
+    static const std::int64_t ticks = [] {
+        auto text = readSmallFile("/proc/self/timens_offsets");
+        const long perSecond = ::sysconf(_SC_CLK_TCK);
+        if (!text || perSecond <= 0)
+            return std::int64_t(0);
+        const auto pos = text->find("boottime");
+        if (pos == std::string::npos)
+            return std::int64_t(0);
+        char* end = nullptr;
+        const long long seconds = std::strtoll(text->c_str() + pos + 8, &end, 10);
+        const long long nanos = std::strtoll(end, nullptr, 10);
+        // The kernel adds the offset in nanoseconds before it divides into ticks: rounded the
+        // same way for the offsets unshare and CRIU set (whole ticks).
+        const long long tickNs = 1000000000LL / perSecond;
+        return static_cast<std::int64_t>(seconds * perSecond + nanos / tickNs);
+    }();
+    return ticks;
+}
+
 // Whether /proc is the procfs of our own pid namespace: /proc/self then names our own pid.
 // In a namespace that kept its parent's /proc (unshare --pid without --mount-proc) the
 // numbers under /proc are the parent namespace's, and reading /proc/PID would be about
@@ -121,11 +148,13 @@ std::optional<std::uint64_t> ProcessProbe::startTicks(std::int64_t pid) const
     const auto st = readStat(pid);
     if (!st || st->startTicks == 0)
         return std::nullopt;
+    // In the initial time namespace's terms (see ownBoottimeOffsetTicks).
+    const auto ticks = static_cast<std::uint64_t>(static_cast<std::int64_t>(st->startTicks) - ownBoottimeOffsetTicks());
     if (self) {
         cachedPid = pid;
-        selfTicks = static_cast<std::uint64_t>(st->startTicks);
+        selfTicks = ticks;
     }
-    return static_cast<std::uint64_t>(st->startTicks);
+    return ticks;
 }
 
 Liveness ProcessProbe::holderLiveness(std::int64_t pid, std::uint64_t recordedTicks) const

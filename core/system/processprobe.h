@@ -40,8 +40,10 @@ public:
 
     // The pid namespace this process lives in (inode of /proc/self/ns/pid); 0 when unknown.
     [[nodiscard]] virtual std::uint64_t pidNamespace() const;
-    // When the process started, in clock ticks since boot (/proc/PID/stat field 22): with the
-    // pid, it names one process for as long as the machine runs. nullopt when /proc does not
+    // When the process started, in clock ticks since boot (/proc/PID/stat field 22) as the
+    // initial time namespace counts them (the kernel shifts the field by the reader's boottime
+    // offset: ours is taken off), so readers in two time namespaces agree: with the pid, it
+    // names one process for as long as the machine runs. nullopt when /proc does not
     // tell, or when the /proc mounted here belongs to another pid namespace (its numbers would
     // name other processes).
     [[nodiscard]] virtual std::optional<std::uint64_t> startTicks(std::int64_t pid) const;
