@@ -62,6 +62,7 @@ private Q_SLOTS:
     void keptAliveAnswersEndExactlyWhereTheyEnd();
     void upstreamConnectionsAreKeptAndRetriedWhenClosed();
     void listensOnLoopbackOnly();
+    void elsewhereOnlyWithASharedToken();
     void aTlsUpstreamIsAlwaysVerified();
     void aClientWithoutANameIsNamedByItsProcess();
     void bufferedBodiesAreBoundedTogether();
@@ -85,16 +86,18 @@ private:
                 + extra);
         QVERIFY2(r.code == 0, r.err.constData());
     }
-    void startProxy(const QStringList& extra = {})
+    void startProxy(const QStringList& extra = {}) { startProxyAt(QStringLiteral("127.0.0.1:0"), extra); }
+    void startProxyAt(const QString& listen, const QStringList& extra)
     {
         m_proxy = TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
             QStringList { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"),
-                m_home, QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"),
-                QStringLiteral("127.0.0.1:0") }
+                m_home, QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"), listen }
                 + extra);
         QVERIFY(m_proxy);
         const QByteArray line = TestSupport::firstLine(*m_proxy);
-        QVERIFY2(line.startsWith("listening on http://127.0.0.1:"), line.constData());
+        QVERIFY2(
+            line.startsWith("listening on http://" + listen.section(QLatin1Char(':'), 0, 0).toUtf8() + ':'),
+            line.constData());
         m_proxyUrl = QString::fromUtf8(line.mid(13, line.indexOf(' ', 13) - 13));
         m_proxyPort = static_cast<quint16>(m_proxyUrl.section(QLatin1Char(':'), -1).toInt());
     }
@@ -677,6 +680,84 @@ void TestProxy::listensOnLoopbackOnly()
             QStringLiteral("--upstream"), QStringLiteral("ftp://x") });
     QCOMPARE(bad.code, 2);
     QVERIFY(bad.err.contains("http://"));
+}
+
+// An address others can reach only with a shared token (--token-file, a 0600 file): then
+// every request must carry it, in its base URL's path (/t/TOKEN: an SDK takes it with no
+// code change) or an X-Tollgate-Token header, and the provider never sees it.
+void TestProxy::elsewhereOnlyWithASharedToken()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    const QString tokenFile = m_dir->filePath(QStringLiteral("token"));
+    const QByteArray token = "k3y-0f-the-b0x-Az9._~x";
+    auto writeToken = [&](const QByteArray& text, QFile::Permissions mode) {
+        QFile f(tokenFile);
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+            return false;
+        f.write(text);
+        f.close();
+        return f.setPermissions(mode);
+    };
+    auto proxyAt = [&](const QString& listen, bool withToken) {
+        QStringList args { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"),
+            m_home, QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"), listen };
+        if (withToken)
+            args << QStringLiteral("--token-file") << tokenFile;
+        return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), args, 10000);
+    };
+    const auto owner = QFile::ReadOwner | QFile::WriteOwner;
+    QVERIFY(writeToken(token + "\n", owner | QFile::ReadOther));
+    Ran r = proxyAt(QStringLiteral("0.0.0.0:0"), true);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("read or written by others") && r.err.contains("chmod 600"), r.err.constData());
+    QVERIFY(writeToken("short\n", owner));
+    r = proxyAt(QStringLiteral("0.0.0.0:0"), true);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("16 to 256"), r.err.constData());
+    QVERIFY(!r.err.contains("short")); // the token itself is never printed
+    QVERIFY(writeToken("a token with spaces in it\n", owner));
+    QCOMPARE(proxyAt(QStringLiteral("0.0.0.0:0"), true).code, 2);
+
+    QVERIFY(writeToken(token + "\n", owner));
+    startProxy({ QStringLiteral("--token-file"), tokenFile });
+    const QString root = m_proxyUrl;
+    const QString body = QStringLiteral(R"({"model":"m","max_tokens":1})");
+    const int before = mockStats().value(QStringLiteral("requests")).toInt();
+    r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 401"), r.out.constData());
+    QVERIFY(r.out.contains("authentication_error"));
+    QVERIFY(r.out.contains("/t/TOKEN"));
+    m_proxyUrl = root + QStringLiteral("/t/wrong-token-of-sixteen");
+    QVERIFY(curl(post(body)).out.startsWith("HTTP/1.1 401"));
+    m_proxyUrl = root + QStringLiteral("/t/") + QString::fromLatin1(token).left(10);
+    QVERIFY(curl(post(body)).out.startsWith("HTTP/1.1 401")); // a prefix is not the token
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), before);
+
+    m_proxyUrl = root + QStringLiteral("/t/") + QString::fromLatin1(token);
+    r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QVERIFY(r.out.contains("\"type\":\"message\"")); // as /v1/messages: the token is off the path
+    m_proxyUrl = root;
+    r = curl(post(body) << QStringLiteral("-H")
+                        << QStringLiteral("X-Tollgate-Token: ") + QString::fromLatin1(token));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    r = curl(post(body) << QStringLiteral("-H") << QStringLiteral("X-Tollgate-Token: nope-nope-nope-nope"));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 401"), r.out.constData());
+    const QJsonObject stats = mockStats();
+    QCOMPARE(stats.value(QStringLiteral("requests")).toInt(), before + 2);
+    QCOMPARE(stats.value(QStringLiteral("tokenLeaks")).toInt(), 0);
+    const QJsonArray paths = stats.value(QStringLiteral("paths")).toArray();
+    QCOMPARE(paths.last().toString(), QStringLiteral("/v1/messages"));
+    QCOMPARE(paths[paths.size() - 2].toString(), QStringLiteral("/v1/messages"));
+
+    // With the token, an address others reach is allowed.
+    m_proxy.reset();
+    startProxyAt(QStringLiteral("0.0.0.0:0"), { QStringLiteral("--token-file"), tokenFile });
+    m_proxyUrl = QStringLiteral("http://127.0.0.1:%1/t/").arg(m_proxyPort) + QString::fromLatin1(token);
+    r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    m_proxyUrl = QStringLiteral("http://127.0.0.1:%1").arg(m_proxyPort);
+    QVERIFY(curl(post(body)).out.startsWith("HTTP/1.1 401"));
 }
 
 // Bodies wait whole for admission, so together they are bounded (--max-buffered): past the

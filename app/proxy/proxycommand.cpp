@@ -24,6 +24,7 @@ struct Options
     std::optional<double> queueTimeout;
     std::optional<double> headerTimeout;
     std::optional<double> bodyTimeout;
+    std::optional<std::string> tokenFile;
     std::optional<double> stallTimeout;
     std::optional<std::int64_t> maxBufferedMib;
 } g_options;
@@ -61,6 +62,7 @@ int runProxy()
     if (g_options.stallTimeout)
         o.stallTimeout = std::chrono::milliseconds(std::max<std::int64_t>(
             1, static_cast<std::int64_t>(std::min(*g_options.stallTimeout, maxSeconds) * 1000)));
+    o.tokenFile = g_options.tokenFile.value_or("");
     if (g_options.maxBufferedMib)
         o.maxBufferedBytes = static_cast<std::size_t>(*g_options.maxBufferedMib) << 20;
     if (o.upstream.empty())
@@ -101,6 +103,10 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
     CliOptions::addText(
         sub, "--listen", o.listen, "127.0.0.1:PORT (default 127.0.0.1:8787; port 0: any) or unix:PATH")
         ->type_name("ADDR");
+    CliOptions::addText(sub, "--token-file", o.tokenFile,
+        "a 0600 file with a shared token every request must carry (base URL http://HOST:PORT/t/TOKEN, or an "
+        "X-Tollgate-Token header); needed to listen on an address other than loopback")
+        ->type_name("FILE");
     CliOptions::addText(sub, "--caller", o.caller,
         "the caller's name for requests that name none (default: the process at the other end, else proxy)")
         ->type_name("NAME");

@@ -17,6 +17,7 @@
 #include "system/fd.h"
 #include "system/pathpolicy.h"
 #include "system/processprobe.h"
+#include "system/secretfile.h"
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
@@ -29,6 +30,7 @@
 #include <istream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <openssl/crypto.h>
 #include <optional>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -115,7 +117,8 @@ struct ListenAt
     unsigned short port = 0;
 };
 
-Result<ListenAt> parseListen(const std::string& text)
+// `remote`: a shared token is set (--token-file), so an address others can reach is allowed.
+Result<ListenAt> parseListen(const std::string& text, bool remote)
 {
     ListenAt l;
     if (text.rfind("unix:", 0) == 0) {
@@ -147,12 +150,31 @@ Result<ListenAt> parseListen(const std::string& text)
         return Error::make(ErrorKind::Usage, {},
             "--listen: '" + TextSanitizer::clean(l.host, 100)
                 + "' is not an IP address (use 127.0.0.1 or ::1)");
-    if (!address.is_loopback())
+    if (!address.is_loopback() && !remote)
         return Error::make(ErrorKind::Usage, {},
             "--listen " + TextSanitizer::clean(text, 100)
-                + ": the proxy listens on loopback only (127.0.0.1, ::1) or on a unix socket;"
-                  " anyone who can reach it spends the shared quota");
+                + ": the proxy listens on loopback only (127.0.0.1, ::1) or on a unix socket, unless"
+                  " --token-file FILE names a shared token its clients must send: anyone who can reach it"
+                  " spends the shared quota");
     return l;
+}
+
+// A shared token (--token-file): what clients put in their base URL's path, so it must need
+// no escaping there, and long enough that guessing it is hopeless.
+Result<std::string> readToken(const std::string& file)
+{
+    const std::string what = "--token-file " + TextSanitizer::clean(file, 1024);
+    auto token = SecretFile::read(file, "the token file", 4096);
+    if (!token)
+        return Error::make(ErrorKind::Usage, {}, what + ": " + token.error().message);
+    if (token->size() < ProxyServer::MIN_TOKEN || token->size() > ProxyServer::MAX_TOKEN
+        || token->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+            != std::string::npos)
+        return Error::make(ErrorKind::Usage, {},
+            what + ": the token must be " + std::to_string(ProxyServer::MIN_TOKEN) + " to "
+                + std::to_string(ProxyServer::MAX_TOKEN)
+                + " letters, digits or -._~ (it goes in a URL), e.g. from: openssl rand -hex 24");
+    return token;
 }
 
 // Hop-by-hop headers (RFC 9110 §7.6.1) and ours: never forwarded.
@@ -160,7 +182,7 @@ bool hopByHop(const std::string& lowerName)
 {
     static const char* const NAMES[] = { "connection", "keep-alive", "proxy-connection", "proxy-authenticate",
         "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
-        "x-tollgate-caller", "expect" };
+        "x-tollgate-caller", "x-tollgate-token", "expect" };
     for (const char* n : NAMES) {
         if (lowerName == n)
             return true;
@@ -559,6 +581,7 @@ struct ProxyServer::Impl
     ReportedLimitsMemo reported;
     BodyBudget bodies;
     LimiterPool limiters;
+    std::string token; // --token-file's; empty: none asked
 
     ~Impl()
     {
@@ -583,7 +606,7 @@ template <class Client> class Session
 public:
     Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
         std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo,
-        ReportedLimitsMemo& reported, BodyBudget& bodies, LimiterPool& limiters)
+        ReportedLimitsMemo& reported, BodyBudget& bodies, LimiterPool& limiters, const std::string& token)
         : m_client(client)
         , m_o(options)
         , m_up(upstream)
@@ -596,6 +619,7 @@ public:
         , m_reported(reported)
         , m_bodies(bodies)
         , m_limiters(limiters)
+        , m_token(token)
     {
     }
 
@@ -618,6 +642,13 @@ public:
                 return;
             if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
                 return finishWith(ec);
+            if (!m_token.empty() && !tokenGiven(parser.get())) {
+                answerError(401,
+                    "this proxy needs its token: put it in the base URL (http://HOST:PORT/t/TOKEN) or in an "
+                    "X-Tollgate-Token header",
+                    false);
+                return lingerClose();
+            }
             if (const auto length = parser.content_length();
                 parser.chunked() || (length && *length > ProxyServer::STREAM_BODY_AFTER)) {
                 if (!streamRequest(parser, length ? std::optional<std::uint64_t>(*length) : std::nullopt))
@@ -714,6 +745,36 @@ private:
         net::write(m_client, net::buffer(CONTINUE.data(), CONTINUE.size()), ec);
     }
 
+    // Whether a request carries the shared token: as the first segment of its path after /t/
+    // (the SDKs take it in their base URL; it is taken off the path here) or in the
+    // X-Tollgate-Token header (never forwarded). Compared in constant time.
+    bool tokenGiven(http::request<http::string_body>& request) const
+    {
+        auto same = [this](std::string_view given) {
+            return given.size() == m_token.size()
+                && CRYPTO_memcmp(given.data(), m_token.data(), m_token.size()) == 0;
+        };
+        bool given = false;
+        if (const auto it = request.find("X-Tollgate-Token"); it != request.end()) {
+            if (!same(std::string_view(it->value().data(), it->value().size())))
+                return false;
+            given = true;
+        }
+        // A path under /t/ is always the token's (no provider has one): a wrong one is refused
+        // even beside a right header, so no token goes upstream in a path.
+        const std::string_view target(request.target().data(), request.target().size());
+        if (target.rfind("/t/", 0) != 0)
+            return given;
+        const std::size_t end = target.find_first_of("/?", 3);
+        if (!same(target.substr(3, end == std::string_view::npos ? std::string_view::npos : end - 3)))
+            return false;
+        std::string rest(end == std::string_view::npos ? std::string_view("/") : target.substr(end));
+        if (rest.front() == '?')
+            rest.insert(0, "/");
+        request.target(rest);
+        return true;
+    }
+
     // A read that failed: say why when the client can still hear it, then close.
     void finishWith(const beast::error_code& ec)
     {
@@ -788,6 +849,7 @@ private:
         std::optional<std::int64_t> retryAfterSeconds = std::nullopt)
     {
         const char* type = status == 429 ? "rate_limit_error"
+            : status == 401              ? "authentication_error"
             : status >= 500              ? "api_error"
                                          : "invalid_request_error";
         nlohmann::json body { { "type", "error" },
@@ -1674,6 +1736,7 @@ private:
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
     LimiterPool& m_limiters;
+    const std::string& m_token;
     LimiterLease* m_lease = nullptr; // the current request's, while handle() runs
 };
 
@@ -1681,8 +1744,8 @@ private:
 
 template <class Client> void ProxyServer::Impl::session(Client& client, const std::string& peer)
 {
-    Session<Client> s(
-        client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported, bodies, limiters);
+    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported,
+        bodies, limiters, token);
     try {
         s.run();
     } catch (const std::exception&) {
@@ -1722,7 +1785,13 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     if (!up)
         return up.error();
     impl->upstream = *up;
-    auto at = parseListen(options.listen);
+    if (!options.tokenFile.empty()) {
+        auto token = readToken(options.tokenFile);
+        if (!token)
+            return token.error();
+        impl->token = std::move(token).value();
+    }
+    auto at = parseListen(options.listen, !impl->token.empty());
     if (!at)
         return at.error();
     impl->listenAt = *at;

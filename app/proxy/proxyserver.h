@@ -60,6 +60,9 @@ public:
     static constexpr std::uint64_t MAX_STREAMED_BODY_BYTES = 1ULL << 30;
     // A streamed body's bytes must come at least this fast, after --body-timeout for a start.
     static constexpr std::uint64_t MIN_BODY_RATE = 256 * 1024;
+    // A shared token's length bounds (--token-file).
+    static constexpr std::size_t MIN_TOKEN = 16;
+    static constexpr std::size_t MAX_TOKEN = 256;
     static constexpr std::chrono::seconds HEADER_DEADLINE { 10 };
     static constexpr std::chrono::seconds BODY_DEADLINE { 60 };
     // A keep-alive (or new) client connection that sends nothing for this long is closed.
@@ -91,6 +94,9 @@ public:
         // An exchange in which nothing moves for this long is ended (STALL_LIMIT by default).
         std::chrono::milliseconds stallTimeout { STALL_LIMIT };
         std::size_t maxBufferedBytes = MAX_BUFFERED_BYTES;
+        // A 0600 file holding a shared token: every request must carry it (in its path, /t/TOKEN,
+        // or an X-Tollgate-Token header), and only then may `listen` be an address others reach.
+        std::string tokenFile;
     };
 
     ~ProxyServer();

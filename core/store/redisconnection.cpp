@@ -1,19 +1,19 @@
 #include "store/redisconnection.h"
 
 #include "system/fd.h"
-
-#include <hiredis/hiredis.h>
-#include <openssl/sha.h>
+#include "system/secretfile.h"
 
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <hiredis/hiredis.h>
 #include <map>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/sha.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -86,7 +86,8 @@ Error transportError(const redisContext* c, const std::string& url, const char* 
     const int err = c ? (c->err == REDIS_ERR_IO ? errno : 0) : ENOMEM;
     const std::string why = c ? std::string(c->errstr) : std::string("out of memory");
     if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT || err == EINPROGRESS)
-        return Error::make(ErrorKind::Timeout, url, std::string("Redis did not answer in time while ") + doing);
+        return Error::make(
+            ErrorKind::Timeout, url, std::string("Redis did not answer in time while ") + doing);
     return Error::make(ErrorKind::Io, url, std::string("Redis ") + doing + " failed: " + why);
 }
 
@@ -103,12 +104,14 @@ Result<Fd> connectSocket(const RedisAddress& address, std::chrono::milliseconds 
     addrinfo* found = nullptr;
     const std::string port = std::to_string(address.port);
     if (int rc = ::getaddrinfo(address.host.c_str(), port.c_str(), &hints, &found); rc != 0)
-        return Error::make(ErrorKind::Io, url, std::string("cannot resolve the Redis host: ") + ::gai_strerror(rc));
+        return Error::make(
+            ErrorKind::Io, url, std::string("cannot resolve the Redis host: ") + ::gai_strerror(rc));
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     Error last = Error::make(ErrorKind::Io, url, "no address to connect to");
     for (const addrinfo* ai = found; ai; ai = ai->ai_next) {
-        const int raw = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+        const int raw
+            = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
         if (raw < 0) {
             last = Error::fromErrno(errno, url, "cannot create a socket for Redis");
             continue;
@@ -209,29 +212,11 @@ Result<std::optional<std::string>> RedisConnection::password()
     const char* file = std::getenv("TOLLGATE_REDIS_PASSWORD_FILE");
     if (!file || !*file)
         return std::optional<std::string>();
-    auto fd = Fd::openRegular(file, O_RDONLY);
-    if (!fd)
-        return Error::make(fd.error().kind, file,
-            "cannot read the Redis password file (TOLLGATE_REDIS_PASSWORD_FILE): " + fd.error().message);
-    struct stat st
-    {
-    };
-    if (::fstat(fd->get(), &st) != 0)
-        return Error::fromErrno(errno, file, "cannot stat the Redis password file");
-    if (st.st_uid != ::geteuid())
-        return Error::make(ErrorKind::Permission, file, "the Redis password file belongs to another user; refusing it");
-    if (st.st_mode & 077)
-        return Error::make(ErrorKind::Permission, file,
-            "the Redis password file can be read or written by others; refusing it: chmod 600 " + std::string(file));
-    auto text = fd->readAll(MAX_PASSWORD_BYTES);
-    if (!text)
-        return text.error();
-    std::string pw = std::move(text).value();
-    while (!pw.empty() && (pw.back() == '\n' || pw.back() == '\r'))
-        pw.pop_back();
-    if (pw.empty())
-        return Error::make(ErrorKind::Usage, file, "the Redis password file is empty");
-    return std::optional<std::string>(std::move(pw));
+    auto pw = SecretFile::read(
+        file, "the Redis password file (TOLLGATE_REDIS_PASSWORD_FILE)", MAX_PASSWORD_BYTES);
+    if (!pw)
+        return pw.error();
+    return std::optional<std::string>(std::move(pw).value());
 }
 
 std::string RedisConnection::key(const RedisAddress& address, const std::string& name)
@@ -242,7 +227,8 @@ std::string RedisConnection::key(const RedisAddress& address, const std::string&
 Result<RedisConnection> RedisConnection::open(const RedisAddress& address, std::chrono::milliseconds timeout)
 {
     if (timeout < std::chrono::milliseconds(1))
-        return Error::make(ErrorKind::Usage, address.url(), "a Redis timeout must be at least 1 ms"); // 0 would mean none
+        return Error::make(
+            ErrorKind::Usage, address.url(), "a Redis timeout must be at least 1 ms"); // 0 would mean none
     auto impl = std::make_unique<Impl>();
     impl->address = address;
     impl->timeout = timeout;
@@ -292,7 +278,8 @@ Result<void> RedisConnection::reconnect()
     } else if (!d.address.user.empty()) {
         d.context.reset();
         return Error::make(ErrorKind::Usage, url,
-            "a Redis user is named but no password is set (TOLLGATE_REDIS_PASSWORD or TOLLGATE_REDIS_PASSWORD_FILE)");
+            "a Redis user is named but no password is set (TOLLGATE_REDIS_PASSWORD or "
+            "TOLLGATE_REDIS_PASSWORD_FILE)");
     }
     if (d.address.db != 0) {
         auto r = d.raw({ "SELECT", std::to_string(d.address.db) });
@@ -300,7 +287,8 @@ Result<void> RedisConnection::reconnect()
             return r.error();
         if (r->type == RedisReply::Type::Error) {
             d.context.reset();
-            return Error::make(ErrorKind::Usage, url, "Redis refused database " + std::to_string(d.address.db) + ": " + r->text);
+            return Error::make(ErrorKind::Usage, url,
+                "Redis refused database " + std::to_string(d.address.db) + ": " + r->text);
         }
     }
     return {};
@@ -336,7 +324,8 @@ Result<std::int64_t> RedisConnection::serverTimeMs()
         return r.error();
     if (r->type != RedisReply::Type::Array || r->elements.size() != 2
         || r->elements[0].type != RedisReply::Type::String || r->elements[1].type != RedisReply::Type::String)
-        return Error::make(ErrorKind::Corrupt, url(), "Redis answered TIME with something that is not a time");
+        return Error::make(
+            ErrorKind::Corrupt, url(), "Redis answered TIME with something that is not a time");
     char* end = nullptr;
     const long long s = std::strtoll(r->elements[0].text.c_str(), &end, 10);
     const long long us = std::strtoll(r->elements[1].text.c_str(), &end, 10);
@@ -412,7 +401,8 @@ Result<RedisReply> RedisConnection::callFunction(
         }
         // Not loaded on this server (a new server, a restart without persistence, FUNCTION
         // FLUSH): nothing ran. Load it and call again.
-        if (attempt == 0 && r->type == RedisReply::Type::Error && startsWith(r->text, "ERR Function not found")) {
+        if (attempt == 0 && r->type == RedisReply::Type::Error
+            && startsWith(r->text, "ERR Function not found")) {
             auto loaded = command({ "FUNCTION", "LOAD",
                 "#!lua name=" + name + "\nlocal FUNCTION_NAME = '" + name + "'\n" + library });
             if (!loaded)
@@ -422,8 +412,10 @@ Result<RedisReply> RedisConnection::callFunction(
                 return eval(library, keys, args);
             }
             // "already exists": another client loaded it in between, as wanted.
-            if (loaded->type == RedisReply::Type::Error && loaded->text.find("already exists") == std::string::npos)
-                return Error::make(ErrorKind::Io, url(), "Redis did not load Tollgate's function library: " + loaded->text);
+            if (loaded->type == RedisReply::Type::Error
+                && loaded->text.find("already exists") == std::string::npos)
+                return Error::make(
+                    ErrorKind::Io, url(), "Redis did not load Tollgate's function library: " + loaded->text);
             continue;
         }
         return r;

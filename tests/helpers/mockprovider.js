@@ -39,7 +39,7 @@ const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, output
     streams: 0, streamMs: [],
     // Request bodies as they arrive: bytes received in all, and requests whose connection closed
     // before their body was complete (a proxy that cut a request off mid-body).
-    bodyBytes: 0, incompleteBodies: 0, uploads: [] };
+    bodyBytes: 0, incompleteBodies: 0, uploads: [], tokenLeaks: 0, paths: [] };
 const STREAM_TIMES = 20000;
 let dropNext = false; // POST /_dropnext: the next request on a kept connection is dropped unanswered
 let admitted = []; // times of admitted requests in the window
@@ -147,6 +147,9 @@ const handler = (req, res) => {
         const key = req.headers['x-api-key'] || req.headers['authorization'] || '';
         stats.keys[key] = (stats.keys[key] || 0) + 1;
         stats.acceptEncoding.push(req.headers['accept-encoding'] || '');
+        // The proxy's shared token (--token-file) must never reach the provider.
+        if (req.headers['x-tollgate-token'] || req.url.startsWith('/t/')) stats.tokenLeaks++;
+        stats.paths.push(req.url);
         const caller = req.headers['x-tollgate-caller'];
         if (caller) stats.callers[caller] = (stats.callers[caller] || 0) + 1; // must never arrive
         let body = {};
