@@ -39,6 +39,7 @@ struct Figures {
     std::optional<double> redisHomeCommandsPerAcquire;
     std::optional<double> redisHome8PerSec;
     std::optional<double> redisBucket8SameRun; // the bare bucket, measured next to it
+    std::optional<double> redisLowerBound8PerSec; // row 6f: what any admission with the home's semantics can reach at most
     std::string redisSkipped; // why, when the Redis rows were skipped
     std::size_t stateBytes = 0; // encoded state + slot header, as measured after row 1
 };

@@ -57,6 +57,46 @@ redis.call('PEXPIRE', KEYS[1], 3600000)
 return granted
 )lua";
 
+// Row 6f: a lower bound for any admission with the semantics issue 10 asks of the Redis home,
+// not an implementation of it. It does strictly less than an admission must: the global pause
+// and 429 backoff, a rolling window of requests and tokens for the provider (a ring of 33
+// buckets as hash fields with running sums, so only the buckets that left the window are
+// read), an empty-queue check, a fence that only grows, and one history entry (XADD). It
+// leaves out what a real admission needs besides: per-model windows, slots and their holders
+// (host, pid, lease), per-caller accounting, headroom, waiters' deadlines, lost-reply
+// recovery, validation of forged values, and the PUBLISH that wakes the dashboard. If even
+// this falls short of 0.8x the bucket, so does every implementation of the issue's semantics.
+// KEYS: global hash, provider hash, fence counter, history stream. ARGV: tokens, caller.
+constexpr const char* LOWER_BOUND_ADMISSION = R"lua(
+local t = redis.call('TIME')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+local g = redis.call('HMGET', KEYS[1], 'paused', 'backoff_until')
+if g[1] == '1' then return {0, 'paused'} end
+if tonumber(g[2] or 0) > now then return {0, 'backoff'} end
+local p = redis.call('HMGET', KEYS[2], 'lim_r', 'lim_t', 'win', 'sum_r', 'sum_t', 'cur', 'cur_r', 'cur_t', 'queue')
+local limR, limT, win = tonumber(p[1] or 1e12), tonumber(p[2] or 1e15), tonumber(p[3] or 60000)
+local sumR, sumT, cur = tonumber(p[4] or 0), tonumber(p[5] or 0), tonumber(p[6] or 0)
+local idx = math.floor(now / (win / 32))
+local curR, curT = tonumber(p[7] or 0), tonumber(p[8] or 0)
+if idx ~= cur then
+  for i = math.max(cur - 32, idx - 65), idx - 33 do
+    local old = redis.call('HMGET', KEYS[2], 'r' .. (i % 33), 't' .. (i % 33))
+    sumR = sumR - tonumber(old[1] or 0)
+    sumT = sumT - tonumber(old[2] or 0)
+  end
+  curR, curT = 0, 0
+end
+if tonumber(p[9] or 0) > 0 then return {0, 'queue'} end
+local want = tonumber(ARGV[1])
+if sumR + 1 > limR or sumT + want > limT then return {0, 'window'} end
+local fence = redis.call('INCR', KEYS[3])
+redis.call('HSET', KEYS[2], 'sum_r', sumR + 1, 'sum_t', sumT + want, 'cur', idx, 'cur_r', curR + 1,
+  'cur_t', curT + want, 'r' .. (idx % 33), curR + 1, 't' .. (idx % 33), curT + want)
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', '100000', '*', 'event', 'admit', 'provider', 'bench',
+  'caller', ARGV[2], 'fence', fence, 'tokens', want)
+return {1, fence}
+)lua";
+
 constexpr const char* KEY = "tollgate-bench:bucket";
 constexpr const char* CAPACITY = "1000000000000"; // never runs dry: we measure cost, not refusals
 constexpr const char* PER_MS = "1000000";
@@ -313,6 +353,26 @@ Aggregate aggregate(int clients, int durationMs, const std::function<std::functi
     return a;
 }
 
+// A client of the lower-bound admission (row 6f); true when admitted.
+std::function<std::function<bool()>()> lowerBoundClient(int port, const std::string& sha)
+{
+    return [port, sha]() -> std::function<bool()> {
+        auto ctx = std::make_shared<Context>(connect(port));
+        if (!*ctx)
+            return {};
+        return [ctx, sha] {
+            Reply r(static_cast<redisReply*>(redisCommand(ctx->get(),
+                "EVALSHA %s 4 {lb}:global {lb}:p:bench {lb}:fence {lb}:history 100 bench", sha.c_str())));
+            if (!r)
+                throw std::runtime_error(std::string("EVALSHA: ") + (ctx->get()->err ? ctx->get()->errstr : "no reply"));
+            if (r->type == REDIS_REPLY_ERROR)
+                throw std::runtime_error("EVALSHA: " + std::string(r->str, r->len));
+            return r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER
+                && r->element[0]->integer == 1;
+        };
+    };
+}
+
 // A bare token-bucket client (its own connection, made after the fork).
 std::function<std::function<bool()>()> bucketClient(int port, const std::string& sha)
 {
@@ -363,6 +423,14 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
         if (!setup.limiter->setLimits("bench", l, "bench"))
             throw std::runtime_error("cannot set the bench's limits on the Redis home");
     }
+    std::string lowerSha;
+    {
+        Context ctx = connect(port);
+        Reply load(static_cast<redisReply*>(redisCommand(ctx.get(), "SCRIPT LOAD %s", LOWER_BOUND_ADMISSION)));
+        if (!load || load->type != REDIS_REPLY_STRING)
+            throw std::runtime_error("SCRIPT LOAD of the lower-bound admission failed");
+        lowerSha.assign(load->str, load->len);
+    }
     std::fprintf(stderr, "bench: 6c. Redis home, 1 client, %d acquires\n", c.redisCalls);
     HomeClient one(url);
     const int warm = std::min(c.warmup, 500);
@@ -409,6 +477,15 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
         if (clients == 8) {
             f.redisHome8PerSec = homeRun.perSec;
             f.redisBucket8SameRun = bucketRun.perSec;
+            std::fprintf(stderr, "bench: 6f. 8 clients, %d ms: the lower-bound admission\n", c.durationMs);
+            auto lowerRun = aggregate(clients, c.durationMs, lowerBoundClient(port, lowerSha));
+            Row lb { "6f", "lower bound of an admission (pause, backoff, window, queue, fence, history; see redisbench.cpp), 8 client processes",
+                {}, {}, {}, lowerRun.perSec, 0,
+                fmtNumber(lowerRun.perSec / bucketRun.perSec, 2) + "× the bucket"
+                    + (lowerRun.failed ? "; " + std::to_string(lowerRun.failed) + " refused" : std::string()) };
+            fillLatency(lb, lowerRun.latency);
+            rows.push_back(lb);
+            f.redisLowerBound8PerSec = lowerRun.perSec;
         }
     }
 }
