@@ -4,6 +4,7 @@
 // or restarted gives a clear error naming the URL, never a hang, and the next command reconnects.
 
 #include "helpers/redisserver.h"
+#include "helpers/tricklepeer.h"
 #include "store/redisconnection.h"
 
 #include <QDir>
@@ -40,6 +41,7 @@ private Q_SLOTS:
     void restartedServerIsReconnected();
     void aKilledConnectionIsMadeAgainBeforeTheCommand();
     void socketIsCloseOnExecAndTimeoutIsNeverNone();
+    void aTricklingServerCannotStretchTheDeadline();
 
 private:
     static RedisAddress address(quint16 port, int db = 0)
@@ -360,6 +362,23 @@ void TestRedisConnection::socketIsCloseOnExecAndTimeoutIsNeverNone()
     auto none = RedisConnection::open(address(m_server.port()), 0ms);
     QVERIFY(!none.ok());
     QCOMPARE(none.error().kind, ErrorKind::Usage);
+}
+
+// A peer that answers a command one byte at a time, never finishing: each read gets a byte
+// well within the timeout, so a per-read timeout would wait for ever (here: until the peer
+// gives up after 20 s and hangs up, an Io error). One deadline for the whole command ends it
+// as a Timeout. The peer is a separate process, as a remote server is.
+void TestRedisConnection::aTricklingServerCannotStretchTheDeadline()
+{
+    TricklePeer peer;
+    QVERIFY(peer.port() != 0);
+    auto c = RedisConnection::open(address(peer.port()), 300ms);
+    QVERIFY2(c.ok(), c.ok() ? "" : c.error().describe().c_str());
+    auto r = c->command({ "PING" });
+    QVERIFY(!r.ok());
+    QVERIFY2(r.error().kind == ErrorKind::Timeout, r.error().describe().c_str());
+    QVERIFY(r.error().describe().find("did not answer in time") != std::string::npos);
+    QVERIFY(c->broken());
 }
 
 QTEST_APPLESS_MAIN(TestRedisConnection)

@@ -6,6 +6,7 @@
 // (never replaced by defaults), and no overrun or wedge through it all.
 
 #include "helpers/redisserver.h"
+#include "helpers/tricklepeer.h"
 #include "store/redisconnection.h"
 #include "testsupport.h"
 
@@ -42,6 +43,7 @@ private Q_SLOTS:
     void forgedValuesAreSetAsideOrRefused();
     void forgedFarFutureTimesAreBounded();
     void killStormWithRedisRestart();
+    void aSlowRedisFailsTheCommandWithinItsTimeout();
 
 private:
     Ran cli(const QStringList& args, int limitMs = 60000) const
@@ -345,6 +347,25 @@ void TestRedisFaults::killStormWithRedisRestart()
     const Ran r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("after"),
         QStringLiteral("--timeout"), QStringLiteral("30"), QStringLiteral("--"), QStringLiteral("true") });
     QVERIFY2(r.code == 0, r.err.constData());
+}
+
+// `acquire --timeout T` on a Redis home that answers, but slowly: each Redis operation gets at
+// most T (at least 0.5 s, at most 2 s), for all of it. The peer finishes its first reply (a
+// valid "+PPP...") only after 1 s, byte by byte, then hangs up: with --timeout 0.3 the command
+// gives up at 0.5 s and says Redis did not answer in time (before, every read had its own 2 s,
+// so the reply was taken and the next command met a closed connection instead).
+void TestRedisFaults::aSlowRedisFailsTheCommandWithinItsTimeout()
+{
+    TricklePeer peer(20);
+    QVERIFY(peer.port() != 0);
+    const QString home = QStringLiteral("redis://127.0.0.1:%1?prefix=slow").arg(peer.port());
+    const Ran r = TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--home"), home, QStringLiteral("--caller"),
+            QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0.3") },
+        30000);
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains("did not answer in time"), r.err.constData());
+    QVERIFY2(r.err.contains(QByteArray::number(peer.port())), r.err.constData()); // names the URL
 }
 
 QTEST_GUILESS_MAIN(TestRedisFaults)

@@ -33,6 +33,7 @@ namespace {
 using nlohmann::json;
 
 constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
+constexpr std::chrono::milliseconds MIN_REDIS_OP { 500 };
 constexpr std::int64_t MAX_AMOUNT = std::int64_t(1) << 40;
 
 // Every option of every shared-quota command. One command runs per process, so the
@@ -97,6 +98,8 @@ struct Context
     std::unique_ptr<QuotaReader> reader;
     std::optional<QuotaView> firstLook; // taken by openExisting on a Redis home, used by the first peek
     std::unique_ptr<QuotaLimiter> limiter;
+    // Each Redis operation's deadline; acquire and run bound it by their --timeout.
+    std::chrono::milliseconds redisTimeout = RedisConnection::DEFAULT_TIMEOUT;
 
     explicit Context(std::string command)
         : console(std::move(command), g_options.common.json, g_options.common.quiet)
@@ -115,7 +118,7 @@ struct Context
         if (!spec)
             return console.fail(spec.error());
         home = spec->text();
-        auto s = StoreFactory::openBackend(*spec, clock, probe);
+        auto s = StoreFactory::openBackend(*spec, clock, probe, nullptr, redisTimeout);
         if (!s)
             return console.fail(s.error());
         store = std::move(s).value();
@@ -528,6 +531,12 @@ int parseRequest(Context& c, AdmitRequest& request, double& timeoutSeconds)
     }
     request.tokens = o.tokens.value_or(0);
     timeoutSeconds = std::min(o.timeout.value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
+    // A Redis home that does not answer fails the command within its --timeout: each
+    // operation gets at most that long (but at least MIN_REDIS_OP, one round trip's room even
+    // for a try, and at most the default).
+    const auto wanted = std::chrono::milliseconds(static_cast<std::int64_t>(
+        std::min(timeoutSeconds, 3600.0) * 1000.0));
+    c.redisTimeout = std::clamp(wanted, MIN_REDIS_OP, RedisConnection::DEFAULT_TIMEOUT);
     return -1;
 }
 

@@ -39,14 +39,6 @@ constexpr std::size_t MAX_PASSWORD_BYTES = 4096;
 
 std::atomic<std::uint64_t> g_commandsSent { 0 };
 
-timeval toTimeval(std::chrono::milliseconds ms)
-{
-    timeval tv {};
-    tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
-    tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
-    return tv;
-}
-
 RedisReply convert(const redisReply* r)
 {
     RedisReply out;
@@ -91,11 +83,30 @@ Error transportError(const redisContext* c, const std::string& url, const char* 
     return Error::make(ErrorKind::Io, url, std::string("Redis ") + doing + " failed: " + why);
 }
 
+using Steady = std::chrono::steady_clock;
+
+// Waits until `fd` is ready for `events` or the deadline passes (EINTR does not stretch it:
+// the deadline is absolute). True when ready (or in error: the next read or write says which).
+bool waitReady(int fd, short events, Steady::time_point deadline)
+{
+    for (;;) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Steady::now());
+        if (left.count() <= 0)
+            return false;
+        pollfd p { fd, events, 0 };
+        const int n = ::poll(&p, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
+        if (n > 0)
+            return true;
+        if (n < 0 && errno != EINTR)
+            return true; // let the read or write report it
+    }
+}
+
 // Resolves the host (a numeric address needs no lookup; a name is looked up by the system
 // resolver, whose own timeouts apply) and connects a non-blocking, close-on-exec socket to the
-// first address that answers before the deadline. Then the socket is made blocking again:
-// hiredis's blocking API with SO_RCVTIMEO/SO_SNDTIMEO bounds every read and write.
-Result<Fd> connectSocket(const RedisAddress& address, std::chrono::milliseconds timeout)
+// first address that answers before the deadline. The socket stays non-blocking: every
+// command is written and its reply read with poll() against one deadline (Impl::raw).
+Result<Fd> connectSocket(const RedisAddress& address, Steady::time_point deadline)
 {
     const std::string url = address.url();
     addrinfo hints {};
@@ -107,7 +118,6 @@ Result<Fd> connectSocket(const RedisAddress& address, std::chrono::milliseconds 
         return Error::make(
             ErrorKind::Io, url, std::string("cannot resolve the Redis host: ") + ::gai_strerror(rc));
     std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> list(found, &::freeaddrinfo);
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
     Error last = Error::make(ErrorKind::Io, url, "no address to connect to");
     for (const addrinfo* ai = found; ai; ai = ai->ai_next) {
         const int raw
@@ -150,9 +160,6 @@ Result<Fd> connectSocket(const RedisAddress& address, std::chrono::milliseconds 
                 : Error::fromErrno(errno, url, "cannot connect to Redis");
             continue;
         }
-        const int flags = ::fcntl(sock.get(), F_GETFL);
-        if (flags < 0 || ::fcntl(sock.get(), F_SETFL, flags & ~O_NONBLOCK) != 0)
-            return Error::fromErrno(errno, url, "cannot set up the Redis socket");
         const int one = 1;
         (void)::setsockopt(sock.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         return sock;
@@ -172,7 +179,10 @@ struct RedisConnection::Impl
     std::map<std::string, std::string> functions; // library text -> its function's name
     bool functionsRefused = false; // this server (or our user) has no FUNCTION/FCALL
 
-    Result<RedisReply> raw(const std::vector<std::string>& argv)
+    // One command and its whole reply before `deadline`: the command is written and the
+    // reply read without blocking, polling against that one deadline, so a server that
+    // trickles its reply, or signals arriving meanwhile, cannot stretch it.
+    Result<RedisReply> raw(const std::vector<std::string>& argv, Steady::time_point deadline)
     {
         if (!context)
             return Error::make(ErrorKind::Io, address.url(), "not connected to Redis");
@@ -184,16 +194,54 @@ struct RedisConnection::Impl
             args.push_back(a.data());
             lens.push_back(a.size());
         }
-        errno = 0;
+        const std::string doing = "running " + argv.front();
+        if (redisAppendCommandArgv(context.get(), static_cast<int>(args.size()), args.data(), lens.data())
+            != REDIS_OK)
+            return broken(doing);
         g_commandsSent.fetch_add(1, std::memory_order_relaxed);
-        ReplyPtr reply(static_cast<redisReply*>(
-            redisCommandArgv(context.get(), static_cast<int>(args.size()), args.data(), lens.data())));
-        if (!reply) {
-            auto e = transportError(context.get(), address.url(), ("running " + argv.front()).c_str());
-            context.reset(); // a broken connection is never used again: the reply stream may be out of step
-            return e;
+        auto reply = readReply(doing, deadline, true);
+        if (!reply)
+            return reply.error();
+        return convert(reply->get());
+    }
+
+    // Writes what hiredis holds for the server (when `write`), then reads one reply, before
+    // `deadline`. Any failure leaves the connection unusable (the reply stream may be out of
+    // step), so it is dropped.
+    Result<ReplyPtr> readReply(const std::string& doing, Steady::time_point deadline, bool write)
+    {
+        redisContext* c = context.get();
+        for (int done = !write; !done;) {
+            errno = 0;
+            if (redisBufferWrite(c, &done) != REDIS_OK)
+                return broken(doing);
+            if (!done && !waitReady(c->fd, POLLOUT, deadline))
+                return timedOut(doing);
         }
-        return convert(reply.get());
+        for (;;) {
+            void* raw = nullptr;
+            if (redisGetReplyFromReader(c, &raw) != REDIS_OK)
+                return broken(doing);
+            if (raw)
+                return ReplyPtr(static_cast<redisReply*>(raw));
+            if (!waitReady(c->fd, POLLIN, deadline))
+                return timedOut(doing);
+            errno = 0;
+            if (redisBufferRead(c) != REDIS_OK)
+                return broken(doing);
+        }
+    }
+
+    Error broken(const std::string& doing)
+    {
+        auto e = transportError(context.get(), address.url(), doing.c_str());
+        context.reset();
+        return e;
+    }
+    Error timedOut(const std::string& doing)
+    {
+        context.reset();
+        return Error::make(ErrorKind::Timeout, address.url(), "Redis did not answer in time while " + doing);
     }
 };
 
@@ -237,20 +285,21 @@ Result<RedisConnection> RedisConnection::open(const RedisAddress& address, std::
         return pw.error();
     impl->password = std::move(pw).value();
     RedisConnection c(std::move(impl));
-    if (auto r = c.reconnect(); !r)
+    if (auto r = c.reconnect(std::chrono::steady_clock::now() + timeout); !r)
         return r.error();
     return c;
 }
 
-Result<void> RedisConnection::reconnect()
+Result<void> RedisConnection::reconnect(std::chrono::steady_clock::time_point deadline)
 {
     Impl& d = *m_impl;
     d.context.reset();
     const std::string url = d.address.url();
     // Our own socket, close-on-exec from its first instant (`tollgate run` must not hand the
     // connection to its command, nor may another thread's fork catch it half-made), connected
-    // with a deadline; then given to hiredis.
-    auto fd = connectSocket(d.address, d.timeout);
+    // with a deadline; then given to hiredis, which is told it does not block (so it hands
+    // EAGAIN back to our poll() instead of treating it as an error).
+    auto fd = connectSocket(d.address, deadline);
     if (!fd)
         return fd.error();
     errno = 0;
@@ -258,8 +307,7 @@ Result<void> RedisConnection::reconnect()
     if (!ctx || ctx->err)
         return transportError(ctx.get(), url, "connecting");
     (void)fd->release(); // hiredis owns it now (redisFree closes it)
-    if (redisSetTimeout(ctx.get(), toTimeval(d.timeout)) != REDIS_OK)
-        return transportError(ctx.get(), url, "setting the timeout");
+    ctx->flags &= ~REDIS_BLOCK;
     (void)redisEnableKeepAlive(ctx.get()); // a peer that vanished is noticed, not waited on
     d.context = std::move(ctx);
     if (d.password) {
@@ -267,7 +315,7 @@ Result<void> RedisConnection::reconnect()
         if (!d.address.user.empty())
             auth.push_back(d.address.user);
         auth.push_back(*d.password);
-        auto r = d.raw(auth);
+        auto r = d.raw(auth, deadline);
         if (!r)
             return r.error();
         if (r->type == RedisReply::Type::Error) {
@@ -282,7 +330,7 @@ Result<void> RedisConnection::reconnect()
             "TOLLGATE_REDIS_PASSWORD_FILE)");
     }
     if (d.address.db != 0) {
-        auto r = d.raw({ "SELECT", std::to_string(d.address.db) });
+        auto r = d.raw({ "SELECT", std::to_string(d.address.db) }, deadline);
         if (!r)
             return r.error();
         if (r->type == RedisReply::Type::Error) {
@@ -306,11 +354,13 @@ Result<RedisReply> RedisConnection::command(const std::vector<std::string>& argv
         if (::poll(&p, 1, 0) > 0)
             m_impl->context.reset();
     }
+    // One deadline for the whole operation: reconnecting, sending, and the complete reply.
+    const auto deadline = std::chrono::steady_clock::now() + m_impl->timeout;
     if (!m_impl->context) {
-        if (auto r = reconnect(); !r)
+        if (auto r = reconnect(deadline); !r)
             return r.error();
     }
-    auto reply = m_impl->raw(argv);
+    auto reply = m_impl->raw(argv, deadline);
     if (reply && reply->type == RedisReply::Type::Error && reply->text.rfind("NOAUTH", 0) == 0)
         return Error::make(ErrorKind::Permission, url(),
             "Redis requires a password: set TOLLGATE_REDIS_PASSWORD or TOLLGATE_REDIS_PASSWORD_FILE");
@@ -443,24 +493,21 @@ std::string RedisConnection::scriptSha(const std::string& script)
 
 Result<void> RedisConnection::subscribe(const std::vector<std::string>& channels)
 {
+    const auto deadline = std::chrono::steady_clock::now() + m_impl->timeout;
     if (!m_impl->context) {
-        if (auto r = reconnect(); !r)
+        if (auto r = reconnect(deadline); !r)
             return r.error();
     }
     std::vector<std::string> argv { "SUBSCRIBE" };
     argv.insert(argv.end(), channels.begin(), channels.end());
-    auto first = m_impl->raw(argv);
+    auto first = m_impl->raw(argv, deadline);
     if (!first)
         return first.error();
     // One confirmation per channel; the first came as the command's reply.
     for (std::size_t i = 1; i < channels.size(); ++i) {
-        void* r = nullptr;
-        if (redisGetReply(m_impl->context.get(), &r) != REDIS_OK || !r) {
-            auto e = transportError(m_impl->context.get(), url(), "subscribing");
-            m_impl->context.reset();
-            return e;
-        }
-        freeReplyObject(r);
+        auto r = m_impl->readReply("subscribing", deadline, false);
+        if (!r)
+            return r.error();
     }
     return {};
 }

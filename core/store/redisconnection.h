@@ -4,13 +4,13 @@
 // RESP code of ours). The groundwork of the Redis store; hiredis types never leave the .cpp.
 //
 // Invariants:
-// - Nothing waits for ever: connecting has a deadline (our own non-blocking, close-on-exec
-//   socket, then handed to hiredis), and every read and write of a command gives up after the
-//   timeout (SO_RCVTIMEO/SO_SNDTIMEO) with ErrorKind::Timeout naming the URL. Known gaps, to
-//   close with the Redis store (a non-blocking context driven by poll() with one deadline per
-//   operation): the timeout is per read, so a server that trickles a reply byte by byte, or
-//   signals arriving during a read, stretch a command; a host *name* is resolved by the system
-//   resolver with its own timeouts.
+// - Nothing waits for ever: each command has one deadline, `timeout` from its start, for
+//   all of it: reconnecting (our own non-blocking, close-on-exec socket, handed to hiredis as
+//   a non-blocking context), writing the command and reading its complete reply, each step
+//   a poll() against that deadline. A server that trickles its reply byte by byte, or signals
+//   arriving meanwhile, cannot stretch it; past it the command is an ErrorKind::Timeout naming
+//   the URL. Known gap: a host *name* is resolved by the system resolver with its own
+//   timeouts (a numeric address needs no lookup).
 // - Fail closed: any transport error marks the connection broken and is returned (naming the
 //   URL and the error); the next command reconnects once before it reports failure. No command
 //   is retried after it may have reached the server — a retried EVALSHA could apply a
@@ -108,7 +108,7 @@ public:
 private:
     struct Impl;
     explicit RedisConnection(std::unique_ptr<Impl> impl);
-    Result<void> reconnect();
+    Result<void> reconnect(std::chrono::steady_clock::time_point deadline);
     std::unique_ptr<Impl> m_impl;
 };
 

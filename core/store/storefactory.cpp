@@ -46,11 +46,11 @@ Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
     return std::unique_ptr<QuotaReader>(std::make_unique<FileQuotaReader>(home.dir(), options));
 }
 
-Result<std::unique_ptr<QuotaBackend>> StoreFactory::openBackend(
-    const HomeSpec& home, const Clock& clock, const ProcessProbe& probe, const Clock* redisTestClock)
+Result<std::unique_ptr<QuotaBackend>> StoreFactory::openBackend(const HomeSpec& home, const Clock& clock,
+    const ProcessProbe& probe, const Clock* redisTestClock, std::chrono::milliseconds redisTimeout)
 {
     if (!home.isDirectory()) {
-        auto backend = RedisQuotaBackend::open(home.redis(), probe, redisTestClock);
+        auto backend = RedisQuotaBackend::open(home.redis(), probe, redisTestClock, redisTimeout);
         if (!backend)
             return backend.error();
         return std::unique_ptr<QuotaBackend>(std::move(backend).value());

@@ -9,8 +9,10 @@
 #include "store/homespec.h"
 #include "store/quotareader.h"
 #include "store/quotastore.h"
+#include "store/redisconnection.h"
 #include "system/processprobe.h"
 
+#include <chrono>
 #include <memory>
 #include <string_view>
 
@@ -22,9 +24,11 @@ public:
     // The write side: the quota's operations on the home. A directory home is created (0700)
     // when missing; a Redis home is connected to (an unreachable one is an error naming the
     // URL). `clock`: the decisions' time on a directory home; on Redis the server's TIME,
-    // unless `redisTestClock` (tests) is given.
+    // unless `redisTestClock` (tests) is given. `redisTimeout`: the deadline of each Redis
+    // operation (connect, command and whole reply), from its start.
     [[nodiscard]] static Result<std::unique_ptr<QuotaBackend>> openBackend(const HomeSpec& home,
-        const Clock& clock, const ProcessProbe& probe, const Clock* redisTestClock = nullptr);
+        const Clock& clock, const ProcessProbe& probe, const Clock* redisTestClock = nullptr,
+        std::chrono::milliseconds redisTimeout = RedisConnection::DEFAULT_TIMEOUT);
     [[nodiscard]] static Result<std::unique_ptr<QuotaBackend>> openBackend(
         std::string_view home, const Clock& clock, const ProcessProbe& probe);
     // The store of a directory home (its transactions; tests and tools that need them).
