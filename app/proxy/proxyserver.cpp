@@ -1568,6 +1568,7 @@ private:
                     // the whole, so its connection is closed without a proper end.
                     return out;
                 }
+                takeBuffered(buffer, *parser);
                 const std::size_t got = sizeof chunk - response.body().size;
                 if (got == 0 && !parser->is_done())
                     continue; // only framing was read (a chunk header): an empty chunk would end the answer
@@ -1611,6 +1612,22 @@ private:
         out.clientOk = !clientGone && !ec;
         out.reusable = out.clientOk && upstreamGoesOn && parser->is_done() && buffer.size() == 0;
         return out;
+    }
+
+    // Bytes already read that belong to this answer go into the same write, without another
+    // read of the socket: an answer whose last event and end came in one read leaves in one
+    // write (one packet, one wake-up of the client) rather than a write for the data and one
+    // for the chunked end. Stops where the parser needs more bytes or the body buffer is
+    // full; an error is left for the next pump to find and report.
+    template <class Parser> static void takeBuffered(beast::flat_buffer& buffer, Parser& parser)
+    {
+        while (!parser.is_done() && buffer.size() > 0 && parser.get().body().size > 0) {
+            beast::error_code ec;
+            const std::size_t used = parser.put(buffer.data(), ec);
+            buffer.consume(used);
+            if (ec || used == 0)
+                return;
+        }
     }
 
     // Parses what is buffered and reads from the upstream only when the parser can make no
