@@ -15,6 +15,7 @@
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <csignal>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ class TestHolders final : public QObject
 private Q_SLOTS:
     void init();
     void cleanup();
+    void killedRunTakesItsCommandAlong_data();
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
@@ -166,17 +168,36 @@ bool TestHolders::canUnsharePid()
 }
 
 // Issue defect 5: with --parallel 1, SIGKILL of a `tollgate run` must not leave its command
-// running while the next run is admitted.
+// running while the next run is admitted — nor any process of the command's: the `sleep` of a
+// shell waiting for it, or one that made itself a session of its own. A SIGTERM that `run`
+// passes on ends the shell; the sleep must not run on either.
+void TestHolders::killedRunTakesItsCommandAlong_data()
+{
+    QTest::addColumn<QString>("shape"); // how the command runs its sleep; %1 is the sleep's argument
+    QTest::addColumn<int>("signal");
+    QTest::newRow("the command itself, SIGKILL") << QStringLiteral("exec sleep %1") << int(SIGKILL);
+    QTest::newRow("a shell's child, SIGKILL") << QStringLiteral("sleep %1; true") << int(SIGKILL);
+    QTest::newRow("a new session's process, SIGKILL") << QStringLiteral("setsid sleep %1 & wait") << int(SIGKILL);
+    QTest::newRow("a shell's child, SIGTERM passed on") << QStringLiteral("sleep %1; true") << int(SIGTERM);
+}
+
 void TestHolders::killedRunTakesItsCommandAlong()
 {
+    QFETCH(QString, shape);
+    QFETCH(int, signal);
     QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
                      QStringLiteral("--parallel"), QStringLiteral("1") })
                  .code,
         0);
     const QString tag = uniqueSleep();
+    // The run's retry-after file goes to $TMPDIR, and goes away with the killed run.
+    const QString tmp = m_dir->path() + QStringLiteral("/tmp");
+    QVERIFY(QDir().mkpath(tmp));
     QProcess* first = start(QStringLiteral(TOLLGATE_CLI_PATH),
         withHome({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("first"), QStringLiteral("--"), QStringLiteral("sleep"), tag }));
+            QStringLiteral("first"), QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
+            shape.arg(tag) }),
+        { QStringLiteral("TMPDIR=") + tmp });
     QTRY_VERIFY_WITH_TIMEOUT(!pidsOf({ "sleep", tag.toUtf8() }).empty(), 30000);
     const qint64 command = pidsOf({ "sleep", tag.toUtf8() }).front();
     m_leftovers.push_back(command);
@@ -195,9 +216,12 @@ void TestHolders::killedRunTakesItsCommandAlong()
     QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
     QVERIFY(!QFile::exists(seen));
 
-    first->kill(); // SIGKILL: no chance to release or to stop its command
+    // SIGKILL: no chance to release or to stop its command; SIGTERM: passed on to the shell.
+    ::kill(static_cast<pid_t>(first->processId()), signal);
     QVERIFY(first->waitForFinished(10000));
-    QTRY_VERIFY2_WITH_TIMEOUT(gone(command), "the command outlived its SIGKILLed run", 10000);
+    QTRY_VERIFY2_WITH_TIMEOUT(gone(command), "the command's sleep outlived its run", 10000);
+    const auto leftFiles = [&] { return QDir(tmp).entryList(QDir::Files | QDir::NoDotAndDotDot); };
+    QTRY_VERIFY2_WITH_TIMEOUT(leftFiles().isEmpty(), qPrintable(leftFiles().join(QLatin1Char(' '))), 10000);
 
     QVERIFY(second->waitForFinished(60000));
     QCOMPARE(second->exitCode(), 0);
@@ -230,6 +254,15 @@ void TestHolders::missingCommandSpendsNothing()
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("echo hi\n");
     }
+    // A script whose "#!" names an interpreter that does not exist fails in execve as surely.
+    const QString badInterpreter = m_dir->path() + QStringLiteral("/bad-interpreter.sh");
+    {
+        QFile f(badInterpreter);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("#!/nonexistent/tollgate-test-shell -e\necho hi\n");
+        f.close();
+        QVERIFY(f.setPermissions(QFileDevice::ReadOwner | QFileDevice::WriteOwner | QFileDevice::ExeOwner));
+    }
     struct Case
     {
         QString command;
@@ -237,7 +270,7 @@ void TestHolders::missingCommandSpendsNothing()
     };
     for (const Case& c : { Case { QStringLiteral("tollgate-test-no-such-command"), 127 },
              Case { m_dir->path() + QStringLiteral("/missing/cmd"), 127 }, Case { notExecutable, 126 },
-             Case { m_dir->path(), 126 } }) {
+             Case { m_dir->path(), 126 }, Case { badInterpreter, 127 } }) {
         auto r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
             QStringLiteral("x"), QStringLiteral("--tokens"), QStringLiteral("2000"),
             QStringLiteral("--timeout"), QStringLiteral("0"), QStringLiteral("--"), c.command });
@@ -354,8 +387,20 @@ void TestHolders::holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews()
     QTRY_VERIFY_WITH_TIMEOUT(!pidsOf({ "sleep", tag.toUtf8() }).empty(), 30000);
     const qint64 commandA = pidsOf({ "sleep", tag.toUtf8() }).front();
     m_leftovers.push_back(commandA);
-    const auto runA
+    // The runner and its command's keeper (a forked copy, the same command line): the runner
+    // is the one whose parent is not the other.
+    const auto copies
         = pidsOf({ cliPath.toUtf8(), "run", "--home", m_home.toUtf8(), "api", "--caller", "in-ns-a" }, true);
+    QCOMPARE(copies.size(), std::size_t(2));
+    std::vector<qint64> runA;
+    for (qint64 pid : copies) {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+        QVERIFY(stat.open(QIODevice::ReadOnly));
+        const QByteArray text = stat.readAll();
+        const qint64 parent = text.mid(text.lastIndexOf(')') + 2).split(' ').value(1).toLongLong();
+        if (std::find(copies.begin(), copies.end(), parent) == copies.end())
+            runA.push_back(pid);
+    }
     QCOMPARE(runA.size(), std::size_t(1));
 
     const auto runInB = [&](const QString& caller, const QString& timeout, const QString& marker) {

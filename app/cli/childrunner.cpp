@@ -3,6 +3,8 @@
 #include "console.h"
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 extern char** environ;
 
@@ -55,6 +58,38 @@ int codeFor(int err)
     return err == ENOENT || err == ENOTDIR || err == ENAMETOOLONG || err == ELOOP ? 127 : 126;
 }
 
+// The interpreter a script's "#!" line names ("" when the file has none or cannot be read:
+// then execve decides). Read without blocking: `path` was found to be a regular file, but
+// it may have been swapped since.
+std::string interpreterOf(const std::string& path)
+{
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return {};
+    struct stat st
+    {
+    };
+    char head[256] = {};
+    ssize_t n = -1;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        do
+            n = ::read(fd, head, sizeof head - 1);
+        while (n < 0 && errno == EINTR);
+    }
+    ::close(fd);
+    if (n < 2 || head[0] != '#' || head[1] != '!')
+        return {};
+    // As the kernel reads it: blanks, then the interpreter up to a blank or the line's end.
+    std::size_t at = 2;
+    while (at < static_cast<std::size_t>(n) && (head[at] == ' ' || head[at] == '\t'))
+        ++at;
+    std::size_t end = at;
+    while (end < static_cast<std::size_t>(n) && head[end] != ' ' && head[end] != '\t' && head[end] != '\n'
+        && head[end] != '\0')
+        ++end;
+    return std::string(head + at, end - at);
+}
+
 // The child, between fork and exec: only async-signal-safe calls.
 [[noreturn]] void execChild(const char* path, char* const* args, char* const* shArgs, char* const* envp,
     pid_t parent, const sigset_t& mask, int reportFd)
@@ -83,9 +118,307 @@ int codeFor(int err)
     ::_exit(127);
 }
 
+// What the keeper tells the runner about the command (one message, then it exits).
+struct Outcome
+{
+    int kind = 0; // EXEC_FAILED: value is errno; ENDED: value is the wait status
+    int value = 0;
+};
+constexpr int EXEC_FAILED = 1;
+constexpr int ENDED = 2;
+
+volatile sig_atomic_t g_command = 0; // in the keeper: the command's pid
+volatile sig_atomic_t g_forwarded = 0; // in the keeper: a signal was passed on to the command
+
+// The keeper passes on what the runner (or anyone) sends it; a signal the terminal sent to the
+// whole foreground group (SI_KERNEL) reached the command already.
+void keeperOnSignal(int sig, siginfo_t* info, void*)
+{
+    if (info && info->si_code == SI_KERNEL)
+        return;
+    if (g_command > 0) {
+        g_forwarded = 1;
+        ::kill(static_cast<pid_t>(g_command), sig);
+    }
+}
+
+bool readAll(int fd, void* to, std::size_t n)
+{
+    auto* p = static_cast<char*>(to);
+    while (n > 0) {
+        const ssize_t got = ::read(fd, p, n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return false;
+        p += got;
+        n -= static_cast<std::size_t>(got);
+    }
+    return true;
+}
+
+bool writeAll(int fd, const void* from, std::size_t n)
+{
+    const auto* p = static_cast<const char*>(from);
+    while (n > 0) {
+        const ssize_t put = ::write(fd, p, n);
+        if (put < 0 && errno == EINTR)
+            continue;
+        if (put <= 0)
+            return false;
+        p += put;
+        n -= static_cast<std::size_t>(put);
+    }
+    return true;
+}
+
+// The parent of `pid` from /proc/PID/stat (after the last ')': the name may hold anything);
+// 0 when it cannot be read (gone meanwhile).
+pid_t parentOf(pid_t pid)
+{
+    char path[40];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char* close = std::strrchr(buf, ')');
+    if (!close)
+        return 0;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(close + 1, " %c %d", &state, &ppid) != 2)
+        return 0;
+    return static_cast<pid_t>(ppid);
+}
+
+// SIGKILLs every process descended from `root` (this keeper); the number found.
+int killDescendants(pid_t root)
+{
+    static constexpr std::size_t MAX = 1 << 16;
+    static pid_t pids[MAX];
+    static pid_t parents[MAX];
+    static bool mine[MAX];
+    std::size_t count = 0;
+    const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return 0;
+    alignas(8) char buf[16384];
+    for (;;) {
+        const long n = ::syscall(SYS_getdents64, dir, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (long at = 0; at < n;) {
+            struct Entry
+            {
+                std::uint64_t ino;
+                std::int64_t off;
+                unsigned short reclen;
+                unsigned char type;
+                char name[1];
+            };
+            const auto* e = reinterpret_cast<const Entry*>(buf + at);
+            at += e->reclen;
+            char* end = nullptr;
+            const long pid = std::strtol(e->name, &end, 10);
+            if (pid <= 0 || *end != '\0' || pid == root || count == MAX)
+                continue;
+            const pid_t parent = parentOf(static_cast<pid_t>(pid));
+            if (parent == 0)
+                continue;
+            pids[count] = static_cast<pid_t>(pid);
+            parents[count] = parent;
+            mine[count] = parent == root;
+            ++count;
+        }
+    }
+    ::close(dir);
+    // Descendants: children of root, then their children, until nothing new is found.
+    for (bool grew = true; grew;) {
+        grew = false;
+        for (std::size_t i = 0; i < count; ++i) {
+            if (mine[i])
+                continue;
+            for (std::size_t j = 0; j < count; ++j) {
+                if (mine[j] && pids[j] == parents[i]) {
+                    mine[i] = true;
+                    grew = true;
+                    break;
+                }
+            }
+        }
+    }
+    int found = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (mine[i]) {
+            ::kill(pids[i], SIGKILL);
+            ++found;
+        }
+    }
+    return found;
+}
+
+// Kills the whole tree under this keeper, again until none is left (a process forking while
+// it is being killed), reaping what comes to it as a subreaper. Bounded: at most ~5 s.
+void killTree()
+{
+    const pid_t self = ::getpid();
+    for (int round = 0; round < 1000; ++round) {
+        const int found = killDescendants(self);
+        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        if (found == 0)
+            return;
+        ::poll(nullptr, 0, 5);
+    }
+}
+
+struct KeeperPlan
+{
+    std::string path; // resolved
+    std::vector<char*> args;
+    std::vector<char*> shArgs;
+    std::vector<std::string> environment; // the runner's, as at prepare()
+};
+
+// The keeper: waits for the runner's go (the extra environment), starts the command, and
+// tells the runner how it ended; kills the command's tree when the runner dies first, or when
+// the command ended by a signal.
+[[noreturn]] void keeperMain(const KeeperPlan& plan, int go, int report, const sigset_t& mask)
+{
+    struct sigaction sa
+    {
+    };
+    sa.sa_sigaction = keeperOnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO; // no SA_RESTART: the waits below re-check
+    for (int sig : FORWARDED)
+        ::sigaction(sig, &sa, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+
+    std::uint32_t length = 0;
+    if (!readAll(go, &length, sizeof length) || length > (64u << 20))
+        ::_exit(0); // the runner gave up (not admitted) or died
+    std::string block(length, '\0');
+    if (!readAll(go, block.data(), length))
+        ::_exit(0);
+    std::vector<std::string> extra;
+    std::string retryFile;
+    for (std::size_t at = 0; at < block.size();) {
+        const std::size_t end = block.find('\0', at);
+        extra.emplace_back(block.substr(at, end - at));
+        if (extra.back().rfind("TOLLGATE_RETRY_AFTER_FILE=", 0) == 0)
+            retryFile = extra.back().substr(26);
+        at = end == std::string::npos ? block.size() : end + 1;
+    }
+    std::vector<std::string> env;
+    for (const auto& entry : plan.environment) {
+        bool replaced = false;
+        for (const auto& e : extra)
+            replaced = replaced || entry.compare(0, e.find('=') + 1, e, 0, e.find('=') + 1) == 0;
+        if (!replaced)
+            env.push_back(entry);
+    }
+    env.insert(env.end(), extra.begin(), extra.end());
+    std::vector<char*> envp;
+    for (auto& e : env)
+        envp.push_back(e.data());
+    envp.push_back(nullptr);
+
+    int execReport[2];
+    if (::pipe2(execReport, O_CLOEXEC) != 0) {
+        const Outcome o { EXEC_FAILED, errno };
+        (void)writeAll(report, &o, sizeof o);
+        ::_exit(0);
+    }
+    sigset_t block2, old;
+    sigemptyset(&block2);
+    for (int sig : FORWARDED)
+        sigaddset(&block2, sig);
+    ::sigprocmask(SIG_BLOCK, &block2, &old);
+    const pid_t keeper = ::getpid();
+    const pid_t command = ::fork();
+    if (command == 0) {
+        ::close(execReport[0]);
+        execChild(plan.path.c_str(), plan.args.data(), plan.shArgs.data(), envp.data(), keeper, mask, execReport[1]);
+    }
+    if (command > 0)
+        g_command = command;
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::close(execReport[1]);
+    if (command < 0) {
+        const Outcome o { EXEC_FAILED, errno };
+        (void)writeAll(report, &o, sizeof o);
+        ::_exit(0);
+    }
+    int execErr = 0;
+    if (readAll(execReport[0], &execErr, sizeof execErr)) {
+        ::waitpid(command, nullptr, 0);
+        const Outcome o { EXEC_FAILED, execErr };
+        (void)writeAll(report, &o, sizeof o);
+        ::_exit(0);
+    }
+    ::close(execReport[0]);
+
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, command, 0));
+    for (;;) {
+        pollfd p[2] = { { go, POLLIN, 0 }, { pidfd, POLLIN, 0 } };
+        const int n = ::poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100);
+        if (n > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            // The runner is gone (it never writes again): nothing holds the slot for the
+            // command any more once this keeper exits, so nothing of it may run on.
+            killTree();
+            if (!retryFile.empty())
+                ::unlink(retryFile.c_str());
+            ::_exit(0);
+        }
+        int status = 0;
+        const pid_t w = ::waitpid(command, &status, WNOHANG);
+        if (w == command) {
+            // Ended by a signal (Ctrl-C, a forwarded SIGTERM): its children do not run on.
+            if (WIFSIGNALED(status) || g_forwarded)
+                killTree();
+            const Outcome o { ENDED, status };
+            (void)writeAll(report, &o, sizeof o);
+            ::_exit(0);
+        }
+        if (w < 0 && errno != EINTR) {
+            const Outcome o { EXEC_FAILED, errno };
+            (void)writeAll(report, &o, sizeof o);
+            ::_exit(0);
+        }
+    }
+}
+
 } // namespace
 
 ChildRunner::Resolution ChildRunner::resolve(const std::string& command)
+{
+    Resolution r = find(command);
+    if (r.exitCode != 0)
+        return r;
+    // A script whose interpreter is missing would fail in execve, after the quota was spent:
+    // it is found out here, as a shell reports it.
+    const std::string interpreter = interpreterOf(r.path);
+    if (!interpreter.empty()) {
+        if (const int err = runnable(interpreter); err != 0) {
+            Resolution bad;
+            bad.exitCode = codeFor(err);
+            bad.problem = "cannot run " + command + ": its interpreter " + interpreter + ": " + std::strerror(err);
+            return bad;
+        }
+    }
+    return r;
+}
+
+ChildRunner::Resolution ChildRunner::find(const std::string& command)
 {
     Resolution r;
     if (command.empty()) {
@@ -166,83 +499,114 @@ std::chrono::milliseconds ChildRunner::lease(std::chrono::milliseconds standard)
     return standard;
 }
 
-int ChildRunner::run(const std::vector<std::string>& argv,
-    const std::vector<std::pair<std::string, std::string>>& extraEnv, const std::function<void()>& every,
-    std::chrono::milliseconds period)
+ChildRunner::Keeper::~Keeper()
 {
-    const Resolution found = resolve(argv.empty() ? std::string() : argv[0]);
-    if (found.exitCode != 0) {
-        std::cerr << "tollgate: " << Console::printable(found.problem) << '\n';
-        return found.exitCode;
+    if (m_go >= 0)
+        ::close(m_go); // a keeper never started sees the pipe end and exits
+    if (m_report >= 0)
+        ::close(m_report);
+    if (m_pid > 0) {
+        while (::waitpid(m_pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
     }
-    std::vector<std::string> envStore;
-    for (char** e = environ; e && *e; ++e) {
-        const std::string_view entry(*e);
-        bool replaced = false;
-        for (const auto& [k, v] : extraEnv)
-            replaced = replaced || entry.substr(0, k.size() + 1) == k + "=";
-        if (!replaced)
-            envStore.emplace_back(entry);
-    }
-    for (const auto& [k, v] : extraEnv)
-        envStore.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& e : envStore)
-        envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<char*> args;
-    for (const auto& a : argv)
-        args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    std::vector<char*> shArgs { const_cast<char*>("sh"), const_cast<char*>(found.path.c_str()) };
-    shArgs.insert(shArgs.end(), args.begin() + 1, args.end());
+}
 
-    int report[2];
-    if (::pipe2(report, O_CLOEXEC) != 0) {
-        std::cerr << "tollgate: cannot run " << Console::printable(argv[0]) << ": " << std::strerror(errno)
-                  << '\n';
-        return 126;
+ChildRunner::Keeper::Keeper(Keeper&& other) noexcept
+    : m_pid(std::exchange(other.m_pid, -1))
+    , m_go(std::exchange(other.m_go, -1))
+    , m_report(std::exchange(other.m_report, -1))
+    , m_name(std::move(other.m_name))
+    , m_problem(std::move(other.m_problem))
+{
+}
+
+ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv)
+{
+    Keeper k;
+    k.m_name = argv.empty() ? std::string() : argv[0];
+    const Resolution found = resolve(k.m_name);
+    if (found.exitCode != 0) {
+        k.m_problem = found.problem;
+        return k;
     }
-    // Block the forwarded signals around fork so one cannot slip between fork and g_child.
+    KeeperPlan plan;
+    plan.path = found.path;
+    for (char** e = environ; e && *e; ++e)
+        plan.environment.emplace_back(*e);
+    for (const auto& a : argv)
+        plan.args.push_back(const_cast<char*>(a.c_str()));
+    plan.args.push_back(nullptr);
+    plan.shArgs = { const_cast<char*>("sh"), const_cast<char*>(plan.path.c_str()) };
+    plan.shArgs.insert(plan.shArgs.end(), plan.args.begin() + 1, plan.args.end());
+
+    int go[2];
+    int report[2];
+    if (::pipe2(go, O_CLOEXEC) != 0) {
+        k.m_problem = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno);
+        return k;
+    }
+    if (::pipe2(report, O_CLOEXEC) != 0) {
+        k.m_problem = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno);
+        ::close(go[0]);
+        ::close(go[1]);
+        return k;
+    }
+    // Block the forwarded signals around fork: the keeper installs its own handlers first.
     sigset_t block, old;
     sigemptyset(&block);
     for (int sig : FORWARDED)
         sigaddset(&block, sig);
     ::sigprocmask(SIG_BLOCK, &block, &old);
-    const pid_t parent = ::getpid();
     const pid_t child = ::fork();
     if (child == 0) {
+        ::close(go[1]);
         ::close(report[0]);
-        execChild(found.path.c_str(), args.data(), shArgs.data(), envp.data(), parent, old, report[1]);
+        keeperMain(plan, go[0], report[1], old);
     }
     const int forkErr = errno;
-    if (child > 0)
-        g_child = child;
     ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::close(go[0]);
     ::close(report[1]);
     if (child < 0) {
+        ::close(go[1]);
         ::close(report[0]);
-        std::cerr << "tollgate: cannot run " << Console::printable(argv[0]) << ": " << std::strerror(forkErr)
-                  << '\n';
+        k.m_problem = std::string("cannot run ") + argv[0] + ": " + std::strerror(forkErr);
+        return k;
+    }
+    k.m_pid = child;
+    k.m_go = go[1];
+    k.m_report = report[0];
+    return k;
+}
+
+int ChildRunner::start(Keeper& keeper, const std::vector<std::pair<std::string, std::string>>& extraEnv,
+    const std::function<void()>& every, std::chrono::milliseconds period)
+{
+    if (!keeper.ok()) {
+        std::cerr << "tollgate: " << Console::printable(keeper.problem()) << '\n';
         return 126;
     }
-    // The report pipe closes on a successful exec; an errno arrives when exec failed.
-    int execErr = 0;
-    ssize_t n;
-    do {
-        n = ::read(report[0], &execErr, sizeof execErr);
-    } while (n < 0 && errno == EINTR);
-    ::close(report[0]);
-
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
+    std::string block;
+    for (const auto& [k, v] : extraEnv) {
+        block += k + "=" + v;
+        block += '\0';
+    }
+    const auto length = static_cast<std::uint32_t>(block.size());
+    g_child = keeper.m_pid; // signals from now on go to the keeper, which passes them on
+    if (!writeAll(keeper.m_go, &length, sizeof length) || !writeAll(keeper.m_go, block.data(), block.size())) {
+        g_child = 0;
+        std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": its keeper process is gone\n";
+        return 126;
+    }
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, keeper.m_pid, 0));
     using Clock = std::chrono::steady_clock;
-    const bool periodic = every && period.count() > 0 && n != static_cast<ssize_t>(sizeof execErr);
+    const bool periodic = every && period.count() > 0;
     auto next = Clock::now() + period;
     int status = 0;
     pid_t w = 0;
     for (;;) {
-        w = ::waitpid(child, &status, periodic ? WNOHANG : 0);
-        if (w == child || (w < 0 && errno != EINTR))
+        w = ::waitpid(keeper.m_pid, &status, periodic ? WNOHANG : 0);
+        if (w == keeper.m_pid || (w < 0 && errno != EINTR))
             break;
         if (!periodic)
             continue; // EINTR: a forwarded signal
@@ -262,16 +626,35 @@ int ChildRunner::run(const std::vector<std::string>& argv,
     g_child = 0;
     if (pidfd >= 0)
         ::close(pidfd);
-    if (w < 0)
+    const int keeperPid = keeper.m_pid;
+    keeper.m_pid = -1; // reaped
+    Outcome o;
+    const bool told = readAll(keeper.m_report, &o, sizeof o);
+    if (w != keeperPid)
         return 3;
-    if (n == static_cast<ssize_t>(sizeof execErr)) {
-        std::cerr << "tollgate: cannot run " << Console::printable(argv[0]) << ": " << std::strerror(execErr)
+    if (!told) // the keeper itself was killed (by hand): the command died with it
+        return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 3;
+    if (o.kind == EXEC_FAILED) {
+        std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": " << std::strerror(o.value)
                   << '\n';
-        return codeFor(execErr);
+        return codeFor(o.value);
     }
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
+    if (WIFEXITED(o.value))
+        return WEXITSTATUS(o.value);
+    return 128 + WTERMSIG(o.value);
+}
+
+int ChildRunner::run(const std::vector<std::string>& argv,
+    const std::vector<std::pair<std::string, std::string>>& extraEnv, const std::function<void()>& every,
+    std::chrono::milliseconds period)
+{
+    const Resolution found = resolve(argv.empty() ? std::string() : argv[0]);
+    if (found.exitCode != 0) {
+        std::cerr << "tollgate: " << Console::printable(found.problem) << '\n';
+        return found.exitCode;
+    }
+    Keeper keeper = prepare(argv);
+    return start(keeper, extraEnv, every, period);
 }
 
 } // namespace tollgate::cli

@@ -629,6 +629,18 @@ std::string readRetryAfterFile(Context& c, const std::string& path)
     return *text;
 }
 
+// Where `run` makes the file its command may write a Retry-After to: $TMPDIR when it is an
+// absolute path, else /tmp. The keeper removes it if this runner is killed; the runner, after
+// reading it.
+std::string retryAfterTemplate()
+{
+    const char* dir = std::getenv("TMPDIR");
+    std::string base = dir && dir[0] == '/' ? dir : "/tmp";
+    while (base.size() > 1 && base.back() == '/')
+        base.pop_back();
+    return base + "/tollgate-retry-after-XXXXXX";
+}
+
 int cmdRun()
 {
     Context c("run");
@@ -643,13 +655,18 @@ int cmdRun()
     if (const auto found = ChildRunner::resolve(g_table->trailing[0]); found.exitCode != 0)
         return c.console.fail(
             Error::make(ErrorKind::NotFound, "", found.problem + " (nothing was spent)"), found.exitCode);
+    // The command's keeper holds the slot: it lives until the last process of the command is
+    // gone, even when this runner is killed (ChildRunner). Forked before the store is opened,
+    // so it holds none of the store's descriptors.
+    ChildRunner::Keeper keeper = ChildRunner::prepare(g_table->trailing);
+    if (!keeper.ok())
+        return c.console.fail(Error::make(ErrorKind::Io, "", keeper.problem() + " (nothing was spent)"), 126);
     if (int code = c.open(); code >= 0)
         return code;
     warnUnknownModel(c, request);
-    // tollgate itself holds the slot: it lives exactly as long as the command (which dies
-    // with it), and renews the lease that readers in other pid namespaces go by.
+    // This runner renews the slot's lease that readers in other pid namespaces go by.
     request.wantsSlot = true;
-    request.pid = ProcessProbe::selfPid();
+    request.pid = keeper.pid();
     const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
     request.leaseMs = lease.count();
     ChildRunner::installSignalHandlers();
@@ -658,12 +675,12 @@ int cmdRun()
     if (!permit)
         return reportRefusal(c, permit.error());
 
-    char retryFile[] = "/tmp/tollgate-retry-after-XXXXXX";
-    const int rfd = ::mkstemp(retryFile);
+    std::string retryPath = retryAfterTemplate();
+    const int rfd = ::mkostemp(retryPath.data(), O_CLOEXEC);
     if (rfd >= 0)
         ::close(rfd);
-    const int code = ChildRunner::run(
-        g_table->trailing,
+    const char* retryFile = retryPath.c_str();
+    const int code = ChildRunner::start(keeper,
         { { "TOLLGATE_PROVIDER", request.provider },
             { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
             { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
