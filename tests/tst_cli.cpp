@@ -495,6 +495,18 @@ void TestCli::limitsMoveBetweenHomesByExportAndImport()
     QCOMPARE(refused.code, 2);
     QVERIFY2(refused.err.contains("bad.json") && refused.err.contains("requests"), refused.err.constData());
     QCOMPARE(in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") }).out, mine.out);
+    // Nor does one with a misspelt or repeated key: the limit it meant is not quietly dropped.
+    for (const auto& [to, message] : { std::pair { "\"paralel\": 1", "unknown key providers.api.paralel" },
+             std::pair { "\"parallel\": 2, \"parallel\": 1", "duplicate key providers.api.parallel" } }) {
+        QByteArray edited = exported.out;
+        edited.replace("\"parallel\": 2", to);
+        QVERIFY(edited != exported.out);
+        const QString editedDoc = writeFile(QStringLiteral("edited.json"), edited);
+        const Ran no = in({ QStringLiteral("limits"), QStringLiteral("import"), editedDoc });
+        QCOMPARE(no.code, 2);
+        QVERIFY2(no.err.contains("edited.json") && no.err.contains(message), no.err.constData());
+        QCOMPARE(in({ QStringLiteral("limits"), QStringLiteral("show"), QStringLiteral("--json") }).out, mine.out);
+    }
 
     // A FIFO is refused at once, not waited on.
     const QString fifo = m_dir->path() + QStringLiteral("/fifo");

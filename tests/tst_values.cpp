@@ -5,6 +5,7 @@
 #include "quota/quotalimits.h"
 #include "quota/retryafter.h"
 
+#include <QDir>
 #include <QFile>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -50,6 +51,8 @@ private Q_SLOTS:
 
     void cliBoundsAReportedRetryAfter();
     void cliRefusesAnEditedLimitsFile();
+    void cliRefusesMisspeltOrRepeatedKeys_data();
+    void cliRefusesMisspeltOrRepeatedKeys();
 
 private:
     struct Ran
@@ -268,6 +271,35 @@ void TestValues::limitsFileOutOfRangeIsRefused_data()
         << limitsJson("\"requests\": 5, \"models\": {\"m\": {\"tokens\": {}}}")
         << "provider 'api' model 'm': tokens must be a whole number between 1 and "
            "1099511627776 or null (got an object)";
+    // A key this version does not read is refused, not skipped: a misspelt limit is a lost one.
+    QTest::newRow("parallel misspelt")
+        << limitsJson("\"requests\": 5, \"paralel\": 1")
+        << "unknown key providers.api.paralel (a provider's keys are requests, "
+           "tokens, window_seconds, parallel, headroom_percent, "
+           "backoff_base_seconds, backoff_cap_seconds, max_hold_seconds, models)";
+    QTest::newRow("requests capitalised")
+        << limitsJson("\"Requests\": 1") << "unknown key providers.api.Requests";
+    QTest::newRow("model key misspelt")
+        << limitsJson("\"requests\": 5, \"models\": {\"m\": {\"token\": 1}}")
+        << "unknown key providers.api.models.m.token (a model's keys are requests, tokens, window_seconds)";
+    QTest::newRow("top-level key misspelt")
+        << QByteArray("{\"version\": 1, \"provider\": {\"api\": {\"requests\": 5}}}")
+        << "unknown key provider (the top level's keys are version, providers)";
+    QTest::newRow("top-level extra key")
+        << QByteArray("{\"version\": 1, \"comment\": \"x\", \"providers\": {}}") << "unknown key comment";
+    QTest::newRow("unknown key, control bytes")
+        << limitsJson("\"requests\": 5, \"a\\nb\": 1") << "unknown key providers.api.a?b";
+    // nlohmann::json would keep the last of two equal keys; which one was meant is unknown.
+    QTest::newRow("duplicate limit") << limitsJson("\"requests\": 5, \"parallel\": 2, \"parallel\": 1")
+                                     << "duplicate key providers.api.parallel";
+    QTest::newRow("duplicate model limit")
+        << limitsJson("\"requests\": 5, \"models\": {\"m\": {\"tokens\": 100, \"tokens\": 1}}")
+        << "duplicate key providers.api.models.m.tokens";
+    QTest::newRow("duplicate provider")
+        << QByteArray("{\"version\": 1, \"providers\": {\"api\": {\"requests\": 5}, \"api\": {}}}")
+        << "duplicate key providers.api";
+    QTest::newRow("duplicate version")
+        << QByteArray("{\"version\": 1, \"version\": 1, \"providers\": {}}") << "duplicate key version";
 }
 
 void TestValues::limitsFileOutOfRangeIsRefused()
@@ -286,7 +318,7 @@ void TestValues::limitsFileInRangeIsKept()
         limitsJson("\"requests\": 1099511627776, \"tokens\": null, \"parallel\": 256, "
                    "\"window_seconds\": 604800, \"headroom_percent\": 1, "
                    "\"backoff_base_seconds\": 0.001, \"backoff_cap_seconds\": 86400, "
-                   "\"max_hold_seconds\": 604800, \"requests_note\": \"ignored\", "
+                   "\"max_hold_seconds\": 604800, "
                    "\"models\": {\"m\": {\"tokens\": 2.0, \"window_seconds\": 0.1}}")
             .toStdString());
     QVERIFY2(r.ok(), r.ok() ? "" : r.error().message.c_str());
@@ -405,6 +437,102 @@ void TestValues::cliRefusesAnEditedLimitsFile()
     QVERIFY2(
         shown.err.contains("max_hold_seconds must be between 1 and 604800 (got -1)"), shown.err.constData());
     QVERIFY(!shown.out.contains("max hold")); // not shown as the default
+}
+
+// The reviewer's hand edits: each once left `limits show` saying "p: no limits" (exit 0), or
+// kept only the last of two values. Now each is refused like an out-of-range value: exit 3,
+// the file and the key named, and nothing rewritten. `limits import` of the same text is
+// refused too (exit 2, a usage error: the file was named on the command line).
+void TestValues::cliRefusesMisspeltOrRepeatedKeys_data()
+{
+    QTest::addColumn<QByteArray>("from");
+    QTest::addColumn<QByteArray>("to");
+    QTest::addColumn<QByteArray>("message");
+    QTest::newRow("parallel misspelt") << QByteArray("\"parallel\": 2") << QByteArray("\"paralel\": 1")
+                                       << QByteArray("unknown key providers.p.paralel");
+    QTest::newRow("requests capitalised") << QByteArray("\"requests\": 5") << QByteArray("\"Requests\": 1")
+                                          << QByteArray("unknown key providers.p.Requests");
+    QTest::newRow("model key misspelt") << QByteArray("\"tokens\": 100") << QByteArray("\"tokns\": 100")
+                                        << QByteArray("unknown key providers.p.models.m.tokns");
+    QTest::newRow("top-level key") << QByteArray("\"version\": 1")
+                                   << QByteArray("\"version\": 1, \"limits\": {}")
+                                   << QByteArray("unknown key limits");
+    QTest::newRow("duplicate parallel")
+        << QByteArray("\"parallel\": 2") << QByteArray("\"parallel\": 2, \"parallel\": 1")
+        << QByteArray("duplicate key providers.p.parallel");
+    QTest::newRow("duplicate model tokens")
+        << QByteArray("\"tokens\": 100") << QByteArray("\"tokens\": 100, \"tokens\": 1")
+        << QByteArray("duplicate key providers.p.models.m.tokens");
+    QTest::newRow("duplicate provider")
+        << QByteArray("\"providers\": {") << QByteArray("\"providers\": {\"p\": {\"requests\": 1},")
+        << QByteArray("duplicate key providers.p");
+}
+
+void TestValues::cliRefusesMisspeltOrRepeatedKeys()
+{
+    QFETCH(QByteArray, from);
+    QFETCH(QByteArray, to);
+    QFETCH(QByteArray, message);
+    const auto set = [this](QStringList more) {
+        return cli(
+            QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("p") } + more)
+            .code;
+    };
+    QCOMPARE(set({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+                 QStringLiteral("60"), QStringLiteral("--parallel"), QStringLiteral("2") }),
+        0);
+    QCOMPARE(set({ QStringLiteral("--model"), QStringLiteral("m"), QStringLiteral("--tokens"),
+                 QStringLiteral("100") }),
+        0);
+    const QString path = m_home + QStringLiteral("/limits.json");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QByteArray text = f.readAll();
+    f.close();
+    QCOMPARE(text.count(from), 1);
+    text.replace(from, to);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write(text);
+    f.close();
+    const QStringList before = QDir(m_home).entryList(QDir::Files, QDir::Name);
+
+    const std::pair<const char*, QStringList> commands[] = {
+        { "limits show", { QStringLiteral("limits"), QStringLiteral("show") } },
+        { "status", { QStringLiteral("status") } },
+        { "acquire",
+            { QStringLiteral("acquire"), QStringLiteral("p"), QStringLiteral("--caller"), QStringLiteral("t"),
+                QStringLiteral("--timeout"), QStringLiteral("0") } },
+        { "limits set",
+            { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("q"),
+                QStringLiteral("--requests"), QStringLiteral("1") } },
+    };
+    for (const auto& [what, args] : commands) {
+        const Ran r = cli(args);
+        QVERIFY2(r.code == 3, (what + (": " + r.err)).constData());
+        QVERIFY2(
+            r.err.contains(path.toUtf8()) && r.err.contains(message), (what + (": " + r.err)).constData());
+    }
+    // Nothing rewritten or set aside: the user's file is as they left it, and no backup rotated.
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QCOMPARE(f.readAll(), text);
+    f.close();
+    QCOMPARE(QDir(m_home).entryList(QDir::Files, QDir::Name), before);
+
+    // The same text given to `limits import` is refused before any home is touched.
+    const QString doc = m_dir->path() + QStringLiteral("/edited.json");
+    QFile d(doc);
+    QVERIFY(d.open(QIODevice::WriteOnly));
+    d.write(text);
+    d.close();
+    const QString other = m_dir->path() + QStringLiteral("/other");
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("limits"), QStringLiteral("import"), QStringLiteral("--home"), other, doc });
+    QVERIFY(p.waitForFinished(60000));
+    const QByteArray err = p.readAllStandardError();
+    QCOMPARE(p.exitCode(), 2);
+    QVERIFY2(err.contains(doc.toUtf8()) && err.contains(message), err.constData());
+    QVERIFY(!QFileInfo::exists(other + QStringLiteral("/limits.json")));
 }
 
 QTEST_APPLESS_MAIN(TestValues)

@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <span>
+#include <vector>
 
 #include <cstdio>
 
@@ -146,6 +150,104 @@ double seconds(std::int64_t ms)
 {
     return static_cast<double>(ms) / 1000.0;
 }
+
+// The keys this version reads, per object. Any other key is refused: a misspelt "paralel" or
+// "Requests" would otherwise be skipped, and the limit the user meant to set silently gone.
+// These are all the keys any version has written (the format has never renamed one).
+constexpr std::string_view TOP_KEYS[] = { "version", "providers" };
+constexpr std::string_view PROVIDER_KEYS[] = { "requests", "tokens", "window_seconds", "parallel",
+    "headroom_percent", "backoff_base_seconds", "backoff_cap_seconds", "max_hold_seconds", "models" };
+constexpr std::string_view MODEL_KEYS[] = { "requests", "tokens", "window_seconds" };
+
+// A key from the file as a message may show it: one line, at most 64 bytes, cut at a
+// character boundary so the message stays valid UTF-8 (--json output dumps it).
+std::string keyText(std::string_view key)
+{
+    std::string out(key.substr(0, 64));
+    if (key.size() > out.size()) {
+        while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80)
+            out.pop_back();
+        if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0)
+            out.pop_back();
+        out += "...";
+    }
+    for (char& c : out) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F)
+            c = '?';
+    }
+    return out;
+}
+
+// `path` is where the object sits ("providers.p."), so the message names the exact key.
+Result<void> onlyKnownKeys(
+    const json& obj, const std::string& path, std::span<const std::string_view> known, std::string_view whose)
+{
+    for (const auto& [key, _] : obj.items()) {
+        if (std::find(known.begin(), known.end(), key) != known.end())
+            continue;
+        std::string list;
+        for (std::string_view k : known)
+            list += (list.empty() ? "" : ", ") + std::string(k);
+        return Error::make(ErrorKind::Corrupt, "",
+            "unknown key " + path + keyText(key) + " (" + std::string(whose) + " keys are " + list + ")");
+    }
+    return {};
+}
+
+// nlohmann::json keeps the last of two equal keys in an object, so a hand-edited file holding
+// "requests" twice would lose one value without a word. The parse notes the first key seen
+// twice; the file is then refused, since which value was meant cannot be known.
+class DuplicateKeys
+{
+public:
+    bool operator()(int, json::parse_event_t event, json& parsed)
+    {
+        switch (event) {
+        case json::parse_event_t::object_start:
+        case json::parse_event_t::array_start:
+            m_levels.emplace_back();
+            break;
+        case json::parse_event_t::object_end:
+        case json::parse_event_t::array_end:
+            if (!m_levels.empty())
+                m_levels.pop_back();
+            break;
+        case json::parse_event_t::key:
+            if (!m_levels.empty() && parsed.is_string()) {
+                Level& top = m_levels.back();
+                top.key = parsed.get_ref<const std::string&>();
+                if (!top.seen.insert(top.key).second && m_first.empty())
+                    m_first = path();
+            }
+            break;
+        case json::parse_event_t::value:
+            break;
+        }
+        return true; // keep everything: the callback only looks
+    }
+    // "providers.p.requests", or empty if no key was repeated.
+    [[nodiscard]] const std::string& first() const { return m_first; }
+
+private:
+    struct Level
+    {
+        std::string key; // the current key; empty in an array
+        std::set<std::string> seen;
+    };
+
+    std::string path() const
+    {
+        std::string out;
+        for (const Level& l : m_levels) {
+            if (!l.key.empty() || &l == &m_levels.back())
+                out += (out.empty() ? "" : ".") + keyText(l.key);
+        }
+        return out;
+    }
+
+    std::vector<Level> m_levels;
+    std::string m_first;
+};
 
 } // namespace
 
@@ -329,14 +431,22 @@ std::string QuotaLimits::toJson() const
 
 Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
 {
-    const json root = json::parse(text.begin(), text.end(), nullptr, false);
+    DuplicateKeys duplicates;
+    const json root = json::parse(text.begin(), text.end(), std::ref(duplicates), false);
     if (root.is_discarded())
         return Error::make(ErrorKind::Corrupt, "", "not valid JSON");
+    if (!duplicates.first().empty()) {
+        return Error::make(ErrorKind::Corrupt, "",
+            "duplicate key " + duplicates.first()
+                + " (each key may appear once: which value was meant is unclear)");
+    }
     if (!root.is_object())
         return Error::make(ErrorKind::Corrupt, "", "the top level is not a JSON object");
     const auto version = intFrom(root, "version");
     if (!version || *version != 1)
         return Error::make(ErrorKind::Corrupt, "", "unknown or missing \"version\" (expected 1)");
+    if (auto r = onlyKnownKeys(root, "", TOP_KEYS, "the top level's"); !r)
+        return r.error();
     QuotaLimits out;
     auto it = root.find("providers");
     if (it == root.end())
@@ -349,6 +459,8 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
         const std::string where = "provider '" + name + "'";
         if (!p.is_object())
             return Error::make(ErrorKind::Corrupt, "", where + " is not an object");
+        if (auto r = onlyKnownKeys(p, "providers." + name + ".", PROVIDER_KEYS, "a provider's"); !r)
+            return r.error();
         ProviderLimits l;
         for (auto r : { readField(p, where, LimitField::Requests, true, l.requests),
                  readField(p, where, LimitField::Tokens, true, l.tokens),
@@ -370,6 +482,10 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
                 const std::string mw = where + " model '" + mname + "'";
                 if (!mj.is_object())
                     return Error::make(ErrorKind::Corrupt, "", mw + " is not an object");
+                if (auto r = onlyKnownKeys(
+                        mj, "providers." + name + ".models." + mname + ".", MODEL_KEYS, "a model's");
+                    !r)
+                    return r.error();
                 ModelLimits ml;
                 for (auto r : { readField(mj, mw, LimitField::Requests, true, ml.requests),
                          readField(mj, mw, LimitField::Tokens, true, ml.tokens),

@@ -9,7 +9,9 @@
 // with the field's name, its range and the value seen — never replaced by the default: a
 // hand-edited "max_hold_seconds": -1 must not quietly become 600. Only a field that is absent
 // takes its default. The CLI checks its options with the same function (QuotaLimits::check),
-// so both say the same thing about the same value.
+// so both say the same thing about the same value. A key that is not one of the fields below
+// ("paralel", "Requests") or a key repeated in one object is refused too, naming its path
+// (providers.p.paralel): skipped, it would silently drop the limit the user meant.
 //
 //   field                 unit     range                      stored as
 //   requests, tokens      count    1 .. 2^40 (or null: none)  as is
@@ -110,7 +112,8 @@ public:
     [[nodiscard]] static std::string summary(const ProviderLimits& limits);
 
     [[nodiscard]] std::string toJson() const;
-    // Refuses (ErrorKind::Corrupt) any field out of range or of the wrong type; see above.
+    // Refuses (ErrorKind::Corrupt) any field out of range or of the wrong type, any unknown
+    // or repeated key; see above.
     [[nodiscard]] static Result<QuotaLimits> fromJson(std::string_view text);
 
     [[nodiscard]] static Result<void> validateName(std::string_view kind, std::string_view name);
