@@ -27,11 +27,14 @@ Error invalid(const std::string& message)
     return Error::make(ErrorKind::Usage, "", message);
 }
 
-// Shortest text that reads back as the same double: "-1", "0.5", "1e+300".
+// Shortest text that reads back as the same double, as a person writes it: "-1", "0.5",
+// "100000" (not "1e+05": the number the user typed comes back recognisable), "1e+300".
 std::string numberText(double v)
 {
-    char buf[32];
-    const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    char buf[64];
+    const bool whole = std::isfinite(v) && std::fabs(v) < 1e16 && v == std::trunc(v);
+    const auto [end, ec] = whole ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed)
+                                 : std::to_chars(buf, buf + sizeof buf, v);
     return ec == std::errc() ? std::string(buf, end) : std::string("?");
 }
 
