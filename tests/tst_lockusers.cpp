@@ -10,10 +10,15 @@
 #include "lock/lockfile.h"
 #include "testsupport.h"
 
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 #include <csignal>
+#include <ctime>
+#include <fcntl.h>
 #include <functional>
 #include <grp.h>
 #include <optional>
@@ -132,8 +137,33 @@ private Q_SLOTS:
     void forgedLockIsSuspiciousAndBecomesStale();
     void otherUsersGenuineLockIsTrusted();
     void otherUserCannotRemoveAnotherUsersLiveLock();
+    void unreadableLockIsHeldAndNeverRemoved();
+    void unreadableNonLocksAreStillRefused();
 
 private:
+    struct Ran
+    {
+        int code = -1;
+        QByteArray out;
+    };
+    // The CLI as the other user (stdout and stderr together). 20 s: a hang is a failure.
+    static Ran cliAsOther(const QStringList& args)
+    {
+        QProcess p;
+        p.setChildProcessModifier([] {
+            if (!becomeOtherUser())
+                ::_exit(99);
+        });
+        p.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
+        if (!p.waitForFinished(20000)) {
+            p.kill();
+            p.waitForFinished(5000);
+            return { -1, p.readAllStandardOutput() + p.readAllStandardError() };
+        }
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+            p.readAllStandardOutput() + p.readAllStandardError() };
+    }
+
     std::string lockPath() const { return (m_dir->path() + QStringLiteral("/shared.lock")).toStdString(); }
 
     std::unique_ptr<QTemporaryDir> m_dir;
@@ -311,6 +341,101 @@ void TestLockUsers::otherUserCannotRemoveAnotherUsersLiveLock()
     auto s = lock->status(3600);
     QVERIFY(s.ok() && s->exists);
     QCOMPARE(s->info.pid, qint64(::getpid()));
+}
+
+void TestLockUsers::unreadableLockIsHeldAndNeverRemoved()
+{
+    // A semats lock is 0600: the other user cannot read it. Its existence is the lock, so it
+    // is held (exit 1 / "locked: true"), never "Permission denied" (exit 3); and since its
+    // holder cannot be judged, it is never taken over or cleaned, even long past --stale with
+    // a dead pid inside.
+    pid_t dead = ::fork();
+    if (dead == 0)
+        ::_exit(0);
+    QVERIFY(dead > 0);
+    ::waitpid(dead, nullptr, 0);
+    auto lock = LockFile::open(lockPath(), m_clock, m_probe);
+    LockOptions o;
+    o.holderPid = dead;
+    QVERIFY(lock->tryAcquire(o)->acquired);
+    const QByteArray path = QByteArray::fromStdString(lockPath());
+    QCOMPARE(::chmod(path.constData(), 0600), 0);
+    const struct timespec old[2] = { { ::time(nullptr) - 7200, 0 }, { ::time(nullptr) - 7200, 0 } };
+    QCOMPARE(::utimensat(AT_FDCWD, path.constData(), old, 0), 0);
+    const QString p = QString::fromStdString(lockPath());
+    const QString stale = QStringLiteral("--stale=60");
+
+    Ran r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("try"), p, stale });
+    QVERIFY2(r.code == 1, r.out.constData()); // held, not 3 "Permission denied"
+    QVERIFY2(r.out.contains("held by an unknown pid"), r.out.constData());
+    QVERIFY2(r.out.contains("uid 0"), r.out.constData()); // the file's owner
+
+    r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("status"), p, stale });
+    QVERIFY2(r.code == 0, r.out.constData());
+    QVERIFY2(r.out.contains("locked: true"), r.out.constData());
+    QVERIFY2(r.out.contains("pid: unknown"), r.out.constData());
+    QVERIFY2(r.out.contains("owner: uid 0"), r.out.constData());
+    QVERIFY2(r.out.contains("stale: false"), r.out.constData());
+
+    r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("status"), p, stale, QStringLiteral("--json") });
+    QVERIFY2(r.code == 0, r.out.constData());
+    const QJsonObject j = QJsonDocument::fromJson(r.out).object();
+    QVERIFY2(j.value(QStringLiteral("locked")).toBool(), r.out.constData());
+    QVERIFY2(!j.value(QStringLiteral("readable")).toBool(true), r.out.constData());
+    QVERIFY2(j.value(QStringLiteral("pid")).isNull(), r.out.constData());
+    QCOMPARE(j.value(QStringLiteral("owner_uid")).toInt(-1), 0);
+
+    r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("clean"), p, stale });
+    QVERIFY2(r.code == 0, r.out.constData());
+    QVERIFY2(r.out.contains("kept") && r.out.contains("never removes"), r.out.constData());
+    QVERIFY(QFileInfo::exists(p));
+
+    r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("release"), p, QStringLiteral("--force") });
+    QVERIFY2(r.code == 1, r.out.constData());
+    QVERIFY(QFileInfo::exists(p));
+
+    // The same through the library, as the other user: held, never stale, not taken over.
+    OtherUser other([&] {
+        auto s = lock->status(60);
+        LockOptions mine;
+        mine.holderPid = ::getpid();
+        mine.staleSeconds = 60;
+        auto t = lock->tryAcquire(mine);
+        auto c = lock->clean(60);
+        if (!s || !t || !c)
+            return std::string("error");
+        return "exists=" + std::to_string(s->exists) + " pid=" + std::to_string(s->info.pid)
+            + " stale=" + std::to_string(s->stale) + " owner=" + std::to_string(s->ownerUid)
+            + " acquired=" + std::to_string(t->acquired) + " removed=" + std::to_string(c->removedLock);
+    });
+    QCOMPARE(QString::fromStdString(other.report()),
+        QStringLiteral("exists=1 pid=0 stale=0 owner=0 acquired=0 removed=0"));
+    auto mine = lock->status(60);
+    QVERIFY(mine.ok());
+    QCOMPARE(mine->info.pid, qint64(dead)); // root still reads its own lock, untouched
+}
+
+void TestLockUsers::unreadableNonLocksAreStillRefused()
+{
+    // Only a regular file makes "held": an unreadable FIFO is refused at once (never opened
+    // in a way that blocks), and a symbolic link is not followed.
+    const QByteArray dir = m_dir->path().toLocal8Bit();
+    const QByteArray fifo = dir + "/fifo.lock";
+    QCOMPARE(::mkfifo(fifo.constData(), 0600), 0);
+    Ran r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("try"), QString::fromLocal8Bit(fifo) });
+    QVERIFY2(r.code == 3 && r.out.contains("FIFO"), r.out.constData());
+
+    const QByteArray target = dir + "/target.lock";
+    auto lock = LockFile::open(target.toStdString(), m_clock, m_probe);
+    LockOptions o;
+    o.holderPid = ::getpid();
+    QVERIFY(lock->tryAcquire(o)->acquired);
+    QCOMPARE(::chmod(target.constData(), 0600), 0);
+    const QByteArray link = dir + "/link.lock";
+    QCOMPARE(::symlink(target.constData(), link.constData()), 0);
+    r = cliAsOther({ QStringLiteral("lock"), QStringLiteral("try"), QString::fromLocal8Bit(link) });
+    QVERIFY2(r.code == 3, r.out.constData());
+    QVERIFY2(!r.out.contains("held by"), r.out.constData());
 }
 
 QTEST_GUILESS_MAIN(TestLockUsers)

@@ -228,7 +228,9 @@ bool judgeLockFile(const QString& path, qint64 staleSeconds, const ProcessProbe&
     // One read gives the identity (inode and bytes) and the core's judgement of them, so
     // an action on the row names exactly the lock that was judged.
     auto st = lock->status(staleSeconds);
-    if (!st || !st->exists)
+    // An unreadable lock (another user's 0600 file) has no holder to show or act on: left out,
+    // as before LockFile reported it held.
+    if (!st || !st->exists || st->unreadable)
         return false;
     h = HolderInfo();
     h.kind = HolderKind::LockFile;

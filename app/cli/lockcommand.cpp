@@ -38,10 +38,21 @@ struct Settings
     std::vector<std::string> commandLine; // for run
 };
 
+// Defined below; an unreadable lock is described by its owner, the only thing known.
+std::string describeOwner(std::int64_t uid);
+
+// Why an unreadable lock stays: said wherever Tollgate declines to touch one.
+constexpr const char* UNREADABLE_KEPT
+    = "Tollgate cannot read it, so it cannot judge the holder and never removes "
+      "or takes over this lock (its owner or root can remove it)";
+
 std::string describeHolder(const LockStatus& s)
 {
     if (!s.exists)
         return "free";
+    if (s.unreadable)
+        return "an unknown pid (the lock file of " + describeOwner(s.ownerUid)
+            + " is not readable by us), age " + std::to_string(s.ageSeconds) + "s";
     if (s.corrupt)
         return "a corrupt lock file (" + s.corruptReason + "), " + std::to_string(s.ageSeconds) + "s old";
     std::string out = "pid " + std::to_string(s.info.pid);
@@ -95,7 +106,17 @@ nlohmann::json statusJson(const std::string& path, const LockStatus& s)
         j["owner_name"] = name ? nlohmann::json(*name) : nlohmann::json(nullptr);
         j["suspicion"] = s.suspicion.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.suspicion);
     }
-    if (s.exists && s.corrupt) {
+    if (s.exists)
+        j["readable"] = !s.unreadable;
+    if (s.exists && s.unreadable) {
+        j["corrupt"] = false;
+        j["pid"] = nullptr; // unknown: the content cannot be read
+        j["timestamp"] = nullptr;
+        j["tag"] = nullptr;
+        j["age"] = s.ageSeconds;
+        j["alive"] = nullptr;
+        j["stale"] = false;
+    } else if (s.exists && s.corrupt) {
         j["corrupt"] = true;
         j["error"] = s.corruptReason;
         j["age"] = s.ageSeconds;
@@ -154,7 +175,11 @@ int doStatus(const Settings& s, Console& console, const LockFile& lock)
     if (!r)
         return console.fail(r.error());
     console.say(std::string("locked: ") + (r->exists ? "true" : "false"));
-    if (r->exists && r->corrupt) {
+    if (r->exists && r->unreadable) {
+        console.say("pid: unknown (the lock file is not readable by us)");
+        console.say("age: " + std::to_string(r->ageSeconds) + "s (file modification time)");
+        console.say("stale: false (" + std::string(UNREADABLE_KEPT) + ")");
+    } else if (r->exists && r->corrupt) {
         console.say("corrupt: " + r->corruptReason);
         console.say("age: " + std::to_string(r->ageSeconds) + "s (file modification time)");
         console.say(std::string("stale: ") + (r->stale ? "true" : "false"));
@@ -201,6 +226,11 @@ int doRelease(const Settings& s, Console& console, const LockFile& lock)
         console.tell("tollgate: " + s.path + ": not locked");
         return EXIT_REFUSED;
     case ReleaseState::NotOwner:
+        if (r->before.unreadable) {
+            console.tell("tollgate: " + s.path + ": not released: held by " + describeHolder(r->before) + "; "
+                + UNREADABLE_KEPT);
+            return EXIT_REFUSED;
+        }
         console.tell("tollgate: " + s.path + ": not released: held by " + describeHolder(r->before)
             + ", not by pid " + std::to_string(owner) + " (use --pid PID for another holder, or --force)");
         return EXIT_REFUSED;
@@ -231,6 +261,8 @@ int doClean(const Settings& s, Console& console, const LockFile& lock)
         return console.fail(r.error());
     if (r->removedLock)
         console.say("removed stale lock " + s.path + " (was " + describeHolder(r->lock) + ")");
+    else if (r->lock.exists && r->lock.unreadable)
+        console.say("kept " + s.path + ": " + describeHolder(r->lock) + "; " + UNREADABLE_KEPT);
     else if (r->lock.exists)
         console.say("kept " + s.path + ": " + describeHolder(r->lock));
     for (const auto& t : r->removedTemps)

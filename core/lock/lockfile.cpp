@@ -229,6 +229,39 @@ Result<LockStatus> LockFile::readStatus(const Fd& fd, std::int64_t staleSeconds)
     return status;
 }
 
+Result<LockStatus> LockFile::unreadableStatus(const Error& failure) const
+{
+    // lstat, never stat: a symbolic link at the lock path is not followed here either. Only a
+    // regular file we can see makes "held"; anything else keeps the open's refusal.
+    struct stat st
+    {
+    };
+    if (::lstat(m_path.c_str(), &st) != 0) {
+        if (errno == ENOENT)
+            return LockStatus {}; // removed between the open and this look
+        return failure;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return Error::make(ErrorKind::Permission, m_path,
+            std::string("is ") + Fd::fileTypeName(st.st_mode)
+                + ", not a regular file; refusing to treat it as a lock");
+    }
+    LockStatus s;
+    s.exists = true;
+    s.unreadable = true;
+    s.ownerUid = st.st_uid;
+    const std::int64_t now = m_clock->unixSeconds();
+    const bool mtimeBelievable = st.st_mtim.tv_sec <= plusSaturated(now, FUTURE_TOLERANCE_SECONDS);
+    if (!mtimeBelievable)
+        s.suspicion = "modification time in the future";
+    s.ageSeconds = secondsSince(now, mtimeBelievable ? st.st_mtim.tv_sec : st.st_ctim.tv_sec);
+    s.identity.device = static_cast<std::uint64_t>(st.st_dev);
+    s.identity.inode = static_cast<std::uint64_t>(st.st_ino);
+    s.identity.mtime = st.st_mtim.tv_sec;
+    s.identity.content = "(unreadable)";
+    return s;
+}
+
 Result<LockStatus> LockFile::inspect(std::int64_t staleSeconds) const
 {
     // Non-blocking and no-follow: a FIFO planted at the lock path must not hang us.
@@ -236,6 +269,9 @@ Result<LockStatus> LockFile::inspect(std::int64_t staleSeconds) const
     if (!fd) {
         if (fd.error().kind == ErrorKind::NotFound && fd.error().sysErrno == ENOENT)
             return LockStatus {};
+        // The lock protocol is the file's existence: one we may not read is still held.
+        if (fd.error().sysErrno == EACCES)
+            return unreadableStatus(fd.error());
         return fd.error();
     }
     return readStatus(*fd, staleSeconds);
@@ -256,6 +292,17 @@ Result<LockFile::Removal> LockFile::removeIf(
     if (!fd) {
         if (fd.error().sysErrno == ENOENT)
             return Removal::Gone;
+        if (fd.error().sysErrno == EACCES) {
+            // Without a descriptor there is no flock to take and no content to judge: an
+            // unreadable lock is kept, whatever removeWhen would say (it is never stale).
+            auto status = unreadableStatus(fd.error());
+            if (!status)
+                return status.error();
+            if (!status->exists)
+                return Removal::Gone;
+            seen = *status;
+            return Removal::Kept;
+        }
         return fd.error();
     }
     auto guard = FlockGuard::tryLock(*fd, true);

@@ -18,6 +18,8 @@
 //   both judged a lock stale cannot both remove something, and neither can remove a fresh lock
 //   that replaced it. (Foreign tools that unlink without this flock are outside the guarantee.)
 //   flock works on the read-only descriptor, so another user can take part too.
+// - A lock file that exists but that we may not read (EACCES; e.g. semats' 0600 files of
+//   another user) is held, never an error and never stale: see LockStatus::unreadable.
 // - Nothing in the file is trusted blindly: a timestamp in the future, or a live holder pid
 //   that runs as another user than the file's owner, is reported in LockStatus::suspicion and
 //   never makes a lock last for ever (see judge() and docs/LOCKFILE.md).
@@ -79,6 +81,11 @@ struct LockStatus
     // untrustworthy (a suspicious owner); a live, trustworthy holder is never stale.
     bool stale = false;
     std::int64_t ownerUid = -1; // the lock file's owner (st_uid); -1 when unknown
+    // The file exists but we may not read it (another user's 0600 lock, as semats writes).
+    // Its existence is the lock, so it is held, by a holder we cannot name (info is empty,
+    // holderAlive false); and it is never stale: an unknown holder cannot be judged dead, so
+    // nothing (clean, takeover, release) removes it. Age and owner come from lstat().
+    bool unreadable = false;
     // Something about the lock cannot be trusted: a timestamp in the future, or a holder pid
     // that runs as another user than the file's owner (a forgery). Says why; empty when none.
     std::string suspicion;
@@ -174,6 +181,9 @@ private:
         std::int64_t uid = -1;
     };
     Result<LockStatus> inspect(std::int64_t staleSeconds) const;
+    // After an open failed with EACCES: the status of an existing, unreadable lock file, from
+    // lstat (no follow); `failure` when the path is not a regular file we can see.
+    Result<LockStatus> unreadableStatus(const Error& failure) const;
     Result<LockStatus> readStatus(const Fd& fd, std::int64_t staleSeconds) const;
     LockStatus judge(Result<LockInfo> parsed, const FileFacts& file, std::int64_t staleSeconds) const;
 
