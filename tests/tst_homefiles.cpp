@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <optional>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -46,6 +47,9 @@ private Q_SLOTS:
     void partialHistoryLineCostsOnlyItself();
     void swappedHomeNeverReadsOrWritesElsewhere();
     void readSideCreatesNothing();
+    void namedHomeIsCreatedOnlyAsItsLastDirectory();
+    void commandsWithNothingToDoCreateNoHome();
+    void defaultHomeStillGetsItsParents();
 
 private:
     struct Ran
@@ -55,11 +59,17 @@ private:
     };
     // Runs the CLI on `home` as a real process. The test's own deadline: a child that has not
     // exited after 20 s is killed and reported as code -1 (a hang), never waited for.
-    static Ran cliOn(const QString& home, QStringList args, qint64 fileSizeLimit = 0)
+    // `env`: when given, the child's whole environment (then `home` may be empty: no --home).
+    static Ran cliOn(const QString& home, QStringList args, qint64 fileSizeLimit = 0,
+        const std::optional<QProcessEnvironment>& env = std::nullopt)
     {
-        args.insert(1, QStringLiteral("--home"));
-        args.insert(2, home);
+        if (!home.isEmpty()) {
+            args.insert(1, QStringLiteral("--home"));
+            args.insert(2, home);
+        }
         QProcess p;
+        if (env)
+            p.setProcessEnvironment(*env);
         if (fileSizeLimit > 0) {
             // A full disk, in effect, for files that grow past this size (EFBIG).
             p.setChildProcessModifier([fileSizeLimit] {
@@ -433,6 +443,121 @@ void TestHomeFiles::readSideCreatesNothing()
     QVERIFY(QuotaPeek::read(missing, std::chrono::milliseconds(100)).ok());
     QVERIFY(reader.poll().ok());
     QVERIFY(QDir(m_home).entryList(QDir::NoDotAndDotDot | QDir::AllEntries | QDir::Hidden).isEmpty());
+}
+
+// A mistyped --home (or TOLLGATE_HOME) must not grow a directory tree: a named home is
+// created as its last directory only, and a missing parent is refused by name (exit 3, as for
+// other unusable homes) before anything is created. Commands that could only fail or find
+// nothing on a missing home create nothing at all.
+void TestHomeFiles::namedHomeIsCreatedOnlyAsItsLastDirectory()
+{
+    const QString typoRoot = m_dir->path() + QStringLiteral("/typo");
+    const QString typo = typoRoot + QStringLiteral("/deep/er");
+    const QString parent = typoRoot + QStringLiteral("/deep");
+    struct Case
+    {
+        QStringList args;
+        int code;
+        const char* says;
+    };
+    const QString p = QStringLiteral("openai");
+    const QString caller = QStringLiteral("--caller=me");
+    const std::vector<Case> cases {
+        // These would create the home: the missing parent is refused, naming it.
+        { { QStringLiteral("acquire"), p, caller }, 3, "does not exist" },
+        { { QStringLiteral("run"), p, caller, QStringLiteral("--"), QStringLiteral("true") }, 3,
+            "does not exist" },
+        { setArgs("openai", 5), 3, "does not exist" },
+        { { QStringLiteral("pause") }, 3, "does not exist" },
+        // These have nothing to act on in a home that does not exist: answered without it.
+        { { QStringLiteral("report-429"), p, caller }, 2, "unknown provider" },
+        { { QStringLiteral("report-ok"), p, caller }, 2, "unknown provider" },
+        { { QStringLiteral("pause"), p }, 2, "unknown provider" },
+        { { QStringLiteral("reset-backoff"), p }, 2, "unknown provider" },
+        { { QStringLiteral("limits"), QStringLiteral("remove"), p }, 2, "unknown provider" },
+        { { QStringLiteral("release"), p, QStringLiteral("--fence"), QStringLiteral("1") }, 1,
+            "nothing to release" },
+        { { QStringLiteral("release-stale") }, 0, "nothing to release" },
+        { { QStringLiteral("resume") }, 0, "nothing is paused" },
+    };
+    for (const Case& c : cases) {
+        const Ran r = cliOn(typo, c.args);
+        const QByteArray all = r.out + r.err;
+        const QString what = c.args.join(QLatin1Char(' ')) + QStringLiteral(": ") + QString::fromUtf8(all);
+        QVERIFY2(r.code == c.code, qPrintable(what));
+        QVERIFY2(all.contains(c.says), qPrintable(what));
+        if (c.code == 3)
+            QVERIFY2(all.contains(parent.toUtf8()), qPrintable(what)); // the missing parent is named
+        QVERIFY2(!QFileInfo::exists(typoRoot), qPrintable(what)); // nothing was created
+    }
+
+    // TOLLGATE_HOME is a named home as well.
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("TOLLGATE_HOME"), typo);
+    const Ran r = cliOn(QString(), setArgs("openai", 5), 0, env);
+    QVERIFY2(r.code == 3 && r.err.contains(parent.toUtf8()), r.err.constData());
+    QVERIFY(!QFileInfo::exists(typoRoot));
+
+    // Its parent there, a named home is created (0700) and works.
+    QVERIFY(QDir().mkpath(parent));
+    QCOMPARE(cliOn(typo, setArgs("openai", 5)).code, 0);
+    struct stat st
+    {
+    };
+    QCOMPARE(::stat(typo.toLocal8Bit().constData(), &st), 0);
+    QCOMPARE(st.st_mode & 07777, mode_t(0700));
+    QCOMPARE(cliOn(typo, { QStringLiteral("acquire"), p, caller }).code, 0);
+}
+
+void TestHomeFiles::commandsWithNothingToDoCreateNoHome()
+{
+    // The parent exists, the home does not: still nothing to release, report or switch.
+    const QString caller = QStringLiteral("--caller=me");
+    const QString p = QStringLiteral("openai");
+    const std::vector<QStringList> nothingToDo {
+        { QStringLiteral("release-stale") },
+        { QStringLiteral("release-stale"), QStringLiteral("--overdue") },
+        { QStringLiteral("release"), p, QStringLiteral("--fence"), QStringLiteral("7") },
+        { QStringLiteral("report-ok"), p, caller },
+        { QStringLiteral("report-429"), p, caller },
+        { QStringLiteral("pause"), p },
+        { QStringLiteral("resume"), p },
+        { QStringLiteral("resume") },
+        { QStringLiteral("reset-backoff"), p },
+        { QStringLiteral("limits"), QStringLiteral("remove"), p },
+    };
+    for (const QStringList& args : nothingToDo) {
+        const Ran r = cli(args);
+        QVERIFY2(
+            r.code >= 0 && r.code != 3, qPrintable(args.join(QLatin1Char(' ')) + QString::fromUtf8(r.err)));
+        QVERIFY2(!QFileInfo::exists(m_home), qPrintable(args.join(QLatin1Char(' '))));
+    }
+    const Ran stale = cli({ QStringLiteral("release-stale"), QStringLiteral("--json") });
+    QCOMPARE(stale.code, 0);
+    QCOMPARE(QJsonDocument::fromJson(stale.out).object().value(QStringLiteral("released")).toInt(-1), 0);
+    // A new user starts with `limits set`: that creates the home.
+    QCOMPARE(cli(setArgs("openai", 5)).code, 0);
+    QVERIFY(QFileInfo(m_home).isDir());
+}
+
+void TestHomeFiles::defaultHomeStillGetsItsParents()
+{
+    // No --home, no TOLLGATE_HOME: ~/.local/state/tollgate, parents created as ever.
+    const QString user = m_dir->path() + QStringLiteral("/user");
+    QVERIFY(QDir().mkpath(user));
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove(QStringLiteral("TOLLGATE_HOME"));
+    env.remove(QStringLiteral("XDG_STATE_HOME"));
+    env.insert(QStringLiteral("HOME"), user);
+    const QString home = user + QStringLiteral("/.local/state/tollgate");
+    QCOMPARE(cliOn(QString(), { QStringLiteral("release-stale") }, 0, env).code, 0);
+    QVERIFY(!QFileInfo::exists(user + QStringLiteral("/.local"))); // nothing to release: nothing made
+    const Ran set = cliOn(QString(), setArgs("openai", 5), 0, env);
+    QVERIFY2(set.code == 0, set.err.constData());
+    QVERIFY(QFileInfo(home + QStringLiteral("/limits.json")).isFile());
+    const Ran got = cliOn(QString(),
+        { QStringLiteral("acquire"), QStringLiteral("openai"), QStringLiteral("--caller=me") }, 0, env);
+    QVERIFY2(got.code == 0, got.err.constData());
 }
 
 QTEST_GUILESS_MAIN(TestHomeFiles)

@@ -304,6 +304,12 @@ void DemoCommand::addTo(CLI::App& app, CommandTable& table)
             return console.fail(Error::make(ErrorKind::Usage, spec->text(),
                 "the demo runs in a directory home (its simulated provider and locks are files)"));
         const std::optional<std::string> home = spec->dir();
+        // The default home may still lack its parents (~/.local/state): made here, since the
+        // demo and its processes then open the home by name, as a named home (last directory only).
+        if (spec->isDefault()) {
+            if (auto made = HomeDir::ensure(*home); !made)
+                return console.fail(made.error());
+        }
         if (p.caller) {
             ChildRunner::installSignalHandlers();
             return runCaller(*home, *p.caller, static_cast<int>(p.thinkMin.value_or(500)),

@@ -111,14 +111,53 @@ struct Context
         console.collectWarnings(store.get());
     }
 
-    // The write side: creates the home when needed. Returns an exit code, or -1 to go on.
+    // The write side: creates the home when needed (a named home only as its last directory,
+    // see StoreFactory::openBackend). Returns an exit code, or -1 to go on.
     int open()
     {
         auto spec = HomeSpec::resolve(g_options.common.home);
         if (!spec)
             return console.fail(spec.error());
+        return open(*spec);
+    }
+
+    // The write side for commands that can do nothing on a home that does not exist yet
+    // (release, a report or a switch of a named provider, which has no limits there): such a
+    // home is left uncreated and `missing` is set, for the command to answer as the empty
+    // home would. Otherwise as open(). Returns an exit code, or -1 to go on.
+    int openUnlessMissing(bool& missing)
+    {
+        missing = false;
+        auto spec = HomeSpec::resolve(g_options.common.home);
+        if (!spec)
+            return console.fail(spec.error());
         home = spec->text();
-        auto s = StoreFactory::openBackend(*spec, clock, probe, nullptr, redisTimeout);
+        struct stat st
+        {
+        };
+        // ENOENT also covers a missing parent (a mistyped --home): nothing to act on either.
+        // A Redis home is only known to exist by asking the server: opened as always.
+        if (spec->isDirectory() && ::lstat(spec->dir().c_str(), &st) != 0 && errno == ENOENT) {
+            missing = true;
+            return -1;
+        }
+        return open(*spec);
+    }
+
+    // What a command naming a provider answers on a missing home: no limits, so no provider
+    // (the same refusal and exit code as on an empty home).
+    int failUnknownOnMissingHome(const std::string& provider)
+    {
+        return console.fail(Error::make(ErrorKind::Usage, "",
+            "unknown provider '" + provider + "'; no Tollgate home at " + home
+                + " yet, so no providers (add one with: tollgate limits set PROVIDER --requests N --window "
+                  "SECONDS)"));
+    }
+
+    int open(const HomeSpec& spec)
+    {
+        home = spec.text();
+        auto s = StoreFactory::openBackend(spec, clock, probe, nullptr, redisTimeout);
         if (!s)
             return console.fail(s.error());
         store = std::move(s).value();
@@ -381,8 +420,11 @@ int cmdLimitsRemove()
     Context c("limits remove");
     if (int code = needProvider(c); code >= 0)
         return code;
-    if (int code = c.open(); code >= 0)
+    bool missing = false;
+    if (int code = c.openUnlessMissing(missing); code >= 0)
         return code;
+    if (missing)
+        return c.failUnknownOnMissingHome(g_options.provider);
     const std::string& provider = g_options.provider;
     const auto& model = g_options.model;
     json result;
@@ -758,8 +800,11 @@ int cmdReport(bool rateLimited)
     }
     if (!rateLimited && o.tokensUsed && !o.fence)
         return c.console.usage("--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
-    if (int code = c.open(); code >= 0)
+    bool missing = false;
+    if (int code = c.openUnlessMissing(missing); code >= 0)
         return code;
+    if (missing)
+        return c.failUnknownOnMissingHome(o.provider);
     json j;
     j["provider"] = o.provider;
     if (!rateLimited && o.fence) {
@@ -819,8 +864,24 @@ int cmdSwitch(Switch which)
         if (int code = needProvider(c); code >= 0)
             return code;
     }
-    if (int code = c.open(); code >= 0)
+    // A pause of all providers means something before anything ran (it holds every later
+    // caller): it creates the home. A named provider has no limits on a missing home, and
+    // nothing there is paused.
+    bool missing = false;
+    const bool createsHome = which == Switch::Pause && provider.empty();
+    if (int code = createsHome ? c.open() : c.openUnlessMissing(missing); code >= 0)
         return code;
+    if (missing && !provider.empty())
+        return c.failUnknownOnMissingHome(provider);
+    if (missing) {
+        c.console.say("no Tollgate home at " + c.home + " yet: nothing is paused");
+        json j;
+        j["provider"] = nullptr;
+        j["paused"] = false;
+        j["home_exists"] = false;
+        c.console.emit(j);
+        return EXIT_OK;
+    }
     const std::string what = provider.empty() ? "all providers" : provider;
     Result<void> r = which == Switch::Pause ? c.limiter->pause(provider, g_options.reason.value_or(""), who())
         : which == Switch::Resume           ? c.limiter->resume(provider, who())
@@ -1113,8 +1174,17 @@ int cmdHistory()
 int cmdReleaseStale()
 {
     Context c("release-stale");
-    if (int code = c.open(); code >= 0)
+    bool missing = false;
+    if (int code = c.openUnlessMissing(missing); code >= 0)
         return code;
+    if (missing) {
+        c.console.say("no Tollgate home at " + c.home + " yet: nothing to release");
+        json j;
+        j["released"] = 0;
+        j["home_exists"] = false;
+        c.console.emit(j);
+        return EXIT_OK;
+    }
     auto n = c.limiter->releaseStale(g_options.overdue, who());
     if (!n)
         return c.console.fail(n.error());
@@ -1134,8 +1204,15 @@ int cmdRelease()
     if (!g_options.fence)
         return c.console.usage("--fence N is required");
     const auto fence = static_cast<std::uint64_t>(*g_options.fence);
-    if (int code = c.open(); code >= 0)
+    bool missing = false;
+    if (int code = c.openUnlessMissing(missing); code >= 0)
         return code;
+    if (missing) // as for a fence no slot has: refused (exit 1), and nothing is created
+        return c.console.fail(
+            Error::make(ErrorKind::Busy, "",
+                "no Tollgate home at " + c.home + " yet: nothing to release (no slot with fence "
+                    + std::to_string(fence) + ")"),
+            EXIT_REFUSED);
     auto r = c.limiter->releaseSlot(g_options.provider, fence, who());
     if (!r)
         return c.console.fail(r.error());

@@ -69,9 +69,10 @@ void unlinkName(const Fd& home, const std::string& name)
 
 } // namespace
 
-Result<std::unique_ptr<FileQuotaStore>> FileQuotaStore::open(const std::string& homeDir, const Clock& clock)
+Result<std::unique_ptr<FileQuotaStore>> FileQuotaStore::open(
+    const std::string& homeDir, const Clock& clock, HomeDir::Create create)
 {
-    auto home = HomeDir::open(homeDir, true);
+    auto home = HomeDir::open(homeDir, create);
     if (!home)
         return home.error();
     // Every file of the home is looked at once up front, without opening it (nothing can

@@ -42,6 +42,7 @@
 #include "store/statefile.h"
 #include "system/fd.h"
 #include "system/flockguard.h"
+#include "system/homedir.h"
 
 #include <memory>
 #include <optional>
@@ -58,7 +59,9 @@ public:
 
     static constexpr int LIMITS_BACKUPS = 3;
 
-    static Result<std::unique_ptr<FileQuotaStore>> open(const std::string& homeDir, const Clock& clock);
+    // `create`: what of a missing home may be created (see HomeDir::Create).
+    static Result<std::unique_ptr<FileQuotaStore>> open(const std::string& homeDir, const Clock& clock,
+        HomeDir::Create create = HomeDir::Create::WithParents);
 
     [[nodiscard]] Result<void> transact(const TxFunction& fn) override;
     [[nodiscard]] Result<void> updateLimits(const LimitsFunction& fn) override;

@@ -221,10 +221,13 @@ std::string RedisAddress::url() const
 Result<HomeSpec> HomeSpec::resolve(const std::optional<std::string>& explicitHome)
 {
     std::string text;
+    bool isDefault = true;
     if (explicitHome && !explicitHome->empty()) {
         text = *explicitHome;
+        isDefault = false;
     } else if (const char* env = std::getenv("TOLLGATE_HOME"); env && *env) {
         text = env;
+        isDefault = false;
     } else if (const char* xdg = std::getenv("XDG_STATE_HOME"); xdg && *xdg) {
         text = std::string(xdg) + "/tollgate";
     } else if (const char* home = std::getenv("HOME"); home && *home) {
@@ -232,7 +235,10 @@ Result<HomeSpec> HomeSpec::resolve(const std::optional<std::string>& explicitHom
     } else {
         return Error::make(ErrorKind::Usage, "", "no home directory: pass --home DIR or set TOLLGATE_HOME");
     }
-    return parse(text);
+    auto spec = parse(text);
+    if (spec)
+        spec->m_default = isDefault;
+    return spec;
 }
 
 Result<HomeSpec> HomeSpec::parse(std::string_view text)

@@ -58,9 +58,15 @@ public:
     [[nodiscard]] const RedisAddress& redis() const { return m_redis; } // Redis only
     // What to show and what to pass on (TOLLGATE_HOME of a child): the directory or the URL.
     [[nodiscard]] std::string text() const;
+    // The default home ($XDG_STATE_HOME/tollgate, ~/.local/state/tollgate), not one the user
+    // named (--home, TOLLGATE_HOME, any string given to parse). Only the default home gets
+    // missing parents created: a named one is created as its last directory alone, so a
+    // mistyped --home is refused instead of growing a tree (StoreFactory).
+    [[nodiscard]] bool isDefault() const { return m_default; }
 
 private:
     Kind m_kind = Kind::Directory;
+    bool m_default = false;
     std::string m_dir;
     RedisAddress m_redis;
 };

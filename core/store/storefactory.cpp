@@ -25,7 +25,8 @@ Result<std::unique_ptr<QuotaStore>> StoreFactory::openStore(const HomeSpec& home
 {
     if (!home.isDirectory())
         return noLocalStore(home);
-    auto store = FileQuotaStore::open(home.dir(), clock);
+    auto store = FileQuotaStore::open(
+        home.dir(), clock, home.isDefault() ? HomeDir::Create::WithParents : HomeDir::Create::Home);
     if (!store)
         return store.error();
     return std::unique_ptr<QuotaStore>(std::move(store).value());

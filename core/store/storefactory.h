@@ -22,8 +22,9 @@ class StoreFactory
 {
 public:
     // The write side: the quota's operations on the home. A directory home is created (0700)
-    // when missing; a Redis home is connected to (an unreachable one is an error naming the
-    // URL). `clock`: the decisions' time on a directory home; on Redis the server's TIME,
+    // when missing: the default home with its parents, a named one only as its last directory
+    // (a missing parent is ErrorKind::NotFound; see HomeSpec::isDefault). A Redis home is
+    // connected to (an unreachable one is an error naming the URL). `clock`: the decisions' time on a directory home; on Redis the server's TIME,
     // unless `redisTestClock` (tests) is given. `redisTimeout`: the deadline of each Redis
     // operation (connect, command and whole reply), from its start.
     [[nodiscard]] static Result<std::unique_ptr<QuotaBackend>> openBackend(const HomeSpec& home,

@@ -49,16 +49,39 @@ Result<void> createParents(const std::string& dir)
     return {};
 }
 
+// The home's last component only. A missing parent means the path is not what the user
+// meant (a typo in --home): refused by name, and nothing is created.
+Result<void> createLast(const std::string& dir)
+{
+    if (::mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST)
+        return {};
+    const int err = errno;
+    if (err != ENOENT)
+        return Error::fromErrno(err, dir, "cannot create the Tollgate home directory");
+    const auto slash = dir.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+    return Error::make(ErrorKind::NotFound, parent,
+        "the parent directory of the Tollgate home " + dir
+            + " does not exist; a home given with --home or TOLLGATE_HOME is created only as its last "
+              "directory (a typo must not create a tree): check the path, or create "
+            + parent + " first");
+}
+
 } // namespace
 
 Result<Fd> HomeDir::open(const std::string& dir, bool create)
+{
+    return open(dir, create ? Create::WithParents : Create::Nothing);
+}
+
+Result<Fd> HomeDir::open(const std::string& dir, Create create)
 {
     // O_NONBLOCK: O_DIRECTORY already refuses a FIFO before opening it; this is belt and braces.
     const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK;
     auto fd = Fd::open(dir, flags);
     bool created = false;
-    if (!fd && fd.error().sysErrno == ENOENT && create) {
-        if (auto r = createParents(dir); !r)
+    if (!fd && fd.error().sysErrno == ENOENT && create != Create::Nothing) {
+        if (auto r = create == Create::Home ? createLast(dir) : createParents(dir); !r)
             return r.error();
         created = true;
         fd = Fd::open(dir, flags);

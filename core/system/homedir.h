@@ -21,10 +21,20 @@ namespace tollgate {
 class HomeDir
 {
 public:
+    // What open() may create when the home is missing.
+    enum class Create {
+        Nothing, // a missing home is ErrorKind::NotFound
+        // The home alone: its parent must exist, else ErrorKind::NotFound naming the parent.
+        // For a home the user typed (--home, TOLLGATE_HOME): a typo must not grow a tree.
+        Home,
+        WithParents, // the home and any missing parents (the default home, ~/.local/state/tollgate)
+    };
+
     // Opens the home and verifies the descriptor: a directory (not a symbolic link), owned
-    // by the effective user, not writable by group or others. With `create`, a missing home
-    // and missing parents are created 0700 first; without it nothing is ever created (a
-    // missing home is ErrorKind::NotFound).
+    // by the effective user, not writable by group or others. What is missing is created
+    // 0700 first as `create` allows; with Create::Nothing nothing is ever created.
+    [[nodiscard]] static Result<Fd> open(const std::string& dir, Create create);
+    // open(dir, create ? Create::WithParents : Create::Nothing).
     [[nodiscard]] static Result<Fd> open(const std::string& dir, bool create);
     // open(dir, true), discarding the descriptor.
     [[nodiscard]] static Result<void> ensure(const std::string& dir);
