@@ -704,7 +704,7 @@ void TestCli::limitsSetRefusesWithTheCoreRange_data()
     row("max-hold 1e18", { QStringLiteral("--max-hold"), QStringLiteral("1e18") },
         "--max-hold must be between 1 and 604800 (got 1e+18)");
     row("max-hold 1e13", { QStringLiteral("--max-hold"), QStringLiteral("1e13") },
-        "--max-hold must be between 1 and 604800 (got 1e+13)");
+        "--max-hold must be between 1 and 604800 (got 10000000000000)");
     row("max-hold 0", { QStringLiteral("--max-hold"), QStringLiteral("0") },
         "--max-hold must be between 1 and 604800 (got 0)");
     row("max-hold 1e999", { QStringLiteral("--max-hold"), QStringLiteral("1e999") },
@@ -718,7 +718,7 @@ void TestCli::limitsSetRefusesWithTheCoreRange_data()
     row("requests fraction", { QStringLiteral("--requests"), QStringLiteral("1.5") },
         "--requests must be a whole number between 1 and 1099511627776 (got 1.5)");
     row("tokens", { QStringLiteral("--tokens"), QStringLiteral("1e13") },
-        "--tokens must be a whole number between 1 and 1099511627776 (got 1e+13)");
+        "--tokens must be a whole number between 1 and 1099511627776 (got 10000000000000)");
     row("parallel", { QStringLiteral("--parallel"), QStringLiteral("257") },
         "--parallel must be a whole number between 1 and 256 (got 257)");
     row("headroom", { QStringLiteral("--headroom"), QStringLiteral("101") },
