@@ -105,6 +105,7 @@ private Q_SLOTS:
     void aWaiterSpinsOnlyWithASpinLease();
     void aKilledQueuedProcessDoesNotWedgeTheOthers();
     void aHostileDoorbellDoesNotStopTheCli();
+    void aCancelEndsTheWaitAndLeavesTheQueue();
 };
 
 void TestLockQueue::uncontendedTakesNoTicket()
@@ -441,4 +442,52 @@ void TestLockQueue::aHostileDoorbellDoesNotStopTheCli()
 }
 
 QTEST_GUILESS_MAIN(TestLockQueue)
+void TestLockQueue::aCancelEndsTheWaitAndLeavesTheQueue()
+{
+    // What a signal does to a command waiting for state.lock (its handler sets the flag; the
+    // sleeps here are short, and a signal interrupts them): the wait ends while the lock is
+    // still held and the deadline an hour away, and the ticket is skipped like one whose
+    // deadline passed.
+    Bench b;
+    b.locked = true;
+    std::atomic<bool> cancel { false };
+    std::atomic<int> head { 0 }, cancelled { 0 };
+    std::thread first = b.waiter("head", LockQueue::STALL, 1h, &head);
+    std::thread second;
+    // Whatever fails below, no thread is left waiting for its hour.
+    struct Joiner
+    {
+        Bench& b;
+        std::atomic<bool>& cancel;
+        std::thread& first;
+        std::thread& second;
+        ~Joiner()
+        {
+            cancel.store(true);
+            if (b.locked.load())
+                b.unlock();
+            for (std::thread* t : { &first, &second }) {
+                if (t->joinable())
+                    t->join();
+            }
+        }
+    } joiner { b, cancel, first, second };
+    QVERIFY(eventually([&] { return b.queued() == 1; }));
+    second = std::thread([&] {
+        LockQueue q(b.words.data());
+        auto r = q.acquire(b.tryLock(), Clock::now() + 1h, &cancel);
+        cancelled.store(!r ? -1 : (*r ? 1 : 2));
+    });
+    QVERIFY(eventually([&] { return b.queued() == 2; }));
+    cancel.store(true);
+    QVERIFY(eventually([&] { return cancelled.load() != 0; }));
+    QCOMPARE(cancelled.load(), 2); // not taken, no error
+    QVERIFY(b.locked.load()); // still held by "another process": the cancel ended the wait
+    QCOMPARE(head.load(), 0);
+    b.unlock();
+    QVERIFY(eventually([&] { return head.load() != 0; }));
+    QCOMPARE(head.load(), 1);
+    QCOMPARE(b.queued(), 0U); // the head moved the queue past the ticket that left
+}
+
 #include "tst_lockqueue.moc"

@@ -8,6 +8,7 @@
 #include "testsupport.h"
 
 #include <QDateTime>
+#include <QDeadlineTimer>
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -18,8 +19,11 @@
 #include <QTest>
 #include <algorithm>
 #include <csignal>
+#include <fcntl.h>
 #include <map>
 #include <set>
+#include <sys/file.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 class TestQuotaProcesses final : public QObject
@@ -37,6 +41,10 @@ private Q_SLOTS:
     void raisedLimitAdmitsWaitingCallers();
     void killedOrInterruptedWaiterLeavesNoGhost();
     void corruptStateIsSetAsideWithLimitsKept();
+    void signalWhileWaitingForTheStoreLockAdmitsNothing_data();
+    void signalWhileWaitingForTheStoreLockAdmitsNothing();
+    void storeLockWaitEndsAtTheCommandsOwnTimeout_data();
+    void storeLockWaitEndsAtTheCommandsOwnTimeout();
 
 private:
     struct Ran
@@ -62,6 +70,73 @@ private:
     static qint64 nowMs() { return QDateTime::currentMSecsSinceEpoch(); }
     static qint64 fileTimeMs(const QString& path);
     std::vector<tollgate::HistoryEvent> history() const;
+    // A small /proc file's text ("" when it cannot be read).
+    static QByteArray procFile(qint64 pid, const char* name)
+    {
+        const int fd = ::open(
+            QStringLiteral("/proc/%1/%2").arg(pid).arg(QLatin1String(name)).toLocal8Bit().constData(),
+            O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return {};
+        char buf[512];
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        ::close(fd);
+        return n > 0 ? QByteArray(buf, static_cast<qsizetype>(n)) : QByteArray();
+    }
+    // Whether `pid` sleeps in a futex wait now: how a command waits for state.lock (the lock
+    // queue, core/store/lockqueue.h). /proc/PID/syscall starts with the number of the system
+    // call the process is blocked in, but says "running" when it cannot catch the process
+    // asleep (its sleeps there are 1 ms each); wchan names the kernel's futex wait then.
+    static bool sleepsOnFutex(qint64 pid)
+    {
+        const QByteArray nr = procFile(pid, "syscall").split(' ').value(0);
+        bool ok = false;
+        return (nr.toLong(&ok) == SYS_futex && ok) || procFile(pid, "wchan").startsWith("futex");
+    }
+    // Polls until `pid` is once seen asleep on a futex, for at most 30 s (not QTRY: it
+    // evaluates its condition once more after the loop, and the process wakes every ms).
+    static bool seenOnFutex(qint64 pid)
+    {
+        QDeadlineTimer deadline(30000);
+        while (!sleepsOnFutex(pid)) {
+            if (deadline.hasExpired())
+                return false;
+            QTest::qWait(5);
+        }
+        return true;
+    }
+    // Whether `pid` still runs (has not exited, reaped or not): the state in /proc/PID/stat.
+    static bool stillRuns(qint64 pid)
+    {
+        const QByteArray stat = procFile(pid, "stat");
+        const qsizetype at = stat.lastIndexOf(") ");
+        return at >= 0 && at + 2 < stat.size() && stat[at + 2] != 'Z' && stat[at + 2] != 'X';
+    }
+    // state.lock held by the test itself, as by a process stopped inside its transaction.
+    struct StateLockHeld
+    {
+        int fd = -1;
+        explicit StateLockHeld(const QString& home)
+            : fd(::open((home + QStringLiteral("/state.lock")).toLocal8Bit().constData(), O_RDWR | O_CLOEXEC))
+        {
+            if (fd >= 0 && ::flock(fd, LOCK_EX) != 0) {
+                ::close(fd);
+                fd = -1;
+            }
+        }
+        ~StateLockHeld() { release(); }
+        void release()
+        {
+            if (fd >= 0)
+                ::close(fd);
+            fd = -1;
+        }
+    };
+    static QByteArray fileBytes(const QString& path)
+    {
+        QFile f(path);
+        return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+    }
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_home;
@@ -501,6 +576,102 @@ void TestQuotaProcesses::corruptStateIsSetAsideWithLimitsKept()
                      QStringLiteral("b"), QStringLiteral("--timeout"), QStringLiteral("0") })
                  .code,
         1);
+}
+
+void TestQuotaProcesses::signalWhileWaitingForTheStoreLockAdmitsNothing_data()
+{
+    QTest::addColumn<bool>("run");
+    QTest::addColumn<int>("signal");
+    QTest::newRow("acquire, SIGTERM") << false << SIGTERM;
+    QTest::newRow("run, SIGINT") << true << SIGINT;
+    QTest::newRow("acquire, SIGHUP") << false << SIGHUP;
+}
+
+void TestQuotaProcesses::signalWhileWaitingForTheStoreLockAdmitsNothing()
+{
+    // A signal while `acquire`/`run` waits for state.lock (held by a process stopped in its
+    // transaction, here the test) ends the wait at once, as one in the quota's queue does:
+    // exit 128+N, nothing admitted, state.bin untouched, the command not run. It must not be
+    // swallowed until the lock comes free (then admitted) or the store gives up (exit 3).
+    QFETCH_GLOBAL(bool, redis);
+    if (redis)
+        QSKIP("state.lock is a directory home's file");
+    QFETCH(bool, run);
+    QFETCH(int, signal);
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("100") })
+                 .code,
+        0);
+    const QString marker = m_dir->path() + QStringLiteral("/ran");
+    const QString statePath = m_home + QStringLiteral("/state.bin");
+    const QByteArray stateBefore = fileBytes(statePath);
+    StateLockHeld lock(m_home);
+    QVERIFY(lock.fd >= 0);
+    QProcess* waiter = startCli(run
+            ? QStringList { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+                QStringLiteral("waiter"), QStringLiteral("--"), QStringLiteral("touch"), marker }
+            : QStringList { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                QStringLiteral("waiter") });
+    const qint64 pid = waiter->processId();
+    QVERIFY(pid > 0);
+    QVERIFY(seenOnFutex(pid)); // waiting for state.lock
+    QCOMPARE(::kill(static_cast<pid_t>(pid), signal), 0);
+    // The lock stays held until the command has ended.
+    QVERIFY(waiter->waitForFinished(60000));
+    QCOMPARE(waiter->exitStatus(), QProcess::NormalExit);
+    QVERIFY2(waiter->exitCode() == 128 + signal, waiter->readAllStandardError().constData());
+    QCOMPARE(fileBytes(statePath), stateBefore);
+    lock.release();
+    QVERIFY(!QFile::exists(marker));
+    for (const auto& e : history())
+        QVERIFY(!(e.type == tollgate::EventType::Admit && e.caller == "waiter"));
+    QCOMPARE(waitingCount(QStringLiteral("api")), 0);
+    // The home works on.
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("after") })
+                 .code,
+        0);
+}
+
+void TestQuotaProcesses::storeLockWaitEndsAtTheCommandsOwnTimeout_data()
+{
+    QTest::addColumn<QString>("timeout");
+    QTest::newRow("a try") << QStringLiteral("0"); // waits FileQuotaStore::MIN_LOCK_WAIT
+    QTest::newRow("2 s") << QStringLiteral("2");
+}
+
+void TestQuotaProcesses::storeLockWaitEndsAtTheCommandsOwnTimeout()
+{
+    // `acquire --timeout T` waits for a held state.lock until its own deadline (at least the
+    // store's floor), not the store's 10 s; a lock still held then is the store's failure
+    // (exit 3, "did not answer"), not a refusal. Judged by order, not durations: `report-ok`
+    // waits with the store's own 10 s and already waits when the acquire starts, so the
+    // acquire must end first, while the test still holds the lock.
+    QFETCH_GLOBAL(bool, redis);
+    if (redis)
+        QSKIP("state.lock is a directory home's file");
+    QFETCH(QString, timeout);
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("100") })
+                 .code,
+        0);
+    StateLockHeld lock(m_home);
+    QVERIFY(lock.fd >= 0);
+    QProcess* patient = startCli({ QStringLiteral("report-ok"), QStringLiteral("api"),
+        QStringLiteral("--caller"), QStringLiteral("patient") });
+    const qint64 patientPid = patient->processId();
+    QVERIFY(patientPid > 0);
+    QVERIFY(seenOnFutex(patientPid));
+    const Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("try"), QStringLiteral("--timeout"), timeout });
+    QVERIFY2(stillRuns(patientPid), "the acquire waited as long as the store's own timeout");
+    QVERIFY2(r.code == 3, r.err.constData());
+    QVERIFY2(r.err.contains("did not answer") && r.err.contains("state.lock"), r.err.constData());
+    lock.release();
+    QVERIFY(patient->waitForFinished(60000));
+    QCOMPARE(patient->exitCode(), 0);
+    for (const auto& e : history())
+        QVERIFY(!(e.type == tollgate::EventType::Admit && e.caller == "try"));
 }
 
 QTEST_GUILESS_MAIN(TestQuotaProcesses)

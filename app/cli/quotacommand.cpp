@@ -583,11 +583,16 @@ int parseRequest(Context& c, AdmitRequest& request, double& timeoutSeconds)
 }
 
 // A --model the provider has no limits for is counted against the provider only: say so.
-void warnUnknownModel(Context& c, const AdmitRequest& request)
+void warnUnknownModel(Context& c, const AdmitRequest& request, double timeoutSeconds)
 {
     if (request.model.empty())
         return;
-    auto all = c.limiter->limits();
+    // Within --timeout, as the acquire that follows (the store's floor lets a try wait out a
+    // transaction in progress).
+    StoreWait wait;
+    wait.deadline = std::chrono::steady_clock::now()
+        + std::chrono::milliseconds(toMs(std::min(timeoutSeconds, 3600.0)));
+    auto all = c.limiter->limits(wait);
     if (!all)
         return; // the acquire that follows reports it
     const ProviderLimits* l = all->find(request.provider);
@@ -617,7 +622,7 @@ int cmdAcquire()
         return code;
     if (int code = c.open(); code >= 0)
         return code;
-    warnUnknownModel(c, request);
+    warnUnknownModel(c, request, timeoutSeconds);
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
     request.wantsSlot = g_options.slot;
     request.pid = g_options.pid.value_or(ProcessProbe::parentPid());
@@ -705,7 +710,7 @@ int cmdRun()
         return c.console.fail(Error::make(ErrorKind::Io, "", keeper.problem() + " (nothing was spent)"), 126);
     if (int code = c.open(); code >= 0)
         return code;
-    warnUnknownModel(c, request);
+    warnUnknownModel(c, request, timeoutSeconds);
     // This runner renews the slot's lease that readers in other pid namespaces go by.
     request.wantsSlot = true;
     request.pid = keeper.pid();

@@ -47,7 +47,7 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
 {
     const AdmitRequest& request = step.request;
     AdmitOutcome out;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = m_store->transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, request.provider);
         if (!l)
             return l.error();
@@ -117,7 +117,7 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
 Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
 {
     const AdmitRequest& request = step.request;
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return m_store->transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
         ProviderState* p = tx.state.provider(request.provider);
         if (p && QuotaPolicy::dequeue(*p, step.ticket)) {
             tx.changed = true;
@@ -186,10 +186,10 @@ Result<void> LocalQuotaBackend::reportSuccess(const std::string& provider, const
     });
 }
 
-Result<QuotaLimits> LocalQuotaBackend::limits()
+Result<QuotaLimits> LocalQuotaBackend::limits(const StoreWait& wait)
 {
     QuotaLimits out;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = m_store->transact(wait, [&](QuotaTransaction& tx) -> Result<void> {
         out = tx.limits;
         return {};
     });

@@ -39,7 +39,8 @@ public:
     [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
         std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) override;
     [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller) override;
-    [[nodiscard]] Result<QuotaLimits> limits() override;
+    using QuotaBackend::limits;
+    [[nodiscard]] Result<QuotaLimits> limits(const StoreWait& wait) override;
     [[nodiscard]] Result<bool> setLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
         const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
         const std::string& description) override;

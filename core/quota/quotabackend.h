@@ -18,6 +18,7 @@
 #include "quota/quotalimits.h"
 #include "quota/quotapolicy.h"
 #include "quota/quotastate.h"
+#include "store/quotastore.h"
 
 #include <chrono>
 #include <optional>
@@ -44,6 +45,9 @@ struct AdmitStep
     // Names this acquire across its steps (below 2^53): a backend whose calls can lose their
     // reply (Redis) gives back what an acquire took when it never heard the answer.
     std::uint64_t requestId = 0;
+    // How long this step may wait for a local store's lock, and what ends that wait early
+    // (the caller's deadline and cancel flag); a backend without such a lock ignores it.
+    StoreWait storeWait;
 };
 
 struct AdmitOutcome
@@ -80,7 +84,9 @@ public:
         std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) = 0;
     [[nodiscard]] virtual Result<void> reportSuccess(const std::string& provider, const std::string& caller) = 0;
 
-    [[nodiscard]] virtual Result<QuotaLimits> limits() = 0;
+    [[nodiscard]] Result<QuotaLimits> limits() { return limits(StoreWait {}); }
+    // `wait`: as AdmitStep::storeWait.
+    [[nodiscard]] virtual Result<QuotaLimits> limits(const StoreWait& wait) = 0;
     // Sets a provider's limits; with `expected`, only when they are still that (compare-and-set:
     // false and `found` when not). `description`: the history's words (default: the limits).
     [[nodiscard]] virtual Result<bool> setLimits(const std::string& provider,

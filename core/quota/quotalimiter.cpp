@@ -3,6 +3,7 @@
 #include "base/textsanitizer.h"
 
 #include <algorithm>
+#include <cerrno>
 
 namespace tollgate {
 
@@ -69,12 +70,35 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     step.startMs = nowMs();
     step.requestId = m_rng() & ((std::uint64_t(1) << 53) - 1);
     const AdmitRequest& r = step.request;
+    // The store's lock is waited for until our deadline too (the store's floor lets a try wait
+    // out a transaction in progress), and a cancel ends that wait as it ends ours. Leaving
+    // the queue is not cancellable: it is what a cancel does.
+    auto storeWait = [&](const std::atomic<bool>* cancelWith) {
+        // Capped, so that a far deadline cannot overflow the steady clock (the store caps it
+        // far lower anyway).
+        const std::int64_t left = std::clamp<std::int64_t>(deadlineMs - nowMs(), 0, 3600 * 1000);
+        return StoreWait { std::chrono::steady_clock::now() + std::chrono::milliseconds(left), cancelWith };
+    };
+    WaitReason lastReason = WaitReason::None;
 
     for (;;) {
         const std::uint32_t mark = m_backend->changeMark();
         step.enqueue = deadlineMs > nowMs() && !(cancel && cancel->load());
+        step.storeWait = storeWait(cancel);
         auto outcome = m_backend->admit(step);
         if (!outcome) {
+            step.storeWait = storeWait(nullptr);
+            const Error& e = outcome.error();
+            if (cancel && cancel->load() && e.kind == ErrorKind::Timeout && e.sysErrno == EINTR) {
+                // The cancel ended the wait for the store's lock: nothing ran, so this is a
+                // cancel like one in the queue, not a store that did not answer.
+                if (step.ticket != 0)
+                    (void)m_backend->leaveQueue(
+                        step, true, std::string(waitReasonName(lastReason)) + " (cancelled)");
+                return Error::make(ErrorKind::Timeout, "",
+                    "cancelled waiting for provider '" + r.provider + "': " + e.message + " (" + e.path
+                        + ")");
+            }
             if (step.ticket != 0)
                 (void)m_backend->leaveQueue(step, false, {});
             return outcome.error();
@@ -89,12 +113,14 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             return permit;
         }
         step.ticket = decision.ticket;
+        lastReason = decision.reason;
         if (step.firstReason == WaitReason::None)
             step.firstReason = decision.reason;
 
         const std::int64_t now = nowMs();
         if (now >= deadlineMs || (cancel && cancel->load())) {
             const bool cancelled = cancel && cancel->load();
+            step.storeWait = storeWait(nullptr);
             if (step.ticket != 0) // a refused try was never queued: nothing to undo or record
                 (void)m_backend->leaveQueue(step, true,
                     std::string(waitReasonName(decision.reason)) + (cancelled ? " (cancelled)" : " (deadline)"));
@@ -124,9 +150,9 @@ Result<void> QuotaLimiter::reportSuccess(const std::string& provider, const std:
     return m_backend->reportSuccess(provider, sanitizeCaller(caller));
 }
 
-Result<QuotaLimits> QuotaLimiter::limits()
+Result<QuotaLimits> QuotaLimiter::limits(const StoreWait& wait)
 {
-    return m_backend->limits();
+    return m_backend->limits(wait);
 }
 
 Result<void> QuotaLimiter::setLimits(

@@ -43,7 +43,11 @@ public:
 
     // Waits until admitted or the deadline (in the clock's time). A deadline at or before
     // now makes it a try: admitted now or ErrorKind::Timeout at once. `cancel` (e.g. set by
-    // a signal handler) ends the wait like a deadline.
+    // a signal handler) ends the wait like a deadline. Both bound the waits for a local
+    // store's lock too (StoreWait): a lock still held at the deadline (after the store's
+    // floor, FileQuotaStore::MIN_LOCK_WAIT) fails with the store's ErrorKind::Timeout naming
+    // the lock; a cancel while waiting for it ends the acquire as a cancel in the queue does
+    // (ErrorKind::Timeout naming no file), nothing admitted.
     [[nodiscard]] Result<Permit> acquire(
         AdmitRequest request, WallTime deadline, const std::atomic<bool>* cancel = nullptr);
     // Returns the backoff now in force, in ms. `pid`: the process that got the 429, for the
@@ -52,7 +56,8 @@ public:
         std::optional<std::int64_t> retryAfterMs, std::int64_t pid = 0);
     [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller);
 
-    [[nodiscard]] Result<QuotaLimits> limits();
+    // `wait`: how long to wait for a local store's lock (StoreWait; default: the store's own).
+    [[nodiscard]] Result<QuotaLimits> limits(const StoreWait& wait = {});
     [[nodiscard]] Result<void> setLimits(
         const std::string& provider, const ProviderLimits& limits, const std::string& who);
     // Compare-and-set: sets the limits only when the provider's limits are still `expected`

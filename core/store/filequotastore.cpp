@@ -5,6 +5,7 @@
 #include "system/flockguard.h"
 #include "system/homedir.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -349,10 +350,10 @@ void FileQuotaStore::appendHistory(std::vector<HistoryEvent> events)
     }
 }
 
-Result<void> FileQuotaStore::run(
-    const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared)
+Result<void> FileQuotaStore::run(const LimitsFunction* limitsFn, const TxFunction* fn,
+    const PreparedLimits* prepared, const StoreWait& wait)
 {
-    auto guard = lockState(std::chrono::steady_clock::now() + LOCK_TIMEOUT);
+    auto guard = lockState(wait);
     if (!guard)
         return guard.error();
     // Every way out of the transaction (errors included) hands the lock over.
@@ -429,8 +430,12 @@ Result<void> FileQuotaStore::run(
     return {};
 }
 
-Result<FlockGuard> FileQuotaStore::lockState(std::chrono::steady_clock::time_point deadline)
+Result<FlockGuard> FileQuotaStore::lockState(const StoreWait& wait)
 {
+    const auto now = std::chrono::steady_clock::now();
+    auto deadline = now + LOCK_TIMEOUT;
+    if (wait.deadline < deadline)
+        deadline = std::max(wait.deadline, now + MIN_LOCK_WAIT);
     // Holders keep state.lock for microseconds. Waiters that poll wake far too often or far
     // too late; waiters that all sleep on one word wake, fail and sleep again. The queue hands
     // the flock to the longest waiter while it is already running (see LockQueue).
@@ -446,17 +451,25 @@ Result<FlockGuard> FileQuotaStore::lockState(std::chrono::steady_clock::time_poi
         return r.error();
     };
     LockQueue queue(m_doorbell.mapped());
-    auto got = queue.acquire(tryLock, deadline);
+    auto got = queue.acquire(tryLock, deadline, wait.cancel);
     if (!got)
         return got.error();
-    if (!*got)
+    if (!*got) {
+        if (wait.cancel && wait.cancel->load()) {
+            // EINTR tells the caller that its own cancel ended the wait, not the store.
+            Error e = Error::make(
+                ErrorKind::Timeout, m_lockFd.path(), "interrupted while waiting for the file lock");
+            e.sysErrno = EINTR;
+            return e;
+        }
         return Error::make(ErrorKind::Timeout, m_lockFd.path(), "timed out waiting for the file lock");
+    }
     return held;
 }
 
-Result<void> FileQuotaStore::transact(const TxFunction& fn)
+Result<void> FileQuotaStore::transact(const StoreWait& wait, const TxFunction& fn)
 {
-    return run(nullptr, &fn, nullptr);
+    return run(nullptr, &fn, nullptr, wait);
 }
 
 Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
@@ -485,7 +498,7 @@ Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
                 return w;
             }
         }
-        auto r = run(&fn, nullptr, &prepared);
+        auto r = run(&fn, nullptr, &prepared, StoreWait {});
         // Still there only if not renamed.
         unlinkName(m_home, prepared.tmpName);
         unlinkName(m_home, prepared.backupTmpName);

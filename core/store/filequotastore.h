@@ -56,6 +56,11 @@ public:
     // How long a transaction waits for state.lock before giving up (holders keep it for
     // microseconds; this only fires if a holder is stopped or the disk hangs).
     static constexpr std::chrono::seconds LOCK_TIMEOUT { 10 };
+    // The least a caller's own deadline (StoreWait) leaves for state.lock: a try (`acquire
+    // --timeout 0`) still waits out a transaction in progress, or a queue of them, and
+    // only gives up on a lock that stays held (a stopped holder). The same floor the Redis
+    // home gives each operation for --timeout.
+    static constexpr std::chrono::milliseconds MIN_LOCK_WAIT { 500 };
 
     static constexpr int LIMITS_BACKUPS = 3;
 
@@ -63,7 +68,10 @@ public:
     static Result<std::unique_ptr<FileQuotaStore>> open(const std::string& homeDir, const Clock& clock,
         HomeDir::Create create = HomeDir::Create::WithParents);
 
-    [[nodiscard]] Result<void> transact(const TxFunction& fn) override;
+    using QuotaStore::transact;
+    // Waits for state.lock until min(now + LOCK_TIMEOUT, max(wait.deadline, now +
+    // MIN_LOCK_WAIT)), or until wait.cancel is set.
+    [[nodiscard]] Result<void> transact(const StoreWait& wait, const TxFunction& fn) override;
     [[nodiscard]] Result<void> updateLimits(const LimitsFunction& fn) override;
     [[nodiscard]] std::uint32_t changeMark() const override { return m_doorbell.generation(); }
     void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override;
@@ -103,9 +111,11 @@ private:
         std::string tmpName;
         std::string backupTmpName;
     };
-    Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared);
-    // flock(state.lock) with a deadline, sleeping on the doorbell's lock turn between tries.
-    Result<FlockGuard> lockState(std::chrono::steady_clock::time_point deadline);
+    Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared,
+        const StoreWait& wait);
+    // flock(state.lock) within `wait` (bounded as transact() says), sleeping on the doorbell's
+    // lock turn between tries.
+    Result<FlockGuard> lockState(const StoreWait& wait);
     Result<void> loadLimits();
     Result<void> writeTemp(const std::string& name, const std::string& content) const;
     Result<void> commitLimits(const PreparedLimits& prepared);

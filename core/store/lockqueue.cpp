@@ -112,8 +112,10 @@ LockQueue::LockQueue(std::atomic<std::uint32_t>* words, std::chrono::nanoseconds
 {
 }
 
-Result<bool> LockQueue::acquire(const TryLock& tryLock, Clock::time_point deadline)
+Result<bool> LockQueue::acquire(
+    const TryLock& tryLock, Clock::time_point deadline, const std::atomic<bool>* cancel)
 {
+    m_cancel = cancel;
     if (!m_words)
         return poll(tryLock, deadline);
     std::uint32_t serving = word(SERVING).load();
@@ -187,7 +189,7 @@ Result<bool> LockQueue::waitForTurn(
             }
             lastMove = now;
         }
-        if (now >= deadline)
+        if (over(now, deadline))
             return false;
         const auto until = std::min(deadline, lastMove + m_stall);
         if (after(ticket, s) == 1
@@ -211,7 +213,7 @@ Result<bool> LockQueue::takeAtHead(const TryLock& tryLock, Clock::time_point dea
         if (!r || *r)
             return r;
         const auto now = Clock::now();
-        if (now >= deadline)
+        if (over(now, deadline))
             return false;
         // The holder keeps the flock for microseconds: watch its unlock, then sleep on it.
         if (spinWithLease([this, seen] { return word(TURN).load() != seen; }, std::min(deadline, now + SPIN)))
@@ -231,7 +233,7 @@ Result<bool> LockQueue::poll(const TryLock& tryLock, Clock::time_point deadline)
         if (!r || *r)
             return r;
         const auto now = Clock::now();
-        if (now >= deadline)
+        if (over(now, deadline))
             return false;
         std::this_thread::sleep_for(std::min<Clock::duration>(deadline - now, m_stall));
     }

@@ -70,11 +70,14 @@ public:
     // polled every STALL.
     explicit LockQueue(std::atomic<std::uint32_t>* words, std::chrono::nanoseconds stall = STALL);
 
-    // Returns true once `tryLock` succeeded, false when the deadline passed first; the
+    // Returns true once `tryLock` succeeded, false when the deadline passed first or `cancel`
+    // was set while the lock was held (looked at only then: a free lock costs no more); the
     // error of `tryLock` otherwise. `tryLock` is called only by this process's turn (or after
-    // a stall) and must not block.
+    // a stall) and must not block. A signal that sets `cancel` interrupts the sleeps here;
+    // one that comes just before a sleep is seen when it ends (TURN_FALLBACK or STALL).
     using TryLock = std::function<Result<bool>()>;
-    Result<bool> acquire(const TryLock& tryLock, std::chrono::steady_clock::time_point deadline);
+    Result<bool> acquire(const TryLock& tryLock, std::chrono::steady_clock::time_point deadline,
+        const std::atomic<bool>* cancel = nullptr);
 
     // How many times this queue took a spin lease (tests: a waiter without one never spins).
     [[nodiscard]] std::uint64_t spinLeasesTaken() const { return m_spinLeases; }
@@ -84,6 +87,12 @@ private:
         std::chrono::steady_clock::time_point deadline, bool& holding);
     Result<bool> takeAtHead(const TryLock& tryLock, std::chrono::steady_clock::time_point deadline);
     Result<bool> poll(const TryLock& tryLock, std::chrono::steady_clock::time_point deadline);
+    // The wait is over: the deadline passed or the caller cancelled it.
+    [[nodiscard]] bool over(
+        std::chrono::steady_clock::time_point now, std::chrono::steady_clock::time_point deadline) const
+    {
+        return now >= deadline || (m_cancel && m_cancel->load());
+    }
     void advancePast(std::uint32_t ticket);
     void leave(std::uint32_t ticket);
     void wakeIfAsleep(std::uint32_t ticket);
@@ -101,6 +110,7 @@ private:
 
     std::atomic<std::uint32_t>* m_words;
     std::chrono::nanoseconds m_stall;
+    const std::atomic<bool>* m_cancel = nullptr; // of the acquire() in progress
     std::uint64_t m_spinLeases = 0;
 };
 

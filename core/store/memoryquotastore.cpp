@@ -114,7 +114,7 @@ Result<void> MemoryQuotaStore::run(const LimitsFunction* limitsFn, const TxFunct
     return {};
 }
 
-Result<void> MemoryQuotaStore::transact(const TxFunction& fn)
+Result<void> MemoryQuotaStore::transact(const StoreWait& /*wait*/, const TxFunction& fn)
 {
     return run(nullptr, &fn);
 }

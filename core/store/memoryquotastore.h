@@ -33,7 +33,9 @@ public:
     {
     }
 
-    [[nodiscard]] Result<void> transact(const TxFunction& fn) override;
+    using QuotaStore::transact;
+    // Never waits for another process: `wait` is not needed.
+    [[nodiscard]] Result<void> transact(const StoreWait& wait, const TxFunction& fn) override;
     [[nodiscard]] Result<void> updateLimits(const LimitsFunction& fn) override;
     [[nodiscard]] std::uint32_t changeMark() const override;
     void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override;

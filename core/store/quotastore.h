@@ -26,17 +26,33 @@
 //   released by the kernel. Slots and waiters of a dead process are reclaimed by the next
 //   transaction that sees them (QuotaPolicy), not by the store.
 // - No wait is endless: transact() gives up after the store's own deadline with
-//   ErrorKind::Timeout naming where the store lives ("the store did not answer").
+//   ErrorKind::Timeout naming where the store lives ("the store did not answer"). A caller
+//   with a deadline of its own, or a cancel flag, passes them in a StoreWait.
 
 #include "history/historyevent.h"
 #include "quota/quotalimits.h"
 #include "quota/quotastate.h"
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <vector>
 
 namespace tollgate {
+
+// How long one transaction may wait for the store's exclusion (FileQuotaStore: state.lock),
+// for a caller that has a deadline of its own or can be interrupted (`acquire --timeout 0`,
+// a signal). The store bounds `deadline` by its own timeout and gives it a floor of its own
+// (room for a transaction that holds the lock for the usual microseconds: a try still waits
+// for one). `cancel` ends the wait early: a signal handler sets it, and the wait, which the
+// signal interrupts, sees it. A wait ended either way fails before the transaction runs:
+// nothing is committed. Ended by `cancel`, the error is ErrorKind::Timeout with sysErrno
+// EINTR. A store that never waits for another process (memory) ignores both.
+struct StoreWait
+{
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    const std::atomic<bool>* cancel = nullptr;
+};
 
 struct QuotaTransaction
 {
@@ -54,7 +70,8 @@ public:
     using LimitsFunction = std::function<Result<void>(QuotaLimits&, QuotaTransaction&)>;
 
     virtual ~QuotaStore() = default;
-    [[nodiscard]] virtual Result<void> transact(const TxFunction& fn) = 0;
+    [[nodiscard]] Result<void> transact(const TxFunction& fn) { return transact(StoreWait {}, fn); }
+    [[nodiscard]] virtual Result<void> transact(const StoreWait& wait, const TxFunction& fn) = 0;
     // Edits the limits and the state in one transaction; the limits are saved durably first.
     [[nodiscard]] virtual Result<void> updateLimits(const LimitsFunction& fn) = 0;
     [[nodiscard]] virtual std::uint32_t changeMark() const = 0;

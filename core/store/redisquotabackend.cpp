@@ -301,7 +301,7 @@ Result<void> RedisQuotaBackend::reportSuccess(const std::string& provider, const
     return {};
 }
 
-Result<QuotaLimits> RedisQuotaBackend::limits()
+Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
 {
     const std::string key = m_keys[0];
     auto r = m_connection.command({ "HGETALL", key });
