@@ -150,6 +150,11 @@ void TestCli::controlBytesAreEscaped_data()
     QTest::newRow("unexpected argument") << QStringList { QStringLiteral("status"), esc };
     QTest::newRow("lock path") << QStringList { QStringLiteral("lock"), QStringLiteral("try"),
         QStringLiteral("/nonexistent-dir-") + esc + QStringLiteral("/x.lock") };
+    // A right-to-left override (shows "evil\u202Etxt.exe" as "evilexe.txt") and a line separator.
+    QTest::newRow("bidi override and line separator")
+        << QStringList { QStringLiteral("report-429"), QStringLiteral("evil") + QChar(0x202E) + QStringLiteral("txt.exe")
+                   + QChar(0x2028) + QStringLiteral("x"),
+               QStringLiteral("--caller"), QStringLiteral("x") };
 }
 
 void TestCli::controlBytesAreEscaped()
@@ -164,10 +169,12 @@ void TestCli::controlBytesAreEscaped()
         const Ran r = cli(a);
         QVERIFY2(r.code != 0, r.out.constData());
         const QByteArray all = r.out + r.err;
-        QVERIFY2(!all.contains('\x1b') && !all.contains('\x07') && !all.contains("\xc2\x9b"),
+        QVERIFY2(!all.contains('\x1b') && !all.contains('\x07') && !all.contains("\xc2\x9b")
+                && !all.contains("\xe2\x80\xae") && !all.contains("\xe2\x80\xa8"),
             all.toPercentEncoding().constData());
         if (!json)
-            QVERIFY2(all.contains("\\x1b") || all.contains("\\xc2\\x9b"), all.constData()); // shown, escaped
+            QVERIFY2(all.contains("\\x1b") || all.contains("\\xc2\\x9b") || all.contains("\\u202E"),
+                all.constData()); // shown, escaped
     }
 }
 

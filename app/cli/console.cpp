@@ -42,6 +42,24 @@ Console::Console(std::string command, bool json, bool quiet)
 {
 }
 
+namespace {
+
+// U+200E/U+200F (marks), U+202A..U+202E (embeddings, overrides), U+2066..U+2069 (isolates),
+// U+2028/U+2029 (line and paragraph separators): E2 80 8E/8F/A8..AE, E2 81 A6..A9.
+bool reordersOrBreaks(std::string_view c)
+{
+    const auto b0 = static_cast<unsigned char>(c[0]);
+    const auto b1 = static_cast<unsigned char>(c[1]);
+    const auto b2 = static_cast<unsigned char>(c[2]);
+    if (b0 != 0xE2)
+        return false;
+    if (b1 == 0x80)
+        return b2 == 0x8E || b2 == 0x8F || (b2 >= 0xA8 && b2 <= 0xAE);
+    return b1 == 0x81 && b2 >= 0xA6 && b2 <= 0xA9;
+}
+
+} // namespace
+
 std::string Console::printable(std::string_view text)
 {
     std::string out;
@@ -61,6 +79,16 @@ std::string Console::printable(std::string_view text)
             // U+0080..U+009F: C1 controls (U+009B is a one-byte CSI on some terminals)
             appendEscaped(out, b0);
             appendEscaped(out, static_cast<unsigned char>(text[i + 1]));
+        } else if (len == 3 && reordersOrBreaks(text.substr(i, 3))) {
+            // Bidirectional overrides and isolates make a line read differently from what it
+            // holds (a name that shows "txt.exe" as "exe.txt"); line and paragraph separators
+            // start a new line in some terminals. Shown by code point.
+            const auto b1 = static_cast<unsigned char>(text[i + 1]);
+            const auto b2 = static_cast<unsigned char>(text[i + 2]);
+            const unsigned cp = ((b0 & 0x0Fu) << 12) | ((b1 & 0x3Fu) << 6) | (b2 & 0x3Fu);
+            char buf[12];
+            std::snprintf(buf, sizeof buf, "\\u%04X", cp);
+            out += buf;
         } else {
             out.append(text.substr(i, len));
         }
