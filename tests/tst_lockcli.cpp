@@ -32,6 +32,7 @@ private Q_SLOTS:
     void usageErrorsExit2();
     void runHoldsLockAndReturnsCommandExitCode();
     void runRefusesWhenHeld();
+    void runOfAMissingCommandTakesNoLock();
     void runForwardsTerminationAndReleases();
     void acquireAndWaitTimeOut();
     void cleanTakesDeadOldLock();
@@ -228,15 +229,32 @@ void TestLockCli::runHoldsLockAndReturnsCommandExitCode()
     p.start(QStringLiteral(TOLLGATE_CLI_PATH),
         { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--tag"),
             QStringLiteral("job"), QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
-            QStringLiteral("cat \"$0\"; exit 7"), lockPath() });
+            QStringLiteral("cat \"$0\"; echo \"keeper=$PPID runner=$(cut -d' ' -f4 /proc/$PPID/stat)\"; exit 7"),
+            lockPath() });
     QVERIFY(p.waitForStarted());
     const qint64 cliPid = p.processId();
     QVERIFY(p.waitForFinished(60000));
     QCOMPARE(p.exitCode(), 7);
     const QByteArray seen = p.readAllStandardOutput();
-    // while the command ran, the lock named tollgate itself as holder (not the test)
-    QVERIFY2(seen.startsWith("pid=" + QByteArray::number(cliPid) + "\n"), seen.constData());
-    QVERIFY(seen.endsWith("tag=job\n"));
+    // While the command ran, the lock named tollgate's keeper of the command (the command's
+    // parent, a child of tollgate) as its holder — not the test, and not a process that dies
+    // before the command's children.
+    const QList<QByteArray> lines = seen.split('\n');
+    QVERIFY2(lines.size() >= 4, seen.constData());
+    const QByteArray keeper = lines[3].mid(lines[3].indexOf("keeper=") + 7).split(' ').value(0);
+    QVERIFY2(lines[3].endsWith("runner=" + QByteArray::number(cliPid)), seen.constData());
+    QVERIFY2(seen.startsWith("pid=" + keeper + "\n"), seen.constData());
+    QVERIFY(seen.contains("tag=job\n"));
+    QVERIFY(!QFile::exists(lockPath()));
+}
+
+// A command that cannot run takes no lock: nobody waits for a lock held by nothing.
+void TestLockCli::runOfAMissingCommandTakesNoLock()
+{
+    auto r = tollgate({ QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--json"),
+        QStringLiteral("--"), QStringLiteral("tollgate-test-no-such-command") });
+    QCOMPARE(r.code, 127);
+    QVERIFY2(r.out.contains("\"error\"") && r.out.contains("tollgate-test-no-such-command"), r.out.constData());
     QVERIFY(!QFile::exists(lockPath()));
 }
 

@@ -280,12 +280,21 @@ int doClean(const Settings& s, Console& console, const LockFile& lock)
 
 int doRun(const Settings& s, Console& console, const LockFile& lock)
 {
+    // A command that cannot run must not take the lock (nor make others wait for it).
+    if (const auto found = ChildRunner::resolve(s.commandLine.empty() ? std::string() : s.commandLine[0]);
+        found.exitCode != 0)
+        return console.fail(Error::make(ErrorKind::NotFound, "", found.problem + " (the lock was not taken)"),
+            found.exitCode);
+    // The command's keeper is the holder: it lives until the last process of the command is
+    // gone, even when this runner is SIGKILLed (ChildRunner), so the lock becomes reclaimable
+    // only then, not while the command's tree still runs (nor tied to a long-lived shell).
+    ChildRunner::Keeper keeper = ChildRunner::prepare(s.commandLine);
+    if (!keeper.ok())
+        return console.fail(Error::make(ErrorKind::Io, "", keeper.problem() + " (the lock was not taken)"), 126);
     LockOptions o;
     o.tag = s.tag;
     o.staleSeconds = s.staleSeconds;
-    // tollgate itself lives as long as the command: record it, so a SIGKILL makes the lock
-    // reclaimable instead of tying it to a long-lived parent shell.
-    o.holderPid = s.pid > 0 ? s.pid : ProcessProbe::selfPid();
+    o.holderPid = s.pid > 0 ? s.pid : keeper.pid();
     auto r = lock.acquire(o, deadlineAfter(s.timeoutSeconds));
     if (!r || !r->acquired) {
         const int code = reportAcquire(s, console, r, true);
@@ -294,7 +303,7 @@ int doRun(const Settings& s, Console& console, const LockFile& lock)
 
     // Only now: while waiting for the lock, Ctrl-C should simply end tollgate.
     ChildRunner::installSignalHandlers();
-    const int code = ChildRunner::run(s.commandLine, { { "TOLLGATE_LOCK_PATH", s.path } });
+    const int code = ChildRunner::start(keeper, { { "TOLLGATE_LOCK_PATH", s.path } });
     auto rel = lock.release(r->written.pid, false);
     if (!rel)
         console.warn(rel.error().describe());
