@@ -219,6 +219,9 @@ void TestCli::contradictoryFlagsAreOneLineUsageErrors_data()
                                << QByteArray("acquire");
     QTest::newRow("unknown option") << QStringList { QStringLiteral("status"), QStringLiteral("--bogus") }
                                     << QByteArray("status");
+    QTest::newRow("pid without a slot") << QStringList { QStringLiteral("acquire"), QStringLiteral("p"),
+        QStringLiteral("--caller"), QStringLiteral("c"), QStringLiteral("--pid"), QStringLiteral("5") }
+                                        << QByteArray("acquire");
     QTest::newRow("lock") << QStringList { QStringLiteral("lock"), QStringLiteral("status"),
         QStringLiteral("/tmp/x.lock"), QStringLiteral("--force") }
                           << QByteArray("lock status");

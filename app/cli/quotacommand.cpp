@@ -1318,9 +1318,12 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
     CLI::App* acquire
         = command(&app, "acquire", "wait for the quota of PROVIDER; exit 0 when admitted", cmdAcquire);
     request(acquire);
-    acquire->add_flag("--slot", o.slot, "also take a parallel slot, held until released or the caller dies");
+    CLI::Option* slot
+        = acquire->add_flag("--slot", o.slot, "also take a parallel slot, held until released or the caller dies");
+    // Only a slot has a holder: --pid alone would be taken and ignored.
     CliOptions::addInteger(acquire, "--pid", o.pid, 1, INT32_MAX,
-        "the process that holds the slot (default: the one that ran tollgate)");
+        "the process that holds the slot (default: the one that ran tollgate)")
+        ->needs(slot);
 
     CLI::App* run = command(&app, "run",
         "run a command under the quota (tollgate run PROVIDER --caller NAME -- CMD ARGS...)", cmdRun);
