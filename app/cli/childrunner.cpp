@@ -142,34 +142,30 @@ void keeperOnSignal(int sig, siginfo_t* info, void*)
     }
 }
 
-bool readAll(int fd, void* to, std::size_t n)
+// All of n bytes through a pipe, retrying EINTR and short transfers; false at its end or on
+// an error.
+bool transferAll(int fd, char* p, std::size_t n, bool reading)
 {
-    auto* p = static_cast<char*>(to);
     while (n > 0) {
-        const ssize_t got = ::read(fd, p, n);
-        if (got < 0 && errno == EINTR)
+        const ssize_t done = reading ? ::read(fd, p, n) : ::write(fd, p, n);
+        if (done < 0 && errno == EINTR)
             continue;
-        if (got <= 0)
+        if (done <= 0)
             return false;
-        p += got;
-        n -= static_cast<std::size_t>(got);
+        p += done;
+        n -= static_cast<std::size_t>(done);
     }
     return true;
 }
 
+bool readAll(int fd, void* to, std::size_t n)
+{
+    return transferAll(fd, static_cast<char*>(to), n, true);
+}
+
 bool writeAll(int fd, const void* from, std::size_t n)
 {
-    const auto* p = static_cast<const char*>(from);
-    while (n > 0) {
-        const ssize_t put = ::write(fd, p, n);
-        if (put < 0 && errno == EINTR)
-            continue;
-        if (put <= 0)
-            return false;
-        p += put;
-        n -= static_cast<std::size_t>(put);
-    }
-    return true;
+    return transferAll(fd, const_cast<char*>(static_cast<const char*>(from)), n, false);
 }
 
 // The parent of `pid` from /proc/PID/stat (after the last ')': the name may hold anything);
