@@ -28,6 +28,7 @@ private Q_SLOTS:
     void killedRunTakesItsCommandAlong_data();
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
+    void theKeeperChangesNothingForTheCommand();
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
     void holderInAnotherTimeNamespaceIsNotTakenForDead();
     void anotherPidNamespaceIsAnotherHost();
@@ -228,6 +229,35 @@ void TestHolders::killedRunTakesItsCommandAlong()
     QFile f(seen);
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(f.readAll().trimmed(), QByteArray("alone"));
+}
+
+// The keeper between `run` and the command must not show: the command gets SIGPIPE as
+// tollgate got it (a `yes | head` ends quietly), and orphans of its tree that end are reaped
+// at once rather than piling up as zombies under the keeper (a long job that double-forks
+// would fill the pid table).
+void TestHolders::theKeeperChangesNothingForTheCommand()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    const auto run = [&](const QString& script) {
+        return cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("k"),
+            QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"), script });
+    };
+    const Ran pipe = run(QStringLiteral("yes | head -1 >/dev/null; grep SigIgn /proc/self/status"));
+    QVERIFY2(pipe.code == 0, pipe.err.constData());
+    QVERIFY2(!pipe.err.contains("Broken pipe"), pipe.err.constData());
+    const QByteArray ignored = pipe.out.mid(pipe.out.indexOf(':') + 1).trimmed();
+    QVERIFY2((ignored.toULongLong(nullptr, 16) & (1ULL << (SIGPIPE - 1))) == 0, pipe.out.constData());
+
+    // 50 orphans that end at once; then up to 10 s for the keeper to have reaped them all.
+    const Ran zombies = run(QStringLiteral(
+        "for i in $(seq 50); do (true &); done; "
+        "for i in $(seq 200); do z=$(ps --ppid $PPID -o stat= | grep -c Z); [ \"$z\" = 0 ] && break; sleep 0.05; done; "
+        "echo \"zombies=$z\""));
+    QVERIFY2(zombies.code == 0, zombies.err.constData());
+    QCOMPARE(zombies.out.trimmed(), QByteArray("zombies=0"));
 }
 
 // `run` resolves its command before it asks for anything: a missing or non-executable

@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <unordered_map>
 #include <utility>
 
 extern char** environ;
@@ -30,15 +31,18 @@ std::atomic<bool> g_interrupted { false };
 
 constexpr int FORWARDED[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 
-void onSignal(int sig)
+// While a child runs, a signal is passed on to it — unless the terminal sent it (SI_KERNEL: a
+// Ctrl-C goes to the whole foreground group, the command included, which must not get it
+// twice). Either way the signal is remembered: a child about to be started is then not.
+void onSignal(int sig, siginfo_t* info, void*)
 {
-    if (g_child > 0) {
-        ::kill(static_cast<pid_t>(g_child), sig);
-        return;
-    }
     g_signal = sig;
     g_interrupted.store(true);
+    if (g_child > 0 && !(info && info->si_code == SI_KERNEL))
+        ::kill(static_cast<pid_t>(g_child), sig);
 }
+
+struct sigaction g_pipeBefore; // SIGPIPE as tollgate found it: what the command gets
 
 // errno of what is wrong with running `path` (0: it is an executable regular file).
 int runnable(const std::string& path)
@@ -106,6 +110,8 @@ std::string interpreterOf(const std::string& path)
     sigemptyset(&dfl.sa_mask);
     for (int sig : FORWARDED)
         ::sigaction(sig, &dfl, nullptr);
+    ::sigaction(SIGCHLD, &dfl, nullptr);
+    ::sigaction(SIGPIPE, &g_pipeBefore, nullptr); // the keeper ignores it; the command must not
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     ::execve(path, args, envp);
     int err = errno;
@@ -129,18 +135,23 @@ constexpr int ENDED = 2;
 
 volatile sig_atomic_t g_command = 0; // in the keeper: the command's pid
 volatile sig_atomic_t g_forwarded = 0; // in the keeper: a signal was passed on to the command
+volatile sig_atomic_t g_pending = 0; // in the keeper: a signal that came before the command
 
 // The keeper passes on what the runner (or anyone) sends it; a signal the terminal sent to the
-// whole foreground group (SI_KERNEL) reached the command already.
+// whole foreground group (SI_KERNEL) reached the command already. One that comes before the
+// command exists is kept: the command is then not started.
 void keeperOnSignal(int sig, siginfo_t* info, void*)
 {
     if (info && info->si_code == SI_KERNEL)
         return;
-    if (g_command > 0) {
-        g_forwarded = 1;
+    g_forwarded = 1;
+    if (g_command > 0)
         ::kill(static_cast<pid_t>(g_command), sig);
-    }
+    else
+        g_pending = sig;
 }
+
+void onChild(int) { } // only wakes the keeper's ppoll
 
 // All of n bytes through a pipe, retrying EINTR and short transfers; false at its end or on
 // an error.
@@ -169,8 +180,8 @@ bool writeAll(int fd, const void* from, std::size_t n)
 }
 
 // The parent of `pid` from /proc/PID/stat (after the last ')': the name may hold anything);
-// 0 when it cannot be read (gone meanwhile).
-pid_t parentOf(pid_t pid)
+// 0 when it cannot be read (gone meanwhile). `zombie`: it has ended and waits to be reaped.
+pid_t parentOf(pid_t pid, bool& zombie)
 {
     char path[40];
     std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
@@ -190,17 +201,17 @@ pid_t parentOf(pid_t pid)
     int ppid = 0;
     if (std::sscanf(close + 1, " %c %d", &state, &ppid) != 2)
         return 0;
+    zombie = state == 'Z' || state == 'X';
     return static_cast<pid_t>(ppid);
 }
 
-// SIGKILLs every process descended from `root` (this keeper); the number found.
+// SIGKILLs every live process descended from `root` (this keeper); how many it could kill
+// (a descendant it may not signal, a set-user-ID program's, is not counted: the sweep does
+// not spin on it).
 int killDescendants(pid_t root)
 {
-    static constexpr std::size_t MAX = 1 << 16;
-    static pid_t pids[MAX];
-    static pid_t parents[MAX];
-    static bool mine[MAX];
-    std::size_t count = 0;
+    std::unordered_map<pid_t, pid_t> parent;
+    std::vector<pid_t> live;
     const int dir = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0)
         return 0;
@@ -222,41 +233,50 @@ int killDescendants(pid_t root)
             at += e->reclen;
             char* end = nullptr;
             const long pid = std::strtol(e->name, &end, 10);
-            if (pid <= 0 || *end != '\0' || pid == root || count == MAX)
+            if (pid <= 0 || *end != '\0' || pid == root)
                 continue;
-            const pid_t parent = parentOf(static_cast<pid_t>(pid));
-            if (parent == 0)
+            bool zombie = false;
+            const pid_t up = parentOf(static_cast<pid_t>(pid), zombie);
+            if (up == 0)
                 continue;
-            pids[count] = static_cast<pid_t>(pid);
-            parents[count] = parent;
-            mine[count] = parent == root;
-            ++count;
+            parent[static_cast<pid_t>(pid)] = up;
+            if (!zombie)
+                live.push_back(static_cast<pid_t>(pid));
         }
     }
     ::close(dir);
-    // Descendants: children of root, then their children, until nothing new is found.
-    for (bool grew = true; grew;) {
-        grew = false;
-        for (std::size_t i = 0; i < count; ++i) {
-            if (mine[i])
-                continue;
-            for (std::size_t j = 0; j < count; ++j) {
-                if (mine[j] && pids[j] == parents[i]) {
-                    mine[i] = true;
-                    grew = true;
-                    break;
-                }
+    // Descends from root: its parent chain reaches root (each chain walked once, remembered).
+    std::unordered_map<pid_t, bool> mine;
+    const auto descends = [&](pid_t pid) {
+        std::vector<pid_t> chain;
+        bool answer = false;
+        for (pid_t at = pid;;) {
+            if (auto known = mine.find(at); known != mine.end()) {
+                answer = known->second;
+                break;
             }
+            chain.push_back(at);
+            const auto up = parent.find(at);
+            if (up == parent.end() || up->second <= 1 || chain.size() > parent.size()) {
+                answer = up != parent.end() && up->second == root;
+                break;
+            }
+            if (up->second == root) {
+                answer = true;
+                break;
+            }
+            at = up->second;
         }
+        for (pid_t p : chain)
+            mine[p] = answer;
+        return answer;
+    };
+    int killed = 0;
+    for (pid_t pid : live) {
+        if (descends(pid) && ::kill(pid, SIGKILL) == 0)
+            ++killed;
     }
-    int found = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-        if (mine[i]) {
-            ::kill(pids[i], SIGKILL);
-            ++found;
-        }
-    }
-    return found;
+    return killed;
 }
 
 // Kills the whole tree under this keeper, again until none is left (a process forking while
@@ -265,10 +285,10 @@ void killTree()
 {
     const pid_t self = ::getpid();
     for (int round = 0; round < 1000; ++round) {
-        const int found = killDescendants(self);
+        const int killed = killDescendants(self);
         while (::waitpid(-1, nullptr, WNOHANG) > 0) {
         }
-        if (found == 0)
+        if (killed == 0)
             return;
         ::poll(nullptr, 0, 5);
     }
@@ -280,12 +300,37 @@ struct KeeperPlan
     std::vector<char*> args;
     std::vector<char*> shArgs;
     std::vector<std::string> environment; // the runner's, as at prepare()
+    std::string cleanupFile; // removed when the runner dies: its retry-after file
 };
+
+// Tells the runner how the command ended (or that it did not start), then exits.
+[[noreturn]] void keeperReport(int report, int kind, int value)
+{
+    const Outcome o { kind, value };
+    (void)writeAll(report, &o, sizeof o);
+    ::_exit(0);
+}
+
+// The runner is gone (it never writes again and holds the pipe until the command is done):
+// nothing holds the slot for the command once this keeper exits, so nothing of it may run on.
+[[noreturn]] void keeperOrphaned(const std::string& cleanupFile)
+{
+    killTree();
+    if (!cleanupFile.empty())
+        ::unlink(cleanupFile.c_str());
+    ::_exit(0);
+}
+
+bool runnerGone(int go)
+{
+    pollfd p { go, POLLIN, 0 };
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR));
+}
 
 // The keeper: waits for the runner's go (the extra environment), starts the command, and
 // tells the runner how it ended; kills the command's tree when the runner dies first, or when
-// the command ended by a signal.
-[[noreturn]] void keeperMain(const KeeperPlan& plan, int go, int report, const sigset_t& mask)
+// the command ended by a signal. Reaps every orphan that comes to it meanwhile.
+[[noreturn]] void keeperLife(const KeeperPlan& plan, int go, int report, const sigset_t& mask)
 {
     struct sigaction sa
     {
@@ -295,9 +340,26 @@ struct KeeperPlan
     sa.sa_flags = SA_SIGINFO; // no SA_RESTART: the waits below re-check
     for (int sig : FORWARDED)
         ::sigaction(sig, &sa, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
+    struct sigaction chld
+    {
+    };
+    chld.sa_handler = onChild;
+    sigemptyset(&chld.sa_mask);
+    ::sigaction(SIGCHLD, &chld, nullptr);
+    struct sigaction ign
+    {
+    };
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    ::sigaction(SIGPIPE, &ign, &g_pipeBefore); // a report to a runner that died is not fatal
     ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    ::prctl(PR_SET_NAME, "tollgate-keep"); // not taken for its runner by pgrep/ps
+    // SIGCHLD stays blocked but in ppoll (no wake-up lost between a reap and the wait).
+    sigset_t waiting = mask;
+    sigdelset(&waiting, SIGCHLD);
+    sigset_t running = mask;
+    sigaddset(&running, SIGCHLD);
+    ::sigprocmask(SIG_SETMASK, &running, nullptr);
 
     std::uint32_t length = 0;
     if (!readAll(go, &length, sizeof length) || length > (64u << 20))
@@ -306,12 +368,9 @@ struct KeeperPlan
     if (!readAll(go, block.data(), length))
         ::_exit(0);
     std::vector<std::string> extra;
-    std::string retryFile;
     for (std::size_t at = 0; at < block.size();) {
         const std::size_t end = block.find('\0', at);
         extra.emplace_back(block.substr(at, end - at));
-        if (extra.back().rfind("TOLLGATE_RETRY_AFTER_FILE=", 0) == 0)
-            retryFile = extra.back().substr(26);
         at = end == std::string::npos ? block.size() : end + 1;
     }
     std::vector<std::string> env;
@@ -329,16 +388,18 @@ struct KeeperPlan
     envp.push_back(nullptr);
 
     int execReport[2];
-    if (::pipe2(execReport, O_CLOEXEC) != 0) {
-        const Outcome o { EXEC_FAILED, errno };
-        (void)writeAll(report, &o, sizeof o);
-        ::_exit(0);
-    }
-    sigset_t block2, old;
-    sigemptyset(&block2);
+    if (::pipe2(execReport, O_CLOEXEC) != 0)
+        keeperReport(report, EXEC_FAILED, errno);
+    // Forwarded signals are blocked from here to g_command being set: one that came before is
+    // pending (the command is not started), one that comes after is passed on.
+    sigset_t forwarded = running;
     for (int sig : FORWARDED)
-        sigaddset(&block2, sig);
-    ::sigprocmask(SIG_BLOCK, &block2, &old);
+        sigaddset(&forwarded, sig);
+    ::sigprocmask(SIG_SETMASK, &forwarded, nullptr);
+    if (runnerGone(go))
+        keeperOrphaned(plan.cleanupFile);
+    if (g_pending != 0)
+        keeperReport(report, ENDED, g_pending); // a wait status "killed by signal N", unstarted
     const pid_t keeper = ::getpid();
     const pid_t command = ::fork();
     if (command == 0) {
@@ -347,49 +408,43 @@ struct KeeperPlan
     }
     if (command > 0)
         g_command = command;
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::sigprocmask(SIG_SETMASK, &running, nullptr);
     ::close(execReport[1]);
-    if (command < 0) {
-        const Outcome o { EXEC_FAILED, errno };
-        (void)writeAll(report, &o, sizeof o);
-        ::_exit(0);
-    }
+    if (command < 0)
+        keeperReport(report, EXEC_FAILED, errno);
     int execErr = 0;
     if (readAll(execReport[0], &execErr, sizeof execErr)) {
-        ::waitpid(command, nullptr, 0);
-        const Outcome o { EXEC_FAILED, execErr };
-        (void)writeAll(report, &o, sizeof o);
-        ::_exit(0);
+        while (::waitpid(command, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        keeperReport(report, EXEC_FAILED, execErr);
     }
     ::close(execReport[0]);
 
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, command, 0));
     for (;;) {
-        pollfd p[2] = { { go, POLLIN, 0 }, { pidfd, POLLIN, 0 } };
-        const int n = ::poll(p, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100);
-        if (n > 0 && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            // The runner is gone (it never writes again): nothing holds the slot for the
-            // command any more once this keeper exits, so nothing of it may run on.
-            killTree();
-            if (!retryFile.empty())
-                ::unlink(retryFile.c_str());
-            ::_exit(0);
-        }
+        // Reap everything that ended: the command, and orphans of its tree that came here.
         int status = 0;
-        const pid_t w = ::waitpid(command, &status, WNOHANG);
-        if (w == command) {
+        for (pid_t w; (w = ::waitpid(-1, &status, WNOHANG)) > 0;) {
+            if (w != command)
+                continue;
             // Ended by a signal (Ctrl-C, a forwarded SIGTERM): its children do not run on.
             if (WIFSIGNALED(status) || g_forwarded)
                 killTree();
-            const Outcome o { ENDED, status };
-            (void)writeAll(report, &o, sizeof o);
-            ::_exit(0);
+            keeperReport(report, ENDED, status);
         }
-        if (w < 0 && errno != EINTR) {
-            const Outcome o { EXEC_FAILED, errno };
-            (void)writeAll(report, &o, sizeof o);
-            ::_exit(0);
-        }
+        pollfd p { go, POLLIN, 0 };
+        const int n = ::ppoll(&p, 1, nullptr, &waiting);
+        if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+            keeperOrphaned(plan.cleanupFile);
+    }
+}
+
+[[noreturn]] void keeperMain(const KeeperPlan& plan, int go, int report, const sigset_t& mask)
+{
+    try {
+        keeperLife(plan, go, report, mask);
+    } catch (...) {
+        // Never unwind into the runner's code in this copy of its process.
+        ::_exit(126);
     }
 }
 
@@ -467,9 +522,9 @@ void ChildRunner::installSignalHandlers()
     struct sigaction sa
     {
     };
-    sa.sa_handler = onSignal;
+    sa.sa_sigaction = onSignal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; // no SA_RESTART: waits return EINTR and re-check interrupted()
+    sa.sa_flags = SA_SIGINFO; // no SA_RESTART: waits return EINTR and re-check interrupted()
     for (int sig : FORWARDED)
         ::sigaction(sig, &sa, nullptr);
 }
@@ -516,7 +571,7 @@ ChildRunner::Keeper::Keeper(Keeper&& other) noexcept
 {
 }
 
-ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv)
+ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv, const std::string& cleanupFile)
 {
     Keeper k;
     k.m_name = argv.empty() ? std::string() : argv[0];
@@ -527,6 +582,7 @@ ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv)
     }
     KeeperPlan plan;
     plan.path = found.path;
+    plan.cleanupFile = cleanupFile;
     for (char** e = environ; e && *e; ++e)
         plan.environment.emplace_back(*e);
     for (const auto& a : argv)
@@ -589,6 +645,11 @@ int ChildRunner::start(Keeper& keeper, const std::vector<std::pair<std::string, 
     }
     const auto length = static_cast<std::uint32_t>(block.size());
     g_child = keeper.m_pid; // signals from now on go to the keeper, which passes them on
+    if (g_interrupted.load()) {
+        // Interrupted between the admission and now: the command is not started.
+        g_child = 0;
+        return 128 + g_signal;
+    }
     if (!writeAll(keeper.m_go, &length, sizeof length) || !writeAll(keeper.m_go, block.data(), block.size())) {
         g_child = 0;
         std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": its keeper process is gone\n";

@@ -71,8 +71,9 @@ public:
         std::string m_name; // the command, for messages
         std::string m_problem;
     };
-    // Forks the keeper for argv (argv[0] already resolved: see resolve()).
-    [[nodiscard]] static Keeper prepare(const std::vector<std::string>& argv);
+    // Forks the keeper for argv (argv[0] already resolved: see resolve()). `cleanupFile` is
+    // removed by the keeper if the runner dies (the run's retry-after file).
+    [[nodiscard]] static Keeper prepare(const std::vector<std::string>& argv, const std::string& cleanupFile = {});
     // Has the keeper run argv with extraEnv added to the environment and waits for it; while it
     // runs, calls `every` once per `period` (e.g. to renew a lease).
     [[nodiscard]] static int start(Keeper& keeper, const std::vector<std::pair<std::string, std::string>>& extraEnv,

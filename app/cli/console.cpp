@@ -177,8 +177,11 @@ int Console::fail(const Error& e, int exitCode)
         return usage(message);
     std::string kind = errorKindName(e.kind);
     if (e.kind == ErrorKind::Timeout && !e.path.empty()) {
+        // A Redis home is a server that did not answer, not a file that stayed locked.
+        const bool server = e.path.rfind("redis://", 0) == 0;
         message = "the store did not answer: " + e.path
-            + " stayed locked (a process may be stopped inside a transaction, or the disk hangs): "
+            + (server ? " (the server is stopped, overloaded or unreachable): "
+                      : " stayed locked (a process may be stopped inside a transaction, or the disk hangs): ")
             + e.message;
         kind = "store-timeout";
     }

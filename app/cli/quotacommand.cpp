@@ -705,7 +705,24 @@ int cmdRun()
     // The command's keeper holds the slot: it lives until the last process of the command is
     // gone, even when this runner is killed (ChildRunner). Forked before the store is opened,
     // so it holds none of the store's descriptors.
-    ChildRunner::Keeper keeper = ChildRunner::prepare(g_table->trailing);
+    // The file the command may write a Retry-After to: made first, so that the keeper can
+    // remove it if this runner is killed at any point from here on.
+    std::string retryPath = retryAfterTemplate();
+    const int rfd = ::mkostemp(retryPath.data(), O_CLOEXEC);
+    if (rfd >= 0)
+        ::close(rfd);
+    else
+        retryPath.clear();
+    struct RemoveAtEnd
+    {
+        const std::string& path;
+        ~RemoveAtEnd()
+        {
+            if (!path.empty())
+                ::unlink(path.c_str());
+        }
+    } removeAtEnd { retryPath };
+    ChildRunner::Keeper keeper = ChildRunner::prepare(g_table->trailing, retryPath);
     if (!keeper.ok())
         return c.console.fail(Error::make(ErrorKind::Io, "", keeper.problem() + " (nothing was spent)"), 126);
     if (int code = c.open(); code >= 0)
@@ -722,10 +739,6 @@ int cmdRun()
     if (!permit)
         return reportRefusal(c, permit.error());
 
-    std::string retryPath = retryAfterTemplate();
-    const int rfd = ::mkostemp(retryPath.data(), O_CLOEXEC);
-    if (rfd >= 0)
-        ::close(rfd);
     const char* retryFile = retryPath.c_str();
     const int code = ChildRunner::start(keeper,
         { { "TOLLGATE_PROVIDER", request.provider },
@@ -747,7 +760,6 @@ int cmdRun()
     std::string retryAfter;
     if (rfd >= 0) {
         retryAfter = readRetryAfterFile(c, retryFile);
-        ::unlink(retryFile);
     }
     json j;
     j["provider"] = request.provider;

@@ -72,7 +72,9 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     const AdmitRequest& r = step.request;
     // The store's lock is waited for until our deadline too (the store's floor lets a try wait
     // out a transaction in progress), and a cancel ends that wait as it ends ours. Leaving
-    // the queue is not cancellable: it is what a cancel does.
+    // the queue is neither cancellable (it is what a cancel does) nor bound by the deadline
+    // that has just passed: it gets the store's own wait (StoreWait{}), so the place is given
+    // back even when the lock is busy for a moment.
     auto storeWait = [&](const std::atomic<bool>* cancelWith) {
         // Capped, so that a far deadline cannot overflow the steady clock (the store caps it
         // far lower anyway).
@@ -87,7 +89,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         step.storeWait = storeWait(cancel);
         auto outcome = m_backend->admit(step);
         if (!outcome) {
-            step.storeWait = storeWait(nullptr);
+            step.storeWait = StoreWait {};
             const Error& e = outcome.error();
             if (cancel && cancel->load() && e.kind == ErrorKind::Timeout && e.sysErrno == EINTR) {
                 // The cancel ended the wait for the store's lock: nothing ran, so this is a
@@ -120,7 +122,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         const std::int64_t now = nowMs();
         if (now >= deadlineMs || (cancel && cancel->load())) {
             const bool cancelled = cancel && cancel->load();
-            step.storeWait = storeWait(nullptr);
+            step.storeWait = StoreWait {};
             if (step.ticket != 0) // a refused try was never queued: nothing to undo or record
                 (void)m_backend->leaveQueue(step, true,
                     std::string(waitReasonName(decision.reason)) + (cancelled ? " (cancelled)" : " (deadline)"));

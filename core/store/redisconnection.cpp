@@ -3,6 +3,7 @@
 #include "system/fd.h"
 #include "system/secretfile.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -340,6 +341,11 @@ Result<void> RedisConnection::reconnect(std::chrono::steady_clock::time_point de
         }
     }
     return {};
+}
+
+void RedisConnection::setTimeout(std::chrono::milliseconds timeout)
+{
+    m_impl->timeout = std::max(timeout, std::chrono::milliseconds(1));
 }
 
 Result<RedisReply> RedisConnection::command(const std::vector<std::string>& argv)

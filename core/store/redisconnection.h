@@ -65,6 +65,9 @@ public:
     [[nodiscard]] static Result<RedisConnection> open(
         const RedisAddress& address, std::chrono::milliseconds timeout = DEFAULT_TIMEOUT);
 
+    // The deadline of each later command (at least 1 ms), from its start.
+    void setTimeout(std::chrono::milliseconds timeout);
+
     // One command; an error reply ("ERR ...", "NOSCRIPT ...") is returned as a reply of type
     // Error, a transport failure as an Error.
     [[nodiscard]] Result<RedisReply> command(const std::vector<std::string>& argv);

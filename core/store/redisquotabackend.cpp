@@ -4,6 +4,7 @@
 #include "store/redisstatecodec.h"
 #include "system/hostidentity.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <poll.h>
@@ -139,8 +140,17 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
         address, std::move(connection).value(), probe, testClock, std::move(host).value(), timeout));
 }
 
+RedisQuotaBackend::~RedisQuotaBackend()
+{
+    if (!m_uncertain.empty())
+        (void)abandonUncertain();
+}
+
 Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::string& args)
 {
+    // Only an admission attempt is bounded by the caller's own --timeout: what follows one
+    // (a release, a report, leaving the queue, giving back a lost reply) must not be lost to it.
+    m_connection.setTimeout(op == "admit" ? m_timeout : std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
     auto r = m_connection.callFunction(REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
     if (!r) {

@@ -38,10 +38,16 @@ public:
     static constexpr std::int64_t HISTORY_CAP = 100000;
 
     // Connects (fails closed, naming the URL). `testClock`: decisions use its time instead of
-    // the server's (tests only).
+    // the server's (tests only). `timeout` bounds the connect and each admission attempt (a
+    // caller's --timeout); every other operation (leaving the queue, releases, reports, the
+    // giving back of lost replies) gets at least DEFAULT_TIMEOUT.
     [[nodiscard]] static Result<std::unique_ptr<RedisQuotaBackend>> open(const RedisAddress& address,
         const ProcessProbe& probe, const Clock* testClock = nullptr,
         std::chrono::milliseconds timeout = RedisConnection::DEFAULT_TIMEOUT);
+
+    // Gives back, as best it can, what admissions whose reply was lost may have taken (a
+    // caller that exits after a timed-out admit must not leave a slot behind).
+    ~RedisQuotaBackend() override;
 
     [[nodiscard]] Result<AdmitOutcome> admit(const AdmitStep& step) override;
     [[nodiscard]] Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why) override;

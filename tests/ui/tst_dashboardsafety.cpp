@@ -55,8 +55,8 @@ private:
     void makeHome();
     [[nodiscard]] DashboardOptions options() const;
     [[nodiscard]] std::vector<HistoryEvent> history() const;
-    // `tollgate lock run PATH --tag TAG -- sleep 600`: a live holder; returns its pid (the
-    // recorded holder) once the lock file names it.
+    // `tollgate lock run PATH --tag TAG -- sleep 600`: a live holder; returns the recorded
+    // holder's pid (the command's keeper, a child of that tollgate) once the lock file names it.
     qint64 startHolder(const QString& path, const QString& tag);
     [[nodiscard]] static qint64 lockPid(const QString& path);
 
@@ -182,11 +182,21 @@ qint64 TestDashboardSafety::startHolder(const QString& path, const QString& tag)
         return 0;
     const qint64 pid = p->processId();
     m_holders.push_back(std::move(p));
+    // The lock names the command's keeper, a child of that tollgate (ChildRunner): the holder
+    // the dashboard shows.
+    const auto parentOf = [](qint64 child) {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(child));
+        if (!stat.open(QIODevice::ReadOnly))
+            return qint64(0);
+        const QByteArray text = stat.readAll();
+        return text.mid(text.lastIndexOf(')') + 2).split(' ').value(1).toLongLong();
+    };
     QElapsedTimer t;
     t.start();
-    while (lockPid(path) != pid && t.elapsed() < TIMEOUT_MS)
+    while (!(lockPid(path) > 0 && parentOf(lockPid(path)) == pid) && t.elapsed() < TIMEOUT_MS)
         QTest::qWait(20);
-    return lockPid(path) == pid ? pid : 0;
+    const qint64 holder = lockPid(path);
+    return holder > 0 && parentOf(holder) == pid ? holder : 0;
 }
 
 // Rows appear before and vanish before the selected one (the holders view is sorted): the
