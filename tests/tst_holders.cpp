@@ -6,6 +6,7 @@
 
 #include "history/historyreader.h"
 #include "system/processprobe.h"
+#include "testsupport.h"
 
 #include <QDir>
 #include <QFile>
@@ -29,6 +30,7 @@ private Q_SLOTS:
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
     void theKeeperChangesNothingForTheCommand();
+    void retryFilesOfRunsKilledWholeAreRemovedLater();
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
     void holderInAnotherTimeNamespaceIsNotTakenForDead();
     void anotherPidNamespaceIsAnotherHost();
@@ -258,6 +260,46 @@ void TestHolders::theKeeperChangesNothingForTheCommand()
         "echo \"zombies=$z\""));
     QVERIFY2(zombies.code == 0, zombies.err.constData());
     QCOMPARE(zombies.out.trimmed(), QByteArray("zombies=0"));
+}
+
+// A run whose runner and keeper were SIGKILLed together (kill -9 of its process group) leaves
+// its retry-after file; the next run of the same user removes it — only a regular file of
+// ours named by a gone runner of this pid namespace: not a live runner's, not another
+// namespace's, not a symbolic link, not another name.
+void TestHolders::retryFilesOfRunsKilledWholeAreRemovedLater()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    const QString tmp = m_dir->path() + QStringLiteral("/tmp");
+    QVERIFY(QDir().mkpath(tmp));
+    const QString ns = QString::number(tollgate::ProcessProbe().pidNamespace());
+    const QString dead = QString::number(TestSupport::deadPid());
+    const auto plant = [&](const QString& name) {
+        QFile f(tmp + QLatin1Char('/') + name);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+    };
+    plant(QStringLiteral("tollgate-retry-after-%1-%2-AbCdEf").arg(ns, dead)); // orphaned
+    plant(QStringLiteral("tollgate-retry-after-%1-%2-AbCdEf").arg(ns).arg(::getpid())); // a live runner
+    plant(QStringLiteral("tollgate-retry-after-1-%1-AbCdEf").arg(dead)); // another pid namespace
+    plant(QStringLiteral("other-%1").arg(dead));
+    QVERIFY(QFile::link(QStringLiteral("/etc/hostname"),
+        tmp + QStringLiteral("/tollgate-retry-after-%1-%2-link").arg(ns, dead)));
+    QProcess* run = start(QStringLiteral(TOLLGATE_CLI_PATH),
+        withHome({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("s"),
+            QStringLiteral("--"), QStringLiteral("true") }),
+        { QStringLiteral("TMPDIR=") + tmp });
+    QVERIFY(run->waitForFinished(60000));
+    QCOMPARE(run->exitCode(), 0);
+    QStringList left = QDir(tmp).entryList(QDir::Files | QDir::System | QDir::NoDotAndDotDot);
+    left.sort();
+    QStringList expected { QStringLiteral("other-%1").arg(dead),
+        QStringLiteral("tollgate-retry-after-1-%1-AbCdEf").arg(dead),
+        QStringLiteral("tollgate-retry-after-%1-%2-AbCdEf").arg(ns).arg(::getpid()),
+        QStringLiteral("tollgate-retry-after-%1-%2-link").arg(ns, dead) };
+    expected.sort();
+    QCOMPARE(left, expected);
 }
 
 // `run` resolves its command before it asks for anything: a missing or non-executable

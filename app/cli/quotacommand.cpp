@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <dirent.h>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <iostream>
@@ -679,13 +681,56 @@ std::string readRetryAfterFile(Context& c, const std::string& path)
 // Where `run` makes the file its command may write a Retry-After to: $TMPDIR when it is an
 // absolute path, else /tmp. The keeper removes it if this runner is killed; the runner, after
 // reading it.
-std::string retryAfterTemplate()
+std::string retryAfterDir()
 {
     const char* dir = std::getenv("TMPDIR");
     std::string base = dir && dir[0] == '/' ? dir : "/tmp";
     while (base.size() > 1 && base.back() == '/')
         base.pop_back();
-    return base + "/tollgate-retry-after-XXXXXX";
+    return base;
+}
+
+// "tollgate-retry-after-NS-PID-": the file names its runner (pid namespace and pid), so a
+// later run can tell the files of runners that are gone.
+std::string retryAfterPrefix(std::uint64_t pidNamespace, std::int64_t pid)
+{
+    return "tollgate-retry-after-" + std::to_string(pidNamespace) + "-" + std::to_string(pid) + "-";
+}
+
+// Files of runs whose runner and keeper were both killed at once (kill -9 of the process
+// group: nobody was left to remove them) are removed by the next run of the same user:
+// only regular files of ours, named by a runner of our pid namespace that is gone, small.
+void removeOrphanedRetryFiles(const std::string& dir, std::uint64_t pidNamespace)
+{
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return;
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+        ::close(fd);
+        return;
+    }
+    const std::string ours = "tollgate-retry-after-" + std::to_string(pidNamespace) + "-";
+    int looked = 0;
+    while (const dirent* e = ::readdir(d)) {
+        if (++looked > 100000)
+            break; // a huge directory: the rest waits for another run
+        const std::string name = e->d_name;
+        if (name.rfind(ours, 0) != 0)
+            continue;
+        char* end = nullptr;
+        const long long pid = std::strtoll(name.c_str() + ours.size(), &end, 10);
+        if (pid <= 0 || *end != '-' || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+            continue; // a runner that lives (or that we may not probe) keeps its file
+        struct stat st
+        {
+        };
+        if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)
+            || st.st_uid != ::geteuid() || st.st_size > 65536)
+            continue;
+        ::unlinkat(fd, name.c_str(), 0);
+    }
+    ::closedir(d);
 }
 
 int cmdRun()
@@ -707,7 +752,10 @@ int cmdRun()
     // so it holds none of the store's descriptors.
     // The file the command may write a Retry-After to: made first, so that the keeper can
     // remove it if this runner is killed at any point from here on.
-    std::string retryPath = retryAfterTemplate();
+    const std::uint64_t pidNamespace = c.probe.pidNamespace();
+    removeOrphanedRetryFiles(retryAfterDir(), pidNamespace);
+    std::string retryPath
+        = retryAfterDir() + "/" + retryAfterPrefix(pidNamespace, ProcessProbe::selfPid()) + "XXXXXX";
     const int rfd = ::mkostemp(retryPath.data(), O_CLOEXEC);
     if (rfd >= 0)
         ::close(rfd);
