@@ -5,6 +5,7 @@
 #include "history/historyevent.h"
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QProcess>
 #include <QStringList>
 #include <QtGlobal>
@@ -30,6 +31,17 @@ inline const bool g_tollgateChildLeaksOff = [] {
 class TestSupport
 {
 public:
+    // The parent of `pid` from /proc (after the last ')': a name may hold anything); 0 when it
+    // cannot be read.
+    static qint64 parentPid(qint64 pid)
+    {
+        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
+        if (!stat.open(QIODevice::ReadOnly))
+            return 0;
+        const QByteArray text = stat.readAll();
+        return text.mid(text.lastIndexOf(')') + 2).split(' ').value(1).toLongLong();
+    }
+
     // The pid of a process that has exited and been reaped: kill() answers ESRCH for it
     // (until the number is reused, which takes the whole pid space to wrap).
     static qint64 deadPid()

@@ -466,11 +466,7 @@ void TestHolders::holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews()
     QCOMPARE(copies.size(), std::size_t(2));
     std::vector<qint64> runA;
     for (qint64 pid : copies) {
-        QFile stat(QStringLiteral("/proc/%1/stat").arg(pid));
-        QVERIFY(stat.open(QIODevice::ReadOnly));
-        const QByteArray text = stat.readAll();
-        const qint64 parent = text.mid(text.lastIndexOf(')') + 2).split(' ').value(1).toLongLong();
-        if (std::find(copies.begin(), copies.end(), parent) == copies.end())
+        if (std::find(copies.begin(), copies.end(), TestSupport::parentPid(pid)) == copies.end())
             runA.push_back(pid);
     }
     QCOMPARE(runA.size(), std::size_t(1));

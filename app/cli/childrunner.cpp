@@ -578,6 +578,7 @@ ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv, c
     const Resolution found = resolve(k.m_name);
     if (found.exitCode != 0) {
         k.m_problem = found.problem;
+        k.m_exitCode = found.exitCode;
         return k;
     }
     KeeperPlan plan;
@@ -636,7 +637,7 @@ int ChildRunner::start(Keeper& keeper, const std::vector<std::pair<std::string, 
 {
     if (!keeper.ok()) {
         std::cerr << "tollgate: " << Console::printable(keeper.problem()) << '\n';
-        return 126;
+        return keeper.exitCode();
     }
     std::string block;
     for (const auto& [k, v] : extraEnv) {
@@ -705,11 +706,6 @@ int ChildRunner::run(const std::vector<std::string>& argv,
     const std::vector<std::pair<std::string, std::string>>& extraEnv, const std::function<void()>& every,
     std::chrono::milliseconds period)
 {
-    const Resolution found = resolve(argv.empty() ? std::string() : argv[0]);
-    if (found.exitCode != 0) {
-        std::cerr << "tollgate: " << Console::printable(found.problem) << '\n';
-        return found.exitCode;
-    }
     Keeper keeper = prepare(argv);
     return start(keeper, extraEnv, every, period);
 }

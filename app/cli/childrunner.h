@@ -60,8 +60,10 @@ public:
         Keeper& operator=(const Keeper&) = delete;
         [[nodiscard]] bool ok() const { return m_pid > 0; }
         [[nodiscard]] int pid() const { return m_pid; }
-        // What went wrong when !ok().
+        // What went wrong when !ok(), and the exit code that says it (127: not found, 126: not
+        // runnable, as a shell).
         [[nodiscard]] const std::string& problem() const { return m_problem; }
+        [[nodiscard]] int exitCode() const { return m_exitCode; }
 
     private:
         friend class ChildRunner;
@@ -70,9 +72,11 @@ public:
         int m_report = -1; // read end: what became of the command
         std::string m_name; // the command, for messages
         std::string m_problem;
+        int m_exitCode = 126;
     };
-    // Forks the keeper for argv (argv[0] already resolved: see resolve()). `cleanupFile` is
-    // removed by the keeper if the runner dies (the run's retry-after file).
+    // Resolves argv[0] (resolve()) and forks the keeper for it; nothing is forked for a command
+    // that cannot run. `cleanupFile` is removed by the keeper if the runner dies (the run's
+    // retry-after file).
     [[nodiscard]] static Keeper prepare(const std::vector<std::string>& argv, const std::string& cleanupFile = {});
     // Has the keeper run argv with extraEnv added to the environment and waits for it; while it
     // runs, calls `every` once per `period` (e.g. to renew a lease).

@@ -280,17 +280,15 @@ int doClean(const Settings& s, Console& console, const LockFile& lock)
 
 int doRun(const Settings& s, Console& console, const LockFile& lock)
 {
-    // A command that cannot run must not take the lock (nor make others wait for it).
-    if (const auto found = ChildRunner::resolve(s.commandLine.empty() ? std::string() : s.commandLine[0]);
-        found.exitCode != 0)
-        return console.fail(Error::make(ErrorKind::NotFound, "", found.problem + " (the lock was not taken)"),
-            found.exitCode);
     // The command's keeper is the holder: it lives until the last process of the command is
     // gone, even when this runner is SIGKILLed (ChildRunner), so the lock becomes reclaimable
     // only then, not while the command's tree still runs (nor tied to a long-lived shell).
+    // A command that cannot run takes no lock (nor makes others wait for it).
     ChildRunner::Keeper keeper = ChildRunner::prepare(s.commandLine);
     if (!keeper.ok())
-        return console.fail(Error::make(ErrorKind::Io, "", keeper.problem() + " (the lock was not taken)"), 126);
+        return console.fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io, "",
+                                keeper.problem() + " (the lock was not taken)"),
+            keeper.exitCode());
     LockOptions o;
     o.tag = s.tag;
     o.staleSeconds = s.staleSeconds;

@@ -678,60 +678,71 @@ std::string readRetryAfterFile(Context& c, const std::string& path)
     return *text;
 }
 
-// Where `run` makes the file its command may write a Retry-After to: $TMPDIR when it is an
-// absolute path, else /tmp. The keeper removes it if this runner is killed; the runner, after
-// reading it.
-std::string retryAfterDir()
+// The file `run`'s command may write a Retry-After to: in $TMPDIR when that is an absolute
+// path, else /tmp, named by its runner ("tollgate-retry-after-NS-PID-XXXXXX": pid namespace
+// and pid). Made before the keeper, which removes it if the runner is killed; removed here at
+// the end otherwise. Files of runs whose runner and keeper were killed at once (kill -9 of
+// the process group: nobody was left to remove them) are removed by the next run of the same
+// user: only regular files of ours, named by a runner of our pid namespace that is gone.
+struct RetryAfterFile
 {
-    const char* dir = std::getenv("TMPDIR");
-    std::string base = dir && dir[0] == '/' ? dir : "/tmp";
-    while (base.size() > 1 && base.back() == '/')
-        base.pop_back();
-    return base;
-}
+    std::string path; // empty: none could be made
 
-// "tollgate-retry-after-NS-PID-": the file names its runner (pid namespace and pid), so a
-// later run can tell the files of runners that are gone.
-std::string retryAfterPrefix(std::uint64_t pidNamespace, std::int64_t pid)
-{
-    return "tollgate-retry-after-" + std::to_string(pidNamespace) + "-" + std::to_string(pid) + "-";
-}
+    explicit RetryAfterFile(std::uint64_t pidNamespace)
+    {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string dir = tmp && tmp[0] == '/' ? tmp : "/tmp";
+        while (dir.size() > 1 && dir.back() == '/')
+            dir.pop_back();
+        const std::string ours = "tollgate-retry-after-" + std::to_string(pidNamespace) + "-";
+        removeOrphans(dir, ours);
+        path = dir + "/" + ours + std::to_string(ProcessProbe::selfPid()) + "-XXXXXX";
+        const int fd = ::mkostemp(path.data(), O_CLOEXEC);
+        if (fd >= 0)
+            ::close(fd);
+        else
+            path.clear();
+    }
+    ~RetryAfterFile()
+    {
+        if (!path.empty())
+            ::unlink(path.c_str());
+    }
+    RetryAfterFile(const RetryAfterFile&) = delete;
+    RetryAfterFile& operator=(const RetryAfterFile&) = delete;
 
-// Files of runs whose runner and keeper were both killed at once (kill -9 of the process
-// group: nobody was left to remove them) are removed by the next run of the same user:
-// only regular files of ours, named by a runner of our pid namespace that is gone, small.
-void removeOrphanedRetryFiles(const std::string& dir, std::uint64_t pidNamespace)
-{
-    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return;
-    DIR* d = ::fdopendir(fd);
-    if (!d) {
-        ::close(fd);
-        return;
+    static void removeOrphans(const std::string& dir, const std::string& ours)
+    {
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+            return;
+        DIR* d = ::fdopendir(fd);
+        if (!d) {
+            ::close(fd);
+            return;
+        }
+        int looked = 0;
+        while (const dirent* e = ::readdir(d)) {
+            if (++looked > 100000)
+                break; // a huge directory: the rest waits for another run
+            const std::string name = e->d_name;
+            if (name.rfind(ours, 0) != 0)
+                continue;
+            char* end = nullptr;
+            const long long pid = std::strtoll(name.c_str() + ours.size(), &end, 10);
+            if (pid <= 0 || *end != '-' || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+                continue; // a runner that lives (or that we may not probe) keeps its file
+            struct stat st
+            {
+            };
+            if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)
+                || st.st_uid != ::geteuid() || st.st_size > 65536)
+                continue;
+            ::unlinkat(fd, name.c_str(), 0);
+        }
+        ::closedir(d);
     }
-    const std::string ours = "tollgate-retry-after-" + std::to_string(pidNamespace) + "-";
-    int looked = 0;
-    while (const dirent* e = ::readdir(d)) {
-        if (++looked > 100000)
-            break; // a huge directory: the rest waits for another run
-        const std::string name = e->d_name;
-        if (name.rfind(ours, 0) != 0)
-            continue;
-        char* end = nullptr;
-        const long long pid = std::strtoll(name.c_str() + ours.size(), &end, 10);
-        if (pid <= 0 || *end != '-' || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
-            continue; // a runner that lives (or that we may not probe) keeps its file
-        struct stat st
-        {
-        };
-        if (::fstatat(fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)
-            || st.st_uid != ::geteuid() || st.st_size > 65536)
-            continue;
-        ::unlinkat(fd, name.c_str(), 0);
-    }
-    ::closedir(d);
-}
+};
 
 int cmdRun()
 {
@@ -743,36 +754,16 @@ int cmdRun()
         return code;
     if (g_table->trailing.empty())
         return c.console.usage("run needs a command after --");
-    // A command that cannot run must not spend a request, tokens or a slot.
-    if (const auto found = ChildRunner::resolve(g_table->trailing[0]); found.exitCode != 0)
-        return c.console.fail(
-            Error::make(ErrorKind::NotFound, "", found.problem + " (nothing was spent)"), found.exitCode);
+    const RetryAfterFile retryFile(c.probe.pidNamespace());
     // The command's keeper holds the slot: it lives until the last process of the command is
     // gone, even when this runner is killed (ChildRunner). Forked before the store is opened,
-    // so it holds none of the store's descriptors.
-    // The file the command may write a Retry-After to: made first, so that the keeper can
-    // remove it if this runner is killed at any point from here on.
-    const std::uint64_t pidNamespace = c.probe.pidNamespace();
-    removeOrphanedRetryFiles(retryAfterDir(), pidNamespace);
-    std::string retryPath
-        = retryAfterDir() + "/" + retryAfterPrefix(pidNamespace, ProcessProbe::selfPid()) + "XXXXXX";
-    const int rfd = ::mkostemp(retryPath.data(), O_CLOEXEC);
-    if (rfd >= 0)
-        ::close(rfd);
-    else
-        retryPath.clear();
-    struct RemoveAtEnd
-    {
-        const std::string& path;
-        ~RemoveAtEnd()
-        {
-            if (!path.empty())
-                ::unlink(path.c_str());
-        }
-    } removeAtEnd { retryPath };
-    ChildRunner::Keeper keeper = ChildRunner::prepare(g_table->trailing, retryPath);
+    // so it holds none of the store's descriptors. A command that cannot run is found out
+    // here: it spends no request, tokens or slot.
+    ChildRunner::Keeper keeper = ChildRunner::prepare(g_table->trailing, retryFile.path);
     if (!keeper.ok())
-        return c.console.fail(Error::make(ErrorKind::Io, "", keeper.problem() + " (nothing was spent)"), 126);
+        return c.console.fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io, "",
+                                  keeper.problem() + " (nothing was spent)"),
+            keeper.exitCode());
     if (int code = c.open(); code >= 0)
         return code;
     warnUnknownModel(c, request, timeoutSeconds);
@@ -787,12 +778,11 @@ int cmdRun()
     if (!permit)
         return reportRefusal(c, permit.error());
 
-    const char* retryFile = retryPath.c_str();
     const int code = ChildRunner::start(keeper,
         { { "TOLLGATE_PROVIDER", request.provider },
             { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
             { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
-            { "TOLLGATE_HOME", c.home }, { "TOLLGATE_RETRY_AFTER_FILE", rfd >= 0 ? retryFile : "" } },
+            { "TOLLGATE_HOME", c.home }, { "TOLLGATE_RETRY_AFTER_FILE", retryFile.path } },
         [&, warned = false]() mutable {
             auto held = permit->renew();
             if (!held && !warned)
@@ -805,10 +795,7 @@ int cmdRun()
         lease / 3);
     if (auto r = permit->release(); !r)
         c.console.warn("could not give the slot back: " + r.error().describe());
-    std::string retryAfter;
-    if (rfd >= 0) {
-        retryAfter = readRetryAfterFile(c, retryFile);
-    }
+    std::string retryAfter = retryFile.path.empty() ? std::string() : readRetryAfterFile(c, retryFile.path);
     json j;
     j["provider"] = request.provider;
     j["fence"] = permit->fence();

@@ -75,18 +75,18 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     // the queue is neither cancellable (it is what a cancel does) nor bound by the deadline
     // that has just passed: it gets the store's own wait (StoreWait{}), so the place is given
     // back even when the lock is busy for a moment.
-    auto storeWait = [&](const std::atomic<bool>* cancelWith) {
+    auto storeWait = [&] {
         // Capped, so that a far deadline cannot overflow the steady clock (the store caps it
         // far lower anyway).
         const std::int64_t left = std::clamp<std::int64_t>(deadlineMs - nowMs(), 0, 3600 * 1000);
-        return StoreWait { std::chrono::steady_clock::now() + std::chrono::milliseconds(left), cancelWith };
+        return StoreWait { std::chrono::steady_clock::now() + std::chrono::milliseconds(left), cancel };
     };
     WaitReason lastReason = WaitReason::None;
 
     for (;;) {
         const std::uint32_t mark = m_backend->changeMark();
         step.enqueue = deadlineMs > nowMs() && !(cancel && cancel->load());
-        step.storeWait = storeWait(cancel);
+        step.storeWait = storeWait();
         auto outcome = m_backend->admit(step);
         if (!outcome) {
             step.storeWait = StoreWait {};

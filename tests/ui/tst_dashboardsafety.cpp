@@ -184,19 +184,12 @@ qint64 TestDashboardSafety::startHolder(const QString& path, const QString& tag)
     m_holders.push_back(std::move(p));
     // The lock names the command's keeper, a child of that tollgate (ChildRunner): the holder
     // the dashboard shows.
-    const auto parentOf = [](qint64 child) {
-        QFile stat(QStringLiteral("/proc/%1/stat").arg(child));
-        if (!stat.open(QIODevice::ReadOnly))
-            return qint64(0);
-        const QByteArray text = stat.readAll();
-        return text.mid(text.lastIndexOf(')') + 2).split(' ').value(1).toLongLong();
-    };
     QElapsedTimer t;
     t.start();
-    while (!(lockPid(path) > 0 && parentOf(lockPid(path)) == pid) && t.elapsed() < TIMEOUT_MS)
+    while (!(lockPid(path) > 0 && TestSupport::parentPid(lockPid(path)) == pid) && t.elapsed() < TIMEOUT_MS)
         QTest::qWait(20);
     const qint64 holder = lockPid(path);
-    return holder > 0 && parentOf(holder) == pid ? holder : 0;
+    return holder > 0 && TestSupport::parentPid(holder) == pid ? holder : 0;
 }
 
 // Rows appear before and vanish before the selected one (the holders view is sorted): the
