@@ -20,6 +20,7 @@
 #include "system/secretfile.h"
 
 #include <boost/asio.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -447,6 +448,7 @@ public:
         e->limiter = std::make_unique<QuotaLimiter>(*e->backend, e->clock, e->probe);
         e->opened = Steady::now();
         e->directory = spec->isDirectory();
+        m_directory = e->directory;
         return e;
     }
     void give(std::unique_ptr<Entry> e)
@@ -470,8 +472,12 @@ public:
         return op();
     }
 
+    // The kind of home last opened (a directory home's operations go one at a time).
+    [[nodiscard]] bool directory() const { return m_directory.load(); }
+
 private:
     static constexpr std::chrono::seconds TURN_WAIT { 1 };
+    std::atomic<bool> m_directory { true };
     std::timed_mutex m_turn;
     std::string m_home; // as given: resolved for every new entry, as the CLI does
     std::mutex m_mutex;
@@ -543,8 +549,7 @@ public:
         std::lock_guard lock(m_mutex);
         const std::int64_t r = requests < 0 ? m_requests : requests;
         const std::int64_t t = tokens < 0 ? m_tokens : tokens;
-        if (m_atMs != 0 && r == m_requests && t == m_tokens && nowMs >= m_atMs
-            && nowMs - m_atMs < LimitMismatch::REFRESH_MS)
+        if (!dueLocked(r, t, nowMs))
             return;
         if (!tell())
             return;
@@ -553,7 +558,21 @@ public:
         m_atMs = nowMs;
     }
 
+    // Whether note() would tell the store now: the event loop asks before it hands the
+    // answer's figures to a store thread (most answers repeat what the store has).
+    bool due(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs)
+    {
+        std::lock_guard lock(m_mutex);
+        return dueLocked(requests < 0 ? m_requests : requests, tokens < 0 ? m_tokens : tokens, nowMs);
+    }
+
 private:
+    bool dueLocked(std::int64_t r, std::int64_t t, std::int64_t nowMs) const
+    {
+        return m_atMs == 0 || r != m_requests || t != m_tokens || nowMs < m_atMs
+            || nowMs - m_atMs >= LimitMismatch::REFRESH_MS;
+    }
+
     std::mutex m_mutex;
     std::int64_t m_requests = -1;
     std::int64_t m_tokens = -1;
@@ -562,70 +581,227 @@ private:
 
 } // namespace
 
-struct ProxyServer::Impl
+namespace {
+
+// Everything the connections of one server share. Threads: one runs the event loop (every
+// socket, timer and coroutine below); store operations run on storeThreads (a directory
+// home's one at a time, on storeTurn, as its lock would have them anyway); an admission that
+// must wait in the quota's queue, and a long request body, get a thread of their own for that
+// part (blocking calls: the queue's wait, nlohmann's parser pulling the body); StallMonitor
+// has its own. A coroutine that handed work to another thread is suspended until it returns,
+// so the two never touch the session at once.
+struct Server
 {
-    Options options;
+    static constexpr int STORE_THREADS = 4;
+
+    ProxyServer::Options options;
     Upstream upstream;
     ListenAt listenAt;
-    net::io_context io;
+    // First, so destroyed last: every socket and timer below belongs to it.
+    net::io_context io { 1 };
+    // Cancelled, then already expired, once serving stops: idle connections end at once.
+    net::steady_timer stopping { io, Steady::time_point::max() };
     ssl::context tls { ssl::context::tls_client };
     std::unique_ptr<tcp::acceptor> tcpAcceptor;
     std::unique_ptr<local::acceptor> unixAcceptor;
-    std::mutex mutex;
-    std::condition_variable idle;
-    std::size_t active = 0;
-    int stopFd = -1; // an eventfd, readable once serving stops: idle connections end at once
+    std::atomic<std::size_t> active { 0 }; // connections being served
     std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
-    net::io_context upstreamIo; // the executor of upstream sockets, which outlive sessions in the pool
-    UpstreamPool pool; // after upstreamIo: its sockets go first
+    UpstreamPool pool;
     ReportedLimitsMemo reported;
     BodyBudget bodies;
     LimiterPool limiters;
+    // After what their operations use: destroyed (joined) first.
+    net::thread_pool storeThreads { STORE_THREADS };
+    net::strand<net::thread_pool::executor_type> storeTurn { storeThreads.get_executor() };
     std::string token; // --token-file's; empty: none asked
-
-    ~Impl()
-    {
-        if (stopFd >= 0)
-            ::close(stopFd);
-    }
 
     int listenFd() const
     {
         return tcpAcceptor ? tcpAcceptor->native_handle() : unixAcceptor->native_handle();
     }
+    // Where a store operation runs: one at a time for a directory home, side by side for a
+    // Redis home (its round trips go in parallel).
+    net::any_io_executor storeExecutor()
+    {
+        if (limiters.directory())
+            return net::any_io_executor(storeTurn);
+        return net::any_io_executor(storeThreads.get_executor());
+    }
+};
 
-    template <class Client> void session(Client& client, const std::string& peer);
+// Runs `fn` on `ex` (a store thread), or on a thread of its own when `ex` is empty, and
+// resumes the calling coroutine on its own executor once it returned (rethrowing what it
+// threw). No thread to be had: the coroutine gets the std::system_error.
+template <class Fn> net::awaitable<void> offload(net::any_io_executor ex, Fn& fn)
+{
+    co_await net::async_initiate<const net::use_awaitable_t<>, void(std::exception_ptr)>(
+        [ex, &fn](auto handler) {
+            using Handler = decltype(handler);
+            struct Job
+            {
+                Handler handler;
+                Fn& fn;
+                void complete(std::exception_ptr error)
+                {
+                    auto back = net::get_associated_executor(handler);
+                    net::post(back, [h = std::move(handler), error]() mutable { std::move(h)(error); });
+                }
+                void run()
+                {
+                    std::exception_ptr error;
+                    try {
+                        fn();
+                    } catch (...) {
+                        error = std::current_exception();
+                    }
+                    complete(error);
+                }
+            };
+            auto job = std::make_shared<Job>(Job { std::move(handler), fn });
+            if (ex) {
+                net::post(ex, [job] { job->run(); });
+                return;
+            }
+            try {
+                std::thread([job] { job->run(); }).detach();
+            } catch (const std::system_error&) {
+                job->complete(std::current_exception());
+            }
+        },
+        net::use_awaitable);
+}
+
+// An answer of the proxy's own, in the provider's error format; `linger`: the client may
+// still be sending, so its bytes are read and dropped for a moment before the close
+// (lingerClose), or closing on unread bytes would reset the connection before it read this.
+struct Reply
+{
+    Reply(unsigned status, std::string message, bool keepAlive = false,
+        std::optional<std::int64_t> retryAfterSeconds = std::nullopt, bool linger = false)
+        : status(status)
+        , message(std::move(message))
+        , keepAlive(keepAlive)
+        , retryAfterSeconds(retryAfterSeconds)
+        , linger(linger)
+    {
+    }
+    unsigned status = 0;
+    std::string message;
+    bool keepAlive = false;
+    std::optional<std::int64_t> retryAfterSeconds;
+    bool linger = false;
+};
+
+// Both SDKs read {"type":"error","error":{"type","message"}} / {"error":{"message","type"}}.
+http::response<http::string_body> errorResponse(const Reply& r)
+{
+    const char* type = r.status == 429 ? "rate_limit_error"
+        : r.status == 401              ? "authentication_error"
+        : r.status >= 500              ? "api_error"
+                                       : "invalid_request_error";
+    nlohmann::json body { { "type", "error" },
+        { "error", { { "type", type }, { "message", "tollgate proxy: " + r.message } } } };
+    http::response<http::string_body> res { static_cast<http::status>(r.status), 11 };
+    res.set(http::field::content_type, "application/json");
+    res.set(http::field::server, "tollgate-proxy");
+    if (r.retryAfterSeconds)
+        res.set(http::field::retry_after, std::to_string(*r.retryAfterSeconds));
+    res.keep_alive(r.keepAlive);
+    res.body() = body.dump();
+    res.prepare_payload();
+    return res;
+}
+
+// What a read that failed gets, when the client can still hear it (nothing: then a close).
+std::optional<Reply> replyFor(const beast::error_code& ec, std::size_t bufferedLimit)
+{
+    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
+        return std::nullopt;
+    if (ec == http::error::header_limit)
+        return Reply { 431,
+            "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024) + " KiB" };
+    // Refusals of a body the client is still sending: then the rest is read and dropped for
+    // a moment (linger).
+    if (ec == http::error::body_limit)
+        return Reply { 413,
+            "request body larger than " + std::to_string(ProxyServer::MAX_STREAMED_BODY_BYTES >> 20)
+                + " MiB, or larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20)
+                + " MiB and held whole (chunked, or its model and output bound come late)",
+            false, std::nullopt, true };
+    if (ec == net::error::message_size)
+        return Reply { 413,
+            "request body larger than all the proxy may hold (--max-buffered "
+                + std::to_string(bufferedLimit >> 20) + " MiB)",
+            false, std::nullopt, true };
+    if (ec == net::error::no_buffer_space)
+        return Reply { 503,
+            "the proxy already holds " + std::to_string(bufferedLimit >> 20)
+                + " MiB of request bodies (--max-buffered); try again shortly",
+            false, 1, true };
+    if (ec == beast::error::timeout || ec == net::error::would_block || ec == net::error::try_again)
+        return Reply { 408, "the request did not arrive in time" };
+    if (ec.category() == beast::error_code(http::error::end_of_stream).category())
+        return Reply { 400, "malformed HTTP request (" + ec.message() + ")" };
+    return std::nullopt;
+}
+
+// true: `fd` has something to read (or hung up); false: the timeout passed. For the threads
+// that block (a long body, a queued admission's watcher); the event loop never calls it.
+bool waitReadable(int fd, std::chrono::milliseconds timeout)
+{
+    pollfd p { fd, POLLIN, 0 };
+    return ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count()))) > 0;
+}
+
+// How an admission went: a permit, or a refusal to answer (none: the client hung up while
+// it waited), or (after a first try only) a wait in the queue to come.
+struct Admission
+{
+    std::optional<Permit> permit;
+    std::optional<Reply> refusal;
+    bool mustWait = false;
+    bool hungUp = false;
+};
+
+} // namespace
+
+struct ProxyServer::Impl : Server
+{
 };
 
 namespace {
 
+using Redirect = net::redirect_error_t<net::use_awaitable_t<>>;
+Redirect into(beast::error_code& ec)
+{
+    return net::redirect_error(net::use_awaitable, ec);
+}
+
 // One client connection: requests one after another (keep-alive), each admitted, forwarded
-// and answered; returns when the client or a deadline ends the connection.
+// and answered; ends when the client or a deadline ends the connection. Runs on the event
+// loop; what blocks (store operations, a queued admission, a long body) runs elsewhere
+// (offload) while the session is suspended.
 template <class Client> class Session
 {
 public:
-    Session(Client& client, const ProxyServer::Options& options, const Upstream& upstream, ssl::context& tls,
-        std::string peer, int stopFd, StallMonitor& stalls, UpstreamPool& pool, net::io_context& upstreamIo,
-        ReportedLimitsMemo& reported, BodyBudget& bodies, LimiterPool& limiters, const std::string& token)
-        : m_client(client)
-        , m_o(options)
-        , m_up(upstream)
-        , m_tls(tls)
-        , m_peer(std::move(peer))
-        , m_stopFd(stopFd)
-        , m_stalls(stalls)
-        , m_pool(pool)
-        , m_upstreamIo(upstreamIo)
-        , m_reported(reported)
-        , m_bodies(bodies)
-        , m_limiters(limiters)
-        , m_token(token)
+    Session(Client client, std::shared_ptr<Server> server)
+        : m_client(std::move(client))
+        , m_s(*server)
+        , m_keep(std::move(server))
+        , m_o(m_s.options)
+        , m_up(m_s.upstream)
     {
     }
 
-    void run()
+    void close()
     {
-        const int fd = m_client.native_handle();
+        beast::error_code ec;
+        m_client.shutdown(net::socket_base::shutdown_both, ec);
+        m_client.close(ec);
+    }
+
+    net::awaitable<void> run()
+    {
         for (;;) {
             http::request_parser<http::string_body> parser;
             parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
@@ -638,56 +814,87 @@ public:
             // headers have --header-timeout and the body --body-timeout, in total, however the
             // bytes trickle in.
             if (m_buffer.size() == 0
-                && !waitReadable(fd, std::chrono::milliseconds(ProxyServer::CLIENT_IDLE), m_stopFd))
-                return;
-            if (!readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec))
-                return finishWith(ec);
-            if (!m_token.empty() && !tokenGiven(parser.get())) {
-                answerError(401,
+                && !co_await receive(Steady::now() + ProxyServer::CLIENT_IDLE, true, ec))
+                co_return;
+            if (!co_await readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec)) {
+                co_await finishWith(ec);
+                co_return;
+            }
+            if (!m_s.token.empty() && !tokenGiven(parser.get())) {
+                co_await send(Reply { 401,
                     "this proxy needs its token: put it in the base URL (http://HOST:PORT/t/TOKEN) or in an "
                     "X-Tollgate-Token header",
-                    false);
-                return lingerClose();
+                    false, std::nullopt, true });
+                co_return;
             }
             if (const auto length = parser.content_length();
                 parser.chunked() || (length && *length > ProxyServer::STREAM_BODY_AFTER)) {
-                if (!streamRequest(parser, length ? std::optional<std::uint64_t>(*length) : std::nullopt))
-                    return;
+                if (!co_await streamRequest(parser, length ? std::optional<std::uint64_t>(*length) : std::nullopt))
+                    co_return;
                 continue;
             }
-            BodyShare body(m_bodies); // until this request is answered
-            if (const auto length = parser.content_length(); length && !body.hold(*length))
-                return finishWith(
-                    *length > m_bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
-            continueIfAsked(parser.get());
-            if (!readUntil(parser, false, Steady::now() + m_o.bodyTimeout, ec)) {
+            BodyShare body(m_s.bodies); // until this request is answered
+            if (const auto length = parser.content_length(); length && !body.hold(*length)) {
+                co_await finishWith(
+                    *length > m_s.bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
+                co_return;
+            }
+            co_await continueIfAsked(parser.get());
+            if (!co_await readUntil(parser, false, Steady::now() + m_o.bodyTimeout, ec)) {
                 body.release();
-                return finishWith(ec);
+                co_await finishWith(ec);
+                co_return;
             }
             http::request<http::string_body> request = parser.release();
-            if (!handle(request))
-                return;
+            if (!co_await handle(request))
+                co_return;
         }
     }
 
 private:
-    // true: `fd` has something to read (or hung up); false: the timeout passed, or `stopFd`
-    // (when given) says serving stops.
-    static bool waitReadable(int fd, std::chrono::milliseconds timeout, int stopFd = -1)
+    static constexpr std::size_t RECEIVE_BYTES = 16384;
+
+    // Appends what the client sent to m_buffer, waiting until `deadline` at most (and, when
+    // `stoppable`, not once serving stops); false with `ec` (timeout, closed, an error).
+    net::awaitable<bool> receive(Steady::time_point deadline, bool stoppable, beast::error_code& ec)
     {
-        pollfd p[2] = { { fd, POLLIN, 0 }, { stopFd, POLLIN, 0 } };
-        const int n
-            = ::poll(p, stopFd >= 0 ? 2 : 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count())));
-        return n > 0 && !(stopFd >= 0 && (p[1].revents & POLLIN));
+        using namespace net::experimental::awaitable_operators;
+        beast::error_code readError, timerError, stopError;
+        net::steady_timer timer(m_client.get_executor(), deadline);
+        std::size_t got = 0;
+        bool inTime = false;
+        auto space = m_buffer.prepare(RECEIVE_BYTES);
+        if (stoppable) {
+            auto r = co_await (m_client.async_read_some(space, into(readError))
+                || timer.async_wait(into(timerError)) || m_s.stopping.async_wait(into(stopError)));
+            inTime = r.index() == 0;
+            if (inTime)
+                got = std::get<0>(r);
+        } else {
+            auto r = co_await (m_client.async_read_some(space, into(readError)) || timer.async_wait(into(timerError)));
+            inTime = r.index() == 0;
+            if (inTime)
+                got = std::get<0>(r);
+        }
+        if (!inTime) {
+            ec = beast::error::timeout;
+            co_return false;
+        }
+        if (readError) {
+            // Closed: before a request, or in the middle of one.
+            ec = readError == net::error::eof ? beast::error_code(http::error::end_of_stream) : readError;
+            co_return false;
+        }
+        m_buffer.commit(got);
+        co_return true;
     }
 
     // Reads until the header (or the whole message) is in, within `deadline` in total. The
     // bytes are read here and handed to Beast's parser (put), so a client that trickles them
     // cannot stretch the deadline: Beast's own read loop would wait for the whole header.
-    bool readUntil(http::request_parser<http::string_body>& parser, bool headerOnly,
+    net::awaitable<bool> readUntil(http::request_parser<http::string_body>& parser, bool headerOnly,
         Steady::time_point deadline, beast::error_code& ec)
     {
-        const int fd = m_client.native_handle();
         auto done = [&] { return headerOnly ? parser.is_header_done() : parser.is_done(); };
         while (!done()) {
             if (m_buffer.size() > 0) {
@@ -696,9 +903,9 @@ private:
                 if (ec == http::error::need_more)
                     ec = {};
                 if (ec)
-                    return false;
+                    co_return false;
                 if (done())
-                    return true;
+                    co_return true;
                 if (used > 0)
                     continue;
             }
@@ -706,43 +913,26 @@ private:
             // that never end: Beast bounds none of them) are bounded here.
             if (m_buffer.size() > ProxyServer::MAX_HEADER_BYTES) {
                 ec = http::error::bad_chunk;
-                return false;
+                co_return false;
             }
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
-            if (left.count() <= 0 || !waitReadable(fd, left)) {
-                ec = beast::error::timeout;
-                return false;
-            }
-            auto space = m_buffer.prepare(16384);
-            ssize_t got = 0;
-            do {
-                got = ::recv(fd, space.data(), space.size(), 0);
-            } while (got < 0 && errno == EINTR);
-            if (got == 0) {
-                ec = http::error::end_of_stream; // closed: before a request, or in the middle of one
-                return false;
-            }
-            if (got < 0) {
-                ec = beast::error_code(errno, boost::system::system_category());
-                return false;
-            }
-            m_buffer.commit(static_cast<std::size_t>(got));
+            if (!co_await receive(deadline, false, ec))
+                co_return false;
         }
-        return true;
+        co_return true;
     }
 
     // A client that sent `Expect: 100-continue` (curl does for bodies past 1 MiB) waits for a
     // 100 before it sends the body — a second, else. The body is wanted: say so at once (a
     // refusal before it is read is the final answer instead). The upstream is not asked: the
     // header is not forwarded, and the proxy reads the body itself.
-    void continueIfAsked(const http::request<http::string_body>& request)
+    net::awaitable<void> continueIfAsked(const http::request<http::string_body>& request)
     {
         const auto it = request.find(http::field::expect);
         if (it == request.end() || !beast::iequals(it->value(), "100-continue"))
-            return;
+            co_return;
         static constexpr std::string_view CONTINUE = "HTTP/1.1 100 Continue\r\n\r\n";
         beast::error_code ec;
-        net::write(m_client, net::buffer(CONTINUE.data(), CONTINUE.size()), ec);
+        co_await net::async_write(m_client, net::buffer(CONTINUE.data(), CONTINUE.size()), into(ec));
     }
 
     // Whether a request carries the shared token: as the first segment of its path after /t/
@@ -750,9 +940,9 @@ private:
     // X-Tollgate-Token header (never forwarded). Compared in constant time.
     bool tokenGiven(http::request<http::string_body>& request) const
     {
-        auto same = [this](std::string_view given) {
-            return given.size() == m_token.size()
-                && CRYPTO_memcmp(given.data(), m_token.data(), m_token.size()) == 0;
+        const std::string& token = m_s.token;
+        auto same = [&token](std::string_view given) {
+            return given.size() == token.size() && CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
         };
         bool given = false;
         if (const auto it = request.find("X-Tollgate-Token"); it != request.end()) {
@@ -776,96 +966,44 @@ private:
     }
 
     // A read that failed: say why when the client can still hear it, then close.
-    void finishWith(const beast::error_code& ec)
+    net::awaitable<void> finishWith(const beast::error_code& ec)
     {
-        if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
-            return;
-        if (ec == http::error::header_limit)
-            return answerError(431,
-                "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024)
-                    + " KiB",
-                false);
-        // Refusals of a body the client is still sending: then the rest is read and dropped
-        // for a moment (lingerClose), or closing on unread bytes would reset the connection
-        // and the client would never see the answer.
-        if (ec == http::error::body_limit) {
-            answerError(413,
-                "request body larger than " + std::to_string(ProxyServer::MAX_STREAMED_BODY_BYTES >> 20)
-                    + " MiB, or larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20)
-                    + " MiB and held whole (chunked, or its model and output bound come late)",
-                false);
-            return lingerClose();
-        }
-        if (ec == net::error::message_size) {
-            answerError(413,
-                "request body larger than all the proxy may hold (--max-buffered "
-                    + std::to_string(m_bodies.limit() >> 20) + " MiB)",
-                false);
-            return lingerClose();
-        }
-        if (ec == net::error::no_buffer_space) {
-            answerError(503,
-                "the proxy already holds " + std::to_string(m_bodies.limit() >> 20)
-                    + " MiB of request bodies (--max-buffered); try again shortly",
-                false, 1);
-            return lingerClose();
-        }
-        if (ec == beast::error::timeout || ec == net::error::would_block || ec == net::error::try_again)
-            return answerError(408, "the request did not arrive in time", false);
-        if (ec.category() == beast::error_code(http::error::end_of_stream).category())
-            return answerError(400, "malformed HTTP request (" + ec.message() + ")", false);
+        if (auto reply = replyFor(ec, m_s.bodies.limit()))
+            co_await send(*reply);
+    }
+
+    net::awaitable<void> send(const Reply& reply)
+    {
+        auto res = errorResponse(reply);
+        beast::error_code ec;
+        co_await http::async_write(m_client, res, into(ec));
+        if (reply.linger)
+            co_await lingerClose();
     }
 
     // After an answer that ends the connection while the client may still be sending: no more
     // writes (the client sees the end of the answer), then its bytes are read and dropped until
     // it closes, for at most LINGER in all and LINGER_BYTES (what an honest client still has
     // in flight; a client that keeps sending past that is cut off).
-    void lingerClose()
+    net::awaitable<void> lingerClose()
     {
         static constexpr std::chrono::seconds LINGER { 2 };
         static constexpr std::size_t LINGER_BYTES = 64u << 20;
-        const int fd = m_client.native_handle();
-        ::shutdown(fd, SHUT_WR);
+        beast::error_code ec;
+        m_client.shutdown(net::socket_base::shutdown_send, ec);
         const auto until = Steady::now() + LINGER;
         std::size_t dropped = 0;
-        char sink[16384];
+        m_buffer.clear();
         while (dropped < LINGER_BYTES) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Steady::now());
-            if (left.count() <= 0 || !waitReadable(fd, left))
-                return;
-            ssize_t got = 0;
-            do {
-                got = ::recv(fd, sink, sizeof sink, 0);
-            } while (got < 0 && errno == EINTR);
-            if (got <= 0)
-                return;
-            dropped += static_cast<std::size_t>(got);
+            if (!co_await receive(until, false, ec))
+                co_return;
+            dropped += m_buffer.size();
+            m_buffer.clear();
         }
     }
 
-    // An answer of the proxy's own, in the provider's error format (both SDKs read
-    // {"type":"error","error":{"type","message"}} / {"error":{"message","type"}}).
-    void answerError(unsigned status, const std::string& message, bool keepAlive,
-        std::optional<std::int64_t> retryAfterSeconds = std::nullopt)
-    {
-        const char* type = status == 429 ? "rate_limit_error"
-            : status == 401              ? "authentication_error"
-            : status >= 500              ? "api_error"
-                                         : "invalid_request_error";
-        nlohmann::json body { { "type", "error" },
-            { "error", { { "type", type }, { "message", "tollgate proxy: " + message } } } };
-        http::response<http::string_body> res { static_cast<http::status>(status), 11 };
-        res.set(http::field::content_type, "application/json");
-        res.set(http::field::server, "tollgate-proxy");
-        if (retryAfterSeconds)
-            res.set(http::field::retry_after, std::to_string(*retryAfterSeconds));
-        res.keep_alive(keepAlive);
-        res.body() = body.dump();
-        res.prepare_payload();
-        beast::error_code ec;
-        http::write(m_client, res, ec);
-    }
-
+    // Runs on a store thread (or a thread of the session's own): the lookup of the process
+    // at the other end reads /proc.
     std::string callerOf(const http::request<http::string_body>& request)
     {
         auto it = request.find("X-Tollgate-Caller");
@@ -876,31 +1014,41 @@ private:
         }
         if (m_o.callerGiven)
             return m_o.defaultCaller;
-        if (m_peer.empty() && !m_peerLooked) {
-            // A TCP client is looked up once per connection, and only when a request does not
-            // name itself: the scan of /proc costs more than a whole short exchange.
+        if (!m_peerLooked) {
+            // Looked up once per connection, and only when a request does not name itself:
+            // the scan of /proc costs more than a whole short exchange.
             m_peerLooked = true;
             if constexpr (std::is_same_v<Client, tcp::socket>)
                 m_peer = PeerProcess::ofLoopbackTcp(m_client.native_handle());
+            else
+                m_peer = PeerProcess::ofUnixSocket(m_client.native_handle());
         }
         return m_peer.empty() ? m_o.defaultCaller : QuotaLimiter::sanitizeCaller(m_peer);
     }
 
-    // Waits in the quota's FIFO queue; a client that hangs up meanwhile cancels the wait.
-    Result<Permit> admit(const AdmitRequest& request, bool& hungUp)
+    // The first try at admission (never queued: it is refused when others wait), on a store
+    // thread. Most requests are admitted at once; one that must wait says so (mustWait).
+    void firstTry(const AdmitRequest& request, bool keepAlive, Admission& out)
     {
-        hungUp = false;
-        // Most requests are admitted at once: one try first (never queued: it is refused when
-        // others wait), and only a request that must wait gets a thread to watch its client.
         auto now = m_lease->quick([&](QuotaLimiter& l) { return l.acquire(request, m_clock.now()); });
-        if (now || now.error().kind != ErrorKind::Timeout)
-            return now;
+        if (!now && now.error().kind == ErrorKind::Timeout) {
+            out.mustWait = true;
+            return;
+        }
+        conclude(std::move(now), keepAlive, out);
+    }
+
+    // Waits in the quota's FIFO queue, on a thread of its own; a client that hangs up
+    // meanwhile cancels the wait (a second thread sleeps in poll() until it does, or until
+    // the admission is decided and `decided` wakes it: no admission waits for a polling
+    // interval).
+    void waitTurn(const AdmitRequest& request, bool keepAlive, Admission& out)
+    {
+        out.mustWait = false;
         std::atomic<bool> cancel { false };
-        // The watcher sleeps in poll() until the client hangs up or the admission is decided
-        // (then `decided` wakes it at once: no admission waits for a polling interval).
         const int decided = ::eventfd(0, EFD_CLOEXEC);
         if (decided < 0)
-            return Error::fromErrno(errno, {}, "cannot make an eventfd");
+            return conclude(Error::fromErrno(errno, {}, "cannot make an eventfd"), keepAlive, out);
         std::thread watcher([&] {
             pollfd p[2] = { { m_client.native_handle(), POLLRDHUP, 0 }, { decided, POLLIN, 0 } };
             for (;;) {
@@ -918,8 +1066,26 @@ private:
         (void)!::write(decided, &one, sizeof one);
         watcher.join();
         ::close(decided);
-        hungUp = cancel.load();
-        return permit;
+        out.hungUp = cancel.load();
+        conclude(std::move(permit), keepAlive, out);
+    }
+
+    // A request the quota did not admit: 429 with a Retry-After for one that waited its queue
+    // timeout (the SDKs retry then), 400 for one that can never be, else 502.
+    void conclude(Result<Permit>&& permit, bool keepAlive, Admission& out)
+    {
+        if (permit) {
+            out.permit.emplace(std::move(permit).value());
+            return;
+        }
+        const Error& why = permit.error();
+        if (why.kind == ErrorKind::Timeout)
+            out.refusal = Reply { 429,
+                "no room in the shared quota for '" + m_o.provider + "' within the queue timeout (" + why.message
+                    + ")",
+                keepAlive, retryAfterSeconds() };
+        else
+            out.refusal = Reply { why.kind == ErrorKind::Usage ? 400u : 502u, why.describe(), keepAlive };
     }
 
     struct Outcome
@@ -935,55 +1101,73 @@ private:
         bool retryFresh = false; // a kept connection was found closed before any answer: retry
     };
 
-    bool handle(http::request<http::string_body>& request)
+    // Points m_lease at a request's lease for as long as it runs.
+    struct Unlease
+    {
+        LimiterLease*& lease;
+        ~Unlease() { lease = nullptr; }
+    };
+
+    net::awaitable<bool> handle(http::request<http::string_body>& request)
     {
         const bool keepAlive = request.keep_alive();
         // The store connection this request uses, from first to last (its permit refers to it).
-        LimiterLease lease(m_limiters);
-        std::string why;
-        if (!lease.open(why)) {
-            answerError(502, "the shared quota cannot be reached: " + why, false);
-            return false;
-        }
+        LimiterLease lease(m_s.limiters);
         m_lease = &lease;
-        struct Unlease
-        {
-            LimiterLease*& lease;
-            ~Unlease() { lease = nullptr; }
-        } unlease { m_lease };
+        Unlease unlease { m_lease };
         const RequestEstimate estimate = RequestEstimate::of(request.body());
         if (!estimate.repeated.empty()) {
-            answerError(400, repeatedMessage(estimate.repeated), keepAlive);
-            return keepAlive;
+            co_await send(Reply { 400, repeatedMessage(estimate.repeated), keepAlive });
+            co_return keepAlive;
         }
-        const AdmitRequest ask = askFor(request, estimate);
-        bool hungUp = false;
-        auto permit = admit(ask, hungUp);
-        if (!permit) {
-            if (hungUp)
-                return false; // nobody to answer; the wait left the queue
-            answerRefusal(permit.error(), keepAlive);
-            return keepAlive;
+        AdmitRequest ask;
+        Admission admission;
+        std::string why;
+        bool opened = false;
+        auto first = [&] {
+            opened = lease.open(why);
+            if (!opened)
+                return;
+            ask = askFor(request, estimate);
+            firstTry(ask, keepAlive, admission);
+        };
+        co_await offload(m_s.storeExecutor(), first);
+        if (!opened) {
+            co_await send(Reply { 502, "the shared quota cannot be reached: " + why });
+            co_return false;
+        }
+        if (admission.mustWait) {
+            auto wait = [&] { waitTurn(ask, keepAlive, admission); };
+            co_await offload({}, wait);
+        }
+        if (!admission.permit) {
+            if (admission.hungUp)
+                co_return false; // nobody to answer; the wait left the queue
+            co_await send(*admission.refusal);
+            co_return keepAlive;
         }
         m_caller = ask.caller;
-        const Outcome outcome = forward(request, keepAlive);
-        settle(*permit, outcome, ask.caller);
-        return keepAlive && outcome.clientOk;
+        const Outcome outcome = co_await forward(request, keepAlive);
+        co_await settle(*admission.permit, outcome, ask.caller);
+        co_return keepAlive && outcome.clientOk;
     }
 
     // The slot was held for the whole upstream exchange, no longer. With it go, in the same
     // store operation, the answer's real usage (it replaces the estimate in the window) and,
     // for a success, the reset of the 429 count; then what the answer says is learnt.
-    void settle(Permit& permit, const Outcome& outcome, const std::string& caller)
+    net::awaitable<void> settle(Permit& permit, const Outcome& outcome, const std::string& caller)
     {
         const AnswerKind kind = outcome.answered ? AnswerKind::of(static_cast<int>(outcome.status),
                                     outcome.retryAfterMs.has_value(), outcome.errorBody)
                                                  : AnswerKind {};
         const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
-        (void)m_lease->quick(
-            [&](QuotaLimiter&) { return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok); });
-        if (outcome.answered)
-            learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, caller);
+        auto work = [&] {
+            (void)m_lease->quick(
+                [&](QuotaLimiter&) { return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok); });
+            if (outcome.answered)
+                learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, caller);
+        };
+        co_await offload(m_s.storeExecutor(), work);
     }
 
     // What a request asks of the shared quota: one call, its estimated tokens and model, a slot.
@@ -996,19 +1180,6 @@ private:
         ask.tokens = estimate.tokens();
         ask.wantsSlot = true;
         return ask;
-    }
-
-    // A request the quota did not admit: 429 with a Retry-After for one that waited its
-    // queue timeout (the SDKs retry then), 400 for one that can never be, else 502.
-    void answerRefusal(const Error& why, bool keepAlive)
-    {
-        if (why.kind == ErrorKind::Timeout)
-            answerError(429,
-                "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
-                    + why.message + ")",
-                keepAlive, retryAfterSeconds());
-        else
-            answerError(why.kind == ErrorKind::Usage ? 400 : 502, why.describe(), keepAlive);
     }
 
     static std::string repeatedMessage(const std::string& member)
@@ -1036,18 +1207,92 @@ private:
         return up;
     }
 
-    // A body longer than STREAM_BODY_AFTER, framed by its Content-Length: read through
-    // TopLevelFields as it arrives and held only until its model and output bound were parsed
-    // (the SDKs write them first); then admitted, and the head and what was held go upstream,
-    // and the rest is forwarded as it comes. Nothing goes upstream before admission. A member
-    // named twice cuts the upstream off mid-body (the provider never gets a whole request)
-    // and the client gets a 400. A body that is not a JSON object (or breaks off before its
-    // members) is admitted by its size and streams as well. A JSON object whose members come
-    // late is held whole after all (at most MAX_BODY_BYTES) and handled like a short one.
-    bool streamRequest(http::request_parser<http::string_body>& parser, std::optional<std::uint64_t> length)
+    // A long request body (see streamBody) and what its thread leaves for the event loop.
+    struct Streamed
+    {
+        explicit Streamed(Server& s)
+            : share(s.bodies)
+            , dog(*s.stalls)
+        {
+        }
+        enum class End { Closed, Held, Forwarded };
+        End end = End::Closed;
+        std::optional<Reply> reply; // to answer before the end (Closed)
+        BodyShare share;
+        std::string held; // the body so far, until it goes upstream (all of it: Held)
+        StallMonitor::Watch dog;
+        // In this order so that the permit goes before the lease it refers to.
+        std::optional<LimiterLease> lease;
+        std::optional<Permit> permit;
+        AdmitRequest ask;
+        std::unique_ptr<UpstreamLink> link;
+        http::request<http::string_body> up;
+    };
+
+    // A body longer than STREAM_BODY_AFTER, framed by its Content-Length, or chunked: read by
+    // streamBody on a thread of its own, then (Forwarded) the answer is relayed here, or
+    // (Held) the request is handled as a short one.
+    net::awaitable<bool> streamRequest(http::request_parser<http::string_body>& parser, std::optional<std::uint64_t> length)
     {
         http::request<http::string_body> head = parser.get(); // its headers; no body read yet
         const bool keepAlive = head.keep_alive();
+        Streamed s(m_s);
+        // What may be held, until this request is answered: the whole Content-Length from the
+        // start (at most MAX_BODY_BYTES: no more is ever held), as for a short body (first
+        // come, first served: a later request cannot take the room a body already announced),
+        // given back once the body streams. A body larger than all the proxy may hold takes
+        // its share as it is held, and is refused only if its members come too late for it to
+        // stream.
+        const std::size_t mayHold = static_cast<std::size_t>(
+            std::min<std::uint64_t>(length.value_or(0), ProxyServer::MAX_BODY_BYTES));
+        if (mayHold <= m_s.bodies.limit() && !s.share.hold(mayHold)) {
+            co_await finishWith(net::error::no_buffer_space);
+            co_return false;
+        }
+        co_await continueIfAsked(head);
+        const int fd = m_client.native_handle();
+        s.dog.watch(fd, -1);
+        auto body = [&] { streamBody(parser, length, head, s); };
+        co_await offload({}, body);
+        m_lease = s.lease ? &*s.lease : nullptr;
+        Unlease unlease { m_lease };
+        if (s.end == Streamed::End::Closed) {
+            s.dog.watch(fd, -1);
+            if (s.reply)
+                co_await send(*s.reply);
+            co_return false;
+        }
+        if (s.end == Streamed::End::Held) {
+            head.body() = std::move(s.held);
+            co_return co_await handle(head);
+        }
+        UpstreamLink& link = *s.link;
+        // (No co_await inside ?: — GCC 12 destroys the temporaries of such an expression twice.)
+        Outcome outcome;
+        if (link.tls)
+            outcome = co_await exchange(*link.tls, s.up, keepAlive, s.dog, false, true);
+        else
+            outcome = co_await exchange(*link.plain, s.up, keepAlive, s.dog, false, true);
+        s.dog.watch(fd, -1); // disarmed before the link is kept or closed
+        if (outcome.reusable && !s.dog.fired())
+            m_s.pool.give(std::move(s.link));
+        co_await settle(*s.permit, outcome, s.ask.caller);
+        co_return keepAlive && outcome.clientOk;
+    }
+
+    // On a thread of its own (nlohmann's parser pulls the body, blocking): the body is read
+    // through TopLevelFields as it arrives and held only until its model and output bound were
+    // parsed (the SDKs write them first); then admitted, and the head and what was held go
+    // upstream, and the rest is forwarded as it comes. Nothing goes upstream before admission.
+    // A member named twice cuts the upstream off mid-body (the provider never gets a whole
+    // request) and the client gets a 400. A body that is not a JSON object (or breaks off
+    // before its members) is admitted by its size and streams as well. A JSON object whose
+    // members come late is held whole after all (at most MAX_BODY_BYTES) and handled like a
+    // short one (End::Held). The client's socket is read with poll() and recv() here (the
+    // event loop does not touch it meanwhile); answers are left in s.reply for the loop.
+    void streamBody(http::request_parser<http::string_body>& parser, std::optional<std::uint64_t> length,
+        const http::request<http::string_body>& head, Streamed& s)
+    {
         const bool chunked = !length;
         // A chunked body's bytes as Beast's parser takes them out of their chunks.
         std::string decoded;
@@ -1065,71 +1310,51 @@ private:
         // cannot hold its slot for the hour a long Content-Length would otherwise allow).
         const auto started = Steady::now();
         std::uint64_t received = 0;
-        // What may be held, until this request is answered: the whole Content-Length from the
-        // start (at most MAX_BODY_BYTES: no more is ever held), as for a short body (first
-        // come, first served: a later request cannot take the room a body already announced),
-        // given back once the body streams. A body larger than all the proxy may hold takes
-        // its share as it is held, and is refused only if its members come too late for it to
-        // stream.
-        BodyShare share(m_bodies);
-        const std::size_t mayHold = static_cast<std::size_t>(
-            std::min<std::uint64_t>(length.value_or(0), ProxyServer::MAX_BODY_BYTES));
-        if (mayHold <= m_bodies.limit() && !share.hold(mayHold)) {
-            finishWith(net::error::no_buffer_space);
-            return false;
-        }
-        continueIfAsked(head);
         TopLevelFields fields;
-        std::string held;
-        beast::error_code readError; // the client's side (as finishWith takes it)
+        beast::error_code readError; // the client's side (as replyFor takes it)
         beast::error_code upstreamError;
         bool answered = false; // the client was told why (a refusal, a 502) and is let go
-        // Declared in this order so that the permit goes before the lease it refers to.
-        std::optional<LimiterLease> lease;
-        struct Unlease
-        {
-            LimiterLease*& lease;
-            ~Unlease() { lease = nullptr; }
-        } unlease { m_lease };
-        std::optional<Permit> permit;
-        AdmitRequest ask;
         bool byItsSize = false; // not a JSON object: admitted by its size (RequestEstimate::ofSize)
-        StallMonitor::Watch dog(m_stalls);
-        dog.watch(fd, -1);
-        std::unique_ptr<UpstreamLink> link;
-        struct Disarm
-        {
-            StallMonitor::Watch& dog;
-            int client;
-            ~Disarm() { dog.watch(client, -1); }
-        } disarm { dog, fd }; // before the link can close its descriptor, however this ends
-        http::request<http::string_body> up;
+        StallMonitor::Watch& dog = s.dog;
+        auto& link = s.link;
+        auto& held = s.held;
+        // An answer that ends the connection while the client may still be sending.
+        auto answer = [&](Reply reply) {
+            reply.keepAlive = false;
+            reply.linger = true;
+            s.reply = std::move(reply);
+            answered = true;
+        };
 
         // Waits until the client's socket has bytes and appends them to m_buffer; false (with
         // readError) when it is gone, or too slow for the rate a body must keep.
         auto receive = [&]() -> bool {
             const auto deadline = started + m_o.bodyTimeout
                 + std::chrono::milliseconds(received * 1000 / ProxyServer::MIN_BODY_RATE);
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
-            if (left.count() <= 0 || !waitReadable(fd, left)) {
-                readError = beast::error::timeout;
-                return false;
+            for (;;) {
+                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
+                if (left.count() <= 0 || !waitReadable(fd, left)) {
+                    readError = beast::error::timeout;
+                    return false;
+                }
+                auto space = m_buffer.prepare(RECEIVE_BYTES);
+                ssize_t got = 0;
+                do {
+                    got = ::recv(fd, space.data(), space.size(), 0);
+                } while (got < 0 && errno == EINTR);
+                if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                    continue; // the event loop made the socket non-blocking: poll again
+                if (got <= 0) {
+                    readError = got == 0 ? beast::error_code(http::error::end_of_stream)
+                                         : beast::error_code(errno, boost::system::system_category());
+                    return false;
+                }
+                m_buffer.commit(static_cast<std::size_t>(got));
+                received += static_cast<std::size_t>(got);
+                if (link)
+                    dog.touch();
+                return true;
             }
-            auto space = m_buffer.prepare(16384);
-            ssize_t got = 0;
-            do {
-                got = ::recv(fd, space.data(), space.size(), 0);
-            } while (got < 0 && errno == EINTR);
-            if (got <= 0) {
-                readError = got == 0 ? beast::error_code(http::error::end_of_stream)
-                                     : beast::error_code(errno, boost::system::system_category());
-                return false;
-            }
-            m_buffer.commit(static_cast<std::size_t>(got));
-            received += static_cast<std::size_t>(got);
-            if (link)
-                dog.touch();
-            return true;
         };
         auto pull = [&](char* into, std::size_t max) -> std::ptrdiff_t {
             if (!chunked) {
@@ -1198,9 +1423,9 @@ private:
                     readError = http::error::body_limit;
                     return false;
                 }
-                if (!share.hold(held.size())) {
-                    readError = held.size() > m_bodies.limit() ? net::error::message_size
-                                                               : net::error::no_buffer_space;
+                if (!s.share.hold(held.size())) {
+                    readError = held.size() > m_s.bodies.limit() ? net::error::message_size
+                                                                 : net::error::no_buffer_space;
                     return false;
                 }
                 return true;
@@ -1213,44 +1438,51 @@ private:
         // go upstream (on a kept connection, or once more on a new one if that one was closed:
         // nothing was read from the client past what is held).
         auto admitAndSend = [&]() -> bool {
-            lease.emplace(m_limiters);
+            s.lease.emplace(m_s.limiters);
             std::string why;
-            if (!lease->open(why)) {
-                answerError(502, "the shared quota cannot be reached: " + why, false);
-                return !(answered = true);
-            }
-            m_lease = &*lease;
-            // (A chunked body is admitted by its members only once it is whole: held, as a
-            // short one; one that is not a JSON object, by what arrived of it so far.)
-            ask = askFor(head,
-                byItsSize ? RequestEstimate::ofSize(length.value_or(body->received()))
-                          : RequestEstimate::fromFields(fields, *length));
-            bool hungUp = false;
-            auto admitted = admit(ask, hungUp);
-            if (!admitted) {
-                answered = true;
-                if (!hungUp)
-                    answerRefusal(admitted.error(), false);
+            if (!s.lease->open(why)) {
+                answer(Reply { 502, "the shared quota cannot be reached: " + why });
                 return false;
             }
-            permit.emplace(std::move(admitted).value());
-            m_caller = ask.caller;
-            up = upstreamRequest(head);
+            m_lease = &*s.lease;
+            // (A chunked body is admitted by its members only once it is whole: held, as a
+            // short one; one that is not a JSON object, by what arrived of it so far.)
+            s.ask = askFor(head,
+                byItsSize ? RequestEstimate::ofSize(length.value_or(body->received()))
+                          : RequestEstimate::fromFields(fields, *length));
+            Admission admission;
+            firstTry(s.ask, false, admission);
+            if (admission.mustWait)
+                waitTurn(s.ask, false, admission);
+            if (!admission.permit) {
+                answered = true;
+                if (!admission.hungUp)
+                    answer(std::move(*admission.refusal));
+                return false;
+            }
+            s.permit.emplace(std::move(*admission.permit));
+            m_caller = s.ask.caller;
+            s.up = upstreamRequest(head);
             if (chunked)
-                up.chunked(true);
+                s.up.chunked(true);
             else
-                up.content_length(*length);
+                s.up.content_length(*length);
             for (int attempt = 0; attempt < 2; ++attempt) {
-                link = attempt == 0 ? m_pool.take() : nullptr;
+                link = attempt == 0 ? m_s.pool.take() : nullptr;
                 const bool reused = link != nullptr;
                 if (!link) {
-                    link = connectUpstream(dog);
-                    if (!link)
-                        return !(answered = true);
+                    // Asynchronous, on the event loop; this thread waits for it.
+                    std::optional<Reply> failure;
+                    link = net::co_spawn(m_client.get_executor(), connectUpstream(dog, failure), net::use_future)
+                               .get();
+                    if (!link) {
+                        answer(std::move(*failure));
+                        return false;
+                    }
                 }
                 dog.watch(fd, link->fd());
                 dog.touch();
-                http::request_serializer<http::string_body> serializer { up };
+                http::request_serializer<http::string_body> serializer { s.up };
                 beast::error_code ec;
                 if (link->tls)
                     http::write_header(*link->tls, serializer, ec);
@@ -1260,19 +1492,19 @@ private:
                     ec = sendUp(held);
                 if (!ec) {
                     held = std::string(); // sent: nothing more is held for this request
-                    share.release();
+                    s.share.release();
                     return true;
                 }
                 dog.watch(fd, -1);
                 link.reset();
                 if (!reused || dog.fired()) {
-                    answerError(502,
-                        "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(),
-                        false);
-                    return !(answered = true);
+                    answer(Reply { 502,
+                        "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message() });
+                    return false;
                 }
             }
-            return !(answered = true); // not reached: a new connection is not retried
+            answered = true; // not reached: a new connection is not retried
+            return false;
         };
         auto before = [&]() -> bool {
             if (link || chunked || !fields.known() || !fields.repeated().empty())
@@ -1294,22 +1526,20 @@ private:
             (void)admitAndSend();
         }
         auto giveBack = [&] {
-            share.release();
+            s.share.release();
             dog.watch(fd, -1);
             link.reset(); // mid-request: never kept
-            if (permit)
-                (void)m_lease->quick([&](QuotaLimiter&) { return permit->finish(-1, false); });
+            if (s.permit)
+                (void)m_lease->quick([&](QuotaLimiter&) { return s.permit->finish(-1, false); });
         };
         if (!fields.repeated().empty()) {
             giveBack();
-            answerError(400, repeatedMessage(fields.repeated()), false);
-            lingerClose();
-            return false;
+            answer(Reply { 400, repeatedMessage(fields.repeated()) });
+            return;
         }
         if (answered) {
-            giveBack();
-            lingerClose();
-            return false;
+            giveBack(); // s.reply says why (none: the client hung up while queued)
+            return;
         }
         if (!link) {
             // Never admitted: a JSON object whose members came late (or never). Held whole
@@ -1317,12 +1547,13 @@ private:
             if (!body->failed())
                 (void)body->finish();
             if (body->failed()) {
-                share.release();
-                finishWith(readError ? readError : beast::error_code(http::error::end_of_stream));
-                return false;
+                s.share.release();
+                s.reply = replyFor(readError ? readError : beast::error_code(http::error::end_of_stream),
+                    m_s.bodies.limit());
+                return;
             }
-            head.body() = std::move(held);
-            return handle(head);
+            s.end = Streamed::End::Held;
+            return;
         }
         // Forwarding: what the parser did not ask for (it stopped at a syntax error the
         // provider will answer, or at the whitespace after the value).
@@ -1337,26 +1568,18 @@ private:
             // upstream connection is dropped, so the provider never gets a whole request.
             giveBack();
             if (upstreamError)
-                answerError(502,
-                    "the upstream " + m_up.hostHeader
-                        + " stopped taking the request: " + upstreamError.message(),
-                    false);
+                s.reply = Reply { 502,
+                    "the upstream " + m_up.hostHeader + " stopped taking the request: " + upstreamError.message() };
             else
-                finishWith(readError);
-            return false;
+                s.reply = replyFor(readError, m_s.bodies.limit());
+            return;
         }
-        const Outcome outcome = link->tls ? exchange(*link->tls, up, keepAlive, dog, false, true)
-                                          : exchange(*link->plain, up, keepAlive, dog, false, true);
-        dog.watch(fd, -1); // disarmed before the link is kept or closed
-        if (outcome.reusable && !dog.fired())
-            m_pool.give(std::move(link));
-        settle(*permit, outcome, ask.caller);
-        return keepAlive && outcome.clientOk;
+        s.end = Streamed::End::Forwarded;
     }
 
     // When a call could go again, in whole seconds (at least 1), as the SDKs' retry logic
     // reads Retry-After: the limiter's own verdict on the state as it is now. A held slot or a
-    // pause is not time-bound: then 1 s (look again soon).
+    // pause is not time-bound: then 1 s (look again soon). Off the event loop (a store read).
     std::int64_t retryAfterSeconds()
     {
         auto snap = m_lease->quick([](QuotaLimiter& l) { return l.snapshot(); });
@@ -1386,18 +1609,19 @@ private:
         }
     }
 
-    // A new connection to the upstream (TLS verified, the host name checked); nullptr after
-    // the client was answered 502.
-    std::unique_ptr<UpstreamLink> connectUpstream(StallMonitor::Watch& dog)
+    // A new connection to the upstream (TLS verified, the host name checked); nullptr with
+    // `failure` (a 502 to answer) when there is none.
+    net::awaitable<std::unique_ptr<UpstreamLink>> connectUpstream(
+        StallMonitor::Watch& dog, std::optional<Reply>& failure)
     {
         beast::error_code ec;
-        tcp::resolver resolver(m_upstreamIo);
-        const auto endpoints = resolver.resolve(m_up.host, m_up.port, ec);
+        tcp::resolver resolver(m_client.get_executor());
+        const auto endpoints = co_await resolver.async_resolve(m_up.host, m_up.port, into(ec));
         if (ec) {
-            answerError(502, "cannot resolve the upstream " + m_up.host + ": " + ec.message(), false);
-            return nullptr;
+            failure = Reply { 502, "cannot resolve the upstream " + m_up.host + ": " + ec.message() };
+            co_return nullptr;
         }
-        auto socket = std::make_unique<tcp::socket>(m_upstreamIo);
+        auto socket = std::make_unique<tcp::socket>(m_client.get_executor());
         for (const auto& e : endpoints) {
             dog.watch(m_client.native_handle(), -1); // never a closed (and maybe reused) descriptor
             socket->close(ec);
@@ -1406,7 +1630,7 @@ private:
                 continue;
             ::fcntl(socket->native_handle(), F_SETFD, FD_CLOEXEC);
             dog.watch(m_client.native_handle(), socket->native_handle());
-            socket->connect(e.endpoint(), ec);
+            co_await socket->async_connect(e.endpoint(), into(ec));
             if (!ec) {
                 beast::error_code ignored;
                 socket->set_option(tcp::no_delay(true), ignored); // as for clients: no Nagle wait
@@ -1415,36 +1639,35 @@ private:
         }
         if (ec || !socket->is_open()) {
             dog.watch(m_client.native_handle(), -1);
-            answerError(
-                502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message(), false);
-            return nullptr;
+            failure = Reply { 502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message() };
+            co_return nullptr;
         }
         dog.touch();
         auto link = std::make_unique<UpstreamLink>();
         if (!m_up.tls) {
             link->plain = std::move(socket);
-            return link;
+            co_return link;
         }
-        link->tls = std::make_unique<ssl::stream<tcp::socket>>(std::move(*socket), m_tls);
+        link->tls = std::make_unique<ssl::stream<tcp::socket>>(std::move(*socket), m_s.tls);
         if (!SSL_set_tlsext_host_name(link->tls->native_handle(), m_up.host.c_str())) {
             dog.watch(m_client.native_handle(), -1);
-            answerError(502, "cannot set up TLS to the upstream", false);
-            return nullptr;
+            failure = Reply { 502, "cannot set up TLS to the upstream" };
+            co_return nullptr;
         }
         link->tls->set_verify_callback(ssl::host_name_verification(m_up.host));
-        link->tls->handshake(ssl::stream_base::client, ec);
+        co_await link->tls->async_handshake(ssl::stream_base::client, into(ec));
         dog.touch();
         if (ec) {
             dog.watch(m_client.native_handle(), -1);
-            answerError(502, "TLS with the upstream " + m_up.hostHeader + " failed: " + ec.message(), false);
-            return nullptr;
+            failure = Reply { 502, "TLS with the upstream " + m_up.hostHeader + " failed: " + ec.message() };
+            co_return nullptr;
         }
-        return link;
+        co_return link;
     }
 
-    Outcome forward(http::request<http::string_body>& request, bool keepAlive)
+    net::awaitable<Outcome> forward(http::request<http::string_body>& request, bool keepAlive)
     {
-        StallMonitor::Watch dog(m_stalls);
+        StallMonitor::Watch dog(*m_s.stalls);
         dog.watch(m_client.native_handle(), -1);
         http::request<http::string_body> up = upstreamRequest(request);
         up.body() = std::move(request.body());
@@ -1452,7 +1675,7 @@ private:
         // A kept connection first; if the upstream had closed it meanwhile (nothing of an
         // answer came), once more on a new one.
         for (int attempt = 0; attempt < 2; ++attempt) {
-            std::unique_ptr<UpstreamLink> link = attempt == 0 ? m_pool.take() : nullptr;
+            std::unique_ptr<UpstreamLink> link = attempt == 0 ? m_s.pool.take() : nullptr;
             // However this iteration ends (an exception included), the watch lets go of the
             // link's descriptor before the link can close it.
             struct Disarm
@@ -1463,44 +1686,49 @@ private:
             } disarm { dog, m_client.native_handle() };
             const bool reused = link != nullptr;
             if (!link) {
-                link = connectUpstream(dog);
-                if (!link)
-                    return {};
+                std::optional<Reply> failure;
+                link = co_await connectUpstream(dog, failure);
+                if (!link) {
+                    co_await send(*failure);
+                    co_return Outcome {};
+                }
             }
             dog.watch(m_client.native_handle(), link->fd());
             dog.touch();
-            Outcome done = link->tls ? exchange(*link->tls, up, keepAlive, dog, reused)
-                                     : exchange(*link->plain, up, keepAlive, dog, reused);
+            Outcome done;
+            if (link->tls)
+                done = co_await exchange(*link->tls, up, keepAlive, dog, reused);
+            else
+                done = co_await exchange(*link->plain, up, keepAlive, dog, reused);
             dog.watch(m_client.native_handle(), -1); // disarmed before the link is kept or closed
             if (done.retryFresh)
                 continue;
             if (done.reusable && !dog.fired())
-                m_pool.give(std::move(link));
-            return done;
+                m_s.pool.give(std::move(link));
+            co_return done;
         }
-        answerError(
-            502, "the upstream " + m_up.hostHeader + " closed the connection without an answer", false);
-        return {};
+        co_await send(Reply { 502, "the upstream " + m_up.hostHeader + " closed the connection without an answer" });
+        co_return Outcome {};
     }
 
     template <class Stream>
     // `sent`: the request (a streamed body) is on its way already; only the answer is read.
-    Outcome exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive,
+    net::awaitable<Outcome> exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive,
         StallMonitor::Watch& dog, bool reused, bool sent = false)
     {
         Outcome out;
         beast::error_code ec;
         if (!sent)
-            http::write(upstream, up, ec);
+            co_await http::async_write(upstream, up, into(ec));
         dog.touch();
         if (ec && reused && !dog.fired()) {
             out.retryFresh = true; // a kept connection the upstream had closed: nothing was sent
-            return out;
+            co_return out;
         }
         if (ec) {
-            answerError(
-                502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message(), false);
-            return out;
+            co_await send(
+                Reply { 502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message() });
+            co_return out;
         }
         // Bounded: what the parser has not taken yet (headers, chunk lines) stays under 64 KiB.
         beast::flat_buffer buffer(ProxyServer::MAX_HEADER_BYTES);
@@ -1512,7 +1740,7 @@ private:
             parser->header_limit(ProxyServer::MAX_HEADER_BYTES);
             parser->body_limit(boost::none); // answers stream through: their size is the client's business
             parser->skip(up.method() == http::verb::head); // the answer to a HEAD has no body
-            http::read_header(upstream, buffer, *parser, ec);
+            co_await http::async_read_header(upstream, buffer, *parser, into(ec));
             dog.touch();
             const unsigned status = ec ? 0 : parser->get().result_int();
             if (status < 100 || status >= 200 || status == 101 || interim == 16)
@@ -1525,11 +1753,11 @@ private:
             // provider would bill it twice, under one admission): the client gets a 502 and
             // its SDK retries through admission.
             out.retryFresh = true;
-            return out;
+            co_return out;
         }
         if (ec) {
-            answerError(502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message(), false);
-            return out;
+            co_await send(Reply { 502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message() });
+            co_return out;
         }
         auto& response = parser->get();
         out.answered = true;
@@ -1538,7 +1766,7 @@ private:
             out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
         // What the headers say is acted on before the body streams: a hold must be in place
         // before this exchange's slot is given back, or the next admission would not see it.
-        learnFromHeaders(out);
+        co_await learnFromHeaders(out);
         // The connection may serve another request only after a final answer (a 1xx is
         // followed by another) that the upstream framed and lets go on.
         const bool upstreamGoesOn = out.status >= 200 && parser->keep_alive();
@@ -1556,17 +1784,16 @@ private:
 
         char chunk[16384];
         http::serializer<false, http::buffer_body> serializer { response };
-        bool clientGone = false;
         do {
             if (!parser->is_done()) {
                 response.body().data = chunk;
                 response.body().size = sizeof chunk;
-                pump(upstream, buffer, *parser, ec);
+                co_await pump(upstream, buffer, *parser, ec);
                 dog.touch();
                 if (ec) {
                     // The upstream broke off mid-answer: the client must not take the part for
                     // the whole, so its connection is closed without a proper end.
-                    return out;
+                    co_return out;
                 }
                 takeBuffered(buffer, *parser);
                 const std::size_t got = sizeof chunk - response.body().size;
@@ -1588,30 +1815,21 @@ private:
                 response.body().size = 0;
                 response.body().more = false;
             }
-            if (!clientGone) {
-                http::write(m_client, serializer, ec);
-                if (ec == http::error::need_buffer)
-                    ec = {};
-                dog.touch();
-                if (ec) {
-                    // The client hung up (how SDKs cancel a generation): the upstream is closed
-                    // too, so the provider stops generating; the estimate stands.
-                    clientGone = true;
-                    return out;
-                }
+            co_await http::async_write(m_client, serializer, into(ec));
+            if (ec == http::error::need_buffer)
+                ec = {};
+            dog.touch();
+            if (ec) {
+                // The client hung up (how SDKs cancel a generation): the upstream is closed
+                // too, so the provider stops generating; the estimate stands.
+                co_return out;
             }
-        } while (!parser->is_done() || (!clientGone && !serializer.is_done()));
-        if (!clientGone && !serializer.is_done()) {
-            response.body().data = nullptr;
-            response.body().size = 0;
-            response.body().more = false;
-            http::write(m_client, serializer, ec);
-        }
+        } while (!parser->is_done() || !serializer.is_done());
         if (success)
             out.usage = meter.finish();
-        out.clientOk = !clientGone && !ec;
-        out.reusable = out.clientOk && upstreamGoesOn && parser->is_done() && buffer.size() == 0;
-        return out;
+        out.clientOk = true;
+        out.reusable = upstreamGoesOn && parser->is_done() && buffer.size() == 0;
+        co_return out;
     }
 
     // Bytes already read that belong to this answer go into the same write, without another
@@ -1637,7 +1855,7 @@ private:
     // on need_more even after progress; that is safe only while the parser is not eager,
     // which this does not depend on.
     template <class Stream, class Parser>
-    static void pump(Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec)
+    static net::awaitable<void> pump(Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec)
     {
         for (;;) {
             if (buffer.size() > 0) {
@@ -1647,64 +1865,73 @@ private:
                 const bool produced = parser.get().body().size != before;
                 if (ec == http::error::need_buffer) {
                     ec = {}; // the body buffer is full: hand it over
-                    return;
+                    co_return;
                 }
                 if (ec && ec != http::error::need_more)
-                    return;
+                    co_return;
                 if (!ec && (used > 0 || parser.is_done()))
-                    return;
+                    co_return;
                 if (ec == http::error::need_more && produced) {
                     ec = {};
-                    return;
+                    co_return;
                 }
                 ec = {};
             }
             const std::size_t room = beast::read_size(buffer, 16384);
             if (room == 0) {
                 ec = http::error::buffer_overflow; // a chunk line past the header limit
-                return;
+                co_return;
             }
-            const std::size_t n = upstream.read_some(buffer.prepare(room), ec);
+            const std::size_t n = co_await upstream.async_read_some(buffer.prepare(room), into(ec));
             buffer.commit(n);
             if (ec == net::error::eof || ec == ssl::error::stream_truncated) {
                 ec = {};
                 parser.put_eof(ec); // an answer that ends with its connection; else partial
-                return;
+                co_return;
             }
             if (ec)
-                return;
+                co_return;
         }
     }
 
-    void learnFromHeaders(Outcome& out)
+    net::awaitable<void> learnFromHeaders(Outcome& out)
     {
         const std::int64_t now = m_clock.unixMs();
         const RateLimitReport report = RateLimitHeaders::parse(out.headers, now);
         out.retryAfterMs = report.retryAfterMs;
         // The provider's own word that a budget is spent until some time: nobody goes before it.
-        if (const auto until = report.exhaustedUntilMs(); until && *until > now) {
-            (void)m_lease->quick([&](QuotaLimiter& l) {
-                return l.holdUntil(m_o.provider, *until,
-                    "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000)
-                        + " s from now (" + m_caller + "'s answer)");
-            });
-        }
+        const auto until = report.exhaustedUntilMs();
+        const bool hold = until && *until > now;
         // The provider's own limits (per minute, as both document them): kept for status and
         // the dashboard, and a limit-mismatch event when they differ from Tollgate's.
         const std::int64_t requests = report.requests.limit.value_or(-1);
         const std::int64_t tokens = report.tokens.limit.value_or(-1);
-        if (requests >= 0 || tokens >= 0) {
-            m_reported.note(requests, tokens, now, [&] {
-                return m_lease
-                    ->quick([&](QuotaLimiter& l) {
-                        return l.noteReportedLimits(m_o.provider, requests, tokens, m_caller);
-                    })
-                    .ok();
-            });
-        }
+        const bool tell = (requests >= 0 || tokens >= 0) && m_s.reported.due(requests, tokens, now);
+        if (!hold && !tell)
+            co_return; // most answers: nothing for the store
+        auto work = [&] {
+            if (hold) {
+                (void)m_lease->quick([&](QuotaLimiter& l) {
+                    return l.holdUntil(m_o.provider, *until,
+                        "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000)
+                            + " s from now (" + m_caller + "'s answer)");
+                });
+            }
+            if (tell) {
+                m_s.reported.note(requests, tokens, now, [&] {
+                    return m_lease
+                        ->quick([&](QuotaLimiter& l) {
+                            return l.noteReportedLimits(m_o.provider, requests, tokens, m_caller);
+                        })
+                        .ok();
+                });
+            }
+        };
+        co_await offload(m_s.storeExecutor(), work);
     }
 
-    // A success was recorded with the slot (finish); what else the answer means needs its body.
+    // A success was recorded with the slot (finish); what else the answer means needs its
+    // body. On a store thread.
     void learnFromAnswer(const AnswerKind& kind, unsigned status, std::optional<std::int64_t> retryAfterMs,
         const std::string& caller)
     {
@@ -1737,42 +1964,114 @@ private:
         }
     }
 
-    Client& m_client;
+    Client m_client;
+    Server& m_s;
+    std::shared_ptr<Server> m_keep; // the threads this session starts may outlive serve()
     const ProxyServer::Options& m_o;
     const Upstream& m_up;
-    ssl::context& m_tls;
-    std::string m_peer;
-    bool m_peerLooked = false; // a TCP peer is named on the first request that needs it
+    std::string m_peer; // the process at the other end, looked up once
+    bool m_peerLooked = false;
     std::string m_caller; // of the request being forwarded
-    int m_stopFd = -1;
-    StallMonitor& m_stalls;
-    UpstreamPool& m_pool;
-    net::io_context& m_upstreamIo;
-    ReportedLimitsMemo& m_reported;
-    BodyBudget& m_bodies;
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
-    LimiterPool& m_limiters;
-    const std::string& m_token;
-    LimiterLease* m_lease = nullptr; // the current request's, while handle() runs
+    LimiterLease* m_lease = nullptr; // the current request's, while it runs
 };
 
-} // namespace
-
-template <class Client> void ProxyServer::Impl::session(Client& client, const std::string& peer)
+template <class Client> net::awaitable<void> serveConnection(Client client, std::shared_ptr<Server> server)
 {
-    Session<Client> s(client, options, upstream, tls, peer, stopFd, *stalls, pool, upstreamIo, reported,
-        bodies, limiters, token);
+    Session<Client> session(std::move(client), std::move(server));
     try {
-        s.run();
+        co_await session.run();
     } catch (const std::exception&) {
         // Nothing in a session may take the whole proxy down (a bad_alloc, a library that
         // throws): this connection ends, the others go on.
     }
-    beast::error_code ec;
-    client.shutdown(net::socket_base::shutdown_both, ec);
-    client.close(ec);
+    session.close();
 }
+
+// Starts serving one accepted connection, unless MAX_CONNECTIONS are served already (then a
+// 503 and a close).
+template <class Client> void begin(Client socket, const std::shared_ptr<Server>& server)
+{
+    ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
+    if (server->active.load() >= ProxyServer::MAX_CONNECTIONS) {
+        static const char BUSY[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                                   "Connection: close\r\nRetry-After: 1\r\n\r\n";
+        // A new socket's buffer takes these bytes at once: the write does not block.
+        boost::system::error_code ignored;
+        net::write(socket, net::buffer(BUSY, sizeof BUSY - 1), ignored);
+        return;
+    }
+    ++server->active;
+    net::co_spawn(server->io, serveConnection(std::move(socket), server),
+        [server](const std::exception_ptr&) { --server->active; });
+}
+
+// Holds the server weakly: its frame may still be in the loop when the server is destroyed.
+net::awaitable<void> acceptLoop(Server& s, std::weak_ptr<Server> weak)
+{
+    Server* server = &s;
+    for (;;) {
+        beast::error_code ec;
+        if (server->tcpAcceptor) {
+            tcp::socket socket = co_await server->tcpAcceptor->async_accept(into(ec));
+            if (!ec) {
+                // An answer goes out in pieces (headers and body, then the chunked end): with
+                // Nagle's algorithm the last small piece waits for the client's delayed ACK
+                // (~40 ms on Linux) before it is sent.
+                beast::error_code ignored;
+                socket.set_option(tcp::no_delay(true), ignored);
+                if (auto strong = weak.lock())
+                    begin(std::move(socket), strong);
+            }
+        } else {
+            local::socket socket = co_await server->unixAcceptor->async_accept(into(ec));
+            if (!ec) {
+                if (auto strong = weak.lock())
+                    begin(std::move(socket), strong);
+            }
+        }
+        if (ec == net::error::operation_aborted || ec == net::error::bad_descriptor)
+            co_return; // serving stops
+        if (ec) {
+            // Out of descriptors (EMFILE) or memory: the connection stays in the backlog and
+            // the listener is ready again at once; wait a little instead of spinning.
+            net::steady_timer pause(server->io, std::chrono::milliseconds(100));
+            co_await pause.async_wait(into(ec));
+        }
+    }
+}
+
+// Looks at `stop` every STOP_POLL; once it is set, stops accepting, ends idle connections and
+// lets the requests in flight finish for at most STOP_GRACE, then stops the loop.
+net::awaitable<void> watchStop(Server& s, const std::atomic<bool>& stop,
+    std::optional<net::executor_work_guard<net::io_context::executor_type>>& work)
+{
+    Server* server = &s;
+    static constexpr std::chrono::milliseconds STOP_POLL { 200 };
+    static constexpr std::chrono::seconds STOP_GRACE { 30 };
+    net::steady_timer timer(server->io);
+    beast::error_code ec;
+    while (!stop.load()) {
+        timer.expires_after(STOP_POLL);
+        co_await timer.async_wait(into(ec));
+    }
+    if (server->tcpAcceptor)
+        server->tcpAcceptor->close(ec);
+    if (server->unixAcceptor)
+        server->unixAcceptor->close(ec);
+    // Idle connections end now (their waits race this timer); requests in flight may finish.
+    server->stopping.expires_at(Steady::time_point::min());
+    const auto until = Steady::now() + STOP_GRACE;
+    while (server->active.load() > 0 && Steady::now() < until) {
+        timer.expires_after(std::chrono::milliseconds(50));
+        co_await timer.async_wait(into(ec));
+    }
+    work.reset();
+    server->io.stop();
+}
+
+} // namespace
 
 ProxyServer::ProxyServer(std::shared_ptr<Impl> impl)
     : m_impl(std::move(impl))
@@ -1783,14 +2082,13 @@ ProxyServer::~ProxyServer()
 {
     if (m_impl && m_impl->listenAt.isUnix)
         ::unlink(m_impl->listenAt.path.c_str());
+    // A connection still being served (past the grace of serve(), or never served) keeps the
+    // server alive from its coroutine frame, which only the event loop can end: what is left
+    // of it is left to the process's exit rather than destroyed under a thread still in it.
 }
-
 Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
 {
     auto impl = std::make_shared<Impl>();
-    impl->stopFd = ::eventfd(0, EFD_CLOEXEC);
-    if (impl->stopFd < 0)
-        return Error::fromErrno(errno, {}, "cannot make an eventfd");
     impl->options = options;
     impl->limiters.setHome(options.home);
     impl->bodies.setLimit(options.maxBufferedBytes);
@@ -1894,72 +2192,11 @@ std::string ProxyServer::address() const
 
 void ProxyServer::serve(const std::atomic<bool>& stop)
 {
-    Impl& d = *m_impl;
-    while (!stop.load()) {
-        pollfd p { d.listenFd(), POLLIN, 0 };
-        const int n = ::poll(&p, 1, 200);
-        if (n <= 0)
-            continue;
-        boost::system::error_code ec;
-        auto begin = [&](auto socket, std::string peer) {
-            ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-            {
-                std::lock_guard lock(d.mutex);
-                if (d.active >= MAX_CONNECTIONS) {
-                    static const char BUSY[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                               "Connection: close\r\nRetry-After: 1\r\n\r\n";
-                    boost::system::error_code ignored;
-                    net::write(socket, net::buffer(BUSY, sizeof BUSY - 1), ignored);
-                    return;
-                }
-                ++d.active;
-            }
-            try {
-                std::thread([impl = m_impl, s = std::move(socket), peer]() mutable {
-                    impl->session(s, peer);
-                    std::lock_guard lock(impl->mutex);
-                    --impl->active;
-                    impl->idle.notify_all();
-                }).detach();
-            } catch (const std::system_error&) {
-                std::lock_guard lock(d.mutex); // no thread to be had: this connection is refused
-                --d.active;
-            }
-        };
-        if (d.tcpAcceptor) {
-            tcp::socket s(d.io);
-            d.tcpAcceptor->accept(s, ec);
-            if (!ec) {
-                // An answer goes out in pieces (headers and body, then the chunked end): with
-                // Nagle's algorithm the last small piece waits for the client's delayed ACK
-                // (~40 ms on Linux) before it is sent.
-                s.set_option(tcp::no_delay(true), ec);
-                ec = {};
-                begin(std::move(s), std::string());
-            }
-        } else {
-            local::socket s(d.io);
-            d.unixAcceptor->accept(s, ec);
-            if (!ec) {
-                std::string peer = PeerProcess::ofUnixSocket(s.native_handle());
-                begin(std::move(s), std::move(peer));
-            }
-        }
-        // Out of descriptors (EMFILE) or memory: the connection stays in the backlog and
-        // poll() says so again at once; wait a little instead of spinning.
-        if (ec)
-            std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    // Idle connections end now (their wait polls stopFd); requests in flight may finish.
-    const std::uint64_t one = 1;
-    (void)!::write(d.stopFd, &one, sizeof one);
-    boost::system::error_code ec;
-    if (d.tcpAcceptor)
-        d.tcpAcceptor->close(ec);
-    if (d.unixAcceptor)
-        d.unixAcceptor->close(ec);
-    std::unique_lock lock(d.mutex);
-    d.idle.wait_for(lock, std::chrono::seconds(30), [&] { return d.active == 0; });
+    Server& d = *m_impl;
+    std::optional<net::executor_work_guard<net::io_context::executor_type>> work(d.io.get_executor());
+    net::co_spawn(d.io, acceptLoop(d, m_impl), net::detached);
+    net::co_spawn(d.io, watchStop(d, stop, work), net::detached);
+    d.io.run();
 }
 
 } // namespace tollgate::proxy

@@ -15,19 +15,24 @@
 // provider, a 2xx resets the 429 streak.
 //
 // Invariants:
-// - One thread per client connection (bounded: MAX_CONNECTIONS; past it a 503 and close). A
-//   request leases a QuotaLimiter and its backend from a pool for its whole life (LimiterPool
-//   in the .cpp: opening the home per connection cost more than a short exchange); a limiter
-//   serves one request at a time, never two threads at once. A
-//   request admitted at once starts no other thread; one that must wait has a second thread
-//   watching its client for a hang-up. Upstream connections are pooled (UpstreamPool in the
-//   .cpp): a link serves one exchange at a time and is kept only after a complete answer. The
-//   thread blocks only on its own client, its own upstream or the quota's FIFO wait, and every
-//   one of those has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies
+// - One thread runs the event loop (one io_context, Beast's asynchronous calls, one C++20
+//   coroutine per client connection; at most MAX_CONNECTIONS, past it a 503 and close): every
+//   socket is read and written there, so a stream's events from many connections are relayed
+//   by one thread that takes them as they come, not by a thread woken per event. Nothing on it
+//   blocks: store operations run on a few store threads (a directory home's one at a time, as
+//   its lock would have them anyway), an admission that must wait in the quota's FIFO queue
+//   and a long request body (nlohmann's parser pulls it) get a thread of their own for that
+//   part; the connection's coroutine is suspended meanwhile, so the two never touch it at once.
+// - A request leases a QuotaLimiter and its backend from a pool for its whole life
+//   (LimiterPool in the .cpp: opening the home per connection cost more than a short
+//   exchange); a limiter serves one request at a time. Upstream connections are pooled
+//   (UpstreamPool): a link serves one exchange at a time and is kept only after a complete
+//   answer.
+// - Every wait has a deadline: headers --header-timeout (HEADER_DEADLINE), bodies
 //   --body-timeout (BODY_DEADLINE; a streamed one then MIN_BODY_RATE), the queue
-//   --queue-timeout, an idle client CLIENT_IDLE, an exchange where nothing moves
-//   --stall-timeout (STALL_LIMIT; one monitor thread shuts its sockets down: Asio's
-//   synchronous calls ignore socket timeouts).
+//   --queue-timeout, an idle client CLIENT_IDLE (and none once serving stops), an exchange
+//   where nothing moves --stall-timeout (STALL_LIMIT; one monitor thread shuts its sockets
+//   down, which ends the reads and writes waiting on them).
 // - A client that disconnects while queued leaves the queue (the wait is cancelled).
 // - Slots are held by this process: if the proxy dies, its slots are reclaimed like any dead
 //   holder's. Bodies, API keys and auth headers are never logged; auth headers pass untouched.
@@ -111,7 +116,7 @@ public:
 private:
     struct Impl;
     explicit ProxyServer(std::shared_ptr<Impl> impl);
-    std::shared_ptr<Impl> m_impl; // shared with the connection threads, which may outlive serve()
+    std::shared_ptr<Impl> m_impl; // shared with the connections, whose threads may outlive serve()
 };
 
 } // namespace tollgate::proxy
