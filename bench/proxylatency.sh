@@ -9,7 +9,11 @@
 # connections, as the SDKs do; one process) and "curl" (a new process and connection per
 # request: the worst case, where 16 curl processes compete with the proxy for 2 CPUs).
 #
-#   bench/proxylatency.sh BUILD_DIR [REQUESTS]      (default 400 requests per row)
+# A third path, when BUILD_DIR has bench/tollgate-relayfloor: the least a relay in front of the
+# mock can do (bench/relayfloor.cpp), what a second hop alone costs on this machine.
+#
+#   bench/proxylatency.sh BUILD_DIR [REQUESTS]      (default 400 requests per row and round)
+#   ROUNDS=5 bench/proxylatency.sh ...              (rounds per row, default 3: medians)
 #   PROXY_ARGS="--caller bench" bench/proxylatency.sh ...   (extra proxy options: here, no
 #                                                            lookup of the client process)
 set -euo pipefail
@@ -20,8 +24,10 @@ T="$BUILD/app/tollgate"
 WORK=$(mktemp -d)
 MOCK_PID=
 PROXY_PID=
+FLOOR_PID=
 cleanup() {
     [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
+    [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null
     [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null
     wait 2>/dev/null
     rm -rf "$WORK"
@@ -37,6 +43,16 @@ MOCK="http://127.0.0.1:$(head -1 "$WORK/mock.out")"
 PROXY_PID=$!
 for _ in $(seq 100); do grep -q listening "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
 PROXY=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")
+# The relay floor (bench/relayfloor.cpp), when built: the least a second hop costs here.
+FLOOR=
+FLOOR_PID=
+if [ -x "$BUILD/bench/tollgate-relayfloor" ]; then
+    "$BUILD/bench/tollgate-relayfloor" "${MOCK##*:}" > "$WORK/floor.out" &
+    FLOOR_PID=$!
+    for _ in $(seq 100); do [ -s "$WORK/floor.out" ] && break; sleep 0.05; done
+    FLOOR=$(sed -n 's/^listening on //p' "$WORK/floor.out")
+fi
+urlOf() { case $1 in direct) echo "$MOCK" ;; floor) echo "$FLOOR" ;; proxy) echo "$PROXY" ;; esac; }
 
 # One row: N requests to BASE with C at once; prints "p50 p99" of first byte and full answer (ms).
 measure() {
@@ -66,20 +82,42 @@ mockStreamTimes() {
         const p=(q)=>a.length?a[Math.min(a.length-1,Math.floor(q/100*a.length))].toFixed(2):"0";console.log(p(50)+" "+p(99))})'
 }
 
+# Each row is measured ROUNDS times (default 3), the paths taking turns (direct, the relay
+# floor, the proxy), and each figure is the median of its rounds: one run of a 16-client row
+# moves by milliseconds at p99 on this machine, and taking turns spreads whatever else the
+# machine does over every path alike.
+ROUNDS=${ROUNDS:-3}
+median() { sort -n | awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }'; }
+# Prints the medians of the six columns (first byte p50 p99, full p50 p99, mock p50 p99) of $1.
+medians() { for col in 1 2 3 4 5 6; do cut -d' ' -f"$col" "$1" | median; printf ' '; done; echo; }
+
 echo "| client | answer | clients | path | first byte p50 ms | first byte p99 ms | full p50 ms | full p99 ms |"
 echo "|---|---|---:|---|---:|---:|---:|---:|"
 for CLIENT in keep-alive curl; do
 for kind in json stream; do
     if [ "$kind" = json ]; then body='{"model":"m","max_tokens":16}'; else body='{"model":"m","max_tokens":16,"stream":true}'; fi
     for c in 1 16; do
-        measure "$MOCK" "$c" "$body" > /dev/null # warm-up
-        before=$(streamsSoFar)
-        read -r d1 d2 d3 d4 < <(measure "$MOCK" "$c" "$body")
-        read -r dm1 dm2 < <(mockStreamTimes "$before")
-        before=$(streamsSoFar)
-        read -r p1 p2 p3 p4 < <(measure "$PROXY" "$c" "$body")
-        read -r pm1 pm2 < <(mockStreamTimes "$before")
+        paths="direct proxy"
+        [ -n "$FLOOR" ] && paths="direct floor proxy"
+        for path in $paths; do
+            : > "$WORK/$path"
+            measure "$(urlOf "$path")" "$c" "$body" > /dev/null # warm-up
+        done
+        for _ in $(seq "$ROUNDS"); do
+            for path in $paths; do
+                before=$(streamsSoFar)
+                read -r f1 f2 f3 f4 < <(measure "$(urlOf "$path")" "$c" "$body")
+                read -r m1 m2 < <(mockStreamTimes "$before")
+                echo "$f1 $f2 $f3 $f4 $m1 $m2" >> "$WORK/$path"
+            done
+        done
+        read -r d1 d2 d3 d4 dm1 dm2 < <(medians "$WORK/direct")
+        read -r p1 p2 p3 p4 pm1 pm2 < <(medians "$WORK/proxy")
         echo "| $CLIENT | $kind | $c | direct | $d1 | $d2 | $d3 | $d4 |"
+        if [ -n "$FLOOR" ]; then
+            read -r r1 r2 r3 r4 _ _ < <(medians "$WORK/floor")
+            echo "| $CLIENT | $kind | $c | relay floor (bench/relayfloor.cpp) | $r1 | $r2 | $r3 | $r4 |"
+        fi
         echo "| $CLIENT | $kind | $c | proxy | $p1 | $p2 | $p3 | $p4 |"
         awk -v cl="$CLIENT" -v k="$kind" -v c="$c" -v a="$d1 $d2 $d3 $d4" -v b="$p1 $p2 $p3 $p4" 'BEGIN {
             split(a, x, " "); split(b, y, " ")

@@ -1,5 +1,5 @@
 // tollgate-relayfloor: the least an HTTP proxy in front of the mock provider can do, as a
-// floor for what `tollgate proxy` adds (bench/proxylatency.sh, RELAY_FLOOR=1). One thread, one
+// floor for what `tollgate proxy` adds (bench/proxylatency.sh measures it when it is built). One thread, one
 // io_context, Beast's asynchronous reads and writes: requests are read whole and forwarded on
 // one upstream connection per client connection; answers are relayed piece by piece as they
 // arrive. No admission, no store, no deadlines, no limits: never a thing to run in front of
@@ -10,7 +10,6 @@
 #include <boost/asio/experimental/as_tuple.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <cstdio>
 #include <string>
 
@@ -61,7 +60,8 @@ awaitable<void> session(tcp::socket client, tcp::endpoint upstreamAt)
                 response.body().size = 0;
                 response.body().more = false;
             }
-            auto [ec, n] = co_await http::async_write(client, serializer, net::experimental::as_tuple(use_awaitable));
+            auto [ec, n]
+                = co_await http::async_write(client, serializer, net::experimental::as_tuple(use_awaitable));
             if (ec && ec != http::error::need_buffer)
                 co_return;
         } while (!parser.is_done() || !serializer.is_done());
@@ -89,8 +89,8 @@ int main(int argc, char** argv)
     }
     net::io_context io(1);
     tcp::acceptor acceptor(io, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
-    const tcp::endpoint upstreamAt(net::ip::make_address("127.0.0.1"),
-        static_cast<unsigned short>(std::stoi(argv[1])));
+    const tcp::endpoint upstreamAt(
+        net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(std::stoi(argv[1])));
     std::printf("listening on http://127.0.0.1:%u\n", acceptor.local_endpoint().port());
     std::fflush(stdout);
     net::co_spawn(io, listen(acceptor, upstreamAt), net::detached);

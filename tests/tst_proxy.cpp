@@ -68,6 +68,8 @@ private Q_SLOTS:
     void bufferedBodiesAreBoundedTogether();
     void streamedBodiesGoUpstreamAsTheyCome();
     void uploadsThatAreNotJsonStreamToo();
+    void stoppingEndsIdleConnectionsAndFinishesAnswers();
+    void connectionsPastTheLimitAreTurnedAway();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1361,6 +1363,89 @@ void TestProxy::uploadsThatAreNotJsonStreamToo()
                  .size(),
         0);
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 5);
+}
+
+// SIGTERM: the proxy stops accepting, closes its idle keep-alive connections at once (one
+// event loop serves them all: none may hold the exit up for CLIENT_IDLE), lets an answer that
+// is streaming finish whole, then exits 0.
+void TestProxy::stoppingEndsIdleConnectionsAndFinishesAnswers()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    // Idle connections: two that never sent a byte, one kept alive after an answer.
+    std::vector<std::unique_ptr<QTcpSocket>> idle;
+    for (int i = 0; i < 3; ++i) {
+        idle.push_back(std::make_unique<QTcpSocket>());
+        idle.back()->connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(idle.back()->waitForConnected(10000));
+    }
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
+    idle.back()->write(
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    QByteArray answer;
+    QElapsedTimer t;
+    t.start();
+    readUntil(*idle.back(), answer, "\"stop_reason\"", t);
+    QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+    // A stream in flight (an event every 150 ms).
+    QTcpSocket stream;
+    QVERIFY(postSlowStream(stream, R"({"model":"claude-x","max_tokens":10,"stream":true})"));
+    QByteArray got;
+    readUntil(stream, got, "content_block_delta", t);
+    QVERIFY2(got.contains("content_block_delta"), got.constData());
+    m_proxy->terminate();
+    // The stream still ends properly: its last event, then the chunked end.
+    readUntil(stream, got, "\r\n0\r\n\r\n", t);
+    QVERIFY2(got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
+    // The idle connections were closed by the proxy, well before their 30 s of idleness.
+    for (auto& s : idle) {
+        QElapsedTimer w;
+        w.start();
+        while (s->state() == QAbstractSocket::ConnectedState && !w.hasExpired(10000))
+            s->waitForDisconnected(200);
+        QCOMPARE(s->state(), QAbstractSocket::UnconnectedState);
+    }
+    QVERIFY(m_proxy->waitForFinished(10000));
+    QCOMPARE(m_proxy->exitStatus(), QProcess::NormalExit);
+    QCOMPARE(m_proxy->exitCode(), 0);
+}
+
+// At most ProxyServer::MAX_CONNECTIONS (256) connections are served; the next one is answered
+// 503 with Retry-After and closed, and once one of the others closes, a new one is served.
+void TestProxy::connectionsPastTheLimitAreTurnedAway()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("1000") });
+    startProxy();
+    std::vector<std::unique_ptr<QTcpSocket>> held;
+    for (int i = 0; i < 256; ++i) {
+        held.push_back(std::make_unique<QTcpSocket>());
+        held.back()->connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(held.back()->waitForConnected(10000));
+    }
+    // The 256 are served (one of them answers), so the proxy has taken them all in.
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
+    const QByteArray request = "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                               "Content-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body;
+    held.back()->write(request);
+    QByteArray answer;
+    QElapsedTimer t;
+    t.start();
+    readUntil(*held.back(), answer, "\"stop_reason\"", t);
+    QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+    Ran r = curl(post(QString::fromUtf8(body)));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
+    QVERIFY(r.out.contains("Retry-After: 1"));
+    // One leaves: a new connection is served (as soon as the proxy has seen it go).
+    held.front()->disconnectFromHost();
+    held.front().reset();
+    QElapsedTimer w;
+    w.start();
+    do {
+        r = curl(post(QString::fromUtf8(body)));
+    } while (!r.out.startsWith("HTTP/1.1 200") && !w.hasExpired(10000));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

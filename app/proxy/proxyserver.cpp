@@ -632,43 +632,46 @@ struct Server
 // Runs `fn` on `ex` (a store thread), or on a thread of its own when `ex` is empty, and
 // resumes the calling coroutine on its own executor once it returned (rethrowing what it
 // threw). No thread to be had: the coroutine gets the std::system_error.
+// (The initiation is a named local that holds only pointers: GCC 12 destroyed a temporary
+// lambda holding the executor twice at the end of the co_await's full-expression.)
 template <class Fn> net::awaitable<void> offload(net::any_io_executor ex, Fn& fn)
 {
-    co_await net::async_initiate<const net::use_awaitable_t<>, void(std::exception_ptr)>(
-        [ex, &fn](auto handler) {
-            using Handler = decltype(handler);
-            struct Job
+    auto initiate = [exAt = &ex, fnAt = &fn](auto handler) {
+        using Handler = decltype(handler);
+        const net::any_io_executor& target = *exAt;
+        struct Job
+        {
+            Handler handler;
+            Fn& fn;
+            void complete(std::exception_ptr error)
             {
-                Handler handler;
-                Fn& fn;
-                void complete(std::exception_ptr error)
-                {
-                    auto back = net::get_associated_executor(handler);
-                    net::post(back, [h = std::move(handler), error]() mutable { std::move(h)(error); });
-                }
-                void run()
-                {
-                    std::exception_ptr error;
-                    try {
-                        fn();
-                    } catch (...) {
-                        error = std::current_exception();
-                    }
-                    complete(error);
-                }
-            };
-            auto job = std::make_shared<Job>(Job { std::move(handler), fn });
-            if (ex) {
-                net::post(ex, [job] { job->run(); });
-                return;
+                auto back = net::get_associated_executor(handler);
+                net::post(back, [h = std::move(handler), error]() mutable { std::move(h)(error); });
             }
-            try {
-                std::thread([job] { job->run(); }).detach();
-            } catch (const std::system_error&) {
-                job->complete(std::current_exception());
+            void run()
+            {
+                std::exception_ptr error;
+                try {
+                    fn();
+                } catch (...) {
+                    error = std::current_exception();
+                }
+                complete(error);
             }
-        },
-        net::use_awaitable);
+        };
+        auto job = std::make_shared<Job>(Job { std::move(handler), *fnAt });
+        if (target) {
+            net::post(target, [job] { job->run(); });
+            return;
+        }
+        try {
+            std::thread([job] { job->run(); }).detach();
+        } catch (const std::system_error&) {
+            job->complete(std::current_exception());
+        }
+    };
+    co_await net::async_initiate<const net::use_awaitable_t<>, void(std::exception_ptr)>(
+        initiate, net::use_awaitable);
 }
 
 // An answer of the proxy's own, in the provider's error format; `linger`: the client may
@@ -813,9 +816,12 @@ public:
             // connection: at most CLIENT_IDLE, and not once serving stops); once it came, the
             // headers have --header-timeout and the body --body-timeout, in total, however the
             // bytes trickle in.
-            if (m_buffer.size() == 0
-                && !co_await receive(Steady::now() + ProxyServer::CLIENT_IDLE, true, ec))
-                co_return;
+            // (No co_await in an operand of ?:, && or || anywhere here: GCC 12 evaluates both
+            // sides of such an expression, or destroys their temporaries twice.)
+            if (m_buffer.size() == 0) {
+                if (!co_await receive(Steady::now() + ProxyServer::CLIENT_IDLE, true, ec))
+                    co_return;
+            }
             if (!co_await readUntil(parser, true, Steady::now() + m_o.headerTimeout, ec)) {
                 co_await finishWith(ec);
                 co_return;
@@ -829,14 +835,19 @@ public:
             }
             if (const auto length = parser.content_length();
                 parser.chunked() || (length && *length > ProxyServer::STREAM_BODY_AFTER)) {
-                if (!co_await streamRequest(parser, length ? std::optional<std::uint64_t>(*length) : std::nullopt))
+                std::optional<std::uint64_t> announced;
+                if (length)
+                    announced = *length;
+                if (!co_await streamRequest(parser, announced))
                     co_return;
                 continue;
             }
             BodyShare body(m_s.bodies); // until this request is answered
             if (const auto length = parser.content_length(); length && !body.hold(*length)) {
-                co_await finishWith(
-                    *length > m_s.bodies.limit() ? net::error::message_size : net::error::no_buffer_space);
+                beast::error_code refused = net::error::no_buffer_space;
+                if (*length > m_s.bodies.limit())
+                    refused = net::error::message_size;
+                co_await finishWith(refused);
                 co_return;
             }
             co_await continueIfAsked(parser.get());
@@ -871,7 +882,8 @@ private:
             if (inTime)
                 got = std::get<0>(r);
         } else {
-            auto r = co_await (m_client.async_read_some(space, into(readError)) || timer.async_wait(into(timerError)));
+            auto r = co_await (
+                m_client.async_read_some(space, into(readError)) || timer.async_wait(into(timerError)));
             inTime = r.index() == 0;
             if (inTime)
                 got = std::get<0>(r);
@@ -942,7 +954,8 @@ private:
     {
         const std::string& token = m_s.token;
         auto same = [&token](std::string_view given) {
-            return given.size() == token.size() && CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
+            return given.size() == token.size()
+                && CRYPTO_memcmp(given.data(), token.data(), token.size()) == 0;
         };
         bool given = false;
         if (const auto it = request.find("X-Tollgate-Token"); it != request.end()) {
@@ -1002,27 +1015,42 @@ private:
         }
     }
 
-    // Runs on a store thread (or a thread of the session's own): the lookup of the process
-    // at the other end reads /proc.
-    std::string callerOf(const http::request<http::string_body>& request)
+    // The caller a request names in its X-Tollgate-Caller header (sanitised), if any.
+    static std::optional<std::string> namedCaller(const http::request<http::string_body>& request)
     {
         auto it = request.find("X-Tollgate-Caller");
-        if (it != request.end()) {
-            std::string named = QuotaLimiter::sanitizeCaller(std::string(it->value()));
-            if (!named.empty())
-                return named;
-        }
+        if (it == request.end())
+            return std::nullopt;
+        std::string named = QuotaLimiter::sanitizeCaller(std::string(it->value()));
+        return named.empty() ? std::nullopt : std::optional<std::string>(std::move(named));
+    }
+
+    // Whether naming this request's caller takes a look at the process at the other end: once
+    // per connection, and only when a request does not name itself (the scan of /proc costs
+    // more than a whole short exchange). Off the event loop, and not on the store's strand,
+    // where it would hold up every other request's store operations.
+    bool wantsPeer(const http::request<http::string_body>& request) const
+    {
+        return !m_peerLooked && !m_o.callerGiven && !namedCaller(request);
+    }
+    void lookUpPeer()
+    {
+        if (m_peerLooked)
+            return;
+        m_peerLooked = true;
+        if constexpr (std::is_same_v<Client, tcp::socket>)
+            m_peer = PeerProcess::ofLoopbackTcp(m_client.native_handle());
+        else
+            m_peer = PeerProcess::ofUnixSocket(m_client.native_handle());
+    }
+
+    std::string callerOf(const http::request<http::string_body>& request)
+    {
+        if (auto named = namedCaller(request))
+            return *named;
         if (m_o.callerGiven)
             return m_o.defaultCaller;
-        if (!m_peerLooked) {
-            // Looked up once per connection, and only when a request does not name itself:
-            // the scan of /proc costs more than a whole short exchange.
-            m_peerLooked = true;
-            if constexpr (std::is_same_v<Client, tcp::socket>)
-                m_peer = PeerProcess::ofLoopbackTcp(m_client.native_handle());
-            else
-                m_peer = PeerProcess::ofUnixSocket(m_client.native_handle());
-        }
+        lookUpPeer(); // done already when this runs on a store thread (see wantsPeer)
         return m_peer.empty() ? m_o.defaultCaller : QuotaLimiter::sanitizeCaller(m_peer);
     }
 
@@ -1081,8 +1109,8 @@ private:
         const Error& why = permit.error();
         if (why.kind == ErrorKind::Timeout)
             out.refusal = Reply { 429,
-                "no room in the shared quota for '" + m_o.provider + "' within the queue timeout (" + why.message
-                    + ")",
+                "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
+                    + why.message + ")",
                 keepAlive, retryAfterSeconds() };
         else
             out.refusal = Reply { why.kind == ErrorKind::Usage ? 400u : 502u, why.describe(), keepAlive };
@@ -1120,6 +1148,10 @@ private:
             co_await send(Reply { 400, repeatedMessage(estimate.repeated), keepAlive });
             co_return keepAlive;
         }
+        if (wantsPeer(request)) {
+            auto look = [this] { lookUpPeer(); };
+            co_await offload(m_s.storeThreads.get_executor(), look);
+        }
         AdmitRequest ask;
         Admission admission;
         std::string why;
@@ -1149,7 +1181,7 @@ private:
         m_caller = ask.caller;
         const Outcome outcome = co_await forward(request, keepAlive);
         co_await settle(*admission.permit, outcome, ask.caller);
-        co_return keepAlive && outcome.clientOk;
+        co_return keepAlive&& outcome.clientOk;
     }
 
     // The slot was held for the whole upstream exchange, no longer. With it go, in the same
@@ -1162,8 +1194,9 @@ private:
                                                  : AnswerKind {};
         const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
         auto work = [&] {
-            (void)m_lease->quick(
-                [&](QuotaLimiter&) { return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok); });
+            (void)m_lease->quick([&](QuotaLimiter&) {
+                return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok);
+            });
             if (outcome.answered)
                 learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, caller);
         };
@@ -1232,7 +1265,8 @@ private:
     // A body longer than STREAM_BODY_AFTER, framed by its Content-Length, or chunked: read by
     // streamBody on a thread of its own, then (Forwarded) the answer is relayed here, or
     // (Held) the request is handled as a short one.
-    net::awaitable<bool> streamRequest(http::request_parser<http::string_body>& parser, std::optional<std::uint64_t> length)
+    net::awaitable<bool> streamRequest(
+        http::request_parser<http::string_body>& parser, std::optional<std::uint64_t> length)
     {
         http::request<http::string_body> head = parser.get(); // its headers; no body read yet
         const bool keepAlive = head.keep_alive();
@@ -1267,7 +1301,7 @@ private:
             co_return co_await handle(head);
         }
         UpstreamLink& link = *s.link;
-        // (No co_await inside ?: — GCC 12 destroys the temporaries of such an expression twice.)
+        // (No co_await inside ?:, see run().)
         Outcome outcome;
         if (link.tls)
             outcome = co_await exchange(*link.tls, s.up, keepAlive, s.dog, false, true);
@@ -1277,7 +1311,7 @@ private:
         if (outcome.reusable && !s.dog.fired())
             m_s.pool.give(std::move(s.link));
         co_await settle(*s.permit, outcome, s.ask.caller);
-        co_return keepAlive && outcome.clientOk;
+        co_return keepAlive&& outcome.clientOk;
     }
 
     // On a thread of its own (nlohmann's parser pulls the body, blocking): the body is read
@@ -1332,7 +1366,8 @@ private:
             const auto deadline = started + m_o.bodyTimeout
                 + std::chrono::milliseconds(received * 1000 / ProxyServer::MIN_BODY_RATE);
             for (;;) {
-                const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
+                const auto left
+                    = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Steady::now());
                 if (left.count() <= 0 || !waitReadable(fd, left)) {
                     readError = beast::error::timeout;
                     return false;
@@ -1473,7 +1508,8 @@ private:
                 if (!link) {
                     // Asynchronous, on the event loop; this thread waits for it.
                     std::optional<Reply> failure;
-                    link = net::co_spawn(m_client.get_executor(), connectUpstream(dog, failure), net::use_future)
+                    link = net::co_spawn(
+                        m_client.get_executor(), connectUpstream(dog, failure), net::use_future)
                                .get();
                     if (!link) {
                         answer(std::move(*failure));
@@ -1569,7 +1605,8 @@ private:
             giveBack();
             if (upstreamError)
                 s.reply = Reply { 502,
-                    "the upstream " + m_up.hostHeader + " stopped taking the request: " + upstreamError.message() };
+                    "the upstream " + m_up.hostHeader
+                        + " stopped taking the request: " + upstreamError.message() };
             else
                 s.reply = replyFor(readError, m_s.bodies.limit());
             return;
@@ -1639,7 +1676,8 @@ private:
         }
         if (ec || !socket->is_open()) {
             dog.watch(m_client.native_handle(), -1);
-            failure = Reply { 502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message() };
+            failure
+                = Reply { 502, "cannot connect to the upstream " + m_up.hostHeader + ": " + ec.message() };
             co_return nullptr;
         }
         dog.touch();
@@ -1707,7 +1745,8 @@ private:
                 m_s.pool.give(std::move(link));
             co_return done;
         }
-        co_await send(Reply { 502, "the upstream " + m_up.hostHeader + " closed the connection without an answer" });
+        co_await send(
+            Reply { 502, "the upstream " + m_up.hostHeader + " closed the connection without an answer" });
         co_return Outcome {};
     }
 
@@ -1726,8 +1765,8 @@ private:
             co_return out;
         }
         if (ec) {
-            co_await send(
-                Reply { 502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message() });
+            co_await send(Reply {
+                502, "the upstream " + m_up.hostHeader + " did not take the request: " + ec.message() });
             co_return out;
         }
         // Bounded: what the parser has not taken yet (headers, chunk lines) stays under 64 KiB.
@@ -1756,7 +1795,8 @@ private:
             co_return out;
         }
         if (ec) {
-            co_await send(Reply { 502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message() });
+            co_await send(
+                Reply { 502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message() });
             co_return out;
         }
         auto& response = parser->get();
@@ -1855,7 +1895,8 @@ private:
     // on need_more even after progress; that is safe only while the parser is not eager,
     // which this does not depend on.
     template <class Stream, class Parser>
-    static net::awaitable<void> pump(Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec)
+    static net::awaitable<void> pump(
+        Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec)
     {
         for (;;) {
             if (buffer.size() > 0) {
@@ -1913,8 +1954,9 @@ private:
             if (hold) {
                 (void)m_lease->quick([&](QuotaLimiter& l) {
                     return l.holdUntil(m_o.provider, *until,
-                        "the provider reports nothing left until " + std::to_string((*until - now + 999) / 1000)
-                            + " s from now (" + m_caller + "'s answer)");
+                        "the provider reports nothing left until "
+                            + std::to_string((*until - now + 999) / 1000) + " s from now (" + m_caller
+                            + "'s answer)");
                 });
             }
             if (tell) {
