@@ -74,7 +74,7 @@ LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
     ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' -LE '^sdk$' "$@"
 
-phase "3/4 ThreadSanitizer (dashboard tests)"
+phase "3/4 ThreadSanitizer (dashboard tests, then the proxy)"
 # The dashboard and its tests only: the CLI they spawn is phase 1's (its threads, the proxy's,
 # are not what this phase checks), so this tree never compiles the CLI or Boost.Beast.
 if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
@@ -87,6 +87,17 @@ if ((${#uiTests[@]})); then
     TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
         ctest --test-dir "$ROOT/build-tsan" -L ui --output-on-failure -j2
 fi
+
+# The proxy under ThreadSanitizer: its event loop hands work to store threads and threads of
+# their own (queued admissions, long bodies), so the CLI itself is built with TSan here, in a
+# tree of its own (no dashboard), and tst_proxy runs against it.
+if [ ! -f "$ROOT/build-tsan-proxy/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build-tsan-proxy" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
+        -DTOLLGATE_BUILD_GUI=OFF >/dev/null
+fi
+cmake --build "$ROOT/build-tsan-proxy" -j"$TOLLGATE_JOBS" --target tollgate tst_proxy
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
+    ctest --test-dir "$ROOT/build-tsan-proxy" -R '^tst_proxy$' --output-on-failure
 
 phase "4/4 fuzzing (${FUZZ_SECONDS:=10} s per target)"
 FUZZ_SECONDS=$FUZZ_SECONDS "$ROOT/scripts/fuzz.sh"

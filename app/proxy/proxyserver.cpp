@@ -416,7 +416,7 @@ public:
         std::unique_ptr<QuotaBackend> backend;
         std::unique_ptr<QuotaLimiter> limiter;
         Steady::time_point opened;
-        bool directory = false; // a directory home (its operations take the turn, see inTurn)
+        bool directory = false; // a directory home
     };
 
     void setHome(std::string home)
@@ -458,27 +458,11 @@ public:
             m_idle.push_back(std::move(e));
     }
 
-    // Runs one store operation that does not wait for capacity, on a directory home with this
-    // process's turn: the proxy's threads queue here, on a mutex, rather than all going for
-    // the home's lock at once (each try that fails costs a flock and a futex round in the
-    // lock's queue, and on two CPUs the lock queue's spinning takes time from the upstream).
-    // Only a hint, as the lock itself is the exclusion: a thread that waits TURN_WAIT goes
-    // without it. A Redis home has no lock to race for: its round trips go in parallel.
-    template <class Op> auto inTurn(bool directory, Op op)
-    {
-        std::unique_lock turn(m_turn, std::defer_lock);
-        if (directory)
-            (void)turn.try_lock_for(TURN_WAIT);
-        return op();
-    }
-
     // The kind of home last opened (a directory home's operations go one at a time).
     [[nodiscard]] bool directory() const { return m_directory.load(); }
 
 private:
-    static constexpr std::chrono::seconds TURN_WAIT { 1 };
     std::atomic<bool> m_directory { true };
-    std::timed_mutex m_turn;
     std::string m_home; // as given: resolved for every new entry, as the CLI does
     std::mutex m_mutex;
     std::vector<std::unique_ptr<Entry>> m_idle; // most recently used last
@@ -512,10 +496,12 @@ public:
         return true;
     }
     QuotaLimiter& limiter() { return *m_entry->limiter; }
-    // A store operation that does not wait (LimiterPool::inTurn), its failure noted (check).
+    // A store operation that does not wait for capacity, its failure noted (check). On the
+    // event loop's behalf it runs on the store strand (Server::storeExecutor): the proxy's
+    // operations on a directory home go one at a time rather than all racing for its lock.
     template <class Op> auto quick(Op op)
     {
-        return check(m_pool.inTurn(m_entry->directory, [&] { return op(*m_entry->limiter); }));
+        return check(op(*m_entry->limiter));
     }
     const ProcessProbe& probe() const { return m_entry->probe; }
     // Notes what a store operation returned: a failure of the store itself (not a refusal, a
