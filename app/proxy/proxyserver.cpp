@@ -499,10 +499,7 @@ public:
     // A store operation that does not wait for capacity, its failure noted (check). On the
     // event loop's behalf it runs on the store strand (Server::storeExecutor): the proxy's
     // operations on a directory home go one at a time rather than all racing for its lock.
-    template <class Op> auto quick(Op op)
-    {
-        return check(op(*m_entry->limiter));
-    }
+    template <class Op> auto quick(Op op) { return check(op(*m_entry->limiter)); }
     const ProcessProbe& probe() const { return m_entry->probe; }
     // Notes what a store operation returned: a failure of the store itself (not a refusal, a
     // deadline or a bad value) means this backend is not kept.
