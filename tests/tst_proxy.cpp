@@ -70,6 +70,7 @@ private Q_SLOTS:
     void uploadsThatAreNotJsonStreamToo();
     void stoppingEndsIdleConnectionsAndFinishesAnswers();
     void connectionsPastTheLimitAreTurnedAway();
+    void aHeldBodyIsNotCutOffByTheStallWatch();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1446,6 +1447,29 @@ void TestProxy::connectionsPastTheLimitAreTurnedAway()
         r = curl(post(QString::fromUtf8(body)));
     } while (!r.out.startsWith("HTTP/1.1 200") && !w.hasExpired(10000));
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+}
+
+// A chunked JSON body is held whole, then handled as a short one. The stall watch of the body's
+// own phase used to stay armed on the client through the whole answer, never touched: with
+// --stall-timeout 0.5 s it shut the client down in the middle of a slow stream (an event every
+// 150 ms) that was moving all along.
+void TestProxy::aHeldBodyIsNotCutOffByTheStallWatch()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy({ QStringLiteral("--stall-timeout"), QStringLiteral("0.5") });
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10,"stream":true})";
+    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: slow\r\n"
+            "Transfer-Encoding: chunked\r\n\r\n"
+        + QByteArray::number(body.size(), 16) + "\r\n" + body + "\r\n0\r\n\r\n");
+    QByteArray got;
+    QElapsedTimer t;
+    t.start();
+    readUntil(s, got, "\r\n0\r\n\r\n", t);
+    QVERIFY2(got.startsWith("HTTP/1.1 200"), got.constData());
+    QVERIFY2(got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

@@ -501,6 +501,10 @@ public:
     // operations on a directory home go one at a time rather than all racing for its lock.
     template <class Op> auto quick(Op op) { return check(op(*m_entry->limiter)); }
     const ProcessProbe& probe() const { return m_entry->probe; }
+    // Whether letting go of it may do store work: a failed backend is closed, not kept, and
+    // closing one may talk to its store (a Redis backend gives back an admission whose reply
+    // it lost: a round trip of up to 2 s).
+    [[nodiscard]] bool failed() const { return m_entry && m_failed; }
     // Notes what a store operation returned: a failure of the store itself (not a refusal, a
     // deadline or a bad value) means this backend is not kept.
     template <class T> Result<T> check(Result<T>&& r)
@@ -529,20 +533,27 @@ public:
     // or once a minute); what the store did not take is tried again with the next answer.
     template <class Tell> void note(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs, Tell tell)
     {
-        std::lock_guard lock(m_mutex);
-        const std::int64_t r = requests < 0 ? m_requests : requests;
-        const std::int64_t t = tokens < 0 ? m_tokens : tokens;
-        if (!dueLocked(r, t, nowMs))
-            return;
+        std::lock_guard order(m_telling);
+        std::int64_t r = 0;
+        std::int64_t t = 0;
+        {
+            std::lock_guard lock(m_mutex);
+            r = requests < 0 ? m_requests : requests;
+            t = tokens < 0 ? m_tokens : tokens;
+            if (!dueLocked(r, t, nowMs))
+                return;
+        }
         if (!tell())
             return;
+        std::lock_guard lock(m_mutex);
         m_requests = r;
         m_tokens = t;
         m_atMs = nowMs;
     }
 
     // Whether note() would tell the store now: the event loop asks before it hands the
-    // answer's figures to a store thread (most answers repeat what the store has).
+    // answer's figures to a store thread (most answers repeat what the store has). Never
+    // waits for a store operation (m_telling is held across those, m_mutex never).
     bool due(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs)
     {
         std::lock_guard lock(m_mutex);
@@ -556,7 +567,8 @@ private:
             || nowMs - m_atMs >= LimitMismatch::REFRESH_MS;
     }
 
-    std::mutex m_mutex;
+    std::mutex m_telling; // held across tell(): the store gets the figures in the memo's order
+    std::mutex m_mutex; // the figures below
     std::int64_t m_requests = -1;
     std::int64_t m_tokens = -1;
     std::int64_t m_atMs = 0;
@@ -747,6 +759,43 @@ struct Admission
     std::optional<Reply> refusal;
     bool mustWait = false;
     bool hungUp = false;
+};
+
+// A request's lease and permit. Letting go of them is usually a mutex (the lease goes back to
+// its pool), but may be store work: a permit still holding its slot releases it, and a failed
+// backend is closed (see LimiterLease::failed). Then they go to a store thread to be let go
+// of there, never on the event loop.
+class RequestStore
+{
+public:
+    RequestStore(LimiterPool& pool, net::any_io_executor disposer)
+        : m_lease(std::make_unique<LimiterLease>(pool))
+        , m_disposer(std::move(disposer))
+    {
+    }
+    ~RequestStore()
+    {
+        if (!(m_permit && m_permit->holdsSlot()) && !m_lease->failed())
+            return; // the permit, then the lease: a mutex at most
+        try {
+            net::post(m_disposer, [permit = std::move(m_permit), lease = std::move(m_lease)]() mutable {
+                permit.reset(); // before the lease it refers to
+                lease.reset();
+            });
+        } catch (...) {
+            // No memory for the hand-over: let go of them here, late but not lost.
+        }
+    }
+    RequestStore(const RequestStore&) = delete;
+    RequestStore& operator=(const RequestStore&) = delete;
+
+    LimiterLease& lease() { return *m_lease; }
+    std::optional<Permit>& permit() { return m_permit; }
+
+private:
+    std::unique_ptr<LimiterLease> m_lease;
+    std::optional<Permit> m_permit; // after the lease: destroyed before it
+    net::any_io_executor m_disposer;
 };
 
 } // namespace
@@ -1057,28 +1106,45 @@ private:
     {
         out.mustWait = false;
         std::atomic<bool> cancel { false };
-        const int decided = ::eventfd(0, EFD_CLOEXEC);
-        if (decided < 0)
-            return conclude(Error::fromErrno(errno, {}, "cannot make an eventfd"), keepAlive, out);
-        std::thread watcher([&] {
-            pollfd p[2] = { { m_client.native_handle(), POLLRDHUP, 0 }, { decided, POLLIN, 0 } };
-            for (;;) {
-                const int n = ::poll(p, 2, -1); // ends with the admission: `decided` is written
-                if (n < 0 && errno == EINTR)
-                    continue;
-                if (n > 0 && (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR)))
-                    cancel = true;
-                return;
-            }
-        });
-        const auto deadline = m_clock.now() + m_o.queueTimeout;
-        auto permit = m_lease->check(m_lease->limiter().acquire(request, deadline, &cancel));
-        const std::uint64_t one = 1;
-        (void)!::write(decided, &one, sizeof one);
-        watcher.join();
-        ::close(decided);
+        std::optional<Result<Permit>> permit;
+        {
+            // However this block ends (an exception included), the watcher is woken and
+            // joined and the eventfd closed: a joinable thread left behind ends the process.
+            struct Watching
+            {
+                int decided = ::eventfd(0, EFD_CLOEXEC);
+                std::thread watcher;
+                ~Watching()
+                {
+                    if (watcher.joinable()) {
+                        const std::uint64_t one = 1;
+                        (void)!::write(decided, &one, sizeof one);
+                        watcher.join();
+                    }
+                    if (decided >= 0)
+                        ::close(decided);
+                }
+            } watching;
+            if (watching.decided < 0)
+                return conclude(Error::fromErrno(errno, {}, "cannot make an eventfd"), keepAlive, out);
+            const int client = m_client.native_handle();
+            const int decided = watching.decided;
+            watching.watcher = std::thread([client, decided, &cancel] {
+                pollfd p[2] = { { client, POLLRDHUP, 0 }, { decided, POLLIN, 0 } };
+                for (;;) {
+                    const int n = ::poll(p, 2, -1); // ends with the admission: `decided` is written
+                    if (n < 0 && errno == EINTR)
+                        continue;
+                    if (n > 0 && (p[0].revents & (POLLRDHUP | POLLHUP | POLLERR)))
+                        cancel = true;
+                    return;
+                }
+            });
+            const auto deadline = m_clock.now() + m_o.queueTimeout;
+            permit.emplace(m_lease->check(m_lease->limiter().acquire(request, deadline, &cancel)));
+        }
         out.hungUp = cancel.load();
-        conclude(std::move(permit), keepAlive, out);
+        conclude(std::move(*permit), keepAlive, out);
     }
 
     // A request the quota did not admit: 429 with a Retry-After for one that waited its queue
@@ -1119,14 +1185,22 @@ private:
         ~Unlease() { lease = nullptr; }
     };
 
-    net::awaitable<bool> handle(http::request<http::string_body>& request)
+    // `known`: the body's estimate, made already off the event loop (a held long body: parsing
+    // up to MAX_BODY_BYTES here would stall every other connection).
+    net::awaitable<bool> handle(
+        http::request<http::string_body>& request, const RequestEstimate* known = nullptr)
     {
         const bool keepAlive = request.keep_alive();
         // The store connection this request uses, from first to last (its permit refers to it).
-        LimiterLease lease(m_s.limiters);
+        RequestStore store(m_s.limiters, m_s.storeExecutor());
+        LimiterLease& lease = store.lease();
         m_lease = &lease;
         Unlease unlease { m_lease };
-        const RequestEstimate estimate = RequestEstimate::of(request.body());
+        RequestEstimate estimate;
+        if (known)
+            estimate = *known;
+        else
+            estimate = RequestEstimate::of(request.body());
         if (!estimate.repeated.empty()) {
             co_await send(Reply { 400, repeatedMessage(estimate.repeated), keepAlive });
             co_return keepAlive;
@@ -1161,9 +1235,10 @@ private:
             co_await send(*admission.refusal);
             co_return keepAlive;
         }
+        store.permit() = std::move(admission.permit);
         m_caller = ask.caller;
         const Outcome outcome = co_await forward(request, keepAlive);
-        co_await settle(*admission.permit, outcome, ask.caller);
+        co_await settle(*store.permit(), outcome, ask.caller);
         co_return keepAlive&& outcome.clientOk;
     }
 
@@ -1228,6 +1303,7 @@ private:
     {
         explicit Streamed(Server& s)
             : share(s.bodies)
+            , store(s.limiters, s.storeExecutor())
             , dog(*s.stalls)
         {
         }
@@ -1236,13 +1312,14 @@ private:
         std::optional<Reply> reply; // to answer before the end (Closed)
         BodyShare share;
         std::string held; // the body so far, until it goes upstream (all of it: Held)
-        StallMonitor::Watch dog;
-        // In this order so that the permit goes before the lease it refers to.
-        std::optional<LimiterLease> lease;
-        std::optional<Permit> permit;
+        RequestEstimate estimate; // of a held body (End::Held), made on the body's thread
+        RequestStore store;
         AdmitRequest ask;
         std::unique_ptr<UpstreamLink> link;
         http::request<http::string_body> up;
+        // Last, so first to go: it lets go of the link's descriptor before the link closes it.
+        // Armed only while there is a link: before, the body's own deadlines hold.
+        StallMonitor::Watch dog;
     };
 
     // A body longer than STREAM_BODY_AFTER, framed by its Content-Length, or chunked: read by
@@ -1268,20 +1345,20 @@ private:
         }
         co_await continueIfAsked(head);
         const int fd = m_client.native_handle();
-        s.dog.watch(fd, -1);
         auto body = [&] { streamBody(parser, length, head, s); };
         co_await offload({}, body);
-        m_lease = s.lease ? &*s.lease : nullptr;
+        m_lease = &s.store.lease();
         Unlease unlease { m_lease };
         if (s.end == Streamed::End::Closed) {
-            s.dog.watch(fd, -1);
+            s.dog.watch(-1, -1);
             if (s.reply)
                 co_await send(*s.reply);
             co_return false;
         }
         if (s.end == Streamed::End::Held) {
+            s.dog.watch(-1, -1);
             head.body() = std::move(s.held);
-            co_return co_await handle(head);
+            co_return co_await handle(head, &s.estimate);
         }
         UpstreamLink& link = *s.link;
         // (No co_await inside ?:, see run().)
@@ -1293,7 +1370,7 @@ private:
         s.dog.watch(fd, -1); // disarmed before the link is kept or closed
         if (outcome.reusable && !s.dog.fired())
             m_s.pool.give(std::move(s.link));
-        co_await settle(*s.permit, outcome, s.ask.caller);
+        co_await settle(*s.store.permit(), outcome, s.ask.caller);
         co_return keepAlive&& outcome.clientOk;
     }
 
@@ -1456,13 +1533,12 @@ private:
         // go upstream (on a kept connection, or once more on a new one if that one was closed:
         // nothing was read from the client past what is held).
         auto admitAndSend = [&]() -> bool {
-            s.lease.emplace(m_s.limiters);
             std::string why;
-            if (!s.lease->open(why)) {
+            if (!s.store.lease().open(why)) {
                 answer(Reply { 502, "the shared quota cannot be reached: " + why });
                 return false;
             }
-            m_lease = &*s.lease;
+            m_lease = &s.store.lease();
             // (A chunked body is admitted by its members only once it is whole: held, as a
             // short one; one that is not a JSON object, by what arrived of it so far.)
             s.ask = askFor(head,
@@ -1478,7 +1554,7 @@ private:
                     answer(std::move(*admission.refusal));
                 return false;
             }
-            s.permit.emplace(std::move(*admission.permit));
+            s.store.permit() = std::move(admission.permit);
             m_caller = s.ask.caller;
             s.up = upstreamRequest(head);
             if (chunked)
@@ -1489,11 +1565,18 @@ private:
                 link = attempt == 0 ? m_s.pool.take() : nullptr;
                 const bool reused = link != nullptr;
                 if (!link) {
-                    // Asynchronous, on the event loop; this thread waits for it.
+                    // Asynchronous, on the event loop; this thread waits for it (unless the
+                    // loop stops meanwhile: the proxy is stopping, past its grace).
                     std::optional<Reply> failure;
-                    link = net::co_spawn(
-                        m_client.get_executor(), connectUpstream(dog, failure), net::use_future)
-                               .get();
+                    auto connecting = net::co_spawn(
+                        m_client.get_executor(), connectUpstream(dog, failure), net::use_future);
+                    while (connecting.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+                        if (m_s.io.stopped()) {
+                            answered = true;
+                            return false;
+                        }
+                    }
+                    link = connecting.get();
                     if (!link) {
                         answer(std::move(*failure));
                         return false;
@@ -1514,7 +1597,7 @@ private:
                     s.share.release();
                     return true;
                 }
-                dog.watch(fd, -1);
+                dog.watch(-1, -1);
                 link.reset();
                 if (!reused || dog.fired()) {
                     answer(Reply { 502,
@@ -1546,10 +1629,10 @@ private:
         }
         auto giveBack = [&] {
             s.share.release();
-            dog.watch(fd, -1);
+            dog.watch(-1, -1);
             link.reset(); // mid-request: never kept
-            if (s.permit)
-                (void)m_lease->quick([&](QuotaLimiter&) { return s.permit->finish(-1, false); });
+            if (auto& permit = s.store.permit())
+                (void)m_lease->quick([&](QuotaLimiter&) { return permit->finish(-1, false); });
         };
         if (!fields.repeated().empty()) {
             giveBack();
@@ -1571,6 +1654,7 @@ private:
                     m_s.bodies.limit());
                 return;
             }
+            s.estimate = RequestEstimate::of(held);
             s.end = Streamed::End::Held;
             return;
         }
