@@ -24,10 +24,13 @@
 #include <QTest>
 #include <arpa/inet.h>
 #include <cstring>
+#include <fcntl.h>
 #include <memory>
 #include <netinet/in.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -71,6 +74,7 @@ private Q_SLOTS:
     void stoppingEndsIdleConnectionsAndFinishesAnswers();
     void connectionsPastTheLimitAreTurnedAway();
     void aHeldBodyIsNotCutOffByTheStallWatch();
+    void aStoreLockHeldElsewhereStallsNoStream();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1470,6 +1474,63 @@ void TestProxy::aHeldBodyIsNotCutOffByTheStallWatch()
     readUntil(s, got, "\r\n0\r\n\r\n", t);
     QVERIFY2(got.startsWith("HTTP/1.1 200"), got.constData());
     QVERIFY2(got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
+}
+
+// One event loop relays every stream; what waits for the store runs on other threads. While
+// another process holds the home's lock (a CLI caught mid-transaction, stopped), a stream in
+// flight keeps arriving to its end, and a new request waits for its admission without
+// holding anybody up; once the lock is free, it is answered.
+void TestProxy::aStoreLockHeldElsewhereStallsNoStream()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    QTcpSocket stream;
+    QVERIFY(postSlowStream(stream, R"({"model":"claude-x","max_tokens":10,"stream":true})"));
+    QByteArray got;
+    QElapsedTimer t;
+    t.start();
+    readUntil(stream, got, "message_start", t);
+    QVERIFY2(got.contains("message_start"), got.constData());
+    // This test process takes the home's lock, as any other process may.
+    const QByteArray lockPath = QFile::encodeName(m_home + QStringLiteral("/state.lock"));
+    const int lock = ::open(lockPath.constData(), O_RDWR | O_CLOEXEC);
+    QVERIFY2(lock >= 0, lockPath.constData());
+    QVERIFY(::flock(lock, LOCK_EX) == 0);
+    QTcpSocket waiting;
+    waiting.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(waiting.waitForConnected(10000));
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
+    waiting.write(
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    QVERIFY(waiting.waitForBytesWritten(10000));
+    readUntil(stream, got, "\r\n0\r\n\r\n", t);
+    const bool whole = got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n");
+    // The stream's end now waits for the lock too (its slot is given back), and still the loop
+    // answers what needs no store: a malformed request gets its 400 while the lock is held —
+    // within 5 s, half the store's own 10 s lock timeout, which a loop stuck on the store
+    // would wait out first.
+    QTcpSocket garbage;
+    garbage.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(garbage.waitForConnected(10000));
+    garbage.write("GARBAGE\r\n\r\n");
+    QByteArray refused;
+    QElapsedTimer g;
+    g.start();
+    while (!refused.contains("\r\n\r\n") && !g.hasExpired(5000)) {
+        garbage.waitForReadyRead(100);
+        refused += garbage.readAll();
+    }
+    // The new request is still waiting for the lock (its admission needs it).
+    const QByteArray early = waiting.readAll();
+    ::flock(lock, LOCK_UN);
+    ::close(lock);
+    QVERIFY2(whole, got.constData());
+    QVERIFY2(refused.startsWith("HTTP/1.1 400"), refused.constData());
+    QVERIFY2(early.isEmpty(), early.constData());
+    QByteArray answer;
+    readUntil(waiting, answer, "\"stop_reason\"", t);
+    QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
 }
 
 QTEST_GUILESS_MAIN(TestProxy)
