@@ -144,6 +144,25 @@ private:
             + QByteArray::number(body.size()) + "\r\n\r\n" + body);
         return true;
     }
+    // `count` connections to the proxy that have sent nothing yet (fewer: one did not connect).
+    std::vector<std::unique_ptr<QTcpSocket>> connectIdle(int count) const
+    {
+        std::vector<std::unique_ptr<QTcpSocket>> sockets;
+        for (int i = 0; i < count; ++i) {
+            auto s = std::make_unique<QTcpSocket>();
+            s->connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+            if (!s->waitForConnected(10000))
+                break;
+            sockets.push_back(std::move(s));
+        }
+        return sockets;
+    }
+    // A POST /v1/messages with a JSON `body`, as bytes for a raw socket.
+    static QByteArray rawPost(const QByteArray& body)
+    {
+        return "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+            + QByteArray::number(body.size()) + "\r\n\r\n" + body;
+    }
     // Reads into `got` until it holds `marker` (or 20 s since `t` started).
     static void readUntil(QTcpSocket& s, QByteArray& got, const char* marker, const QElapsedTimer& t)
     {
@@ -1378,16 +1397,9 @@ void TestProxy::stoppingEndsIdleConnectionsAndFinishesAnswers()
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
     startProxy();
     // Idle connections: two that never sent a byte, one kept alive after an answer.
-    std::vector<std::unique_ptr<QTcpSocket>> idle;
-    for (int i = 0; i < 3; ++i) {
-        idle.push_back(std::make_unique<QTcpSocket>());
-        idle.back()->connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
-        QVERIFY(idle.back()->waitForConnected(10000));
-    }
-    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
-    idle.back()->write(
-        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    std::vector<std::unique_ptr<QTcpSocket>> idle = connectIdle(3);
+    QCOMPARE(idle.size(), std::size_t(3));
+    idle.back()->write(rawPost(R"({"model":"claude-x","max_tokens":10})"));
     QByteArray answer;
     QElapsedTimer t;
     t.start();
@@ -1422,18 +1434,11 @@ void TestProxy::connectionsPastTheLimitAreTurnedAway()
 {
     setLimits({ QStringLiteral("--requests"), QStringLiteral("1000") });
     startProxy();
-    std::vector<std::unique_ptr<QTcpSocket>> held;
-    for (int i = 0; i < 256; ++i) {
-        held.push_back(std::make_unique<QTcpSocket>());
-        held.back()->connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
-        QVERIFY(held.back()->waitForConnected(10000));
-    }
+    std::vector<std::unique_ptr<QTcpSocket>> held = connectIdle(256);
+    QCOMPARE(held.size(), std::size_t(256));
     // The 256 are served (one of them answers), so the proxy has taken them all in.
     const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
-    const QByteArray request = "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                               "Content-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body;
-    held.back()->write(request);
+    held.back()->write(rawPost(body));
     QByteArray answer;
     QElapsedTimer t;
     t.start();
@@ -1499,10 +1504,7 @@ void TestProxy::aStoreLockHeldElsewhereStallsNoStream()
     QTcpSocket waiting;
     waiting.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
     QVERIFY(waiting.waitForConnected(10000));
-    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
-    waiting.write(
-        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    waiting.write(rawPost(R"({"model":"claude-x","max_tokens":10})"));
     QVERIFY(waiting.waitForBytesWritten(10000));
     readUntil(stream, got, "\r\n0\r\n\r\n", t);
     const bool whole = got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n");
@@ -1510,16 +1512,15 @@ void TestProxy::aStoreLockHeldElsewhereStallsNoStream()
     // answers what needs no store: a malformed request gets its 400 while the lock is held —
     // within 5 s, half the store's own 10 s lock timeout, which a loop stuck on the store
     // would wait out first.
-    QTcpSocket garbage;
-    garbage.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
-    QVERIFY(garbage.waitForConnected(10000));
-    garbage.write("GARBAGE\r\n\r\n");
+    const auto garbage = connectIdle(1);
+    QCOMPARE(garbage.size(), std::size_t(1));
+    garbage.front()->write("GARBAGE\r\n\r\n");
     QByteArray refused;
     QElapsedTimer g;
     g.start();
     while (!refused.contains("\r\n\r\n") && !g.hasExpired(5000)) {
-        garbage.waitForReadyRead(100);
-        refused += garbage.readAll();
+        garbage.front()->waitForReadyRead(100);
+        refused += garbage.front()->readAll();
     }
     // The new request is still waiting for the lock (its admission needs it).
     const QByteArray early = waiting.readAll();
