@@ -14,6 +14,7 @@
 #
 #   bench/proxylatency.sh BUILD_DIR [REQUESTS]      (default 400 requests per row and round)
 #   ROUNDS=5 bench/proxylatency.sh ...              (rounds per row, default 3: medians)
+#   CLIENTS=keep-alive bench/proxylatency.sh ...    (only those rows: keep-alive, curl)
 #   PROXY_ARGS="--caller bench" bench/proxylatency.sh ...   (extra proxy options: here, no
 #                                                            lookup of the client process)
 set -euo pipefail
@@ -93,7 +94,7 @@ medians() { for col in 1 2 3 4 5 6; do cut -d' ' -f"$col" "$1" | median; printf 
 
 echo "| client | answer | clients | path | first byte p50 ms | first byte p99 ms | full p50 ms | full p99 ms |"
 echo "|---|---|---:|---|---:|---:|---:|---:|"
-for CLIENT in keep-alive curl; do
+for CLIENT in ${CLIENTS:-keep-alive curl}; do
 for kind in json stream; do
     if [ "$kind" = json ]; then body='{"model":"m","max_tokens":16}'; else body='{"model":"m","max_tokens":16,"stream":true}'; fi
     for c in 1 16; do
