@@ -194,10 +194,10 @@ bool hopByHop(const std::string& lowerName)
 // Ends stalled exchanges. A read from a silent upstream, or a write to a client that stopped
 // reading, would wait forever (on the event loop, or on a long body's thread, whose Asio
 // writes ignore SO_SNDTIMEO); shutting the exchange's sockets down once nothing moved for
-// `limit` ends them with an error. One thread watches every exchange of the server (a timer
-// reset on every byte cost more than the rest of a short exchange); it sleeps until the
-// earliest moment one could be overdue. A Watch registers an exchange: touch() records progress; its descriptors are
-// only ever shut down while it is registered, under the monitor's lock, so they must stay
+// `limit` ends them with an error. One thread watches every exchange of the server (progress
+// is an atomic store per event, where a timer would be re-armed per event); it sleeps until
+// the earliest moment one could be overdue. A Watch registers an exchange: touch() records progress; its
+// descriptors are only ever shut down while it is registered, under the monitor's lock, so they must stay
 // open until watch(-1, -1) or the Watch's end.
 class StallMonitor
 {
