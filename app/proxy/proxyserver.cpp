@@ -196,9 +196,9 @@ bool hopByHop(const std::string& lowerName)
 // writes ignore SO_SNDTIMEO); shutting the exchange's sockets down once nothing moved for
 // `limit` ends them with an error. One thread watches every exchange of the server (progress
 // is an atomic store per event, where a timer would be re-armed per event); it sleeps until
-// the earliest moment one could be overdue. A Watch registers an exchange: touch() records progress; its
-// descriptors are only ever shut down while it is registered, under the monitor's lock, so they must stay
-// open until watch(-1, -1) or the Watch's end.
+// the earliest moment one could be overdue. A Watch registers an exchange: touch() records
+// progress; its descriptors are only ever shut down while it is registered, under the
+// monitor's lock, so they must stay open until watch(-1, -1) or the Watch's end.
 class StallMonitor
 {
 public:
