@@ -11,6 +11,7 @@
 #include "testsupport.h"
 
 #include <QCryptographicHash>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -75,6 +76,7 @@ private Q_SLOTS:
     void connectionsPastTheLimitAreTurnedAway();
     void aHeldBodyIsNotCutOffByTheStallWatch();
     void aStoreLockHeldElsewhereStallsNoStream();
+    void aHomeThatVanishesOrIsSwappedGetsClearAnswers();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1532,6 +1534,34 @@ void TestProxy::aStoreLockHeldElsewhereStallsNoStream()
     QByteArray answer;
     readUntil(waiting, answer, "\"stop_reason\"", t);
     QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+}
+
+// The home removed under a running proxy, then replaced by a symbolic link: every request gets
+// an answer that names the problem (never a hang, never a crash), nothing is admitted through
+// the link, and the proxy goes on serving.
+void TestProxy::aHomeThatVanishesOrIsSwappedGetsClearAnswers()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    const QString body = QStringLiteral(R"({"model":"claude-x","max_tokens":10})");
+    Ran r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QVERIFY(QDir(m_home).removeRecursively());
+    // The store connection the proxy kept fails (its files are gone) and is dropped.
+    r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 502") && r.out.contains("state.bin"), r.out.constData());
+    // Then a symbolic link where the home was: refused by name, however long the proxy's kept
+    // connections take to be opened afresh.
+    QDir(m_home).removeRecursively();
+    QVERIFY(QFile::link(m_dir->path(), m_home));
+    QElapsedTimer w;
+    w.start();
+    do {
+        r = curl(post(body));
+    } while (!r.out.contains("symbolic link") && !w.hasExpired(30000));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 502") && r.out.contains("symbolic link"), r.out.constData());
+    QCOMPARE(m_proxy->state(), QProcess::Running);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1);
 }
 
 QTEST_GUILESS_MAIN(TestProxy)
