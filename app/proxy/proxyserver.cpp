@@ -608,6 +608,10 @@ struct Server
     // After what their operations use: destroyed (joined) first.
     net::thread_pool storeThreads { STORE_THREADS };
     net::strand<net::thread_pool::executor_type> storeTurn { storeThreads.get_executor() };
+    // Both, type-erased once: every request takes one (a copy is a reference count, where
+    // erasing the strand anew would allocate).
+    const net::any_io_executor storeOneAtATime { storeTurn };
+    const net::any_io_executor storeSideBySide { storeThreads.get_executor() };
     std::string token; // --token-file's; empty: none asked
 
     int listenFd() const
@@ -616,12 +620,7 @@ struct Server
     }
     // Where a store operation runs: one at a time for a directory home, side by side for a
     // Redis home (its round trips go in parallel).
-    net::any_io_executor storeExecutor()
-    {
-        if (limiters.directory())
-            return net::any_io_executor(storeTurn);
-        return net::any_io_executor(storeThreads.get_executor());
-    }
+    net::any_io_executor storeExecutor() { return limiters.directory() ? storeOneAtATime : storeSideBySide; }
 };
 
 // Runs `fn` on `ex` (a store thread), or on a thread of its own when `ex` is empty, and
@@ -1207,7 +1206,7 @@ private:
         }
         if (wantsPeer(request)) {
             auto look = [this] { lookUpPeer(); };
-            co_await offload(m_s.storeThreads.get_executor(), look);
+            co_await offload(m_s.storeSideBySide, look);
         }
         AdmitRequest ask;
         Admission admission;
