@@ -1543,13 +1543,38 @@ void TestProxy::aHomeThatVanishesOrIsSwappedGetsClearAnswers()
 {
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
     startProxy();
-    const QString body = QStringLiteral(R"({"model":"claude-x","max_tokens":10})");
-    Ran r = curl(post(body));
-    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    const QByteArray json = R"({"model":"claude-x","max_tokens":10})";
+    const QString body = QString::fromUtf8(json);
+    // Requests on one kept-alive connection go one after another: each starts only once the
+    // one before is done, its store work included (the answer's usage is settled after its
+    // last byte is sent, so a removal right after an answer would race that write).
+    QTcpSocket kept;
+    kept.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(kept.waitForConnected(10000));
+    kept.write(rawPost(json));
+    QElapsedTimer t;
+    t.start();
+    QByteArray got;
+    readUntil(kept, got, "\"stop_reason\"", t);
+    QVERIFY2(got.startsWith("HTTP/1.1 200"), got.constData());
+    // One that needs no store (a member named twice) is answered once the first is settled.
+    kept.write(rawPost(R"({"model":"claude-x","model":"claude-y","max_tokens":10})"));
+    readUntil(kept, got, "twice", t);
+    QVERIFY2(got.contains("HTTP/1.1 400"), got.constData());
     QVERIFY(QDir(m_home).removeRecursively());
     // The store connection the proxy kept fails (its files are gone) and is dropped.
-    r = curl(post(body));
-    QVERIFY2(r.out.startsWith("HTTP/1.1 502") && r.out.contains("state.bin"), r.out.constData());
+    got.clear();
+    kept.write(rawPost(json));
+    readUntil(kept, got, "state.bin", t);
+    QVERIFY2(got.contains("HTTP/1.1 502"), got.constData());
+    // A new one opens the home afresh, as the CLI does: created empty (0700), so no provider's
+    // limits are known and the request is refused by name, never admitted without them.
+    Ran r = curl(post(body));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400") && r.out.contains("unknown provider 'anthropic'"),
+        r.out.constData());
+    struct stat st {};
+    QVERIFY(::stat(QFile::encodeName(m_home).constData(), &st) == 0);
+    QCOMPARE(st.st_mode & 07777, mode_t(0700));
     // Then a symbolic link where the home was: refused by name, however long the proxy's kept
     // connections take to be opened afresh.
     QDir(m_home).removeRecursively();
