@@ -1572,7 +1572,9 @@ void TestProxy::aHomeThatVanishesOrIsSwappedGetsClearAnswers()
     Ran r = curl(post(body));
     QVERIFY2(r.out.startsWith("HTTP/1.1 400") && r.out.contains("unknown provider 'anthropic'"),
         r.out.constData());
-    struct stat st {};
+    struct stat st
+    {
+    };
     QVERIFY(::stat(QFile::encodeName(m_home).constData(), &st) == 0);
     QCOMPARE(st.st_mode & 07777, mode_t(0700));
     // Then a symbolic link where the home was: refused by name, however long the proxy's kept
