@@ -7,6 +7,7 @@
 // client that hangs up while queued leaves the queue; bad input gets a clear answer or a
 // clean close, and nothing is left held.
 
+#include "helpers/redisserver.h"
 #include "helpers/testcerts.h"
 #include "testsupport.h"
 
@@ -77,6 +78,7 @@ private Q_SLOTS:
     void aHeldBodyIsNotCutOffByTheStallWatch();
     void aStoreLockHeldElsewhereStallsNoStream();
     void aHomeThatVanishesOrIsSwappedGetsClearAnswers();
+    void aSlotNotGivenBackInAnOutageIsGivenBackAfter();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1589,6 +1591,64 @@ void TestProxy::aHomeThatVanishesOrIsSwappedGetsClearAnswers()
     QVERIFY2(r.out.startsWith("HTTP/1.1 502") && r.out.contains("symbolic link"), r.out.constData());
     QCOMPARE(m_proxy->state(), QProcess::Running);
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1);
+}
+
+// A Redis home that goes away while a stream holds the only slot: the stream still ends intact
+// (it was admitted), the slot cannot be given back then, and requests meanwhile get a clear
+// 502. The proxy lives on, so to everyone else its slot looks held by a live process: unless
+// the proxy gives it back once Redis is back, nobody is admitted again until the proxy exits.
+void TestProxy::aSlotNotGivenBackInAnOutageIsGivenBackAfter()
+{
+    if (RedisServer::binary().isEmpty())
+        QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+    RedisServer redis;
+    QString why;
+    // Persistent: the slot taken before the outage is still recorded after it.
+    QVERIFY2(redis.start({ QStringLiteral("--appendonly"), QStringLiteral("yes"),
+                             QStringLiteral("--appendfsync"), QStringLiteral("always") },
+                 &why),
+        qPrintable(why));
+    const QString url = QString::fromStdString(redis.url());
+    m_home = url + QStringLiteral("?prefix=proxy");
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10,"stream":true})";
+    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: gated\r\n"
+            "x-mock-id: outage\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    QElapsedTimer t;
+    t.start();
+    QByteArray got;
+    readUntil(s, got, "content_block_delta", t);
+    QVERIFY2(got.contains("content_block_delta"), got.constData());
+    redis.stop();
+    QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"),
+                     m_mockUrl + QStringLiteral("/_release?id=outage") })
+                .code
+        == 0);
+    readUntil(s, got, "\r\n0\r\n\r\n", t);
+    QVERIFY2(got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
+    // While Redis is down: a clear answer naming it, nothing forwarded.
+    Ran r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 502") && r.out.contains(redis.url().c_str()), r.out.constData());
+    QVERIFY(redis.restart(&why));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1);
+    // Back: the slot is given back and the next requests go through (polled: the proxy tries
+    // again on its own time; its queue timeout answers 429 meanwhile).
+    QElapsedTimer w;
+    w.start();
+    do {
+        r = curl(post(QStringLiteral("{}")));
+    } while (!r.out.startsWith("HTTP/1.1 200") && !w.hasExpired(30000));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    const QJsonArray providers = status().value(QStringLiteral("providers")).toArray();
+    QCOMPARE(providers.size(), 1);
+    QCOMPARE(providers[0].toObject().value(QStringLiteral("slots")).toArray().size(), 0);
+    QCOMPARE(m_proxy->state(), QProcess::Running);
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

@@ -521,6 +521,49 @@ private:
     bool m_failed = false;
 };
 
+// Slots this proxy could not give back: the store failed (Redis down, the home's lock held
+// past its timeout) just as their exchanges ended. The proxy lives on, so to every other
+// process such a slot looks held by a live holder — nobody would get it until the proxy
+// exited. So the proxy owes it: giveBackOwed tries again every OWED_RETRY on a store thread,
+// with a connection of its own, until the store takes it back or says it is gone (released by
+// hand meanwhile), and once more as serving stops. A give-back is by fence, so one the store
+// already did (its reply lost) is "gone", not done twice. Bounded: past MAX the oldest is
+// dropped (left to the proxy's exit, or `tollgate release`).
+class OwedSlots
+{
+public:
+    static constexpr std::size_t MAX = 4096;
+    static constexpr std::chrono::seconds OWED_RETRY { 1 };
+
+    struct Owed
+    {
+        std::string provider;
+        std::uint64_t fence = 0;
+    };
+
+    void add(Owed owed)
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_owed.size() >= MAX)
+            m_owed.erase(m_owed.begin());
+        m_owed.push_back(std::move(owed));
+    }
+    std::vector<Owed> takeAll()
+    {
+        std::lock_guard lock(m_mutex);
+        return std::exchange(m_owed, {});
+    }
+    [[nodiscard]] bool empty() const
+    {
+        std::lock_guard lock(m_mutex);
+        return m_owed.empty();
+    }
+
+private:
+    mutable std::mutex m_mutex;
+    std::vector<Owed> m_owed; // oldest first
+};
+
 // The provider's limits as this proxy last passed them to the store: every answer repeats
 // them, and a store operation per answer would cost a locked transaction each; the store is
 // told only when they change or LimitMismatch::REFRESH_MS has passed (its own rule again).
@@ -605,6 +648,7 @@ struct Server
     ReportedLimitsMemo reported;
     BodyBudget bodies;
     LimiterPool limiters;
+    OwedSlots owed;
     // After what their operations use: destroyed (joined) first.
     net::thread_pool storeThreads { STORE_THREADS };
     net::strand<net::thread_pool::executor_type> storeTurn { storeThreads.get_executor() };
@@ -763,12 +807,13 @@ struct Admission
 // A request's lease and permit. Letting go of them is usually a mutex (the lease goes back to
 // its pool), but may be store work: a permit still holding its slot releases it, and a failed
 // backend is closed (see LimiterLease::failed). Then they go to a store thread to be let go
-// of there, never on the event loop.
+// of there, never on the event loop; a slot the store did not take back is owed (OwedSlots).
 class RequestStore
 {
 public:
-    RequestStore(LimiterPool& pool, net::any_io_executor disposer)
+    RequestStore(LimiterPool& pool, OwedSlots& owed, net::any_io_executor disposer)
         : m_lease(std::make_unique<LimiterLease>(pool))
+        , m_owed(owed)
         , m_disposer(std::move(disposer))
     {
     }
@@ -777,12 +822,14 @@ public:
         if (!(m_permit && m_permit->holdsSlot()) && !m_lease->failed())
             return; // the permit, then the lease: a mutex at most
         try {
-            net::post(m_disposer, [permit = std::move(m_permit), lease = std::move(m_lease)]() mutable {
-                permit.reset(); // before the lease it refers to
-                lease.reset();
-            });
+            net::post(m_disposer,
+                [permit = std::move(m_permit), lease = std::move(m_lease), owed = &m_owed]() mutable {
+                    letGo(permit, *owed);
+                    lease.reset();
+                });
         } catch (...) {
             // No memory for the hand-over: let go of them here, late but not lost.
+            letGo(m_permit, m_owed);
         }
     }
     RequestStore(const RequestStore&) = delete;
@@ -792,8 +839,23 @@ public:
     std::optional<Permit>& permit() { return m_permit; }
 
 private:
+    // Before the lease it refers to.
+    static void letGo(std::optional<Permit>& permit, OwedSlots& owed)
+    {
+        if (permit && permit->holdsSlot() && !permit->release()) {
+            try {
+                owed.add({ permit->provider(), permit->fence() });
+            } catch (...) {
+                // No memory to remember it: left to the proxy's exit or `tollgate release`.
+            }
+            permit->detach(); // owed now: its destructor must not try (and wait) again
+        }
+        permit.reset();
+    }
+
     std::unique_ptr<LimiterLease> m_lease;
     std::optional<Permit> m_permit; // after the lease: destroyed before it
+    OwedSlots& m_owed;
     net::any_io_executor m_disposer;
 };
 
@@ -1191,7 +1253,7 @@ private:
     {
         const bool keepAlive = request.keep_alive();
         // The store connection this request uses, from first to last (its permit refers to it).
-        RequestStore store(m_s.limiters, m_s.storeExecutor());
+        RequestStore store(m_s.limiters, m_s.owed, m_s.storeExecutor());
         LimiterLease& lease = store.lease();
         m_lease = &lease;
         Unlease unlease { m_lease };
@@ -1302,7 +1364,7 @@ private:
     {
         explicit Streamed(Server& s)
             : share(s.bodies)
-            , store(s.limiters, s.storeExecutor())
+            , store(s.limiters, s.owed, s.storeExecutor())
             , dog(*s.stalls)
         {
         }
@@ -2150,6 +2212,39 @@ net::awaitable<void> acceptLoop(Server& s, std::weak_ptr<Server> weak)
     }
 }
 
+// Gives back the slots the proxy owes (OwedSlots), on a store thread with a store connection
+// of its own: taken back, or gone already, is done; a failure keeps it owed.
+void giveBackOwed(Server& s)
+{
+    std::vector<OwedSlots::Owed> owed = s.owed.takeAll();
+    if (owed.empty())
+        return;
+    LimiterLease lease(s.limiters);
+    std::string why;
+    const bool opened = lease.open(why);
+    for (auto& o : owed) {
+        if (opened && lease.quick([&](QuotaLimiter& l) { return l.releaseSlot(o.provider, o.fence, ""); }))
+            continue;
+        s.owed.add(std::move(o));
+    }
+}
+
+// Tries the slots owed every OWED_RETRY while the proxy serves (the last try is watchStop's).
+net::awaitable<void> returnOwedSlots(Server& s)
+{
+    Server* server = &s;
+    net::steady_timer timer(server->io);
+    beast::error_code ec;
+    for (;;) {
+        timer.expires_after(OwedSlots::OWED_RETRY);
+        co_await timer.async_wait(into(ec));
+        if (server->owed.empty())
+            continue;
+        auto work = [server] { giveBackOwed(*server); };
+        co_await offload(server->storeExecutor(), work);
+    }
+}
+
 // Looks at `stop` every STOP_POLL; once it is set, stops accepting, ends idle connections and
 // lets the requests in flight finish for at most STOP_GRACE, then stops the loop.
 net::awaitable<void> watchStop(Server& s, const std::atomic<bool>& stop,
@@ -2174,6 +2269,12 @@ net::awaitable<void> watchStop(Server& s, const std::atomic<bool>& stop,
     while (server->active.load() > 0 && Steady::now() < until) {
         timer.expires_after(std::chrono::milliseconds(50));
         co_await timer.async_wait(into(ec));
+    }
+    // Exiting would give back the slots owed to readers that judge the proxy by its pid, but
+    // not to those that go by their lease (another pid namespace, another host): one last try.
+    if (!server->owed.empty()) {
+        auto last = [server] { giveBackOwed(*server); };
+        co_await offload(server->storeExecutor(), last);
     }
     work.reset();
     server->io.stop();
@@ -2304,6 +2405,7 @@ void ProxyServer::serve(const std::atomic<bool>& stop)
     std::optional<net::executor_work_guard<net::io_context::executor_type>> work(d.io.get_executor());
     net::co_spawn(d.io, acceptLoop(d, m_impl), net::detached);
     net::co_spawn(d.io, watchStop(d, stop, work), net::detached);
+    net::co_spawn(d.io, returnOwedSlots(d), net::detached);
     d.io.run();
 }
 
