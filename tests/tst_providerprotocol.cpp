@@ -50,8 +50,8 @@ void TestProviderProtocol::anthropicHeaders()
         { "anthropic-ratelimit-requests-reset", "2026-11-24T10:00:30Z" },
         { "anthropic-ratelimit-tokens-limit", "40000" }, { "anthropic-ratelimit-tokens-remaining", "39000" },
         { "anthropic-ratelimit-tokens-reset", "2026-11-24T11:00:01.250+01:00" },
-        { "anthropic-ratelimit-input-tokens-remaining", "12" }, { "anthropic-ratelimit-output-tokens-limit", "8000" },
-        { "content-type", "application/json" } };
+        { "anthropic-ratelimit-input-tokens-remaining", "12" },
+        { "anthropic-ratelimit-output-tokens-limit", "8000" }, { "content-type", "application/json" } };
     const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
     QVERIFY(r.problems.empty());
     QCOMPARE(r.requests.limit, std::optional<std::int64_t>(50));
@@ -159,7 +159,8 @@ void TestProviderProtocol::rfc3339()
 
 void TestProviderProtocol::badValuesAreNamedNotGuessed()
 {
-    const HttpHeaders h { { "x-ratelimit-limit-requests", "sixty" }, { "x-ratelimit-remaining-requests", "-1" },
+    const HttpHeaders h { { "x-ratelimit-limit-requests", "sixty" },
+        { "x-ratelimit-remaining-requests", "-1" },
         { "x-ratelimit-remaining-tokens", "99999999999999999999" }, { "x-ratelimit-reset-tokens", "soon" },
         { "anthropic-ratelimit-requests-reset", "2027-02-29T00:00:00Z" }, { "retry-after-ms", "1.5" },
         { "x-ratelimit-limit-requests-extra", "5" } };
@@ -176,8 +177,9 @@ void TestProviderProtocol::farFutureResetsAreBounded()
 {
     // No answer may stop callers for longer than Retry-After's bound (a day).
     const HttpHeaders h { { "anthropic-ratelimit-requests-remaining", "0" },
-        { "anthropic-ratelimit-requests-reset", "9999-12-31T23:59:59Z" }, { "x-ratelimit-remaining-tokens", "0" },
-        { "x-ratelimit-reset-tokens", "8000h" }, { "retry-after", "Fri, 31 Dec 9999 23:59:59 GMT" } };
+        { "anthropic-ratelimit-requests-reset", "9999-12-31T23:59:59Z" },
+        { "x-ratelimit-remaining-tokens", "0" }, { "x-ratelimit-reset-tokens", "8000h" },
+        { "retry-after", "Fri, 31 Dec 9999 23:59:59 GMT" } };
     const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
     QCOMPARE(r.requests.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
     QCOMPARE(r.tokens.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
@@ -191,15 +193,20 @@ void TestProviderProtocol::farFutureResetsAreBounded()
 
 void TestProviderProtocol::retryAfterForms()
 {
-    QCOMPARE(RateLimitHeaders::parse({ { "Retry-After", "7" } }, NOW).retryAfterMs, std::optional<std::int64_t>(7000));
-    QCOMPARE(RateLimitHeaders::parse({ { "retry-after", "Tue, 24 Nov 2026 10:00:09 GMT" } }, NOW).retryAfterMs,
+    QCOMPARE(RateLimitHeaders::parse({ { "Retry-After", "7" } }, NOW).retryAfterMs,
+        std::optional<std::int64_t>(7000));
+    QCOMPARE(
+        RateLimitHeaders::parse({ { "retry-after", "Tue, 24 Nov 2026 10:00:09 GMT" } }, NOW).retryAfterMs,
         std::optional<std::int64_t>(9000));
     // retry-after-ms is the more precise: it wins, in either order.
-    QCOMPARE(RateLimitHeaders::parse({ { "retry-after-ms", "1234" }, { "retry-after", "2" } }, NOW).retryAfterMs,
+    QCOMPARE(
+        RateLimitHeaders::parse({ { "retry-after-ms", "1234" }, { "retry-after", "2" } }, NOW).retryAfterMs,
         std::optional<std::int64_t>(1234));
-    QCOMPARE(RateLimitHeaders::parse({ { "retry-after", "2" }, { "retry-after-ms", "1234" } }, NOW).retryAfterMs,
+    QCOMPARE(
+        RateLimitHeaders::parse({ { "retry-after", "2" }, { "retry-after-ms", "1234" } }, NOW).retryAfterMs,
         std::optional<std::int64_t>(1234));
-    const RateLimitReport bad = RateLimitHeaders::parse({ { "retry-after", "Thu, 29 Feb 2027 10:00:00 GMT" } }, NOW);
+    const RateLimitReport bad
+        = RateLimitHeaders::parse({ { "retry-after", "Thu, 29 Feb 2027 10:00:00 GMT" } }, NOW);
     QVERIFY(!bad.retryAfterMs);
     QCOMPARE(bad.problems.size(), std::size_t(1));
 }
@@ -222,8 +229,8 @@ void TestProviderProtocol::usageFromJsonBodies()
     QCOMPARE(u->input, std::int64_t(31));
     QCOMPARE(u->output, std::int64_t(9));
 
-    for (const char* body : { "not json", R"({"usage":{"input_tokens":"ten"}})", R"({"usage":{"input_tokens":-4}})",
-             R"({"usage":null})", R"([1,2])", "" }) {
+    for (const char* body : { "not json", R"({"usage":{"input_tokens":"ten"}})",
+             R"({"usage":{"input_tokens":-4}})", R"({"usage":null})", R"([1,2])", "" }) {
         UsageMeter m("application/json");
         m.feed(body);
         QVERIFY2(!m.finish(), body);
@@ -232,16 +239,17 @@ void TestProviderProtocol::usageFromJsonBodies()
 
 void TestProviderProtocol::usageFromAnthropicStreamSplitAnywhere()
 {
-    const std::string stream = "event: message_start\r\n"
-                               "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":"
-                               "{\"input_tokens\":25,\"cache_read_input_tokens\":3,\"output_tokens\":1}}}\r\n\r\n"
-                               "event: content_block_delta\r\n"
-                               "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage: 99\"}}\r\n\r\n"
-                               ": a comment\n\n"
-                               "event: message_delta\n"
-                               "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
-                               "\"usage\":{\"output_tokens\":15}}\n\n"
-                               "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+    const std::string stream
+        = "event: message_start\r\n"
+          "data: {\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":"
+          "{\"input_tokens\":25,\"cache_read_input_tokens\":3,\"output_tokens\":1}}}\r\n\r\n"
+          "event: content_block_delta\r\n"
+          "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"usage: 99\"}}\r\n\r\n"
+          ": a comment\n\n"
+          "event: message_delta\n"
+          "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+          "\"usage\":{\"output_tokens\":15}}\n\n"
+          "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
     // In one piece, and fed one byte at a time (a stream arrives in any pieces).
     for (std::size_t step : { stream.size(), std::size_t(1), std::size_t(7) }) {
         UsageMeter m("text/event-stream; charset=utf-8");
@@ -259,14 +267,17 @@ void TestProviderProtocol::usageFromOpenAiStream()
 {
     UsageMeter m("text/event-stream");
     m.feed("data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}],\"usage\":null}\n\n");
-    m.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,\"total_tokens\":16}}\n\n");
+    m.feed(
+        "data: "
+        "{\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":4,\"total_tokens\":16}}\n\n");
     m.feed("data: [DONE]"); // no final blank line: the stream simply ended
     auto u = m.finish();
     QVERIFY(u);
     QCOMPARE(u->total(), std::int64_t(16));
     // Events whose fields have unexpected types are ignored, never thrown over.
     UsageMeter odd("text/event-stream");
-    odd.feed("data: {\"type\":null}\n\ndata: {\"type\":5,\"usage\":[1]}\n\ndata: {\"type\":\"message_start\",\"message\":7}\n\n"
+    odd.feed("data: {\"type\":null}\n\ndata: {\"type\":5,\"usage\":[1]}\n\ndata: "
+             "{\"type\":\"message_start\",\"message\":7}\n\n"
              "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\"x\"}}\n\n");
     QVERIFY(!odd.finish()); // nothing countable: the estimate stands (a usage of 0 would under-count)
     UsageMeter none("text/event-stream");
@@ -317,8 +328,15 @@ void TestProviderProtocol::requestEstimate()
     QVERIFY(RequestEstimate::of("{\"model\":\"a\\u001b[2Jb\"}").model.empty());
     QVERIFY(RequestEstimate::of("{\"model\":\"" + std::string(200, 'm') + "\"}").model.empty());
     QCOMPARE(RequestEstimate::of(R"({"max_tokens":-5})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    // A bound written as a float counts as its value, rounded up (not the smaller default).
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":1e5})").maxOutputTokens, std::int64_t(100000));
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":100000.0})").maxOutputTokens, std::int64_t(100000));
+    QCOMPARE(RequestEstimate::of(R"({"max_completion_tokens":9.5})").maxOutputTokens, std::int64_t(10));
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":1e300})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":-1.5})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
     // A member admission needs, named twice: refused (the provider might take either one).
-    QCOMPARE(RequestEstimate::of(R"({"model":"a","max_tokens":1,"model":"b"})").repeated, std::string("model"));
+    QCOMPARE(
+        RequestEstimate::of(R"({"model":"a","max_tokens":1,"model":"b"})").repeated, std::string("model"));
     QCOMPARE(RequestEstimate::of(R"({"max_tokens":1,"messages":[],"max_tokens":9})").repeated,
         std::string("max_tokens"));
     // The same names deeper down are not the request's.
@@ -351,10 +369,12 @@ void TestProviderProtocol::topLevelFieldsAsTheBodyArrives()
     (void)nlohmann::json::sax_parse(std::string(R"({"messages":[],"model":"m")"), &late);
     QVERIFY(!late.known()); // no output bound yet: held until it comes
     TopLevelFields other;
-    QVERIFY(!nlohmann::json::sax_parse(std::string(R"({"model":"m","max_tokens":1,"max_completion_tokens":900})"), &other));
+    QVERIFY(!nlohmann::json::sax_parse(
+        std::string(R"({"model":"m","max_tokens":1,"max_completion_tokens":900})"), &other));
     QCOMPARE(other.repeated(), std::string("max_completion_tokens"));
     TopLevelFields before; // both bounds before the model: no repeat, the later name counts
-    QVERIFY(nlohmann::json::sax_parse(std::string(R"({"max_tokens":1,"max_completion_tokens":9,"model":"m"})"), &before));
+    QVERIFY(nlohmann::json::sax_parse(
+        std::string(R"({"max_tokens":1,"max_completion_tokens":9,"model":"m"})"), &before));
     QVERIFY(before.repeated().empty());
     QCOMPARE(*before.maxOutputTokens(), std::int64_t(9));
 }
@@ -363,12 +383,14 @@ void TestProviderProtocol::answerKinds()
 {
     using K = AnswerKind::Kind;
     QCOMPARE(AnswerKind::of(200, false, "{}").kind, K::Ok);
-    QCOMPARE(AnswerKind::of(529, false, R"({"type":"error","error":{"type":"overloaded_error"}})").kind, K::Overloaded);
+    QCOMPARE(AnswerKind::of(529, false, R"({"type":"error","error":{"type":"overloaded_error"}})").kind,
+        K::Overloaded);
     QCOMPARE(AnswerKind::of(503, false, "").kind, K::Overloaded);
     QCOMPARE(AnswerKind::of(400, false, "{}").kind, K::Other);
-    QCOMPARE(AnswerKind::of(429, true,
-                 R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}})")
-                 .kind,
+    QCOMPARE(
+        AnswerKind::of(429, true,
+            R"({"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}})")
+            .kind,
         K::RateLimited);
     QCOMPARE(AnswerKind::of(429, false, "not json").kind, K::RateLimited);
     const AnswerKind openai = AnswerKind::of(429, false,
@@ -376,7 +398,8 @@ void TestProviderProtocol::answerKinds()
     QCOMPARE(openai.kind, K::SpendCap);
     QVERIFY(openai.reason.find("current quota") != std::string::npos);
     const AnswerKind anthropic = AnswerKind::of(429, false,
-        "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"You have reached your specified "
+        "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"You have reached your "
+        "specified "
         "workspace API usage limits.\\u001b[2J\"}}");
     QCOMPARE(anthropic.kind, K::SpendCap);
     QVERIFY(anthropic.reason.find('\x1b') == std::string::npos);

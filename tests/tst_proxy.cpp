@@ -524,6 +524,39 @@ void TestProxy::badInputGetsAClearAnswerOrAClose()
             s.state() != QAbstractSocket::ConnectedState, "a trickling client held its connection for 30 s");
         QVERIFY2((answer + s.readAll()).startsWith("HTTP/1.1 408"), answer.constData());
     }
+    // A Transfer-Encoding Beast would read as "no body": its bytes would be the next request,
+    // forwarded unadmitted (smuggled). Refused and closed; nothing reaches the provider.
+    const int before = mockStats().value(QStringLiteral("requests")).toInt();
+    for (const QByteArray& coding : { QByteArray("identity"), QByteArray("gzip"),
+             QByteArray("chunked, chunked"), QByteArray("chunked, gzip"), QByteArray("") }) {
+        got = exchange("POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + coding
+            + "\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n");
+        QVERIFY2(got.startsWith("HTTP/1.1 400") && got.contains("Transfer-Encoding"),
+            (coding + ": " + got).constData());
+        QCOMPARE(got.count("HTTP/1.1"), 1);
+        QVERIFY(closed);
+    }
+    // A coding on top of chunked is not decoded by the proxy: 501, not forwarded without it.
+    got = exchange("POST /v1/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, "
+                   "chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n");
+    QVERIFY2(got.startsWith("HTTP/1.1 501"), got.constData());
+    // Targets that would leave the upstream's base path: absolute-form, "*", dot-segments
+    // (plain or percent-encoded), no leading slash.
+    for (const QByteArray& target : { QByteArray("http://evil.example/v1/x"), QByteArray("*"),
+             QByteArray("/v1/../../etc/passwd"), QByteArray("/v1/%2E%2e/x"), QByteArray("/./v1/messages"),
+             QByteArray("v1/messages"), QByteArray("/v1/..?q=1") }) {
+        got = exchange("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
+        QVERIFY2(got.startsWith("HTTP/1.1 400") && got.contains("request target"),
+            (target + ": " + got).constData());
+    }
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), before);
+    for (const QJsonValue& path : mockStats().value(QStringLiteral("paths")).toArray())
+        QVERIFY2(!path.toString().contains(QStringLiteral("smuggled"))
+                && !path.toString().contains(QStringLiteral("..")),
+            qPrintable(path.toString()));
+    // A dot inside a segment is a name like any other.
+    got = exchange("GET /v1/models/claude-3.5..x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    QVERIFY2(!got.contains("request target"), got.constData());
     // A body that is not JSON still goes (the provider answers it), and nothing is held.
     const Ran r = curl(post(QStringLiteral("not json")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.constData());
@@ -608,6 +641,17 @@ void TestProxy::headRequestsAndHugeTimeouts()
         m_proxyUrl + QStringLiteral("/v1/messages") });
     QVERIFY2(head.code == 0, head.err.constData());
     QVERIFY(head.out.startsWith("HTTP/1.1 200"));
+    // And 0 is refused where it would end every request at once (the queue may be 0: no wait).
+    for (const QString& option : { QStringLiteral("--header-timeout"), QStringLiteral("--body-timeout"),
+             QStringLiteral("--stall-timeout") }) {
+        const Ran zero = TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
+            { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+                QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"),
+                QStringLiteral("127.0.0.1:0"), option, QStringLiteral("0") },
+            30000);
+        QCOMPARE(zero.code, 2);
+        QVERIFY2(zero.err.contains(option.toUtf8() + " must be more than 0"), zero.err.constData());
+    }
 }
 
 void TestProxy::keptAliveAnswersEndExactlyWhereTheyEnd()
@@ -1001,6 +1045,25 @@ void TestProxy::aClientWithoutANameIsNamedByItsProcess()
     callers = admittedCallers();
     QCOMPARE(callers.size(), 4);
     QVERIFY2(curlProcess.match(callers[3]).hasMatch(), qPrintable(callers[3]));
+    // Its socket removed and the path bound by another proxy since: stopping this one leaves
+    // the other's socket alone; the other, stopped, removes its own.
+    QVERIFY(QFile::remove(socket));
+    Child other = TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--listen"),
+            QStringLiteral("unix:") + socket });
+    QVERIFY(other);
+    QVERIFY(TestSupport::firstLine(*other).startsWith("listening on unix:"));
+    ::kill(static_cast<pid_t>(m_proxy->processId()), SIGTERM);
+    QVERIFY(m_proxy->waitForFinished(40000));
+    QCOMPARE(m_proxy->exitStatus(), QProcess::NormalExit);
+    r = curl({ QStringLiteral("-i"), QStringLiteral("--unix-socket"), socket,
+        QStringLiteral("http://x/v1/messages"), QStringLiteral("-H"),
+        QStringLiteral("content-type: application/json"), QStringLiteral("-d"), QStringLiteral("{}") });
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    ::kill(static_cast<pid_t>(other->processId()), SIGTERM);
+    QVERIFY(other->waitForFinished(40000));
+    QVERIFY(!QFileInfo::exists(socket));
 }
 
 // An https upstream: the certificate is verified (chain and name) against the system's CAs

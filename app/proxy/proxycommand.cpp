@@ -50,6 +50,15 @@ int runProxy()
         o.callerGiven = true;
     }
     const double maxSeconds = std::chrono::duration<double>(proxy::ProxyServer::MAX_OPTION_TIME).count();
+    // 0 is a real answer for the queue (do not wait), never for these: every request or exchange
+    // would end at once.
+    for (const auto& [name, value] : { std::pair { "--header-timeout", g_options.headerTimeout },
+             std::pair { "--body-timeout", g_options.bodyTimeout },
+             std::pair { "--stall-timeout", g_options.stallTimeout } }) {
+        if (value && *value <= 0)
+            return console.usage(
+                std::string(name) + " must be more than 0 seconds: 0 would end every request at once");
+    }
     if (g_options.queueTimeout)
         o.queueTimeout = std::chrono::milliseconds(
             static_cast<std::int64_t>(std::min(*g_options.queueTimeout, maxSeconds) * 1000));

@@ -114,6 +114,10 @@ struct ListenAt
 {
     bool isUnix = false;
     std::string path;
+    // The socket file this proxy bound: removed at exit only while the path still names it
+    // (another proxy may have bound the path since someone removed ours).
+    dev_t boundDev = 0;
+    ino_t boundIno = 0;
     std::string host;
     unsigned short port = 0;
 };
@@ -189,6 +193,68 @@ bool hopByHop(const std::string& lowerName)
             return true;
     }
     return false;
+}
+
+// Why a request's framing or target cannot be forwarded as it is (nullopt: it can), as the
+// answer to give before its connection is closed.
+// - Transfer-Encoding (RFC 9112 §6.1, §6.3): Beast frames a body as chunked only when chunked
+//   is the last coding, and reads any other as having no body — whose bytes would then be
+//   parsed as the next request and forwarded unadmitted (request smuggling). So chunked must
+//   be last and only once (else 400), and no other coding is taken (501: the proxy would
+//   forward a body it cannot read, and decoding is not its job).
+// - The target is joined to --upstream's base path: only origin-form (a path from "/") without
+//   dot-segments (plain or percent-encoded) stays under it; absolute-form and "*" are for
+//   other kinds of proxies.
+std::optional<std::pair<unsigned, std::string>> unforwardable(const http::request<http::string_body>& request)
+{
+    std::vector<std::string> codings;
+    bool named = false;
+    for (const auto& field : request) {
+        if (field.name() != http::field::transfer_encoding)
+            continue;
+        named = true;
+        const std::string value
+            = TextSanitizer::asciiLower(std::string_view(field.value().data(), field.value().size()));
+        const std::string_view all(value);
+        for (std::size_t at = 0; at <= all.size();) {
+            const std::size_t comma = std::min(all.find(',', at), all.size());
+            std::string_view coding = all.substr(at, comma - at);
+            while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
+                coding.remove_prefix(1);
+            while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
+                coding.remove_suffix(1);
+            if (!coding.empty())
+                codings.emplace_back(coding);
+            at = comma + 1;
+        }
+    }
+    if (named) {
+        const auto chunked = std::count(codings.begin(), codings.end(), std::string("chunked"));
+        if (codings.empty() || codings.back() != "chunked" || chunked != 1)
+            return std::pair { 400u,
+                std::string("the request's Transfer-Encoding must end in chunked, once: its body's length "
+                            "cannot be told otherwise") };
+        if (codings.size() > 1)
+            return std::pair { 501u,
+                "the request's Transfer-Encoding " + TextSanitizer::clean(codings.front(), 32)
+                    + " is not supported (chunked alone is)" };
+    }
+    const std::string_view target(request.target().data(), request.target().size());
+    const std::string_view path = target.substr(0, target.find('?'));
+    bool dotted = false;
+    for (std::size_t at = 1; !path.empty() && at <= path.size();) {
+        const std::size_t slash = std::min(path.find('/', at), path.size());
+        std::string segment = TextSanitizer::asciiLower(path.substr(at, slash - at));
+        for (std::size_t p = segment.find("%2e"); p != std::string::npos; p = segment.find("%2e"))
+            segment.replace(p, 3, ".");
+        dotted = dotted || segment == "." || segment == "..";
+        at = slash + 1;
+    }
+    if (path.empty() || path.front() != '/' || dotted)
+        return std::pair { 400u,
+            std::string("the request target must be a path from / without . or .. segments (it is joined to "
+                        "the upstream's base path)") };
+    return std::nullopt;
 }
 
 // Ends stalled exchanges. A read from a silent upstream, or a write to a client that stopped
@@ -924,6 +990,10 @@ public:
                     "this proxy needs its token: put it in the base URL (http://HOST:PORT/t/TOKEN) or in an "
                     "X-Tollgate-Token header",
                     false, std::nullopt, true });
+                co_return;
+            }
+            if (const auto why = unforwardable(parser.get())) {
+                co_await send(Reply { why->first, why->second, false, std::nullopt, true });
                 co_return;
             }
             if (const auto length = parser.content_length();
@@ -2289,7 +2359,12 @@ ProxyServer::ProxyServer(std::shared_ptr<Impl> impl)
 
 ProxyServer::~ProxyServer()
 {
-    if (m_impl && m_impl->listenAt.isUnix)
+    struct stat st
+    {
+    };
+    if (m_impl && m_impl->listenAt.isUnix && ::lstat(m_impl->listenAt.path.c_str(), &st) == 0
+        && S_ISSOCK(st.st_mode) && st.st_dev == m_impl->listenAt.boundDev
+        && st.st_ino == m_impl->listenAt.boundIno)
         ::unlink(m_impl->listenAt.path.c_str());
     // A connection still being served (past the grace of serve(), or never served) keeps the
     // server alive from its coroutine frame, which only the event loop can end: what is left
@@ -2372,6 +2447,10 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
             impl->unixAcceptor->listen(net::socket_base::max_listen_connections, ec);
         if (ec)
             return Error::make(ErrorKind::Io, at->path, "cannot listen: " + ec.message());
+        if (::lstat(at->path.c_str(), &st) == 0) {
+            impl->listenAt.boundDev = st.st_dev;
+            impl->listenAt.boundIno = st.st_ino;
+        }
     } else {
         tcp::endpoint ep(net::ip::make_address(at->host), at->port);
         impl->tcpAcceptor = std::make_unique<tcp::acceptor>(impl->io);

@@ -1,5 +1,6 @@
 #include "provider/toplevelfields.h"
 
+#include <cmath>
 #include <limits>
 
 namespace tollgate {
@@ -40,8 +41,13 @@ bool TopLevelFields::number_unsigned(number_unsigned_t value)
     return true;
 }
 
-bool TopLevelFields::number_float(number_float_t, const string_t&)
+bool TopLevelFields::number_float(number_float_t value, const string_t&)
 {
+    // 1e5 or 100000.0 for an output bound: a provider that takes it may spend that many, so it
+    // counts (rounded up), not the default.
+    integer(std::isfinite(value) && value >= 0 && value < 9.0e18
+            ? std::optional<std::int64_t>(static_cast<std::int64_t>(std::ceil(value)))
+            : std::nullopt);
     return true;
 }
 
