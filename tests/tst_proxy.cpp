@@ -79,6 +79,8 @@ private Q_SLOTS:
     void aStoreLockHeldElsewhereStallsNoStream();
     void aHomeThatVanishesOrIsSwappedGetsClearAnswers();
     void aSlotNotGivenBackInAnOutageIsGivenBackAfter();
+    void aClientThatLeavesBeforeTheAnswerEndsTheExchange();
+    void headersGoOutBeforeTheBody();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1712,6 +1714,83 @@ void TestProxy::aSlotNotGivenBackInAnOutageIsGivenBackAfter()
     QCOMPARE(providers.size(), 1);
     QCOMPARE(providers[0].toObject().value(QStringLiteral("slots")).toArray().size(), 0);
     QCOMPARE(m_proxy->state(), QProcess::Running);
+}
+
+// A long answer that is not streamed sends nothing until it is whole. A client that gives up
+// before (an SDK's timeout, before its retry) ends the exchange: the upstream is closed (the
+// provider stops: the mock counts it aborted) and the only slot is given back for the retry,
+// not held until the provider answers or the stall timeout passes.
+void TestProxy::aClientThatLeavesBeforeTheAnswerEndsTheExchange()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("30") });
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
+    {
+        QTcpSocket s;
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(s.waitForConnected(10000));
+        s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: late\r\n"
+                "x-mock-id: left\r\nContent-Length: "
+            + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+        QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("concurrent")).toInt(), 1, 10000);
+        s.abort();
+    }
+    // Long before the mock's 20 s answer.
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("aborted")).toInt(), 1, 15000);
+    const Ran r = curl(post(QString::fromUtf8(body)));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("gateTimeouts")).toInt(), 0);
+    // A client that sends its next request behind the first (pipelined) is still there: its
+    // answer comes, then the next.
+    QTcpSocket p;
+    p.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(p.waitForConnected(10000));
+    p.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: late\r\n"
+            "x-mock-id: stays\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body + rawPost(body));
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("concurrent")).toInt(), 1, 10000);
+    QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"),
+                     m_mockUrl + QStringLiteral("/_release?id=stays") })
+                .code
+        == 0);
+    QElapsedTimer t;
+    t.start();
+    QByteArray got;
+    while (got.count("\"stop_reason\"") < 2 && !t.hasExpired(20000)) {
+        p.waitForReadyRead(200);
+        got += p.readAll();
+    }
+    QCOMPARE(got.count("HTTP/1.1 200"), 2);
+    QCOMPARE(mockStats().value(QStringLiteral("aborted")).toInt(), 1);
+}
+
+// An answer's headers reach the client as soon as they come, not with the first byte of its
+// body (a status the client may act on; a body that starts after a pause).
+void TestProxy::headersGoOutBeforeTheBody()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    s.write(
+        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: headers-first\r\n"
+        "x-mock-id: hf\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    QElapsedTimer t;
+    t.start();
+    QByteArray got;
+    readUntil(s, got, "\r\n\r\n", t);
+    QVERIFY2(got.startsWith("HTTP/1.1 200") && got.endsWith("\r\n\r\n"), got.constData());
+    QVERIFY(
+        curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_release?id=hf") })
+            .code
+        == 0);
+    readUntil(s, got, "\r\n0\r\n\r\n", t);
+    QVERIFY2(got.contains("\"stop_reason\"") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("gateTimeouts")).toInt(), 0);
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

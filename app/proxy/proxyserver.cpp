@@ -1307,6 +1307,7 @@ private:
         std::optional<TokenUsage> usage;
         bool reusable = false; // the upstream connection may serve the next request
         bool retryFresh = false; // a kept connection was found closed before any answer: retry
+        bool clientLeft = false; // the client went before the answer began: nobody to answer
     };
 
     // Points m_lease at a request's lease for as long as it runs.
@@ -1948,6 +1949,31 @@ private:
         co_return Outcome {};
     }
 
+    // Completes when the client has gone (closed, reset, or shut its sending side: as a queued
+    // client's, such a request is taken as given up); never when it merely sent more bytes (a
+    // pipelined request, read after this answer: then there is nothing more to watch). Ended by
+    // cancellation when the answer comes first.
+    net::awaitable<void> clientLeaves()
+    {
+        for (;;) {
+            beast::error_code ec;
+            co_await m_client.async_wait(net::socket_base::wait_read, into(ec));
+            if (ec == net::error::operation_aborted)
+                co_return; // cancelled: the answer came (this result is not looked at)
+            char byte = 0;
+            const ssize_t n = ec ? -1 : ::recv(m_client.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n < 0 && !ec && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+                continue;
+            if (n <= 0)
+                co_return; // end of stream or an error: gone
+            break;
+        }
+        // Bytes of a next request: the client is there. Wait for cancellation only.
+        net::steady_timer never(m_client.get_executor(), Steady::time_point::max());
+        beast::error_code ignored;
+        co_await never.async_wait(into(ignored));
+    }
+
     template <class Stream>
     // `sent`: the request (a streamed body) is on its way already; only the answer is read.
     net::awaitable<Outcome> exchange(Stream& upstream, http::request<http::string_body>& up, bool keepAlive,
@@ -1977,7 +2003,21 @@ private:
             parser->header_limit(ProxyServer::MAX_HEADER_BYTES);
             parser->body_limit(boost::none); // answers stream through: their size is the client's business
             parser->skip(up.method() == http::verb::head); // the answer to a HEAD has no body
-            co_await http::async_read_header(upstream, buffer, *parser, into(ec));
+            bool gone = false;
+            {
+                using namespace net::experimental::awaitable_operators;
+                // A long answer that is not streamed sends nothing until it is whole: a
+                // client that gives up meanwhile (an SDK's timeout, before its retry) ends the
+                // exchange now, the upstream closed (the provider stops) and the slot given
+                // back, not when the provider is done or the stall timeout passes.
+                auto r = co_await (
+                    http::async_read_header(upstream, buffer, *parser, into(ec)) || clientLeaves());
+                gone = r.index() == 1;
+            }
+            if (gone) {
+                out.clientLeft = true;
+                co_return out;
+            }
             dog.touch();
             const unsigned status = ec ? 0 : parser->get().result_int();
             if (status < 100 || status >= 200 || status == 101 || interim == 16)
@@ -2022,6 +2062,14 @@ private:
 
         char chunk[16384];
         http::serializer<false, http::buffer_body> serializer { response };
+        if (!parser->is_done() && buffer.size() == 0) {
+            // Only the headers are here: they go now (a status the client may act on, a stream
+            // that starts with a pause); an answer whose body came with them leaves in one write.
+            co_await http::async_write_header(m_client, serializer, into(ec));
+            dog.touch();
+            if (ec)
+                co_return out;
+        }
         do {
             if (!parser->is_done()) {
                 response.body().data = chunk;

@@ -2,9 +2,10 @@
 // no packages). It enforces its own quota and answers like Anthropic (/v1/messages) or OpenAI
 // (/v1/chat/completions): rate-limit headers in each format, JSON or server-sent events with
 // usage, and on request (header x-mock) a 429 with or without retry-after, a spend cap, a 529,
-// a slow stream, a stream cut off in the middle, one that goes silent (hang), or a gated stream: it stops after its first
-// text until POST /_release?id=<x-mock-id> (the client saw that text: nothing buffered it)
-// or 10 s (then counted in gateTimeouts).
+// a slow stream, a stream cut off in the middle, one that goes silent (hang), or a gated stream: it stops after its
+// first text until POST /_release?id=<x-mock-id> (the client saw that text: nothing buffered it) or 10 s (then
+// counted in gateTimeouts); or a JSON answer held whole until such a release (late), or whose headers go first and
+// body after it (headers-first), or 20 s.
 //   node mockprovider.js [--limit N --window-ms MS] [--delay-ms MS]
 // Prints its port on the first line of stdout. GET /_stats: what it saw — among it
 // `violations`, requests that arrived while an answer it had sent said nothing was left
@@ -191,6 +192,27 @@ const handler = (req, res) => {
         const pieces = ['Hel', 'lo ', 'wor', 'ld'];
         const gap = mock === 'slow' ? 150 : DELAY_MS;
         if (!body.stream) {
+            // 'late': the whole answer waits for POST /_release?id=<x-mock-id> (or 20 s), as a
+            // long generation that is not streamed sends nothing until it is done.
+            // 'headers-first': its headers go at once, its body after the release.
+            if (mock === 'late' || mock === 'headers-first') {
+                if (mock === 'headers-first') {
+                    res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
+                    res.flushHeaders();
+                }
+                const id = String(req.headers['x-mock-id'] || '');
+                const answer = () => {
+                    if (finished) return; // the proxy left meanwhile
+                    if (!res.headersSent) res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
+                    res.end(JSON.stringify({ id: 'x', type: 'message', role: 'assistant', model: body.model,
+                        content: [{ type: 'text', text: pieces.join('') }], stop_reason: 'end_turn',
+                        usage: { input_tokens: 11, output_tokens: output } }));
+                    finish();
+                };
+                const timer = setTimeout(() => { gates.delete(id); stats.gateTimeouts++; answer(); }, 20000);
+                gates.set(id, () => { gates.delete(id); clearTimeout(timer); answer(); });
+                return;
+            }
             setTimeout(() => {
                 res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
                 const usage = kind === 'anthropic' ? { input_tokens: 11, output_tokens: output }
