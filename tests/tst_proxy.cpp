@@ -600,6 +600,14 @@ void TestProxy::aStalledExchangeIsEnded()
     QVERIFY(!providers.isEmpty());
     QCOMPARE(providers[0].toObject().value(QStringLiteral("slots")).toArray().size(), 0);
     QVERIFY(curl(post(QStringLiteral(R"({"model":"m"})"))).out.startsWith("HTTP/1.1 200"));
+    // An upstream that sends nothing at all: the client is told (504), not cut off wordless.
+    Ran r = curl(post(QStringLiteral(R"({"model":"m"})"), QStringLiteral("late")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 504") && r.out.contains("--stall-timeout"), r.out.constData());
+    // Interim answers without end, then silence: refused as the answer, not relayed as one.
+    r = curl(post(QStringLiteral(R"({"model":"m"})"), QStringLiteral("continue-flood")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 502") && r.out.contains("interim"), r.out.constData());
+    r = curl(post(QStringLiteral(R"({"model":"m"})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), (r.out + r.err).constData());
 }
 
 void TestProxy::aClientThatLeavesMidStreamStopsTheUpstream()

@@ -1998,6 +1998,10 @@ private:
         // Interim answers (1xx: 100 Continue, 103 Early Hints) are read and dropped: the
         // client gets the final answer, and the connection stays in step with its requests.
         std::optional<http::response_parser<http::buffer_body>> parser;
+        // Until the answer begins only the upstream can stall (nothing is written to the
+        // client): a stall then shuts the upstream alone, and the client is told (504).
+        const int upstreamFd = beast::get_lowest_layer(upstream).native_handle();
+        dog.watch(-1, upstreamFd);
         for (int interim = 0;; ++interim) {
             parser.emplace();
             parser->header_limit(ProxyServer::MAX_HEADER_BYTES);
@@ -2032,9 +2036,29 @@ private:
             out.retryFresh = true;
             co_return out;
         }
+        if (ec && dog.fired()) {
+            co_await send(Reply { 504,
+                "the upstream " + m_up.hostHeader + " sent no answer in "
+                    + std::to_string(m_o.stallTimeout.count()) + " ms (--stall-timeout)" });
+            co_return out;
+        }
         if (ec) {
             co_await send(
                 Reply { 502, "the upstream " + m_up.hostHeader + " sent no answer: " + ec.message() });
+            co_return out;
+        }
+        dog.watch(m_client.native_handle(), upstreamFd);
+        if (const unsigned status = parser->get().result_int(); status < 200) {
+            // A 101 would make the connection another protocol; 1xx without end, an upstream
+            // that never answers. Neither is relayed as if it were the answer. (The message is
+            // made before the co_await: GCC 12 destroys the temporaries of a ?: in its
+            // full-expression twice.)
+            std::string what = "the upstream " + m_up.hostHeader;
+            if (status == 101)
+                what += " switched protocols (101), which this proxy does not relay";
+            else
+                what += " sent interim (1xx) answers and no final one";
+            co_await send(Reply { 502, std::move(what) });
             co_return out;
         }
         auto& response = parser->get();

@@ -5,7 +5,7 @@
 // a slow stream, a stream cut off in the middle, one that goes silent (hang), or a gated stream: it stops after its
 // first text until POST /_release?id=<x-mock-id> (the client saw that text: nothing buffered it) or 10 s (then
 // counted in gateTimeouts); or a JSON answer held whole until such a release (late), or whose headers go first and
-// body after it (headers-first), or 20 s.
+// body after it (headers-first), or 20 s; or 20 interim 100 Continue and nothing more (continue-flood).
 //   node mockprovider.js [--limit N --window-ms MS] [--delay-ms MS]
 // Prints its port on the first line of stdout. GET /_stats: what it saw — among it
 // `violations`, requests that arrived while an answer it had sent said nothing was left
@@ -173,6 +173,7 @@ const handler = (req, res) => {
             return;
         }
         if (mock === '529') return error(res, 529, {}, 'overloaded_error', 'Overloaded');
+        if (mock === 'continue-flood') { for (let i = 0; i < 20; i++) res.writeContinue(); return; } // never a final answer
         if (mock === 'early-hints') res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }); // a 103 first
         if (quota(now).remaining === 0) {
             stats.refused++;
