@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <climits>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 namespace tollgate {
@@ -25,35 +24,6 @@ static_assert(
 
 } // namespace
 
-Doorbell::~Doorbell()
-{
-    unmap();
-}
-
-Doorbell::Doorbell(Doorbell&& other) noexcept
-    : m_words(other.m_words)
-{
-    other.m_words = nullptr;
-}
-
-Doorbell& Doorbell::operator=(Doorbell&& other) noexcept
-{
-    if (this != &other) {
-        unmap();
-        m_words = other.m_words;
-        other.m_words = nullptr;
-    }
-    return *this;
-}
-
-void Doorbell::unmap()
-{
-    if (m_words) {
-        ::munmap(m_words, MAP_BYTES);
-        m_words = nullptr;
-    }
-}
-
 Result<Doorbell> Doorbell::open(const Fd& home)
 {
     auto fd = HomeDir::openFile(home, "doorbell", O_RDWR | O_CREAT, 0600);
@@ -67,93 +37,93 @@ Result<Doorbell> Doorbell::open(const Fd& home)
         if (auto t = fd->truncate(MAP_BYTES); !t)
             return t.error();
     }
-    void* p = ::mmap(nullptr, MAP_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
-    if (p == MAP_FAILED)
-        return Error::fromErrno(errno, fd->path(), "cannot map the doorbell");
+    auto mapping = SharedMapping::map(*fd, MAP_BYTES);
+    if (!mapping)
+        return mapping.error();
     Doorbell d;
-    d.m_words = static_cast<std::atomic<std::uint32_t>*>(p);
+    d.m_mapping = std::move(mapping).value();
     return d; // the mapping outlives the descriptor
 }
 
 std::uint32_t Doorbell::generation() const
 {
-    return m_words ? m_words[0].load() : 0;
+    return words() ? words()[0].load() : 0;
 }
 
 std::uint32_t Doorbell::counter(Counter c) const
 {
-    return m_words ? m_words[static_cast<int>(c)].load() : 0;
+    return words() ? words()[static_cast<int>(c)].load() : 0;
 }
 
 void Doorbell::bump(Counter c)
 {
-    if (m_words)
-        m_words[static_cast<int>(c)].fetch_add(1);
+    if (words())
+        words()[static_cast<int>(c)].fetch_add(1);
 }
 
 void Doorbell::ring()
 {
-    if (!m_words)
+    if (!words())
         return;
-    m_words[0].fetch_add(1);
-    if (m_words[1].load() != 0)
-        futex::wake(&m_words[0]);
+    words()[0].fetch_add(1);
+    if (words()[1].load() != 0)
+        futex::wake(&words()[0]);
 }
 
 Doorbell::HistoryGap Doorbell::historyGap() const
 {
     HistoryGap g;
-    if (!m_words)
+    if (!words())
         return g;
-    g.lost = m_words[GAP_LOST].load();
-    g.sysErrno = static_cast<int>(m_words[GAP_ERRNO].load());
+    g.lost = words()[GAP_LOST].load();
+    g.sysErrno = static_cast<int>(words()[GAP_ERRNO].load());
     g.sinceMs = static_cast<std::int64_t>(
-        (static_cast<std::uint64_t>(m_words[GAP_SINCE_HIGH].load()) << 32) | m_words[GAP_SINCE_LOW].load());
+        (static_cast<std::uint64_t>(words()[GAP_SINCE_HIGH].load()) << 32) | words()[GAP_SINCE_LOW].load());
     return g;
 }
 
 Doorbell::HistoryGap Doorbell::takeHistoryGap()
 {
     HistoryGap g;
-    if (!m_words || m_words[GAP_LOST].load() == 0)
+    if (!words() || words()[GAP_LOST].load() == 0)
         return g; // the common case costs one load, no write to the shared line
     g = historyGap();
-    g.lost = m_words[GAP_LOST].exchange(0);
+    g.lost = words()[GAP_LOST].exchange(0);
     return g;
 }
 
 void Doorbell::addHistoryGap(std::uint32_t lost, std::int64_t timeMs, int sysErrno)
 {
-    if (!m_words || lost == 0)
+    if (!words() || lost == 0)
         return;
-    std::uint32_t before = m_words[GAP_LOST].load();
+    std::uint32_t before = words()[GAP_LOST].load();
     for (;;) {
         const std::uint32_t after = before + lost < before ? UINT32_MAX : before + lost; // saturate
-        if (m_words[GAP_LOST].compare_exchange_weak(before, after))
+        if (words()[GAP_LOST].compare_exchange_weak(before, after))
             break;
     }
     if (before == 0) {
         const auto t = static_cast<std::uint64_t>(timeMs);
-        m_words[GAP_SINCE_LOW].store(static_cast<std::uint32_t>(t));
-        m_words[GAP_SINCE_HIGH].store(static_cast<std::uint32_t>(t >> 32));
-        m_words[GAP_ERRNO].store(static_cast<std::uint32_t>(sysErrno));
+        words()[GAP_SINCE_LOW].store(static_cast<std::uint32_t>(t));
+        words()[GAP_SINCE_HIGH].store(static_cast<std::uint32_t>(t >> 32));
+        words()[GAP_ERRNO].store(static_cast<std::uint32_t>(sysErrno));
     }
 }
 
 std::atomic<std::uint32_t>* Doorbell::counterWord(Counter c) const
 {
-    return m_words ? &m_words[static_cast<int>(c)] : nullptr;
+    return words() ? &words()[static_cast<int>(c)] : nullptr;
 }
 
 void Doorbell::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) const
 {
-    if (!m_words || timeout <= std::chrono::nanoseconds::zero())
+    if (!words() || timeout <= std::chrono::nanoseconds::zero())
         return;
-    m_words[1].fetch_add(1);
+    words()[1].fetch_add(1);
     // Returns on a wake, a moved generation, a signal (the caller re-checks its state) or
     // the timeout.
-    futex::wait(&m_words[0], seen, timeout);
-    m_words[1].fetch_sub(1);
+    futex::wait(&words()[0], seen, timeout);
+    words()[1].fetch_sub(1);
 }
 
 namespace {
@@ -163,11 +133,11 @@ constexpr int LOCK_SLEEPERS = LockQueue::TURN_SLEEPERS;
 
 void Doorbell::lockReleased()
 {
-    if (!m_words)
+    if (!words())
         return;
-    m_words[LOCK_TURN].fetch_add(1);
-    if (m_words[LOCK_SLEEPERS].load() != 0)
-        futex::wake(&m_words[LOCK_TURN], 1);
+    words()[LOCK_TURN].fetch_add(1);
+    if (words()[LOCK_SLEEPERS].load() != 0)
+        futex::wake(&words()[LOCK_TURN], 1);
 }
 
 } // namespace tollgate

@@ -10,9 +10,19 @@
 // the limits were saved, the state file was set aside, or the history was rotated.
 // Words 16..19 record history events that could not be written (see HistoryGap), so that
 // whichever process appends next writes the gap marker.
+//
+// Every word here is a hint, never the exclusion (that is the flock on state.lock), so a
+// doorbell that stops being shared costs wake-ups, not correctness. That is what a user's
+// truncation (`: > HOME/doorbell`) does: the mapping is a SharedMapping, so the fault that
+// would have killed the process (SIGBUS) is answered with private zero pages, the words read
+// as zero from then on, and broken() says so; the owner (FileQuotaStore) then opens the
+// doorbell again before its next operation, which grows the file back to 4 KiB, and
+// cross-process wake-ups resume. Meanwhile every wait is bounded by its own timeout, as
+// always, and a futex call on the truncated page (EFAULT) is a short pause (see futex.h).
 
 #include "base/result.h"
 #include "system/fd.h"
+#include "system/sharedmapping.h"
 
 #include <atomic>
 #include <chrono>
@@ -24,15 +34,14 @@ namespace tollgate {
 class Doorbell
 {
 public:
-    Doorbell() = default;
-    ~Doorbell();
-    Doorbell(Doorbell&& other) noexcept;
-    Doorbell& operator=(Doorbell&& other) noexcept;
-    Doorbell(const Doorbell&) = delete;
-    Doorbell& operator=(const Doorbell&) = delete;
-
-    // Opens (creating it if needed) the file `doorbell` of the home (see HomeDir::openFile).
+    // Opens (creating it if needed) the file `doorbell` of the home (see HomeDir::openFile),
+    // growing it to its size if it is shorter.
     static Result<Doorbell> open(const Fd& home);
+
+    // The file was truncated under us and our mapping is private now (see above): open the
+    // doorbell again to share it again. Set only by a fault: a waiter asleep on the futex
+    // notices when it wakes and next touches a word.
+    [[nodiscard]] bool broken() const { return m_mapping.broken(); }
 
     enum class Counter { Config = 2, History = 3 };
 
@@ -66,16 +75,20 @@ public:
     // when nobody sleeps). The flock stays the only exclusion.
     void lockReleased();
     // The mapped words (null when not mapped), for LockQueue.
-    [[nodiscard]] std::atomic<std::uint32_t>* mapped() const { return m_words; }
+    [[nodiscard]] std::atomic<std::uint32_t>* mapped() const { return words(); }
 
 private:
-    void unmap();
+    [[nodiscard]] std::atomic<std::uint32_t>* words() const
+    {
+        return static_cast<std::atomic<std::uint32_t>*>(m_mapping.data());
+    }
+
     // [0] generation, [1] sleepers, [2] config, [3] history rotations, [4] state.lock turn,
     // [5] processes sleeping for the turn, [6] [7] LockQueue's next and serving tickets,
     // [8] when its head got its turn, [9] [10] its spin leases,
     // [16] lost history events, [17] their errno, [18] [19] unix ms of the first (low, high),
-    // [32..127] LockQueue's per-ticket words; mapped
-    std::atomic<std::uint32_t>* m_words = nullptr;
+    // [32..127] LockQueue's per-ticket words
+    SharedMapping m_mapping;
 };
 
 } // namespace tollgate

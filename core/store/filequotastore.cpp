@@ -104,6 +104,32 @@ void FileQuotaStore::waitForChange(std::uint32_t mark, std::chrono::nanoseconds 
     m_doorbell.wait(mark, timeout);
 }
 
+void FileQuotaStore::reopenBrokenDoorbell()
+{
+    if (!m_doorbell.broken())
+        return;
+    auto bell = Doorbell::open(m_home);
+    if (!bell) {
+        // The private words still work for this process alone: carry on (the flock is the
+        // lock), waking others late, and try again at the next operation.
+        if (!m_doorbellWarned) {
+            Error w = bell.error();
+            w.message += " (the doorbell was truncated under this process, which now wakes "
+                         "waiters of other processes late; it will try again)";
+            m_warnings.push_back(std::move(w));
+            m_doorbellWarned = true;
+        }
+        return;
+    }
+    m_doorbell = std::move(bell).value();
+    m_doorbellWarned = false;
+    // Its counters started over (or are someone else's by now): what was cached on them is
+    // looked at again by name.
+    m_state.reset();
+    m_limitsLoaded = false;
+    m_history = HistoryLog(m_home);
+}
+
 std::string FileQuotaStore::backupName(int generation)
 {
     return std::string(LIMITS_NAME) + ".bak" + (generation ? "." + std::to_string(generation) : "");
@@ -469,6 +495,7 @@ Result<FlockGuard> FileQuotaStore::lockState(const StoreWait& wait)
 
 Result<void> FileQuotaStore::transact(const StoreWait& wait, const TxFunction& fn)
 {
+    reopenBrokenDoorbell();
     return run(nullptr, &fn, nullptr, wait);
 }
 
@@ -478,6 +505,7 @@ Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
     // written and synced *before* taking state.lock, and only renamed into place under it
     // (if the limits did not change meanwhile; otherwise prepare again). Every caller keeps
     // moving meanwhile.
+    reopenBrokenDoorbell();
     const std::string suffix = "." + std::to_string(::getpid()) + ".tmp";
     for (int attempt = 0; attempt < 8; ++attempt) {
         if (auto r = loadLimits(); !r)

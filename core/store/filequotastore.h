@@ -15,7 +15,12 @@
 //                    temp + rename, rotated under the lock with the limits change).
 //   history.jsonl    append-only events (HistoryLog), rotated to history.1.jsonl; appended
 //                    after state.lock is released, under a flock of its own (see HistoryLog).
-//   doorbell         the futex word that wakes waiters (Doorbell).
+//   doorbell         the futex word that wakes waiters (Doorbell), mapped shared by every
+//                    process. Only hints live there, so it is no lock and no state: a user
+//                    who truncates it costs wake-ups, never a process (its fault is answered
+//                    with private pages, see SharedMapping) nor a guarantee. A store whose
+//                    doorbell broke so opens it again (growing the file back) at the start of
+//                    its next operation, and drops what it cached on the doorbell's counters.
 //
 // The home is opened once and every file is reached relative to that descriptor (HomeDir);
 // every file must be a regular file of ours, and none is opened in a way that could block.
@@ -111,6 +116,8 @@ private:
         std::string tmpName;
         std::string backupTmpName;
     };
+    // At the start of each operation: a doorbell truncated under us is opened again.
+    void reopenBrokenDoorbell();
     Result<void> run(const LimitsFunction* limitsFn, const TxFunction* fn, const PreparedLimits* prepared,
         const StoreWait& wait);
     // flock(state.lock) within `wait` (bounded as transact() says), sleeping on the doorbell's
@@ -143,6 +150,7 @@ private:
     };
     bool m_limitsLoaded = false;
     bool m_limitsMissing = false; // no limits.json when last loaded
+    bool m_doorbellWarned = false; // a doorbell that could not be opened again was reported
 };
 
 } // namespace tollgate

@@ -31,7 +31,11 @@
 // serving has not moved for STALL and tries the flock anyway (and, once in, moves serving
 // past both), so a dead waiter costs the others at most STALL once. Garbage in the words (a
 // hostile or older writer) degrades to polling the flock every STALL, never to a wait
-// without end: every wait here is bounded by the caller's deadline.
+// without end: every wait here is bounded by the caller's deadline. So does a doorbell
+// truncated under us: its words read as zero in this process from then on (see Doorbell),
+// a futex call on it before that answers EFAULT and pauses briefly (futex.h), and either way
+// this process polls the flock every STALL or TURN_FALLBACK until the store opens the
+// doorbell again at its next operation.
 
 #include "base/result.h"
 
