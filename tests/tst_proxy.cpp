@@ -81,6 +81,7 @@ private Q_SLOTS:
     void aSlotNotGivenBackInAnOutageIsGivenBackAfter();
     void aClientThatLeavesBeforeTheAnswerEndsTheExchange();
     void headersGoOutBeforeTheBody();
+    void aTruncatedDoorbellKillsNothing();
 
 private:
     Ran cli(const QStringList& args) const
@@ -1799,6 +1800,36 @@ void TestProxy::headersGoOutBeforeTheBody()
     readUntil(s, got, "\r\n0\r\n\r\n", t);
     QVERIFY2(got.contains("\"stop_reason\"") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
     QCOMPARE(mockStats().value(QStringLiteral("gateTimeouts")).toInt(), 0);
+}
+
+// The home's doorbell (mapped by every process of the home) emptied under a running proxy with
+// a stream in flight: the proxy lives on (it died of SIGBUS), the stream ends whole, and the
+// next requests are admitted — the doorbell grown back.
+void TestProxy::aTruncatedDoorbellKillsNothing()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("2") });
+    startProxy();
+    const QString body = QStringLiteral(R"({"model":"claude-x","max_tokens":10})");
+    QVERIFY(curl(post(body)).out.startsWith("HTTP/1.1 200"));
+    QTcpSocket s;
+    QVERIFY(postSlowStream(s, R"({"model":"claude-x","max_tokens":10,"stream":true})"));
+    QElapsedTimer t;
+    t.start();
+    QByteArray got;
+    readUntil(s, got, "content_block_delta", t);
+    const QString doorbell = m_home + QStringLiteral("/doorbell");
+    for (int i = 0; i < 3; ++i) {
+        QFile f(doorbell);
+        QVERIFY(f.open(QIODevice::ReadWrite | QIODevice::Truncate));
+        f.close();
+        const Ran r = curl(post(body));
+        QVERIFY2(r.out.startsWith("HTTP/1.1 200"), (r.out + r.err).constData());
+    }
+    readUntil(s, got, "\r\n0\r\n\r\n", t);
+    QVERIFY2(got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
+    QCOMPARE(m_proxy->state(), QProcess::Running);
+    QCOMPARE(QFileInfo(doorbell).size(), qint64(4096));
 }
 
 QTEST_GUILESS_MAIN(TestProxy)
