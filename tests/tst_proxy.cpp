@@ -557,6 +557,14 @@ void TestProxy::badInputGetsAClearAnswerOrAClose()
         QVERIFY2(!path.toString().contains(QStringLiteral("smuggled"))
                 && !path.toString().contains(QStringLiteral("..")),
             qPrintable(path.toString()));
+    // An HTTP/1.0 client knows no chunked coding: an answer without a length (the mock gives
+    // none) comes as it is and ends with the connection, even one the client asked to keep.
+    got = exchange(
+        "POST /v1/messages HTTP/1.0\r\nConnection: keep-alive\r\nContent-Type: application/json\r\n"
+        "Content-Length: 2\r\n\r\n{}");
+    QVERIFY2(
+        got.startsWith("HTTP/1.1 200") && !got.contains("chunked") && got.endsWith("}"), got.constData());
+    QVERIFY(closed);
     // A dot inside a segment is a name like any other.
     got = exchange("GET /v1/models/claude-3.5..x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     QVERIFY2(!got.contains("request target"), got.constData());

@@ -992,6 +992,7 @@ public:
                     false, std::nullopt, true });
                 co_return;
             }
+            m_clientVersion = parser.get().version();
             if (const auto why = unforwardable(parser.get())) {
                 co_await send(Reply { why->first, why->second, false, std::nullopt, true });
                 co_return;
@@ -1308,6 +1309,7 @@ private:
         bool reusable = false; // the upstream connection may serve the next request
         bool retryFresh = false; // a kept connection was found closed before any answer: retry
         bool clientLeft = false; // the client went before the answer began: nobody to answer
+        bool closeAfter = false; // the answer ends with the connection (an HTTP/1.0 client's)
     };
 
     // Points m_lease at a request's lease for as long as it runs.
@@ -1371,7 +1373,7 @@ private:
         m_caller = ask.caller;
         const Outcome outcome = co_await forward(request, keepAlive);
         co_await settle(*store.permit(), outcome, ask.caller);
-        co_return keepAlive&& outcome.clientOk;
+        co_return keepAlive&& outcome.clientOk && !outcome.closeAfter;
     }
 
     // The slot was held for the whole upstream exchange, no longer. With it go, in the same
@@ -1503,7 +1505,7 @@ private:
         if (outcome.reusable && !s.dog.fired())
             m_s.pool.give(std::move(s.link));
         co_await settle(*s.store.permit(), outcome, s.ask.caller);
-        co_return keepAlive&& outcome.clientOk;
+        co_return keepAlive&& outcome.clientOk && !outcome.closeAfter;
     }
 
     // On a thread of its own (nlohmann's parser pulls the body, blocking): the body is read
@@ -2076,13 +2078,19 @@ private:
         UsageMeter meter(response[http::field::content_type]);
         for (const char* name : { "connection", "keep-alive", "proxy-connection" })
             response.erase(name);
-        response.keep_alive(keepAlive);
         // An answer that ends when its connection does (no length, not chunked) is re-framed
-        // as chunked, so the client's connection can go on.
+        // as chunked, so the client's connection can go on — unless the client speaks
+        // HTTP/1.0, which has no chunked coding (RFC 9112 §6.1): then an answer without a
+        // length goes as it came, and ends with the connection.
         const bool bodyless
             = out.status < 200 || out.status == 204 || out.status == 304 || up.method() == http::verb::head;
-        if (!bodyless && !response.chunked() && !response.has_content_length())
+        if (m_clientVersion < 11 && !bodyless && !response.has_content_length()) {
+            response.chunked(false);
+            out.closeAfter = true;
+        } else if (!bodyless && !response.chunked() && !response.has_content_length()) {
             response.chunked(true);
+        }
+        response.keep_alive(keepAlive && !out.closeAfter);
 
         char chunk[16384];
         http::serializer<false, http::buffer_body> serializer { response };
@@ -2284,6 +2292,7 @@ private:
     std::string m_peer; // the process at the other end, looked up once
     bool m_peerLooked = false;
     std::string m_caller; // of the request being forwarded
+    unsigned m_clientVersion = 11; // of the request being served: 10 for HTTP/1.0
     beast::flat_buffer m_buffer;
     SystemClock m_clock;
     LimiterLease* m_lease = nullptr; // the current request's, while it runs
