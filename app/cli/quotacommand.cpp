@@ -1149,9 +1149,12 @@ int cmdStatus()
             c.console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
         if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {
             std::string b = "  BACKOFF " + fmtSeconds(((until - now + 99) / 100) * 100) + " left";
-            // A success resets the count but not a backoff already in force.
-            b += ps.consecutive429 > 0 ? " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)"
-                                       : std::string(" (from a 429 before the last success)");
+            // A success resets the count but not a backoff already in force; a hold (the
+            // provider's headers said nothing is left until then) counts no 429 at all, and
+            // the state does not tell the two apart.
+            b += ps.consecutive429 > 0
+                ? " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)"
+                : std::string(" (from a 429 before the last success, or a hold: the provider said nothing is left)");
             c.console.say(b);
         } else if (ps.consecutive429) {
             c.console.say("  " + std::to_string(ps.consecutive429) + " consecutive 429(s), backoff over");
