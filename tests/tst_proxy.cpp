@@ -164,6 +164,14 @@ private:
         }
         return sockets;
     }
+    // A POST /v1/messages with a JSON `body` the mock answers as `mock` says (its x-mock-id
+    // `id`, for /_release), as bytes for a raw socket.
+    static QByteArray rawMockPost(const QByteArray& body, const QByteArray& mock, const QByteArray& id)
+    {
+        return "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: " + mock
+            + "\r\nx-mock-id: " + id + "\r\nContent-Length: " + QByteArray::number(body.size()) + "\r\n\r\n"
+            + body;
+    }
     // A POST /v1/messages with a JSON `body`, as bytes for a raw socket.
     static QByteArray rawPost(const QByteArray& body)
     {
@@ -1699,9 +1707,7 @@ void TestProxy::aSlotNotGivenBackInAnOutageIsGivenBackAfter()
     s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
     QVERIFY(s.waitForConnected(10000));
     const QByteArray body = R"({"model":"claude-x","max_tokens":10,"stream":true})";
-    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: gated\r\n"
-            "x-mock-id: outage\r\nContent-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    s.write(rawMockPost(body, "gated", "outage"));
     QElapsedTimer t;
     t.start();
     QByteArray got;
@@ -1747,9 +1753,7 @@ void TestProxy::aClientThatLeavesBeforeTheAnswerEndsTheExchange()
         QTcpSocket s;
         s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
         QVERIFY(s.waitForConnected(10000));
-        s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: late\r\n"
-                "x-mock-id: left\r\nContent-Length: "
-            + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+        s.write(rawMockPost(body, "late", "left"));
         QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("concurrent")).toInt(), 1, 10000);
         s.abort();
     }
@@ -1763,9 +1767,7 @@ void TestProxy::aClientThatLeavesBeforeTheAnswerEndsTheExchange()
     QTcpSocket p;
     p.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
     QVERIFY(p.waitForConnected(10000));
-    p.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: late\r\n"
-            "x-mock-id: stays\r\nContent-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body + rawPost(body));
+    p.write(rawMockPost(body, "late", "stays") + rawPost(body));
     QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("concurrent")).toInt(), 1, 10000);
     QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"),
                      m_mockUrl + QStringLiteral("/_release?id=stays") })
@@ -1792,10 +1794,7 @@ void TestProxy::headersGoOutBeforeTheBody()
     QTcpSocket s;
     s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
     QVERIFY(s.waitForConnected(10000));
-    s.write(
-        "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: headers-first\r\n"
-        "x-mock-id: hf\r\nContent-Length: "
-        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    s.write(rawMockPost(body, "headers-first", "hf"));
     QElapsedTimer t;
     t.start();
     QByteArray got;

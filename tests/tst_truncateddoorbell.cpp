@@ -47,7 +47,7 @@ private:
     }
     QProcess* start(const QString& program, const QStringList& args)
     {
-        auto p = std::make_unique<QProcess>();
+        TestSupport::Child p(new QProcess);
         p->start(program, args);
         p->waitForStarted();
         m_procs.push_back(std::move(p));
@@ -108,7 +108,7 @@ private:
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_home;
-    std::vector<std::unique_ptr<QProcess>> m_procs;
+    std::vector<TestSupport::Child> m_procs; // killed and reaped when cleared
 };
 
 void TestTruncatedDoorbell::init()
@@ -120,12 +120,6 @@ void TestTruncatedDoorbell::init()
 
 void TestTruncatedDoorbell::cleanup()
 {
-    for (auto& p : m_procs) {
-        if (p->state() != QProcess::NotRunning) {
-            p->kill();
-            p->waitForFinished(5000);
-        }
-    }
     m_procs.clear();
 }
 
