@@ -555,7 +555,8 @@ void TestProxy::badInputGetsAClearAnswerOrAClose()
     // (plain or percent-encoded), no leading slash.
     for (const QByteArray& target : { QByteArray("http://evil.example/v1/x"), QByteArray("*"),
              QByteArray("/v1/../../etc/passwd"), QByteArray("/v1/%2E%2e/x"), QByteArray("/./v1/messages"),
-             QByteArray("v1/messages"), QByteArray("/v1/..?q=1") }) {
+             QByteArray("v1/messages"), QByteArray("/v1/..?q=1"), QByteArray("/v1/..%2f..%2fx"),
+             QByteArray("/v1/..\\x"), QByteArray("/v1/..;/x"), QByteArray("/v1/%2E;p=1/x") }) {
         got = exchange("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
         QVERIFY2(got.startsWith("HTTP/1.1 400") && got.contains("request target"),
             (target + ": " + got).constData());
@@ -668,6 +669,22 @@ void TestProxy::headRequestsAndHugeTimeouts()
         m_proxyUrl + QStringLiteral("/v1/messages") });
     QVERIFY2(head.code == 0, head.err.constData());
     QVERIFY(head.out.startsWith("HTTP/1.1 200"));
+    // A HEAD's answer that says chunked, then another request on the same connection: the
+    // next answer follows the headers at once (no chunked end marker between).
+    {
+        QTcpSocket s;
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(s.waitForConnected(10000));
+        s.write(QByteArray("HEAD /v1/messages HTTP/1.1\r\nHost: x\r\nx-mock: head-chunked\r\n\r\n")
+            + rawPost(R"({"model":"m"})"));
+        QElapsedTimer t;
+        t.start();
+        QByteArray got;
+        readUntil(s, got, "\"stop_reason\"", t);
+        const qsizetype end = got.indexOf("\r\n\r\n");
+        QVERIFY2(got.startsWith("HTTP/1.1 200") && got.contains("chunked") && end > 0, got.constData());
+        QVERIFY2(got.mid(end + 4).startsWith("HTTP/1.1 200"), got.constData());
+    }
     // And 0 is refused where it would end every request at once (the queue may be 0: no wait).
     for (const QString& option : { QStringLiteral("--header-timeout"), QStringLiteral("--body-timeout"),
              QStringLiteral("--stall-timeout") }) {

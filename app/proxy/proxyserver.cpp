@@ -203,8 +203,8 @@ bool hopByHop(const std::string& lowerName)
 //   be last and only once (else 400), and no other coding is taken (501: the proxy would
 //   forward a body it cannot read, and decoding is not its job).
 // - The target is joined to --upstream's base path: only origin-form (a path from "/") without
-//   dot-segments (plain or percent-encoded) stays under it; absolute-form and "*" are for
-//   other kinds of proxies.
+//   dot-segments (plain or percent-encoded, or with ";" parameters) and without encoded
+//   slashes or backslashes stays under it; absolute-form and "*" are for other kinds of proxies.
 std::optional<std::pair<unsigned, std::string>> unforwardable(const http::request<http::string_body>& request)
 {
     std::vector<std::string> codings;
@@ -247,7 +247,11 @@ std::optional<std::pair<unsigned, std::string>> unforwardable(const http::reques
         std::string segment = TextSanitizer::asciiLower(path.substr(at, slash - at));
         for (std::size_t p = segment.find("%2e"); p != std::string::npos; p = segment.find("%2e"))
             segment.replace(p, 3, ".");
-        dotted = dotted || segment == "." || segment == "..";
+        // Servers that decode an encoded slash or backslash before resolving dot-segments, or
+        // read ";..." as a segment's parameters, would see one in "..%2f", "..\\" or "..;".
+        const std::string_view bare = std::string_view(segment).substr(0, segment.find(';'));
+        dotted = dotted || bare == "." || bare == ".." || segment.find("%2f") != std::string::npos
+            || segment.find("%5c") != std::string::npos || segment.find('\\') != std::string::npos;
         at = slash + 1;
     }
     if (path.empty() || path.front() != '/' || dotted)
@@ -878,50 +882,58 @@ class RequestStore
 {
 public:
     RequestStore(LimiterPool& pool, OwedSlots& owed, net::any_io_executor disposer)
-        : m_lease(std::make_unique<LimiterLease>(pool))
-        , m_owed(owed)
+        : m_held(std::make_unique<Held>(std::make_unique<LimiterLease>(pool), owed))
         , m_disposer(std::move(disposer))
     {
     }
     ~RequestStore()
     {
-        if (!(m_permit && m_permit->holdsSlot()) && !m_lease->failed())
+        if (!(m_held->permit && m_held->permit->holdsSlot()) && !m_held->lease->failed())
             return; // the permit, then the lease: a mutex at most
         try {
-            net::post(m_disposer,
-                [permit = std::move(m_permit), lease = std::move(m_lease), owed = &m_owed]() mutable {
-                    letGo(permit, *owed);
-                    lease.reset();
-                });
+            // One capture: however the job ends — run, or dropped unrun by a pool that stops —
+            // ~Held lets go of the permit before the lease it refers to. A post that throws
+            // (no memory) destroys the job here: let go of late, but not lost.
+            net::post(m_disposer, [held = std::move(m_held)]() mutable { held.reset(); });
         } catch (...) {
-            // No memory for the hand-over: let go of them here, late but not lost.
-            letGo(m_permit, m_owed);
         }
     }
     RequestStore(const RequestStore&) = delete;
     RequestStore& operator=(const RequestStore&) = delete;
 
-    LimiterLease& lease() { return *m_lease; }
-    std::optional<Permit>& permit() { return m_permit; }
+    LimiterLease& lease() { return *m_held->lease; }
+    std::optional<Permit>& permit() { return m_held->permit; }
 
 private:
-    // Before the lease it refers to.
-    static void letGo(std::optional<Permit>& permit, OwedSlots& owed)
+    struct Held
     {
-        if (permit && permit->holdsSlot() && !permit->release()) {
-            try {
-                owed.add({ permit->provider(), permit->fence() });
-            } catch (...) {
-                // No memory to remember it: left to the proxy's exit or `tollgate release`.
-            }
-            permit->detach(); // owed now: its destructor must not try (and wait) again
+        Held(std::unique_ptr<LimiterLease> l, OwedSlots& o)
+            : lease(std::move(l))
+            , owed(o)
+        {
         }
-        permit.reset();
-    }
+        ~Held()
+        {
+            if (permit && permit->holdsSlot() && !permit->release()) {
+                try {
+                    owed.add({ permit->provider(), permit->fence() });
+                } catch (...) {
+                    // No memory to remember it: left to the proxy's exit or `tollgate release`.
+                }
+                permit->detach(); // owed now: its destructor must not try (and wait) again
+            }
+            permit.reset(); // before the lease it refers to
+            lease.reset();
+        }
+        Held(const Held&) = delete;
+        Held& operator=(const Held&) = delete;
 
-    std::unique_ptr<LimiterLease> m_lease;
-    std::optional<Permit> m_permit; // after the lease: destroyed before it
-    OwedSlots& m_owed;
+        std::unique_ptr<LimiterLease> lease;
+        std::optional<Permit> permit;
+        OwedSlots& owed;
+    };
+
+    std::unique_ptr<Held> m_held;
     net::any_io_executor m_disposer;
 };
 
@@ -2094,6 +2106,18 @@ private:
 
         char chunk[16384];
         http::serializer<false, http::buffer_body> serializer { response };
+        if (bodyless) {
+            // Headers only: the answer to a HEAD, a 204 or a 304 has no body whatever its
+            // headers say — a chunked one must not get the chunked end marker, which the client
+            // would read as the start of its next answer.
+            co_await http::async_write_header(m_client, serializer, into(ec));
+            dog.touch();
+            if (ec)
+                co_return out;
+            out.clientOk = true;
+            out.reusable = upstreamGoesOn && parser->is_done() && buffer.size() == 0;
+            co_return out;
+        }
         if (!parser->is_done() && buffer.size() == 0) {
             // Only the headers are here: they go now (a status the client may act on, a stream
             // that starts with a pause); an answer whose body came with them leaves in one write.
@@ -2110,7 +2134,13 @@ private:
                 dog.touch();
                 if (ec) {
                     // The upstream broke off mid-answer: the client must not take the part for
-                    // the whole, so its connection is closed without a proper end.
+                    // the whole, so its connection is closed without a proper end — reset when
+                    // the answer is delimited by the close (HTTP/1.0), where a plain close
+                    // would be that end.
+                    if (out.closeAfter) {
+                        beast::error_code ignored;
+                        m_client.set_option(net::socket_base::linger(true, 0), ignored);
+                    }
                     co_return out;
                 }
                 takeBuffered(buffer, *parser);
@@ -2364,7 +2394,8 @@ net::awaitable<void> acceptLoop(Server& s, std::weak_ptr<Server> weak)
 }
 
 // Gives back the slots the proxy owes (OwedSlots), on a store thread with a store connection
-// of its own: taken back, or gone already, is done; a failure keeps it owed.
+// of its own: taken back, gone already, or of a provider no longer known is done; a store
+// failure keeps it owed, and the rest untried (each try could wait a store's whole timeout).
 void giveBackOwed(Server& s)
 {
     std::vector<OwedSlots::Owed> owed = s.owed.takeAll();
@@ -2372,10 +2403,14 @@ void giveBackOwed(Server& s)
         return;
     LimiterLease lease(s.limiters);
     std::string why;
-    const bool opened = lease.open(why);
+    bool reachable = lease.open(why);
     for (auto& o : owed) {
-        if (opened && lease.quick([&](QuotaLimiter& l) { return l.releaseSlot(o.provider, o.fence, ""); }))
-            continue;
+        if (reachable) {
+            auto r = lease.quick([&](QuotaLimiter& l) { return l.releaseSlot(o.provider, o.fence, ""); });
+            if (r || r.error().kind == ErrorKind::Usage)
+                continue;
+            reachable = false;
+        }
         s.owed.add(std::move(o));
     }
 }
@@ -2420,12 +2455,6 @@ net::awaitable<void> watchStop(Server& s, const std::atomic<bool>& stop,
     while (server->active.load() > 0 && Steady::now() < until) {
         timer.expires_after(std::chrono::milliseconds(50));
         co_await timer.async_wait(into(ec));
-    }
-    // Exiting would give back the slots owed to readers that judge the proxy by its pid, but
-    // not to those that go by their lease (another pid namespace, another host): one last try.
-    if (!server->owed.empty()) {
-        auto last = [server] { giveBackOwed(*server); };
-        co_await offload(server->storeExecutor(), last);
     }
     work.reset();
     server->io.stop();
@@ -2567,6 +2596,12 @@ void ProxyServer::serve(const std::atomic<bool>& stop)
     net::co_spawn(d.io, watchStop(d, stop, work), net::detached);
     net::co_spawn(d.io, returnOwedSlots(d), net::detached);
     d.io.run();
+    // What the store threads still have (slots being given back as the last requests ended)
+    // is done before the last try below: each job is bounded by its store's timeout.
+    d.storeThreads.join();
+    // Exiting would give back the slots owed to readers that judge the proxy by its pid, but
+    // not to those that go by their lease (another pid namespace, another host): one last try.
+    giveBackOwed(d);
 }
 
 } // namespace tollgate::proxy

@@ -38,7 +38,8 @@ std::once_flag g_installed;
 // must only make the system call.
 void* rawMmap(void* addr, std::size_t length, int prot, int flags)
 {
-#ifdef SYS_mmap
+#if defined(SYS_mmap) && (defined(__x86_64__) || defined(__aarch64__))
+    // (On 32-bit x86, SYS_mmap is the old mmap that takes its arguments in a struct.)
     return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, length, prot, flags, -1, 0L));
 #else
     return ::mmap(addr, length, prot, flags, -1, 0);
@@ -48,9 +49,11 @@ void* rawMmap(void* addr, std::size_t length, int prot, int flags)
 // Not ours: whatever SIGBUS did before we came.
 void passOn(int sig, siginfo_t* info, void* context)
 {
-    if (g_previous.sa_flags & SA_SIGINFO) {
-        if (g_previous.sa_sigaction)
-            g_previous.sa_sigaction(sig, info, context);
+    // SIG_DFL and SIG_IGN are handler values whatever the flags say (SA_SIGINFO with SIG_DFL
+    // is possible): only a real function is called.
+    const bool function = g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN;
+    if (function && (g_previous.sa_flags & SA_SIGINFO)) {
+        g_previous.sa_sigaction(sig, info, context);
         return;
     }
     const bool fault = info && info->si_code > 0; // raised by the kernel, not sent
@@ -79,8 +82,12 @@ void onSigbus(int sig, siginfo_t* info, void* context)
     if (info && info->si_code == BUS_ADRERR) {
         const auto at = reinterpret_cast<std::uintptr_t>(info->si_addr);
         for (Row& row : g_rows) {
+            // One range, read whole: end between two reads of begin (a row is published begin
+            // last and withdrawn begin first), so a row freed and claimed again meanwhile is
+            // seen as changed, never as one mapping's begin with another's end.
             const std::uintptr_t begin = row.begin.load();
-            if (begin == 0 || at < begin || at >= row.end.load())
+            const std::uintptr_t end = row.end.load();
+            if (begin == 0 || row.begin.load() != begin || at < begin || at >= end)
                 continue;
             if (row.broken.exchange(true)) {
                 // Another thread is answering this very fault: retry the instruction, which
@@ -89,8 +96,7 @@ void onSigbus(int sig, siginfo_t* info, void* context)
                 return;
             }
             void* zero = reinterpret_cast<void*>(begin);
-            if (rawMmap(zero, row.end.load() - begin, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED)
+            if (rawMmap(zero, end - begin, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED)
                 == zero) {
                 errno = savedErrno;
                 return;

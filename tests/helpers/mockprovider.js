@@ -173,6 +173,11 @@ const handler = (req, res) => {
             return;
         }
         if (mock === '529') return error(res, 529, {}, 'overloaded_error', 'Overloaded');
+        if (mock === 'head-chunked') { // a HEAD's answer that says chunked (and, being a HEAD's, has no body)
+            res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
+            res.end();
+            return;
+        }
         if (mock === 'continue-flood') { for (let i = 0; i < 20; i++) res.writeContinue(); return; } // never a final answer
         if (mock === 'early-hints') res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }); // a 103 first
         if (quota(now).remaining === 0) {
