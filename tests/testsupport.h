@@ -22,7 +22,8 @@
 // process itself read its options before this runs, so its own leaks are still checked, and
 // the CLI's leaks are checked in every other suite that runs it (tst_cli runs every command).
 inline const bool g_tollgateChildLeaksOff = [] {
-    if (!qEnvironmentVariableIsSet("TOLLGATE_TEST_CHILD_LEAKS_OFF") || !qEnvironmentVariableIsSet("ASAN_OPTIONS"))
+    if (!qEnvironmentVariableIsSet("TOLLGATE_TEST_CHILD_LEAKS_OFF")
+        || !qEnvironmentVariableIsSet("ASAN_OPTIONS"))
         return false;
     qputenv("ASAN_OPTIONS", qgetenv("ASAN_OPTIONS") + ":detect_leaks=0");
     return true;
@@ -79,6 +80,43 @@ public:
             peak = std::max(peak, open);
         }
         return peak;
+    }
+
+    // One call a quotaworker logged (tests/helpers/quotaworker.cpp writes a line per call:
+    // asked admitted released fence tokens caller; times in µs), and its "error ..." lines.
+    struct WorkerCall
+    {
+        qint64 asked = 0;
+        qint64 admitted = 0;
+        qint64 released = 0;
+        quint64 fence = 0;
+        qint64 tokens = 0;
+    };
+    struct WorkerLog
+    {
+        bool opened = false;
+        std::vector<WorkerCall> calls;
+        QList<QByteArray> errors;
+    };
+    static WorkerLog readWorkerLog(const QString& path)
+    {
+        WorkerLog log;
+        QFile f(path);
+        if (!f.open(QIODevice::ReadOnly))
+            return log;
+        log.opened = true;
+        for (const QByteArray& line : f.readAll().split('\n')) {
+            if (line.startsWith("error ")) {
+                log.errors.append(line);
+                continue;
+            }
+            const QList<QByteArray> v = line.split(' ');
+            if (v.size() < 6)
+                continue; // a line cut off by a kill
+            log.calls.push_back({ v[0].toLongLong(), v[1].toLongLong(), v[2].toLongLong(), v[3].toULongLong(),
+                v[4].toLongLong() });
+        }
+        return log;
     }
 
     // A program run to its end, killed after `limitMs`: code -2 then (-1: it crashed).

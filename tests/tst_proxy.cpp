@@ -146,9 +146,7 @@ private:
         s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
         if (!s.waitForConnected(10000))
             return false;
-        s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: slow\r\n"
-                "Content-Length: "
-            + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+        s.write(rawMockPost(body, "slow"));
         return true;
     }
     // `count` connections to the proxy that have sent nothing yet (fewer: one did not connect).
@@ -164,13 +162,13 @@ private:
         }
         return sockets;
     }
-    // A POST /v1/messages with a JSON `body` the mock answers as `mock` says (its x-mock-id
+    // A POST /v1/messages with a JSON `body` the mock answers as `mock` says (with an x-mock-id
     // `id`, for /_release), as bytes for a raw socket.
-    static QByteArray rawMockPost(const QByteArray& body, const QByteArray& mock, const QByteArray& id)
+    static QByteArray rawMockPost(const QByteArray& body, const QByteArray& mock, const QByteArray& id = {})
     {
         return "POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: " + mock
-            + "\r\nx-mock-id: " + id + "\r\nContent-Length: " + QByteArray::number(body.size()) + "\r\n\r\n"
-            + body;
+            + (id.isEmpty() ? QByteArray() : "\r\nx-mock-id: " + id)
+            + "\r\nContent-Length: " + QByteArray::number(body.size()) + "\r\n\r\n" + body;
     }
     // A POST /v1/messages with a JSON `body`, as bytes for a raw socket.
     static QByteArray rawPost(const QByteArray& body)

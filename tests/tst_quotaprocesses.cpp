@@ -246,24 +246,14 @@ void TestQuotaProcesses::eightProcessesNeverOverrunWindowTokensOrSlots()
                 QStringLiteral("400"), QStringLiteral("40") });
         procs.push_back(std::move(p));
     }
-    struct Call
-    {
-        qint64 asked, admitted, released, tokens;
-        quint64 fence;
-    };
+    using Call = TestSupport::WorkerCall;
     std::vector<Call> calls;
     for (int w = 0; w < workers; ++w) {
         QVERIFY(procs[w]->waitForFinished(120000));
         QVERIFY2(procs[w]->exitCode() == 0, procs[w]->readAllStandardError().constData());
-        QFile log(m_dir->path() + QStringLiteral("/w%1.log").arg(w));
-        QVERIFY(log.open(QIODevice::ReadOnly));
-        for (const QByteArray& line : log.readAll().split('\n')) {
-            const auto f = line.split(' ');
-            if (f.size() < 6)
-                continue;
-            calls.push_back({ f[0].toLongLong(), f[1].toLongLong(), f[2].toLongLong(), f[4].toLongLong(),
-                f[3].toULongLong() });
-        }
+        const auto log = TestSupport::readWorkerLog(m_dir->path() + QStringLiteral("/w%1.log").arg(w));
+        QVERIFY(log.opened);
+        calls.insert(calls.end(), log.calls.begin(), log.calls.end());
     }
     QCOMPARE(calls.size(), std::size_t(workers * iterations));
 

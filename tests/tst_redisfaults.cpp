@@ -322,20 +322,14 @@ void TestRedisFaults::killStormWithRedisRestart()
     std::vector<std::pair<qint64, int>> edges;
     int errors = 0;
     for (int i = 0; i < started; ++i) {
-        QFile f(m_dir->path() + QStringLiteral("/w%1.log").arg(i));
-        if (!f.open(QIODevice::ReadOnly))
-            continue;
-        for (const QByteArray& line : f.readAll().split('\n')) {
-            if (line.startsWith("error ")) {
-                ++errors;
-                QVERIFY2(line.contains(m_url.toUtf8()), line.constData()); // says which Redis
-                continue;
-            }
-            const QList<QByteArray> f6 = line.split(' ');
-            if (f6.size() < 6)
-                continue;
-            edges.emplace_back(f6[1].toLongLong(), +1);
-            edges.emplace_back(f6[2].toLongLong(), -1);
+        const auto log = TestSupport::readWorkerLog(m_dir->path() + QStringLiteral("/w%1.log").arg(i));
+        for (const QByteArray& error : log.errors) {
+            ++errors;
+            QVERIFY2(error.contains(m_url.toUtf8()), error.constData()); // says which Redis
+        }
+        for (const auto& c : log.calls) {
+            edges.emplace_back(c.admitted, +1);
+            edges.emplace_back(c.released, -1);
         }
     }
     const int peak = TestSupport::peakOverlap(edges);

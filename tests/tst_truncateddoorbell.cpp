@@ -252,24 +252,17 @@ void TestTruncatedDoorbell::repeatedTruncationUnderContention()
         }
         QTest::qWait(2);
     }
-    struct Hold
-    {
-        qint64 admitted, released;
-    };
     std::vector<std::pair<qint64, int>> edges;
     int calls = 0;
     for (int w = 0; w < workers; ++w) {
         QVERIFY(procs[w]->state() == QProcess::NotRunning || procs[w]->waitForFinished(30000));
         QVERIFY2(procs[w]->exitStatus() == QProcess::NormalExit && procs[w]->exitCode() == 0,
             qPrintable(QStringLiteral("worker %1 %2").arg(w).arg(ended(procs[w]))));
-        QFile log(m_dir->path() + QStringLiteral("/w%1.log").arg(w));
-        QVERIFY(log.open(QIODevice::ReadOnly));
-        for (const QByteArray& line : log.readAll().split('\n')) {
-            const auto f = line.split(' ');
-            if (f.size() < 6)
-                continue;
-            edges.emplace_back(f[1].toLongLong(), +1);
-            edges.emplace_back(f[2].toLongLong(), -1);
+        const auto log = TestSupport::readWorkerLog(m_dir->path() + QStringLiteral("/w%1.log").arg(w));
+        QVERIFY(log.opened);
+        for (const auto& c : log.calls) {
+            edges.emplace_back(c.admitted, +1);
+            edges.emplace_back(c.released, -1);
             ++calls;
         }
     }
