@@ -11,9 +11,9 @@
 //       Admits RATE requests per second (no slot) on provider "traffic" for SECONDS: each
 //       admission rewrites state.bin and appends one history line, as a caller would.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "lock/lockfile.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 
 #include <chrono>

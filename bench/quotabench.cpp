@@ -2,10 +2,10 @@
 // multi-process aggregate throughput, cost against the window's size, and the wake-up
 // latency of a blocked waiter when the only parallel slot is released.
 
+#include "backend/quotalimiter.h"
 #include "base/manualclock.h"
 #include "base/systemclock.h"
 #include "benches.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 #include "store/statefile.h"
 

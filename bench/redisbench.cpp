@@ -9,12 +9,10 @@
 
 #if TOLLGATE_BENCH_HIREDIS
 
-#include <hiredis.h>
-
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
-#include "quota/quotalimiter.h"
 #include "store/redisconnection.h"
-#include "store/storefactory.h"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -23,6 +21,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fcntl.h>
+#include <hiredis.h>
 #include <memory>
 #include <netinet/in.h>
 #include <stdexcept>
@@ -147,18 +146,23 @@ int freeLoopbackPort()
     return port;
 }
 
-struct ContextDeleter {
+struct ContextDeleter
+{
     void operator()(redisContext* c) const { redisFree(c); }
 };
 using Context = std::unique_ptr<redisContext, ContextDeleter>;
-struct ReplyDeleter {
+struct ReplyDeleter
+{
     void operator()(redisReply* r) const { freeReplyObject(r); }
 };
 using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
 
 Context connect(int port)
 {
-    const struct timeval tv { 1, 0 };
+    const struct timeval tv
+    {
+        1, 0
+    };
     Context c(redisConnectWithTimeout("127.0.0.1", port, tv));
     if (!c || c->err)
         return nullptr;
@@ -168,7 +172,8 @@ Context connect(int port)
 
 // Our own redis-server: loopback only, no persistence, in a temp dir; killed with its
 // parent (PR_SET_PDEATHSIG) and by the destructor, whatever happens in between.
-class RedisServer {
+class RedisServer
+{
 public:
     RedisServer(const std::string& exe, const std::string& dir)
     {
@@ -243,7 +248,8 @@ private:
         while (monoNs() < deadline) {
             int status = 0;
             if (::waitpid(pid, &status, WNOHANG) == pid) {
-                error = "redis-server exited at start (status " + std::to_string(status) + "; see " + logFile + ")";
+                error = "redis-server exited at start (status " + std::to_string(status) + "; see " + logFile
+                    + ")";
                 m_pid = -1;
                 g_serverPid = 0;
                 return false;
@@ -267,7 +273,9 @@ private:
 
 std::string nowMsText()
 {
-    struct timespec ts {};
+    struct timespec ts
+    {
+    };
     ::clock_gettime(CLOCK_REALTIME, &ts);
     return std::to_string(static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000);
 }
@@ -287,7 +295,8 @@ bool take(redisContext* c, const std::string& sha)
 
 // `clients` processes calling `call` (made by `make` in each, after the fork) for the
 // duration; calls per second over the wall time, and every call's latency.
-struct Aggregate {
+struct Aggregate
+{
     double perSec = 0;
     double wallS = 0;
     std::int64_t calls = 0;
@@ -297,7 +306,8 @@ struct Aggregate {
 Aggregate aggregate(int clients, int durationMs, const std::function<std::function<bool()>()>& make)
 {
     constexpr std::size_t MAX_SAMPLES = 1 << 20;
-    struct Slot {
+    struct Slot
+    {
         std::int64_t ok;
         std::int64_t failed;
         std::int64_t endNs;
@@ -364,11 +374,12 @@ std::function<std::function<bool()>()> lowerBoundClient(int port, const std::str
             Reply r(static_cast<redisReply*>(redisCommand(ctx->get(),
                 "EVALSHA %s 4 {lb}:global {lb}:p:bench {lb}:fence {lb}:history 100 bench", sha.c_str())));
             if (!r)
-                throw std::runtime_error(std::string("EVALSHA: ") + (ctx->get()->err ? ctx->get()->errstr : "no reply"));
+                throw std::runtime_error(
+                    std::string("EVALSHA: ") + (ctx->get()->err ? ctx->get()->errstr : "no reply"));
             if (r->type == REDIS_REPLY_ERROR)
                 throw std::runtime_error("EVALSHA: " + std::string(r->str, r->len));
-            return r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[0]->type == REDIS_REPLY_INTEGER
-                && r->element[0]->integer == 1;
+            return r->type == REDIS_REPLY_ARRAY && r->elements == 2
+                && r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
         };
     };
 }
@@ -386,7 +397,8 @@ std::function<std::function<bool()>()> bucketClient(int port, const std::string&
 
 // One Tollgate client of the Redis home: a limiter over the Redis backend; each call is an
 // uncontended acquire (a try: the limits never run out) and its release.
-struct HomeClient {
+struct HomeClient
+{
     tollgate::SystemClock clock;
     tollgate::ProcessProbe probe;
     std::unique_ptr<tollgate::QuotaBackend> backend;
@@ -426,7 +438,8 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
     std::string lowerSha;
     {
         Context ctx = connect(port);
-        Reply load(static_cast<redisReply*>(redisCommand(ctx.get(), "SCRIPT LOAD %s", LOWER_BOUND_ADMISSION)));
+        Reply load(
+            static_cast<redisReply*>(redisCommand(ctx.get(), "SCRIPT LOAD %s", LOWER_BOUND_ADMISSION)));
         if (!load || load->type != REDIS_REPLY_STRING)
             throw std::runtime_error("SCRIPT LOAD of the lower-bound admission failed");
         lowerSha.assign(load->str, load->len);
@@ -458,18 +471,20 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
     f.redisHomeCommandsPerAcquire = perAcquire;
 
     for (int clients : { 1, 2, 4, 8 }) {
-        std::fprintf(stderr, "bench: 6d/6e. %d client(s), %d ms each: bucket, then home\n", clients, c.durationMs);
+        std::fprintf(
+            stderr, "bench: 6d/6e. %d client(s), %d ms each: bucket, then home\n", clients, c.durationMs);
         auto bucketRun = aggregate(clients, c.durationMs, bucketClient(port, sha));
         auto homeRun = aggregate(clients, c.durationMs, [&]() -> std::function<bool()> {
             auto client = std::make_shared<HomeClient>(url);
             return [client] { return client->acquire(); };
         });
-        Row b { "6d", "Redis " + version + " bare Lua token bucket, " + std::to_string(clients) + " client process(es)",
+        Row b { "6d",
+            "Redis " + version + " bare Lua token bucket, " + std::to_string(clients) + " client process(es)",
             {}, {}, {}, bucketRun.perSec, 0, fmtThousands(static_cast<double>(bucketRun.calls)) + " calls" };
         fillLatency(b, bucketRun.latency);
         rows.push_back(b);
-        Row h { "6e", "Tollgate Redis home acquire, " + std::to_string(clients) + " client process(es)", {}, {}, {},
-            homeRun.perSec, 0,
+        Row h { "6e", "Tollgate Redis home acquire, " + std::to_string(clients) + " client process(es)", {},
+            {}, {}, homeRun.perSec, 0,
             fmtNumber(homeRun.perSec / bucketRun.perSec, 2) + "× the bucket"
                 + (homeRun.failed ? "; " + std::to_string(homeRun.failed) + " refused" : std::string()) };
         fillLatency(h, homeRun.latency);
@@ -479,10 +494,13 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
             f.redisBucket8SameRun = bucketRun.perSec;
             std::fprintf(stderr, "bench: 6f. 8 clients, %d ms: the lower-bound admission\n", c.durationMs);
             auto lowerRun = aggregate(clients, c.durationMs, lowerBoundClient(port, lowerSha));
-            Row lb { "6f", "lower bound of an admission (pause, backoff, window, queue, fence, history; see redisbench.cpp), 8 client processes",
+            Row lb { "6f",
+                "lower bound of an admission (pause, backoff, window, queue, fence, history; see "
+                "redisbench.cpp), 8 client processes",
                 {}, {}, {}, lowerRun.perSec, 0,
                 fmtNumber(lowerRun.perSec / bucketRun.perSec, 2) + "× the bucket"
-                    + (lowerRun.failed ? "; " + std::to_string(lowerRun.failed) + " refused" : std::string()) };
+                    + (lowerRun.failed ? "; " + std::to_string(lowerRun.failed) + " refused"
+                                       : std::string()) };
             fillLatency(lb, lowerRun.latency);
             rows.push_back(lb);
             f.redisLowerBound8PerSec = lowerRun.perSec;
@@ -503,15 +521,24 @@ void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
     }
     std::fprintf(stderr, "bench: 6. Redis token bucket (EVALSHA) on a private %s\n", exe.c_str());
     TempDir dir("tollgate-bench-redis");
-    struct sigaction sa {};
-    struct sigaction oldInt {};
-    struct sigaction oldTerm {};
-    struct sigaction oldHup {};
+    struct sigaction sa
+    {
+    };
+    struct sigaction oldInt
+    {
+    };
+    struct sigaction oldTerm
+    {
+    };
+    struct sigaction oldHup
+    {
+    };
     sa.sa_handler = onSignal;
     ::sigaction(SIGINT, &sa, &oldInt);
     ::sigaction(SIGTERM, &sa, &oldTerm);
     ::sigaction(SIGHUP, &sa, &oldHup);
-    struct RestoreSignals {
+    struct RestoreSignals
+    {
         struct sigaction *i, *t, *h;
         ~RestoreSignals()
         {
@@ -556,7 +583,8 @@ void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
             }
         }
         const Summary s = summarize(std::move(samples));
-        Row r { "6a", "Redis " + version + " Lua token bucket, EVALSHA, 1 client", {}, {}, {}, 1e6 / s.meanUs, 0,
+        Row r { "6a", "Redis " + version + " Lua token bucket, EVALSHA, 1 client", {}, {}, {}, 1e6 / s.meanUs,
+            0,
             "hiredis, loopback, own redis-server (no persistence)"
                 + (denied ? "; " + std::to_string(denied) + " denied" : std::string()) };
         fillLatency(r, s);
@@ -565,9 +593,10 @@ void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
 
     std::fprintf(stderr, "bench: 6b. 8 clients, %d ms\n", c.durationMs);
     const Aggregate eight = aggregate(8, c.durationMs, bucketClient(port, sha));
-    Row r { "6b", "Redis " + version + " Lua token bucket, EVALSHA, 8 client processes", {}, {}, {}, eight.perSec, 0,
-        fmtThousands(static_cast<double>(eight.calls)) + " granted in " + fmtNumber(eight.wallS, 2) + " s wall"
-            + (eight.failed ? ", " + std::to_string(eight.failed) + " denied" : std::string())
+    Row r { "6b", "Redis " + version + " Lua token bucket, EVALSHA, 8 client processes", {}, {}, {},
+        eight.perSec, 0,
+        fmtThousands(static_cast<double>(eight.calls)) + " granted in " + fmtNumber(eight.wallS, 2)
+            + " s wall" + (eight.failed ? ", " + std::to_string(eight.failed) + " denied" : std::string())
             + "; per-call latency p99.9 " + fmtNumber(eight.latency.p999Us / 1000.0, 1) + " ms, max "
             + fmtNumber(eight.latency.maxUs / 1000.0, 1) + " ms" };
     fillLatency(r, eight.latency);
@@ -586,8 +615,9 @@ namespace bench {
 
 void benchRedis(const Config&, std::vector<Row>&, Figures& f)
 {
-    f.redisSkipped = "hiredis was not found when this bench was built (Debian package libhiredis-dev) — rows 6a/6b "
-                     "not measured";
+    f.redisSkipped
+        = "hiredis was not found when this bench was built (Debian package libhiredis-dev) — rows 6a/6b "
+          "not measured";
     std::fprintf(stderr, "bench: 6. SKIPPED: %s\n", f.redisSkipped.c_str());
 }
 

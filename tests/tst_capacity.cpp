@@ -1,10 +1,10 @@
 // Capacity: "can my next call go now?" from a known state at a fixed clock, and agreement
 // with what QuotaLimiter::acquire decides on a real FileQuotaStore.
 
+#include "backend/quotalimiter.h"
 #include "base/manualclock.h"
 #include "quota/capacity.h"
 #include "quota/limitmismatch.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 
 #include <QTemporaryDir>
@@ -277,7 +277,8 @@ void TestCapacity::providerLimitsThatDifferAreNoticed()
     auto c = at(T0);
     QCOMPARE(c.reportedRequests, std::int64_t(40));
     QCOMPARE(c.reportedAtMs, T0 - 5000);
-    QCOMPARE(c.limitNotices, std::vector<std::string> { "provider reports 40 requests/min; Tollgate is set to 60" });
+    QCOMPARE(c.limitNotices,
+        std::vector<std::string> { "provider reports 40 requests/min; Tollgate is set to 60" });
     QCOMPARE(c.level, CapacityLevel::Ok);
     m_limits.tokens.reset();
     m_limits.windowMs = 90500;

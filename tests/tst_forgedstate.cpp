@@ -2,9 +2,9 @@
 // hand-edited state.bin; anyone who may write the home may write it) and values from the
 // library API without bounds. Through a real FileQuotaStore, with an injected clock.
 
+#include "backend/quotalimiter.h"
 #include "base/manualclock.h"
 #include "history/historyreader.h"
-#include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
 #include "store/filequotastore.h"
 

@@ -1,10 +1,10 @@
 // Hostile files and environments: each gives a clear error naming the file, never a crash,
 // never a silent rewrite, and nothing is lost.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "history/historyreader.h"
 #include "lock/lockfile.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 
 #include <QDir>

@@ -5,14 +5,14 @@
 // global data): a store that breaks the contract, or a limiter that relies on one store's habits, fails here.
 // Time is a ManualClock; every acquire is a try (deadline = now), so nothing sleeps.
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/manualclock.h"
 #include "helpers/redisserver.h"
 #include "quota/capacity.h"
 #include "quota/limitmismatch.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 #include "store/memoryquotastore.h"
-#include "store/storefactory.h"
 #include "testsupport.h"
 
 #include <QTemporaryDir>

@@ -2,9 +2,9 @@
 // outside Tollgate (the workers' own logs, the commands' own timestamps) and, where it adds
 // precision, also from Tollgate's history.
 
+#include "backend/storefactory.h"
 #include "helpers/redisserver.h"
 #include "history/historyreader.h"
-#include "store/storefactory.h"
 #include "testsupport.h"
 
 #include <QDateTime>
@@ -523,7 +523,8 @@ void TestQuotaProcesses::killedOrInterruptedWaiterLeavesNoGhost()
     QCOMPARE(waitingCount(QStringLiteral("api")), 0);
     bool cancelledRecorded = false;
     for (const auto& e : history())
-        cancelledRecorded = cancelledRecorded || (e.type == tollgate::EventType::GaveUp && e.caller == "interrupted");
+        cancelledRecorded
+            = cancelledRecorded || (e.type == tollgate::EventType::GaveUp && e.caller == "interrupted");
     QVERIFY(cancelledRecorded);
 }
 

@@ -1,11 +1,11 @@
 // The shared quota's files in one process: formats, crash and corruption handling, modes,
 // limits that survive, the history and its incremental reader.
 
+#include "backend/quotalimiter.h"
 #include "base/crc32.h"
 #include "base/manualclock.h"
 #include "history/historylog.h"
 #include "history/historyreader.h"
-#include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
 #include "store/doorbell.h"
 #include "store/filequotastore.h"

@@ -112,7 +112,7 @@ void TestRedisConnection::scriptsAreReloadedAfterTheServerForgetsThem()
 
 void TestRedisConnection::functionsAreLoadedOnceReloadedAndFallBackWhereRefused()
 {
-    // The shape of core/store/redisquota.lua: a library that registers FUNCTION_NAME when loaded
+    // The shape of core/backend/redisquota.lua: a library that registers FUNCTION_NAME when loaded
     // as functions, and runs itself when run by EVALSHA.
     const std::string library = R"(
 local function main(keys, args)

@@ -6,10 +6,10 @@
 // the same state (window usage per scope, slots, queue, backoff, pauses). The Redis script
 // re-implements QuotaPolicy in Lua; this is what keeps the two the same policy.
 
+#include "backend/quotabackend.h"
+#include "backend/storefactory.h"
 #include "base/manualclock.h"
 #include "helpers/redisserver.h"
-#include "quota/quotabackend.h"
-#include "store/storefactory.h"
 #include "testsupport.h"
 
 #include <QTemporaryDir>

@@ -1,7 +1,7 @@
 #include "changefeedwatcher.h"
 
+#include "backend/storefactory.h"
 #include "homewatcher.h"
-#include "store/storefactory.h"
 
 namespace tollgate::ui {
 

@@ -1,19 +1,19 @@
 #include "quotaobserver.h"
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/textsanitizer.h"
 #include "changefeedwatcher.h"
 #include "homewatcher.h"
 #include "lock/lockfile.h"
 #include "quota/holderstatus.h"
-#include "quota/quotalimiter.h"
 #include "quota/quotapolicy.h"
-#include "store/storefactory.h"
 
 #include <QDir>
-#include <QScopeGuard>
 #include <QFile>
 #include <QFileInfo>
 #include <QHash>
+#include <QScopeGuard>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -403,8 +403,8 @@ void QuotaObserver::readHome()
     DashboardSnapshot s;
     s.home = m_home;
     s.nowMs = msNow(m_clock);
-    const bool kept = readHomePart(
-        s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders }, m_isRedis ? &m_reader : nullptr);
+    const bool kept = readHomePart(s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders },
+        m_isRedis ? &m_reader : nullptr);
     if (!kept) // otherwise the same rows: keep the list itself, so comparing it costs nothing
         m_slotHolders = std::move(s.holders);
     s.holders = {};

@@ -1,8 +1,8 @@
 #include "console.h"
 
+#include "backend/quotabackend.h"
 #include "base/textsanitizer.h"
 #include "exitcodes.h"
-#include "quota/quotabackend.h"
 
 #include <cstdio>
 #include <iostream>

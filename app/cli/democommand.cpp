@@ -1,5 +1,7 @@
 #include "democommand.h"
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
 #include "childrunner.h"
 #include "clioptions.h"
@@ -7,8 +9,6 @@
 #include "demoprovider.h"
 #include "exitcodes.h"
 #include "lock/lockfile.h"
-#include "quota/quotalimiter.h"
-#include "store/storefactory.h"
 #include "system/homedir.h"
 
 #include <cerrno>

@@ -1,5 +1,7 @@
 #include "quotacommand.h"
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
 #include "childrunner.h"
 #include "clioptions.h"
@@ -7,12 +9,10 @@
 #include "exitcodes.h"
 #include "quota/capacity.h"
 #include "quota/holderstatus.h"
-#include "quota/quotalimiter.h"
 #include "quota/retryafter.h"
-#include "store/storefactory.h"
 #include "system/fd.h"
-#include "system/hostidentity.h"
 #include "system/homedir.h"
+#include "system/hostidentity.h"
 #include "watchcommand.h"
 
 #include <algorithm>
@@ -22,8 +22,8 @@
 #include <cstdio>
 #include <dirent.h>
 #include <fcntl.h>
-#include <nlohmann/json.hpp>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -211,8 +211,9 @@ struct Context
             std::string message = view->corruptReason;
             const bool redis = home.rfind("redis://", 0) == 0;
             if (!limitsCorrupt && redis)
-                message += " (the next command that changes the quota sets it aside in the home's 'corrupt' key"
-                           " and starts that provider from a conservative state)";
+                message
+                    += " (the next command that changes the quota sets it aside in the home's 'corrupt' key"
+                       " and starts that provider from a conservative state)";
             else if (!limitsCorrupt)
                 message += " (the next command that changes the quota sets it aside as " + view->corruptFile
                     + ".corrupt-TIME and starts from a conservative state)";
@@ -354,7 +355,8 @@ int cmdLimitsExport()
                 (void)out.set(name, l); // valid: read through the same checks
         }
     } else if (!only.empty()) {
-        return c.console.fail(Error::make(ErrorKind::Usage, "", "unknown provider '" + only + "': no limits set yet"));
+        return c.console.fail(
+            Error::make(ErrorKind::Usage, "", "unknown provider '" + only + "': no limits set yet"));
     }
     const std::string doc = out.toJson();
     if (g_options.common.json)
@@ -393,7 +395,8 @@ int cmdLimitsImport()
         return c.console.fail(Error::make(ErrorKind::Usage, shown, "more than 1 MiB: not a limits document"));
     auto incoming = QuotaLimits::fromJson(*text);
     if (!incoming)
-        return c.console.fail(Error::make(ErrorKind::Usage, shown, "not a limits document: " + incoming.error().message));
+        return c.console.fail(
+            Error::make(ErrorKind::Usage, shown, "not a limits document: " + incoming.error().message));
     if (incoming->providers().empty() && g_options.replace)
         return c.console.fail(Error::make(ErrorKind::Usage, shown,
             "names no provider: with --replace that would remove every limit (use limits remove)"));
@@ -578,8 +581,8 @@ int parseRequest(Context& c, AdmitRequest& request, double& timeoutSeconds)
     // A Redis home that does not answer fails the command within its --timeout: each
     // operation gets at most that long (but at least MIN_REDIS_OP, one round trip's room even
     // for a try, and at most the default).
-    const auto wanted = std::chrono::milliseconds(static_cast<std::int64_t>(
-        std::min(timeoutSeconds, 3600.0) * 1000.0));
+    const auto wanted
+        = std::chrono::milliseconds(static_cast<std::int64_t>(std::min(timeoutSeconds, 3600.0) * 1000.0));
     c.redisTimeout = std::clamp(wanted, MIN_REDIS_OP, RedisConnection::DEFAULT_TIMEOUT);
     return -1;
 }
@@ -778,7 +781,8 @@ int cmdRun()
     if (!permit)
         return reportRefusal(c, permit.error());
 
-    const int code = ChildRunner::start(keeper,
+    const int code = ChildRunner::start(
+        keeper,
         { { "TOLLGATE_PROVIDER", request.provider },
             { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
             { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit->fence()) },
@@ -851,7 +855,8 @@ int cmdReport(bool rateLimited)
         retryMs = delay->ms;
     }
     if (!rateLimited && o.tokensUsed && !o.fence)
-        return c.console.usage("--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
+        return c.console.usage(
+            "--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
     bool missing = false;
     if (int code = c.openUnlessMissing(missing); code >= 0)
         return code;
@@ -875,15 +880,18 @@ int cmdReport(bool rateLimited)
         j["fence"] = end.fence;
         j["released"] = *r;
         if (!*r)
-            return c.console.fail(Error::make(ErrorKind::Busy, "",
-                                      o.provider + ": no slot with fence " + std::to_string(end.fence)
-                                          + " (released or reclaimed already, or the admission took none: "
-                                            "acquire --slot takes one only when the provider has --parallel): "
-                                            "the success was recorded"
-                                          + (o.tokensUsed ? ", the tokens were not corrected" : "")),
+            return c.console.fail(
+                Error::make(ErrorKind::Busy, "",
+                    o.provider + ": no slot with fence " + std::to_string(end.fence)
+                        + " (released or reclaimed already, or the admission took none: "
+                          "acquire --slot takes one only when the provider has --parallel): "
+                          "the success was recorded"
+                        + (o.tokensUsed ? ", the tokens were not corrected" : "")),
                 EXIT_REFUSED);
-        c.console.say("recorded a success for " + o.provider + "; released slot fence " + std::to_string(end.fence)
-            + (o.tokensUsed ? "; the window counts " + std::to_string(*o.tokensUsed) + " tokens for it" : ""));
+        c.console.say("recorded a success for " + o.provider + "; released slot fence "
+            + std::to_string(end.fence)
+            + (o.tokensUsed ? "; the window counts " + std::to_string(*o.tokensUsed) + " tokens for it"
+                            : ""));
         c.console.emit(j);
         return EXIT_OK;
     }
@@ -957,7 +965,6 @@ int cmdSwitch(Switch which)
     return EXIT_OK;
 }
 
-
 // A slot's holder as status shows it: core's judgement (HolderStatus), in words.
 struct HolderView
 {
@@ -984,9 +991,10 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
             + (h.whyGone.empty() ? std::string(holderStateName(h.state)) : h.whyGone);
         return v;
     }
-    v.text = "pid " + std::to_string(s.pid) + " in " + (h.ns == HolderNamespace::Unknown ? "an unknown" : "another")
-        + " pid namespace, " + (h.whyGone.empty() ? "lease " + wholeSeconds(h.leaseLeftMs) + " left" : h.whyGone)
-        + ", " + held + (h.state == HolderState::Overdue ? ", overdue" : "");
+    v.text = "pid " + std::to_string(s.pid) + " in "
+        + (h.ns == HolderNamespace::Unknown ? "an unknown" : "another") + " pid namespace, "
+        + (h.whyGone.empty() ? "lease " + wholeSeconds(h.leaseLeftMs) + " left" : h.whyGone) + ", " + held
+        + (h.state == HolderState::Overdue ? ", overdue" : "");
     return v;
 }
 
@@ -1143,8 +1151,8 @@ int cmdStatus()
             c.console.say(ml_line.str());
         }
         for (const auto& notice : cap.limitNotices)
-            c.console.say("  NOTE " + notice + " (reported " + fmtSeconds(std::max<std::int64_t>(0, now - cap.reportedAtMs))
-                + " ago)");
+            c.console.say("  NOTE " + notice + " (reported "
+                + fmtSeconds(std::max<std::int64_t>(0, now - cap.reportedAtMs)) + " ago)");
         if (ps.paused)
             c.console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
         if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {
@@ -1154,7 +1162,8 @@ int cmdStatus()
             // the state does not tell the two apart.
             b += ps.consecutive429 > 0
                 ? " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)"
-                : std::string(" (from a 429 before the last success, or a hold: the provider said nothing is left)");
+                : std::string(
+                    " (from a 429 before the last success, or a hold: the provider said nothing is left)");
             c.console.say(b);
         } else if (ps.consecutive429) {
             c.console.say("  " + std::to_string(ps.consecutive429) + " consecutive 429(s), backoff over");
@@ -1368,8 +1377,8 @@ void QuotaCommand::addTo(CLI::App& app, CommandTable& table)
     CLI::App* acquire
         = command(&app, "acquire", "wait for the quota of PROVIDER; exit 0 when admitted", cmdAcquire);
     request(acquire);
-    CLI::Option* slot
-        = acquire->add_flag("--slot", o.slot, "also take a parallel slot, held until released or the caller dies");
+    CLI::Option* slot = acquire->add_flag(
+        "--slot", o.slot, "also take a parallel slot, held until released or the caller dies");
     // Only a slot has a holder: --pid alone would be taken and ignored.
     CliOptions::addInteger(acquire, "--pid", o.pid, 1, INT32_MAX,
         "the process that holds the slot (default: the one that ran tollgate)")

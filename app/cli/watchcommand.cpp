@@ -1,11 +1,11 @@
 #include "watchcommand.h"
 
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
 #include "quota/capacity.h"
-#include "store/storefactory.h"
 #include "system/fd.h"
 
 #include <algorithm>
@@ -417,14 +417,13 @@ struct Watched
     }
 };
 
-std::vector<Line> frame(const HomeSpec& spec, Watched& watched, double seconds, bool tty, Rates& rates,
-    const ProcessProbe& probe)
+std::vector<Line> frame(
+    const HomeSpec& spec, Watched& watched, double seconds, bool tty, Rates& rates, const ProcessProbe& probe)
 {
     std::unique_ptr<QuotaReader>& reader = watched.reader;
     const std::string home = spec.text();
     const SystemClock clock;
-    const std::int64_t now
-        = clock.unixMs();
+    const std::int64_t now = clock.unixMs();
     std::vector<Line> out;
     out.push_back({ "Tollgate status  " + Console::printable(home) + "  every " + secondsText(seconds) + "  "
             + clockText(now) + (tty ? "  (q quits)" : ""),
@@ -596,7 +595,8 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
 
         // Without a change feed (no home yet, or it cannot be watched) look at least every
         // NO_FEED_LOOK_MS, so a home that appears is shown without waiting a long interval.
-        const std::int64_t waitMs = watched.feed ? intervalMs : std::min<std::int64_t>(intervalMs, NO_FEED_LOOK_MS);
+        const std::int64_t waitMs
+            = watched.feed ? intervalMs : std::min<std::int64_t>(intervalMs, NO_FEED_LOOK_MS);
         auto deadline = drawnAt + std::chrono::milliseconds(waitMs);
         bool redraw = false;
         while (!redraw) {
@@ -606,7 +606,8 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
             if (left <= 0)
                 break;
             // Signals and keys first, the change feed last (it may be absent).
-            pollfd fds[3] = { { signals.readFd(), POLLIN, 0 }, { STDIN_FILENO, POLLIN, 0 }, { -1, POLLIN, 0 } };
+            pollfd fds[3]
+                = { { signals.readFd(), POLLIN, 0 }, { STDIN_FILENO, POLLIN, 0 }, { -1, POLLIN, 0 } };
             const int feedFd = watched.feed ? watched.feed->fd() : -1;
             fds[2].fd = feedFd; // poll ignores a negative descriptor
             if (!stdinOpen)

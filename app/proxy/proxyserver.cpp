@@ -1,5 +1,7 @@
 #include "proxy/proxyserver.h"
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
 #include "base/textsanitizer.h"
 #include "provider/answerkind.h"
@@ -11,9 +13,7 @@
 #include "proxy/peerprocess.h"
 #include "quota/capacity.h"
 #include "quota/limitmismatch.h"
-#include "quota/quotalimiter.h"
 #include "store/homespec.h"
-#include "store/storefactory.h"
 #include "system/fd.h"
 #include "system/pathpolicy.h"
 #include "system/processprobe.h"

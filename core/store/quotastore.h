@@ -2,7 +2,7 @@
 
 // QuotaStore: storage for a state this process can transform itself, behind a narrow
 // interface: the file store (FileQuotaStore) and the memory store (MemoryQuotaStore). The
-// quota's operations are QuotaBackend's (quota/quotabackend.h); LocalQuotaBackend runs each as
+// quota's operations are QuotaBackend's (backend/quotabackend.h); LocalQuotaBackend runs each as
 // one transaction here. A store whose state lives elsewhere (Redis) implements QuotaBackend
 // directly instead, with every operation atomic on the server. A store offers exactly three
 // things: transact(), a change mark with a wait for it to move (the doorbell), and the

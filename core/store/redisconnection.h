@@ -74,14 +74,14 @@ public:
     // The server's clock (TIME), in unix ms: the one clock every host's decisions use.
     [[nodiscard]] Result<std::int64_t> serverTimeMs();
     // Runs `script` (EVALSHA, loading it first when the server does not know it).
-    [[nodiscard]] Result<RedisReply> eval(
-        const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+    [[nodiscard]] Result<RedisReply> eval(const std::string& script, const std::vector<std::string>& keys,
+        const std::vector<std::string>& args);
 
     // Runs `library`, a script that registers FUNCTION_NAME when loaded as a function library
-    // and runs itself otherwise (see core/store/redisquota.lua): FCALL, loading the library
+    // and runs itself otherwise (see core/backend/redisquota.lua): FCALL, loading the library
     // first when the server does not have it; EVALSHA where functions are refused.
-    [[nodiscard]] Result<RedisReply> callFunction(
-        const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args);
+    [[nodiscard]] Result<RedisReply> callFunction(const std::string& library,
+        const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
     // Pub/sub: after subscribe() the connection only receives (no command() any more).
     // fd() becomes readable when a message may have arrived; takeMessages() counts the

@@ -7,9 +7,9 @@
 //   log line: <asked_us> <admitted_us> <released_us> <fence> <tokens> <caller>
 // (times: CLOCK_REALTIME microseconds, the same clock Tollgate stamps its history with).
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
-#include "quota/quotalimiter.h"
-#include "store/storefactory.h"
 
 #include <chrono>
 #include <cstdio>

@@ -3,6 +3,7 @@
 // others do shows up, and looking never writes.
 
 #include "actionresult.h"
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "callerusagemodel.h"
 #include "dashboardcontroller.h"
@@ -12,7 +13,6 @@
 #include "holdersmodel.h"
 #include "lock/lockfile.h"
 #include "providersmodel.h"
-#include "quota/quotalimiter.h"
 #include "ratelimitcallersmodel.h"
 #include "store/filequotastore.h"
 #include "testsupport.h"

@@ -1,9 +1,9 @@
 // The dashboard judges holders and lock files with the core's rules, not copies of them: a
 // slot held from another pid namespace, a forged lock timestamp.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "lock/lockinfo.h"
-#include "quota/quotalimiter.h"
 #include "quotaobserver.h"
 #include "store/filequotastore.h"
 #include "testsupport.h"

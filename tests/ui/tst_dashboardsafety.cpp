@@ -5,6 +5,7 @@
 // log keeps following new rows after a resize. Real homes, real lock files, and real holder
 // processes (`tollgate lock run ... -- sleep`) where liveness matters.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "dashboardcontroller.h"
 #include "eventsmodel.h"
@@ -14,7 +15,6 @@
 #include "lock/lockinfo.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 #include "testsupport.h"
 

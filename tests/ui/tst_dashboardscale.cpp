@@ -4,13 +4,13 @@
 // selection by key, and column widths come from a bounded sample. (Speed itself is measured
 // by bench/dashboardscale.sh, not here.)
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "cachingprobe.h"
 #include "holdersmodel.h"
 #include "homewatcher.h"
 #include "keyedtableview.h"
 #include "lock/lockfile.h"
-#include "quota/quotalimiter.h"
 #include "quotaobserver.h"
 #include "store/filequotastore.h"
 

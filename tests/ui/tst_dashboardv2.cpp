@@ -4,6 +4,7 @@
 // limiter where the window is involved; fixed clocks and hand-made states where figures are
 // asserted.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "capacitymodel.h"
 #include "capacitypanel.h"
@@ -15,7 +16,6 @@
 #include "keyedtableview.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
-#include "quota/quotalimiter.h"
 #include "quota/quotapolicy.h"
 #include "ratelimitchart.h"
 #include "store/filequotastore.h"

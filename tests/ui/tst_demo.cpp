@@ -2,9 +2,9 @@
 // real protocol, the simulated provider's lower quota makes real 429s happen, and Ctrl-C
 // (SIGINT) stops every caller cleanly, with every slot given back.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "history/historyreader.h"
-#include "quota/quotalimiter.h"
 #include "store/filequotastore.h"
 
 #include <QProcess>

@@ -2,13 +2,13 @@
 // live, and corrupt states; actions triggered from the window; storm alerts as a banner when
 // there is no tray; settings that persist.
 
+#include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "dashboardcontroller.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
-#include "quota/quotalimiter.h"
 #include "ratelimitchart.h"
 #include "store/filequotastore.h"
 #include "traycontroller.h"

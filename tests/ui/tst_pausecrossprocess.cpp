@@ -4,12 +4,12 @@
 // directory home and on a Redis home (where the window hears of the waiter through pub/sub,
 // and the waiter of the resume through its ring subscription).
 
+#include "backend/quotalimiter.h"
+#include "backend/storefactory.h"
 #include "base/systemclock.h"
 #include "dashboardcontroller.h"
-#include "mainwindow.h"
-#include "quota/quotalimiter.h"
 #include "helpers/redisserver.h"
-#include "store/storefactory.h"
+#include "mainwindow.h"
 
 #include <QAction>
 #include <QProcess>

@@ -17,15 +17,14 @@
 //   fallback, and they look again at least every MAX_SLEEP (which also renews their lease).
 // - Time: the server's TIME; a test may pass a clock whose time is sent with every call.
 
+#include "backend/quotabackend.h"
 #include "base/clock.h"
-#include "quota/quotabackend.h"
 #include "store/homespec.h"
 #include "store/redisconnection.h"
 #include "system/processprobe.h"
 
-#include <nlohmann/json_fwd.hpp>
-
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 
 namespace tollgate {
 
@@ -50,21 +49,22 @@ public:
     ~RedisQuotaBackend() override;
 
     [[nodiscard]] Result<AdmitOutcome> admit(const AdmitStep& step) override;
-    [[nodiscard]] Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why) override;
+    [[nodiscard]] Result<void> leaveQueue(
+        const AdmitStep& step, bool gaveUp, const std::string& why) override;
     [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
         std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) override;
     [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller) override;
     using QuotaBackend::limits;
     // Each operation has its own deadline (the connection's): `wait` is not needed.
     [[nodiscard]] Result<QuotaLimits> limits(const StoreWait& wait) override;
-    [[nodiscard]] Result<bool> setLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
-        const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
-        const std::string& description) override;
+    [[nodiscard]] Result<bool> setLimits(const std::string& provider,
+        const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
+        std::optional<ProviderLimits>* found, const std::string& description) override;
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<std::vector<std::string>> importLimits(
         const QuotaLimits& incoming, bool replace, const std::string& who) override;
-    [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored, const std::string& why,
-        const std::string& who) override;
+    [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored,
+        const std::string& why, const std::string& who) override;
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<void> holdUntil(
@@ -77,7 +77,8 @@ public:
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who) override;
     [[nodiscard]] Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who) override;
-    [[nodiscard]] Result<bool> renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs) override;
+    [[nodiscard]] Result<bool> renewSlot(
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs) override;
     [[nodiscard]] Result<LimiterSnapshot> snapshot() override;
     [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events) override;
 
@@ -105,7 +106,8 @@ private:
     [[nodiscard]] Result<std::string> send(const std::string& op, const std::string& args);
     [[nodiscard]] std::int64_t clientNowMs() const;
     [[nodiscard]] Result<void> abandonUncertain();
-    [[nodiscard]] Error unknownProvider(const std::string& provider, const std::vector<std::string>& known) const;
+    [[nodiscard]] Error unknownProvider(
+        const std::string& provider, const std::vector<std::string>& known) const;
 
     RedisAddress m_address;
     std::vector<std::string> m_keys; // keys(m_address), made once

@@ -1,6 +1,6 @@
-#include "store/redisquotareader.h"
+#include "backend/redisquotareader.h"
 
-#include "store/redisquotabackend.h"
+#include "backend/redisquotabackend.h"
 #include "store/redisstatecodec.h"
 #include "system/hostidentity.h"
 #include "system/processprobe.h"
@@ -47,12 +47,13 @@ public:
         }
         std::int64_t read = 0;
         for (;;) {
-            auto r = m_connection->command(
-                { "XRANGE", m_key, m_last.empty() ? "-" : "(" + m_last, "+", "COUNT", std::to_string(BATCH) });
+            auto r = m_connection->command({ "XRANGE", m_key, m_last.empty() ? "-" : "(" + m_last, "+",
+                "COUNT", std::to_string(BATCH) });
             if (!r)
                 return r.error();
             if (r->type != RedisReply::Type::Array)
-                return Error::make(ErrorKind::Io, m_address.url(), "Redis refused to read the history: " + r->text);
+                return Error::make(
+                    ErrorKind::Io, m_address.url(), "Redis refused to read the history: " + r->text);
             for (const auto& entry : r->elements) {
                 if (entry.type != RedisReply::Type::Array || entry.elements.size() != 2)
                     continue;
@@ -146,7 +147,8 @@ Result<QuotaView> RedisQuotaReader::snapshot()
     if (!s)
         return s.error();
     if (!s->homeExists && s->limits.providers().empty() && !s->state && s->corruptKey.empty())
-        return Error::make(ErrorKind::NotFound, m_address.url(), "no Tollgate home here yet (nothing has run here)");
+        return Error::make(
+            ErrorKind::NotFound, m_address.url(), "no Tollgate home here yet (nothing has run here)");
     QuotaView view;
     view.limits = std::move(s->limits);
     view.state = std::move(s->state);

@@ -1,9 +1,9 @@
-#include "store/storefactory.h"
+#include "backend/storefactory.h"
 
-#include "quota/localquotabackend.h"
+#include "backend/localquotabackend.h"
+#include "backend/redisquotabackend.h"
+#include "backend/redisquotareader.h"
 #include "store/filequotastore.h"
-#include "store/redisquotabackend.h"
-#include "store/redisquotareader.h"
 #include "system/homedir.h"
 
 #include <cerrno>
@@ -41,7 +41,8 @@ Result<std::unique_ptr<QuotaReader>> StoreFactory::openReader(
     {
     };
     if (::lstat(home.dir().c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
-        return Error::make(ErrorKind::NotFound, home.dir(), "no Tollgate home here yet (nothing has run here)");
+        return Error::make(
+            ErrorKind::NotFound, home.dir(), "no Tollgate home here yet (nothing has run here)");
     if (auto ok = HomeDir::check(home.dir()); !ok)
         return ok.error();
     return std::unique_ptr<QuotaReader>(std::make_unique<FileQuotaReader>(home.dir(), options));
@@ -59,7 +60,8 @@ Result<std::unique_ptr<QuotaBackend>> StoreFactory::openBackend(const HomeSpec& 
     auto store = openStore(home, clock);
     if (!store)
         return store.error();
-    return std::unique_ptr<QuotaBackend>(std::make_unique<LocalQuotaBackend>(std::move(store).value(), clock, probe));
+    return std::unique_ptr<QuotaBackend>(
+        std::make_unique<LocalQuotaBackend>(std::move(store).value(), clock, probe));
 }
 
 Result<std::unique_ptr<QuotaBackend>> StoreFactory::openBackend(

@@ -1,6 +1,6 @@
-#include "quota/permit.h"
+#include "backend/permit.h"
 
-#include "quota/quotalimiter.h"
+#include "backend/quotalimiter.h"
 
 namespace tollgate {
 

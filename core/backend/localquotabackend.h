@@ -7,8 +7,8 @@
 // its inputs, writes the transaction and plain outputs it overwrites, nothing else.
 // Time is the injected clock; liveness is the injected process probe.
 
+#include "backend/quotabackend.h"
 #include "base/clock.h"
-#include "quota/quotabackend.h"
 #include "store/quotastore.h"
 #include "system/processprobe.h"
 
@@ -35,20 +35,21 @@ public:
     }
 
     [[nodiscard]] Result<AdmitOutcome> admit(const AdmitStep& step) override;
-    [[nodiscard]] Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why) override;
+    [[nodiscard]] Result<void> leaveQueue(
+        const AdmitStep& step, bool gaveUp, const std::string& why) override;
     [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
         std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) override;
     [[nodiscard]] Result<void> reportSuccess(const std::string& provider, const std::string& caller) override;
     using QuotaBackend::limits;
     [[nodiscard]] Result<QuotaLimits> limits(const StoreWait& wait) override;
-    [[nodiscard]] Result<bool> setLimits(const std::string& provider, const std::optional<ProviderLimits>* expected,
-        const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
-        const std::string& description) override;
+    [[nodiscard]] Result<bool> setLimits(const std::string& provider,
+        const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
+        std::optional<ProviderLimits>* found, const std::string& description) override;
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<std::vector<std::string>> importLimits(
         const QuotaLimits& incoming, bool replace, const std::string& who) override;
-    [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored, const std::string& why,
-        const std::string& who) override;
+    [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored,
+        const std::string& why, const std::string& who) override;
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<void> holdUntil(
@@ -61,7 +62,8 @@ public:
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who) override;
     [[nodiscard]] Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who) override;
-    [[nodiscard]] Result<bool> renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs) override;
+    [[nodiscard]] Result<bool> renewSlot(
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs) override;
     [[nodiscard]] Result<LimiterSnapshot> snapshot() override;
     [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events) override;
 

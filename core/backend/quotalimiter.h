@@ -10,11 +10,11 @@
 // keeps its ticket across wake-ups, and leaves the queue when admitted, when it gives up
 // (deadline, cancel), or — if it dies — when a later transaction finds its pid gone.
 
+#include "backend/localquotabackend.h"
+#include "backend/permit.h"
+#include "backend/quotabackend.h"
 #include "base/clock.h"
-#include "quota/permit.h"
 #include "quota/quotalimits.h"
-#include "quota/localquotabackend.h"
-#include "quota/quotabackend.h"
 #include "quota/quotapolicy.h"
 #include "store/quotastore.h"
 #include "system/processprobe.h"
@@ -78,10 +78,11 @@ public:
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who);
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who);
     // See QuotaBackend::holdUntil (`reason` is sanitised here).
-    [[nodiscard]] Result<void> holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason);
+    [[nodiscard]] Result<void> holdUntil(
+        const std::string& provider, std::int64_t untilMs, const std::string& reason);
     // See QuotaBackend::noteReportedLimits (the proxy, from the answer's rate-limit headers).
-    [[nodiscard]] Result<bool> noteReportedLimits(
-        const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller);
+    [[nodiscard]] Result<bool> noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
+        std::int64_t tokensPerMin, const std::string& caller);
     // See QuotaBackend::correctTokens (the proxy, with the answer's real usage).
     [[nodiscard]] Result<void> correctTokens(const std::string& provider, const std::string& model,
         std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used);

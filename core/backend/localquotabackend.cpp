@@ -1,4 +1,4 @@
-#include "quota/localquotabackend.h"
+#include "backend/localquotabackend.h"
 
 #include "quota/limitmismatch.h"
 
@@ -365,7 +365,8 @@ Result<void> LocalQuotaBackend::resetBackoff(const std::string& provider, const 
     });
 }
 
-Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
+Result<void> LocalQuotaBackend::holdUntil(
+    const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
     return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, provider);
@@ -373,7 +374,8 @@ Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int6
             return l.error();
         const std::int64_t now = nowMs();
         ProviderState& p = tx.state.ensureProvider(provider);
-        const std::int64_t latest = now > INT64_MAX - QuotaPolicy::MAX_STOP_MS ? INT64_MAX : now + QuotaPolicy::MAX_STOP_MS;
+        const std::int64_t latest
+            = now > INT64_MAX - QuotaPolicy::MAX_STOP_MS ? INT64_MAX : now + QuotaPolicy::MAX_STOP_MS;
         const std::int64_t until = std::min(untilMs, latest);
         if (until <= QuotaPolicy::backoffUntil(p, now))
             return {};
@@ -386,8 +388,8 @@ Result<void> LocalQuotaBackend::holdUntil(const std::string& provider, std::int6
     });
 }
 
-Result<bool> LocalQuotaBackend::noteReportedLimits(
-    const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
+    std::int64_t tokensPerMin, const std::string& caller)
 {
     bool written = false;
     auto done = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
@@ -591,7 +593,8 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
     return found;
 }
 
-Result<bool> LocalQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+Result<bool> LocalQuotaBackend::renewSlot(
+    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {

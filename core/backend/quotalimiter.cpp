@@ -1,4 +1,4 @@
-#include "quota/quotalimiter.h"
+#include "backend/quotalimiter.h"
 
 #include "base/textsanitizer.h"
 
@@ -60,7 +60,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         m_selfPid = self;
         m_selfStartTicks = m_probe->startTicks(self).value_or(0);
     }
-    request.startTicks = request.pid == self ? m_selfStartTicks : m_probe->startTicks(request.pid).value_or(0);
+    request.startTicks
+        = request.pid == self ? m_selfStartTicks : m_probe->startTicks(request.pid).value_or(0);
     request.waiterStartTicks = m_selfStartTicks;
     const std::int64_t deadlineMs
         = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count();
@@ -125,7 +126,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             step.storeWait = StoreWait {};
             if (step.ticket != 0) // a refused try was never queued: nothing to undo or record
                 (void)m_backend->leaveQueue(step, true,
-                    std::string(waitReasonName(decision.reason)) + (cancelled ? " (cancelled)" : " (deadline)"));
+                    std::string(waitReasonName(decision.reason))
+                        + (cancelled ? " (cancelled)" : " (deadline)"));
             return Error::make(ErrorKind::Timeout, "",
                 std::string(cancelled ? "cancelled" : "timed out") + " waiting for provider '" + r.provider
                     + "': " + waitReasonName(decision.reason));
@@ -166,9 +168,9 @@ Result<void> QuotaLimiter::setLimits(
     return {};
 }
 
-Result<bool> QuotaLimiter::setLimitsIf(const std::string& provider, const std::optional<ProviderLimits>& expected,
-    const ProviderLimits& limits, const std::string& who, std::optional<ProviderLimits>* found,
-    const std::string& what)
+Result<bool> QuotaLimiter::setLimitsIf(const std::string& provider,
+    const std::optional<ProviderLimits>& expected, const ProviderLimits& limits, const std::string& who,
+    std::optional<ProviderLimits>* found, const std::string& what)
 {
     return m_backend->setLimits(provider, &expected, limits, who, found, what);
 }
@@ -184,7 +186,8 @@ Result<std::vector<std::string>> QuotaLimiter::importLimits(
     return m_backend->importLimits(incoming, replace, who);
 }
 
-Result<void> QuotaLimiter::pause(const std::string& provider, const std::string& reason, const std::string& who)
+Result<void> QuotaLimiter::pause(
+    const std::string& provider, const std::string& reason, const std::string& who)
 {
     std::string why = TextSanitizer::clean(reason, 200);
     // Blank is no reason: the history then says "by WHO", not " (by WHO)".
@@ -200,13 +203,14 @@ Result<void> QuotaLimiter::resume(const std::string& provider, const std::string
     return m_backend->resume(provider, who);
 }
 
-Result<void> QuotaLimiter::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
+Result<void> QuotaLimiter::holdUntil(
+    const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
     return m_backend->holdUntil(provider, untilMs, TextSanitizer::clean(reason, 256));
 }
 
-Result<bool> QuotaLimiter::noteReportedLimits(
-    const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
+    std::int64_t tokensPerMin, const std::string& caller)
 {
     return m_backend->noteReportedLimits(provider, requestsPerMin, tokensPerMin, sanitizeCaller(caller));
 }
@@ -233,7 +237,8 @@ Result<bool> QuotaLimiter::finishAdmission(AdmissionEnd end)
     return m_backend->finishAdmission(end);
 }
 
-Result<bool> QuotaLimiter::releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who)
+Result<bool> QuotaLimiter::releaseSlot(
+    const std::string& provider, std::uint64_t fence, const std::string& who)
 {
     return m_backend->releaseSlot(provider, fence, who);
 }

@@ -1,4 +1,4 @@
--- Tollgate's shared quota on Redis: every operation of QuotaBackend (core/quota/quotabackend.h)
+-- Tollgate's shared quota on Redis: every operation of QuotaBackend (core/backend/quotabackend.h)
 -- is one call of this code, run atomically on the server in one round trip: FCALL of it loaded
 -- as a function library (RedisConnection::callFunction), or EVALSHA where functions are refused. It mirrors
 -- QuotaPolicy and RollingWindow (core/quota/*.cpp) rule by rule, with the same constants;

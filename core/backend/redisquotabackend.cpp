@@ -1,4 +1,4 @@
-#include "store/redisquotabackend.h"
+#include "backend/redisquotabackend.h"
 
 #include "quota/limitmismatch.h"
 #include "store/redisstatecodec.h"
@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-
 #include <poll.h>
 #include <random>
 
@@ -84,8 +83,8 @@ std::string RedisQuotaBackend::channelPrefix(const RedisAddress& address)
     return RedisConnection::key(address, "");
 }
 
-RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection connection, const ProcessProbe& probe,
-    const Clock* testClock, std::string host, std::chrono::milliseconds timeout)
+RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection connection,
+    const ProcessProbe& probe, const Clock* testClock, std::string host, std::chrono::milliseconds timeout)
     : m_address(std::move(address))
     , m_keys(keys(m_address))
     , m_channelPrefix(channelPrefix(m_address))
@@ -130,8 +129,8 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
         return connection.error();
     // Opening the write side makes the home (as a directory home is created): readers then
     // see an empty home, not "nothing has run here".
-    auto marked = connection->command({ "SET", RedisConnection::key(address, "home"),
-        "{\"format\":1}", "NX" });
+    auto marked
+        = connection->command({ "SET", RedisConnection::key(address, "home"), "{\"format\":1}", "NX" });
     if (!marked)
         return marked.error();
     if (marked->type == RedisReply::Type::Error)
@@ -150,9 +149,11 @@ Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::st
 {
     // Only an admission attempt is bounded by the caller's own --timeout: what follows one
     // (a release, a report, leaving the queue, giving back a lost reply) must not be lost to it.
-    m_connection.setTimeout(op == "admit" ? m_timeout : std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
+    m_connection.setTimeout(
+        op == "admit" ? m_timeout : std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
-    auto r = m_connection.callFunction(REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
+    auto r = m_connection.callFunction(
+        REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
     if (!r) {
         Error e = r.error();
         if (e.kind == ErrorKind::Timeout) // not a refusal of the quota: the store is unreachable
@@ -162,7 +163,8 @@ Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::st
     if (r->type == RedisReply::Type::Error)
         return Error::make(ErrorKind::Io, m_address.url(), "Redis refused the operation: " + r->text);
     if (r->type != RedisReply::Type::String)
-        return Error::make(ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
+        return Error::make(
+            ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
     return std::move(r->text);
 }
 
@@ -177,7 +179,8 @@ Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& a
         return text.error();
     json j = json::from_msgpack(text->begin(), text->end(), true, false);
     if (!j.is_object())
-        return Error::make(ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
+        return Error::make(
+            ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
     if (auto err = j.find("err"); err != j.end()) {
         const std::string kind = textOf(*err);
         const std::string message = textOf(j.value("msg", json()));
@@ -192,7 +195,8 @@ Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& a
     return j;
 }
 
-Error RedisQuotaBackend::unknownProvider(const std::string& provider, const std::vector<std::string>& known) const
+Error RedisQuotaBackend::unknownProvider(
+    const std::string& provider, const std::vector<std::string>& known) const
 {
     std::string list;
     for (const auto& k : known)
@@ -200,8 +204,10 @@ Error RedisQuotaBackend::unknownProvider(const std::string& provider, const std:
     if (list.empty())
         return Error::make(ErrorKind::Usage, "",
             "unknown provider '" + provider + "': the Redis home " + m_address.url()
-                + " has no limits — it is new, or Redis lost its data (a restart without persistence, a flush, "
-                  "an eviction); set them with: tollgate limits set PROVIDER --requests N --window SECONDS, or "
+                + " has no limits — it is new, or Redis lost its data (a restart without persistence, a "
+                  "flush, "
+                  "an eviction); set them with: tollgate limits set PROVIDER --requests N --window SECONDS, "
+                  "or "
                   "restore an export with: tollgate limits import FILE");
     return Error::make(ErrorKind::Usage, "",
         "unknown provider '" + provider + "'; known providers: " + list
@@ -224,8 +230,9 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
     const AdmitRequest& r = step.request;
     json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
         { "tokens", r.tokens }, { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid },
-        { "deadline", r.deadlineMs }, { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
-        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNowMs() - step.startMs },
+        { "deadline", r.deadlineMs }, { "st", r.startTicks }, { "wst", r.waiterStartTicks },
+        { "lease", r.leaseMs }, { "ticket", step.ticket }, { "enqueue", step.enqueue },
+        { "waited", clientNowMs() - step.startMs },
         { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
     std::vector<std::uint64_t> deadF;
     std::vector<std::uint64_t> deadT;
@@ -235,7 +242,8 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
         a["deadF"] = deadF;
         a["deadT"] = deadT;
         // The acquire's id, kept with the slot or queue place it takes (any of its calls).
-        const std::uint64_t rid = step.requestId != 0 ? step.requestId : (m_nextRequestId++ & ((std::uint64_t(1) << 53) - 1));
+        const std::uint64_t rid
+            = step.requestId != 0 ? step.requestId : (m_nextRequestId++ & ((std::uint64_t(1) << 53) - 1));
         a["rid"] = rid;
         auto reply = call("admit", packed(a));
         if (!reply) {
@@ -284,7 +292,8 @@ Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
     if (!reply) {
         // The queue place stays unless given back later (its holder is alive: no one else
         // would take it away before its deadline).
-        if (reply.error().path == m_address.url() && reply.error().kind == ErrorKind::Io && step.requestId != 0)
+        if (reply.error().path == m_address.url() && reply.error().kind == ErrorKind::Io
+            && step.requestId != 0)
             m_uncertain.emplace_back(r.provider, step.requestId);
         return reply.error();
     }
@@ -398,7 +407,8 @@ Result<void> RedisQuotaBackend::pause(
 
 Result<void> RedisQuotaBackend::resume(const std::string& provider, const std::string& who)
 {
-    auto reply = call("resume", packed(json { { "provider", provider }, { "reason", who.empty() ? "" : "by " + who } }));
+    auto reply = call(
+        "resume", packed(json { { "provider", provider }, { "reason", who.empty() ? "" : "by " + who } }));
     if (!reply)
         return reply.error();
     return {};
@@ -406,16 +416,18 @@ Result<void> RedisQuotaBackend::resume(const std::string& provider, const std::s
 
 Result<void> RedisQuotaBackend::resetBackoff(const std::string& provider, const std::string& who)
 {
-    auto reply
-        = call("resetBackoff", packed(json { { "provider", provider }, { "reason", who.empty() ? "" : "by " + who } }));
+    auto reply = call("resetBackoff",
+        packed(json { { "provider", provider }, { "reason", who.empty() ? "" : "by " + who } }));
     if (!reply)
         return reply.error();
     return {};
 }
 
-Result<void> RedisQuotaBackend::holdUntil(const std::string& provider, std::int64_t untilMs, const std::string& reason)
+Result<void> RedisQuotaBackend::holdUntil(
+    const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
-    auto reply = call("hold", packed(json { { "provider", provider }, { "until", untilMs }, { "reason", reason } }));
+    auto reply
+        = call("hold", packed(json { { "provider", provider }, { "until", untilMs }, { "reason", reason } }));
     if (!reply)
         return reply.error();
     return {};
@@ -443,25 +455,30 @@ Result<int> RedisQuotaBackend::releaseStale(bool overdue, const std::string& who
     std::vector<std::uint64_t> deadT;
     for (const auto& p : snap->state.providers) {
         for (const auto& s : p.slots) {
-            if (s.host == m_host && s.pid > 0 && m_probe->holderLiveness(s.pid, s.startTicks) == Liveness::Dead)
+            if (s.host == m_host && s.pid > 0
+                && m_probe->holderLiveness(s.pid, s.startTicks) == Liveness::Dead)
                 deadF.push_back(s.fence);
         }
         for (const auto& w : p.queue) {
-            if (w.host == m_host && w.pid > 0 && m_probe->holderLiveness(w.pid, w.startTicks) == Liveness::Dead)
+            if (w.host == m_host && w.pid > 0
+                && m_probe->holderLiveness(w.pid, w.startTicks) == Liveness::Dead)
                 deadT.push_back(w.ticket);
         }
     }
-    auto reply = call("releaseStale", packed(json { { "host", m_host }, { "overdue", overdue }, { "who", who },
-                                          { "deadF", deadF }, { "deadT", deadT } }));
+    auto reply = call("releaseStale",
+        packed(json { { "host", m_host }, { "overdue", overdue }, { "who", who }, { "deadF", deadF },
+            { "deadT", deadT } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
     return static_cast<int>(intOf(j, "released"));
 }
 
-Result<bool> RedisQuotaBackend::releaseSlot(const std::string& provider, std::uint64_t fence, const std::string& who)
+Result<bool> RedisQuotaBackend::releaseSlot(
+    const std::string& provider, std::uint64_t fence, const std::string& who)
 {
-    auto reply = call("releaseSlot", packed(json { { "provider", provider }, { "fence", fence }, { "who", who } }));
+    auto reply
+        = call("releaseSlot", packed(json { { "provider", provider }, { "fence", fence }, { "who", who } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
@@ -473,7 +490,8 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
     auto reply = call("finishAdmission",
         packed(json { { "provider", end.provider }, { "fence", end.fence },
             { "used", end.usedTokens < 0 ? -1 : std::min(end.usedTokens, RollingWindow::MAX_BUCKET_COUNT) },
-            { "ok", end.success }, { "at", std::max<std::int64_t>(0, end.admittedAtMs) }, { "model", end.model },
+            { "ok", end.success }, { "at", std::max<std::int64_t>(0, end.admittedAtMs) },
+            { "model", end.model },
             { "estimated", std::clamp<std::int64_t>(end.estimated, 0, RollingWindow::MAX_BUCKET_COUNT) },
             { "caller", end.caller } }));
     if (!reply)
@@ -482,8 +500,8 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
     return boolOf(j, "found");
 }
 
-Result<bool> RedisQuotaBackend::noteReportedLimits(
-    const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+Result<bool> RedisQuotaBackend::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
+    std::int64_t tokensPerMin, const std::string& caller)
 {
     auto bound = [](std::int64_t v) { return v < 0 ? -1 : std::min(v, LimitMismatch::MAX_REPORTED); };
     auto reply = call("noteLimits",
@@ -495,10 +513,11 @@ Result<bool> RedisQuotaBackend::noteReportedLimits(
     return boolOf(j, "written");
 }
 
-Result<bool> RedisQuotaBackend::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+Result<bool> RedisQuotaBackend::renewSlot(
+    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
 {
-    auto reply
-        = call("renewSlot", packed(json { { "provider", provider }, { "fence", fence }, { "lease", leaseMs } }));
+    auto reply = call(
+        "renewSlot", packed(json { { "provider", provider }, { "fence", fence }, { "lease", leaseMs } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
