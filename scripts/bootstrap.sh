@@ -15,6 +15,8 @@ PACKAGES=(
     cmake ninja-build g++ pkg-config
     qt6-base-dev qt6-charts-dev qt6-qpa-plugins fonts-dejavu-core
     nlohmann-json3-dev libcli11-dev
+    # per-day limits that reset at a wall-clock time in a time zone: the date library and tzdata
+    libhowardhinnant-date-dev tzdata
     # Redis homes: the hiredis client, and a redis-server the tests start on a private port
     libhiredis-dev redis-server
     # OpenSSL: the SHA1 that names a Redis script (EVALSHA without a SCRIPT LOAD round trip)

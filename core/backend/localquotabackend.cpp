@@ -433,20 +433,17 @@ Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider, 
 namespace {
 
 // An admission at `at` counted `estimated` tokens and used `used`: the difference goes into
-// the window bucket of `at`, provider-wide and in the model's scope (RollingWindow::
-// adjustTokens). Returns the difference applied; 0: nothing changed (none, or `at` ahead).
-std::int64_t correctAdmission(ProviderState& p, const std::string& model, std::int64_t at, std::int64_t now,
-    std::int64_t estimated, std::int64_t used)
+// the bucket of `at`, in every scope the model counts in (QuotaPolicy::correct). Only the token
+// total is known here: a split scope keeps the estimate's input and output. Returns the
+// difference applied; 0: nothing changed (none, `at` ahead, or the provider no longer known).
+std::int64_t correctAdmission(ProviderState& p, const ProviderLimits* l, const std::string& model,
+    std::int64_t at, std::int64_t now, std::int64_t estimated, std::int64_t used)
 {
     const std::int64_t delta = std::clamp<std::int64_t>(used, 0, RollingWindow::MAX_BUCKET_COUNT)
         - std::clamp<std::int64_t>(estimated, 0, RollingWindow::MAX_BUCKET_COUNT);
-    if (delta == 0 || at > now)
+    if (delta == 0 || at > now || !l)
         return 0;
-    for (auto& sc : p.scopes) {
-        if (sc.model.empty() || sc.model == model)
-            sc.window.adjustTokens(at, now, delta);
-    }
-    return delta;
+    return QuotaPolicy::correct(p, *l, model, at, now, RollingWindow::Usage { 0, delta, 0, 0 }) ? delta : 0;
 }
 
 } // namespace
@@ -461,8 +458,8 @@ Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const
         const std::int64_t now = nowMs();
         if (used == estimated || admittedAtMs > now)
             return {}; // else no state is even touched
-        const std::int64_t delta
-            = correctAdmission(tx.state.ensureProvider(provider), model, admittedAtMs, now, estimated, used);
+        const std::int64_t delta = correctAdmission(
+            tx.state.ensureProvider(provider), *l, model, admittedAtMs, now, estimated, used);
         tx.changed = delta != 0;
         tx.ring = delta < 0; // capacity may have come back
         return {};
@@ -575,7 +572,8 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
             p = &tx.state.ensureProvider(end.provider);
         }
         if (end.usedTokens >= 0 && at > 0) {
-            const std::int64_t delta = correctAdmission(*p, model, at, now, estimated, end.usedTokens);
+            const std::int64_t delta = correctAdmission(
+                *p, tx.limits.find(end.provider), model, at, now, estimated, end.usedTokens);
             tx.changed = tx.changed || delta != 0;
             tx.ring = tx.ring || delta < 0;
         }

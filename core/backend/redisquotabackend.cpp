@@ -340,11 +340,44 @@ Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
     return out;
 }
 
+namespace {
+
+// The server script keeps the limits of the form before issue 25's metrics (requests and
+// tokens per window, classes of one model name). Limits beyond it are refused, naming what, so
+// that nothing the user set is stored and then silently not enforced on this home.
+Result<void> scriptCanEnforce(const std::string& provider, const ProviderLimits& l, const std::string& key)
+{
+    std::string what;
+    if (l.inputTokens || l.outputTokens)
+        what = "input or output token limits";
+    else if (l.perDay.any())
+        what = "per-day limits";
+    else if (!l.dayReset.rolling())
+        what = "a day reset time";
+    for (const auto& [name, m] : l.models) {
+        if (!what.empty())
+            break;
+        if (m.inputTokens || m.outputTokens || m.perDay.any())
+            what = "per-day or input/output limits of model class '" + name + "'";
+        else if (!m.match.empty())
+            what = "model patterns of class '" + name + "'";
+    }
+    if (what.empty())
+        return {};
+    return Error::make(ErrorKind::Unsupported, key,
+        "provider '" + provider + "': " + what
+            + " are not enforced on a Redis home yet (a file home enforces them); nothing was changed");
+}
+
+} // namespace
+
 Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
     const std::optional<ProviderLimits>* expected, const ProviderLimits& limits, const std::string& who,
     std::optional<ProviderLimits>* found, const std::string& description)
 {
     if (auto v = QuotaLimits::validate(provider, limits); !v)
+        return v.error();
+    if (auto v = scriptCanEnforce(provider, limits, m_keys[0]); !v)
         return v.error();
     json a = { { "provider", provider }, { "limits", RedisStateCodec::compactLimits(limits) },
         { "reason", byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
@@ -383,6 +416,8 @@ Result<std::vector<std::string>> RedisQuotaBackend::importLimits(
     json values = json::array();
     for (const auto& [name, l] : incoming.providers()) {
         if (auto v = QuotaLimits::validate(name, l); !v)
+            return v.error();
+        if (auto v = scriptCanEnforce(name, l, m_keys[0]); !v)
             return v.error();
         names.push_back(name);
         values.push_back(RedisStateCodec::compactLimits(l));

@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
+#include <fnmatch.h>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <vector>
-
-#include <cstdio>
 
 namespace tollgate {
 
@@ -159,8 +159,11 @@ double seconds(std::int64_t ms)
 // These are all the keys any version has written (the format has never renamed one).
 constexpr std::string_view TOP_KEYS[] = { "version", "providers" };
 constexpr std::string_view PROVIDER_KEYS[] = { "requests", "tokens", "window_seconds", "parallel",
-    "headroom_percent", "backoff_base_seconds", "backoff_cap_seconds", "max_hold_seconds", "models" };
-constexpr std::string_view MODEL_KEYS[] = { "requests", "tokens", "window_seconds" };
+    "headroom_percent", "backoff_base_seconds", "backoff_cap_seconds", "max_hold_seconds", "models",
+    "input_tokens", "output_tokens", "per_day", "day_resets" };
+constexpr std::string_view MODEL_KEYS[]
+    = { "requests", "tokens", "window_seconds", "input_tokens", "output_tokens", "per_day", "match" };
+constexpr std::string_view BUDGET_KEYS[] = { "requests", "tokens", "input_tokens", "output_tokens" };
 
 // A key from the file as a message may show it: one line, at most 64 bytes, cut at a
 // character boundary so the message stays valid UTF-8 (--json output dumps it).
@@ -252,6 +255,107 @@ private:
     std::string m_first;
 };
 
+// The four metrics of a budget with their fields, in the order limits.json lists them.
+struct BudgetField
+{
+    LimitField field;
+    std::optional<std::int64_t> Budget::*member;
+};
+constexpr BudgetField BUDGET_FIELDS[] = {
+    { LimitField::Requests, &Budget::requests },
+    { LimitField::Tokens, &Budget::tokens },
+    { LimitField::InputTokens, &Budget::inputTokens },
+    { LimitField::OutputTokens, &Budget::outputTokens },
+};
+
+Result<void> checkBudget(const std::string& where, const Budget& b)
+{
+    for (const auto& f : BUDGET_FIELDS) {
+        if (auto r = checkStored(where, f.field, b.*f.member); !r)
+            return r;
+    }
+    return {};
+}
+
+// A day holds many windows, so a per-day limit below the per-window one of the same metric
+// means the two were given the wrong way round: refused rather than read either way.
+Result<void> checkDayAboveWindow(const std::string& where, const Budget& window, const Budget& day)
+{
+    for (const auto& f : BUDGET_FIELDS) {
+        const auto& w = window.*f.member;
+        const auto& d = day.*f.member;
+        if (w && d && *d < *w) {
+            const std::string key(QuotaLimits::range(f.field).key);
+            return invalid(where + ": per_day." + key + " (" + std::to_string(*d) + ") is below " + key
+                + " per window (" + std::to_string(*w) + "): a day holds many windows");
+        }
+    }
+    return {};
+}
+
+Result<void> checkPatterns(const std::string& where, const std::vector<std::string>& patterns)
+{
+    if (patterns.size() > QuotaLimits::MAX_PATTERNS)
+        return invalid(where + ": at most " + std::to_string(QuotaLimits::MAX_PATTERNS) + " model patterns");
+    for (const std::string& p : patterns) {
+        if (p.empty())
+            return invalid(where + ": an empty model pattern matches no model");
+        if (p.size() > QuotaLimits::MAX_PATTERN)
+            return invalid(where + ": a model pattern is longer than "
+                + std::to_string(QuotaLimits::MAX_PATTERN) + " bytes");
+        for (char c : p) {
+            if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F || c == ',')
+                return invalid(where + ": model pattern '" + keyText(p)
+                    + "' holds a control character or a comma (patterns are listed apart)");
+        }
+    }
+    return {};
+}
+
+json budgetJson(const Budget& b)
+{
+    json out = json::object();
+    for (const auto& f : BUDGET_FIELDS) {
+        if (const auto& v = b.*f.member)
+            out[std::string(QuotaLimits::range(f.field).key)] = *v;
+    }
+    return out;
+}
+
+// "per_day" of a provider or class: an object of the four metrics (null: none).
+Result<void> readBudget(const json& obj, const std::string& where, const std::string& path, Budget& out)
+{
+    auto it = obj.find("per_day");
+    if (it == obj.end())
+        return {};
+    if (!it->is_object())
+        return Error::make(ErrorKind::Corrupt, "", where + ": \"per_day\" is not an object");
+    if (auto r = onlyKnownKeys(*it, path + "per_day.", BUDGET_KEYS, "a per_day's"); !r)
+        return r;
+    for (const auto& f : BUDGET_FIELDS) {
+        if (auto r = readField(*it, where + " per_day", f.field, true, out.*f.member); !r)
+            return r;
+    }
+    return {};
+}
+
+Result<void> readPatterns(const json& obj, const std::string& where, std::vector<std::string>& out)
+{
+    auto it = obj.find("match");
+    if (it == obj.end())
+        return {};
+    if (!it->is_array() || it->empty())
+        return Error::make(
+            ErrorKind::Corrupt, "", where + ": \"match\" must be a non-empty array of model patterns");
+    for (const auto& p : *it) {
+        if (!p.is_string())
+            return Error::make(
+                ErrorKind::Corrupt, "", where + ": \"match\" holds " + typeName(p) + ", not a pattern");
+        out.push_back(p.get<std::string>());
+    }
+    return {};
+}
+
 } // namespace
 
 LimitRange QuotaLimits::range(LimitField field)
@@ -261,6 +365,10 @@ LimitRange QuotaLimits::range(LimitField field)
         return { "requests", 1, MAX_COUNT, true };
     case LimitField::Tokens:
         return { "tokens", 1, MAX_COUNT, true };
+    case LimitField::InputTokens:
+        return { "input_tokens", 1, MAX_COUNT, true };
+    case LimitField::OutputTokens:
+        return { "output_tokens", 1, MAX_COUNT, true };
     case LimitField::Parallel:
         return { "parallel", 1, MAX_PARALLEL, true };
     case LimitField::HeadroomPercent:
@@ -299,6 +407,30 @@ std::int64_t ProviderLimits::effective(std::int64_t given) const
     return e < 1 ? 1 : e;
 }
 
+bool ModelLimits::matches(std::string_view className, std::string_view model) const
+{
+    if (model.empty())
+        return false;
+    if (match.empty())
+        return model == className;
+    const std::string name(model);
+    for (const std::string& p : match) {
+        if (::fnmatch(p.c_str(), name.c_str(), 0) == 0)
+            return true;
+    }
+    return false;
+}
+
+std::vector<std::string> ProviderLimits::classesOf(std::string_view model) const
+{
+    std::vector<std::string> out;
+    for (const auto& [name, m] : models) {
+        if (m.matches(name, model))
+            out.push_back(name);
+    }
+    return out;
+}
+
 const ProviderLimits* QuotaLimits::find(std::string_view provider) const
 {
     auto it = m_providers.find(std::string(provider));
@@ -335,8 +467,8 @@ Result<void> QuotaLimits::validate(const std::string& provider, const ProviderLi
     if (auto r = validateName("provider", provider); !r)
         return r;
     const std::string where = "provider '" + provider + "'";
-    for (auto r : { checkStored(where, LimitField::Requests, l.requests),
-             checkStored(where, LimitField::Tokens, l.tokens),
+    for (auto r : { checkBudget(where, l.perWindow()), checkBudget(where + " per_day", l.perDay),
+             checkDayAboveWindow(where, l.perWindow(), l.perDay),
              checkStored(where, LimitField::WindowSeconds, l.windowMs),
              checkStored(where, LimitField::Parallel, l.parallel),
              checkStored(where, LimitField::HeadroomPercent, l.headroomPercent),
@@ -355,8 +487,8 @@ Result<void> QuotaLimits::validate(const std::string& provider, const ProviderLi
         if (auto r = validateName("model", model); !r)
             return invalid(where + ": " + r.error().message);
         const std::string mw = where + " model '" + model + "'";
-        for (auto r : { checkStored(mw, LimitField::Requests, m.requests),
-                 checkStored(mw, LimitField::Tokens, m.tokens),
+        for (auto r : { checkBudget(mw, m.perWindow()), checkBudget(mw + " per_day", m.perDay),
+                 checkDayAboveWindow(mw, m.perWindow(), m.perDay), checkPatterns(mw, m.match),
                  checkStored(mw, LimitField::WindowSeconds, m.windowMs) }) {
             if (!r)
                 return r;
@@ -382,10 +514,26 @@ std::string QuotaLimits::summary(const ProviderLimits& limits)
         what += std::to_string(*limits.requests) + " requests";
     if (limits.tokens)
         what += (what.empty() ? "" : ", ") + std::to_string(*limits.tokens) + " tokens";
-    if (limits.requests || limits.tokens) {
+    if (limits.inputTokens)
+        what += (what.empty() ? "" : ", ") + std::to_string(*limits.inputTokens) + " input tokens";
+    if (limits.outputTokens)
+        what += (what.empty() ? "" : ", ") + std::to_string(*limits.outputTokens) + " output tokens";
+    if (limits.perWindow().any()) {
         char window[32];
         std::snprintf(window, sizeof window, "%g", static_cast<double>(limits.windowMs) / 1000.0);
         what += std::string(" per ") + window + " s";
+    }
+    if (limits.perDay.any()) {
+        std::string day;
+        for (const auto& f : BUDGET_FIELDS) {
+            if (const auto& v = limits.perDay.*f.member) {
+                std::string key(range(f.field).key);
+                std::replace(key.begin(), key.end(), '_', ' ');
+                day += (day.empty() ? "" : ", ") + std::to_string(*v) + " " + key;
+            }
+        }
+        what += (what.empty() ? "" : ", ") + day + " per day"
+            + (limits.dayReset.rolling() ? "" : " (resets " + limits.dayReset.text() + ")");
     }
     if (limits.parallel)
         what += ", " + std::to_string(*limits.parallel) + " parallel";
@@ -407,7 +555,17 @@ std::string QuotaLimits::toJson() const
             p["requests"] = *l.requests;
         if (l.tokens)
             p["tokens"] = *l.tokens;
+        // The keys of this version are written only when set: a file that uses none of them
+        // stays byte for byte what earlier versions wrote and read.
+        if (l.inputTokens)
+            p["input_tokens"] = *l.inputTokens;
+        if (l.outputTokens)
+            p["output_tokens"] = *l.outputTokens;
         p["window_seconds"] = seconds(l.windowMs);
+        if (l.perDay.any())
+            p["per_day"] = budgetJson(l.perDay);
+        if (!l.dayReset.rolling())
+            p["day_resets"] = l.dayReset.text();
         if (l.parallel)
             p["parallel"] = *l.parallel;
         p["headroom_percent"] = l.headroomPercent;
@@ -421,7 +579,15 @@ std::string QuotaLimits::toJson() const
                 mj["requests"] = *m.requests;
             if (m.tokens)
                 mj["tokens"] = *m.tokens;
+            if (m.inputTokens)
+                mj["input_tokens"] = *m.inputTokens;
+            if (m.outputTokens)
+                mj["output_tokens"] = *m.outputTokens;
             mj["window_seconds"] = seconds(m.windowMs);
+            if (m.perDay.any())
+                mj["per_day"] = budgetJson(m.perDay);
+            if (!m.match.empty())
+                mj["match"] = m.match;
             models[mname] = mj;
         }
         if (!models.empty())
@@ -467,6 +633,9 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
         ProviderLimits l;
         for (auto r : { readField(p, where, LimitField::Requests, true, l.requests),
                  readField(p, where, LimitField::Tokens, true, l.tokens),
+                 readField(p, where, LimitField::InputTokens, true, l.inputTokens),
+                 readField(p, where, LimitField::OutputTokens, true, l.outputTokens),
+                 readBudget(p, where, "providers." + name + ".", l.perDay),
                  readField(p, where, LimitField::Parallel, true, l.parallel),
                  readField(p, where, LimitField::WindowSeconds, l.windowMs),
                  readField(p, where, LimitField::HeadroomPercent, l.headroomPercent),
@@ -475,6 +644,14 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
                  readField(p, where, LimitField::MaxHoldSeconds, l.maxHoldMs) }) {
             if (!r)
                 return r.error();
+        }
+        if (auto d = p.find("day_resets"); d != p.end()) {
+            if (!d->is_string())
+                return Error::make(ErrorKind::Corrupt, "", where + ": \"day_resets\" is not a string");
+            auto reset = DayReset::parse(d->get<std::string>());
+            if (!reset)
+                return Error::make(ErrorKind::Corrupt, "", where + ": " + reset.error().message);
+            l.dayReset = *reset;
         }
         if (auto m = p.find("models"); m != p.end()) {
             if (!m->is_object())
@@ -490,8 +667,12 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
                     !r)
                     return r.error();
                 ModelLimits ml;
+                const std::string mpath = "providers." + name + ".models." + mname + ".";
                 for (auto r : { readField(mj, mw, LimitField::Requests, true, ml.requests),
                          readField(mj, mw, LimitField::Tokens, true, ml.tokens),
+                         readField(mj, mw, LimitField::InputTokens, true, ml.inputTokens),
+                         readField(mj, mw, LimitField::OutputTokens, true, ml.outputTokens),
+                         readBudget(mj, mw, mpath, ml.perDay), readPatterns(mj, mw, ml.match),
                          readField(mj, mw, LimitField::WindowSeconds, ml.windowMs) }) {
                     if (!r)
                         return r.error();

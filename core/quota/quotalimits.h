@@ -14,7 +14,9 @@
 // (providers.p.paralel): skipped, it would silently drop the limit the user meant.
 //
 //   field                 unit     range                      stored as
-//   requests, tokens      count    1 .. 2^40 (or null: none)  as is
+//   requests, tokens,     count    1 .. 2^40 (or null: none)  as is
+//   input_tokens,
+//   output_tokens
 //   parallel              count    1 .. 256 (or null: none)   as is
 //   headroom_percent      count    1 .. 100                   as is
 //   window_seconds        seconds  0.1 .. 604800 (7 days)     ms, rounded
@@ -22,10 +24,20 @@
 //   backoff_cap_seconds   seconds  0.001 .. 86400 (24 h)      ms, rounded
 //   max_hold_seconds      seconds  1 .. 604800 (7 days)       ms, rounded
 //
+// Per day (`per_day`, an object with the four metrics' keys, in a provider and in a class) and
+// `day_resets` ("rolling", "HH:MM" in UTC, or "HH:MM@Area/City": see DayReset) extend the
+// form every earlier version wrote; a file without them reads as before, and they are written
+// only when set, so a home is rewritten in the new form only when a user sets a new limit. A
+// per-day limit below the same scope's per-window limit of the same metric is refused (a day
+// holds many windows: the two were swapped). A class (`models.NAME`) may name the models it
+// pools in `match` (patterns, see ModelLimits); a pattern that is empty, too long or holds a
+// control character is refused, and so is a class whose patterns are given but empty.
+//
 // The backoff cap's maximum is RetryAfter::MAX_MS: with both bounded, one 429 report never
 // stops the provider's callers for longer than 24 h (plus the limiter's jitter, at most 5 s).
 
 #include "base/result.h"
+#include "quota/dayreset.h"
 #include "quota/retryafter.h"
 
 #include <cstdint>
@@ -33,12 +45,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tollgate {
 
 enum class LimitField {
     Requests,
     Tokens,
+    InputTokens,
+    OutputTokens,
     Parallel,
     HeadroomPercent,
     WindowSeconds,
@@ -55,12 +70,46 @@ struct LimitRange
     bool count; // a whole number given and stored as is; otherwise seconds, stored as ms
 };
 
+// The metrics a provider counts, each an optional limit (none: not limited) of one period.
+// tokens is input + output; input and output are the provider's own split (which usage fields
+// count toward which is the provider's counting rule, CountingRule).
+struct Budget
+{
+    std::optional<std::int64_t> requests;
+    std::optional<std::int64_t> tokens;
+    std::optional<std::int64_t> inputTokens;
+    std::optional<std::int64_t> outputTokens;
+
+    [[nodiscard]] bool any() const { return requests || tokens || inputTokens || outputTokens; }
+    [[nodiscard]] bool split() const { return inputTokens || outputTokens; }
+    bool operator==(const Budget&) const = default;
+};
+
+// A model class: one pool of the provider's quota shared by a family of model names (Anthropic
+// counts "claude-opus-4*" together). `match` holds name patterns (fnmatch: * ? [...]); empty,
+// the class is the model of its own name (`limits set --model NAME`, the form every earlier
+// version wrote). A request counts in its provider's limits and in every class it matches.
 struct ModelLimits
 {
+    // The fields every version had, in their order (`ModelLimits { 10, 5000, 30000 }`).
+    ModelLimits(std::optional<std::int64_t> requestsPerWindow = std::nullopt,
+        std::optional<std::int64_t> tokensPerWindow = std::nullopt, std::int64_t window = 60000)
+        : requests(requestsPerWindow)
+        , tokens(tokensPerWindow)
+        , windowMs(window)
+    {
+    }
+
     std::optional<std::int64_t> requests; // per window
     std::optional<std::int64_t> tokens; // per window
     std::int64_t windowMs = 60000;
+    std::optional<std::int64_t> inputTokens; // per window
+    std::optional<std::int64_t> outputTokens; // per window
+    Budget perDay;
+    std::vector<std::string> match;
 
+    [[nodiscard]] Budget perWindow() const { return { requests, tokens, inputTokens, outputTokens }; }
+    [[nodiscard]] bool matches(std::string_view className, std::string_view model) const;
     bool operator==(const ModelLimits&) const = default;
 };
 
@@ -74,7 +123,15 @@ struct ProviderLimits
     std::int64_t backoffBaseMs = 60000;
     std::int64_t backoffCapMs = 15 * 60000;
     std::int64_t maxHoldMs = 10 * 60000; // a slot held longer is reported as overdue
-    std::map<std::string, ModelLimits> models;
+    std::optional<std::int64_t> inputTokens; // per window
+    std::optional<std::int64_t> outputTokens; // per window
+    Budget perDay; // for the provider and, with their own perDay, for each class
+    DayReset dayReset; // when a day starts: rolling 24 h, or a wall-clock time in a zone
+    std::map<std::string, ModelLimits> models; // the model classes, by name
+
+    [[nodiscard]] Budget perWindow() const { return { requests, tokens, inputTokens, outputTokens }; }
+    // The classes a model counts in, by name (ascending); empty model: none.
+    [[nodiscard]] std::vector<std::string> classesOf(std::string_view model) const;
 
     [[nodiscard]] std::int64_t effective(std::int64_t given) const;
     bool operator==(const ProviderLimits&) const = default;
@@ -92,6 +149,8 @@ public:
     static constexpr std::int64_t MAX_BACKOFF_MS = RetryAfter::MAX_MS;
     static constexpr std::int64_t MIN_HOLD_MS = 1000;
     static constexpr std::int64_t MAX_HOLD_MS = 7LL * 24 * 3600 * 1000;
+    static constexpr std::size_t MAX_PATTERNS = 16; // per class
+    static constexpr std::size_t MAX_PATTERN = 128; // bytes of one pattern
 
     [[nodiscard]] static LimitRange range(LimitField field);
     // One value as a user gives it — a count, or seconds for the *_seconds fields — checked

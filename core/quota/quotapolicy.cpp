@@ -28,19 +28,186 @@ HistoryEvent event(std::int64_t nowMs, EventType type, const std::string& provid
     return e;
 }
 
-// Checks one window; returns false (and fills the decision) when it blocks.
-bool windowAllows(const RollingWindow& w, std::int64_t requestLimit, std::int64_t tokenLimit,
-    std::int64_t tokens, std::int64_t nowMs, AdmitDecision& d)
+using Usage = RollingWindow::Usage;
+
+// A scope's budgets: the provider's or one class's.
+struct ScopeBudgets
 {
-    if (requestLimit < 0 && tokenLimit < 0)
-        return true;
-    const std::int64_t at = w.whenFits(nowMs, 1, requestLimit, tokens, tokenLimit);
+    Budget window;
+    Budget day;
+    std::int64_t windowMs = 60000;
+};
+
+std::optional<ScopeBudgets> budgetsOf(const ProviderLimits& l, const std::string& scope)
+{
+    if (scope.empty())
+        return ScopeBudgets { l.perWindow(), l.perDay, l.windowMs };
+    auto it = l.models.find(scope);
+    if (it == l.models.end())
+        return std::nullopt;
+    return ScopeBudgets { it->second.perWindow(), it->second.perDay, it->second.windowMs };
+}
+
+// A budget as limits after the headroom (negative: none).
+Usage limitsOf(const ProviderLimits& l, const Budget& b)
+{
+    return { limitOrNone(l, b.requests), limitOrNone(l, b.tokens), limitOrNone(l, b.inputTokens),
+        limitOrNone(l, b.outputTokens) };
+}
+
+bool anyLimit(const Usage& limit)
+{
+    return limit.requests >= 0 || limit.tokens >= 0 || limit.input >= 0 || limit.output >= 0;
+}
+
+// An estimate larger than a limit is taken as the whole limit (see AdmitRequest::estimated).
+Usage capped(Usage cost, const Usage& limit)
+{
+    auto cap = [](std::int64_t& v, std::int64_t l) {
+        if (l >= 0)
+            v = std::min(v, l);
+    };
+    cap(cost.tokens, limit.tokens);
+    cap(cost.input, limit.input);
+    cap(cost.output, limit.output);
+    return cap(cost.requests, limit.requests), cost;
+}
+
+bool fits(const Usage& used, const Usage& cost, const Usage& limit)
+{
+    auto one = [](std::int64_t u, std::int64_t c, std::int64_t l) { return l < 0 || u + c <= l; };
+    return one(used.requests, cost.requests, limit.requests) && one(used.tokens, cost.tokens, limit.tokens)
+        && one(used.input, cost.input, limit.input) && one(used.output, cost.output, limit.output);
+}
+
+// When the day has room for `cost`: now, the next reset (calendar), or when enough of the last
+// 24 hours has passed (rolling). INT64_MAX: never.
+std::int64_t dayFits(
+    const ScopeWindow& sc, const ProviderLimits& l, const Usage& cost, const Usage& limit, std::int64_t nowMs)
+{
+    if (sc.day == ScopeWindow::Day::Rolling)
+        return sc.rollingDay.whenFits(nowMs, cost, limit);
+    const DayReset::Span span = l.dayReset.dayOf(nowMs);
+    if (fits(sc.dayUsage(nowMs, span.startMs), cost, limit))
+        return nowMs;
+    return fits(Usage {}, cost, limit) ? span.endMs : INT64_MAX;
+}
+
+// Checks one scope's window and day; returns false (and fills the decision) when either
+// blocks. The wait names the window when the request count is what is full, tokens otherwise.
+bool scopeAllows(const ScopeWindow& sc, const ScopeBudgets& b, const ProviderLimits& l, const Usage& wanted,
+    bool estimated, std::int64_t nowMs, AdmitDecision& d)
+{
+    const Usage windowLimit = limitsOf(l, b.window);
+    const Usage dayLimit = limitsOf(l, b.day);
+    std::int64_t at = nowMs;
+    bool requestsFull = false;
+    if (anyLimit(windowLimit)) {
+        const Usage cost = estimated ? capped(wanted, windowLimit) : wanted;
+        at = std::max(at, sc.window.whenFits(nowMs, cost, windowLimit));
+        requestsFull = !fits(sc.window.usage(nowMs), Usage { 1, 0, 0, 0 }, windowLimit);
+    }
+    if (anyLimit(dayLimit) && sc.day != ScopeWindow::Day::None) {
+        const Usage cost = estimated ? capped(wanted, dayLimit) : wanted;
+        const std::int64_t dayAt = dayFits(sc, l, cost, dayLimit, nowMs);
+        if (dayAt > nowMs
+            && !fits(sc.dayUsage(nowMs, l.dayReset.dayOf(nowMs).startMs), Usage { 1, 0, 0, 0 }, dayLimit))
+            requestsFull = true;
+        at = std::max(at, dayAt);
+    }
     if (at <= nowMs)
         return true;
-    const bool requestsFit = requestLimit < 0 || w.whenFits(nowMs, 1, requestLimit, 0, -1) <= nowMs;
-    d.reason = requestsFit ? WaitReason::Tokens : WaitReason::Window;
+    d.reason = requestsFull ? WaitReason::Window : WaitReason::Tokens;
     d.retryAtMs = at;
     return false;
+}
+
+// Records an admission in a scope's window and day. An estimate larger than a limit is
+// recorded whole (only its check was capped): the window then holds more than its limit until
+// the real usage corrects it, which is what the provider will count too — and a correction
+// takes back exactly what was recorded.
+void recordIn(ScopeWindow& sc, const ProviderLimits& l, const Usage& dayCost, std::int64_t nowMs)
+{
+    sc.window.record(nowMs, dayCost);
+    if (sc.day == ScopeWindow::Day::Rolling) {
+        sc.rollingDay.record(nowMs, dayCost);
+    } else if (sc.day == ScopeWindow::Day::Calendar) {
+        const std::int64_t start = l.dayReset.dayOf(nowMs).startMs;
+        if (sc.dayStartMs != start) {
+            sc.dayStartMs = start;
+            sc.dayUsed = {};
+        }
+        auto add = [](std::int64_t& to, std::int64_t v) {
+            to = std::clamp<std::int64_t>(to + v, 0, RollingWindow::MAX_BUCKET_COUNT);
+        };
+        add(sc.dayUsed.requests, dayCost.requests);
+        add(sc.dayUsed.tokens, dayCost.tokens);
+        add(sc.dayUsed.input, dayCost.input);
+        add(sc.dayUsed.output, dayCost.output);
+    }
+}
+
+// The split turned on: what the window holds has no known split, so its tokens count toward
+// both input and output (never less than they may have been).
+void splitConservatively(RollingWindow& w)
+{
+    auto buckets = w.buckets();
+    for (auto& b : buckets) {
+        b.input = b.tokens;
+        b.output = b.tokens;
+    }
+    (void)w.restore(w.windowMs(), buckets);
+}
+
+void unsplit(RollingWindow& w)
+{
+    auto buckets = w.buckets();
+    for (auto& b : buckets)
+        b.input = b.output = 0;
+    (void)w.restore(w.windowMs(), buckets);
+}
+
+// Makes a scope's split and day match its budgets; true when something changed.
+bool syncScope(ScopeWindow& sc, const ScopeBudgets& b, const ProviderLimits& l, std::int64_t nowMs)
+{
+    bool changed = false;
+    if (sc.window.windowMs() != b.windowMs) {
+        sc.window.rescale(b.windowMs, nowMs);
+        changed = true;
+    }
+    const bool split = b.window.split() || b.day.split();
+    if (split != sc.split) {
+        sc.split = split;
+        split ? (splitConservatively(sc.window), splitConservatively(sc.rollingDay))
+              : (unsplit(sc.window), unsplit(sc.rollingDay));
+        if (split)
+            sc.dayUsed.input = sc.dayUsed.output = sc.dayUsed.tokens;
+        changed = true;
+    }
+    const ScopeWindow::Day day = !b.day.any()
+        ? ScopeWindow::Day::None
+        : (l.dayReset.rolling() ? ScopeWindow::Day::Rolling : ScopeWindow::Day::Calendar);
+    if (day != sc.day) {
+        // A day starts from what is known of it: at least what the window holds now (or, from
+        // the other kind of day, what that day held).
+        Usage known = sc.window.usage(nowMs);
+        if (sc.day == ScopeWindow::Day::Rolling)
+            known = sc.rollingDay.usage(nowMs);
+        else if (sc.day == ScopeWindow::Day::Calendar)
+            known = sc.dayUsed;
+        sc.rollingDay = RollingWindow(ScopeWindow::DAY_MS);
+        sc.dayUsed = {};
+        sc.dayStartMs = 0;
+        sc.day = day;
+        if (day == ScopeWindow::Day::Rolling) {
+            sc.rollingDay.record(nowMs, known);
+        } else if (day == ScopeWindow::Day::Calendar) {
+            sc.dayStartMs = l.dayReset.dayOf(nowMs).startMs;
+            sc.dayUsed = known;
+        }
+        changed = true;
+    }
+    return changed;
 }
 
 } // namespace
@@ -48,20 +215,19 @@ bool windowAllows(const RollingWindow& w, std::int64_t requestLimit, std::int64_
 bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
 {
     bool changed = false;
-    auto want = [&](const std::string& model, std::int64_t windowMs) {
-        if (auto* sc = p.scope(model)) {
-            if (sc->window.windowMs() != windowMs) {
-                sc->window.rescale(windowMs, nowMs);
-                changed = true;
-            }
-        } else {
-            p.scopes.push_back(ScopeWindow { model, RollingWindow(windowMs) });
+    auto want = [&](const std::string& scope) {
+        const ScopeBudgets b = *budgetsOf(l, scope);
+        ScopeWindow* sc = p.scope(scope);
+        if (!sc) {
+            p.scopes.push_back(ScopeWindow { scope, RollingWindow(b.windowMs) });
+            sc = &p.scopes.back();
             changed = true;
         }
+        changed = syncScope(*sc, b, l, nowMs) || changed;
     };
-    want("", l.windowMs);
+    want("");
     for (const auto& [model, ml] : l.models)
-        want(model, ml.windowMs);
+        want(model);
     const auto before = p.scopes.size();
     std::erase_if(
         p.scopes, [&](const ScopeWindow& sc) { return !sc.model.empty() && !l.models.count(sc.model); });
@@ -71,15 +237,21 @@ bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::i
 void QuotaPolicy::fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
 {
     syncProvider(p, l, nowMs);
-    // As if the whole limit had been admitted just now.
+    // As if the whole limit had been admitted just now, in every budget.
     for (auto& sc : p.scopes) {
-        if (sc.model.empty()) {
-            sc.window.record(nowMs, std::max<std::int64_t>(0, limitOrNone(l, l.requests)),
-                std::max<std::int64_t>(0, limitOrNone(l, l.tokens)));
-        } else if (auto it = l.models.find(sc.model); it != l.models.end()) {
-            sc.window.record(nowMs, std::max<std::int64_t>(0, limitOrNone(l, it->second.requests)),
-                std::max<std::int64_t>(0, limitOrNone(l, it->second.tokens)));
-        }
+        const auto b = budgetsOf(l, sc.model);
+        if (!b)
+            continue;
+        auto full = [&](const Budget& budget) {
+            const Usage u = limitsOf(l, budget);
+            return Usage { std::max<std::int64_t>(0, u.requests), std::max<std::int64_t>(0, u.tokens),
+                std::max<std::int64_t>(0, u.input), std::max<std::int64_t>(0, u.output) };
+        };
+        sc.window.record(nowMs, full(b->window));
+        if (sc.day == ScopeWindow::Day::Rolling)
+            sc.rollingDay.record(nowMs, full(b->day));
+        else if (sc.day == ScopeWindow::Day::Calendar)
+            sc.dayStartMs = l.dayReset.dayOf(nowMs).startMs, sc.dayUsed = full(b->day);
     }
     if (l.parallel) {
         while (static_cast<std::int64_t>(p.slots.size()) < *l.parallel) {
@@ -232,18 +404,89 @@ int QuotaPolicy::reclaimSlots(ProviderState& p, const ProviderLimits& l, std::in
     });
 }
 
+bool QuotaPolicy::correct(ProviderState& p, const ProviderLimits& l, const std::string& model,
+    std::int64_t atMs, std::int64_t nowMs, const Usage& delta)
+{
+    if (atMs > nowMs || (!delta.requests && !delta.tokens && !delta.input && !delta.output))
+        return false;
+    const std::int64_t dayStart = l.dayReset.dayOf(nowMs).startMs;
+    const std::int64_t admittedDay = l.dayReset.dayOf(atMs).startMs;
+    for (auto& sc : p.scopes) {
+        if (!sc.model.empty()
+            && !(l.models.count(sc.model) && l.models.at(sc.model).matches(sc.model, model)))
+            continue;
+        Usage d = delta;
+        if (!sc.split)
+            d.input = d.output = 0;
+        sc.window.adjust(atMs, nowMs, d);
+        if (sc.day == ScopeWindow::Day::Rolling) {
+            sc.rollingDay.adjust(atMs, nowMs, d);
+        } else if (sc.day == ScopeWindow::Day::Calendar && sc.dayStartMs == dayStart) {
+            // Of an admission on an earlier day only what it used beyond its estimate counts now.
+            auto add = [&](std::int64_t& to, std::int64_t v) {
+                if (admittedDay != dayStart)
+                    v = std::max<std::int64_t>(0, v);
+                to = std::clamp<std::int64_t>(to + v, 0, RollingWindow::MAX_BUCKET_COUNT);
+            };
+            add(sc.dayUsed.requests, d.requests);
+            add(sc.dayUsed.tokens, d.tokens);
+            add(sc.dayUsed.input, d.input);
+            add(sc.dayUsed.output, d.output);
+        }
+    }
+    return true;
+}
+
+Usage QuotaPolicy::costOf(const AdmitRequest& r)
+{
+    const std::int64_t in = std::clamp<std::int64_t>(r.inputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+    const std::int64_t out = std::clamp<std::int64_t>(r.outputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+    const std::int64_t tokens = std::clamp<std::int64_t>(r.tokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+    if (in == 0 && out == 0)
+        return { 1, tokens, tokens, tokens };
+    return { 1, in + out, in, out };
+}
+
 std::optional<std::string> QuotaPolicy::impossible(const ProviderLimits& l, const AdmitRequest& r)
 {
-    if (r.tokens < 0)
+    if (r.tokens < 0 || r.inputTokens < 0 || r.outputTokens < 0)
         return "a negative number of tokens";
-    if (l.tokens && r.tokens > l.effective(*l.tokens))
-        return "asks for " + std::to_string(r.tokens) + " tokens, but provider '" + r.provider + "' allows "
-            + std::to_string(l.effective(*l.tokens)) + " per window";
-    if (!r.model.empty()) {
-        if (auto it = l.models.find(r.model);
-            it != l.models.end() && it->second.tokens && r.tokens > l.effective(*it->second.tokens))
-            return "asks for " + std::to_string(r.tokens) + " tokens, but model '" + r.model + "' allows "
-                + std::to_string(l.effective(*it->second.tokens)) + " per window";
+    if (r.estimated)
+        return std::nullopt;
+    const Usage cost = costOf(r);
+    const bool split = r.inputTokens > 0 || r.outputTokens > 0;
+    auto check
+        = [&](const std::string& scope, const Budget& budget, const char* per) -> std::optional<std::string> {
+        const Usage limit = limitsOf(l, budget);
+        const std::string who
+            = scope.empty() ? "provider '" + r.provider + "'" : "model class '" + scope + "'";
+        auto over = [&](std::int64_t want, std::int64_t lim, const char* what) -> std::optional<std::string> {
+            if (lim >= 0 && want > lim)
+                return "asks for " + std::to_string(want) + " " + what + ", but " + who + " allows "
+                    + std::to_string(lim) + " per " + per;
+            return std::nullopt;
+        };
+        if (auto why = over(cost.tokens, limit.tokens, "tokens"))
+            return why;
+        // An unsplit cost counts in full toward each split limit only to be safe while it waits;
+        // it is refused as too large only for the split it stated.
+        if (!split)
+            return std::nullopt;
+        if (auto why = over(cost.input, limit.input, "input tokens"))
+            return why;
+        return over(cost.output, limit.output, "output tokens");
+    };
+    std::vector<std::string> scopes { "" };
+    for (auto& c : l.classesOf(r.model))
+        scopes.push_back(std::move(c));
+    for (const std::string& scope : scopes) {
+        const auto b = budgetsOf(l, scope);
+        if (!b)
+            continue;
+        if (auto why = check(scope, b->window, "window"))
+            return why;
+        if (auto why = check(scope, b->day, "day"))
+            return why;
     }
     return std::nullopt;
 }
@@ -281,16 +524,13 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
             return d;
         }
     }
-    if (const auto* sc = p.scope(""); sc
-        && !windowAllows(
-            sc->window, limitOrNone(l, l.requests), limitOrNone(l, l.tokens), r.tokens, nowMs, d))
-        return d;
-    if (!r.model.empty()) {
-        auto it = l.models.find(r.model);
-        const auto* sc = p.scope(r.model);
-        if (it != l.models.end() && sc
-            && !windowAllows(sc->window, limitOrNone(l, it->second.requests),
-                limitOrNone(l, it->second.tokens), r.tokens, nowMs, d))
+    const Usage cost = costOf(r);
+    for (const auto& sc : p.scopes) {
+        if (!sc.model.empty() && !l.models.count(sc.model))
+            continue;
+        if (!sc.model.empty() && !l.models.at(sc.model).matches(sc.model, r.model))
+            continue;
+        if (!scopeAllows(sc, *budgetsOf(l, sc.model), l, cost, r.estimated, nowMs, d))
             return d;
     }
     if (r.wantsSlot && l.parallel && static_cast<std::int64_t>(p.slots.size()) >= *l.parallel) {
@@ -337,9 +577,11 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
         }
         return d;
     }
+    const Usage cost = costOf(r);
     for (auto& sc : p.scopes) {
-        if (sc.model.empty() || sc.model == r.model)
-            sc.window.record(nowMs, 1, r.tokens);
+        const auto b = budgetsOf(l, sc.model);
+        if (b && (sc.model.empty() || l.models.at(sc.model).matches(sc.model, r.model)))
+            recordIn(sc, l, cost, nowMs);
     }
     d.fence = s.nextFence++;
     if (r.wantsSlot && l.parallel) {
@@ -436,6 +678,14 @@ bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimi
     for (ScopeWindow& scope : p.scopes) {
         if (scope.window.boundFuture(nowMs))
             changed = true;
+        if (scope.day == ScopeWindow::Day::Rolling && scope.rollingDay.boundFuture(nowMs))
+            changed = true;
+        // A calendar day that starts in the future (a forged state, a clock stepped back) is
+        // kept as today's, where it counts until today's reset: no longer than one day.
+        if (scope.day == ScopeWindow::Day::Calendar && scope.dayStartMs > nowMs) {
+            scope.dayStartMs = l.dayReset.dayOf(nowMs).startMs;
+            changed = true;
+        }
     }
     return changed;
 }

@@ -9,6 +9,11 @@
 // restart); it is first in the provider's FIFO queue (or the queue is empty); the provider's
 // rolling window has room for one more request and its tokens; so does the model's, when the
 // model has limits; and, when it asks for one, a parallel slot is free.
+//
+// Limits come per scope — the provider, and every model class the request's model matches —
+// each with a budget per rolling window and per day (ProviderLimits), in four metrics
+// (requests, tokens, input and output tokens). A request is admitted only when every budget of
+// every scope it counts in has room for it, and is then recorded in each.
 
 #include "history/historyevent.h"
 #include "quota/quotalimits.h"
@@ -28,6 +33,15 @@ struct AdmitRequest
     std::string caller;
     std::string model;
     std::int64_t tokens = 0;
+    // The provider's split of the tokens (its counting rule's input and output). Both 0: not
+    // known, and `tokens` counts in full toward each input and output limit; given, tokens is
+    // their sum.
+    std::int64_t inputTokens = 0;
+    std::int64_t outputTokens = 0;
+    // The cost is an estimate (the proxy's reading of a body), not a fact the caller stated: it
+    // is never refused as too large. Where it exceeds a limit it is taken as that whole limit,
+    // so it is admitted once a window is empty; its real usage corrects the window at the end.
+    bool estimated = false;
     bool wantsSlot = false;
     std::int64_t pid = 0; // the process recorded as slot holder (may be the caller's parent)
     std::int64_t waiterPid = 0; // the process that waits (queue entry); 0 = pid
@@ -100,7 +114,8 @@ public:
     // decides (windows synced with the limits, vanished holders and waiters, expired
     // placeholders and dead holders reclaimed), applied to `state` — a reader's copy: the
     // read side (status, the dashboard) shows what the limiter would act on, and writes nothing.
-    static void settle(QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe);
+    static void settle(
+        QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe);
     // Makes the provider's windows match its limits (creates, rescales, drops scopes).
     static bool syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
     // A fresh state after a lost one: windows full, parallel slots taken by placeholders that
@@ -136,7 +151,15 @@ public:
     // caller). Returns the backoff.
     static std::int64_t apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
         std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs);
-    // Why a request can never be admitted under these limits, if so.
+    // An admission at atMs counted an estimate and really used delta more (or less, negative):
+    // the difference goes into the window bucket (and day) that counted it, in every scope the
+    // model counts in; input and output only in scopes that split. false: nothing to do.
+    static bool correct(ProviderState& p, const ProviderLimits& l, const std::string& model,
+        std::int64_t atMs, std::int64_t nowMs, const RollingWindow::Usage& delta);
+    // What a request counts, per metric (1 request; its tokens, split when known).
+    [[nodiscard]] static RollingWindow::Usage costOf(const AdmitRequest& r);
+    // Why a request can never be admitted under these limits, if so: a stated cost above a
+    // limit of a scope it counts in (an estimated cost never is; see AdmitRequest::estimated).
     [[nodiscard]] static std::optional<std::string> impossible(
         const ProviderLimits& l, const AdmitRequest& r);
 };

@@ -146,11 +146,93 @@ ProviderState& QuotaState::ensureProvider(std::string_view name)
     return providers.back();
 }
 
+namespace {
+
+// One rolling window: its length, then the buckets in use (slot, index, requests, tokens and,
+// with `split`, input and output).
+void writeWindow(Writer& w, const RollingWindow& window, bool split)
+{
+    w.i64(window.windowMs());
+    std::uint8_t used = 0;
+    for (const auto& b : window.buckets())
+        used += b.index >= 0 ? 1 : 0;
+    w.u8(used);
+    for (std::size_t i = 0; i < window.buckets().size(); ++i) {
+        const auto& b = window.buckets()[i];
+        if (b.index < 0)
+            continue;
+        w.u8(static_cast<std::uint8_t>(i));
+        w.i64(b.index);
+        w.i64(b.requests);
+        w.i64(b.tokens);
+        if (split) {
+            w.i64(b.input);
+            w.i64(b.output);
+        }
+    }
+}
+
+bool readWindow(Reader& r, RollingWindow& window, bool split, const char*& why)
+{
+    std::int64_t windowMs = 0;
+    std::uint8_t used = 0;
+    why = "truncated window";
+    if (!r.i64(windowMs) || !r.u8(used))
+        return false;
+    why = "invalid window";
+    if (windowMs < 1 || used > RollingWindow::SLOTS)
+        return false;
+    std::array<RollingWindow::Bucket, RollingWindow::SLOTS> buckets {};
+    for (std::uint8_t i = 0; i < used; ++i) {
+        std::uint8_t at = 0;
+        RollingWindow::Bucket b;
+        why = "truncated bucket";
+        if (!r.u8(at) || !r.i64(b.index) || !r.i64(b.requests) || !r.i64(b.tokens))
+            return false;
+        if (split && (!r.i64(b.input) || !r.i64(b.output)))
+            return false;
+        why = "invalid bucket";
+        if (at >= RollingWindow::SLOTS || b.index < 0 || b.requests < 0 || b.tokens < 0 || b.input < 0
+            || b.output < 0)
+            return false;
+        buckets[at] = b;
+    }
+    why = "window values out of range";
+    return window.restore(windowMs, buckets);
+}
+
+bool needsVersion4(const QuotaState& s)
+{
+    for (const auto& p : s.providers) {
+        for (const auto& sc : p.scopes) {
+            if (sc.split || sc.day != ScopeWindow::Day::None)
+                return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+RollingWindow::Usage ScopeWindow::dayUsage(std::int64_t nowMs, std::int64_t dayStart) const
+{
+    switch (day) {
+    case Day::Rolling:
+        return rollingDay.usage(nowMs);
+    case Day::Calendar:
+        return dayStartMs == dayStart ? dayUsed : RollingWindow::Usage {};
+    case Day::None:
+        break;
+    }
+    return {};
+}
+
 std::string QuotaState::encode() const
 {
     Writer w;
     w.u32(PAYLOAD_MAGIC);
-    w.u32(FORMAT_VERSION);
+    const bool v4 = needsVersion4(*this);
+    w.u32(v4 ? FORMAT_VERSION : PLAIN_FORMAT_VERSION);
     w.u64(nextFence);
     w.u64(nextTicket);
     w.u8(pausedAll ? 1 : 0);
@@ -175,19 +257,17 @@ std::string QuotaState::encode() const
         w.u16(static_cast<std::uint16_t>(p.scopes.size()));
         for (const auto& s : p.scopes) {
             w.str(s.model);
-            w.i64(s.window.windowMs());
-            std::uint8_t used = 0;
-            for (const auto& b : s.window.buckets())
-                used += b.index >= 0 ? 1 : 0;
-            w.u8(used);
-            for (std::size_t i = 0; i < s.window.buckets().size(); ++i) {
-                const auto& b = s.window.buckets()[i];
-                if (b.index < 0)
-                    continue;
-                w.u8(static_cast<std::uint8_t>(i));
-                w.i64(b.index);
-                w.i64(b.requests);
-                w.i64(b.tokens);
+            if (v4) // the scope's kind comes first: it says how the buckets are laid out
+                w.u8(static_cast<std::uint8_t>((s.split ? 1 : 0) | static_cast<std::uint8_t>(s.day) << 1));
+            writeWindow(w, s.window, s.split);
+            if (s.day == ScopeWindow::Day::Rolling) {
+                writeWindow(w, s.rollingDay, s.split);
+            } else if (s.day == ScopeWindow::Day::Calendar) {
+                w.i64(s.dayStartMs);
+                w.i64(s.dayUsed.requests);
+                w.i64(s.dayUsed.tokens);
+                w.i64(s.dayUsed.input);
+                w.i64(s.dayUsed.output);
             }
         }
         w.u16(static_cast<std::uint16_t>(p.slots.size()));
@@ -265,24 +345,35 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             return bad(r, "too many scopes");
         p.scopes.resize(nScopes);
         for (auto& sc : p.scopes) {
-            std::int64_t windowMs = 0;
-            std::uint8_t used = 0;
-            if (!r.str(sc.model) || !r.i64(windowMs) || !r.u8(used))
-                return bad(r, "truncated window");
-            if (windowMs < 1 || used > RollingWindow::SLOTS)
-                return bad(r, "invalid window");
-            std::array<RollingWindow::Bucket, RollingWindow::SLOTS> buckets {};
-            for (std::uint8_t i = 0; i < used; ++i) {
-                std::uint8_t at = 0;
-                RollingWindow::Bucket b;
-                if (!r.u8(at) || !r.i64(b.index) || !r.i64(b.requests) || !r.i64(b.tokens))
-                    return bad(r, "truncated bucket");
-                if (at >= RollingWindow::SLOTS || b.index < 0 || b.requests < 0 || b.tokens < 0)
-                    return bad(r, "invalid bucket");
-                buckets[at] = b;
+            const char* why = "truncated window";
+            if (!r.str(sc.model))
+                return bad(r, why);
+            if (version >= 4) {
+                std::uint8_t kind = 0;
+                if (!r.u8(kind))
+                    return bad(r, why);
+                if (kind > 5)
+                    return bad(r, "invalid scope kind");
+                sc.split = (kind & 1) != 0;
+                sc.day = static_cast<ScopeWindow::Day>(kind >> 1);
             }
-            if (!sc.window.restore(windowMs, buckets))
-                return bad(r, "window values out of range");
+            if (!readWindow(r, sc.window, sc.split, why))
+                return bad(r, why);
+            if (sc.day == ScopeWindow::Day::Rolling) {
+                if (!readWindow(r, sc.rollingDay, sc.split, why))
+                    return bad(r, why);
+                if (sc.rollingDay.windowMs() != ScopeWindow::DAY_MS)
+                    return bad(r, "invalid day window");
+            } else if (sc.day == ScopeWindow::Day::Calendar) {
+                auto& u = sc.dayUsed;
+                if (!r.i64(sc.dayStartMs) || !r.i64(u.requests) || !r.i64(u.tokens) || !r.i64(u.input)
+                    || !r.i64(u.output))
+                    return bad(r, "truncated day");
+                auto bad64 = [](std::int64_t v) { return v < 0 || v > RollingWindow::MAX_BUCKET_COUNT; };
+                if (sc.dayStartMs < 0 || sc.dayStartMs > RollingWindow::MAX_TIME_MS || bad64(u.requests)
+                    || bad64(u.tokens) || bad64(u.input) || bad64(u.output))
+                    return bad(r, "invalid day");
+            }
         }
         if (!r.u16(nSlots) || nSlots > MAX_SLOTS)
             return bad(r, "invalid slot count");

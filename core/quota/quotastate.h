@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -57,10 +58,33 @@ struct Waiter
     std::string host; // as in Slot
 };
 
+// The usage of one scope: the provider (model "") or one model class, in its rolling window
+// and, when its limits have a per-day budget, in its day.
 struct ScopeWindow
 {
-    std::string model; // empty: the provider-wide window
+    enum class Day : std::uint8_t { None = 0, Rolling = 1, Calendar = 2 };
+    static constexpr std::int64_t DAY_MS = 24LL * 3600 * 1000;
+
+    ScopeWindow(std::string scope = {}, RollingWindow w = RollingWindow()) // NOLINT: { name, window }
+        : model(std::move(scope))
+        , window(w)
+    {
+    }
+
+    std::string model; // empty: the provider-wide window; otherwise a class's name
     RollingWindow window;
+    // The buckets' input and output hold the provider's split: set while the scope's limits
+    // have an input or output budget (turned on, the split of what is already counted is
+    // unknown, so all its tokens count toward each).
+    bool split = false;
+    Day day = Day::None;
+    RollingWindow rollingDay { DAY_MS }; // Day::Rolling: the last 24 hours
+    std::int64_t dayStartMs = 0; // Day::Calendar: the start of the day dayUsed counts
+    RollingWindow::Usage dayUsed; // Day::Calendar
+
+    // What the day holds at nowMs, for a calendar day that starts at dayStart (a day that has
+    // ended holds nothing).
+    [[nodiscard]] RollingWindow::Usage dayUsage(std::int64_t nowMs, std::int64_t dayStart) const;
 };
 
 struct ProviderState
@@ -91,10 +115,14 @@ struct ProviderState
 
 struct QuotaState
 {
-    static constexpr std::uint32_t FORMAT_VERSION = 3;
-    // Still read (and rewritten as FORMAT_VERSION): version 1 has slots and waiters without
-    // namespace, start time and lease (docs/PROTOCOL.md says how such holders are judged);
-    // versions 1 and 2 have no provider-reported limits (read as "not reported").
+    static constexpr std::uint32_t FORMAT_VERSION = 4;
+    // The version written while no scope splits tokens or counts a day: a home whose limits use
+    // none of version 4's metrics stays readable by the versions before it.
+    static constexpr std::uint32_t PLAIN_FORMAT_VERSION = 3;
+    // Still read (and rewritten as FORMAT_VERSION or PLAIN_FORMAT_VERSION): version 1 has slots
+    // and waiters without namespace, start time and lease (docs/PROTOCOL.md says how such
+    // holders are judged); versions 1 and 2 have no provider-reported limits (read as "not
+    // reported"); versions 1 to 3 have no input/output split and no day (read as none).
     static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
     static constexpr std::size_t MAX_PROVIDERS = 64;
     static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)

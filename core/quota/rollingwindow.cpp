@@ -22,6 +22,35 @@ std::int64_t widthFor(std::int64_t windowMs)
         1, windowMs / RollingWindow::BUCKETS + (windowMs % RollingWindow::BUCKETS != 0));
 }
 
+void addTo(RollingWindow::Bucket& b, const RollingWindow::Usage& a)
+{
+    // Bounded as the state decoder requires (a lying usage report must not make the state
+    // unreadable); the callers' amounts are far below this.
+    auto add = [](std::int64_t& to, std::int64_t v) {
+        to = std::clamp<std::int64_t>(to + v, 0, RollingWindow::MAX_BUCKET_COUNT);
+    };
+    add(b.requests, a.requests);
+    add(b.tokens, a.tokens);
+    add(b.input, a.input);
+    add(b.output, a.output);
+}
+
+void addTo(RollingWindow::Usage& u, const RollingWindow::Bucket& b, int sign)
+{
+    u.requests += sign * b.requests;
+    u.tokens += sign * b.tokens;
+    u.input += sign * b.input;
+    u.output += sign * b.output;
+}
+
+bool fitsUnder(
+    const RollingWindow::Usage& used, const RollingWindow::Usage& add, const RollingWindow::Usage& limit)
+{
+    auto one = [](std::int64_t u, std::int64_t a, std::int64_t l) { return l < 0 || u + a <= l; };
+    return one(used.requests, add.requests, limit.requests) && one(used.tokens, add.tokens, limit.tokens)
+        && one(used.input, add.input, limit.input) && one(used.output, add.output, limit.output);
+}
+
 } // namespace
 
 RollingWindow::RollingWindow(std::int64_t windowMs)
@@ -42,43 +71,39 @@ RollingWindow::Usage RollingWindow::usage(std::int64_t nowMs) const
     Usage u;
     for (const auto& b : m_buckets) {
         // Buckets from the future (the clock went back) still count: conservative.
-        if (b.index >= 0 && b.index >= lo) {
-            u.requests += b.requests;
-            u.tokens += b.tokens;
-        }
+        if (b.index >= 0 && b.index >= lo)
+            addTo(u, b, 1);
     }
     return u;
 }
 
 void RollingWindow::record(std::int64_t nowMs, std::int64_t requests, std::int64_t tokens)
 {
+    record(nowMs, Usage { requests, tokens, 0, 0 });
+}
+
+void RollingWindow::record(std::int64_t nowMs, const Usage& amount)
+{
     const std::int64_t k = floorDiv(nowMs, m_bucketMs);
     Bucket& b = m_buckets[static_cast<std::size_t>(((k % SLOTS) + SLOTS) % SLOTS)];
-    if (b.index != k) {
-        // A future bucket (clock went back) is never overwritten: fold into it instead.
-        if (b.index > k) {
-            b.requests = std::min(b.requests + requests, MAX_BUCKET_COUNT);
-            b.tokens = std::min(b.tokens + tokens, MAX_BUCKET_COUNT);
-            return;
-        }
-        b = Bucket { k, 0, 0 };
-    }
-    // Bounded as the state decoder requires (a lying usage report must not make the state
-    // unreadable); the callers' amounts are far below this.
-    b.requests = std::min(b.requests + requests, MAX_BUCKET_COUNT);
-    b.tokens = std::min(b.tokens + tokens, MAX_BUCKET_COUNT);
+    // A future bucket (clock went back) is never overwritten: the amount folds into it.
+    if (b.index != k && b.index < k)
+        b = Bucket { k, 0, 0, 0, 0 };
+    addTo(b, amount);
 }
 
 std::int64_t RollingWindow::whenFits(std::int64_t nowMs, std::int64_t requests, std::int64_t requestLimit,
     std::int64_t tokens, std::int64_t tokenLimit) const
 {
-    if ((requestLimit >= 0 && requests > requestLimit) || (tokenLimit >= 0 && tokens > tokenLimit))
+    return whenFits(nowMs, Usage { requests, tokens, 0, 0 }, Usage { requestLimit, tokenLimit, -1, -1 });
+}
+
+std::int64_t RollingWindow::whenFits(std::int64_t nowMs, const Usage& amount, const Usage& limit) const
+{
+    if (!fitsUnder(Usage {}, amount, limit))
         return INT64_MAX;
     Usage u = usage(nowMs);
-    auto fits = [&](const Usage& cur) {
-        return (requestLimit < 0 || cur.requests + requests <= requestLimit)
-            && (tokenLimit < 0 || cur.tokens + tokens <= tokenLimit);
-    };
+    auto fits = [&](const Usage& cur) { return fitsUnder(cur, amount, limit); };
     if (fits(u))
         return nowMs;
     const std::int64_t lo = oldestCounted(nowMs);
@@ -91,8 +116,7 @@ std::int64_t RollingWindow::whenFits(std::int64_t nowMs, std::int64_t requests, 
     std::sort(
         live.begin(), live.begin() + n, [](const Bucket& a, const Bucket& b) { return a.index < b.index; });
     for (int i = 0; i < n; ++i) {
-        u.requests -= live[static_cast<std::size_t>(i)].requests;
-        u.tokens -= live[static_cast<std::size_t>(i)].tokens;
+        addTo(u, live[static_cast<std::size_t>(i)], -1);
         // Bucket k stops counting once now − window ≥ (k + 1) * g.
         const std::int64_t leaves = (live[static_cast<std::size_t>(i)].index + 1) * m_bucketMs + m_windowMs;
         if (fits(u))
@@ -109,39 +133,46 @@ void RollingWindow::rescale(std::int64_t newWindowMs, std::int64_t nowMs)
         return;
     const Usage u = usage(nowMs);
     *this = RollingWindow(newWindowMs);
-    if (u.requests || u.tokens)
-        record(nowMs, u.requests, u.tokens);
+    if (u.requests || u.tokens || u.input || u.output)
+        record(nowMs, u);
 }
 
 bool RollingWindow::boundFuture(std::int64_t nowMs)
 {
     const std::int64_t k = floorDiv(nowMs, m_bucketMs);
-    std::int64_t requests = 0;
-    std::int64_t tokens = 0;
+    Usage moving;
     bool moved = false;
     for (Bucket& b : m_buckets) {
         if (b.index > k + BUCKETS) {
-            requests += b.requests; // at most SLOTS * MAX_BUCKET_COUNT: far from overflow
-            tokens += b.tokens;
+            addTo(moving, b, 1); // at most SLOTS * MAX_BUCKET_COUNT: far from overflow
             b = Bucket {};
             moved = true;
         }
     }
     if (moved)
-        record(nowMs, requests, tokens);
+        record(nowMs, moving);
     return moved;
 }
 
 void RollingWindow::adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta)
 {
+    adjust(atMs, nowMs, Usage { 0, delta, 0, 0 });
+}
+
+void RollingWindow::adjust(std::int64_t atMs, std::int64_t nowMs, const Usage& delta)
+{
     const std::int64_t k = floorDiv(atMs, m_bucketMs);
     Bucket& b = m_buckets[static_cast<std::size_t>(((k % SLOTS) + SLOTS) % SLOTS)];
     if (b.index == k) {
-        b.tokens = std::clamp<std::int64_t>(b.tokens + delta, 0, MAX_BUCKET_COUNT);
+        addTo(b, delta);
         return;
     }
-    if (delta > 0)
-        record(nowMs, 0, delta);
+    // The admission's bucket has left the ring: what it used beyond its estimate still counts
+    // (now), what it used less is already forgotten.
+    const Usage late { std::max<std::int64_t>(0, delta.requests), std::max<std::int64_t>(0, delta.tokens),
+        std::max<std::int64_t>(0, delta.input), std::max<std::int64_t>(0, delta.output) };
+    if (late.requests || late.tokens || late.input || late.output)
+        record(nowMs, late);
 }
 
 bool RollingWindow::restore(std::int64_t windowMs, const std::array<Bucket, SLOTS>& buckets)
@@ -150,8 +181,9 @@ bool RollingWindow::restore(std::int64_t windowMs, const std::array<Bucket, SLOT
     if (windowMs < 1 || windowMs > MAX_WINDOW_MS)
         return false;
     for (const auto& b : buckets) {
-        if (b.index < -1 || b.requests < 0 || b.tokens < 0 || b.requests > MAX_BUCKET_COUNT
-            || b.tokens > MAX_BUCKET_COUNT || (b.index >= 0 && b.index > MAX_TIME_MS / m_bucketMs))
+        auto bad = [](std::int64_t v) { return v < 0 || v > MAX_BUCKET_COUNT; };
+        if (b.index < -1 || bad(b.requests) || bad(b.tokens) || bad(b.input) || bad(b.output)
+            || (b.index >= 0 && b.index > MAX_TIME_MS / m_bucketMs))
             return false;
     }
     m_buckets = buckets;

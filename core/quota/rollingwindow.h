@@ -31,11 +31,20 @@ public:
         std::int64_t index = -1; // absolute bucket number (time / width); -1 = empty
         std::int64_t requests = 0;
         std::int64_t tokens = 0;
+        // The provider's split of the tokens (its counting rule's input and output). Not
+        // always input + output = tokens: an admission whose split is unknown counts its
+        // tokens in full toward each (QuotaPolicy), and a state from before the split reads
+        // back that way.
+        std::int64_t input = 0;
+        std::int64_t output = 0;
     };
+    // An amount of each metric: used, wanted, or (negative: none) a limit.
     struct Usage
     {
         std::int64_t requests = 0;
         std::int64_t tokens = 0;
+        std::int64_t input = 0;
+        std::int64_t output = 0;
     };
 
     explicit RollingWindow(std::int64_t windowMs = 60000);
@@ -44,6 +53,7 @@ public:
     [[nodiscard]] std::int64_t bucketMs() const { return m_bucketMs; }
     [[nodiscard]] Usage usage(std::int64_t nowMs) const;
     void record(std::int64_t nowMs, std::int64_t requests, std::int64_t tokens);
+    void record(std::int64_t nowMs, const Usage& amount);
     // Earliest time ≥ now at which `requests` more requests and `tokens` more tokens fit
     // under the limits (a missing limit is passed as a negative number). INT64_MAX: never.
     [[nodiscard]] std::int64_t whenFits(std::int64_t nowMs, std::int64_t requests, std::int64_t requestLimit,
@@ -51,6 +61,11 @@ public:
     // A new window length: what is in the window now is kept, conservatively, as if it had
     // all happened now (it cannot be re-bucketed exactly).
     void rescale(std::int64_t newWindowMs, std::int64_t nowMs);
+    // The same for every metric: `limit`'s negative fields are no limit.
+    [[nodiscard]] std::int64_t whenFits(std::int64_t nowMs, const Usage& amount, const Usage& limit) const;
+    // Reconcile an estimate: adds delta (may be negative) to each metric of the bucket that
+    // holds atMs, as adjustTokens does.
+    void adjust(std::int64_t atMs, std::int64_t nowMs, const Usage& delta);
     // Reconcile an estimate: adds delta tokens (may be negative) to the bucket that holds
     // atMs, if it is still in the ring; otherwise a positive delta lands in the current bucket.
     void adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int64_t delta);
