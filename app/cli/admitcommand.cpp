@@ -33,10 +33,10 @@ WallTime deadlineFrom(const Clock& clock, double seconds)
 }
 
 // acquire and run share their request options.
-int parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& request, double& timeoutSeconds)
+StopCode parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& request, double& timeoutSeconds)
 {
-    if (int code = c.needProvider(o.provider); code >= 0)
-        return code;
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
     request.provider = o.provider;
     if (!o.caller || o.caller->empty())
         return c.console().usage("--caller NAME is required (it names you in status and history)");
@@ -54,7 +54,7 @@ int parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& request, 
     const auto wanted
         = std::chrono::milliseconds(static_cast<std::int64_t>(std::min(timeoutSeconds, 3600.0) * 1000.0));
     c.setRedisTimeout(std::clamp(wanted, MIN_REDIS_OP, RedisConnection::DEFAULT_TIMEOUT));
-    return -1;
+    return std::nullopt;
 }
 
 // A --model the provider has no limits for is counted against the provider only: say so.
@@ -94,10 +94,10 @@ int cmdAcquire(const QuotaContext& context)
     QuotaSession c("acquire", o.common);
     AdmitRequest request;
     double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
-    if (int code = parseRequest(c, o, request, timeoutSeconds); code >= 0)
-        return code;
-    if (int code = c.open(); code >= 0)
-        return code;
+    if (auto stop = parseRequest(c, o, request, timeoutSeconds))
+        return *stop;
+    if (auto stop = c.open())
+        return *stop;
     warnUnknownModel(c, request, timeoutSeconds);
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
     request.wantsSlot = o.slot;
@@ -235,8 +235,8 @@ int cmdRun(const QuotaContext& context)
     QuotaSession c("run", o.common);
     AdmitRequest request;
     double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
-    if (int code = parseRequest(c, o, request, timeoutSeconds); code >= 0)
-        return code;
+    if (auto stop = parseRequest(c, o, request, timeoutSeconds))
+        return *stop;
     if (context.trailing().empty())
         return c.console().usage("run needs a command after --");
     const RetryAfterFile retryFile(c.probe().pidNamespace());
@@ -249,8 +249,8 @@ int cmdRun(const QuotaContext& context)
         return c.console().fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io,
                                     "", keeper.problem() + " (nothing was spent)"),
             keeper.exitCode());
-    if (int code = c.open(); code >= 0)
-        return code;
+    if (auto stop = c.open())
+        return *stop;
     warnUnknownModel(c, request, timeoutSeconds);
     // This runner renews the slot's lease that readers in other pid namespaces go by.
     request.wantsSlot = true;
@@ -327,8 +327,8 @@ int cmdReport(const QuotaContext& context, bool rateLimited)
 {
     const QuotaOptions& o = context.options();
     QuotaSession c(rateLimited ? "report-429" : "report-ok", o.common);
-    if (int code = c.needProvider(o.provider); code >= 0)
-        return code;
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
     if (!o.caller || o.caller->empty())
         return c.console().usage("--caller NAME is required");
     std::optional<std::int64_t> retryMs;
@@ -343,8 +343,8 @@ int cmdReport(const QuotaContext& context, bool rateLimited)
         return c.console().usage(
             "--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
     bool missing = false;
-    if (int code = c.openUnlessMissing(missing); code >= 0)
-        return code;
+    if (auto stop = c.openUnlessMissing(missing))
+        return *stop;
     if (missing)
         return c.failUnknownOnMissingHome(o.provider);
     json j;

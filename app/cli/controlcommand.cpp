@@ -38,16 +38,16 @@ int cmdSwitch(const QuotaContext& context, Switch which)
     QuotaSession c(commandName(which), o.common);
     const std::string& provider = o.provider;
     if (which == Switch::ResetBackoff) {
-        if (int code = c.needProvider(provider); code >= 0)
-            return code;
+        if (auto stop = c.needProvider(provider))
+            return *stop;
     }
     // A pause of all providers means something before anything ran (it holds every later
     // caller): it creates the home. A named provider has no limits on a missing home, and
     // nothing there is paused.
     bool missing = false;
     const bool createsHome = which == Switch::Pause && provider.empty();
-    if (int code = createsHome ? c.open() : c.openUnlessMissing(missing); code >= 0)
-        return code;
+    if (auto stop = createsHome ? c.open() : c.openUnlessMissing(missing))
+        return *stop;
     if (missing && !provider.empty())
         return c.failUnknownOnMissingHome(provider);
     if (missing)

@@ -61,8 +61,8 @@ int cmdLimitsShow(const QuotaContext& context)
 {
     QuotaSession c("limits show", context.options().common);
     bool exists = false;
-    if (int code = c.openExisting(exists); code >= 0)
-        return code;
+    if (auto stop = c.openExisting(exists))
+        return *stop;
     const std::string& only = context.options().provider;
     if (!exists) {
         c.sayNoHome();
@@ -102,8 +102,8 @@ int cmdLimitsExport(const QuotaContext& context)
 {
     QuotaSession c("limits export", context.options().common);
     bool exists = false;
-    if (int code = c.openExisting(exists); code >= 0)
-        return code;
+    if (auto stop = c.openExisting(exists))
+        return *stop;
     QuotaLimits out;
     const std::string& only = context.options().provider;
     if (exists) {
@@ -171,8 +171,8 @@ int cmdLimitsImport(const QuotaContext& context)
     if (incoming->providers().empty() && o.replace)
         return c.console().fail(Error::make(ErrorKind::Usage, shown,
             "names no provider: with --replace that would remove every limit (use limits remove)"));
-    if (int code = c.open(); code >= 0)
-        return code;
+    if (auto stop = c.open())
+        return *stop;
     auto changed = c.limiter().importLimits(*incoming, o.replace, QuotaSession::who());
     if (!changed)
         return c.console().fail(changed.error());
@@ -195,11 +195,11 @@ int cmdLimitsRemove(const QuotaContext& context)
 {
     const QuotaOptions& o = context.options();
     QuotaSession c("limits remove", o.common);
-    if (int code = c.needProvider(o.provider); code >= 0)
-        return code;
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
     bool missing = false;
-    if (int code = c.openUnlessMissing(missing); code >= 0)
-        return code;
+    if (auto stop = c.openUnlessMissing(missing))
+        return *stop;
     if (missing)
         return c.failUnknownOnMissingHome(o.provider);
     const std::string& provider = o.provider;
@@ -240,7 +240,7 @@ struct CheckedLimits
 
 // Every value is checked before anything is opened or created, in this order: the first bad
 // one is the one named.
-int checkLimitValues(QuotaSession& c, const QuotaOptions& o, CheckedLimits& out)
+StopCode checkLimitValues(QuotaSession& c, const QuotaOptions& o, CheckedLimits& out)
 {
     struct Given
     {
@@ -265,11 +265,11 @@ int checkLimitValues(QuotaSession& c, const QuotaOptions& o, CheckedLimits& out)
             return c.console().usage(v.error().message);
         g.checked = *v;
     }
-    return -1;
+    return std::nullopt;
 }
 
 // limits set --model M: the model's requests, tokens and window change.
-int applyModelLimits(QuotaSession& c, const QuotaOptions& o, const CheckedLimits& v, ProviderLimits& l)
+StopCode applyModelLimits(QuotaSession& c, const QuotaOptions& o, const CheckedLimits& v, ProviderLimits& l)
 {
     ModelLimits ml = l.models.count(*o.model) ? l.models[*o.model]
                                               : ModelLimits { std::nullopt, std::nullopt, l.windowMs };
@@ -286,11 +286,12 @@ int applyModelLimits(QuotaSession& c, const QuotaOptions& o, const CheckedLimits
     if (!ml.requests && !ml.tokens)
         return c.console().usage("a model limit needs --requests or --tokens");
     l.models[*o.model] = ml;
-    return -1;
+    return std::nullopt;
 }
 
 // limits set without --model: the provider's own limits change.
-int applyProviderLimits(QuotaSession& c, const QuotaOptions& o, const CheckedLimits& v, ProviderLimits& l)
+StopCode applyProviderLimits(
+    QuotaSession& c, const QuotaOptions& o, const CheckedLimits& v, ProviderLimits& l)
 {
     if (v.requests)
         l.requests = v.requests;
@@ -316,15 +317,15 @@ int applyProviderLimits(QuotaSession& c, const QuotaOptions& o, const CheckedLim
         l.requests.reset();
     if (!l.requests && !l.tokens && !l.parallel)
         return c.console().usage("give at least one of --requests, --tokens or --parallel");
-    return -1;
+    return std::nullopt;
 }
 
 int cmdLimitsSet(const QuotaContext& context)
 {
     const QuotaOptions& o = context.options();
     QuotaSession c("limits set", o.common);
-    if (int code = c.needProvider(o.provider); code >= 0)
-        return code;
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
     if (auto r = QuotaLimits::validateName("provider", o.provider); !r)
         return c.console().fail(r.error());
     if (o.model) {
@@ -332,17 +333,16 @@ int cmdLimitsSet(const QuotaContext& context)
             return c.console().fail(r.error());
     }
     CheckedLimits values;
-    if (int code = checkLimitValues(c, o, values); code >= 0)
-        return code;
-    if (int code = c.open(); code >= 0)
-        return code;
+    if (auto stop = checkLimitValues(c, o, values))
+        return *stop;
+    if (auto stop = c.open())
+        return *stop;
     auto all = c.limiter().limits();
     if (!all)
         return c.console().fail(all.error());
     ProviderLimits l = all->find(o.provider) ? *all->find(o.provider) : ProviderLimits {};
-    if (int code = o.model ? applyModelLimits(c, o, values, l) : applyProviderLimits(c, o, values, l);
-        code >= 0)
-        return code;
+    if (auto stop = o.model ? applyModelLimits(c, o, values, l) : applyProviderLimits(c, o, values, l))
+        return *stop;
     if (auto r = c.limiter().setLimits(o.provider, l, QuotaSession::who()); !r)
         return c.console().fail(r.error());
     if (o.model)

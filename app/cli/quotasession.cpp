@@ -27,14 +27,14 @@ std::string QuotaSession::who()
         + std::to_string(ProcessProbe::parentPid()) + ")";
 }
 
-int QuotaSession::needProvider(const std::string& provider)
+StopCode QuotaSession::needProvider(const std::string& provider)
 {
     if (provider.empty())
         return m_console.usage("missing PROVIDER");
-    return -1;
+    return std::nullopt;
 }
 
-int QuotaSession::open()
+StopCode QuotaSession::open()
 {
     auto spec = HomeSpec::resolve(m_homeOption);
     if (!spec)
@@ -42,7 +42,7 @@ int QuotaSession::open()
     return open(*spec);
 }
 
-int QuotaSession::openUnlessMissing(bool& missing)
+StopCode QuotaSession::openUnlessMissing(bool& missing)
 {
     missing = false;
     auto spec = HomeSpec::resolve(m_homeOption);
@@ -56,7 +56,7 @@ int QuotaSession::openUnlessMissing(bool& missing)
     // A Redis home is only known to exist by asking the server: opened as always.
     if (spec->isDirectory() && ::lstat(spec->dir().c_str(), &st) != 0 && errno == ENOENT) {
         missing = true;
-        return -1;
+        return std::nullopt;
     }
     return open(*spec);
 }
@@ -69,7 +69,7 @@ int QuotaSession::failUnknownOnMissingHome(const std::string& provider)
               "SECONDS)"));
 }
 
-int QuotaSession::open(const HomeSpec& spec)
+StopCode QuotaSession::open(const HomeSpec& spec)
 {
     m_home = spec.text();
     auto s = StoreFactory::openBackend(spec, m_clock, m_probe, nullptr, m_redisTimeout);
@@ -78,10 +78,10 @@ int QuotaSession::open(const HomeSpec& spec)
     m_store = std::move(s).value();
     m_console.setStore(m_store.get());
     m_limiter = std::make_unique<QuotaLimiter>(*m_store, m_clock, m_probe);
-    return -1;
+    return std::nullopt;
 }
 
-int QuotaSession::openExisting(bool& exists)
+StopCode QuotaSession::openExisting(bool& exists)
 {
     exists = false;
     auto spec = HomeSpec::resolve(m_homeOption);
@@ -90,7 +90,7 @@ int QuotaSession::openExisting(bool& exists)
     m_home = spec->text();
     auto r = StoreFactory::openReader(*spec);
     if (!r && r.error().kind == ErrorKind::NotFound)
-        return -1;
+        return std::nullopt;
     if (!r)
         return m_console.fail(r.error());
     m_reader = std::move(r).value();
@@ -98,13 +98,13 @@ int QuotaSession::openExisting(bool& exists)
         // A Redis home exists once something ran there: only a look at the server tells.
         auto look = m_reader->snapshot();
         if (!look && look.error().kind == ErrorKind::NotFound)
-            return -1;
+            return std::nullopt;
         if (!look)
             return m_console.fail(look.error());
         m_firstLook = std::move(look).value(); // the command's first peek (one round trip, not two)
     }
     exists = true;
-    return -1;
+    return std::nullopt;
 }
 
 void QuotaSession::sayNoHome() const

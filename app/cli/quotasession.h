@@ -5,7 +5,7 @@
 //   - the write side (open, openUnlessMissing): a backend and a QuotaLimiter; open creates
 //     the home when needed, openUnlessMissing leaves a missing home uncreated;
 //   - the read side (openExisting, peek): a QuotaReader, never creating anything.
-// The opening functions return an exit code, or -1 to go on.
+// The opening steps return a StopCode: the exit code to stop with, or nothing to go on.
 
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
@@ -23,6 +23,10 @@
 #include <string>
 
 namespace tollgate::cli {
+
+// What a step of a command returns: the exit code to stop with (its message already
+// printed), or std::nullopt to go on.
+using StopCode = std::optional<int>;
 
 class QuotaSession
 {
@@ -50,29 +54,29 @@ public:
     void setRedisTimeout(std::chrono::milliseconds timeout) { m_redisTimeout = timeout; }
 
     // A request's PROVIDER is required: a usage error when `provider` is empty.
-    int needProvider(const std::string& provider);
+    [[nodiscard]] StopCode needProvider(const std::string& provider);
 
     // The write side: creates the home when needed (a named home only as its last directory,
     // see StoreFactory::openBackend).
-    int open();
+    [[nodiscard]] StopCode open();
     // The write side for commands that can do nothing on a home that does not exist yet
     // (release, a report or a switch of a named provider, which has no limits there): such a
     // home is left uncreated and `missing` is set, for the command to answer as the empty
     // home would. Otherwise as open().
-    int openUnlessMissing(bool& missing);
+    [[nodiscard]] StopCode openUnlessMissing(bool& missing);
     // What a command naming a provider answers on a missing home: no limits, so no provider
     // (the same refusal and exit code as on an empty home).
     int failUnknownOnMissingHome(const std::string& provider);
 
-    // The read side: never creates anything. Returns an exit code, or -1 to go on: with
-    // `exists` set and reader() usable when the home exists.
-    int openExisting(bool& exists);
+    // The read side: never creates anything. Goes on with `exists` set and reader() usable
+    // when the home exists, or (exists false) when it does not.
+    [[nodiscard]] StopCode openExisting(bool& exists);
     void sayNoHome() const;
     // A look at the home without a transaction: names a corrupt file as an error.
     [[nodiscard]] Result<QuotaView> peek(bool needState);
 
 private:
-    int open(const HomeSpec& spec);
+    [[nodiscard]] StopCode open(const HomeSpec& spec);
 
     Console m_console;
     const SystemClock m_clock;

@@ -18,8 +18,8 @@ int cmdReleaseStale(const QuotaContext& context)
 {
     QuotaSession c("release-stale", context.options().common);
     bool missing = false;
-    if (int code = c.openUnlessMissing(missing); code >= 0)
-        return code;
+    if (auto stop = c.openUnlessMissing(missing))
+        return *stop;
     if (missing) {
         c.console().say("no Tollgate home at " + c.home() + " yet: nothing to release");
         json j;
@@ -43,14 +43,14 @@ int cmdRelease(const QuotaContext& context)
 {
     const QuotaOptions& o = context.options();
     QuotaSession c("release", o.common);
-    if (int code = c.needProvider(o.provider); code >= 0)
-        return code;
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
     if (!o.fence)
         return c.console().usage("--fence N is required");
     const auto fence = static_cast<std::uint64_t>(*o.fence);
     bool missing = false;
-    if (int code = c.openUnlessMissing(missing); code >= 0)
-        return code;
+    if (auto stop = c.openUnlessMissing(missing))
+        return *stop;
     if (missing) // as for a fence no slot has: refused (exit 1), and nothing is created
         return c.console().fail(
             Error::make(ErrorKind::Busy, "",

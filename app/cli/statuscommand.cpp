@@ -274,8 +274,8 @@ int cmdStatus(const QuotaContext& context)
     }
     QuotaSession c("status", o.common);
     bool exists = false;
-    if (int code = c.openExisting(exists); code >= 0)
-        return code;
+    if (auto stop = c.openExisting(exists))
+        return *stop;
     json out;
     out["home"] = c.home();
     out["host"] = hostJson(c.probe());
@@ -327,8 +327,8 @@ int cmdHistory(const QuotaContext& context)
     const QuotaOptions& o = context.options();
     QuotaSession c("history", o.common);
     bool exists = false;
-    if (int code = c.openExisting(exists); code >= 0)
-        return code;
+    if (auto stop = c.openExisting(exists))
+        return *stop;
     if (!exists) {
         c.sayNoHome();
         c.console().emit(json::array());
