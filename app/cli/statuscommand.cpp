@@ -139,7 +139,7 @@ json queueJson(const ProviderState& ps, std::int64_t now)
     return waiters;
 }
 
-// One provider of the status document, as it was passed in.
+// What status shows of one provider: its limits, its settled state and core's Capacity of it.
 struct ProviderLook
 {
     const std::string& name;
@@ -291,7 +291,7 @@ int cmdStatus(const QuotaContext& context)
     return statusOfHome(c, out);
 }
 
-// One history event as a line: "2026-11-25 20:55:01.3  admitted  openai  caller=x ...".
+// One history event as a line: "2026-11-25 20:55:01.3  admit  openai  caller=x  fence=3".
 std::string historyLine(const HistoryEvent& e)
 {
     const std::time_t t = static_cast<std::time_t>(e.timeMs / 1000);
