@@ -1,12 +1,17 @@
 // tollgate: the command line through which callers in any language share one API quota.
 
+#include "admitcommand.h"
 #include "commandtable.h"
 #include "console.h"
+#include "controlcommand.h"
 #include "democommand.h"
 #include "exitcodes.h"
+#include "limitscommand.h"
 #include "lockcommand.h"
-#include "quotacommand.h"
 #include "proxy/proxycommand.h"
+#include "quotacontext.h"
+#include "releasecommand.h"
+#include "statuscommand.h"
 
 #include <algorithm>
 #include <iostream>
@@ -116,7 +121,14 @@ int main(int argc, char** argv)
         "tollgate");
     app.set_version_flag("--version", std::string("tollgate ") + TOLLGATE_VERSION);
     app.require_subcommand(0, 1);
-    QuotaCommand::addTo(app, table);
+    // The shared-quota commands, in the order `tollgate --help` lists them; they share one
+    // context (their options), which lives as long as the table that runs them.
+    QuotaContext quota(table);
+    LimitsCommand::addTo(app, quota);
+    AdmitCommand::addTo(app, quota);
+    ControlCommand::addTo(app, quota);
+    StatusCommand::addTo(app, quota);
+    ReleaseCommand::addTo(app, quota);
     LockCommand::addTo(app, table);
     DemoCommand::addTo(app, table);
     ProxyCommand::addTo(app, table);

@@ -1,0 +1,418 @@
+// AdmitCommand: acquire and run (a request's options, the wait, the command run under a
+// slot, its Retry-After file) and report-429 / report-ok.
+
+#include "admitcommand.h"
+
+#include "childrunner.h"
+#include "exitcodes.h"
+#include "quota/retryafter.h"
+#include "quotaformat.h"
+#include "quotasession.h"
+#include "retryafterfile.h"
+#include "system/fd.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+
+namespace tollgate::cli {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
+constexpr std::chrono::milliseconds MIN_REDIS_OP { 500 };
+constexpr std::int64_t MAX_AMOUNT = std::int64_t(1) << 40;
+
+WallTime deadlineFrom(const Clock& clock, double seconds)
+{
+    return clock.now()
+        + std::chrono::duration_cast<WallTime::duration>(std::chrono::duration<double>(seconds));
+}
+
+// acquire and run share their request options.
+StopCode parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& request, double& timeoutSeconds)
+{
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
+    request.provider = o.provider;
+    if (!o.caller || o.caller->empty())
+        return c.console().usage("--caller NAME is required (it names you in status and history)");
+    request.caller = *o.caller;
+    request.model = o.model.value_or("");
+    if (!request.model.empty()) {
+        if (auto r = QuotaLimits::validateName("model", request.model); !r)
+            return c.console().fail(r.error());
+    }
+    request.tokens = o.tokens.value_or(0);
+    timeoutSeconds = std::min(o.timeout.value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
+    // A Redis home that does not answer fails the command within its --timeout: each
+    // operation gets at most that long (but at least MIN_REDIS_OP, one round trip's room even
+    // for a try, and at most the default).
+    const auto wanted
+        = std::chrono::milliseconds(static_cast<std::int64_t>(std::min(timeoutSeconds, 3600.0) * 1000.0));
+    c.setRedisTimeout(std::clamp(wanted, MIN_REDIS_OP, RedisConnection::DEFAULT_TIMEOUT));
+    return std::nullopt;
+}
+
+// A --model the provider has no limits for is counted against the provider only: say so.
+void warnUnknownModel(QuotaSession& c, const AdmitRequest& request, double timeoutSeconds)
+{
+    if (request.model.empty())
+        return;
+    // Within --timeout, as the acquire that follows (the store's floor lets a try wait out a
+    // transaction in progress).
+    StoreWait wait;
+    wait.deadline = std::chrono::steady_clock::now()
+        + std::chrono::milliseconds(QuotaFormat::toMs(std::min(timeoutSeconds, 3600.0)));
+    auto all = c.limiter().limits(wait);
+    if (!all)
+        return; // the acquire that follows reports it
+    const ProviderLimits* l = all->find(request.provider);
+    if (l && !l->models.count(request.model))
+        c.console().warn("provider " + request.provider + " has no limits for model " + request.model
+            + "; only the provider's limits apply (set some with: tollgate limits set " + request.provider
+            + " --model " + request.model + " --requests N)");
+}
+
+int reportRefusal(QuotaSession& c, const Error& e)
+{
+    if (e.kind != ErrorKind::Timeout || !e.path.empty())
+        return c.console().fail(e);
+    if (ChildRunner::interrupted().load())
+        return c.console().fail(
+            Error::make(ErrorKind::Timeout, "", "interrupted while waiting; left the queue"),
+            128 + ChildRunner::interruptSignal());
+    return c.console().fail(e, EXIT_REFUSED);
+}
+
+int cmdAcquire(const QuotaContext& context)
+{
+    const QuotaOptions& o = context.options();
+    QuotaSession c("acquire", o.common);
+    AdmitRequest request;
+    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    if (auto stop = parseRequest(c, o, request, timeoutSeconds))
+        return *stop;
+    if (auto stop = c.open())
+        return *stop;
+    warnUnknownModel(c, request, timeoutSeconds);
+    // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
+    request.wantsSlot = o.slot;
+    request.pid = o.pid.value_or(ProcessProbe::parentPid());
+    ChildRunner::installSignalHandlers();
+    auto permit
+        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
+    if (!permit)
+        return reportRefusal(c, permit.error());
+    const bool slot = permit->holdsSlot();
+    permit->detach();
+    c.console().say("admitted provider=" + request.provider + " fence=" + std::to_string(permit->fence())
+        + " waited_ms=" + std::to_string(permit->waitedMs()) + (slot ? " slot=held" : ""));
+    json j;
+    j["admitted"] = true;
+    j["provider"] = request.provider;
+    j["caller"] = QuotaLimiter::sanitizeCaller(request.caller);
+    j["fence"] = permit->fence();
+    j["waited_ms"] = permit->waitedMs();
+    j["slot"] = slot;
+    c.console().emit(j);
+    return EXIT_OK;
+}
+
+// RetryAfter bounds every value to 24 h: one longer is honoured for 24 h, and said so once.
+void warnIfClamped(QuotaSession& c, std::string_view value, const RetryAfter::Delay& delay)
+{
+    if (!delay.clamped)
+        return;
+    constexpr std::size_t SHOWN = 80;
+    const std::string shown
+        = value.size() > SHOWN ? std::string(value.substr(0, SHOWN)) + "..." : std::string(value);
+    c.console().warn("Retry-After '" + shown + "' asks for more than 24 h; backing off 24 h (the maximum)");
+}
+
+// What the command wrote into $TOLLGATE_RETRY_AFTER_FILE. The command may have replaced the
+// file with anything: opened without following a link and without blocking, and only read
+// when it is a regular file, so a FIFO or a device cannot hang or feed us.
+std::string readRetryAfterFile(QuotaSession& c, const std::string& path)
+{
+    auto fd = Fd::openRegular(path, O_RDONLY);
+    if (!fd) {
+        if (fd.error().sysErrno != ENOENT)
+            c.console().warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + fd.error().describe());
+        return "";
+    }
+    auto text = fd->readAll(256);
+    if (!text) {
+        c.console().warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + text.error().describe());
+        return "";
+    }
+    return *text;
+}
+
+// Runs the admitted command in its keeper, renewing the slot's lease while it runs, and gives
+// the slot back after. Returns the command's exit code.
+int runAdmitted(QuotaSession& c, ChildRunner::Keeper& keeper, const AdmitRequest& request, Permit& permit,
+    const std::string& retryPath, std::chrono::milliseconds lease)
+{
+    const int code = ChildRunner::start(
+        keeper,
+        { { "TOLLGATE_PROVIDER", request.provider },
+            { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
+            { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit.fence()) },
+            { "TOLLGATE_HOME", c.home() }, { "TOLLGATE_RETRY_AFTER_FILE", retryPath } },
+        [&, warned = false]() mutable {
+            auto held = permit.renew();
+            if (!held && !warned)
+                c.console().warn("could not renew the slot's lease: " + held.error().describe());
+            else if (held && !*held && !warned)
+                c.console().warn("the slot (fence " + std::to_string(permit.fence())
+                    + ") was taken away (released by hand or reclaimed); the command runs on without it");
+            warned = warned || !held || !*held;
+        },
+        lease / 3);
+    if (auto r = permit.release(); !r)
+        c.console().warn("could not give the slot back: " + r.error().describe());
+    return code;
+}
+
+// The command said it was rate-limited (--rate-limited-exit): a 429 for every caller, with
+// the Retry-After it wrote into its file, if any.
+void recordRunRateLimited(
+    QuotaSession& c, const AdmitRequest& request, int code, std::string retryAfter, json& j)
+{
+    j["rate_limited"] = true;
+    std::optional<std::int64_t> ms;
+    while (!retryAfter.empty() && (retryAfter.back() == '\n' || retryAfter.back() == '\r'))
+        retryAfter.pop_back();
+    if (!retryAfter.empty()) {
+        // The command's word, not the user's: a value that cannot be read (an impossible
+        // date) is warned about, and the 429 counts with the configured backoff.
+        auto parsed = RetryAfter::parse(retryAfter, c.clock().unixSeconds() * 1000);
+        if (parsed) {
+            warnIfClamped(c, retryAfter, *parsed);
+            ms = parsed->ms;
+        } else {
+            c.console().warn("ignoring TOLLGATE_RETRY_AFTER_FILE: " + parsed.error().message);
+        }
+    }
+    auto b = c.limiter().report429(request.provider, request.caller, ms, ProcessProbe::selfPid());
+    if (!b) {
+        c.console().warn("could not record the 429: " + b.error().describe());
+    } else {
+        j["backoff_ms"] = *b;
+        c.console().tell("tollgate: " + request.provider + " rate-limited (exit " + std::to_string(code)
+            + "); all callers back off " + QuotaFormat::seconds(*b));
+    }
+}
+
+// What a finished run tells the quota (a 429, a success, or nothing) and its result document.
+json recordRunOutcome(QuotaSession& c, const QuotaOptions& o, const AdmitRequest& request,
+    const Permit& permit, int code, const RetryAfterFile& retryFile)
+{
+    std::string retryAfter
+        = retryFile.path().empty() ? std::string() : readRetryAfterFile(c, retryFile.path());
+    json j;
+    j["provider"] = request.provider;
+    j["fence"] = permit.fence();
+    j["waited_ms"] = permit.waitedMs();
+    j["exit_code"] = code;
+    j["rate_limited"] = false;
+    if (o.rateLimitedExit && code == *o.rateLimitedExit) {
+        recordRunRateLimited(c, request, code, std::move(retryAfter), j);
+    } else if (code == 0) {
+        if (auto r = c.limiter().reportSuccess(request.provider, request.caller); !r)
+            c.console().warn("could not record the success: " + r.error().describe());
+    }
+    return j;
+}
+
+int cmdRun(const QuotaContext& context)
+{
+    const QuotaOptions& o = context.options();
+    QuotaSession c("run", o.common);
+    AdmitRequest request;
+    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    if (auto stop = parseRequest(c, o, request, timeoutSeconds))
+        return *stop;
+    if (context.trailing().empty())
+        return c.console().usage("run needs a command after --");
+    const RetryAfterFile retryFile(c.probe().pidNamespace());
+    // The command's keeper holds the slot: it lives until the last process of the command is
+    // gone, even when this runner is killed (ChildRunner). Forked before the store is opened,
+    // so it holds none of the store's descriptors. A command that cannot run is found out
+    // here: it spends no request, tokens or slot.
+    ChildRunner::Keeper keeper = ChildRunner::prepare(context.trailing(), retryFile.path());
+    if (!keeper.ok())
+        return c.console().fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io,
+                                    "", keeper.problem() + " (nothing was spent)"),
+            keeper.exitCode());
+    if (auto stop = c.open())
+        return *stop;
+    warnUnknownModel(c, request, timeoutSeconds);
+    // This runner renews the slot's lease that readers in other pid namespaces go by.
+    request.wantsSlot = true;
+    request.pid = keeper.pid();
+    const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
+    request.leaseMs = lease.count();
+    ChildRunner::installSignalHandlers();
+    auto permit
+        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
+    if (!permit)
+        return reportRefusal(c, permit.error());
+    const int code = runAdmitted(c, keeper, request, *permit, retryFile.path(), lease);
+    c.console().emit(recordRunOutcome(c, o, request, *permit, code, retryFile));
+    return code;
+}
+
+// report-ok --fence N: the end of a call admitted with `acquire --slot`: the slot, the real
+// usage and the success in one store operation (the slot knows its admission time and
+// estimate).
+int finishAdmission(QuotaSession& c, const QuotaOptions& o, json& j)
+{
+    AdmissionEnd end;
+    end.provider = o.provider;
+    end.fence = static_cast<std::uint64_t>(*o.fence);
+    end.usedTokens = o.tokensUsed.value_or(-1);
+    end.success = true;
+    end.caller = *o.caller;
+    auto r = c.limiter().finishAdmission(end);
+    if (!r)
+        return c.console().fail(r.error());
+    j["recorded"] = "success";
+    j["fence"] = end.fence;
+    j["released"] = *r;
+    if (!*r)
+        return c.console().fail(Error::make(ErrorKind::Busy, "",
+                                    o.provider + ": no slot with fence " + std::to_string(end.fence)
+                                        + " (released or reclaimed already, or the admission took none: "
+                                          "acquire --slot takes one only when the provider has --parallel): "
+                                          "the success was recorded"
+                                        + (o.tokensUsed ? ", the tokens were not corrected" : "")),
+            EXIT_REFUSED);
+    c.console().say("recorded a success for " + o.provider + "; released slot fence "
+        + std::to_string(end.fence)
+        + (o.tokensUsed ? "; the window counts " + std::to_string(*o.tokensUsed) + " tokens for it" : ""));
+    c.console().emit(j);
+    return EXIT_OK;
+}
+
+int reportSuccess(QuotaSession& c, const QuotaOptions& o, json& j)
+{
+    if (auto r = c.limiter().reportSuccess(o.provider, *o.caller); !r)
+        return c.console().fail(r.error());
+    c.console().say("recorded a success for " + o.provider + "; consecutive 429s reset");
+    j["recorded"] = "success";
+    c.console().emit(j);
+    return EXIT_OK;
+}
+
+int report429(QuotaSession& c, const QuotaOptions& o, std::optional<std::int64_t> retryMs, json& j)
+{
+    // the caller that got the 429 is the script that ran us
+    auto b = c.limiter().report429(o.provider, *o.caller, retryMs, ProcessProbe::parentPid());
+    if (!b)
+        return c.console().fail(b.error());
+    c.console().say(
+        o.provider + ": every caller now backs off for " + QuotaFormat::seconds(*b) + " (plus jitter)");
+    j["recorded"] = "429";
+    j["backoff_ms"] = *b;
+    c.console().emit(j);
+    return EXIT_OK;
+}
+
+int cmdReport(const QuotaContext& context, bool rateLimited)
+{
+    const QuotaOptions& o = context.options();
+    QuotaSession c(rateLimited ? "report-429" : "report-ok", o.common);
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
+    if (!o.caller || o.caller->empty())
+        return c.console().usage("--caller NAME is required");
+    std::optional<std::int64_t> retryMs;
+    if (rateLimited && o.retryAfter) {
+        auto delay = RetryAfter::parse(*o.retryAfter, c.clock().unixSeconds() * 1000);
+        if (!delay)
+            return c.console().usage("--retry-after: " + delay.error().message);
+        warnIfClamped(c, *o.retryAfter, *delay);
+        retryMs = delay->ms;
+    }
+    if (!rateLimited && o.tokensUsed && !o.fence)
+        return c.console().usage(
+            "--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
+    bool missing = false;
+    if (auto stop = c.openUnlessMissing(missing))
+        return *stop;
+    if (missing)
+        return c.failUnknownOnMissingHome(o.provider);
+    json j;
+    j["provider"] = o.provider;
+    if (!rateLimited && o.fence)
+        return finishAdmission(c, o, j);
+    if (!rateLimited)
+        return reportSuccess(c, o, j);
+    return report429(c, o, retryMs, j);
+}
+
+// acquire's and run's request options.
+void addRequest(CLI::App* command, QuotaContext& context)
+{
+    QuotaOptions& o = context.options();
+    context.addProvider(command, "the provider whose quota to use");
+    context.addCaller(command, "who you are (required; shown in status and history)");
+    CliOptions::addText(command, "--model", o.model, "count against this model's limits too")->type_name("M");
+    CliOptions::addInteger(
+        command, "--tokens", o.tokens, 0, MAX_AMOUNT, "tokens this request will use (default 0)");
+    CliOptions::addSeconds(command, "--timeout", o.timeout, "how long to wait at most (default 60)");
+}
+
+void addReports(CLI::App& app, QuotaContext& context)
+{
+    QuotaOptions& o = context.options();
+    CLI::App* r429 = context.addCommand(&app, "report-429", "report a 429: every caller backs off",
+        [](const QuotaContext& ctx) { return cmdReport(ctx, true); });
+    context.addProvider(r429, "the provider that answered 429");
+    context.addCaller(r429, "who got it (required)");
+    CliOptions::addText(r429, "--retry-after", o.retryAfter, "the Retry-After value: seconds or an HTTP date")
+        ->type_name("SECONDS|DATE");
+    CLI::App* ok
+        = context.addCommand(&app, "report-ok", "report a success: resets the count of consecutive 429s",
+            [](const QuotaContext& ctx) { return cmdReport(ctx, false); });
+    context.addProvider(ok, "the provider");
+    context.addCaller(ok, "who succeeded (required)");
+    CliOptions::addInteger(ok, "--fence", o.fence, 1, INT64_MAX,
+        "end the call admitted with `acquire --slot` (its fence): the slot is freed too")
+        ->type_name("N");
+    CliOptions::addInteger(ok, "--tokens-used", o.tokensUsed, 0, INT64_MAX,
+        "what the call really used (needs --fence): replaces acquire's --tokens estimate in the window")
+        ->type_name("N");
+}
+
+} // namespace
+
+void AdmitCommand::addTo(CLI::App& app, QuotaContext& context)
+{
+    QuotaOptions& o = context.options();
+    CLI::App* acquire = context.addCommand(
+        &app, "acquire", "wait for the quota of PROVIDER; exit 0 when admitted", cmdAcquire);
+    addRequest(acquire, context);
+    CLI::Option* slot = acquire->add_flag(
+        "--slot", o.slot, "also take a parallel slot, held until released or the caller dies");
+    // Only a slot has a holder: --pid alone would be taken and ignored.
+    CliOptions::addInteger(acquire, "--pid", o.pid, 1, INT32_MAX,
+        "the process that holds the slot (default: the one that ran tollgate)")
+        ->needs(slot);
+
+    CLI::App* run = context.addCommand(&app, "run",
+        "run a command under the quota (tollgate run PROVIDER --caller NAME -- CMD ARGS...)", cmdRun);
+    addRequest(run, context);
+    CliOptions::addInteger(run, "--rate-limited-exit", o.rateLimitedExit, 1, 255,
+        "the command's exit code that means it got a 429 (reported for every caller)")
+        ->type_name("CODE");
+
+    addReports(app, context);
+}
+
+} // namespace tollgate::cli

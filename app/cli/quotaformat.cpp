@@ -1,0 +1,55 @@
+// QuotaFormat: durations and limits as the shared-quota commands write them.
+
+#include "quotaformat.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace tollgate::cli {
+
+using nlohmann::json;
+
+std::string QuotaFormat::seconds(std::int64_t ms)
+{
+    char buf[32];
+    if (ms % 1000 == 0)
+        std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(ms / 1000));
+    else
+        std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
+    return buf;
+}
+
+std::int64_t QuotaFormat::toMs(double seconds)
+{
+    constexpr double MAX_SECONDS = 1e15; // 31 million years: more than any history holds
+    return static_cast<std::int64_t>(std::llround(std::clamp(seconds, 0.0, MAX_SECONDS) * 1000.0));
+}
+
+json QuotaFormat::limitsJson(const std::string& name, const ProviderLimits& l)
+{
+    json j;
+    j["provider"] = name;
+    j["requests"] = l.requests ? json(*l.requests) : json(nullptr);
+    j["tokens"] = l.tokens ? json(*l.tokens) : json(nullptr);
+    j["window_seconds"] = static_cast<double>(l.windowMs) / 1000.0;
+    j["parallel"] = l.parallel ? json(*l.parallel) : json(nullptr);
+    j["headroom_percent"] = l.headroomPercent;
+    j["effective_requests"] = l.requests ? json(l.effective(*l.requests)) : json(nullptr);
+    j["effective_tokens"] = l.tokens ? json(l.effective(*l.tokens)) : json(nullptr);
+    j["backoff_base_seconds"] = static_cast<double>(l.backoffBaseMs) / 1000.0;
+    j["backoff_cap_seconds"] = static_cast<double>(l.backoffCapMs) / 1000.0;
+    j["max_hold_seconds"] = static_cast<double>(l.maxHoldMs) / 1000.0;
+    json models = json::object();
+    for (const auto& [m, ml] : l.models) {
+        json mj;
+        mj["requests"] = ml.requests ? json(*ml.requests) : json(nullptr);
+        mj["tokens"] = ml.tokens ? json(*ml.tokens) : json(nullptr);
+        mj["window_seconds"] = static_cast<double>(ml.windowMs) / 1000.0;
+        models[m] = mj;
+    }
+    j["models"] = models;
+    return j;
+}
+
+} // namespace tollgate::cli

@@ -1,0 +1,34 @@
+#pragma once
+
+// QuotaOptions: every option of every shared-quota command, as CLI11 fills it in. One command
+// runs per process, so the commands bind their options to one set, owned by the QuotaContext
+// that main() passes to each command family.
+
+#include "clioptions.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tollgate::cli {
+
+struct QuotaOptions
+{
+    CliOptions::Common common;
+    std::string provider; // the PROVIDER positional ("" when not given)
+    std::optional<std::string> caller, model, reason, retryAfter, providerFilter;
+    std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence, tokensUsed;
+    // limits set: taken as numbers and checked by QuotaLimits::check, the one range check
+    // limits.json is read with, so both refuse the same values with the same words.
+    std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
+    std::optional<double> timeout, since;
+    bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
+    // limits import FILE [--replace]
+    std::string importFile;
+    bool replace = false;
+    // status --watch [SECONDS]: watchGiven when the option was given at all (its value is optional).
+    std::optional<std::string> watch;
+    bool watchGiven = false;
+};
+
+} // namespace tollgate::cli

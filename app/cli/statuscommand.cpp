@@ -1,0 +1,390 @@
+// StatusCommand: status (per provider: usage, capacity, slots and their holders, queue,
+// backoff, pauses; --watch hands over to WatchCommand) and history (the events of a span).
+
+#include "statuscommand.h"
+
+#include "exitcodes.h"
+#include "quota/capacity.h"
+#include "quota/holderstatus.h"
+#include "quota/quotapolicy.h"
+#include "quotaformat.h"
+#include "quotasession.h"
+#include "system/hostidentity.h"
+#include "watchcommand.h"
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tollgate::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// A slot's holder as status shows it: core's judgement (HolderStatus), in words.
+struct HolderView
+{
+    HolderStatus status;
+    std::string text; // "pid 33, 5s, alive"
+};
+
+std::string wholeSeconds(std::int64_t ms)
+{
+    return std::to_string(ms / 1000 + (ms % 1000 != 0 ? 1 : 0)) + " s";
+}
+
+HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLimits& l, std::int64_t nowMs)
+{
+    HolderView v { HolderStatus::judge(s, l, nowMs, probe), {} };
+    const HolderStatus& h = v.status;
+    const std::string held = QuotaFormat::seconds(h.heldMs);
+    if (h.state == HolderState::Placeholder) {
+        v.text = "placeholder from a reset state, " + held;
+        return v;
+    }
+    if (h.ns == HolderNamespace::Ours) {
+        v.text = "pid " + std::to_string(s.pid) + ", " + held + ", "
+            + (h.whyGone.empty() ? std::string(holderStateName(h.state)) : h.whyGone);
+        return v;
+    }
+    v.text = "pid " + std::to_string(s.pid) + " in "
+        + (h.ns == HolderNamespace::Unknown ? "an unknown" : "another") + " pid namespace, "
+        + (h.whyGone.empty() ? "lease " + wholeSeconds(h.leaseLeftMs) + " left" : h.whyGone) + ", " + held
+        + (h.state == HolderState::Overdue ? ", overdue" : "");
+    return v;
+}
+
+// "Can the next call go now?" (core's Capacity, the limiter's own rules), for scripts.
+json capacityJson(const ProviderCapacity& c)
+{
+    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
+    auto ms = [](std::int64_t v) { return v == Capacity::NEVER ? json(nullptr) : json(v); };
+    json j;
+    j["level"] = capacityLevelName(c.level);
+    j["blocked_by"] = c.level == CapacityLevel::Blocked ? json(waitReasonName(c.blockedBy)) : json(nullptr);
+    j["blocked_until_ms"] = opt(c.blockedUntilMs);
+    j["next_call_in_ms"] = ms(c.nextCallInMs); // null: not a matter of time (paused, slots held)
+    j["requests_left"] = opt(c.window.requestsLeft);
+    j["next_request_in_ms"] = ms(c.window.nextRequestInMs);
+    j["tokens_left"] = opt(c.window.tokensLeft);
+    j["tokens_free_in_ms"] = ms(c.window.tokensFreeInMs);
+    j["slots_in_use"] = c.slotsInUse;
+    j["slots_free"] = opt(c.slotsFree);
+    j["backoff_remaining_ms"] = c.backoffRemainingMs;
+    j["pace_remaining_ms"] = c.paceRemainingMs;
+    return j;
+}
+
+// Which host this is (machine id + pid namespace): holders from other hosts are judged by
+// their lease, never by a pid of ours.
+json hostJson(const ProcessProbe& probe)
+{
+    json host;
+    host["name"] = HostIdentity::hostName();
+    auto id = HostIdentity::current(probe.pidNamespace());
+    host["id"] = id ? json(*id) : json(nullptr);
+    if (!id)
+        host["problem"] = id.error().describe();
+    return host;
+}
+
+// What the provider's own headers said (tollgate proxy); null: never reported.
+json reportedJson(const ProviderCapacity& cap, std::int64_t now)
+{
+    json r = nullptr;
+    if (cap.reportedAtMs > 0) {
+        auto orNull = [](std::int64_t v) { return v < 0 ? json(nullptr) : json(v); };
+        r = json::object();
+        r["requests_per_minute"] = orNull(cap.reportedRequests);
+        r["tokens_per_minute"] = orNull(cap.reportedTokens);
+        r["reported_at_ms"] = cap.reportedAtMs;
+        r["age_ms"] = std::max<std::int64_t>(0, now - cap.reportedAtMs);
+    }
+    return r;
+}
+
+json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const ProviderLimits& l, std::int64_t now)
+{
+    json slots = json::array();
+    for (const auto& s : ps.slots) {
+        json sj;
+        sj["fence"] = s.fence;
+        sj["pid"] = s.pid;
+        sj["caller"] = s.caller;
+        sj["model"] = s.model;
+        sj["age_ms"] = now - s.acquiredMs;
+        const HolderStatus h = holderView(probe, s, l, now).status;
+        sj["state"] = holderStateName(h.state);
+        sj["pid_namespace"] = holderNamespaceName(h.ns);
+        if (h.ns != HolderNamespace::Ours && s.pid != 0)
+            sj["lease_remaining_ms"] = h.leaseLeftMs;
+        slots.push_back(sj);
+    }
+    return slots;
+}
+
+json queueJson(const ProviderState& ps, std::int64_t now)
+{
+    json waiters = json::array();
+    for (const auto& w : ps.queue) {
+        json wj;
+        wj["caller"] = w.caller;
+        wj["pid"] = w.pid;
+        wj["waiting_ms"] = now - w.enqueuedMs;
+        wj["reason"] = waitReasonName(w.reason);
+        waiters.push_back(wj);
+    }
+    return waiters;
+}
+
+// What status shows of one provider: its limits, its settled state and core's Capacity of it.
+struct ProviderLook
+{
+    const std::string& name;
+    const ProviderLimits& limits;
+    const ProviderState& state;
+    const ProviderCapacity& capacity;
+    std::int64_t now;
+};
+
+json providerJson(const ProcessProbe& probe, const ProviderLook& p)
+{
+    const ProviderCapacity& cap = p.capacity;
+    json j = QuotaFormat::limitsJson(p.name, p.limits);
+    j["used_requests"] = cap.window.requestsUsed;
+    j["used_tokens"] = cap.window.tokensUsed;
+    j["paused"] = cap.paused;
+    j["pause_reason"] = cap.pauseReason;
+    j["backoff_remaining_ms"] = cap.backoffRemainingMs;
+    j["consecutive_429s"] = cap.consecutive429;
+    j["admitted_total"] = p.state.admittedTotal;
+    j["rate_limited_total"] = p.state.rateLimitedTotal;
+    j["waiting"] = cap.waiting;
+    j["capacity"] = capacityJson(cap);
+    j["provider_reported"] = reportedJson(cap, p.now);
+    j["limit_notices"] = cap.limitNotices;
+    j["slots"] = slotsJson(probe, p.state, p.limits, p.now);
+    j["queue"] = queueJson(p.state, p.now);
+    return j;
+}
+
+// "name: 3/10 requests, 100/1000 tokens in the last 60s, 1/2 slots", and a line per model.
+void sayUsage(const Console& console, const ProviderLook& p)
+{
+    const ProviderLimits& l = p.limits;
+    const RollingWindow::Usage used { p.capacity.window.requestsUsed, p.capacity.window.tokensUsed };
+    std::ostringstream line;
+    line << p.name << ": ";
+    if (l.requests)
+        line << used.requests << "/" << l.effective(*l.requests) << " requests";
+    if (l.tokens)
+        line << (l.requests ? ", " : "") << used.tokens << "/" << l.effective(*l.tokens) << " tokens";
+    if (l.requests || l.tokens)
+        line << " in the last " << QuotaFormat::seconds(l.windowMs);
+    if (l.parallel)
+        line << ((l.requests || l.tokens) ? ", " : "") << p.state.slots.size() << "/" << *l.parallel
+             << " slots";
+    console.say(line.str());
+    for (const auto& [m, ml] : l.models) {
+        const ScopeWindow* msc = p.state.scope(m);
+        const auto mu = msc ? msc->window.usage(p.now) : RollingWindow::Usage {};
+        std::ostringstream ml_line;
+        ml_line << "  model " << m << ": ";
+        if (ml.requests)
+            ml_line << mu.requests << "/" << l.effective(*ml.requests) << " requests";
+        if (ml.tokens)
+            ml_line << (ml.requests ? ", " : "") << mu.tokens << "/" << l.effective(*ml.tokens) << " tokens";
+        ml_line << " in the last " << QuotaFormat::seconds(ml.windowMs);
+        console.say(ml_line.str());
+    }
+}
+
+// The provider's notices, pause and backoff, its slots and its queue, a line each.
+void sayConditions(const Console& console, const ProcessProbe& probe, const ProviderLook& p)
+{
+    const ProviderState& ps = p.state;
+    const std::int64_t now = p.now;
+    for (const auto& notice : p.capacity.limitNotices)
+        console.say("  NOTE " + notice + " (reported "
+            + QuotaFormat::seconds(std::max<std::int64_t>(0, now - p.capacity.reportedAtMs)) + " ago)");
+    if (ps.paused)
+        console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
+    if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {
+        std::string b = "  BACKOFF " + QuotaFormat::seconds(((until - now + 99) / 100) * 100) + " left";
+        // A success resets the count but not a backoff already in force; a hold (the
+        // provider's headers said nothing is left until then) counts no 429 at all, and
+        // the state does not tell the two apart.
+        b += ps.consecutive429 > 0
+            ? " after " + std::to_string(ps.consecutive429) + " consecutive 429(s)"
+            : std::string(
+                " (from a 429 before the last success, or a hold: the provider said nothing is left)");
+        console.say(b);
+    } else if (ps.consecutive429) {
+        console.say("  " + std::to_string(ps.consecutive429) + " consecutive 429(s), backoff over");
+    }
+    for (const auto& s : ps.slots)
+        console.say("  slot fence " + std::to_string(s.fence) + ": " + s.caller + " ("
+            + holderView(probe, s, p.limits, now).text + ")");
+    for (const auto& w : ps.queue)
+        console.say("  waiting: " + w.caller + " (pid " + std::to_string(w.pid) + ", "
+            + QuotaFormat::seconds(now - w.enqueuedMs) + ", " + waitReasonName(w.reason) + ")");
+}
+
+// status on a home that exists: every provider, in JSON and in words.
+int statusOfHome(QuotaSession& c, json& out)
+{
+    auto view = c.peek(true);
+    if (!view)
+        return c.console().fail(view.error());
+    const std::int64_t now = c.clock().unixMs();
+    QuotaState state = view->state.value_or(QuotaState {});
+    QuotaPolicy::settle(state, view->limits, now, c.probe());
+    out["paused_all"] = state.pausedAll;
+    out["pause_reason"] = state.pauseReason;
+    json providers = json::array();
+    if (view->limits.providers().empty())
+        c.console().say("no providers yet (home " + c.home()
+            + "); add one with: tollgate limits set PROVIDER --requests N --window SECONDS");
+    if (state.pausedAll)
+        c.console().say(
+            "ALL PAUSED" + (state.pauseReason.empty() ? std::string() : ": " + state.pauseReason));
+    for (const auto& [name, l] : view->limits.providers()) {
+        // Core's summary of the provider (the dashboard and status --watch show the same).
+        const ProviderCapacity cap = Capacity::forProvider(state, name, &l, now, &c.probe());
+        const ProviderLook look { name, l, *state.provider(name), cap, now };
+        providers.push_back(providerJson(c.probe(), look));
+        sayUsage(c.console(), look);
+        sayConditions(c.console(), c.probe(), look);
+    }
+    out["providers"] = providers;
+    c.console().emit(out);
+    return EXIT_OK;
+}
+
+int cmdStatus(const QuotaContext& context)
+{
+    const QuotaOptions& o = context.options();
+    if (o.watchGiven) {
+        double seconds = WatchCommand::DEFAULT_SECONDS;
+        if (o.watch && !o.watch->empty())
+            seconds = CliOptions::parseSeconds(*o.watch).value(); // checked by the parser
+        return WatchCommand::run(o.common.home, seconds);
+    }
+    QuotaSession c("status", o.common);
+    bool exists = false;
+    if (auto stop = c.openExisting(exists))
+        return *stop;
+    json out;
+    out["home"] = c.home();
+    out["host"] = hostJson(c.probe());
+    out["home_exists"] = exists;
+    if (!exists) {
+        c.sayNoHome();
+        out["paused_all"] = false;
+        out["pause_reason"] = "";
+        out["providers"] = json::array();
+        c.console().emit(out);
+        return EXIT_OK;
+    }
+    return statusOfHome(c, out);
+}
+
+// One history event as a line: "2026-11-25 20:55:01.3  admit  openai  caller=x  fence=3".
+std::string historyLine(const HistoryEvent& e)
+{
+    const std::time_t t = static_cast<std::time_t>(e.timeMs / 1000);
+    std::tm tm {};
+    ::localtime_r(&t, &tm);
+    char when[32];
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+    std::ostringstream line;
+    line << when << "." << (e.timeMs % 1000) / 100 << "  " << e.typeName();
+    if (!e.provider.empty())
+        line << "  " << e.provider;
+    if (!e.caller.empty())
+        line << "  caller=" << e.caller;
+    if (!e.model.empty())
+        line << "  model=" << e.model;
+    if (e.tokens)
+        line << "  tokens=" << e.tokens;
+    if (e.fence)
+        line << "  fence=" << e.fence;
+    if (e.waitedMs)
+        line << "  waited=" << QuotaFormat::seconds(e.waitedMs);
+    if (e.retryAfterMs)
+        line << "  retry-after=" << QuotaFormat::seconds(e.retryAfterMs);
+    if (e.backoffMs)
+        line << "  backoff=" << QuotaFormat::seconds(e.backoffMs);
+    if (!e.reason.empty())
+        line << "  (" << e.reason << ")";
+    return line.str();
+}
+
+int cmdHistory(const QuotaContext& context)
+{
+    const QuotaOptions& o = context.options();
+    QuotaSession c("history", o.common);
+    bool exists = false;
+    if (auto stop = c.openExisting(exists))
+        return *stop;
+    if (!exists) {
+        c.sayNoHome();
+        c.console().emit(json::array());
+        return EXIT_OK;
+    }
+    const std::int64_t fromMs = c.clock().unixSeconds() * 1000 - QuotaFormat::toMs(o.since.value_or(3600));
+    const auto& provider = o.providerFilter;
+    auto cursor = c.reader().history();
+    auto batch = cursor->poll();
+    if (!batch)
+        return c.console().fail(batch.error());
+    json list = json::array();
+    for (const auto& e : batch->events) {
+        if (e.timeMs < fromMs || (provider && e.provider != *provider && !e.provider.empty()))
+            continue;
+        list.push_back(json::parse(e.toJsonLine(), nullptr, false));
+        c.console().say(historyLine(e));
+    }
+    if (batch->badLines)
+        c.console().warn("skipped " + std::to_string(batch->badLines) + " unreadable history line(s)");
+    c.console().emit(list);
+    return EXIT_OK;
+}
+
+void addStatus(CLI::App& app, QuotaContext& context)
+{
+    QuotaOptions& o = context.options();
+    CLI::App* status = context.addCommand(
+        &app, "status", "usage per window, slots, queue, backoff and pauses (reads only)", cmdStatus);
+    status
+        ->add_option_function<std::string>(
+            "--watch",
+            [&o](const std::string& v) {
+                o.watchGiven = true;
+                o.watch = v;
+            },
+            "redraw every SECONDS (0.1 to 3600; default 2) like top: can the next call go now, per provider, "
+            "and per-caller rates of the last minute; q or Ctrl-C quits. Not on a terminal: one plain frame "
+            "per interval, separated by a blank line")
+        ->type_name("[SECONDS]")
+        ->expected(0, 1)
+        ->check(CLI::Validator(
+            [](std::string& v) { return v.empty() ? std::string() : WatchCommand::checkSeconds(v); }, ""))
+        ->excludes(status->get_option("--json"));
+}
+
+} // namespace
+
+void StatusCommand::addTo(CLI::App& app, QuotaContext& context)
+{
+    QuotaOptions& o = context.options();
+    addStatus(app, context);
+    CLI::App* history = context.addCommand(
+        &app, "history", "admissions, waits, 429s, pauses and limit changes (reads only)", cmdHistory);
+    CliOptions::addSeconds(history, "--since", o.since, "how far back (default 3600)");
+    CliOptions::addText(history, "--provider", o.providerFilter, "only this provider")->type_name("P");
+}
+
+} // namespace tollgate::cli
