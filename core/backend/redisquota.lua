@@ -891,7 +891,7 @@ function ops.setLimits()
     if a.expect == 1 and current then return reply({ set = false, found = current }) end
     if a.expect == 2 and current ~= a.expected then return reply({ set = false, found = current or false }) end
     if not current and #redis.call('HKEYS', KEYS[1]) >= MAX_PROVIDERS then
-        return refuse('usage', 'invalid limits: at most ' .. MAX_PROVIDERS .. ' providers')
+        return refuse('usage', 'at most ' .. MAX_PROVIDERS .. ' providers')
     end
     local l = cjson.decode(a.limits)
     local field = 'p:' .. a.provider
@@ -945,7 +945,7 @@ function ops.importLimits()
         local current = redis.call('HGET', KEYS[1], name)
         if current ~= a.values[i] then
             if not current then count = count + 1 end
-            if count > MAX_PROVIDERS then return refuse('usage', 'invalid limits: at most ' .. MAX_PROVIDERS .. ' providers') end
+            if count > MAX_PROVIDERS then return refuse('usage', 'at most ' .. MAX_PROVIDERS .. ' providers') end
         end
     end
     for i, name in ipairs(a.names) do
