@@ -116,8 +116,11 @@ class Prelude
 public:
     void number(std::string_view name, std::int64_t value, std::string_view source)
     {
-        if (!exactInLua(value))
+        if (!exactInLua(value)) {
+            std::fprintf(stderr, "redisquotaprelude: %s (%s) is not exact in a Lua number\n",
+                std::string(name).c_str(), std::string(source).c_str());
             m_failed = true;
+        }
         m_text += "local " + std::string(name) + " = " + std::to_string(value) + " -- " + std::string(source)
             + "\n";
     }
@@ -160,7 +163,7 @@ int main(int argc, char** argv)
     p.number("NEVER", RedisStateCodec::NEVER, "RedisStateCodec::NEVER (2^53: no time)");
     p.number("HOME_FORMAT", RedisQuotaBackend::HOME_FORMAT, "RedisQuotaBackend::HOME_FORMAT");
 
-    // The defaults of a provider's limits: what a field the client leaves out means.
+    // The defaults of a provider's limits (the script's DEFAULT_LIMITS).
     const ProviderLimits defaults;
     p.number("DEFAULT_WINDOW_MS", defaults.windowMs, "ProviderLimits::windowMs");
     p.number("DEFAULT_HEADROOM_PERCENT", defaults.headroomPercent, "ProviderLimits::headroomPercent");
@@ -190,10 +193,8 @@ int main(int argc, char** argv)
     }
     p.text("}");
 
-    if (p.failed()) {
-        std::fprintf(stderr, "redisquotaprelude: a constant is not exact in a Lua number\n");
+    if (p.failed())
         return 1;
-    }
     std::FILE* out = std::fopen(argv[1], "wb");
     if (!out) {
         std::perror(argv[1]);
