@@ -5,20 +5,34 @@
 // the same (admitted or not, why, when to retry, the fence's place in the sequence) and show
 // the same state (window usage per scope, slots, queue, backoff, pauses). The Redis script
 // re-implements QuotaPolicy in Lua; this is what keeps the two the same policy.
+//
+// A random sequence with small limits never comes near the bounds, where the two are most
+// likely to part (a cap checked with > in one and >= in the other, a sum past 2^53 in Lua):
+// everyCapIsReachedAlike drives both homes to each one — the waiter cap, the slot cap, the
+// longest window, the longest hold, the longest stop (backoff cap plus jitter) — and past it.
+// The constants themselves cannot differ: the script's are generated from the C++ headers
+// (core/backend/redisquotaprelude.cpp); scriptCarriesTheHeadersConstants checks that they were.
 
 #include "backend/quotabackend.h"
 #include "backend/storefactory.h"
 #include "base/manualclock.h"
 #include "helpers/redisserver.h"
+#include "quota/limitmismatch.h"
+#include "store/redisstatecodec.h"
 #include "testsupport.h"
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <functional>
 #include <map>
 #include <random>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
+
+namespace tollgate {
+extern const char* const REDIS_QUOTA_SCRIPT; // the embedded script (redisquotascript.cpp)
+}
 
 namespace {
 
@@ -71,6 +85,147 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
     return out;
 }
 
+AdmitStep baseRequest(const ManualClock& clock, const ProcessProbe& probe, const std::string& provider)
+{
+    AdmitStep step;
+    step.request.provider = provider;
+    step.request.caller = "c";
+    step.request.pid = ProcessProbe::selfPid();
+    step.request.waiterPid = ProcessProbe::selfPid();
+    step.request.pidNs = probe.pidNamespace();
+    step.request.startTicks = probe.startTicks(step.request.pid).value_or(0);
+    step.request.waiterStartTicks = step.request.startTicks;
+    const std::int64_t nowMs
+        = std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
+    step.request.deadlineMs = nowMs + 3600 * 1000; // no waiter turns into a ghost within a phase
+    step.startMs = nowMs;
+    return step;
+}
+
+// One admission on one side, kept as the random sequence keeps them: a held slot by `key`, a
+// queued request by `key` (dropped from the waiters once admitted).
+std::string admitOn(Side& side, const AdmitStep& step, int key)
+{
+    auto o = side.backend->admit(step);
+    if (!o)
+        return "error: " + o.error().message;
+    const auto& d = o->decision;
+    if (d.admitted && side.firstFence == 0)
+        side.firstFence = d.fence;
+    if (d.admitted) {
+        side.waiters.erase(key);
+        if (d.slotTaken)
+            side.fences[key] = d.fence;
+    } else if (d.ticket != 0) {
+        AdmitStep queued = step;
+        queued.ticket = d.ticket;
+        side.waiters[key] = queued;
+    }
+    return describe(*o, side.firstFence) + (d.slotTaken ? " lease=" + std::to_string(o->leaseMs) : "");
+}
+
+// A file home and a Redis home on one manual clock, for one phase of everyCapIsReachedAlike.
+class Twins
+{
+public:
+    explicit Twins(
+        std::unique_ptr<QuotaBackend> file, std::unique_ptr<QuotaBackend> redis, ManualClock& clock)
+        : m_clock(clock)
+    {
+        m_sides[0].backend = std::move(file);
+        m_sides[1].backend = std::move(redis);
+    }
+
+    // Applies `op` to both homes; true when both answered alike and then showed the same state
+    // (false: why() says how they differed). `outcome`, when given, gets the answer.
+    bool both(
+        const std::string& what, const std::function<std::string(Side&)>& op, std::string* outcome = nullptr)
+    {
+        const std::string file = op(m_sides[0]);
+        const std::string redis = op(m_sides[1]);
+        if (outcome)
+            *outcome = file;
+        if (file != redis) {
+            m_why = what + ": file home: " + file + "; Redis home: " + redis;
+            return false;
+        }
+        auto fileView = m_sides[0].backend->snapshot();
+        auto redisView = m_sides[1].backend->snapshot();
+        if (!fileView || !redisView) {
+            m_why = what + ": no snapshot";
+            return false;
+        }
+        const std::string a = picture(*fileView, m_probe);
+        const std::string b = picture(*redisView, m_probe);
+        if (a != b) {
+            m_why = what + " (" + file + "): file home:\n" + a + "Redis home:\n" + b;
+            return false;
+        }
+        return true;
+    }
+    bool admit(const std::string& what, const AdmitStep& step, int key, std::string* outcome = nullptr)
+    {
+        return both(
+            what, [&](Side& side) { return admitOn(side, step, key); }, outcome);
+    }
+    // Looks again as the waiter queued under `key` (each side with its own ticket).
+    bool retry(const std::string& what, int key, std::string* outcome = nullptr)
+    {
+        return both(
+            what,
+            [&](Side& side) {
+                auto it = side.waiters.find(key);
+                return it == side.waiters.end() ? std::string("not queued") : admitOn(side, it->second, key);
+            },
+            outcome);
+    }
+    bool release(const std::string& what, const std::string& provider, int key)
+    {
+        return both(what, [&](Side& side) {
+            auto it = side.fences.find(key);
+            if (it == side.fences.end())
+                return std::string("not held");
+            auto r = side.backend->releaseSlot(provider, it->second, "");
+            side.fences.erase(it);
+            return r ? (*r ? "released" : "not found") : "error: " + r.error().message;
+        });
+    }
+    bool setLimits(const std::string& provider, const ProviderLimits& l)
+    {
+        return both("limits", [&](Side& side) {
+            auto r = side.backend->setLimits(provider, nullptr, l, "test", nullptr, {});
+            return r ? std::string("limits") : "error: " + r.error().message;
+        });
+    }
+    [[nodiscard]] AdmitStep request(const std::string& provider) const
+    {
+        return baseRequest(m_clock, m_probe, provider);
+    }
+    [[nodiscard]] std::int64_t nowMs() const
+    {
+        return std::chrono::duration_cast<std::chrono::milliseconds>(m_clock.now().time_since_epoch())
+            .count();
+    }
+    void advance(std::int64_t ms) { m_clock.advance(std::chrono::milliseconds(ms)); }
+    // The file home's view (after a `both` it equals the Redis home's).
+    [[nodiscard]] const ProviderState* provider(const std::string& name)
+    {
+        auto view = m_sides[0].backend->snapshot();
+        if (!view)
+            return nullptr;
+        m_view = std::move(view).value();
+        return m_view.state.provider(name);
+    }
+    [[nodiscard]] const char* why() const { return m_why.c_str(); }
+
+private:
+    ManualClock& m_clock;
+    const ProcessProbe m_probe;
+    Side m_sides[2];
+    LimiterSnapshot m_view;
+    std::string m_why;
+};
+
 } // namespace
 
 class TestRedisDifferential final : public QObject
@@ -79,8 +234,19 @@ class TestRedisDifferential final : public QObject
 private Q_SLOTS:
     void sameDecisionsAndStateAtEveryStep_data();
     void sameDecisionsAndStateAtEveryStep();
+    void everyCapIsReachedAlike_data();
+    void everyCapIsReachedAlike();
+    void scriptCarriesTheHeadersConstants();
 
 private:
+    void waiterCap(Twins& t);
+    void slotCap(Twins& t);
+    void longestWindow(Twins& t);
+    void longestHold(Twins& t);
+    void longestStop(Twins& t);
+    void providerCap(Twins& t);
+    void largestCounts(Twins& t);
+
     std::unique_ptr<RedisServer> m_redis; // when test.sh shares none
     int m_homes = 0;
 };
@@ -319,6 +485,463 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
     const auto fromRedis = mismatches(StoreFactory::openReader(*spec));
     QVERIFY(!fromFile.empty());
     QCOMPARE(fromRedis, fromFile);
+}
+
+void TestRedisDifferential::everyCapIsReachedAlike_data()
+{
+    QTest::addColumn<int>("phase");
+    QTest::newRow("waiters (QuotaState::MAX_WAITERS)") << 0;
+    QTest::newRow("slots (QuotaLimits::MAX_PARALLEL, QuotaState::MAX_SLOTS)") << 1;
+    QTest::newRow("longest window (7 days)") << 2;
+    QTest::newRow("longest hold (7 days)") << 3;
+    QTest::newRow("longest stop (QuotaPolicy::MAX_STOP_MS)") << 4;
+    QTest::newRow("providers (QuotaLimits::MAX_PROVIDERS)") << 5;
+    QTest::newRow("largest counts (QuotaLimits::MAX_COUNT, RollingWindow::MAX_BUCKET_COUNT)") << 6;
+}
+
+void TestRedisDifferential::everyCapIsReachedAlike()
+{
+    QFETCH(int, phase);
+    ManualClock clock(std::chrono::system_clock::now());
+    const ProcessProbe probe;
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    auto file = StoreFactory::openBackend(dir.path().toStdString() + "/home", clock, probe);
+    QVERIFY(file.ok());
+    const auto home = RedisServer::testHome(m_redis, QStringLiteral("cap"), ++m_homes);
+    if (!home.skip.isEmpty())
+        QSKIP(qPrintable(home.skip));
+    QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
+    auto spec = HomeSpec::parse(home.url);
+    QVERIFY(spec.ok());
+    auto redis = StoreFactory::openBackend(*spec, clock, probe, &clock);
+    QVERIFY2(redis.ok(), redis.ok() ? "" : redis.error().describe().c_str());
+    Twins t(std::move(file).value(), std::move(redis).value(), clock);
+    switch (phase) {
+    case 0:
+        return waiterCap(t);
+    case 1:
+        return slotCap(t);
+    case 2:
+        return longestWindow(t);
+    case 3:
+        return longestHold(t);
+    case 4:
+        return longestStop(t);
+    case 5:
+        return providerCap(t);
+    case 6:
+        return largestCounts(t);
+    }
+    QFAIL("no such phase");
+}
+
+// The queue fills to QuotaState::MAX_WAITERS; the next enqueue is refused the same way by both
+// (busy, nothing written); one leaving makes room for exactly one more.
+void TestRedisDifferential::waiterCap(Twins& t)
+{
+    ProviderLimits l;
+    l.requests = 1;
+    QVERIFY2(t.setLimits("w", l), t.why());
+    std::string out;
+    QVERIFY2(t.admit("the one admission of the window", t.request("w"), 0, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    AdmitStep queued = t.request("w");
+    queued.enqueue = true;
+    const int cap = static_cast<int>(QuotaState::MAX_WAITERS);
+    for (int i = 1; i <= cap; ++i) {
+        queued.request.caller = "c" + std::to_string(i);
+        QVERIFY2(t.admit("waiter " + std::to_string(i), queued, i, &out), t.why());
+        QVERIFY2(out.starts_with("refused"), out.c_str());
+    }
+    const ProviderState* p = t.provider("w");
+    QVERIFY(p);
+    QCOMPARE(p->queue.size(), QuotaState::MAX_WAITERS);
+
+    queued.request.caller = "one too many";
+    QVERIFY2(t.admit("past the waiter cap", queued, cap + 1, &out), t.why());
+    QVERIFY2(out.find("too many callers are already waiting") != std::string::npos, out.c_str());
+    p = t.provider("w");
+    QVERIFY(p);
+    QCOMPARE(p->queue.size(), QuotaState::MAX_WAITERS);
+
+    // The head gives up: one place, taken by the next enqueue; the one after is refused again.
+    QVERIFY2(t.both("the head leaves",
+                 [](Side& side) {
+                     auto it = side.waiters.begin();
+                     const bool left = side.backend->leaveQueue(it->second, true, "test").ok();
+                     side.waiters.erase(it);
+                     return std::string(left ? "left" : "error");
+                 }),
+        t.why());
+    QVERIFY2(t.admit("into the freed place", queued, cap + 1, &out), t.why());
+    QVERIFY2(out.starts_with("refused"), out.c_str());
+    QVERIFY2(t.admit("past the cap again", queued, cap + 2, &out), t.why());
+    QVERIFY2(out.find("too many callers are already waiting") != std::string::npos, out.c_str());
+
+    // The window frees: the new head (waiter 2) is admitted by its ticket, the others still queue.
+    t.advance(l.windowMs + l.windowMs / RollingWindow::BUCKETS + 1000); // a window and a bucket
+    QVERIFY2(t.retry("the head, once the window frees", 2, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    QVERIFY2(t.retry("the next, in the same window", 3, &out), t.why());
+    QVERIFY2(out.starts_with("refused"), out.c_str());
+}
+
+// Parallel at its maximum (QuotaLimits::MAX_PARALLEL = QuotaState::MAX_SLOTS): every slot taken,
+// the next refused for slots and queued, a release admits it.
+void TestRedisDifferential::slotCap(Twins& t)
+{
+    QCOMPARE(static_cast<std::size_t>(QuotaLimits::MAX_PARALLEL), QuotaState::MAX_SLOTS);
+    ProviderLimits l;
+    l.requests = QuotaLimits::MAX_COUNT;
+    l.parallel = QuotaLimits::MAX_PARALLEL;
+    QVERIFY2(t.setLimits("s", l), t.why());
+    AdmitStep step = t.request("s");
+    step.request.wantsSlot = true;
+    std::string out;
+    const int cap = static_cast<int>(QuotaLimits::MAX_PARALLEL);
+    for (int i = 0; i < cap; ++i) {
+        step.request.caller = "h" + std::to_string(i);
+        QVERIFY2(t.admit("holder " + std::to_string(i), step, i, &out), t.why());
+        QVERIFY2(out.starts_with("admitted"), out.c_str());
+    }
+    const ProviderState* p = t.provider("s");
+    QVERIFY(p);
+    QCOMPARE(p->slots.size(), QuotaState::MAX_SLOTS);
+
+    step.request.caller = "one too many";
+    QVERIFY2(t.admit("past the slot cap", step, cap, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=slots retryAt=ring"), out.c_str());
+    step.enqueue = true;
+    QVERIFY2(t.admit("queued for a slot", step, cap, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=slots"), out.c_str());
+    // A slot-less request is not held back by the slots, but it is by the queue ahead of it.
+    AdmitStep slotless = t.request("s");
+    QVERIFY2(t.admit("slot-less, behind the queue", slotless, cap + 1, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=queue"), out.c_str());
+
+    t.advance(10);
+    QVERIFY2(t.release("one holder leaves", "s", 7), t.why());
+    QVERIFY2(t.retry("the waiter, into the freed slot", cap, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    p = t.provider("s");
+    QVERIFY(p);
+    QCOMPARE(p->slots.size(), QuotaState::MAX_SLOTS);
+    QVERIFY(p->queue.empty());
+}
+
+// Windows of the longest length (QuotaLimits::MAX_WINDOW_MS = RollingWindow::MAX_WINDOW_MS,
+// 7 days: buckets of 5.25 hours), provider-wide and per model: filled, judged day by day until
+// they free (the retry time is a bucket end 7 days on), rescaled, and the clock put back.
+void TestRedisDifferential::longestWindow(Twins& t)
+{
+    QCOMPARE(QuotaLimits::MAX_WINDOW_MS, RollingWindow::MAX_WINDOW_MS);
+    ProviderLimits l;
+    l.requests = 3;
+    l.tokens = 1000;
+    l.windowMs = QuotaLimits::MAX_WINDOW_MS;
+    ModelLimits m;
+    m.requests = 1;
+    m.windowMs = QuotaLimits::MAX_WINDOW_MS;
+    l.models["m1"] = m;
+    QVERIFY2(t.setLimits("x", l), t.why());
+    std::string out;
+    AdmitStep model = t.request("x");
+    model.request.model = "m1";
+    model.request.tokens = 400;
+    QVERIFY2(t.admit("the model's one request", model, 0, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    t.advance(3 * 3600 * 1000);
+    QVERIFY2(t.admit("the model's window is full", model, 1, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=window"), out.c_str());
+    AdmitStep wide = t.request("x");
+    wide.request.tokens = 700;
+    QVERIFY2(t.admit("too many tokens for the window", wide, 2, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=tokens"), out.c_str());
+    wide.request.tokens = 600;
+    QVERIFY2(t.admit("the rest of the tokens", wide, 3, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    wide.request.tokens = 0;
+    QVERIFY2(t.admit("the third request", wide, 4, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    QVERIFY2(t.admit("the provider's window is full", wide, 5, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=window"), out.c_str());
+
+    // Day by day (and the hours around the end of the window): the same refusals and retry
+    // times on both, until the first admissions leave the window.
+    const std::int64_t modelAdmittedAt = t.nowMs() - 3 * 3600 * 1000;
+    std::int64_t modelFreedAt = 0;
+    for (int hour = 0; hour < 8 * 24; hour += hour < 6 * 24 ? 24 : 1) {
+        t.advance(hour < 6 * 24 ? 24 * 3600 * 1000 : 3600 * 1000);
+        QVERIFY2(t.admit("hour " + std::to_string(hour), wide, 10 + hour, &out), t.why());
+        QVERIFY2(t.admit("model, hour " + std::to_string(hour), model, 1000 + hour, &out), t.why());
+        if (modelFreedAt == 0 && out.starts_with("admitted"))
+            modelFreedAt = t.nowMs();
+    }
+    // Freed not before a whole window, and at most one bucket (5.25 h) later.
+    QVERIFY(modelFreedAt != 0);
+    QVERIFY(modelFreedAt - modelAdmittedAt >= QuotaLimits::MAX_WINDOW_MS);
+    QVERIFY(modelFreedAt - modelAdmittedAt
+        <= QuotaLimits::MAX_WINDOW_MS + QuotaLimits::MAX_WINDOW_MS / RollingWindow::BUCKETS + 3600 * 1000);
+
+    // Rescaled from the longest to a day and back (usage carried into one bucket each time),
+    // then the clock put back three days: buckets stamped ahead are bounded alike.
+    l.windowMs = 24 * 3600 * 1000;
+    QVERIFY2(t.setLimits("x", l), t.why());
+    l.windowMs = QuotaLimits::MAX_WINDOW_MS;
+    QVERIFY2(t.setLimits("x", l), t.why());
+    t.advance(-3 * 24 * 3600 * 1000);
+    QVERIFY2(t.admit("after the clock went back", wide, 3000, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=window"), out.c_str());
+    // The usage stamped three days ahead (fewer than BUCKETS buckets: kept where it is, not
+    // folded back) frees a window and a bucket after that time.
+    t.advance(3 * 24 * 3600 * 1000 + QuotaLimits::MAX_WINDOW_MS - 1000);
+    QVERIFY2(t.admit("a window after the usage, less a second", wide, 3001, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=window"), out.c_str());
+    t.advance(QuotaLimits::MAX_WINDOW_MS / RollingWindow::BUCKETS + 1000);
+    QVERIFY2(t.admit("a window and a bucket after the usage", wide, 3002, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+}
+
+// A slot held for the longest hold (QuotaLimits::MAX_HOLD_MS, 7 days, its lease too): not
+// overdue a second before it, overdue and reclaimed by releaseStale a second after.
+void TestRedisDifferential::longestHold(Twins& t)
+{
+    ProviderLimits l;
+    l.parallel = 1;
+    l.maxHoldMs = QuotaLimits::MAX_HOLD_MS;
+    QVERIFY2(t.setLimits("h", l), t.why());
+    AdmitStep step = t.request("h");
+    step.request.wantsSlot = true;
+    std::string out;
+    QVERIFY2(t.admit("the holder", step, 0, &out), t.why());
+    QCOMPARE(out,
+        "admitted reason=none retryAt=ring fence+0 slot=1 lease=" + std::to_string(QuotaLimits::MAX_HOLD_MS));
+    QVERIFY2(t.admit("the next waits for the slot", step, 1, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=slots"), out.c_str());
+
+    auto stale = [&](const std::string& what, bool overdue, std::string* outcome) {
+        return t.both(
+            what,
+            [&](Side& side) {
+                auto r = side.backend->releaseStale(overdue, "test");
+                return r ? "stale " + std::to_string(*r) : "error: " + r.error().message;
+            },
+            outcome);
+    };
+    t.advance(QuotaLimits::MAX_HOLD_MS - 1000);
+    QVERIFY2(stale("a second before the longest hold", true, &out), t.why());
+    QCOMPARE(out, std::string("stale 0"));
+    QVERIFY2(t.admit("still held", step, 2, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=slots"), out.c_str());
+    t.advance(2000);
+    QVERIFY2(stale("not reclaimed unless overdue ones are asked for", false, &out), t.why());
+    QCOMPARE(out, std::string("stale 0"));
+    QVERIFY2(stale("a second past the longest hold", true, &out), t.why());
+    QCOMPARE(out, std::string("stale 1"));
+    QVERIFY2(t.admit("the slot is free again", step, 3, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+
+    // A clock put back a week and forward again: the lease bound (now + MAX_HOLD_MS) alike.
+    t.advance(-QuotaLimits::MAX_HOLD_MS);
+    QVERIFY2(t.admit("the clock a week back", step, 4, &out), t.why());
+    t.advance(QuotaLimits::MAX_HOLD_MS + 1000);
+    QVERIFY2(stale("overdue again", true, &out), t.why());
+}
+
+// The longest one 429 stops a provider: the backoff cap at its maximum (QuotaLimits::
+// MAX_BACKOFF_MS, 24 h), a Retry-After past it, the largest jitter (QuotaPolicy::MAX_JITTER_MS):
+// QuotaPolicy::MAX_STOP_MS, and no further by more 429s or by a hold a month on.
+void TestRedisDifferential::longestStop(Twins& t)
+{
+    ProviderLimits l;
+    l.requests = 10;
+    l.backoffBaseMs = QuotaLimits::MAX_BACKOFF_MS;
+    l.backoffCapMs = QuotaLimits::MAX_BACKOFF_MS;
+    QVERIFY2(t.setLimits("b", l), t.why());
+    const std::uint64_t largestJitter = static_cast<std::uint64_t>(QuotaPolicy::MAX_JITTER_MS) << 32;
+    auto report429 = [&](const std::string& what, std::int64_t retryAfterMs, std::string* outcome) {
+        return t.both(
+            what,
+            [&](Side& side) {
+                auto r = side.backend->report429("b", "c", retryAfterMs, largestJitter, 0);
+                return r ? "backoff " + std::to_string(*r) : "error: " + r.error().message;
+            },
+            outcome);
+    };
+    std::string out;
+    const std::int64_t start = t.nowMs();
+    QVERIFY2(report429("a 429 saying a month", 30LL * 24 * 3600 * 1000, &out), t.why());
+    QCOMPARE(out, "backoff " + std::to_string(QuotaLimits::MAX_BACKOFF_MS));
+    const ProviderState* p = t.provider("b");
+    QVERIFY(p);
+    QCOMPARE(p->backoffUntilMs, start + QuotaPolicy::MAX_STOP_MS);
+    for (int i = 0; i < 3; ++i) {
+        t.advance(1000);
+        QVERIFY2(report429("another 429", QuotaLimits::MAX_BACKOFF_MS + 1, &out), t.why());
+        QCOMPARE(out, "backoff " + std::to_string(QuotaLimits::MAX_BACKOFF_MS));
+    }
+    QVERIFY2(t.both("a hold a month on",
+                 [&](Side& side) {
+                     return side.backend->holdUntil("b", t.nowMs() + 30LL * 24 * 3600 * 1000, "held").ok()
+                         ? std::string("held")
+                         : std::string("error");
+                 }),
+        t.why());
+    p = t.provider("b");
+    QVERIFY(p);
+    const std::int64_t until = t.nowMs() + QuotaPolicy::MAX_STOP_MS;
+    QCOMPARE(p->backoffUntilMs, until);
+    AdmitStep step = t.request("b");
+    QVERIFY2(t.admit("stopped", step, 0, &out), t.why());
+    QCOMPARE(out, "refused reason=backoff retryAt=" + std::to_string(until) + " fence+0 slot=0");
+
+    // A clock put back two days: the stop stays at most MAX_STOP_MS from the new now.
+    t.advance(-2LL * 24 * 3600 * 1000);
+    QVERIFY2(t.admit("the clock two days back", step, 1, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=backoff"), out.c_str());
+    p = t.provider("b");
+    QVERIFY(p);
+    QCOMPARE(p->backoffUntilMs, t.nowMs() + QuotaPolicy::MAX_STOP_MS);
+    t.advance(QuotaPolicy::MAX_STOP_MS - 1);
+    QVERIFY2(t.admit("a millisecond before the end", step, 2, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=backoff"), out.c_str());
+    t.advance(1);
+    QVERIFY2(t.admit("at the end of the longest stop", step, 3, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+}
+
+// A home holds at most QuotaLimits::MAX_PROVIDERS providers: the next is refused alike, by
+// setLimits and by an import, while changing one already there still works.
+void TestRedisDifferential::providerCap(Twins& t)
+{
+    ProviderLimits l;
+    l.requests = 5;
+    const int cap = static_cast<int>(QuotaLimits::MAX_PROVIDERS);
+    for (int i = 0; i < cap; ++i)
+        QVERIFY2(t.setLimits("p" + std::to_string(i), l), t.why());
+    std::string out;
+    QVERIFY2(t.both(
+                 "one provider too many",
+                 [&](Side& side) {
+                     auto r = side.backend->setLimits("one-too-many", nullptr, l, "test", nullptr, {});
+                     return r ? std::string("limits") : "error: " + r.error().message;
+                 },
+                 &out),
+        t.why());
+    QVERIFY2(out.find("at most " + std::to_string(cap) + " providers") != std::string::npos, out.c_str());
+    l.requests = 6;
+    QVERIFY2(t.setLimits("p0", l), t.why());
+    QuotaLimits incoming;
+    QVERIFY(incoming.set("p1", l).ok());
+    QVERIFY(incoming.set("one-too-many", l).ok());
+    QVERIFY2(t.both(
+                 "an import past the cap",
+                 [&](Side& side) {
+                     auto r = side.backend->importLimits(incoming, false, "test");
+                     return r ? "imported " + std::to_string(r->size()) : "error: " + r.error().message;
+                 },
+                 &out),
+        t.why());
+    QVERIFY2(out.find("at most " + std::to_string(cap) + " providers") != std::string::npos, out.c_str());
+    QVERIFY2(t.both(
+                 "an import that replaces all",
+                 [&](Side& side) {
+                     auto r = side.backend->importLimits(incoming, true, "test");
+                     return r ? "imported " + std::to_string(r->size()) : "error: " + r.error().message;
+                 },
+                 &out),
+        t.why());
+    QCOMPARE(out, "imported " + std::to_string(cap + 1)); // 63 removed, p1 changed, one added
+}
+
+// Counts at their bounds: limits of QuotaLimits::MAX_COUNT (2^40) requests and tokens, and
+// corrections far past RollingWindow::MAX_BUCKET_COUNT (2^50), which clamps each bucket. Sums
+// of such buckets exceed 2^53, where a Lua number stops holding every integer.
+void TestRedisDifferential::largestCounts(Twins& t)
+{
+    ProviderLimits l;
+    l.requests = QuotaLimits::MAX_COUNT;
+    l.tokens = QuotaLimits::MAX_COUNT;
+    QVERIFY2(t.setLimits("n", l), t.why());
+    AdmitStep step = t.request("n");
+    step.request.tokens = QuotaLimits::MAX_COUNT;
+    std::string out;
+    QVERIFY2(t.admit("every token of the window at once", step, 0, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    step.request.tokens = 1;
+    QVERIFY2(t.admit("one token more", step, 1, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=tokens"), out.c_str());
+    step.request.tokens = QuotaLimits::MAX_COUNT + 1;
+    QVERIFY2(t.admit("more than the window ever holds", step, 2, &out), t.why());
+
+    // Corrections of admissions a bucket apart, near or past a bucket's bound: up to 2^50 per
+    // bucket, summed over the window's buckets (the decisions must not change with rounding).
+    const std::int64_t bucketMs = l.windowMs / RollingWindow::BUCKETS + 1;
+    for (int i = 0; i < 12; ++i) {
+        const std::int64_t at = t.nowMs();
+        // Odd values just below the bound (their sum is no multiple of a power of two a double
+        // holds exactly past 2^53), or far past it (clamped).
+        const std::int64_t used = i % 2 == 0 ? RollingWindow::MAX_BUCKET_COUNT - 1 - 2 * i
+                                             : RollingWindow::MAX_BUCKET_COUNT * (i + 1) + 12345;
+        QVERIFY2(t.both("a correction far past the bucket's bound " + std::to_string(i),
+                     [&](Side& side) {
+                         auto r = side.backend->correctTokens("n", "", at, 0, used);
+                         return r ? std::string("corrected") : "error: " + r.error().message;
+                     }),
+            t.why());
+        t.advance(bucketMs);
+    }
+    step.request.tokens = 0;
+    QVERIFY2(t.admit("a request with every bucket full", step, 3, &out), t.why());
+    QVERIFY2(t.both("a correction back down",
+                 [&](Side& side) {
+                     auto r = side.backend->correctTokens(
+                         "n", "", t.nowMs() - bucketMs, RollingWindow::MAX_BUCKET_COUNT, 7);
+                     return r ? std::string("corrected") : "error: " + r.error().message;
+                 }),
+        t.why());
+    t.advance(l.windowMs + bucketMs);
+    QVERIFY2(t.admit("a window later", step, 4, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+}
+
+// The generation worked: the embedded script defines the headers' values (a stale or missing
+// prelude would fail here before any decision could differ).
+void TestRedisDifferential::scriptCarriesTheHeadersConstants()
+{
+    const std::string script = REDIS_QUOTA_SCRIPT;
+    const std::pair<const char*, std::int64_t> expected[] = {
+        { "BUCKETS", RollingWindow::BUCKETS },
+        { "SLOTS", RollingWindow::SLOTS },
+        { "MAX_WINDOW_MS", RollingWindow::MAX_WINDOW_MS },
+        { "MAX_BUCKET_COUNT", RollingWindow::MAX_BUCKET_COUNT },
+        { "GHOST_GRACE_MS", QuotaPolicy::GHOST_GRACE_MS },
+        { "WAITER_LEASE_MS", QuotaPolicy::WAITER_LEASE_MS },
+        { "MAX_JITTER_MS", QuotaPolicy::MAX_JITTER_MS },
+        { "MAX_STOP_MS", QuotaPolicy::MAX_STOP_MS },
+        { "MAX_BACKOFF_MS", QuotaLimits::MAX_BACKOFF_MS },
+        { "MAX_HOLD_MS", QuotaLimits::MAX_HOLD_MS },
+        { "MAX_PROVIDERS", static_cast<std::int64_t>(QuotaLimits::MAX_PROVIDERS) },
+        { "MAX_WAITERS", static_cast<std::int64_t>(QuotaState::MAX_WAITERS) },
+        { "MAX_SLOTS", static_cast<std::int64_t>(QuotaState::MAX_SLOTS) },
+        { "MAX_REPORTED", LimitMismatch::MAX_REPORTED },
+        { "REPORT_REFRESH_MS", LimitMismatch::REFRESH_MS },
+        { "NEVER", RedisStateCodec::NEVER },
+        { "DEFAULT_WINDOW_MS", ProviderLimits {}.windowMs },
+        { "DEFAULT_MAX_HOLD_MS", ProviderLimits {}.maxHoldMs },
+        { "R_PAUSED", static_cast<std::int64_t>(WaitReason::Paused) },
+        { "R_SLOTS", static_cast<std::int64_t>(WaitReason::Slots) },
+    };
+    for (const auto& [name, value] : expected) {
+        const std::string line = "\nlocal " + std::string(name) + " = " + std::to_string(value) + " -- ";
+        QVERIFY2(script.find(line) != std::string::npos, qPrintable(QString::fromStdString(line)));
+    }
+    for (EventType type : allEventTypes()) {
+        const std::string entry = " = '" + std::string(eventTypeName(type)) + "',\n";
+        QVERIFY2(script.find(entry) != std::string::npos, qPrintable(QString::fromStdString(entry)));
+    }
+    QVERIFY(script.find("@TOLLGATE_GENERATED_CONSTANTS@") == std::string::npos);
 }
 
 QTEST_APPLESS_MAIN(TestRedisDifferential)

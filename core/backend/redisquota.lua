@@ -1,9 +1,19 @@
 -- Tollgate's shared quota on Redis: every operation of QuotaBackend (core/backend/quotabackend.h)
 -- is one call of this code, run atomically on the server in one round trip: FCALL of it loaded
 -- as a function library (RedisConnection::callFunction), or EVALSHA where functions are refused. It mirrors
--- QuotaPolicy and RollingWindow (core/quota/*.cpp) rule by rule, with the same constants;
--- tst_redisdifferential runs the file home and a Redis home through one long random sequence
--- and compares every decision.
+-- QuotaPolicy and RollingWindow (core/quota/*.cpp) rule by rule; tst_redisdifferential runs the
+-- file home and a Redis home through one long random sequence, and through phases that reach
+-- every cap (waiters, slots, the longest window and hold, the longest stop), and compares every
+-- decision.
+--
+-- Constants: the ones this code shares with the C++ (bucket counts, leases, caps, NEVER, the
+-- defaults of a provider's limits, the wait-reason numbers R_*, the history's event names
+-- EVENT.*) are NOT written here. At build time redisquotaprelude (core/backend/
+-- redisquotaprelude.cpp), compiled against the headers that define them, prints them as
+-- `local` lines, and cmake/embedredisscript.cmake puts those in place of the marker line below
+-- before the text is compiled into the library; the script's SHA1 and function name are taken
+-- from that final text. The build fails if the marker is missing or if this file defines a
+-- generated name itself. Constants below the marker are the script's own.
 --
 -- Keys (every key of a home shares its hash tag, so a Redis Cluster keeps them in one slot):
 --   KEYS[1] limits   hash  provider -> limits, compact JSON written by the client (times in ms)
@@ -26,22 +36,10 @@
 -- - A provider with limits but no state lost its state (a restart without persistence, an
 --   eviction): it restarts conservatively, windows full, as a corrupt state file does.
 
-local BUCKETS = 32
-local SLOTS = 33
-local MAX_WINDOW_MS = 604800000
-local GHOST_GRACE_MS = 5000
-local WAITER_LEASE_MS = 15000
-local MAX_JITTER_MS = 5000
-local MAX_BACKOFF_MS = 86400000
-local MAX_STOP_MS = MAX_BACKOFF_MS + MAX_JITTER_MS
-local MAX_HOLD_MS = 604800000
-local MAX_WAITERS = 512
-local MAX_SLOTS = 256
-local NEVER = 9007199254740992 -- 2^53
-local MAX_BUCKET_COUNT = 1125899906842624 -- 2^50, RollingWindow::MAX_BUCKET_COUNT
-local MAX_REPORTED = 1099511627776 -- 2^40, LimitMismatch::MAX_REPORTED
-local REPORT_REFRESH_MS = 60000 -- LimitMismatch::REFRESH_MS
-local R_PAUSED, R_BACKOFF, R_QUEUE, R_WINDOW, R_TOKENS, R_SLOTS = 1, 2, 3, 4, 5, 6
+-- @TOLLGATE_GENERATED_CONSTANTS@
+-- Two numbers the C++ writes as bare literals (no name to generate them from):
+local MAX_CONSECUTIVE_429 = 1048576 -- 1 << 20, the clamp of consecutive429 (QuotaPolicy::apply429)
+local MINUTE_MS = 60000 -- the provider's reported limits are per minute (LimitMismatch)
 
 -- Per call: set by main() at the start of every call. As a Redis function (the library is
 -- loaded once and kept) these locals outlive a call, so main() must reset every one of them.
@@ -84,6 +82,7 @@ local function byWhom(what, who)
     return what .. ' (by ' .. who .. ')'
 end
 local function event(type, provider)
+    if type == nil then error('a history event of no known type (a misspelt EVENT name)') end
     local e = { t = now, type = type }
     if provider and provider ~= '' then e.provider = provider end
     events[#events + 1] = e
@@ -194,7 +193,8 @@ end
 
 -- Limits ---------------------------------------------------------------------------------------
 
-local DEFAULT_LIMITS = { w = 60000, h = 100, bb = 60000, bc = 900000, mh = 600000 }
+local DEFAULT_LIMITS = { w = DEFAULT_WINDOW_MS, h = DEFAULT_HEADROOM_PERCENT, bb = DEFAULT_BACKOFF_BASE_MS,
+    bc = DEFAULT_BACKOFF_CAP_MS, mh = DEFAULT_MAX_HOLD_MS }
 
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
@@ -278,7 +278,7 @@ end
 
 local function setAside(field, raw, why)
     redis.call('HSET', KEYS[5], field .. '@' .. now, raw)
-    local e = event('reset', field == 'g' and '' or string.sub(field, 3))
+    local e = event(EVENT.RESET, field == 'g' and '' or string.sub(field, 3))
     e.reason = why
 end
 
@@ -399,7 +399,7 @@ local function providerOf(name, l)
         setAside(field, raw, 'the state of \'' .. name .. '\' in ' .. KEYS[2]
             .. ' did not decode; set aside in ' .. KEYS[5] .. ', restarting conservatively')
     elseif p == nil and l then
-        local e = event('reset', name)
+        local e = event(EVENT.RESET, name)
         e.reason = 'the state of \'' .. name .. '\' was missing from Redis (lost: a restart without persistence,'
             .. ' a flush or an eviction); windows restart full'
     end
@@ -450,7 +450,7 @@ local function reclaimWhere(p, t, why)
         if reason == '' then
             kept[#kept + 1] = s
         else
-            local e = event('reclaim', p.n)
+            local e = event(EVENT.RECLAIM, p.n)
             e.caller = s.c
             e.model = s.m
             e.pid = s.pid
@@ -484,7 +484,7 @@ local function pruneQueueHead(p, t)
         local w = p.q[1]
         local why = whyWaiterGone(w, t)
         if why == '' then break end
-        local e = event('gave-up', p.n)
+        local e = event(EVENT.GAVE_UP, p.n)
         e.caller = w.c
         e.model = w.m
         e.pid = w.pid
@@ -735,7 +735,7 @@ end
 
 local function markHome()
     if redis.call('EXISTS', KEYS[4]) == 0 then
-        redis.call('SET', KEYS[4], cjson.encode({ created = now, format = 1 }))
+        redis.call('SET', KEYS[4], cjson.encode({ created = now, format = HOME_FORMAT }))
     end
 end
 
@@ -797,7 +797,7 @@ function ops.admit()
         end
     end
     if d.admitted then
-        local e = event('admit', a.provider)
+        local e = event(EVENT.ADMIT, a.provider)
         e.caller = a.caller
         e.model = a.model
         e.pid = a.pid
@@ -829,7 +829,7 @@ function ops.leave()
         end
     end
     if a.gaveUp then
-        local e = event('gave-up', a.provider)
+        local e = event(EVENT.GAVE_UP, a.provider)
         e.caller = a.caller
         e.model = a.model
         e.pid = a.pid
@@ -854,14 +854,14 @@ function ops.report429()
     local span = math.min(math.floor(base / 10), MAX_JITTER_MS)
     local jitter = 0
     if span > 0 then jitter = a.draw % (span + 1) end
-    p.c = clamp(p.c, 0, 1048576)
-    p.c = math.min(p.c + 1, 1048576)
+    p.c = clamp(p.c, 0, MAX_CONSECUTIVE_429)
+    p.c = math.min(p.c + 1, MAX_CONSECUTIVE_429)
     local backoff = backoffFor(l, p.c, ra)
     p.bu = math.max(backoffUntil(p, now), plus(now, plus(backoff, clamp(jitter, 0, MAX_JITTER_MS))))
     p.pu = plus(p.bu, l.w)
     p.l4 = now
     p.rt = p.rt + 1
-    local e = event('429', a.provider)
+    local e = event(EVENT.RATE_LIMITED, a.provider)
     e.caller = a.caller
     e.pid = a.pid
     e.retry_after_ms = clamp(ra, 0, MAX_BACKOFF_MS)
@@ -880,7 +880,7 @@ function ops.success()
         p.c = 0
         touch(p)
     end
-    local e = event('ok', a.provider)
+    local e = event(EVENT.OK, a.provider)
     e.caller = a.caller
     commit()
     return reply({})
@@ -890,8 +890,8 @@ function ops.setLimits()
     local current = redis.call('HGET', KEYS[1], a.provider)
     if a.expect == 1 and current then return reply({ set = false, found = current }) end
     if a.expect == 2 and current ~= a.expected then return reply({ set = false, found = current or false }) end
-    if not current and #redis.call('HKEYS', KEYS[1]) >= 64 then
-        return refuse('usage', 'invalid limits: at most 64 providers')
+    if not current and #redis.call('HKEYS', KEYS[1]) >= MAX_PROVIDERS then
+        return refuse('usage', 'at most ' .. MAX_PROVIDERS .. ' providers')
     end
     local l = cjson.decode(a.limits)
     local field = 'p:' .. a.provider
@@ -906,7 +906,7 @@ function ops.setLimits()
     touch(p)
     redis.call('HSET', KEYS[1], a.provider, a.limits)
     markHome()
-    local e = event('limits', a.provider)
+    local e = event(EVENT.LIMITS, a.provider)
     e.reason = a.reason
     commit()
     return reply({ set = true, found = current or false })
@@ -916,7 +916,7 @@ function ops.removeLimits()
     if redis.call('HEXISTS', KEYS[1], a.provider) == 0 then return unknownProvider(a.provider) end
     redis.call('HDEL', KEYS[1], a.provider)
     redis.call('HDEL', KEYS[2], 'p:' .. a.provider)
-    local e = event('limits', a.provider)
+    local e = event(EVENT.LIMITS, a.provider)
     e.reason = byWhom('removed', a.who)
     commit()
     return reply({})
@@ -934,7 +934,7 @@ function ops.importLimits()
             if incoming[name] == nil then
                 redis.call('HDEL', KEYS[1], name)
                 redis.call('HDEL', KEYS[2], 'p:' .. name)
-                local e = event('limits', name)
+                local e = event(EVENT.LIMITS, name)
                 e.reason = byWhom('removed by an import', a.who)
                 changedNames[#changedNames + 1] = name
                 count = count - 1
@@ -945,7 +945,7 @@ function ops.importLimits()
         local current = redis.call('HGET', KEYS[1], name)
         if current ~= a.values[i] then
             if not current then count = count + 1 end
-            if count > 64 then return refuse('usage', 'invalid limits: at most 64 providers') end
+            if count > MAX_PROVIDERS then return refuse('usage', 'at most ' .. MAX_PROVIDERS .. ' providers') end
         end
     end
     for i, name in ipairs(a.names) do
@@ -963,7 +963,7 @@ function ops.importLimits()
             syncProvider(p, l, now)
             touch(p)
             redis.call('HSET', KEYS[1], name, value)
-            local e = event('limits', name)
+            local e = event(EVENT.LIMITS, name)
             if current then
                 e.reason = byWhom('changed by an import', a.who)
             else
@@ -993,7 +993,7 @@ function ops.pause()
         p.pa = now
         touch(p)
     end
-    local e = event('pause', a.provider)
+    local e = event(EVENT.PAUSE, a.provider)
     e.reason = a.reason
     commit()
     return reply({})
@@ -1024,7 +1024,7 @@ function ops.resume()
         p.pr = ''
         touch(p)
     end
-    local e = event('resume', a.provider)
+    local e = event(EVENT.RESUME, a.provider)
     e.reason = a.reason
     ring = true
     commit()
@@ -1039,7 +1039,7 @@ function ops.resetBackoff()
     p.pu = 0
     p.c = 0
     touch(p)
-    local e = event('backoff-reset', a.provider)
+    local e = event(EVENT.BACKOFF_RESET, a.provider)
     e.reason = a.reason
     ring = true
     commit()
@@ -1054,7 +1054,7 @@ function ops.hold()
     if untilMs > backoffUntil(p, now) then
         p.bu = untilMs
         touch(p)
-        local e = event('hold', a.provider)
+        local e = event(EVENT.HOLD, a.provider)
         e.reason = a.reason
     end
     commit()
@@ -1067,9 +1067,9 @@ end
 local function limitDiffers(reported, given, w)
     if reported < 0 then return false end
     if not given then return true end
-    local x, y = w, 60000
+    local x, y = w, MINUTE_MS
     while y ~= 0 do x, y = y, x % y end
-    local wq, mq = w / x, 60000 / x
+    local wq, mq = w / x, MINUTE_MS / x
     return not (given % wq == 0 and reported % mq == 0 and given / wq == reported / mq)
 end
 -- LimitMismatch::describe (the same words)
@@ -1080,7 +1080,7 @@ local function limitNotice(budget, reported, given, w)
         return out .. 'Tollgate sets no token limit'
     end
     out = out .. 'Tollgate is set to ' .. string.format('%d', given)
-    if w ~= 60000 then
+    if w ~= MINUTE_MS then
         if w % 1000 == 0 then
             out = out .. ' per ' .. string.format('%d', w / 1000) .. ' s'
         else
@@ -1104,7 +1104,7 @@ function ops.noteLimits()
     end
     local function notice(budget, reported, kept, given)
         if reported == kept or not limitDiffers(reported, given, l.w) then return end
-        local e = event('limit-mismatch', a.provider)
+        local e = event(EVENT.LIMIT_MISMATCH, a.provider)
         e.caller = a.caller
         e.reason = limitNotice(budget, reported, given, l.w)
     end
@@ -1187,7 +1187,7 @@ function ops.releaseSlot()
     local p, i = slotOf(a.provider, a.fence)
     if not p then return reply({ found = false }) end
     local s = p.sl[i]
-    local e = event('release', a.provider)
+    local e = event(EVENT.RELEASE, a.provider)
     e.caller = s.c
     e.model = s.m
     e.pid = s.pid
@@ -1209,7 +1209,7 @@ function ops.finishAdmission()
     if p then
         local s = p.sl[i]
         at, estimated, model, caller = s.a, s.n, s.m, s.c
-        local e = event('release', a.provider)
+        local e = event(EVENT.RELEASE, a.provider)
         e.caller = s.c
         e.model = s.m
         e.pid = s.pid
@@ -1225,7 +1225,7 @@ function ops.finishAdmission()
     if a.used >= 0 and at > 0 then correctAdmission(p, model, at, estimated, a.used) end
     if a.ok then
         p.c = 0
-        local ok = event('ok', a.provider)
+        local ok = event(EVENT.OK, a.provider)
         ok.caller = caller
     end
     touch(p)
@@ -1254,7 +1254,7 @@ function ops.abandon()
             local kept = {}
             for _, s in ipairs(p.sl) do
                 if s.rid == rid then
-                    local e = event('release', provider)
+                    local e = event(EVENT.RELEASE, provider)
                     e.caller = s.c
                     e.model = s.m
                     e.pid = s.pid

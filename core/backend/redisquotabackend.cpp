@@ -129,8 +129,8 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
         return connection.error();
     // Opening the write side makes the home (as a directory home is created): readers then
     // see an empty home, not "nothing has run here".
-    auto marked
-        = connection->command({ "SET", RedisConnection::key(address, "home"), "{\"format\":1}", "NX" });
+    auto marked = connection->command({ "SET", RedisConnection::key(address, "home"),
+        "{\"format\":" + std::to_string(HOME_FORMAT) + "}", "NX" });
     if (!marked)
         return marked.error();
     if (marked->type == RedisReply::Type::Error)

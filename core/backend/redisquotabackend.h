@@ -35,6 +35,8 @@ public:
     static constexpr std::chrono::milliseconds MAX_SLEEP { 5000 };
     // Events kept in the history stream (XADD MAXLEN ~: a little more may stay).
     static constexpr std::int64_t HISTORY_CAP = 100000;
+    // The "format" of the home's marker key, written here and by the script (markHome).
+    static constexpr std::int64_t HOME_FORMAT = 1;
 
     // Connects (fails closed, naming the URL). `testClock`: decisions use its time instead of
     // the server's (tests only). `timeout` bounds the connect and each admission attempt (a

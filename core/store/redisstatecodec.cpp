@@ -2,9 +2,8 @@
 
 #include "quota/limitmismatch.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 namespace tollgate {
@@ -13,7 +12,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr std::int64_t NEVER = std::int64_t(1) << 53; // the script's "no time"
+constexpr std::int64_t NEVER = RedisStateCodec::NEVER;
 
 // A field of an object as an integer; false when missing, of another type, or fractional.
 bool integer(const json& o, const char* key, std::int64_t& out)
@@ -139,8 +138,9 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
             return corrupt(where, "parallel is not a whole number");
         l.parallel = v;
     }
-    if (!integer(j, "w", l.windowMs) || !integer(j, "h", l.headroomPercent) || !integer(j, "bb", l.backoffBaseMs)
-        || !integer(j, "bc", l.backoffCapMs) || !integer(j, "mh", l.maxHoldMs))
+    if (!integer(j, "w", l.windowMs) || !integer(j, "h", l.headroomPercent)
+        || !integer(j, "bb", l.backoffBaseMs) || !integer(j, "bc", l.backoffCapMs)
+        || !integer(j, "mh", l.maxHoldMs))
         return corrupt(where, "a window, headroom, backoff or hold time is missing or not a whole number");
     if (auto it = j.find("m"); it != j.end()) {
         if (!it->is_object())
@@ -180,8 +180,8 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     std::int64_t limited = 0;
     if (!text(j, "n", p.name) || !flag(j, "pz", p.paused) || !text(j, "pr", p.pauseReason)
         || !integer(j, "pa", p.pausedAtMs) || !integer(j, "c", c429) || !integer(j, "bu", p.backoffUntilMs)
-        || !integer(j, "l4", p.last429Ms) || !integer(j, "pu", p.paceUntilMs) || !integer(j, "la", p.lastAdmitMs)
-        || !integer(j, "at", admitted) || !integer(j, "rt", limited))
+        || !integer(j, "l4", p.last429Ms) || !integer(j, "pu", p.paceUntilMs)
+        || !integer(j, "la", p.lastAdmitMs) || !integer(j, "at", admitted) || !integer(j, "rt", limited))
         return bad("a provider state lacks a field or has one of the wrong type");
     p.consecutive429 = static_cast<std::int32_t>(std::clamp<std::int64_t>(c429, 0, 1 << 20));
     p.admittedTotal = static_cast<std::uint64_t>(std::max<std::int64_t>(0, admitted));
@@ -190,9 +190,10 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     p.paceUntilMs = time(p.paceUntilMs);
     // The provider's reported limits: absent in a state from before them (then: not reported).
     // The bounds of the script's validProvider: a time up to 2^53, figures up to 2^40.
-    for (auto [key, out, lo, hi] : { std::tuple { "ra", &p.reportedAtMs, std::int64_t(0), std::int64_t(1) << 53 },
-             std::tuple { "rr", &p.reportedRequests, std::int64_t(-1), LimitMismatch::MAX_REPORTED },
-             std::tuple { "rk", &p.reportedTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED } }) {
+    for (auto [key, out, lo, hi] :
+        { std::tuple { "ra", &p.reportedAtMs, std::int64_t(0), std::int64_t(1) << 53 },
+            std::tuple { "rr", &p.reportedRequests, std::int64_t(-1), LimitMismatch::MAX_REPORTED },
+            std::tuple { "rk", &p.reportedTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED } }) {
         if (!j.contains(key))
             continue;
         if (!integer(j, key, *out) || *out < lo || *out > hi)
@@ -231,9 +232,10 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         Slot s;
         std::int64_t fence = 0;
         std::int64_t start = 0;
-        if (!sj.is_object() || !integer(sj, "f", fence) || !integer(sj, "pid", s.pid) || !integer(sj, "a", s.acquiredMs)
-            || !integer(sj, "n", s.tokens) || !text(sj, "c", s.caller) || !text(sj, "m", s.model)
-            || !text(sj, "h", s.host) || !integer(sj, "st", start) || !integer(sj, "lu", s.leaseUntilMs))
+        if (!sj.is_object() || !integer(sj, "f", fence) || !integer(sj, "pid", s.pid)
+            || !integer(sj, "a", s.acquiredMs) || !integer(sj, "n", s.tokens) || !text(sj, "c", s.caller)
+            || !text(sj, "m", s.model) || !text(sj, "h", s.host) || !integer(sj, "st", start)
+            || !integer(sj, "lu", s.leaseUntilMs))
             return bad("a slot is malformed");
         s.fence = static_cast<std::uint64_t>(std::max<std::int64_t>(0, fence));
         s.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
@@ -247,10 +249,10 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         std::int64_t start = 0;
         std::int64_t reason = 0;
         if (!wj.is_object() || !integer(wj, "tk", ticket) || !integer(wj, "pid", w.pid)
-            || !integer(wj, "e", w.enqueuedMs) || !integer(wj, "d", w.deadlineMs) || !integer(wj, "n", w.tokens)
-            || !text(wj, "c", w.caller) || !text(wj, "m", w.model) || !flag(wj, "s", w.wantsSlot)
-            || !integer(wj, "r", reason) || !text(wj, "h", w.host) || !integer(wj, "st", start)
-            || !integer(wj, "lu", w.leaseUntilMs))
+            || !integer(wj, "e", w.enqueuedMs) || !integer(wj, "d", w.deadlineMs)
+            || !integer(wj, "n", w.tokens) || !text(wj, "c", w.caller) || !text(wj, "m", w.model)
+            || !flag(wj, "s", w.wantsSlot) || !integer(wj, "r", reason) || !text(wj, "h", w.host)
+            || !integer(wj, "st", start) || !integer(wj, "lu", w.leaseUntilMs))
             return bad("a waiter is malformed");
         w.ticket = static_cast<std::uint64_t>(std::max<std::int64_t>(0, ticket));
         w.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
@@ -277,8 +279,9 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
         const json& value = (*limits)[i + 1];
         if (!name.is_binary() && !name.is_string())
             continue;
-        const std::string provider = name.is_string() ? name.get<std::string>()
-                                                      : std::string(name.get_binary().begin(), name.get_binary().end());
+        const std::string provider = name.is_string()
+            ? name.get<std::string>()
+            : std::string(name.get_binary().begin(), name.get_binary().end());
         const std::string text = value.is_string() ? value.get<std::string>()
             : value.is_binary() ? std::string(value.get_binary().begin(), value.get_binary().end())
                                 : std::string();
@@ -304,14 +307,16 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
         if (!name.is_string() || !(value.is_string() || value.is_binary()))
             continue;
         const std::string field = name.get<std::string>();
-        const std::string blob = value.is_string() ? value.get<std::string>()
-                                                   : std::string(value.get_binary().begin(), value.get_binary().end());
+        const std::string blob = value.is_string()
+            ? value.get<std::string>()
+            : std::string(value.get_binary().begin(), value.get_binary().end());
         if (field == "g") {
             const json g = parseMsgpack(blob);
             std::int64_t nf = 0;
             std::int64_t nt = 0;
-            if (!g.is_object() || !integer(g, "nf", nf) || !integer(g, "nt", nt) || !flag(g, "pz", s.pausedAll)
-                || !text(g, "pr", s.pauseReason) || !integer(g, "pat", s.pausedAtMs)) {
+            if (!g.is_object() || !integer(g, "nf", nf) || !integer(g, "nt", nt)
+                || !flag(g, "pz", s.pausedAll) || !text(g, "pr", s.pauseReason)
+                || !integer(g, "pat", s.pausedAtMs)) {
                 out.corruptKey = stateKey + " field g";
                 out.corruptReason = "the global state does not decode";
                 continue;

@@ -32,6 +32,10 @@ struct RedisSnapshot
 class RedisStateCodec
 {
 public:
+    // The script's "no time" (INT64_MAX in C++): 2^53, beyond which a Lua number no longer
+    // holds every integer; no real time comes near it.
+    static constexpr std::int64_t NEVER = std::int64_t(1) << 53;
+
     // The limits as the script stores and compares them: deterministic (same limits, same
     // bytes), so a compare-and-set is a string comparison on the server.
     [[nodiscard]] static std::string compactLimits(const ProviderLimits& limits);
@@ -44,8 +48,9 @@ public:
         std::string_view blob, const std::string& myHost, std::uint64_t myPidNs);
 
     // The reply of the script's snapshot operation.
-    [[nodiscard]] static Result<RedisSnapshot> decodeSnapshot(std::string_view reply, const std::string& limitsKey,
-        const std::string& stateKey, const std::string& myHost, std::uint64_t myPidNs);
+    [[nodiscard]] static Result<RedisSnapshot> decodeSnapshot(std::string_view reply,
+        const std::string& limitsKey, const std::string& stateKey, const std::string& myHost,
+        std::uint64_t myPidNs);
 };
 
 } // namespace tollgate
