@@ -38,7 +38,10 @@ private Q_SLOTS:
     void usageFromAnthropicStreamSplitAnywhere();
     void usageFromOpenAiStream();
     void usageMeterIsBounded();
+    void usageFromOpenAiResponses();
+    void usageFromGemini();
     void requestEstimate();
+    void outputBoundsOfResponsesAndGemini();
     void topLevelFieldsAsTheBodyArrives();
     void answerKinds();
 };
@@ -301,6 +304,110 @@ void TestProviderProtocol::usageMeterIsBounded()
     QVERIFY(!body.finish());
 }
 
+// OpenAI's Responses API (POST /v1/responses): the usage of a JSON answer, and of a stream in
+// its response.completed event (the earlier events carry "usage": null), split anywhere.
+void TestProviderProtocol::usageFromOpenAiResponses()
+{
+    UsageMeter json("application/json");
+    json.feed(
+        R"({"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":1200,)"
+        R"("input_tokens_details":{"cached_tokens":1024},"output_tokens":90,)"
+        R"("output_tokens_details":{"reasoning_tokens":40},"total_tokens":1290}})");
+    auto u = json.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(1200));
+    QCOMPARE(u->cacheRead, std::int64_t(1024));
+    QCOMPARE(u->output, std::int64_t(90));
+    QCOMPARE(u->total(), std::int64_t(1290));
+
+    const std::string stream
+        = "event: response.created\n"
+          "data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n"
+          "event: response.output_text.delta\n"
+          "data: {\"type\":\"response.output_text.delta\",\"delta\":\"the \\\"usage\\\" word\"}\n\n"
+          "event: response.completed\r\n"
+          "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\","
+          "\"usage\":{\"input_tokens\":37,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":"
+          "11,"
+          "\"total_tokens\":48}}}\r\n\r\n";
+    for (std::size_t step : { stream.size(), std::size_t(1), std::size_t(5) }) {
+        UsageMeter m("text/event-stream");
+        for (std::size_t i = 0; i < stream.size(); i += step)
+            m.feed(std::string_view(stream).substr(i, step));
+        auto t = m.finish();
+        QVERIFY(t);
+        QCOMPARE(t->input, std::int64_t(37));
+        QCOMPARE(t->output, std::int64_t(11));
+        QCOMPARE(t->uncachedInput, std::int64_t(37));
+    }
+    // A stream cut before response.completed reported nothing: the estimate stands.
+    UsageMeter cut("text/event-stream");
+    cut.feed(stream.substr(0, stream.find("event: response.completed")));
+    QVERIFY(!cut.finish());
+    // Wrong types where the usage should be: ignored, never thrown over.
+    UsageMeter odd("text/event-stream");
+    odd.feed("data: {\"type\":\"response.completed\",\"response\":[1]}\n\n"
+             "data: {\"type\":\"response.completed\",\"response\":{\"usage\":\"lots\"}}\n\n"
+             "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":-1}}}\n\n");
+    QVERIFY(!odd.finish());
+}
+
+// Gemini's usageMetadata: in a JSON answer, in a JSON array (streamGenerateContent without
+// alt=sse) and in every event of an alt=sse stream (cumulative: the last one is the call's).
+void TestProviderProtocol::usageFromGemini()
+{
+    UsageMeter json("application/json; charset=UTF-8");
+    json.feed(
+        R"({"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":15,)"
+        R"("candidatesTokenCount":6,"totalTokenCount":21}})");
+    auto u = json.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(15));
+    QCOMPARE(u->output, std::int64_t(6));
+
+    UsageMeter array("application/json");
+    array.feed(R"([{"candidates":[],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":1}},)"
+               R"({"candidates":[],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":30,)"
+               R"("thoughtsTokenCount":12,"toolUsePromptTokenCount":4}}, 7, [[[]]]])");
+    u = array.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(13)); // prompt + tool-use prompt
+    QCOMPARE(u->output, std::int64_t(42)); // candidates + thoughts
+
+    const std::string stream = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],"
+                               "\"usageMetadata\":{\"promptTokenCount\":120,\"cachedContentTokenCount\":100,"
+                               "\"candidatesTokenCount\":1}}\r\n\r\n"
+                               "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]}}],"
+                               "\"usageMetadata\":{\"promptTokenCount\":120,\"cachedContentTokenCount\":100,"
+                               "\"candidatesTokenCount\":25,"
+                               "\"thoughtsTokenCount\":5,\"totalTokenCount\":150}}\r\n\r\n";
+    for (std::size_t step : { stream.size(), std::size_t(1), std::size_t(3) }) {
+        UsageMeter m("text/event-stream");
+        for (std::size_t i = 0; i < stream.size(); i += step)
+            m.feed(std::string_view(stream).substr(i, step));
+        auto t = m.finish();
+        QVERIFY(t);
+        QCOMPARE(t->input, std::int64_t(120));
+        QCOMPARE(t->cacheRead, std::int64_t(100));
+        QCOMPARE(t->output, std::int64_t(30));
+    }
+    for (const char* body :
+        { R"({"usageMetadata":{}})", R"({"usageMetadata":[1]})",
+            R"({"usageMetadata":{"promptTokenCount":"15"}})", R"({"usageMetadata":{"promptTokenCount":1.5}})",
+            R"({"usageMetadata":{"promptTokenCount":99999999999999999999}})", R"([1,"x",null])" }) {
+        UsageMeter m("application/json");
+        m.feed(body);
+        QVERIFY2(!m.finish(), body);
+    }
+    // A Gemini stream that is one endless event: given up at the bound (the estimate stands).
+    UsageMeter big("text/event-stream");
+    big.feed("data: {\"usageMetadata\":{\"promptTokenCount\":1},\"pad\":\"");
+    const std::string mib(1 << 20, 'p');
+    big.feed(mib);
+    big.feed("\"}\n\n");
+    QVERIFY(!big.finish());
+}
+
 void TestProviderProtocol::requestEstimate()
 {
     const std::string body = R"({"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,)"
@@ -347,6 +454,61 @@ void TestProviderProtocol::requestEstimate()
     // Not one object: no members taken from it.
     QVERIFY(!RequestEstimate::of(R"({"model":"a","max_tokens":3} {"x":1})").json);
     QVERIFY(RequestEstimate::of(R"([{"model":"a"}])").model.empty());
+}
+
+// The output bound of the Responses API (max_output_tokens) and of Gemini
+// (generationConfig.maxOutputTokens, one level down): read, not the 4,096 default.
+void TestProviderProtocol::outputBoundsOfResponsesAndGemini()
+{
+    RequestEstimate e
+        = RequestEstimate::of(R"({"model":"gpt-5","input":"Hello","max_output_tokens":2000,"stream":true})");
+    QCOMPARE(e.maxOutputTokens, std::int64_t(2000));
+    QCOMPARE(e.model, std::string("gpt-5"));
+    QVERIFY(e.stream);
+    QCOMPARE(RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":1e4})").maxOutputTokens,
+        std::int64_t(10000));
+    QCOMPARE(RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":"2000"})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":-1})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(
+        RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":18446744073709551615})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    // Named twice, or after admission under another name: refused like the others.
+    QCOMPARE(RequestEstimate::of(R"({"max_output_tokens":1,"input":"x","max_output_tokens":9000})").repeated,
+        std::string("max_output_tokens"));
+    QCOMPARE(RequestEstimate::of(R"({"model":"m","max_tokens":1,"max_output_tokens":9000})").repeated,
+        std::string("max_output_tokens"));
+
+    // Gemini: the model is in the URL, the bound inside generationConfig.
+    const std::string gemini
+        = R"({"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"temperature":0.2,)"
+          R"("stopSequences":["maxOutputTokens"],"thinkingConfig":{"maxOutputTokens":5},)"
+          R"("maxOutputTokens":800}})";
+    e = RequestEstimate::of(gemini);
+    QVERIFY(e.json);
+    QCOMPARE(e.maxOutputTokens, std::int64_t(800)); // not the nested thinkingConfig's, not the string
+    QVERIFY(e.model.empty());
+    // The same name elsewhere is not the bound.
+    QCOMPARE(
+        RequestEstimate::of(R"({"maxOutputTokens":700,"config":{"maxOutputTokens":600}})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"generationConfig":[{"maxOutputTokens":600}]})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(
+        RequestEstimate::of(R"({"generationConfig":{"maxOutputTokens":1,"maxOutputTokens":2}})").repeated,
+        std::string("generationConfig.maxOutputTokens"));
+    QCOMPARE(
+        RequestEstimate::of(R"({"generationConfig":{},"generationConfig":{"maxOutputTokens":2}})").repeated,
+        std::string("generationConfig"));
+    // After generationConfig closed, a later top-level maxOutputTokens is not read as its.
+    e = RequestEstimate::of(R"({"generationConfig":{"topK":3},"maxOutputTokens":900})");
+    QCOMPARE(e.maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    QVERIFY(e.repeated.empty());
+    // A huge body (a 1 MiB string in it) still yields its bound, parsed as it goes.
+    const std::string big = R"({"contents":[{"parts":[{"text":")" + std::string(1 << 20, 'a')
+        + R"("}]}],"generationConfig":{"maxOutputTokens":64}})";
+    QCOMPARE(RequestEstimate::of(big).maxOutputTokens, std::int64_t(64));
 }
 
 // The members as a body arrives: known once the model and an output bound were read, so the
