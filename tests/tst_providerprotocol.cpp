@@ -44,6 +44,7 @@ private Q_SLOTS:
     void outputBoundsOfResponsesAndGemini();
     void topLevelFieldsAsTheBodyArrives();
     void answerKinds();
+    void subscriptionWindowLimit();
 };
 
 void TestProviderProtocol::anthropicHeaders()
@@ -570,6 +571,72 @@ void TestProviderProtocol::answerKinds()
                  R"({"type":"error","error":{"type":"rate_limit_error","message":"usage limits"}})")
                  .kind,
         K::RateLimited);
+}
+
+// "Claude AI usage limit reached|<epoch>": a subscription window used up until then — a hold
+// until the reset, bounded like every time read from an answer; the three-argument of() keeps
+// its earlier answer (the proxy does not handle the new kind yet).
+void TestProviderProtocol::subscriptionWindowLimit()
+{
+    using K = AnswerKind::Kind;
+    const auto body = [](const std::string& message) {
+        return R"({"type":"error","error":{"type":"rate_limit_error","message":")" + message + R"("}})";
+    };
+    const std::int64_t resetSeconds = NOW / 1000 + 3 * 3600; // three hours ahead
+    const std::string limit = "Claude AI usage limit reached|" + std::to_string(resetSeconds);
+    AnswerKind a = AnswerKind::of(429, false, body(limit), NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(resetSeconds * 1000));
+    QVERIFY(a.reason.find("usage limit reached") != std::string::npos);
+    // With a retry-after too: the epoch is the better word.
+    QCOMPARE(AnswerKind::of(429, true, body(limit), NOW).kind, K::SubscriptionLimit);
+    // As a client passes the CLI's words on: a body that is not JSON.
+    a = AnswerKind::of(429, false, limit, NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(resetSeconds * 1000));
+    // Unchanged for callers of the three-argument form: a spend cap without retry-after (the
+    // words name a usage limit), a rate limit with it, and no reset.
+    const AnswerKind old = AnswerKind::of(429, false, body(limit));
+    QCOMPARE(old.kind, K::SpendCap);
+    QVERIFY(!old.resetAtMs);
+    QCOMPARE(AnswerKind::of(429, true, body(limit)).kind, K::RateLimited);
+    QCOMPARE(AnswerKind::of(429, false, limit).kind, K::RateLimited);
+    // Bounded: the year 9999 is held for a day (and said), a reset in the past is now.
+    a = AnswerKind::of(429, false, body("Claude AI usage limit reached|253402300799"), NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    QVERIFY(a.reason.find("more than a day") != std::string::npos);
+    a = AnswerKind::of(429, false, body("Claude AI usage limit reached|1000"), NOW);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(NOW));
+    // Not a time after the bar: the window's words still (never a spend cap), a rate limit.
+    for (const std::string& bad : { std::string("Claude AI usage limit reached"),
+             std::string("Claude AI usage limit reached|"), std::string("Claude AI usage limit reached|-5"),
+             std::string("Claude AI usage limit reached|1.7e9"),
+             std::string("Claude AI usage limit reached|17557x"),
+             "Claude AI usage limit reached|" + std::string(13, '9'),
+             "Claude AI usage limit reached|" + std::string(1 << 20, '7') }) {
+        const AnswerKind k = AnswerKind::of(429, false, body(bad), NOW);
+        QVERIFY2(k.kind == K::RateLimited, bad.substr(0, 60).c_str());
+        QVERIFY(!k.resetAtMs);
+    }
+    // The words in another field, another status, or a hostile message: not this kind.
+    QCOMPARE(
+        AnswerKind::of(429, false, R"({"error":{"type":"Claude AI usage limit reached|1795525200"}})", NOW)
+            .kind,
+        K::RateLimited);
+    QCOMPARE(AnswerKind::of(400, false, body(limit), NOW).kind, K::Other);
+    QCOMPARE(AnswerKind::of(200, false, body(limit), NOW).kind, K::Ok);
+    a = AnswerKind::of(
+        429, false, body("\\u001b[2JClaude AI usage limit reached|" + std::to_string(resetSeconds)), NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QVERIFY(a.reason.find('\x1b') == std::string::npos);
+    // Everything else is what the three-argument form says.
+    const AnswerKind openai = AnswerKind::of(429, false,
+        R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}})",
+        NOW);
+    QCOMPARE(openai.kind, K::SpendCap);
+    QCOMPARE(AnswerKind::of(529, false, "", NOW).kind, K::Overloaded);
+    QCOMPARE(AnswerKind::of(429, false, "not json", NOW).kind, K::RateLimited);
 }
 
 QTEST_GUILESS_MAIN(TestProviderProtocol)
