@@ -34,6 +34,8 @@ private Q_SLOTS:
     void badValuesAreNamedNotGuessed();
     void farFutureResetsAreBounded();
     void retryAfterForms();
+    void subscriptionHeaders();
+    void hostileSubscriptionHeaders();
     void usageFromJsonBodies();
     void usageFromAnthropicStreamSplitAnywhere();
     void usageFromOpenAiStream();
@@ -213,6 +215,135 @@ void TestProviderProtocol::retryAfterForms()
         = RateLimitHeaders::parse({ { "retry-after", "Thu, 29 Feb 2027 10:00:00 GMT" } }, NOW);
     QVERIFY(!bad.retryAfterMs);
     QCOMPARE(bad.problems.size(), std::size_t(1));
+}
+
+// A subscription plan's answer (the header names and forms public clients of these plans
+// read): the plan, its windows, the overage.
+void TestProviderProtocol::subscriptionHeaders()
+{
+    const std::int64_t reset5h = NOW / 1000 + 2 * 3600;
+    const std::int64_t reset7d = NOW / 1000 + 5 * 24 * 3600; // lawfully days ahead
+    const HttpHeaders h { { "Anthropic-Ratelimit-Unified-Status", "allowed_warning" },
+        { "anthropic-ratelimit-unified-reset", std::to_string(reset5h) },
+        { "anthropic-ratelimit-unified-representative-claim", "five_hour" },
+        { "anthropic-ratelimit-unified-5h-utilization", "0.9123" },
+        { "anthropic-ratelimit-unified-5h-reset", std::to_string(reset5h) },
+        { "anthropic-ratelimit-unified-5h-status", "allowed_warning" },
+        { "anthropic-ratelimit-unified-5h-surpassed-threshold", "0.9" },
+        { "anthropic-ratelimit-unified-7d-utilization", "0.3068459187383675" },
+        { "anthropic-ratelimit-unified-7d-reset", std::to_string(reset7d) },
+        { "anthropic-ratelimit-unified-7d-status", "allowed" },
+        { "anthropic-ratelimit-unified-7d_sonnet-utilization", "0.06" },
+        { "anthropic-ratelimit-unified-fallback-percentage", "0.5" },
+        { "anthropic-ratelimit-unified-overage-status", "rejected" },
+        { "anthropic-ratelimit-unified-overage-disabled-reason", "out_of_credits" },
+        { "anthropic-ratelimit-unified-overage-in-use", "false" },
+        { "anthropic-ratelimit-unified-fallback", "available" } };
+    const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
+    QVERIFY2(r.problems.empty(), r.problems.empty() ? "" : r.problems.front().c_str());
+    const SubscriptionReport& s = r.subscription;
+    QVERIFY(s.known());
+    QCOMPARE(s.status, std::optional<SubscriptionStatus>(SubscriptionStatus::AllowedWarning));
+    QCOMPARE(s.resetAtMs, std::optional<std::int64_t>(reset5h * 1000));
+    QCOMPARE(s.representativeClaim, std::string("five_hour"));
+    QCOMPARE(s.fallbackPercentage, std::optional<double>(0.5));
+    QCOMPARE(s.overageDisabledReason, std::string("out_of_credits"));
+    QCOMPARE(s.overageInUse, std::optional<bool>(false));
+    QCOMPARE(s.windows.size(), std::size_t(4));
+    const SubscriptionWindow* five = s.window("5h");
+    QVERIFY(five);
+    QCOMPARE(five->utilization, std::optional<double>(0.9123));
+    QCOMPARE(five->resetAtMs, std::optional<std::int64_t>(reset5h * 1000));
+    QVERIFY(!five->resetBounded);
+    QCOMPARE(five->status, std::optional<SubscriptionStatus>(SubscriptionStatus::AllowedWarning));
+    const SubscriptionWindow* seven = s.window("7d");
+    QVERIFY(seven);
+    QCOMPARE(seven->resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS)); // a day at most
+    QVERIFY(seven->resetBounded);
+    QCOMPARE(s.window("7d_sonnet")->utilization, std::optional<double>(0.06));
+    QCOMPARE(s.window("overage")->status, std::optional<SubscriptionStatus>(SubscriptionStatus::Rejected));
+    QVERIFY(!s.window("1d"));
+    // Overage refused alone does not refuse calls; nor does a warning.
+    QVERIFY(!s.rejectedUntilMs());
+    // The per-minute budgets and their hold are untouched by the unified headers.
+    QVERIFY(!r.requests.known() && !r.tokens.known());
+    QVERIFY(!r.exhaustedUntilMs());
+
+    // Rejected: nobody before the reset (the plan's, or a rejected window's).
+    const RateLimitReport rejected = RateLimitHeaders::parse(
+        { { "anthropic-ratelimit-unified-status", "rejected" },
+            { "anthropic-ratelimit-unified-reset", std::to_string(reset5h) },
+            { "anthropic-ratelimit-unified-5h-status", "rejected" },
+            { "anthropic-ratelimit-unified-5h-reset", std::to_string(reset5h + 60) } },
+        NOW);
+    QCOMPARE(rejected.subscription.rejectedUntilMs(), std::optional<std::int64_t>((reset5h + 60) * 1000));
+    const RateLimitReport windowOnly
+        = RateLimitHeaders::parse({ { "anthropic-ratelimit-unified-7d-status", "rejected" },
+                                      { "anthropic-ratelimit-unified-7d-reset", std::to_string(reset5h) } },
+            NOW);
+    QCOMPARE(windowOnly.subscription.rejectedUntilMs(), std::optional<std::int64_t>(reset5h * 1000));
+    // An API key's answer has none of it.
+    QVERIFY(!RateLimitHeaders::parse({ { "anthropic-ratelimit-requests-limit", "50" } }, NOW)
+                 .subscription.known());
+}
+
+void TestProviderProtocol::hostileSubscriptionHeaders()
+{
+    const auto one = [](const char* name, const std::string& value) {
+        return RateLimitHeaders::parse({ { name, value } }, NOW);
+    };
+    // Utilisations that are not a share: left out and named.
+    for (const char* bad :
+        { "1e300", "-0.5", "nan", "NaN", "inf", "0x1p3", "+0.5", "0.5.1", "", "  ", "half", "10.5" }) {
+        const RateLimitReport r = one("anthropic-ratelimit-unified-5h-utilization", bad);
+        QVERIFY2(!r.subscription.window("5h"), bad);
+        QCOMPARE(r.problems.size(), std::size_t(1));
+    }
+    QCOMPARE(
+        one("anthropic-ratelimit-unified-5h-utilization", " 1.02 ").subscription.window("5h")->utilization,
+        std::optional<double>(1.02)); // overrun a little: kept
+    QVERIFY(!one("anthropic-ratelimit-unified-fallback-percentage", "1.5").subscription.fallbackPercentage);
+    // Resets: the year 9999 is cut to a day and said; not a number, negative or huge: left out.
+    RateLimitReport r = one("anthropic-ratelimit-unified-reset", "253402300799");
+    QCOMPARE(r.subscription.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    QVERIFY(r.subscription.resetBounded);
+    QCOMPARE(r.problems.size(), std::size_t(1));
+    QVERIFY(r.problems.front().find("beyond any window") != std::string::npos);
+    r = one("anthropic-ratelimit-unified-5h-reset", "99999999999999999999");
+    QVERIFY(!r.subscription.window("5h"));
+    QCOMPARE(r.problems.size(), std::size_t(1));
+    for (const char* bad : { "-1", "1.7e9", "2026-11-24T10:00:00Z", "soon", "" }) {
+        r = one("anthropic-ratelimit-unified-reset", bad);
+        QVERIFY2(!r.subscription.resetAtMs, bad);
+        QCOMPARE(r.problems.size(), std::size_t(1));
+    }
+    // Statuses: only the three.
+    for (const char* bad : { "Allowed", "available", "ok", "rejected!", "" }) {
+        r = one("anthropic-ratelimit-unified-status", bad);
+        QVERIFY2(!r.subscription.status, bad);
+        QCOMPARE(r.problems.size(), std::size_t(1));
+        r = one("anthropic-ratelimit-unified-7d-status", bad);
+        QVERIFY2(!r.subscription.window("7d"), bad);
+    }
+    // A 1 GiB-looking claim, control bytes, and names that are not a window's.
+    r = one("anthropic-ratelimit-unified-representative-claim", std::string(1 << 20, 'a'));
+    QVERIFY(r.subscription.representativeClaim.empty());
+    QCOMPARE(r.problems.size(), std::size_t(1));
+    QVERIFY(r.problems.front().size() < 200); // the value is quoted cut short
+    QVERIFY(one("anthropic-ratelimit-unified-representative-claim", "five_hour\x1b[2J")
+                .subscription.representativeClaim.empty());
+    QVERIFY(!one("anthropic-ratelimit-unified-overage-in-use", "yes").subscription.overageInUse);
+    r = one("anthropic-ratelimit-unified-../etc-utilization", "0.5");
+    QVERIFY(r.subscription.windows.empty());
+    QVERIFY(r.problems.empty()); // an unknown header shape is ignored, like any unknown header
+    QVERIFY(one("anthropic-ratelimit-unified--utilization", "0.5").subscription.windows.empty());
+    // Bounded memory: at most MAX_WINDOWS windows however many the answer names.
+    HttpHeaders many;
+    for (int i = 0; i < 1000; ++i)
+        many.push_back({ "anthropic-ratelimit-unified-w" + std::to_string(i) + "-utilization", "0.1" });
+    r = RateLimitHeaders::parse(many, NOW);
+    QCOMPARE(r.subscription.windows.size(), SubscriptionReport::MAX_WINDOWS);
+    QCOMPARE(r.problems.size(), std::size_t(1000) - SubscriptionReport::MAX_WINDOWS);
 }
 
 void TestProviderProtocol::usageFromJsonBodies()
