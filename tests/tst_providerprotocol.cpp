@@ -34,13 +34,19 @@ private Q_SLOTS:
     void badValuesAreNamedNotGuessed();
     void farFutureResetsAreBounded();
     void retryAfterForms();
+    void subscriptionHeaders();
+    void hostileSubscriptionHeaders();
     void usageFromJsonBodies();
     void usageFromAnthropicStreamSplitAnywhere();
     void usageFromOpenAiStream();
     void usageMeterIsBounded();
+    void usageFromOpenAiResponses();
+    void usageFromGemini();
     void requestEstimate();
+    void outputBoundsOfResponsesAndGemini();
     void topLevelFieldsAsTheBodyArrives();
     void answerKinds();
+    void subscriptionWindowLimit();
 };
 
 void TestProviderProtocol::anthropicHeaders()
@@ -211,6 +217,135 @@ void TestProviderProtocol::retryAfterForms()
     QCOMPARE(bad.problems.size(), std::size_t(1));
 }
 
+// A subscription plan's answer (the header names and forms public clients of these plans
+// read): the plan, its windows, the overage.
+void TestProviderProtocol::subscriptionHeaders()
+{
+    const std::int64_t reset5h = NOW / 1000 + 2 * 3600;
+    const std::int64_t reset7d = NOW / 1000 + 5 * 24 * 3600; // lawfully days ahead
+    const HttpHeaders h { { "Anthropic-Ratelimit-Unified-Status", "allowed_warning" },
+        { "anthropic-ratelimit-unified-reset", std::to_string(reset5h) },
+        { "anthropic-ratelimit-unified-representative-claim", "five_hour" },
+        { "anthropic-ratelimit-unified-5h-utilization", "0.9123" },
+        { "anthropic-ratelimit-unified-5h-reset", std::to_string(reset5h) },
+        { "anthropic-ratelimit-unified-5h-status", "allowed_warning" },
+        { "anthropic-ratelimit-unified-5h-surpassed-threshold", "0.9" },
+        { "anthropic-ratelimit-unified-7d-utilization", "0.3068459187383675" },
+        { "anthropic-ratelimit-unified-7d-reset", std::to_string(reset7d) },
+        { "anthropic-ratelimit-unified-7d-status", "allowed" },
+        { "anthropic-ratelimit-unified-7d_sonnet-utilization", "0.06" },
+        { "anthropic-ratelimit-unified-fallback-percentage", "0.5" },
+        { "anthropic-ratelimit-unified-overage-status", "rejected" },
+        { "anthropic-ratelimit-unified-overage-disabled-reason", "out_of_credits" },
+        { "anthropic-ratelimit-unified-overage-in-use", "false" },
+        { "anthropic-ratelimit-unified-fallback", "available" } };
+    const RateLimitReport r = RateLimitHeaders::parse(h, NOW);
+    QVERIFY2(r.problems.empty(), r.problems.empty() ? "" : r.problems.front().c_str());
+    const SubscriptionReport& s = r.subscription;
+    QVERIFY(s.known());
+    QCOMPARE(s.status, std::optional<SubscriptionStatus>(SubscriptionStatus::AllowedWarning));
+    QCOMPARE(s.resetAtMs, std::optional<std::int64_t>(reset5h * 1000));
+    QCOMPARE(s.representativeClaim, std::string("five_hour"));
+    QCOMPARE(s.fallbackPercentage, std::optional<double>(0.5));
+    QCOMPARE(s.overageDisabledReason, std::string("out_of_credits"));
+    QCOMPARE(s.overageInUse, std::optional<bool>(false));
+    QCOMPARE(s.windows.size(), std::size_t(4));
+    const SubscriptionWindow* five = s.window("5h");
+    QVERIFY(five);
+    QCOMPARE(five->utilization, std::optional<double>(0.9123));
+    QCOMPARE(five->resetAtMs, std::optional<std::int64_t>(reset5h * 1000));
+    QVERIFY(!five->resetBounded);
+    QCOMPARE(five->status, std::optional<SubscriptionStatus>(SubscriptionStatus::AllowedWarning));
+    const SubscriptionWindow* seven = s.window("7d");
+    QVERIFY(seven);
+    QCOMPARE(seven->resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS)); // a day at most
+    QVERIFY(seven->resetBounded);
+    QCOMPARE(s.window("7d_sonnet")->utilization, std::optional<double>(0.06));
+    QCOMPARE(s.window("overage")->status, std::optional<SubscriptionStatus>(SubscriptionStatus::Rejected));
+    QVERIFY(!s.window("1d"));
+    // Overage refused alone does not refuse calls; nor does a warning.
+    QVERIFY(!s.rejectedUntilMs());
+    // The per-minute budgets and their hold are untouched by the unified headers.
+    QVERIFY(!r.requests.known() && !r.tokens.known());
+    QVERIFY(!r.exhaustedUntilMs());
+
+    // Rejected: nobody before the reset (the plan's, or a rejected window's).
+    const RateLimitReport rejected = RateLimitHeaders::parse(
+        { { "anthropic-ratelimit-unified-status", "rejected" },
+            { "anthropic-ratelimit-unified-reset", std::to_string(reset5h) },
+            { "anthropic-ratelimit-unified-5h-status", "rejected" },
+            { "anthropic-ratelimit-unified-5h-reset", std::to_string(reset5h + 60) } },
+        NOW);
+    QCOMPARE(rejected.subscription.rejectedUntilMs(), std::optional<std::int64_t>((reset5h + 60) * 1000));
+    const RateLimitReport windowOnly
+        = RateLimitHeaders::parse({ { "anthropic-ratelimit-unified-7d-status", "rejected" },
+                                      { "anthropic-ratelimit-unified-7d-reset", std::to_string(reset5h) } },
+            NOW);
+    QCOMPARE(windowOnly.subscription.rejectedUntilMs(), std::optional<std::int64_t>(reset5h * 1000));
+    // An API key's answer has none of it.
+    QVERIFY(!RateLimitHeaders::parse({ { "anthropic-ratelimit-requests-limit", "50" } }, NOW)
+                 .subscription.known());
+}
+
+void TestProviderProtocol::hostileSubscriptionHeaders()
+{
+    const auto one = [](const char* name, const std::string& value) {
+        return RateLimitHeaders::parse({ { name, value } }, NOW);
+    };
+    // Utilisations that are not a share: left out and named.
+    for (const char* bad :
+        { "1e300", "-0.5", "nan", "NaN", "inf", "0x1p3", "+0.5", "0.5.1", "", "  ", "half", "10.5" }) {
+        const RateLimitReport r = one("anthropic-ratelimit-unified-5h-utilization", bad);
+        QVERIFY2(!r.subscription.window("5h"), bad);
+        QCOMPARE(r.problems.size(), std::size_t(1));
+    }
+    QCOMPARE(
+        one("anthropic-ratelimit-unified-5h-utilization", " 1.02 ").subscription.window("5h")->utilization,
+        std::optional<double>(1.02)); // overrun a little: kept
+    QVERIFY(!one("anthropic-ratelimit-unified-fallback-percentage", "1.5").subscription.fallbackPercentage);
+    // Resets: the year 9999 is cut to a day and said; not a number, negative or huge: left out.
+    RateLimitReport r = one("anthropic-ratelimit-unified-reset", "253402300799");
+    QCOMPARE(r.subscription.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    QVERIFY(r.subscription.resetBounded);
+    QCOMPARE(r.problems.size(), std::size_t(1));
+    QVERIFY(r.problems.front().find("beyond any window") != std::string::npos);
+    r = one("anthropic-ratelimit-unified-5h-reset", "99999999999999999999");
+    QVERIFY(!r.subscription.window("5h"));
+    QCOMPARE(r.problems.size(), std::size_t(1));
+    for (const char* bad : { "-1", "1.7e9", "2026-11-24T10:00:00Z", "soon", "" }) {
+        r = one("anthropic-ratelimit-unified-reset", bad);
+        QVERIFY2(!r.subscription.resetAtMs, bad);
+        QCOMPARE(r.problems.size(), std::size_t(1));
+    }
+    // Statuses: only the three.
+    for (const char* bad : { "Allowed", "available", "ok", "rejected!", "" }) {
+        r = one("anthropic-ratelimit-unified-status", bad);
+        QVERIFY2(!r.subscription.status, bad);
+        QCOMPARE(r.problems.size(), std::size_t(1));
+        r = one("anthropic-ratelimit-unified-7d-status", bad);
+        QVERIFY2(!r.subscription.window("7d"), bad);
+    }
+    // A 1 GiB-looking claim, control bytes, and names that are not a window's.
+    r = one("anthropic-ratelimit-unified-representative-claim", std::string(1 << 20, 'a'));
+    QVERIFY(r.subscription.representativeClaim.empty());
+    QCOMPARE(r.problems.size(), std::size_t(1));
+    QVERIFY(r.problems.front().size() < 200); // the value is quoted cut short
+    QVERIFY(one("anthropic-ratelimit-unified-representative-claim", "five_hour\x1b[2J")
+                .subscription.representativeClaim.empty());
+    QVERIFY(!one("anthropic-ratelimit-unified-overage-in-use", "yes").subscription.overageInUse);
+    r = one("anthropic-ratelimit-unified-../etc-utilization", "0.5");
+    QVERIFY(r.subscription.windows.empty());
+    QVERIFY(r.problems.empty()); // an unknown header shape is ignored, like any unknown header
+    QVERIFY(one("anthropic-ratelimit-unified--utilization", "0.5").subscription.windows.empty());
+    // Bounded memory: at most MAX_WINDOWS windows however many the answer names.
+    HttpHeaders many;
+    for (int i = 0; i < 1000; ++i)
+        many.push_back({ "anthropic-ratelimit-unified-w" + std::to_string(i) + "-utilization", "0.1" });
+    r = RateLimitHeaders::parse(many, NOW);
+    QCOMPARE(r.subscription.windows.size(), SubscriptionReport::MAX_WINDOWS);
+    QCOMPARE(r.problems.size(), std::size_t(1000) - SubscriptionReport::MAX_WINDOWS);
+}
+
 void TestProviderProtocol::usageFromJsonBodies()
 {
     UsageMeter anthropic("application/json");
@@ -301,6 +436,110 @@ void TestProviderProtocol::usageMeterIsBounded()
     QVERIFY(!body.finish());
 }
 
+// OpenAI's Responses API (POST /v1/responses): the usage of a JSON answer, and of a stream in
+// its response.completed event (the earlier events carry "usage": null), split anywhere.
+void TestProviderProtocol::usageFromOpenAiResponses()
+{
+    UsageMeter json("application/json");
+    json.feed(
+        R"({"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":1200,)"
+        R"("input_tokens_details":{"cached_tokens":1024},"output_tokens":90,)"
+        R"("output_tokens_details":{"reasoning_tokens":40},"total_tokens":1290}})");
+    auto u = json.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(1200));
+    QCOMPARE(u->cacheRead, std::int64_t(1024));
+    QCOMPARE(u->output, std::int64_t(90));
+    QCOMPARE(u->total(), std::int64_t(1290));
+
+    const std::string stream
+        = "event: response.created\n"
+          "data: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n"
+          "event: response.output_text.delta\n"
+          "data: {\"type\":\"response.output_text.delta\",\"delta\":\"the \\\"usage\\\" word\"}\n\n"
+          "event: response.completed\r\n"
+          "data: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"status\":\"completed\","
+          "\"usage\":{\"input_tokens\":37,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":"
+          "11,"
+          "\"total_tokens\":48}}}\r\n\r\n";
+    for (std::size_t step : { stream.size(), std::size_t(1), std::size_t(5) }) {
+        UsageMeter m("text/event-stream");
+        for (std::size_t i = 0; i < stream.size(); i += step)
+            m.feed(std::string_view(stream).substr(i, step));
+        auto t = m.finish();
+        QVERIFY(t);
+        QCOMPARE(t->input, std::int64_t(37));
+        QCOMPARE(t->output, std::int64_t(11));
+        QCOMPARE(t->uncachedInput, std::int64_t(37));
+    }
+    // A stream cut before response.completed reported nothing: the estimate stands.
+    UsageMeter cut("text/event-stream");
+    cut.feed(stream.substr(0, stream.find("event: response.completed")));
+    QVERIFY(!cut.finish());
+    // Wrong types where the usage should be: ignored, never thrown over.
+    UsageMeter odd("text/event-stream");
+    odd.feed("data: {\"type\":\"response.completed\",\"response\":[1]}\n\n"
+             "data: {\"type\":\"response.completed\",\"response\":{\"usage\":\"lots\"}}\n\n"
+             "data: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":-1}}}\n\n");
+    QVERIFY(!odd.finish());
+}
+
+// Gemini's usageMetadata: in a JSON answer, in a JSON array (streamGenerateContent without
+// alt=sse) and in every event of an alt=sse stream (cumulative: the last one is the call's).
+void TestProviderProtocol::usageFromGemini()
+{
+    UsageMeter json("application/json; charset=UTF-8");
+    json.feed(
+        R"({"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"usageMetadata":{"promptTokenCount":15,)"
+        R"("candidatesTokenCount":6,"totalTokenCount":21}})");
+    auto u = json.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(15));
+    QCOMPARE(u->output, std::int64_t(6));
+
+    UsageMeter array("application/json");
+    array.feed(R"([{"candidates":[],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":1}},)"
+               R"({"candidates":[],"usageMetadata":{"promptTokenCount":9,"candidatesTokenCount":30,)"
+               R"("thoughtsTokenCount":12,"toolUsePromptTokenCount":4}}, 7, [[[]]]])");
+    u = array.finish();
+    QVERIFY(u);
+    QCOMPARE(u->input, std::int64_t(13)); // prompt + tool-use prompt
+    QCOMPARE(u->output, std::int64_t(42)); // candidates + thoughts
+
+    const std::string stream = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"a\"}]}}],"
+                               "\"usageMetadata\":{\"promptTokenCount\":120,\"cachedContentTokenCount\":100,"
+                               "\"candidatesTokenCount\":1}}\r\n\r\n"
+                               "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"b\"}]}}],"
+                               "\"usageMetadata\":{\"promptTokenCount\":120,\"cachedContentTokenCount\":100,"
+                               "\"candidatesTokenCount\":25,"
+                               "\"thoughtsTokenCount\":5,\"totalTokenCount\":150}}\r\n\r\n";
+    for (std::size_t step : { stream.size(), std::size_t(1), std::size_t(3) }) {
+        UsageMeter m("text/event-stream");
+        for (std::size_t i = 0; i < stream.size(); i += step)
+            m.feed(std::string_view(stream).substr(i, step));
+        auto t = m.finish();
+        QVERIFY(t);
+        QCOMPARE(t->input, std::int64_t(120));
+        QCOMPARE(t->cacheRead, std::int64_t(100));
+        QCOMPARE(t->output, std::int64_t(30));
+    }
+    for (const char* body :
+        { R"({"usageMetadata":{}})", R"({"usageMetadata":[1]})",
+            R"({"usageMetadata":{"promptTokenCount":"15"}})", R"({"usageMetadata":{"promptTokenCount":1.5}})",
+            R"({"usageMetadata":{"promptTokenCount":99999999999999999999}})", R"([1,"x",null])" }) {
+        UsageMeter m("application/json");
+        m.feed(body);
+        QVERIFY2(!m.finish(), body);
+    }
+    // A Gemini stream that is one endless event: given up at the bound (the estimate stands).
+    UsageMeter big("text/event-stream");
+    big.feed("data: {\"usageMetadata\":{\"promptTokenCount\":1},\"pad\":\"");
+    const std::string mib(1 << 20, 'p');
+    big.feed(mib);
+    big.feed("\"}\n\n");
+    QVERIFY(!big.finish());
+}
+
 void TestProviderProtocol::requestEstimate()
 {
     const std::string body = R"({"model":"claude-sonnet-4-5","max_tokens":1024,"stream":true,)"
@@ -347,6 +586,61 @@ void TestProviderProtocol::requestEstimate()
     // Not one object: no members taken from it.
     QVERIFY(!RequestEstimate::of(R"({"model":"a","max_tokens":3} {"x":1})").json);
     QVERIFY(RequestEstimate::of(R"([{"model":"a"}])").model.empty());
+}
+
+// The output bound of the Responses API (max_output_tokens) and of Gemini
+// (generationConfig.maxOutputTokens, one level down): read, not the 4,096 default.
+void TestProviderProtocol::outputBoundsOfResponsesAndGemini()
+{
+    RequestEstimate e
+        = RequestEstimate::of(R"({"model":"gpt-5","input":"Hello","max_output_tokens":2000,"stream":true})");
+    QCOMPARE(e.maxOutputTokens, std::int64_t(2000));
+    QCOMPARE(e.model, std::string("gpt-5"));
+    QVERIFY(e.stream);
+    QCOMPARE(RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":1e4})").maxOutputTokens,
+        std::int64_t(10000));
+    QCOMPARE(RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":"2000"})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":-1})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(
+        RequestEstimate::of(R"({"model":"gpt-5","max_output_tokens":18446744073709551615})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    // Named twice, or after admission under another name: refused like the others.
+    QCOMPARE(RequestEstimate::of(R"({"max_output_tokens":1,"input":"x","max_output_tokens":9000})").repeated,
+        std::string("max_output_tokens"));
+    QCOMPARE(RequestEstimate::of(R"({"model":"m","max_tokens":1,"max_output_tokens":9000})").repeated,
+        std::string("max_output_tokens"));
+
+    // Gemini: the model is in the URL, the bound inside generationConfig.
+    const std::string gemini
+        = R"({"contents":[{"parts":[{"text":"hi"}]}],"generationConfig":{"temperature":0.2,)"
+          R"("stopSequences":["maxOutputTokens"],"thinkingConfig":{"maxOutputTokens":5},)"
+          R"("maxOutputTokens":800}})";
+    e = RequestEstimate::of(gemini);
+    QVERIFY(e.json);
+    QCOMPARE(e.maxOutputTokens, std::int64_t(800)); // not the nested thinkingConfig's, not the string
+    QVERIFY(e.model.empty());
+    // The same name elsewhere is not the bound.
+    QCOMPARE(
+        RequestEstimate::of(R"({"maxOutputTokens":700,"config":{"maxOutputTokens":600}})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"generationConfig":[{"maxOutputTokens":600}]})").maxOutputTokens,
+        RequestEstimate::DEFAULT_OUTPUT);
+    QCOMPARE(
+        RequestEstimate::of(R"({"generationConfig":{"maxOutputTokens":1,"maxOutputTokens":2}})").repeated,
+        std::string("generationConfig.maxOutputTokens"));
+    QCOMPARE(
+        RequestEstimate::of(R"({"generationConfig":{},"generationConfig":{"maxOutputTokens":2}})").repeated,
+        std::string("generationConfig"));
+    // After generationConfig closed, a later top-level maxOutputTokens is not read as its.
+    e = RequestEstimate::of(R"({"generationConfig":{"topK":3},"maxOutputTokens":900})");
+    QCOMPARE(e.maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    QVERIFY(e.repeated.empty());
+    // A huge body (a 1 MiB string in it) still yields its bound, parsed as it goes.
+    const std::string big = R"({"contents":[{"parts":[{"text":")" + std::string(1 << 20, 'a')
+        + R"("}]}],"generationConfig":{"maxOutputTokens":64}})";
+    QCOMPARE(RequestEstimate::of(big).maxOutputTokens, std::int64_t(64));
 }
 
 // The members as a body arrives: known once the model and an output bound were read, so the
@@ -408,6 +702,72 @@ void TestProviderProtocol::answerKinds()
                  R"({"type":"error","error":{"type":"rate_limit_error","message":"usage limits"}})")
                  .kind,
         K::RateLimited);
+}
+
+// "Claude AI usage limit reached|<epoch>": a subscription window used up until then — a hold
+// until the reset, bounded like every time read from an answer; the three-argument of() keeps
+// its earlier answer (the proxy does not handle the new kind yet).
+void TestProviderProtocol::subscriptionWindowLimit()
+{
+    using K = AnswerKind::Kind;
+    const auto body = [](const std::string& message) {
+        return R"({"type":"error","error":{"type":"rate_limit_error","message":")" + message + R"("}})";
+    };
+    const std::int64_t resetSeconds = NOW / 1000 + 3 * 3600; // three hours ahead
+    const std::string limit = "Claude AI usage limit reached|" + std::to_string(resetSeconds);
+    AnswerKind a = AnswerKind::of(429, false, body(limit), NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(resetSeconds * 1000));
+    QVERIFY(a.reason.find("usage limit reached") != std::string::npos);
+    // With a retry-after too: the epoch is the better word.
+    QCOMPARE(AnswerKind::of(429, true, body(limit), NOW).kind, K::SubscriptionLimit);
+    // As a client passes the CLI's words on: a body that is not JSON.
+    a = AnswerKind::of(429, false, limit, NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(resetSeconds * 1000));
+    // Unchanged for callers of the three-argument form: a spend cap without retry-after (the
+    // words name a usage limit), a rate limit with it, and no reset.
+    const AnswerKind old = AnswerKind::of(429, false, body(limit));
+    QCOMPARE(old.kind, K::SpendCap);
+    QVERIFY(!old.resetAtMs);
+    QCOMPARE(AnswerKind::of(429, true, body(limit)).kind, K::RateLimited);
+    QCOMPARE(AnswerKind::of(429, false, limit).kind, K::RateLimited);
+    // Bounded: the year 9999 is held for a day (and said), a reset in the past is now.
+    a = AnswerKind::of(429, false, body("Claude AI usage limit reached|253402300799"), NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(NOW + RetryAfter::MAX_MS));
+    QVERIFY(a.reason.find("more than a day") != std::string::npos);
+    a = AnswerKind::of(429, false, body("Claude AI usage limit reached|1000"), NOW);
+    QCOMPARE(a.resetAtMs, std::optional<std::int64_t>(NOW));
+    // Not a time after the bar: the window's words still (never a spend cap), a rate limit.
+    for (const std::string& bad : { std::string("Claude AI usage limit reached"),
+             std::string("Claude AI usage limit reached|"), std::string("Claude AI usage limit reached|-5"),
+             std::string("Claude AI usage limit reached|1.7e9"),
+             std::string("Claude AI usage limit reached|17557x"),
+             "Claude AI usage limit reached|" + std::string(13, '9'),
+             "Claude AI usage limit reached|" + std::string(1 << 20, '7') }) {
+        const AnswerKind k = AnswerKind::of(429, false, body(bad), NOW);
+        QVERIFY2(k.kind == K::RateLimited, bad.substr(0, 60).c_str());
+        QVERIFY(!k.resetAtMs);
+    }
+    // The words in another field, another status, or a hostile message: not this kind.
+    QCOMPARE(
+        AnswerKind::of(429, false, R"({"error":{"type":"Claude AI usage limit reached|1795525200"}})", NOW)
+            .kind,
+        K::RateLimited);
+    QCOMPARE(AnswerKind::of(400, false, body(limit), NOW).kind, K::Other);
+    QCOMPARE(AnswerKind::of(200, false, body(limit), NOW).kind, K::Ok);
+    a = AnswerKind::of(
+        429, false, body("\\u001b[2JClaude AI usage limit reached|" + std::to_string(resetSeconds)), NOW);
+    QCOMPARE(a.kind, K::SubscriptionLimit);
+    QVERIFY(a.reason.find('\x1b') == std::string::npos);
+    // Everything else is what the three-argument form says.
+    const AnswerKind openai = AnswerKind::of(429, false,
+        R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}})",
+        NOW);
+    QCOMPARE(openai.kind, K::SpendCap);
+    QCOMPARE(AnswerKind::of(529, false, "", NOW).kind, K::Overloaded);
+    QCOMPARE(AnswerKind::of(429, false, "not json", NOW).kind, K::RateLimited);
 }
 
 QTEST_GUILESS_MAIN(TestProviderProtocol)

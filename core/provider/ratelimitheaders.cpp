@@ -72,6 +72,142 @@ std::optional<int> digits(std::string_view s, std::size_t at, std::size_t n)
     return v;
 }
 
+constexpr std::string_view UNIFIED = "anthropic-ratelimit-unified-";
+// A reset further ahead than the longest window (7 days) and a day of slack is not a window's.
+constexpr std::int64_t PLAUSIBLE_WINDOW_MS = 8LL * 24 * 3600 * 1000;
+
+std::optional<SubscriptionStatus> subscriptionStatus(std::string_view s)
+{
+    s = trim(s);
+    if (s == "allowed")
+        return SubscriptionStatus::Allowed;
+    if (s == "allowed_warning")
+        return SubscriptionStatus::AllowedWarning;
+    if (s == "rejected")
+        return SubscriptionStatus::Rejected;
+    return std::nullopt;
+}
+
+// A name the headers use for a window or a claim: lowercase letters, digits and '_', short.
+bool plainName(std::string_view s, std::size_t max)
+{
+    if (s.empty() || s.size() > max)
+        return false;
+    return std::all_of(s.begin(), s.end(),
+        [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+}
+
+// What one anthropic-ratelimit-unified-* header says, into `sub`; false: a value that did not
+// parse (named in problems by the caller through `why`).
+struct UnifiedReader
+{
+    SubscriptionReport& sub;
+    std::int64_t nowMs;
+    std::int64_t latest;
+    std::vector<std::string>& problems;
+
+    void note(const std::string& name, const Error& e) { problems.push_back(name + ": " + e.message); }
+
+    // Epoch seconds -> unix ms, bounded to a day ahead; `bounded` says it was cut.
+    std::optional<std::int64_t> reset(const std::string& name, std::string_view value, bool& bounded)
+    {
+        const auto v = wholeNumber(value);
+        if (!v) {
+            note(name, bad("not a time in epoch seconds", value));
+            return std::nullopt;
+        }
+        const std::int64_t at = *v * 1000; // v <= 2^53: no overflow
+        bounded = at > latest;
+        if (at - nowMs > PLAUSIBLE_WINDOW_MS)
+            note(name, bad("a reset beyond any window (held for at most a day)", value));
+        return std::min(at, latest);
+    }
+
+    SubscriptionWindow* window(const std::string& name, std::string_view windowName)
+    {
+        for (SubscriptionWindow& w : sub.windows)
+            if (w.name == windowName)
+                return &w;
+        if (sub.windows.size() >= SubscriptionReport::MAX_WINDOWS) {
+            note(name, bad("one window more than the bound of 8", windowName));
+            return nullptr;
+        }
+        sub.windows.push_back(SubscriptionWindow { std::string(windowName), {}, {}, false, {} });
+        return &sub.windows.back();
+    }
+
+    void read(const std::string& name, std::string_view value)
+    {
+        const std::string_view rest = std::string_view(name).substr(UNIFIED.size());
+        const std::string_view v = trim(value);
+        if (rest == "status") {
+            if (auto st = subscriptionStatus(v))
+                sub.status = st;
+            else
+                note(name, bad("an unknown status (allowed, allowed_warning, rejected)", value));
+        } else if (rest == "reset") {
+            if (auto at = reset(name, value, sub.resetBounded))
+                sub.resetAtMs = at;
+        } else if (rest == "representative-claim") {
+            if (plainName(v, SubscriptionReport::MAX_TEXT))
+                sub.representativeClaim = std::string(v);
+            else
+                note(name, bad("not a claim's name", value));
+        } else if (rest == "fallback-percentage") {
+            auto p = RateLimitHeaders::parseUtilization(value);
+            if (p && *p <= 1.0)
+                sub.fallbackPercentage = *p;
+            else
+                note(name, bad("not a share between 0 and 1", value));
+        } else if (rest == "overage-disabled-reason") {
+            if (plainName(v, SubscriptionReport::MAX_TEXT))
+                sub.overageDisabledReason = std::string(v);
+            else
+                note(name, bad("not a reason's name", value));
+        } else if (rest == "overage-in-use") {
+            if (v == "true" || v == "false")
+                sub.overageInUse = v == "true";
+            else
+                note(name, bad("neither true nor false", value));
+        } else {
+            // <window>-<field>; other fields (surpassed-threshold, period, ...) are not needed.
+            for (const std::string_view field : { std::string_view("-utilization"),
+                     std::string_view("-reset"), std::string_view("-status") }) {
+                if (rest.size() <= field.size() || rest.substr(rest.size() - field.size()) != field)
+                    continue;
+                const std::string_view windowName = rest.substr(0, rest.size() - field.size());
+                if (!plainName(windowName, 24))
+                    return; // not a window we can name: ignored like any unknown header
+                if (field == "-utilization") {
+                    auto u = RateLimitHeaders::parseUtilization(value);
+                    if (!u) {
+                        note(name, u.error());
+                        return;
+                    }
+                    if (SubscriptionWindow* w = window(name, windowName))
+                        w->utilization = *u;
+                } else if (field == "-reset") {
+                    bool bounded = false;
+                    if (auto at = reset(name, value, bounded))
+                        if (SubscriptionWindow* w = window(name, windowName)) {
+                            w->resetAtMs = at;
+                            w->resetBounded = bounded;
+                        }
+                } else {
+                    auto st = subscriptionStatus(v);
+                    if (!st) {
+                        note(name, bad("an unknown status (allowed, allowed_warning, rejected)", value));
+                        return;
+                    }
+                    if (SubscriptionWindow* w = window(name, windowName))
+                        w->status = st;
+                }
+                return;
+            }
+        }
+    }
+};
+
 } // namespace
 
 std::optional<std::int64_t> RateLimitReport::exhaustedUntilMs() const
@@ -82,6 +218,40 @@ std::optional<std::int64_t> RateLimitReport::exhaustedUntilMs() const
             until = std::max(until.value_or(*b->resetAtMs), *b->resetAtMs);
     }
     return until;
+}
+
+const SubscriptionWindow* SubscriptionReport::window(std::string_view name) const
+{
+    for (const SubscriptionWindow& w : windows)
+        if (w.name == name)
+            return &w;
+    return nullptr;
+}
+
+std::optional<std::int64_t> SubscriptionReport::rejectedUntilMs() const
+{
+    std::optional<std::int64_t> until;
+    if (status == SubscriptionStatus::Rejected && resetAtMs)
+        until = resetAtMs;
+    for (const SubscriptionWindow& w : windows) {
+        // The overage window being rejected means only that paid overage is off; the plan's
+        // own windows (or its status) say whether calls are refused.
+        if (w.name != "overage" && w.status == SubscriptionStatus::Rejected && w.resetAtMs)
+            until = std::max(until.value_or(*w.resetAtMs), *w.resetAtMs);
+    }
+    return until;
+}
+
+Result<double> RateLimitHeaders::parseUtilization(std::string_view text)
+{
+    const std::string_view s = trim(text);
+    double v = 0;
+    // Plain decimal only: from_chars' general format also takes "inf" and "nan", refused below.
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v) || v < 0
+        || v > SubscriptionReport::MAX_UTILIZATION)
+        return bad("not a share between 0 and 10", text);
+    return v;
 }
 
 Result<std::int64_t> RateLimitHeaders::parseDuration(std::string_view text)
@@ -145,8 +315,8 @@ Result<std::int64_t> RateLimitHeaders::parseRfc3339(std::string_view text)
         return bad("a time that is not RFC 3339 (like 2026-11-24T10:00:30Z)", text);
     static constexpr std::array<int, 12> DAYS { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
     if (*month < 1 || *month > 12 || *day < 1
-        || *day > DAYS[static_cast<std::size_t>(*month - 1)] + ((*month == 2 && leap(*year)) ? 1 : 0) || *hour > 23
-        || *minute > 59 || *second > 60)
+        || *day > DAYS[static_cast<std::size_t>(*month - 1)] + ((*month == 2 && leap(*year)) ? 1 : 0)
+        || *hour > 23 || *minute > 59 || *second > 60)
         return bad("a time that does not exist", text);
     std::size_t i = 19;
     std::int64_t fractionMs = 0;
@@ -185,7 +355,8 @@ Result<std::int64_t> RateLimitHeaders::parseRfc3339(std::string_view text)
     }
     if (i != s.size())
         return bad("a time followed by something else", text);
-    const std::int64_t secs = daysFromCivil(*year, static_cast<unsigned>(*month), static_cast<unsigned>(*day)) * 86400
+    const std::int64_t secs
+        = daysFromCivil(*year, static_cast<unsigned>(*month), static_cast<unsigned>(*day)) * 86400
         + *hour * 3600 + *minute * 60 + std::min(*second, 59) - offsetMin * 60;
     return secs * 1000 + fractionMs;
 }
@@ -193,20 +364,27 @@ Result<std::int64_t> RateLimitHeaders::parseRfc3339(std::string_view text)
 RateLimitReport RateLimitHeaders::parse(const HttpHeaders& headers, std::int64_t nowMs)
 {
     RateLimitReport r;
-    const std::int64_t latest = nowMs > INT64_MAX - RetryAfter::MAX_MS ? INT64_MAX : nowMs + RetryAfter::MAX_MS;
-    auto note = [&](const std::string& name, const Error& e) { r.problems.push_back(name + ": " + e.message); };
+    const std::int64_t latest
+        = nowMs > INT64_MAX - RetryAfter::MAX_MS ? INT64_MAX : nowMs + RetryAfter::MAX_MS;
+    auto note
+        = [&](const std::string& name, const Error& e) { r.problems.push_back(name + ": " + e.message); };
     std::optional<std::int64_t> retryAfter;
     std::optional<std::int64_t> retryAfterMs;
+    UnifiedReader unified { r.subscription, nowMs, latest, r.problems };
     for (const auto& [rawName, value] : headers) {
         const std::string name = TextSanitizer::asciiLower(trim(rawName));
+        if (name.rfind(UNIFIED, 0) == 0) {
+            unified.read(name, value);
+            continue;
+        }
         ProviderBudget* budget = nullptr;
         enum class Field { Limit, Remaining, ResetTime, ResetDuration } field = Field::Limit;
         std::string rest;
         if (name.rfind("anthropic-ratelimit-", 0) == 0) {
             rest = name.substr(20);
             for (const auto& [stem, b] : std::initializer_list<std::pair<const char*, ProviderBudget*>> {
-                     { "requests-", &r.requests }, { "tokens-", &r.tokens }, { "input-tokens-", &r.inputTokens },
-                     { "output-tokens-", &r.outputTokens } }) {
+                     { "requests-", &r.requests }, { "tokens-", &r.tokens },
+                     { "input-tokens-", &r.inputTokens }, { "output-tokens-", &r.outputTokens } }) {
                 if (rest.rfind(stem, 0) == 0) {
                     const std::string tail = rest.substr(std::char_traits<char>::length(stem));
                     budget = b;
@@ -223,8 +401,9 @@ RateLimitReport RateLimitHeaders::parse(const HttpHeaders& headers, std::int64_t
             }
         } else if (name.rfind("x-ratelimit-", 0) == 0) {
             rest = name.substr(12);
-            for (const auto& [stem, f] : std::initializer_list<std::pair<const char*, Field>> {
-                     { "limit-", Field::Limit }, { "remaining-", Field::Remaining }, { "reset-", Field::ResetDuration } }) {
+            for (const auto& [stem, f] :
+                std::initializer_list<std::pair<const char*, Field>> { { "limit-", Field::Limit },
+                    { "remaining-", Field::Remaining }, { "reset-", Field::ResetDuration } }) {
                 if (rest.rfind(stem, 0) == 0) {
                     const std::string tail = rest.substr(std::char_traits<char>::length(stem));
                     field = f;
@@ -261,7 +440,8 @@ RateLimitReport RateLimitHeaders::parse(const HttpHeaders& headers, std::int64_t
                 note(name, v.error());
                 continue;
             }
-            const std::int64_t at = field == Field::ResetTime ? *v : (nowMs > latest - *v ? latest : nowMs + *v);
+            const std::int64_t at
+                = field == Field::ResetTime ? *v : (nowMs > latest - *v ? latest : nowMs + *v);
             budget->resetAtMs = std::min(at, latest);
         }
     }

@@ -6,8 +6,9 @@
 //   input   ceil(body bytes / 4): about four bytes of English per token for both providers'
 //           tokenizers, and the body's JSON syntax and field names make it an over-estimate
 //           (conservative: the window never under-counts before the real usage comes back)
-//   output  max_tokens (Anthropic, OpenAI) or max_completion_tokens (OpenAI); when the body
-//           names neither, DEFAULT_OUTPUT
+//   output  max_tokens (Anthropic, OpenAI) or max_completion_tokens (OpenAI Chat Completions),
+//           max_output_tokens (OpenAI Responses, POST /v1/responses) or
+//           generationConfig.maxOutputTokens (Gemini); when the body names none, DEFAULT_OUTPUT
 //
 // The estimate is replaced by the answer's real usage when it arrives (UsageMeter). A body
 // that is not a JSON object still gets an estimate (from its size), with `json` false and no

@@ -19,12 +19,21 @@ bool TopLevelFields::boolean(bool value)
 
 void TopLevelFields::integer(std::optional<std::int64_t> value)
 {
-    if (!atTop() || !value)
+    if (!value)
+        return;
+    if (inGenerationConfig()) {
+        if (m_innerMember == Member::GeminiMaxOutputTokens)
+            m_geminiMaxOutputTokens = value;
+        return;
+    }
+    if (!atTop())
         return;
     if (m_member == Member::MaxTokens)
         m_maxTokens = value;
     else if (m_member == Member::MaxCompletionTokens)
         m_maxCompletionTokens = value;
+    else if (m_member == Member::MaxOutputTokens)
+        m_maxOutputTokens = value;
 }
 
 bool TopLevelFields::number_integer(number_integer_t value)
@@ -67,22 +76,39 @@ bool TopLevelFields::start_object(std::size_t)
 {
     if (m_depth == 0)
         m_topIsObject = true;
+    else if (atTop() && m_member == Member::GenerationConfig)
+        m_generationConfigDepth = 2;
     ++m_depth;
     return true;
 }
 
 bool TopLevelFields::key(string_t& name)
 {
+    if (inGenerationConfig()) {
+        m_innerMember = name == "maxOutputTokens" ? Member::GeminiMaxOutputTokens : Member::Other;
+        if (m_innerMember == Member::Other)
+            return true;
+        bool& seen = m_seen[static_cast<int>(m_innerMember)];
+        if (seen || known()) {
+            m_repeated = "generationConfig.maxOutputTokens";
+            return false;
+        }
+        seen = true;
+        m_outputBoundSeen = true;
+        return true;
+    }
     if (m_depth != 1)
         return true;
     m_member = name == "model"            ? Member::Model
         : name == "max_tokens"            ? Member::MaxTokens
         : name == "max_completion_tokens" ? Member::MaxCompletionTokens
+        : name == "max_output_tokens"     ? Member::MaxOutputTokens
         : name == "stream"                ? Member::Stream
+        : name == "generationConfig"      ? Member::GenerationConfig
                                           : Member::Other;
     if (m_member == Member::Other)
         return true;
-    const bool bound = m_member == Member::MaxTokens || m_member == Member::MaxCompletionTokens;
+    const bool bound = isBound(m_member);
     bool& seen = m_seen[static_cast<int>(m_member)];
     // The other name of the output bound after admission could have been made without it.
     if (seen || (bound && known())) {
@@ -96,6 +122,8 @@ bool TopLevelFields::key(string_t& name)
 
 void TopLevelFields::endContainer()
 {
+    if (m_depth == m_generationConfigDepth)
+        m_generationConfigDepth = 0; // generationConfig's object (or a value in it) ended
     if (--m_depth == 0)
         m_ended = true;
 }

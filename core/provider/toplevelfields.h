@@ -1,7 +1,9 @@
 #pragma once
 
 // TopLevelFields: the members of a request body's top-level JSON object that admission needs
-// (`model`, `max_tokens` / `max_completion_tokens`, `stream`), read by nlohmann's SAX parser
+// (`model`, the output bound — `max_tokens` (Anthropic, OpenAI Chat Completions),
+// `max_completion_tokens` (OpenAI Chat Completions), `max_output_tokens` (OpenAI Responses),
+// `generationConfig.maxOutputTokens` (Gemini, one level down) — and `stream`), read by nlohmann's SAX parser
 // as the body's bytes come, so that the proxy can admit a request before the whole body has
 // arrived (the SDKs write `model` and `max_tokens` first; the messages follow).
 //
@@ -32,10 +34,14 @@ public:
     // The members as found (a member of another type than expected is left out).
     [[nodiscard]] const std::optional<std::string>& model() const { return m_model; }
     [[nodiscard]] std::optional<bool> stream() const { return m_stream; }
-    // max_completion_tokens when both are there (as OpenAI reads them), else max_tokens.
+    // max_completion_tokens when both are there (as OpenAI reads them), else max_tokens, else
+    // max_output_tokens (Responses), else generationConfig.maxOutputTokens (Gemini).
     [[nodiscard]] std::optional<std::int64_t> maxOutputTokens() const
     {
-        return m_maxCompletionTokens ? m_maxCompletionTokens : m_maxTokens;
+        return m_maxCompletionTokens ? m_maxCompletionTokens
+            : m_maxTokens            ? m_maxTokens
+            : m_maxOutputTokens      ? m_maxOutputTokens
+                                     : m_geminiMaxOutputTokens;
     }
 
     bool null() override;
@@ -54,9 +60,26 @@ public:
         std::size_t position, const std::string& token, const nlohmann::detail::exception& e) override;
 
 private:
-    enum class Member { Other, Model, MaxTokens, MaxCompletionTokens, Stream };
+    enum class Member {
+        Other,
+        Model,
+        MaxTokens,
+        MaxCompletionTokens,
+        Stream,
+        MaxOutputTokens,
+        GenerationConfig,
+        GeminiMaxOutputTokens, // generationConfig.maxOutputTokens
+        Count
+    };
     // A value at the top level of the object, for the member named last.
     [[nodiscard]] bool atTop() const { return m_depth == 1 && m_topIsObject; }
+    // A value directly inside the top-level generationConfig object.
+    [[nodiscard]] bool inGenerationConfig() const { return m_depth == 2 && m_generationConfigDepth == 2; }
+    [[nodiscard]] static bool isBound(Member m)
+    {
+        return m == Member::MaxTokens || m == Member::MaxCompletionTokens || m == Member::MaxOutputTokens
+            || m == Member::GeminiMaxOutputTokens;
+    }
     void integer(std::optional<std::int64_t> value);
     void endContainer();
 
@@ -65,13 +88,17 @@ private:
     bool m_ended = false;
     bool m_failed = false;
     Member m_member = Member::Other;
-    bool m_seen[5] = {};
+    Member m_innerMember = Member::Other; // the member named last inside generationConfig
+    int m_generationConfigDepth = 0; // 2 while inside the top-level generationConfig object
+    bool m_seen[static_cast<int>(Member::Count)] = {};
     bool m_outputBoundSeen = false;
     std::string m_repeated;
     std::optional<std::string> m_model;
     std::optional<bool> m_stream;
     std::optional<std::int64_t> m_maxTokens;
     std::optional<std::int64_t> m_maxCompletionTokens;
+    std::optional<std::int64_t> m_maxOutputTokens;
+    std::optional<std::int64_t> m_geminiMaxOutputTokens;
 };
 
 } // namespace tollgate
