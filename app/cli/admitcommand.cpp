@@ -47,6 +47,12 @@ StopCode parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& requ
             return c.console().fail(r.error());
     }
     request.tokens = o.tokens.value_or(0);
+    if (o.askInputTokens || o.askOutputTokens) {
+        // Stated by the caller: a fact, refused at once if it can never fit a limit.
+        request.inputTokens = o.askInputTokens.value_or(0);
+        request.outputTokens = o.askOutputTokens.value_or(0);
+        request.tokens = request.inputTokens + request.outputTokens;
+    }
     timeoutSeconds = std::min(o.timeout.value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
     // A Redis home that does not answer fails the command within its --timeout: each
     // operation gets at most that long (but at least MIN_REDIS_OP, one round trip's room even
@@ -71,7 +77,7 @@ void warnUnknownModel(QuotaSession& c, const AdmitRequest& request, double timeo
     if (!all)
         return; // the acquire that follows reports it
     const ProviderLimits* l = all->find(request.provider);
-    if (l && !l->models.count(request.model))
+    if (l && l->classesOf(request.model).empty())
         c.console().warn("provider " + request.provider + " has no limits for model " + request.model
             + "; only the provider's limits apply (set some with: tollgate limits set " + request.provider
             + " --model " + request.model + " --requests N)");
@@ -363,8 +369,14 @@ void addRequest(CLI::App* command, QuotaContext& context)
     context.addProvider(command, "the provider whose quota to use");
     context.addCaller(command, "who you are (required; shown in status and history)");
     CliOptions::addText(command, "--model", o.model, "count against this model's limits too")->type_name("M");
-    CliOptions::addInteger(
+    CLI::Option* tokens = CliOptions::addInteger(
         command, "--tokens", o.tokens, 0, MAX_AMOUNT, "tokens this request will use (default 0)");
+    CLI::Option* input = CliOptions::addInteger(command, "--input-tokens", o.askInputTokens, 0, MAX_AMOUNT,
+        "input tokens it will use, as the provider counts them (with --output-tokens: instead of --tokens)");
+    CLI::Option* output = CliOptions::addInteger(command, "--output-tokens", o.askOutputTokens, 0, MAX_AMOUNT,
+        "output tokens it may use (max_tokens)");
+    tokens->excludes(input);
+    tokens->excludes(output);
     CliOptions::addSeconds(command, "--timeout", o.timeout, "how long to wait at most (default 60)");
 }
 

@@ -29,21 +29,43 @@ std::string amounts(const std::optional<std::int64_t>& requests, const std::opti
     return out;
 }
 
+// "1000 input tokens, 500 output tokens" of the metrics a budget splits (effective values).
+std::string splitAmounts(const ProviderLimits& l, const Budget& b)
+{
+    std::string out;
+    if (b.inputTokens)
+        out += std::to_string(l.effective(*b.inputTokens)) + " input tokens";
+    if (b.outputTokens)
+        out += (out.empty() ? "" : ", ") + std::to_string(l.effective(*b.outputTokens)) + " output tokens";
+    return out;
+}
+
+std::string budgetWords(const ProviderLimits& l, const Budget& b)
+{
+    const std::optional<std::int64_t> req
+        = b.requests ? std::optional(l.effective(*b.requests)) : std::nullopt;
+    const std::optional<std::int64_t> tok = b.tokens ? std::optional(l.effective(*b.tokens)) : std::nullopt;
+    std::string out = amounts(req, tok);
+    const std::string split = splitAmounts(l, b);
+    return out.empty() ? split : (split.empty() ? out : out + ", " + split);
+}
+
 std::string describeLimits(const ProviderLimits& l)
 {
     std::ostringstream out;
-    const std::optional<std::int64_t> req
-        = l.requests ? std::optional(l.effective(*l.requests)) : std::nullopt;
-    const std::optional<std::int64_t> tok = l.tokens ? std::optional(l.effective(*l.tokens)) : std::nullopt;
-    out << amounts(req, tok);
-    if (l.requests || l.tokens)
+    const Budget window = l.perWindow();
+    out << budgetWords(l, window);
+    if (window.any())
         out << " per " << QuotaFormat::seconds(l.windowMs);
+    if (l.perDay.any())
+        out << (window.any() ? ", " : "") << budgetWords(l, l.perDay) << " per day"
+            << (l.dayReset.rolling() ? "" : " (resets " + l.dayReset.text() + ")");
     if (l.parallel)
-        out << ((l.requests || l.tokens) ? ", " : "") << *l.parallel << " parallel";
-    if (!l.requests && !l.tokens && !l.parallel)
+        out << ((window.any() || l.perDay.any()) ? ", " : "") << *l.parallel << " parallel";
+    if (!window.any() && !l.perDay.any() && !l.parallel)
         out << "no limits";
-    if (l.headroomPercent != 100 && (l.requests || l.tokens))
-        out << " (headroom " << l.headroomPercent << "% of " << amounts(l.requests, l.tokens) << ")";
+    if (l.headroomPercent != 100 && (window.any() || l.perDay.any()))
+        out << " (headroom " << l.headroomPercent << "% of what is set)";
     return out.str();
 }
 
@@ -52,9 +74,24 @@ ProviderLimits modelShown(const ProviderLimits& l, const ModelLimits& ml)
     ProviderLimits shown;
     shown.requests = ml.requests;
     shown.tokens = ml.tokens;
+    shown.inputTokens = ml.inputTokens;
+    shown.outputTokens = ml.outputTokens;
+    shown.perDay = ml.perDay;
+    shown.dayReset = l.dayReset;
     shown.windowMs = ml.windowMs;
     shown.headroomPercent = l.headroomPercent;
     return shown;
+}
+
+// "class opus (claude-opus-4*, claude-opus-5*)" or "model gpt-4o".
+std::string scopeName(const std::string& name, const ModelLimits& ml)
+{
+    if (ml.match.empty())
+        return "model " + name;
+    std::string patterns;
+    for (const auto& p : ml.match)
+        patterns += (patterns.empty() ? "" : ", ") + p;
+    return "class " + name + " (" + patterns + ")";
 }
 
 int cmdLimitsShow(const QuotaContext& context)
@@ -88,7 +125,7 @@ int cmdLimitsShow(const QuotaContext& context)
             + " doubling to " + QuotaFormat::seconds(l.backoffCapMs) + "; max hold "
             + QuotaFormat::seconds(l.maxHoldMs));
         for (const auto& [m, ml] : l.models)
-            c.console().say("  model " + m + ": " + describeLimits(modelShown(l, ml)));
+            c.console().say("  " + scopeName(m, ml) + ": " + describeLimits(modelShown(l, ml)));
     }
     if (all.providers().empty())
         c.console().say(
@@ -235,8 +272,31 @@ int cmdLimitsRemove(const QuotaContext& context)
 struct CheckedLimits
 {
     std::optional<std::int64_t> requests, tokens, window, parallel, headroom, backoffBase, backoffCap,
-        maxHold;
+        maxHold, inputTokens, outputTokens;
+    Budget perDay;
+    std::optional<DayReset> dayReset;
+    std::vector<std::string> patterns;
 };
+
+// --models 'claude-opus-4*,claude-opus-5*': the patterns, as given (checked with the limits).
+std::vector<std::string> patternList(const std::string& text)
+{
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+        const auto comma = text.find(',', at);
+        std::string one = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+        while (!one.empty() && one.front() == ' ')
+            one.erase(0, 1);
+        while (!one.empty() && one.back() == ' ')
+            one.pop_back();
+        out.push_back(one);
+        if (comma == std::string::npos)
+            break;
+        at = comma + 1;
+    }
+    return out;
+}
 
 // Every value is checked before anything is opened or created, in this order: the first bad
 // one is the one named.
@@ -256,7 +316,14 @@ StopCode checkLimitValues(QuotaSession& c, const QuotaOptions& o, CheckedLimits&
         { o.headroom, LimitField::HeadroomPercent, "--headroom", out.headroom },
         { o.backoffBase, LimitField::BackoffBaseSeconds, "--backoff-base", out.backoffBase },
         { o.backoffCap, LimitField::BackoffCapSeconds, "--backoff-cap", out.backoffCap },
-        { o.maxHold, LimitField::MaxHoldSeconds, "--max-hold", out.maxHold } };
+        { o.maxHold, LimitField::MaxHoldSeconds, "--max-hold", out.maxHold },
+        { o.inputTokens, LimitField::InputTokens, "--input-tokens", out.inputTokens },
+        { o.outputTokens, LimitField::OutputTokens, "--output-tokens", out.outputTokens },
+        { o.requestsPerDay, LimitField::Requests, "--requests-per-day", out.perDay.requests },
+        { o.tokensPerDay, LimitField::Tokens, "--tokens-per-day", out.perDay.tokens },
+        { o.inputTokensPerDay, LimitField::InputTokens, "--input-tokens-per-day", out.perDay.inputTokens },
+        { o.outputTokensPerDay, LimitField::OutputTokens, "--output-tokens-per-day",
+            out.perDay.outputTokens } };
     for (const Given& g : given) {
         if (!g.value)
             continue;
@@ -265,27 +332,59 @@ StopCode checkLimitValues(QuotaSession& c, const QuotaOptions& o, CheckedLimits&
             return c.console().usage(v.error().message);
         g.checked = *v;
     }
+    if (o.dayResets) {
+        auto reset = DayReset::parse(*o.dayResets);
+        if (!reset)
+            return c.console().usage("--day-resets: " + reset.error().message);
+        out.dayReset = *reset;
+    }
+    if (o.classModels)
+        out.patterns = patternList(*o.classModels);
     return std::nullopt;
 }
 
-// limits set --model M: the model's requests, tokens and window change.
+// The metrics both a provider and a class have: per window and per day, set or dropped.
+template <class Limits> void applyBudgets(const QuotaOptions& o, const CheckedLimits& v, Limits& l)
+{
+    if (v.requests)
+        l.requests = v.requests;
+    if (v.tokens)
+        l.tokens = v.tokens;
+    if (v.inputTokens)
+        l.inputTokens = v.inputTokens;
+    if (v.outputTokens)
+        l.outputTokens = v.outputTokens;
+    if (v.window)
+        l.windowMs = *v.window;
+    if (o.noTokens)
+        l.tokens.reset();
+    if (o.noRequests)
+        l.requests.reset();
+    if (o.noInputTokens)
+        l.inputTokens.reset();
+    if (o.noOutputTokens)
+        l.outputTokens.reset();
+    if (o.noPerDay)
+        l.perDay = {};
+    for (auto member : { &Budget::requests, &Budget::tokens, &Budget::inputTokens, &Budget::outputTokens }) {
+        if (v.perDay.*member)
+            l.perDay.*member = v.perDay.*member;
+    }
+}
+
+// limits set --model M (or --class C [--models PATTERNS]): that class's budgets change.
 StopCode applyModelLimits(QuotaSession& c, const QuotaOptions& o, const CheckedLimits& v, ProviderLimits& l)
 {
-    ModelLimits ml = l.models.count(*o.model) ? l.models[*o.model]
-                                              : ModelLimits { std::nullopt, std::nullopt, l.windowMs };
-    if (v.requests)
-        ml.requests = v.requests;
-    if (v.tokens)
-        ml.tokens = v.tokens;
-    if (v.window)
-        ml.windowMs = *v.window;
-    if (o.noTokens)
-        ml.tokens.reset();
-    if (o.noRequests)
-        ml.requests.reset();
-    if (!ml.requests && !ml.tokens)
-        return c.console().usage("a model limit needs --requests or --tokens");
-    l.models[*o.model] = ml;
+    const std::string& name = o.model ? *o.model : *o.modelClass;
+    ModelLimits ml
+        = l.models.count(name) ? l.models[name] : ModelLimits { std::nullopt, std::nullopt, l.windowMs };
+    applyBudgets(o, v, ml);
+    if (!v.patterns.empty())
+        ml.match = v.patterns;
+    if (!ml.perWindow().any() && !ml.perDay.any())
+        return c.console().usage(std::string(o.model ? "a model" : "a class")
+            + " limit needs --requests, --tokens, --input-tokens, --output-tokens or a per-day limit");
+    l.models[name] = ml;
     return std::nullopt;
 }
 
@@ -293,30 +392,25 @@ StopCode applyModelLimits(QuotaSession& c, const QuotaOptions& o, const CheckedL
 StopCode applyProviderLimits(
     QuotaSession& c, const QuotaOptions& o, const CheckedLimits& v, ProviderLimits& l)
 {
-    if (v.requests)
-        l.requests = v.requests;
-    if (v.tokens)
-        l.tokens = v.tokens;
+    applyBudgets(o, v, l);
+    if (v.dayReset)
+        l.dayReset = *v.dayReset;
     if (v.parallel)
         l.parallel = v.parallel;
     if (v.headroom)
         l.headroomPercent = *v.headroom;
-    if (v.window)
-        l.windowMs = *v.window;
     if (v.backoffBase)
         l.backoffBaseMs = *v.backoffBase;
     if (v.backoffCap)
         l.backoffCapMs = *v.backoffCap;
     if (v.maxHold)
         l.maxHoldMs = *v.maxHold;
-    if (o.noTokens)
-        l.tokens.reset();
     if (o.noParallel)
         l.parallel.reset();
-    if (o.noRequests)
-        l.requests.reset();
-    if (!l.requests && !l.tokens && !l.parallel)
-        return c.console().usage("give at least one of --requests, --tokens or --parallel");
+    if (!l.perWindow().any() && !l.perDay.any() && !l.parallel)
+        return c.console().usage(
+            "give at least one of --requests, --tokens, --input-tokens, --output-tokens, "
+            "a per-day limit or --parallel");
     return std::nullopt;
 }
 
@@ -328,10 +422,14 @@ int cmdLimitsSet(const QuotaContext& context)
         return *stop;
     if (auto r = QuotaLimits::validateName("provider", o.provider); !r)
         return c.console().fail(r.error());
-    if (o.model) {
-        if (auto r = QuotaLimits::validateName("model", *o.model); !r)
+    if (o.model || o.modelClass) {
+        if (auto r
+            = QuotaLimits::validateName(o.model ? "model" : "class", o.model ? *o.model : *o.modelClass);
+            !r)
             return c.console().fail(r.error());
     }
+    if (o.classModels && !o.modelClass)
+        return c.console().usage("--models names the members of a class: give it with --class NAME");
     CheckedLimits values;
     if (auto stop = checkLimitValues(c, o, values))
         return *stop;
@@ -341,14 +439,16 @@ int cmdLimitsSet(const QuotaContext& context)
     if (!all)
         return c.console().fail(all.error());
     ProviderLimits l = all->find(o.provider) ? *all->find(o.provider) : ProviderLimits {};
-    if (auto stop = o.model ? applyModelLimits(c, o, values, l) : applyProviderLimits(c, o, values, l))
+    const bool perClass = o.model || o.modelClass;
+    if (auto stop = perClass ? applyModelLimits(c, o, values, l) : applyProviderLimits(c, o, values, l))
         return *stop;
     if (auto r = c.limiter().setLimits(o.provider, l, QuotaSession::who()); !r)
         return c.console().fail(r.error());
-    if (o.model)
-        c.console().say(
-            o.provider + " model " + *o.model + ": " + describeLimits(modelShown(l, l.models[*o.model])));
-    else
+    if (perClass) {
+        const std::string& name = o.model ? *o.model : *o.modelClass;
+        c.console().say(o.provider + " " + scopeName(name, l.models[name]) + ": "
+            + describeLimits(modelShown(l, l.models[name])));
+    } else
         c.console().say(o.provider + ": " + describeLimits(l));
     c.console().emit(QuotaFormat::limitsJson(o.provider, l));
     return EXIT_OK;
@@ -383,14 +483,50 @@ void addSet(CLI::App* limits, QuotaContext& context)
         set, "--backoff-cap", o.backoffCap, "longest backoff (0.001 s to 24 h; default 900)");
     CLI::Option* hold = CliOptions::addNumber(
         set, "--max-hold", o.maxHold, "a slot held longer is overdue (1 s to 7 days; default 600)");
+    CLI::Option* input = CliOptions::addNumber(set, "--input-tokens", o.inputTokens,
+        "input tokens per window, as the provider counts them (1 to 2^40)")
+                             ->type_name("N");
+    CLI::Option* output = CliOptions::addNumber(
+        set, "--output-tokens", o.outputTokens, "output tokens per window (1 to 2^40)")
+                              ->type_name("N");
+    CliOptions::addNumber(set, "--requests-per-day", o.requestsPerDay, "requests per day (1 to 2^40)")
+        ->type_name("N");
+    CliOptions::addNumber(set, "--tokens-per-day", o.tokensPerDay, "tokens per day (1 to 2^40)")
+        ->type_name("N");
+    CliOptions::addNumber(
+        set, "--input-tokens-per-day", o.inputTokensPerDay, "input tokens per day (1 to 2^40)")
+        ->type_name("N");
+    CliOptions::addNumber(
+        set, "--output-tokens-per-day", o.outputTokensPerDay, "output tokens per day (1 to 2^40)")
+        ->type_name("N");
+    CLI::Option* dayResets = CliOptions::addText(set, "--day-resets", o.dayResets,
+        "when a day starts: rolling (the last 24 h, default), HH:MM (UTC) or HH:MM@Area/City")
+                                 ->type_name("WHEN");
+    CLI::Option* modelClass = CliOptions::addText(
+        set, "--class", o.modelClass, "set the limits of this model class (a pool of model names)")
+                                  ->type_name("NAME");
+    CLI::Option* classModels = CliOptions::addText(set, "--models", o.classModels,
+        "with --class: the model names it pools, as patterns ('claude-opus-4*,claude-opus-5*')")
+                                   ->type_name("PATTERNS");
     CLI::Option* noTokens = set->add_flag("--no-tokens", o.noTokens, "drop the token limit");
     CLI::Option* noParallel = set->add_flag("--no-parallel", o.noParallel, "drop the parallel limit");
     CLI::Option* noRequests = set->add_flag("--no-requests", o.noRequests, "drop the request limit");
+    CLI::Option* noInput = set->add_flag("--no-input-tokens", o.noInputTokens, "drop the input token limit");
+    CLI::Option* noOutput
+        = set->add_flag("--no-output-tokens", o.noOutputTokens, "drop the output token limit");
+    set->add_flag(
+        "--no-per-day", o.noPerDay, "drop every per-day limit (those given again with it are kept)");
     noRequests->excludes(requests);
     noTokens->excludes(tokens);
     noParallel->excludes(parallel);
-    for (CLI::Option* perProvider : { parallel, noParallel, headroom, base, cap, hold })
+    noInput->excludes(input);
+    noOutput->excludes(output);
+    model->excludes(modelClass);
+    classModels->needs(modelClass);
+    for (CLI::Option* perProvider : { parallel, noParallel, headroom, base, cap, hold, dayResets }) {
         model->excludes(perProvider);
+        modelClass->excludes(perProvider);
+    }
 }
 
 } // namespace

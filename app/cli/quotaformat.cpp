@@ -40,12 +40,25 @@ json QuotaFormat::limitsJson(const std::string& name, const ProviderLimits& l)
     j["backoff_base_seconds"] = static_cast<double>(l.backoffBaseMs) / 1000.0;
     j["backoff_cap_seconds"] = static_cast<double>(l.backoffCapMs) / 1000.0;
     j["max_hold_seconds"] = static_cast<double>(l.maxHoldMs) / 1000.0;
+    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
+    auto budget = [&](const Budget& b) {
+        return json { { "requests", opt(b.requests) }, { "tokens", opt(b.tokens) },
+            { "input_tokens", opt(b.inputTokens) }, { "output_tokens", opt(b.outputTokens) } };
+    };
+    j["input_tokens"] = opt(l.inputTokens);
+    j["output_tokens"] = opt(l.outputTokens);
+    j["per_day"] = budget(l.perDay);
+    j["day_resets"] = l.dayReset.text();
     json models = json::object();
     for (const auto& [m, ml] : l.models) {
         json mj;
         mj["requests"] = ml.requests ? json(*ml.requests) : json(nullptr);
         mj["tokens"] = ml.tokens ? json(*ml.tokens) : json(nullptr);
         mj["window_seconds"] = static_cast<double>(ml.windowMs) / 1000.0;
+        mj["input_tokens"] = opt(ml.inputTokens);
+        mj["output_tokens"] = opt(ml.outputTokens);
+        mj["per_day"] = budget(ml.perDay);
+        mj["match"] = ml.match.empty() ? json::array({ m }) : json(ml.match);
         models[m] = mj;
     }
     j["models"] = models;

@@ -18,9 +18,17 @@ struct QuotaOptions
     std::string provider; // the PROVIDER positional ("" when not given)
     std::optional<std::string> caller, model, reason, retryAfter, providerFilter;
     std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence, tokensUsed;
+    // acquire/run: the request's split, as the provider counts it (tokens is then their sum).
+    std::optional<std::int64_t> askInputTokens, askOutputTokens;
     // limits set: taken as numbers and checked by QuotaLimits::check, the one range check
     // limits.json is read with, so both refuse the same values with the same words.
     std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
+    // limits set in the provider's terms: input and output tokens per window, the per-day
+    // budget and when a day starts, a model class and the model-name patterns it pools.
+    std::optional<double> inputTokens, outputTokens, requestsPerDay, tokensPerDay, inputTokensPerDay,
+        outputTokensPerDay;
+    std::optional<std::string> dayResets, modelClass, classModels;
+    bool noInputTokens = false, noOutputTokens = false, noPerDay = false;
     std::optional<double> timeout, since;
     bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
     // limits import FILE [--replace]

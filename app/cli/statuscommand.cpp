@@ -139,6 +139,55 @@ json queueJson(const ProviderState& ps, std::int64_t now)
     return waiters;
 }
 
+// Each budget beyond requests and tokens per window (input/output, per day), for scripts:
+// used, limit, left and when one more fits, as the limiter judges it.
+json budgetsJson(const WindowCapacity& w)
+{
+    json out = json::array();
+    for (const BudgetCapacity& b : w.budgets) {
+        json j;
+        j["metric"] = b.metric;
+        j["per"] = b.perDay ? "day" : "window";
+        j["limit"] = b.given;
+        j["effective_limit"] = b.limit;
+        j["used"] = b.used;
+        j["left"] = b.left;
+        j["free_in_ms"] = b.freeInMs == Capacity::NEVER ? json(nullptr) : json(b.freeInMs);
+        j["day_ends_at_ms"] = b.dayEndsAtMs > 0 ? json(b.dayEndsAtMs) : json(nullptr);
+        out.push_back(j);
+    }
+    return out;
+}
+
+// "1000/30000 input tokens", a budget in words.
+std::string budgetText(const BudgetCapacity& b)
+{
+    std::string metric = b.metric;
+    std::replace(metric.begin(), metric.end(), '_', ' ');
+    return std::to_string(b.used) + "/" + std::to_string(b.limit) + " " + metric;
+}
+
+// The budgets of one period in words, then how that period is named: ", 3/5000 requests
+// today (resets in 7h2m)" or " in the last 24h". Empty when the period has none.
+std::string periodText(const WindowCapacity& w, bool perDay, std::int64_t now)
+{
+    std::string out;
+    std::int64_t endsAt = 0;
+    for (const BudgetCapacity& b : w.budgets) {
+        if (b.perDay != perDay)
+            continue;
+        out += (out.empty() ? "" : ", ") + budgetText(b);
+        endsAt = std::max(endsAt, b.dayEndsAtMs);
+    }
+    if (out.empty() || !perDay)
+        return out;
+    if (endsAt == 0)
+        return out + " in the last 24h";
+    const std::int64_t minutes = (std::max<std::int64_t>(0, endsAt - now) + 59999) / 60000;
+    return out + " today (resets in " + std::to_string(minutes / 60) + "h" + std::to_string(minutes % 60)
+        + "m)";
+}
+
 // What status shows of one provider: its limits, its settled state and core's Capacity of it.
 struct ProviderLook
 {
@@ -163,6 +212,15 @@ json providerJson(const ProcessProbe& probe, const ProviderLook& p)
     j["rate_limited_total"] = p.state.rateLimitedTotal;
     j["waiting"] = cap.waiting;
     j["capacity"] = capacityJson(cap);
+    j["budgets"] = budgetsJson(cap.window);
+    json classes = json::object();
+    for (const WindowCapacity& m : cap.models) {
+        classes[m.model] = json { { "used_requests", m.requestsUsed }, { "used_tokens", m.tokensUsed },
+            { "requests_left", m.requestsLeft ? json(*m.requestsLeft) : json(nullptr) },
+            { "tokens_left", m.tokensLeft ? json(*m.tokensLeft) : json(nullptr) },
+            { "budgets", budgetsJson(m) } };
+    }
+    j["classes"] = classes;
     j["provider_reported"] = reportedJson(cap, p.now);
     j["limit_notices"] = cap.limitNotices;
     j["slots"] = slotsJson(probe, p.state, p.limits, p.now);
@@ -170,34 +228,42 @@ json providerJson(const ProcessProbe& probe, const ProviderLook& p)
     return j;
 }
 
-// "name: 3/10 requests, 100/1000 tokens in the last 60s, 1/2 slots", and a line per model.
+// "name: 3/10 requests, 100/1000 tokens in the last 60s, 1/2 slots", and a line per model
+// class; input and output tokens join the window's figures, per-day budgets follow them.
 void sayUsage(const Console& console, const ProviderLook& p)
 {
     const ProviderLimits& l = p.limits;
-    const RollingWindow::Usage used { p.capacity.window.requestsUsed, p.capacity.window.tokensUsed };
-    std::ostringstream line;
-    line << p.name << ": ";
-    if (l.requests)
-        line << used.requests << "/" << l.effective(*l.requests) << " requests";
-    if (l.tokens)
-        line << (l.requests ? ", " : "") << used.tokens << "/" << l.effective(*l.tokens) << " tokens";
-    if (l.requests || l.tokens)
-        line << " in the last " << QuotaFormat::seconds(l.windowMs);
+    auto scopeLine = [&](const WindowCapacity& w, const std::optional<std::int64_t>& requests,
+                         const std::optional<std::int64_t>& tokens, std::int64_t windowMs) {
+        std::string line;
+        if (requests)
+            line += std::to_string(w.requestsUsed) + "/" + std::to_string(l.effective(*requests))
+                + " requests";
+        if (tokens)
+            line += (line.empty() ? "" : ", ") + std::to_string(w.tokensUsed) + "/"
+                + std::to_string(l.effective(*tokens)) + " tokens";
+        const std::string split = periodText(w, false, p.now);
+        line += (line.empty() || split.empty() ? "" : ", ") + split;
+        if (!line.empty())
+            line += " in the last " + QuotaFormat::seconds(windowMs);
+        const std::string day = periodText(w, true, p.now);
+        return line + (line.empty() || day.empty() ? "" : ", ") + day;
+    };
+    std::string line = scopeLine(p.capacity.window, l.requests, l.tokens, l.windowMs);
     if (l.parallel)
-        line << ((l.requests || l.tokens) ? ", " : "") << p.state.slots.size() << "/" << *l.parallel
-             << " slots";
-    console.say(line.str());
-    for (const auto& [m, ml] : l.models) {
-        const ScopeWindow* msc = p.state.scope(m);
-        const auto mu = msc ? msc->window.usage(p.now) : RollingWindow::Usage {};
-        std::ostringstream ml_line;
-        ml_line << "  model " << m << ": ";
-        if (ml.requests)
-            ml_line << mu.requests << "/" << l.effective(*ml.requests) << " requests";
-        if (ml.tokens)
-            ml_line << (ml.requests ? ", " : "") << mu.tokens << "/" << l.effective(*ml.tokens) << " tokens";
-        ml_line << " in the last " << QuotaFormat::seconds(ml.windowMs);
-        console.say(ml_line.str());
+        line += (line.empty() ? "" : ", ") + std::to_string(p.state.slots.size()) + "/"
+            + std::to_string(*l.parallel) + " slots";
+    console.say(p.name + ": " + line);
+    for (const WindowCapacity& w : p.capacity.models) {
+        const auto it = l.models.find(w.model);
+        if (it == l.models.end())
+            continue;
+        std::string patterns;
+        for (const auto& m : w.match)
+            patterns += (patterns.empty() ? "" : ", ") + m;
+        console.say("  "
+            + (patterns.empty() ? "model " + w.model : "class " + w.model + " (" + patterns + ")") + ": "
+            + scopeLine(w, it->second.requests, it->second.tokens, it->second.windowMs));
     }
 }
 

@@ -63,6 +63,61 @@ WindowCapacity windowFigures(const RollingWindow* w, std::string model, const Pr
     return c;
 }
 
+// The budgets beyond requests and tokens per window: what each has used, its limit and when
+// one more unit fits — the same whenFits as the limiter's, per metric.
+void budgetFigures(WindowCapacity& c, const ScopeWindow* sc, const ProviderLimits& l, const Budget& window,
+    const Budget& day, std::int64_t nowMs)
+{
+    struct Metric
+    {
+        const char* name;
+        std::optional<std::int64_t> Budget::*member;
+        std::int64_t RollingWindow::Usage::*used;
+    };
+    constexpr Metric METRICS[] = {
+        { "requests", &Budget::requests, &RollingWindow::Usage::requests },
+        { "tokens", &Budget::tokens, &RollingWindow::Usage::tokens },
+        { "input_tokens", &Budget::inputTokens, &RollingWindow::Usage::input },
+        { "output_tokens", &Budget::outputTokens, &RollingWindow::Usage::output },
+    };
+    const DayReset::Span span = l.dayReset.dayOf(nowMs);
+    for (const bool perDay : { false, true }) {
+        const Budget& b = perDay ? day : window;
+        for (const Metric& m : METRICS) {
+            const auto& given = b.*m.member;
+            // Requests and tokens per window have their own fields.
+            if (!given || (!perDay && (m.member == &Budget::requests || m.member == &Budget::tokens)))
+                continue;
+            BudgetCapacity bc;
+            bc.metric = m.name;
+            bc.perDay = perDay;
+            bc.given = *given;
+            bc.limit = l.effective(*given);
+            RollingWindow::Usage used;
+            if (sc)
+                used = perDay ? sc->dayUsage(nowMs, span.startMs) : sc->window.usage(nowMs);
+            bc.used = used.*m.used;
+            bc.left = std::max<std::int64_t>(0, bc.limit - bc.used);
+            bc.percent = percent(bc.used, bc.limit);
+            RollingWindow::Usage one { 0, 0, 0, 0 };
+            RollingWindow::Usage limit { -1, -1, -1, -1 };
+            one.*m.used = 1;
+            limit.*m.used = bc.limit;
+            if (!sc) {
+                bc.freeInMs = 0;
+            } else if (!perDay) {
+                bc.freeInMs = inMs(sc->window.whenFits(nowMs, one, limit), nowMs);
+            } else if (sc->day == ScopeWindow::Day::Rolling) {
+                bc.freeInMs = inMs(sc->rollingDay.whenFits(nowMs, one, limit), nowMs);
+            } else {
+                bc.dayEndsAtMs = span.endMs;
+                bc.freeInMs = bc.used + 1 <= bc.limit ? 0 : inMs(span.endMs, nowMs);
+            }
+            c.budgets.push_back(std::move(bc));
+        }
+    }
+}
+
 } // namespace
 
 const char* capacityLevelName(CapacityLevel level)
@@ -112,10 +167,13 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
     c.headroomPercent = l.headroomPercent;
     c.window = windowFigures(
         p.scope("") ? &p.scope("")->window : nullptr, "", l, l.requests, l.tokens, l.windowMs, nowMs);
+    budgetFigures(c.window, p.scope(""), l, l.perWindow(), l.perDay, nowMs);
     for (const auto& [model, ml] : l.models) {
         const ScopeWindow* sc = p.scope(model);
         c.models.push_back(
             windowFigures(sc ? &sc->window : nullptr, model, l, ml.requests, ml.tokens, ml.windowMs, nowMs));
+        budgetFigures(c.models.back(), sc, l, ml.perWindow(), ml.perDay, nowMs);
+        c.models.back().match = ml.match;
     }
 
     c.reportedAtMs = p.reportedAtMs;
@@ -161,8 +219,13 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
         return c;
     }
     int highest = std::max({ c.window.requestsPercent, c.window.tokensPercent, c.slotsPercent });
-    for (const auto& m : c.models)
+    for (const auto& b : c.window.budgets)
+        highest = std::max(highest, b.percent);
+    for (const auto& m : c.models) {
         highest = std::max({ highest, m.requestsPercent, m.tokensPercent });
+        for (const auto& b : m.budgets)
+            highest = std::max(highest, b.percent);
+    }
     c.level = highest >= NEAR_PERCENT ? CapacityLevel::Near : CapacityLevel::Ok;
     return c;
 }

@@ -47,7 +47,23 @@ enum class CapacityLevel : std::uint8_t { Ok = 0, Near, Blocked };
 // "ok", "near", "blocked" (the JSON and the terminal use these words).
 [[nodiscard]] const char* capacityLevelName(CapacityLevel level);
 
-// One rolling window: the provider's (model empty) or one model's.
+// One budget beyond the window's requests and tokens: input or output tokens per window, or
+// any metric per day (issue 25's metrics), with the same figures.
+struct BudgetCapacity
+{
+    std::string metric; // "requests", "tokens", "input_tokens" or "output_tokens"
+    bool perDay = false; // false: per window
+    std::int64_t given = 0; // as set
+    std::int64_t limit = 0; // headroom applied
+    std::int64_t used = 0;
+    std::int64_t left = 0; // ≥ 0
+    std::int64_t freeInMs = 0; // when one more fits (0: now; NEVER: not by waiting)
+    int percent = 0; // 0..100
+    // A calendar day: when it ends (unix ms); 0 for a rolling day or a window.
+    std::int64_t dayEndsAtMs = 0;
+};
+
+// One rolling window: the provider's (model empty) or one model class's.
 struct WindowCapacity
 {
     std::string model; // empty: the provider-wide window
@@ -69,6 +85,9 @@ struct WindowCapacity
     std::int64_t tokensFreeInMs = 0;
     int requestsPercent = 0; // used of the effective limit, 0..100 (0 without a limit)
     int tokensPercent = 0;
+    // Input and output tokens per window, then every per-day metric, each only when limited.
+    std::vector<BudgetCapacity> budgets;
+    std::vector<std::string> match; // a class's model patterns (empty: the model of its name)
 };
 
 struct ProviderCapacity

@@ -105,13 +105,15 @@ bool scopeAllows(const ScopeWindow& sc, const ScopeBudgets& b, const ProviderLim
     if (anyLimit(windowLimit)) {
         const Usage cost = estimated ? capped(wanted, windowLimit) : wanted;
         at = std::max(at, sc.window.whenFits(nowMs, cost, windowLimit));
-        requestsFull = !fits(sc.window.usage(nowMs), Usage { 1, 0, 0, 0 }, windowLimit);
+        requestsFull
+            = !fits(sc.window.usage(nowMs), Usage { 1, 0, 0, 0 }, Usage { windowLimit.requests, -1, -1, -1 });
     }
     if (anyLimit(dayLimit) && sc.day != ScopeWindow::Day::None) {
         const Usage cost = estimated ? capped(wanted, dayLimit) : wanted;
         const std::int64_t dayAt = dayFits(sc, l, cost, dayLimit, nowMs);
         if (dayAt > nowMs
-            && !fits(sc.dayUsage(nowMs, l.dayReset.dayOf(nowMs).startMs), Usage { 1, 0, 0, 0 }, dayLimit))
+            && !fits(sc.dayUsage(nowMs, l.dayReset.dayOf(nowMs).startMs), Usage { 1, 0, 0, 0 },
+                Usage { dayLimit.requests, -1, -1, -1 }))
             requestsFull = true;
         at = std::max(at, dayAt);
     }

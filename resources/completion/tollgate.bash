@@ -81,7 +81,9 @@ _tollgate()
         ;;
     --caller | --model | --tokens | --timeout | --pid | --rate-limited-exit | --retry-after | --reason | \
         --since | --fence | --duration | --requests | --window | --parallel | --headroom | --backoff-base | \
-        --backoff-cap | --max-hold | --tag | --stale | --conflict-exit)
+        --backoff-cap | --max-hold | --tag | --stale | --conflict-exit | --input-tokens | --output-tokens | \
+        --requests-per-day | --tokens-per-day | --input-tokens-per-day | --output-tokens-per-day | \
+        --day-resets | --class | --models)
         return 0 # a value of the user's own
         ;;
     esac
@@ -97,8 +99,8 @@ _tollgate()
 
     local opts= positional= subs=
     case $cmd in
-    acquire) opts="$common --caller --model --tokens --timeout --slot --pid" positional=provider ;;
-    run) opts="$common --caller --model --tokens --timeout --rate-limited-exit" positional=provider ;;
+    acquire) opts="$common --caller --model --tokens --input-tokens --output-tokens --timeout --slot --pid" positional=provider ;;
+    run) opts="$common --caller --model --tokens --input-tokens --output-tokens --timeout --rate-limited-exit" positional=provider ;;
     report-429) opts="$common --caller --retry-after" positional=provider ;;
     report-ok) opts="$common --caller --fence --tokens-used" positional=provider ;;
     pause) opts="$common --reason" positional=provider ;;
@@ -113,7 +115,10 @@ _tollgate()
         case $sub in
         "") opts="$common" positional=sub subs="set show remove export import" ;;
         set) opts="$common --model --requests --window --tokens --parallel --headroom --backoff-base
-                --backoff-cap --max-hold --no-tokens --no-parallel --no-requests" positional=provider ;;
+                --backoff-cap --max-hold --no-tokens --no-parallel --no-requests --input-tokens
+                --output-tokens --requests-per-day --tokens-per-day --input-tokens-per-day
+                --output-tokens-per-day --day-resets --class --models --no-input-tokens
+                --no-output-tokens --no-per-day" positional=provider ;;
         show) opts="$common" positional=provider ;;
         remove) opts="$common --model" positional=provider ;;
         export) opts="$common" positional=provider ;;

@@ -1,0 +1,302 @@
+// Limits in the provider's terms through the real `tollgate` binary (issue 25): input and
+// output tokens, per-day budgets with a day that resets in a time zone, model classes of name
+// patterns; what `limits show`, `status` and `export`/`import` say of them; every bad value
+// refused with its name and nothing changed; a home written by the release before them kept
+// byte for byte until a limit changes; and separate processes sharing the split budgets.
+
+#include "helpers/redisserver.h"
+#include "testsupport.h"
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+class TestProviderLimitsCli final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+    void limitsInTheProvidersTermsAreSetShownAndCarried();
+    void badValuesAreRefusedAndChangeNothing_data();
+    void badValuesAreRefusedAndChangeNothing();
+    void aStatedSplitAboveALimitFailsAtOnce();
+    void processesShareTheOutputBudgetAndTheClass();
+    void anOldHomeIsKeptByteForByteUntilALimitChanges();
+    void aRedisHomeRefusesWhatItCannotEnforce();
+
+private:
+    struct Ran
+    {
+        int code = -1;
+        QByteArray out;
+        QByteArray err;
+    };
+    Ran cli(QStringList args, const QString& home = {}) const;
+    QByteArray limitsFile() const;
+
+    std::unique_ptr<QTemporaryDir> m_dir;
+    QString m_home;
+};
+
+namespace {
+
+QStringList words(const char* text)
+{
+    return QString::fromUtf8(text).split(QLatin1Char(' '), Qt::SkipEmptyParts);
+}
+
+QJsonObject objectOf(const QByteArray& out)
+{
+    const auto doc = QJsonDocument::fromJson(out);
+    if (doc.isArray() && !doc.array().isEmpty())
+        return doc.array().first().toObject();
+    return doc.object();
+}
+
+} // namespace
+
+TestProviderLimitsCli::Ran TestProviderLimitsCli::cli(QStringList args, const QString& home) const
+{
+    // --home goes after the command words (limits set, or acquire).
+    const int at = args.size() > 1 && args[0] == QStringLiteral("limits") ? 2 : 1;
+    args.insert(at, QStringLiteral("--home"));
+    args.insert(at + 1, home.isEmpty() ? m_home : home);
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
+    if (!p.waitForStarted(10000) || !p.waitForFinished(60000)) {
+        p.kill();
+        p.waitForFinished(10000);
+        return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
+    }
+    return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+        p.readAllStandardError() };
+}
+
+QByteArray TestProviderLimitsCli::limitsFile() const
+{
+    QFile f(m_home + QStringLiteral("/limits.json"));
+    return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+void TestProviderLimitsCli::init()
+{
+    m_dir = std::make_unique<QTemporaryDir>();
+    QVERIFY(m_dir->isValid());
+    m_home = m_dir->path() + QStringLiteral("/home");
+}
+
+void TestProviderLimitsCli::limitsInTheProvidersTermsAreSetShownAndCarried()
+{
+    auto r = cli(words(
+        "limits set anthropic --requests 50 --input-tokens 30000 --output-tokens 8000 --window 60 "
+        "--requests-per-day 5000 --output-tokens-per-day 2000000 --day-resets 00:00@America/Los_Angeles"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY2(r.out.contains("30000 input tokens, 8000 output tokens per 60s"), r.out.constData());
+    QVERIFY2(r.out.contains("resets 00:00@America/Los_Angeles"), r.out.constData());
+    r = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("anthropic"),
+        QStringLiteral("--class"), QStringLiteral("opus"), QStringLiteral("--models"),
+        QStringLiteral("claude-opus-4*, claude-opus-5*"), QStringLiteral("--input-tokens"),
+        QStringLiteral("20000") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY2(r.out.contains("class opus (claude-opus-4*, claude-opus-5*)"), r.out.constData());
+
+    r = cli(words("limits show --json anthropic"));
+    QCOMPARE(r.code, 0);
+    const QJsonObject shown = objectOf(r.out);
+    QCOMPARE(shown.value(QStringLiteral("input_tokens")).toInt(), 30000);
+    QCOMPARE(shown.value(QStringLiteral("output_tokens")).toInt(), 8000);
+    QCOMPARE(
+        shown.value(QStringLiteral("day_resets")).toString(), QStringLiteral("00:00@America/Los_Angeles"));
+    QCOMPARE(
+        shown.value(QStringLiteral("per_day")).toObject().value(QStringLiteral("requests")).toInt(), 5000);
+    const QJsonObject opus
+        = shown.value(QStringLiteral("models")).toObject().value(QStringLiteral("opus")).toObject();
+    QCOMPARE(opus.value(QStringLiteral("match")).toArray().size(), 2);
+    QCOMPARE(opus.value(QStringLiteral("input_tokens")).toInt(), 20000);
+
+    // status: every budget, with its use, and the class by its members.
+    QCOMPARE(cli(words("acquire anthropic --caller a --model claude-opus-4-1 --input-tokens 700 "
+                       "--output-tokens 300"))
+                 .code,
+        0);
+    r = cli(words("status"));
+    QCOMPARE(r.code, 0);
+    QVERIFY2(
+        r.out.contains("700/30000 input tokens, 300/8000 output tokens in the last 60s"), r.out.constData());
+    QVERIFY2(
+        r.out.contains("1/5000 requests, 300/2000000 output tokens today (resets in "), r.out.constData());
+    QVERIFY2(r.out.contains("class opus (claude-opus-4*, claude-opus-5*): 700/20000 input tokens"),
+        r.out.constData());
+    r = cli(words("status --json"));
+    QCOMPARE(r.code, 0);
+    QVERIFY2(
+        r.out.contains("\"metric\":\"output_tokens\"") || r.out.contains("\"metric\": \"output_tokens\""),
+        r.out.constData());
+
+    // export / import carry all of it to another home, exactly.
+    r = cli(words("limits export"));
+    QCOMPARE(r.code, 0);
+    const QString doc = m_dir->path() + QStringLiteral("/limits-export.json");
+    QFile f(doc);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(r.out);
+    f.close();
+    const QString other = m_dir->path() + QStringLiteral("/other");
+    r = cli({ QStringLiteral("limits"), QStringLiteral("import"), doc }, other);
+    QVERIFY2(r.code == 0, r.err.constData());
+    QFile copied(other + QStringLiteral("/limits.json"));
+    QVERIFY(copied.open(QIODevice::ReadOnly));
+    QCOMPARE(copied.readAll(), limitsFile());
+}
+
+void TestProviderLimitsCli::badValuesAreRefusedAndChangeNothing_data()
+{
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QByteArray>("said");
+    QTest::newRow("unknown zone") << words("--requests-per-day 100 --day-resets 00:00@Mars/Olympus")
+                                  << QByteArray("unknown time zone 'Mars/Olympus'");
+    QTest::newRow("bad time") << words("--requests-per-day 100 --day-resets 25:00")
+                              << QByteArray("from 00:00 to 23:59");
+    QTest::newRow("day below window") << words(
+        "--requests-per-day 10") << QByteArray("per_day.requests (10) is below requests per window (50)");
+    QTest::newRow("huge") << words("--input-tokens 1e300")
+                          << QByteArray("--input-tokens must be a whole number between 1 and 1099511627776");
+    QTest::newRow("negative") << words("--output-tokens-per-day -5")
+                              << QByteArray("--output-tokens-per-day must be");
+    QTest::newRow("empty pattern") << words("--class opus --models , --requests 5")
+                                   << QByteArray("an empty model pattern matches no model");
+    QTest::newRow("models without class") << words("--models claude-* --requests 5") << QByteArray("--class");
+    QTest::newRow("class and model") << words("--class a --model b --requests 5") << QByteArray("excludes");
+    QTest::newRow("day reset of a class")
+        << words("--class opus --requests 5 --day-resets 00:00") << QByteArray("excludes");
+}
+
+void TestProviderLimitsCli::badValuesAreRefusedAndChangeNothing()
+{
+    QFETCH(QStringList, args);
+    QFETCH(QByteArray, said);
+    QCOMPARE(cli(words("limits set anthropic --requests 50 --window 60")).code, 0);
+    const QByteArray before = limitsFile();
+    QVERIFY(!before.isEmpty());
+    auto r = cli(
+        QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("anthropic") } + args);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(said), r.err.constData());
+    QCOMPARE(limitsFile(), before);
+}
+
+void TestProviderLimitsCli::aStatedSplitAboveALimitFailsAtOnce()
+{
+    QCOMPARE(cli(words("limits set anthropic --output-tokens 8000")).code, 0);
+    auto r
+        = cli(words("acquire anthropic --caller big --input-tokens 10 --output-tokens 32000 --timeout 3600"));
+    QCOMPARE(r.code, 2); // at once: waiting an hour could not help
+    QVERIFY2(r.err.contains("32000 output tokens, but provider 'anthropic' allows 8000 per window"),
+        r.err.constData());
+    QVERIFY(
+        cli(words("acquire anthropic --caller both --tokens 5 --output-tokens 5")).code == 2); // exclusive
+}
+
+void TestProviderLimitsCli::processesShareTheOutputBudgetAndTheClass()
+{
+    QCOMPARE(cli(words("limits set anthropic --requests 1000 --output-tokens 10000 --window 600")).code, 0);
+    QCOMPARE(cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("anthropic"),
+                     QStringLiteral("--class"), QStringLiteral("opus"), QStringLiteral("--models"),
+                     QStringLiteral("claude-opus-*"), QStringLiteral("--requests"), QStringLiteral("3") })
+                 .code,
+        0);
+    // Four processes at once, each reserving 3,000 output tokens: three fit, the fourth waits
+    // (and gives up at its short timeout) — whichever it is.
+    std::vector<std::unique_ptr<QProcess>> ps;
+    for (int i = 0; i < 4; ++i) {
+        auto p = std::make_unique<QProcess>();
+        p->start(QStringLiteral(TOLLGATE_CLI_PATH),
+            words("acquire anthropic --caller p --output-tokens 3000 --input-tokens 1 --timeout 1 --home")
+                << m_home);
+        ps.push_back(std::move(p));
+    }
+    int admitted = 0;
+    int timedOut = 0;
+    for (auto& p : ps) {
+        QVERIFY(p->waitForFinished(60000));
+        admitted += p->exitCode() == 0;
+        timedOut += p->exitCode() == 1;
+    }
+    QCOMPARE(admitted, 3);
+    QCOMPARE(timedOut, 1);
+    // The class pools its members: three opus calls of any version use it up; a sonnet call
+    // still goes (the provider has room for requests, and it asks for no output).
+    for (const char* model : { "claude-opus-4", "claude-opus-5" })
+        QCOMPARE(cli(words("acquire anthropic --caller c --input-tokens 1 --output-tokens 0 --model")
+                     << QString::fromLatin1(model))
+                     .code,
+            0);
+    QCOMPARE(
+        cli(words("acquire anthropic --caller c --input-tokens 1 --output-tokens 0 --model claude-opus-4-1"))
+            .code,
+        0);
+    QCOMPARE(cli(words("acquire anthropic --caller c --input-tokens 1 --output-tokens 0 --timeout 0.2 "
+                       "--model claude-opus-9"))
+                 .code,
+        1);
+    QCOMPARE(
+        cli(words("acquire anthropic --caller c --input-tokens 1 --output-tokens 0 --model claude-sonnet-4"))
+            .code,
+        0);
+}
+
+void TestProviderLimitsCli::anOldHomeIsKeptByteForByteUntilALimitChanges()
+{
+    // limits.json as the release before these metrics wrote it (its key order and numbers).
+    QVERIFY(QDir().mkpath(m_home));
+    QFile::setPermissions(m_home, QFile::ReadOwner | QFile::WriteOwner | QFile::ExeOwner);
+    const QByteArray old
+        = "{\n  \"providers\": {\n    \"api\": {\n      \"backoff_base_seconds\": 60.0,\n"
+          "      \"backoff_cap_seconds\": 900.0,\n      \"headroom_percent\": 100,\n"
+          "      \"max_hold_seconds\": 600.0,\n      \"models\": {\n        \"m\": {\n"
+          "          \"requests\": 2,\n          \"window_seconds\": 60.0\n        }\n      },\n"
+          "      \"requests\": 5,\n      \"window_seconds\": 60.0\n    }\n  },\n  \"version\": 1\n}\n";
+    QFile f(m_home + QStringLiteral("/limits.json"));
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(old);
+    f.close();
+    f.setPermissions(QFile::ReadOwner | QFile::WriteOwner);
+    QCOMPARE(cli(words("acquire api --caller a --model m")).code, 0);
+    QCOMPARE(cli(words("status")).code, 0);
+    QCOMPARE(limitsFile(), old);
+    // The model of the old form is a class of its own name: its limit still holds.
+    QCOMPARE(cli(words("acquire api --caller a --model m")).code, 0);
+    QCOMPARE(cli(words("acquire api --caller a --model m --timeout 0.2")).code, 1);
+    // The state stays in the format the release before reads (3: nothing of 4 in use).
+    QFile state(m_home + QStringLiteral("/state.bin"));
+    QVERIFY(state.open(QIODevice::ReadOnly));
+    QVERIFY(state.readAll().contains(QByteArray("TGQS\x03\x00\x00\x00", 8)));
+    // A new limit rewrites it in the new form, with what was there kept.
+    QCOMPARE(cli(words("limits set api --output-tokens 900")).code, 0);
+    const QByteArray now = limitsFile();
+    QVERIFY(now.contains("\"output_tokens\": 900"));
+    QVERIFY(now.contains("\"requests\": 2"));
+    QVERIFY(now.contains("\"requests\": 5"));
+}
+
+void TestProviderLimitsCli::aRedisHomeRefusesWhatItCannotEnforce()
+{
+    const QByteArray url = qgetenv("TOLLGATE_TEST_REDIS_URL");
+    if (url.isEmpty())
+        QSKIP("no TOLLGATE_TEST_REDIS_URL");
+    const QString home = QString::fromUtf8(url) + QStringLiteral("/11");
+    auto r = cli(words("limits set p --requests 5 --output-tokens 10"), home);
+    QCOMPARE(r.code, 3);
+    QVERIFY2(r.err.contains("not enforced on a Redis home yet"), r.err.constData());
+    r = cli(words("limits show p"), home);
+    QVERIFY(r.code != 0); // nothing was stored
+    QCOMPARE(cli(words("limits set p --requests 5"), home).code, 0);
+    QCOMPARE(cli(words("limits remove p"), home).code, 0);
+}
+
+QTEST_GUILESS_MAIN(TestProviderLimitsCli)
+#include "tst_providerlimitscli.moc"
