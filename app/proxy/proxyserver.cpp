@@ -4,6 +4,7 @@
 #include "backend/storefactory.h"
 #include "base/systemclock.h"
 #include "base/textsanitizer.h"
+#include "exchange/quotaexchange.h"
 #include "provider/answerkind.h"
 #include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
@@ -549,8 +550,10 @@ public:
     }
     ~LimiterLease()
     {
-        if (m_entry && !m_failed)
+        if (m_entry && !failed()) {
+            m_store.reset();
             m_pool.give(std::move(m_entry));
+        }
     }
     LimiterLease(const LimiterLease&) = delete;
     LimiterLease& operator=(const LimiterLease&) = delete;
@@ -563,128 +566,25 @@ public:
             return false;
         }
         m_entry = std::move(e).value();
+        m_store.emplace(*m_entry->limiter, m_entry->probe);
         return true;
     }
     QuotaLimiter& limiter() { return *m_entry->limiter; }
-    // A store operation that does not wait for capacity, its failure noted (check). On the
-    // event loop's behalf it runs on the store strand (Server::storeExecutor): the proxy's
-    // operations on a directory home go one at a time rather than all racing for its lock.
-    template <class Op> auto quick(Op op) { return check(op(*m_entry->limiter)); }
-    const ProcessProbe& probe() const { return m_entry->probe; }
+    // The request's store connection as QuotaExchange uses it: it notes a failure of the store
+    // itself (not a refusal, a deadline or a bad value), and then this backend is not kept.
+    // Its operations run on the event loop's behalf on the store strand
+    // (Server::storeExecutor): the proxy's operations on a directory home go one at a time
+    // rather than all racing for its lock.
+    ExchangeStore& store() { return *m_store; }
     // Whether letting go of it may do store work: a failed backend is closed, not kept, and
     // closing one may talk to its store (a Redis backend gives back an admission whose reply
     // it lost: a round trip of up to 2 s).
-    [[nodiscard]] bool failed() const { return m_entry && m_failed; }
-    // Notes what a store operation returned: a failure of the store itself (not a refusal, a
-    // deadline or a bad value) means this backend is not kept.
-    template <class T> Result<T> check(Result<T>&& r)
-    {
-        if (!r && r.error().kind != ErrorKind::Timeout && r.error().kind != ErrorKind::Usage
-            && r.error().kind != ErrorKind::Busy)
-            m_failed = true;
-        return std::move(r);
-    }
+    [[nodiscard]] bool failed() const { return m_entry && m_store && m_store->failed(); }
 
 private:
     LimiterPool& m_pool;
     std::unique_ptr<LimiterPool::Entry> m_entry;
-    bool m_failed = false;
-};
-
-// Slots this proxy could not give back: the store failed (Redis down, the home's lock held
-// past its timeout) just as their exchanges ended. The proxy lives on, so to every other
-// process such a slot looks held by a live holder — nobody would get it until the proxy
-// exited. So the proxy owes it: giveBackOwed tries again every OWED_RETRY on a store thread,
-// with a connection of its own, until the store takes it back or says it is gone (released by
-// hand meanwhile), and once more as serving stops. A give-back is by fence, so one the store
-// already did (its reply lost) is "gone", not done twice. Bounded: past MAX the oldest is
-// dropped (left to the proxy's exit, or `tollgate release`).
-class OwedSlots
-{
-public:
-    static constexpr std::size_t MAX = 4096;
-    static constexpr std::chrono::seconds OWED_RETRY { 1 };
-
-    struct Owed
-    {
-        std::string provider;
-        std::uint64_t fence = 0;
-    };
-
-    void add(Owed owed)
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_owed.size() >= MAX)
-            m_owed.erase(m_owed.begin());
-        m_owed.push_back(std::move(owed));
-    }
-    std::vector<Owed> takeAll()
-    {
-        std::lock_guard lock(m_mutex);
-        return std::exchange(m_owed, {});
-    }
-    [[nodiscard]] bool empty() const
-    {
-        std::lock_guard lock(m_mutex);
-        return m_owed.empty();
-    }
-
-private:
-    mutable std::mutex m_mutex;
-    std::vector<Owed> m_owed; // oldest first
-};
-
-// The provider's limits as this proxy last passed them to the store: every answer repeats
-// them, and a store operation per answer would cost a locked transaction each; the store is
-// told only when they change or LimitMismatch::REFRESH_MS has passed (its own rule again).
-class ReportedLimitsMemo
-{
-public:
-    // Tells the store (`tell`: true when it took them) of (requests, tokens) when worth it;
-    // -1: not in this answer. The lock is held across the call, so two answers with other
-    // figures reach the store in the order the memo records them (a call is rare: a change,
-    // or once a minute); what the store did not take is tried again with the next answer.
-    template <class Tell> void note(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs, Tell tell)
-    {
-        std::lock_guard order(m_telling);
-        std::int64_t r = 0;
-        std::int64_t t = 0;
-        {
-            std::lock_guard lock(m_mutex);
-            r = requests < 0 ? m_requests : requests;
-            t = tokens < 0 ? m_tokens : tokens;
-            if (!dueLocked(r, t, nowMs))
-                return;
-        }
-        if (!tell())
-            return;
-        std::lock_guard lock(m_mutex);
-        m_requests = r;
-        m_tokens = t;
-        m_atMs = nowMs;
-    }
-
-    // Whether note() would tell the store now: the event loop asks before it hands the
-    // answer's figures to a store thread (most answers repeat what the store has). Never
-    // waits for a store operation (m_telling is held across those, m_mutex never).
-    bool due(std::int64_t requests, std::int64_t tokens, std::int64_t nowMs)
-    {
-        std::lock_guard lock(m_mutex);
-        return dueLocked(requests < 0 ? m_requests : requests, tokens < 0 ? m_tokens : tokens, nowMs);
-    }
-
-private:
-    bool dueLocked(std::int64_t r, std::int64_t t, std::int64_t nowMs) const
-    {
-        return m_atMs == 0 || r != m_requests || t != m_tokens || nowMs < m_atMs
-            || nowMs - m_atMs >= LimitMismatch::REFRESH_MS;
-    }
-
-    std::mutex m_telling; // held across tell(): the store gets the figures in the memo's order
-    std::mutex m_mutex; // the figures below
-    std::int64_t m_requests = -1;
-    std::int64_t m_tokens = -1;
-    std::int64_t m_atMs = 0;
+    std::optional<ExchangeStore> m_store; // over m_entry, once open
 };
 
 } // namespace
@@ -715,10 +615,12 @@ struct Server
     std::atomic<std::size_t> active { 0 }; // connections being served
     std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
     UpstreamPool pool;
-    ReportedLimitsMemo reported;
+    SystemClock clock;
+    // The quota's side of every exchange (admission, settling, what answers say, slots owed):
+    // made by start(), once the provider and the queue timeout are known.
+    std::unique_ptr<QuotaExchange> exchange;
     BodyBudget bodies;
     LimiterPool limiters;
-    OwedSlots owed;
     // After what their operations use: destroyed (joined) first.
     net::thread_pool storeThreads { STORE_THREADS };
     net::strand<net::thread_pool::executor_type> storeTurn { storeThreads.get_executor() };
@@ -864,25 +766,21 @@ bool waitReadable(int fd, std::chrono::milliseconds timeout)
     return ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count()))) > 0;
 }
 
-// How an admission went: a permit, or a refusal to answer (none: the client hung up while
-// it waited), or (after a first try only) a wait in the queue to come.
-struct Admission
+// The answer to a request the quota did not admit (QuotaExchange::conclude).
+Reply refusalReply(const QuotaExchange::Refusal& refusal, bool keepAlive)
 {
-    std::optional<Permit> permit;
-    std::optional<Reply> refusal;
-    bool mustWait = false;
-    bool hungUp = false;
-};
+    return Reply { refusal.status, refusal.message, keepAlive, refusal.retryAfterSeconds };
+}
 
 // A request's lease and permit. Letting go of them is usually a mutex (the lease goes back to
 // its pool), but may be store work: a permit still holding its slot releases it, and a failed
 // backend is closed (see LimiterLease::failed). Then they go to a store thread to be let go
-// of there, never on the event loop; a slot the store did not take back is owed (OwedSlots).
+// of there, never on the event loop; a slot the store did not take back is owed (QuotaExchange::letGo).
 class RequestStore
 {
 public:
-    RequestStore(LimiterPool& pool, OwedSlots& owed, net::any_io_executor disposer)
-        : m_held(std::make_unique<Held>(std::make_unique<LimiterLease>(pool), owed))
+    RequestStore(LimiterPool& pool, QuotaExchange& exchange, net::any_io_executor disposer)
+        : m_held(std::make_unique<Held>(std::make_unique<LimiterLease>(pool), exchange))
         , m_disposer(std::move(disposer))
     {
     }
@@ -907,21 +805,15 @@ public:
 private:
     struct Held
     {
-        Held(std::unique_ptr<LimiterLease> l, OwedSlots& o)
+        Held(std::unique_ptr<LimiterLease> l, QuotaExchange& e)
             : lease(std::move(l))
-            , owed(o)
+            , exchange(e)
         {
         }
         ~Held()
         {
-            if (permit && permit->holdsSlot() && !permit->release()) {
-                try {
-                    owed.add({ permit->provider(), permit->fence() });
-                } catch (...) {
-                    // No memory to remember it: left to the proxy's exit or `tollgate release`.
-                }
-                permit->detach(); // owed now: its destructor must not try (and wait) again
-            }
+            if (permit)
+                exchange.letGo(*permit); // a slot the store does not take back is owed
             permit.reset(); // before the lease it refers to
             lease.reset();
         }
@@ -930,7 +822,7 @@ private:
 
         std::unique_ptr<LimiterLease> lease;
         std::optional<Permit> permit;
-        OwedSlots& owed;
+        QuotaExchange& exchange;
     };
 
     std::unique_ptr<Held> m_held;
@@ -1230,25 +1122,12 @@ private:
         return m_peer.empty() ? m_o.defaultCaller : QuotaLimiter::sanitizeCaller(m_peer);
     }
 
-    // The first try at admission (never queued: it is refused when others wait), on a store
-    // thread. Most requests are admitted at once; one that must wait says so (mustWait).
-    void firstTry(const AdmitRequest& request, bool keepAlive, Admission& out)
-    {
-        auto now = m_lease->quick([&](QuotaLimiter& l) { return l.acquire(request, m_clock.now()); });
-        if (!now && now.error().kind == ErrorKind::Timeout) {
-            out.mustWait = true;
-            return;
-        }
-        conclude(std::move(now), keepAlive, out);
-    }
-
     // Waits in the quota's FIFO queue, on a thread of its own; a client that hangs up
     // meanwhile cancels the wait (a second thread sleeps in poll() until it does, or until
     // the admission is decided and `decided` wakes it: no admission waits for a polling
     // interval).
-    void waitTurn(const AdmitRequest& request, bool keepAlive, Admission& out)
+    QuotaExchange::Admission waitTurn(const AdmitRequest& request)
     {
-        out.mustWait = false;
         std::atomic<bool> cancel { false };
         std::optional<Result<Permit>> permit;
         {
@@ -1270,7 +1149,8 @@ private:
                 }
             } watching;
             if (watching.decided < 0)
-                return conclude(Error::fromErrno(errno, {}, "cannot make an eventfd"), keepAlive, out);
+                return m_s.exchange->conclude(
+                    m_lease->store(), Error::fromErrno(errno, {}, "cannot make an eventfd"), false);
             const int client = m_client.native_handle();
             const int decided = watching.decided;
             watching.watcher = std::thread([client, decided, &cancel] {
@@ -1284,29 +1164,9 @@ private:
                     return;
                 }
             });
-            const auto deadline = m_clock.now() + m_o.queueTimeout;
-            permit.emplace(m_lease->check(m_lease->limiter().acquire(request, deadline, &cancel)));
+            permit.emplace(m_s.exchange->waitInQueue(m_lease->store(), request, cancel));
         }
-        out.hungUp = cancel.load();
-        conclude(std::move(*permit), keepAlive, out);
-    }
-
-    // A request the quota did not admit: 429 with a Retry-After for one that waited its queue
-    // timeout (the SDKs retry then), 400 for one that can never be, else 502.
-    void conclude(Result<Permit>&& permit, bool keepAlive, Admission& out)
-    {
-        if (permit) {
-            out.permit.emplace(std::move(permit).value());
-            return;
-        }
-        const Error& why = permit.error();
-        if (why.kind == ErrorKind::Timeout)
-            out.refusal = Reply { 429,
-                "no room in the shared quota for '" + m_o.provider + "' within the queue timeout ("
-                    + why.message + ")",
-                keepAlive, retryAfterSeconds() };
-        else
-            out.refusal = Reply { why.kind == ErrorKind::Usage ? 400u : 502u, why.describe(), keepAlive };
+        return m_s.exchange->conclude(m_lease->store(), std::move(*permit), cancel.load());
     }
 
     struct Outcome
@@ -1338,7 +1198,7 @@ private:
     {
         const bool keepAlive = request.keep_alive();
         // The store connection this request uses, from first to last (its permit refers to it).
-        RequestStore store(m_s.limiters, m_s.owed, m_s.storeExecutor());
+        RequestStore store(m_s.limiters, *m_s.exchange, m_s.storeExecutor());
         LimiterLease& lease = store.lease();
         m_lease = &lease;
         Unlease unlease { m_lease };
@@ -1356,15 +1216,15 @@ private:
             co_await offload(m_s.storeSideBySide, look);
         }
         AdmitRequest ask;
-        Admission admission;
+        QuotaExchange::Admission admission;
         std::string why;
         bool opened = false;
         auto first = [&] {
             opened = lease.open(why);
             if (!opened)
                 return;
-            ask = askFor(request, estimate);
-            firstTry(ask, keepAlive, admission);
+            ask = m_s.exchange->askFor(estimate, callerOf(request));
+            admission = m_s.exchange->firstTry(lease.store(), ask);
         };
         co_await offload(m_s.storeExecutor(), first);
         if (!opened) {
@@ -1372,13 +1232,13 @@ private:
             co_return false;
         }
         if (admission.mustWait) {
-            auto wait = [&] { waitTurn(ask, keepAlive, admission); };
+            auto wait = [&] { admission = waitTurn(ask); };
             co_await offload({}, wait);
         }
         if (!admission.permit) {
             if (admission.hungUp)
                 co_return false; // nobody to answer; the wait left the queue
-            co_await send(*admission.refusal);
+            co_await send(refusalReply(*admission.refusal, keepAlive));
             co_return keepAlive;
         }
         store.permit() = std::move(admission.permit);
@@ -1393,30 +1253,14 @@ private:
     // for a success, the reset of the 429 count; then what the answer says is learnt.
     net::awaitable<void> settle(Permit& permit, const Outcome& outcome, const std::string& caller)
     {
-        const AnswerKind kind = outcome.answered ? AnswerKind::of(static_cast<int>(outcome.status),
-                                    outcome.retryAfterMs.has_value(), outcome.errorBody)
-                                                 : AnswerKind {};
-        const bool ok = outcome.answered && kind.kind == AnswerKind::Kind::Ok;
-        auto work = [&] {
-            (void)m_lease->quick([&](QuotaLimiter&) {
-                return permit.finish(outcome.usage ? outcome.usage->total() : -1, ok);
-            });
-            if (outcome.answered)
-                learnFromAnswer(kind, outcome.status, outcome.retryAfterMs, caller);
-        };
+        QuotaExchange::Answer answer;
+        answer.answered = outcome.answered;
+        answer.status = outcome.status;
+        answer.retryAfterMs = outcome.retryAfterMs;
+        answer.errorBody = outcome.errorBody;
+        answer.usage = outcome.usage;
+        auto work = [&] { m_s.exchange->settle(m_lease->store(), permit, answer, caller); };
         co_await offload(m_s.storeExecutor(), work);
-    }
-
-    // What a request asks of the shared quota: one call, its estimated tokens and model, a slot.
-    AdmitRequest askFor(const http::request<http::string_body>& request, const RequestEstimate& estimate)
-    {
-        AdmitRequest ask;
-        ask.provider = m_o.provider;
-        ask.caller = callerOf(request);
-        ask.model = estimate.model;
-        ask.tokens = estimate.tokens();
-        ask.wantsSlot = true;
-        return ask;
     }
 
     static std::string repeatedMessage(const std::string& member)
@@ -1449,7 +1293,7 @@ private:
     {
         explicit Streamed(Server& s)
             : share(s.bodies)
-            , store(s.limiters, s.owed, s.storeExecutor())
+            , store(s.limiters, *s.exchange, s.storeExecutor())
             , dog(*s.stalls)
         {
         }
@@ -1687,17 +1531,17 @@ private:
             m_lease = &s.store.lease();
             // (A chunked body is admitted by its members only once it is whole: held, as a
             // short one; one that is not a JSON object, by what arrived of it so far.)
-            s.ask = askFor(head,
-                byItsSize ? RequestEstimate::ofSize(length.value_or(body->received()))
-                          : RequestEstimate::fromFields(fields, *length));
-            Admission admission;
-            firstTry(s.ask, false, admission);
+            s.ask
+                = m_s.exchange->askFor(byItsSize ? RequestEstimate::ofSize(length.value_or(body->received()))
+                                                 : RequestEstimate::fromFields(fields, *length),
+                    callerOf(head));
+            QuotaExchange::Admission admission = m_s.exchange->firstTry(m_lease->store(), s.ask);
             if (admission.mustWait)
-                waitTurn(s.ask, false, admission);
+                admission = waitTurn(s.ask);
             if (!admission.permit) {
                 answered = true;
                 if (!admission.hungUp)
-                    answer(std::move(*admission.refusal));
+                    answer(refusalReply(*admission.refusal, false));
                 return false;
             }
             s.store.permit() = std::move(admission.permit);
@@ -1778,7 +1622,7 @@ private:
             dog.watch(-1, -1);
             link.reset(); // mid-request: never kept
             if (auto& permit = s.store.permit())
-                (void)m_lease->quick([&](QuotaLimiter&) { return permit->finish(-1, false); });
+                m_s.exchange->abandon(m_lease->store(), *permit);
         };
         if (!fields.repeated().empty()) {
             giveBack();
@@ -1825,21 +1669,6 @@ private:
             return;
         }
         s.end = Streamed::End::Forwarded;
-    }
-
-    // When a call could go again, in whole seconds (at least 1), as the SDKs' retry logic
-    // reads Retry-After: the limiter's own verdict on the state as it is now. A held slot or a
-    // pause is not time-bound: then 1 s (look again soon). Off the event loop (a store read).
-    std::int64_t retryAfterSeconds()
-    {
-        auto snap = m_lease->quick([](QuotaLimiter& l) { return l.snapshot(); });
-        if (!snap)
-            return 1;
-        const ProviderCapacity c = Capacity::forProvider(
-            snap->state, m_o.provider, snap->limits.find(m_o.provider), snap->nowMs, &m_lease->probe());
-        if (c.nextCallInMs <= 0 || c.nextCallInMs == Capacity::NEVER)
-            return 1;
-        return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
     }
 
     // Whether a request the upstream may have received can be sent once more: an idempotent
@@ -2243,75 +2072,16 @@ private:
         }
     }
 
+    // What the answer's headers say (QuotaExchange::readHeaders); the store is asked only when
+    // they say something new (a hold, limits the store has not been told of).
     net::awaitable<void> learnFromHeaders(Outcome& out)
     {
-        const std::int64_t now = m_clock.unixMs();
-        const RateLimitReport report = RateLimitHeaders::parse(out.headers, now);
-        out.retryAfterMs = report.retryAfterMs;
-        // The provider's own word that a budget is spent until some time: nobody goes before it.
-        const auto until = report.exhaustedUntilMs();
-        const bool hold = until && *until > now;
-        // The provider's own limits (per minute, as both document them): kept for status and
-        // the dashboard, and a limit-mismatch event when they differ from Tollgate's.
-        const std::int64_t requests = report.requests.limit.value_or(-1);
-        const std::int64_t tokens = report.tokens.limit.value_or(-1);
-        const bool tell = (requests >= 0 || tokens >= 0) && m_s.reported.due(requests, tokens, now);
-        if (!hold && !tell)
+        const QuotaExchange::HeaderLesson lesson = m_s.exchange->readHeaders(out.headers);
+        out.retryAfterMs = lesson.retryAfterMs;
+        if (!lesson.needsStore())
             co_return; // most answers: nothing for the store
-        auto work = [&] {
-            if (hold) {
-                (void)m_lease->quick([&](QuotaLimiter& l) {
-                    return l.holdUntil(m_o.provider, *until,
-                        "the provider reports nothing left until "
-                            + std::to_string((*until - now + 999) / 1000) + " s from now (" + m_caller
-                            + "'s answer)");
-                });
-            }
-            if (tell) {
-                m_s.reported.note(requests, tokens, now, [&] {
-                    return m_lease
-                        ->quick([&](QuotaLimiter& l) {
-                            return l.noteReportedLimits(m_o.provider, requests, tokens, m_caller);
-                        })
-                        .ok();
-                });
-            }
-        };
+        auto work = [&] { m_s.exchange->learnFromHeaders(m_lease->store(), lesson, m_caller); };
         co_await offload(m_s.storeExecutor(), work);
-    }
-
-    // A success was recorded with the slot (finish); what else the answer means needs its
-    // body. On a store thread.
-    void learnFromAnswer(const AnswerKind& kind, unsigned status, std::optional<std::int64_t> retryAfterMs,
-        const std::string& caller)
-    {
-        switch (kind.kind) {
-        case AnswerKind::Kind::RateLimited:
-            (void)m_lease->quick(
-                [&](QuotaLimiter& l) { return l.report429(m_o.provider, caller, retryAfterMs); });
-            break;
-        case AnswerKind::Kind::SpendCap:
-            (void)m_lease->quick([&](QuotaLimiter& l) {
-                return l.pause(
-                    m_o.provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
-            });
-            break;
-        case AnswerKind::Kind::Overloaded: {
-            // Recorded for the history and the dashboard; the provider's load is not this
-            // key's quota, so nobody backs off for it (the client's own retry handles it).
-            HistoryEvent e;
-            e.timeMs = m_clock.unixMs();
-            e.type = EventType::Overloaded;
-            e.provider = m_o.provider;
-            e.caller = caller;
-            e.reason = "the provider answered " + std::to_string(status) + " (overloaded)";
-            (void)m_lease->quick([&](QuotaLimiter& l) { return l.record({ e }); });
-            break;
-        }
-        case AnswerKind::Kind::Ok:
-        case AnswerKind::Kind::Other:
-            break;
-        }
     }
 
     Client m_client;
@@ -2324,7 +2094,6 @@ private:
     std::string m_caller; // of the request being forwarded
     unsigned m_clientVersion = 11; // of the request being served: 10 for HTTP/1.0
     beast::flat_buffer m_buffer;
-    SystemClock m_clock;
     LimiterLease* m_lease = nullptr; // the current request's, while it runs
 };
 
@@ -2398,21 +2167,11 @@ net::awaitable<void> acceptLoop(Server& s, std::weak_ptr<Server> weak)
 // failure keeps it owed, and the rest untried (each try could wait a store's whole timeout).
 void giveBackOwed(Server& s)
 {
-    std::vector<OwedSlots::Owed> owed = s.owed.takeAll();
-    if (owed.empty())
+    if (!s.exchange->owesSlots())
         return;
     LimiterLease lease(s.limiters);
     std::string why;
-    bool reachable = lease.open(why);
-    for (auto& o : owed) {
-        if (reachable) {
-            auto r = lease.quick([&](QuotaLimiter& l) { return l.releaseSlot(o.provider, o.fence, ""); });
-            if (r || r.error().kind == ErrorKind::Usage)
-                continue;
-            reachable = false;
-        }
-        s.owed.add(std::move(o));
-    }
+    s.exchange->giveBackOwed(lease.open(why) ? &lease.store() : nullptr);
 }
 
 // Tries the slots owed every OWED_RETRY while the proxy serves (the last try is watchStop's).
@@ -2424,7 +2183,7 @@ net::awaitable<void> returnOwedSlots(Server& s)
     for (;;) {
         timer.expires_after(OwedSlots::OWED_RETRY);
         co_await timer.async_wait(into(ec));
-        if (server->owed.empty())
+        if (!server->exchange->owesSlots())
             continue;
         auto work = [server] { giveBackOwed(*server); };
         co_await offload(server->storeExecutor(), work);
@@ -2485,6 +2244,7 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     auto impl = std::make_shared<Impl>();
     impl->options = options;
     impl->limiters.setHome(options.home);
+    impl->exchange = std::make_unique<QuotaExchange>(options.provider, options.queueTimeout, impl->clock);
     impl->bodies.setLimit(options.maxBufferedBytes);
     impl->stalls
         = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));
