@@ -1,36 +1,29 @@
 #include "proxy/proxyserver.h"
 
 #include "backend/quotalimiter.h"
-#include "backend/storefactory.h"
-#include "base/systemclock.h"
 #include "base/textsanitizer.h"
 #include "exchange/quotaexchange.h"
-#include "provider/answerkind.h"
-#include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
 #include "provider/toplevelfields.h"
 #include "provider/usagemeter.h"
+#include "proxy/bodyshare.h"
 #include "proxy/bodystreambuf.h"
+#include "proxy/limiterlease.h"
+#include "proxy/netcommon.h"
+#include "proxy/offload.h"
 #include "proxy/peerprocess.h"
-#include "quota/capacity.h"
-#include "quota/limitmismatch.h"
-#include "store/homespec.h"
+#include "proxy/reply.h"
+#include "proxy/requestrules.h"
+#include "proxy/requeststore.h"
+#include "proxy/server.h"
 #include "system/fd.h"
-#include "system/pathpolicy.h"
-#include "system/processprobe.h"
 #include "system/secretfile.h"
 
-#include <boost/asio.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <cerrno>
-#include <condition_variable>
 #include <fcntl.h>
-#include <fstream>
+#include <functional>
 #include <istream>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <openssl/crypto.h>
 #include <optional>
@@ -44,126 +37,7 @@
 
 namespace tollgate::proxy {
 
-namespace net = boost::asio;
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
-using local = net::local::stream_protocol;
-using Steady = std::chrono::steady_clock;
-
 namespace {
-
-struct Upstream
-{
-    bool tls = false;
-    std::string host;
-    std::string port;
-    std::string base; // path prefix without its trailing '/'
-    std::string hostHeader;
-};
-
-Result<Upstream> parseUpstream(const std::string& url)
-{
-    Upstream u;
-    std::string rest;
-    if (url.rfind("https://", 0) == 0) {
-        u.tls = true;
-        rest = url.substr(8);
-    } else if (url.rfind("http://", 0) == 0) {
-        rest = url.substr(7);
-    } else {
-        return Error::make(ErrorKind::Usage, {},
-            "--upstream must start with http:// or https:// (got '" + TextSanitizer::clean(url, 200) + "')");
-    }
-    if (rest.find_first_of("?#@ \t") != std::string::npos)
-        return Error::make(ErrorKind::Usage, {},
-            "--upstream takes no user, query or fragment: '" + TextSanitizer::clean(url, 200) + "'");
-    const auto slash = rest.find('/');
-    std::string authority = rest.substr(0, slash);
-    u.base = slash == std::string::npos ? std::string() : rest.substr(slash);
-    while (!u.base.empty() && u.base.back() == '/')
-        u.base.pop_back();
-    u.port = u.tls ? "443" : "80";
-    if (!authority.empty() && authority.front() == '[') {
-        const auto close = authority.find(']');
-        if (close == std::string::npos)
-            return Error::make(ErrorKind::Usage, {},
-                "--upstream has an unclosed '[': '" + TextSanitizer::clean(url, 200) + "'");
-        u.host = authority.substr(1, close - 1);
-        if (close + 1 < authority.size()) {
-            if (authority[close + 1] != ':')
-                return Error::make(ErrorKind::Usage, {}, "--upstream: expected ':PORT' after ']'");
-            u.port = authority.substr(close + 2);
-        }
-    } else {
-        const auto colon = authority.rfind(':');
-        u.host = authority.substr(0, colon);
-        if (colon != std::string::npos)
-            u.port = authority.substr(colon + 1);
-    }
-    if (u.host.empty() || u.port.empty() || u.port.size() > 5
-        || u.port.find_first_not_of("0123456789") != std::string::npos || std::stoi(u.port) < 1
-        || std::stoi(u.port) > 65535)
-        return Error::make(ErrorKind::Usage, {},
-            "--upstream needs a host and a port from 1 to 65535: '" + TextSanitizer::clean(url, 200) + "'");
-    u.hostHeader = authority;
-    return u;
-}
-
-struct ListenAt
-{
-    bool isUnix = false;
-    std::string path;
-    // The socket file this proxy bound: removed at exit only while the path still names it
-    // (another proxy may have bound the path since someone removed ours).
-    dev_t boundDev = 0;
-    ino_t boundIno = 0;
-    std::string host;
-    unsigned short port = 0;
-};
-
-// `remote`: a shared token is set (--token-file), so an address others can reach is allowed.
-Result<ListenAt> parseListen(const std::string& text, bool remote)
-{
-    ListenAt l;
-    if (text.rfind("unix:", 0) == 0) {
-        l.isUnix = true;
-        l.path = text.substr(5);
-        if (l.path.empty() || l.path.size() >= sizeof(sockaddr_un::sun_path))
-            return Error::make(ErrorKind::Usage, {}, "--listen unix:PATH needs a path of at most 107 bytes");
-        auto checked = PathPolicy::validate(l.path); // no "..", no control bytes
-        if (!checked)
-            return checked.error();
-        return l;
-    }
-    const auto colon = text.rfind(':');
-    if (colon == std::string::npos || colon + 1 == text.size())
-        return Error::make(ErrorKind::Usage, {},
-            "--listen takes HOST:PORT or unix:PATH (got '" + TextSanitizer::clean(text, 200) + "')");
-    l.host = text.substr(0, colon);
-    if (l.host.size() > 2 && l.host.front() == '[' && l.host.back() == ']')
-        l.host = l.host.substr(1, l.host.size() - 2);
-    const std::string port = text.substr(colon + 1);
-    if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos
-        || std::stoi(port) > 65535)
-        return Error::make(ErrorKind::Usage, {},
-            "--listen: '" + TextSanitizer::clean(port, 20) + "' is not a port (0 to 65535)");
-    l.port = static_cast<unsigned short>(std::stoi(port));
-    boost::system::error_code ec;
-    const auto address = net::ip::make_address(l.host, ec);
-    if (ec)
-        return Error::make(ErrorKind::Usage, {},
-            "--listen: '" + TextSanitizer::clean(l.host, 100)
-                + "' is not an IP address (use 127.0.0.1 or ::1)");
-    if (!address.is_loopback() && !remote)
-        return Error::make(ErrorKind::Usage, {},
-            "--listen " + TextSanitizer::clean(text, 100)
-                + ": the proxy listens on loopback only (127.0.0.1, ::1) or on a unix socket, unless"
-                  " --token-file FILE names a shared token its clients must send: anyone who can reach it"
-                  " spends the shared quota");
-    return l;
-}
 
 // A shared token (--token-file): what clients put in their base URL's path, so it must need
 // no escaping there, and long enough that guessing it is hopeless.
@@ -183,581 +57,6 @@ Result<std::string> readToken(const std::string& file)
     return token;
 }
 
-// Hop-by-hop headers (RFC 9110 §7.6.1) and ours: never forwarded.
-bool hopByHop(const std::string& lowerName)
-{
-    static const char* const NAMES[] = { "connection", "keep-alive", "proxy-connection", "proxy-authenticate",
-        "proxy-authorization", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length",
-        "x-tollgate-caller", "x-tollgate-token", "expect" };
-    for (const char* n : NAMES) {
-        if (lowerName == n)
-            return true;
-    }
-    return false;
-}
-
-// Why a request's framing or target cannot be forwarded as it is (nullopt: it can), as the
-// answer to give before its connection is closed.
-// - Transfer-Encoding (RFC 9112 §6.1, §6.3): Beast frames a body as chunked only when chunked
-//   is the last coding, and reads any other as having no body — whose bytes would then be
-//   parsed as the next request and forwarded unadmitted (request smuggling). So chunked must
-//   be last and only once (else 400), and no other coding is taken (501: the proxy would
-//   forward a body it cannot read, and decoding is not its job).
-// - The target is joined to --upstream's base path: only origin-form (a path from "/") without
-//   dot-segments (plain or percent-encoded, or with ";" parameters) and without encoded
-//   slashes or backslashes stays under it; absolute-form and "*" are for other kinds of proxies.
-std::optional<std::pair<unsigned, std::string>> unforwardable(const http::request<http::string_body>& request)
-{
-    std::vector<std::string> codings;
-    bool named = false;
-    for (const auto& field : request) {
-        if (field.name() != http::field::transfer_encoding)
-            continue;
-        named = true;
-        const std::string value
-            = TextSanitizer::asciiLower(std::string_view(field.value().data(), field.value().size()));
-        const std::string_view all(value);
-        for (std::size_t at = 0; at <= all.size();) {
-            const std::size_t comma = std::min(all.find(',', at), all.size());
-            std::string_view coding = all.substr(at, comma - at);
-            while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
-                coding.remove_prefix(1);
-            while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
-                coding.remove_suffix(1);
-            if (!coding.empty())
-                codings.emplace_back(coding);
-            at = comma + 1;
-        }
-    }
-    if (named) {
-        const auto chunked = std::count(codings.begin(), codings.end(), std::string("chunked"));
-        if (codings.empty() || codings.back() != "chunked" || chunked != 1)
-            return std::pair { 400u,
-                std::string("the request's Transfer-Encoding must end in chunked, once: its body's length "
-                            "cannot be told otherwise") };
-        if (codings.size() > 1)
-            return std::pair { 501u,
-                "the request's Transfer-Encoding " + TextSanitizer::clean(codings.front(), 32)
-                    + " is not supported (chunked alone is)" };
-    }
-    const std::string_view target(request.target().data(), request.target().size());
-    const std::string_view path = target.substr(0, target.find('?'));
-    bool dotted = false;
-    for (std::size_t at = 1; !path.empty() && at <= path.size();) {
-        const std::size_t slash = std::min(path.find('/', at), path.size());
-        std::string segment = TextSanitizer::asciiLower(path.substr(at, slash - at));
-        for (std::size_t p = segment.find("%2e"); p != std::string::npos; p = segment.find("%2e"))
-            segment.replace(p, 3, ".");
-        // Servers that decode an encoded slash or backslash before resolving dot-segments, or
-        // read ";..." as a segment's parameters, would see one in "..%2f", "..\\" or "..;".
-        const std::string_view bare = std::string_view(segment).substr(0, segment.find(';'));
-        dotted = dotted || bare == "." || bare == ".." || segment.find("%2f") != std::string::npos
-            || segment.find("%5c") != std::string::npos || segment.find('\\') != std::string::npos;
-        at = slash + 1;
-    }
-    if (path.empty() || path.front() != '/' || dotted)
-        return std::pair { 400u,
-            std::string("the request target must be a path from / without . or .. segments (it is joined to "
-                        "the upstream's base path)") };
-    return std::nullopt;
-}
-
-// Ends stalled exchanges. A read from a silent upstream, or a write to a client that stopped
-// reading, would wait forever (on the event loop, or on a long body's thread, whose Asio
-// writes ignore SO_SNDTIMEO); shutting the exchange's sockets down once nothing moved for
-// `limit` ends them with an error. One thread watches every exchange of the server (progress
-// is an atomic store per event, where a timer would be re-armed per event); it sleeps until
-// the earliest moment one could be overdue. A Watch registers an exchange: touch() records
-// progress; its descriptors are only ever shut down while it is registered, under the
-// monitor's lock, so they must stay open until watch(-1, -1) or the Watch's end.
-class StallMonitor
-{
-public:
-    explicit StallMonitor(std::chrono::milliseconds limit)
-        : m_limit(limit)
-        , m_thread([this] { loop(); })
-    {
-    }
-    ~StallMonitor()
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            m_done = true;
-        }
-        m_wake.notify_all();
-        m_thread.join();
-    }
-    StallMonitor(const StallMonitor&) = delete;
-    StallMonitor& operator=(const StallMonitor&) = delete;
-
-    class Watch
-    {
-    public:
-        explicit Watch(StallMonitor& monitor)
-            : m_monitor(monitor)
-        {
-            touch();
-            std::lock_guard lock(m_monitor.m_mutex);
-            // No wake-up: a new watch is due a whole limit from now, never before the moment
-            // the monitor already sleeps until (at most a limit after it last looked).
-            m_monitor.m_watches.push_back(this);
-        }
-        ~Watch()
-        {
-            std::lock_guard lock(m_monitor.m_mutex);
-            std::erase(m_monitor.m_watches, this);
-        }
-        Watch(const Watch&) = delete;
-        Watch& operator=(const Watch&) = delete;
-
-        void watch(int clientFd, int upstreamFd)
-        {
-            std::lock_guard lock(m_monitor.m_mutex);
-            m_fds[0] = clientFd;
-            m_fds[1] = upstreamFd;
-        }
-        void touch() { m_last.store(Steady::now().time_since_epoch().count(), std::memory_order_relaxed); }
-        [[nodiscard]] bool fired() const { return m_fired.load(); }
-
-    private:
-        friend class StallMonitor;
-        StallMonitor& m_monitor;
-        std::atomic<Steady::rep> m_last { 0 };
-        std::atomic<bool> m_fired { false };
-        int m_fds[2] = { -1, -1 }; // under the monitor's mutex
-    };
-
-private:
-    void loop()
-    {
-        std::unique_lock lock(m_mutex);
-        while (!m_done) {
-            const auto now = Steady::now();
-            auto next = now + m_limit;
-            for (Watch* w : m_watches) {
-                if (w->m_fired.load())
-                    continue;
-                const auto due
-                    = Steady::time_point(Steady::duration(w->m_last.load(std::memory_order_relaxed)))
-                    + m_limit;
-                if (now >= due) {
-                    w->m_fired = true;
-                    for (int fd : w->m_fds) {
-                        if (fd >= 0)
-                            ::shutdown(fd, SHUT_RDWR);
-                    }
-                } else {
-                    next = std::min(next, due);
-                }
-            }
-            m_wake.wait_until(lock, next);
-        }
-    }
-
-    const std::chrono::milliseconds m_limit;
-    std::mutex m_mutex;
-    std::condition_variable m_wake;
-    bool m_done = false;
-    std::vector<Watch*> m_watches;
-    std::thread m_thread; // last: starts once the rest is ready
-};
-
-// One connection to the upstream, plain or TLS (the TLS stream owns its socket).
-struct UpstreamLink
-{
-    std::unique_ptr<tcp::socket> plain;
-    std::unique_ptr<ssl::stream<tcp::socket>> tls;
-    Steady::time_point idleSince;
-    int fd() { return tls ? tls->next_layer().native_handle() : plain->native_handle(); }
-};
-
-// Upstream connections kept between exchanges (keep-alive to the provider): a request on a
-// kept connection saves the TCP (and TLS) handshake. A connection is kept only after an
-// answer that ended properly, that both sides let go on, and whose client took it whole; it
-// is taken again only if it is younger than IDLE_LIMIT and the upstream has neither closed it
-// nor sent anything since (poll). Sessions take and give under the mutex; a link is used by
-// one session at a time.
-class UpstreamPool
-{
-public:
-    static constexpr std::size_t MAX_IDLE = 32;
-    static constexpr std::chrono::seconds IDLE_LIMIT { 30 };
-
-    std::unique_ptr<UpstreamLink> take()
-    {
-        std::lock_guard lock(m_mutex);
-        while (!m_idle.empty()) {
-            std::unique_ptr<UpstreamLink> link = std::move(m_idle.back());
-            m_idle.pop_back();
-            pollfd p { link->fd(), POLLIN | POLLRDHUP, 0 };
-            if (Steady::now() - link->idleSince < IDLE_LIMIT && ::poll(&p, 1, 0) == 0)
-                return link;
-        }
-        return nullptr;
-    }
-    void give(std::unique_ptr<UpstreamLink> link)
-    {
-        link->idleSince = Steady::now();
-        std::lock_guard lock(m_mutex);
-        if (m_idle.size() < MAX_IDLE)
-            m_idle.push_back(std::move(link));
-    }
-
-private:
-    std::mutex m_mutex;
-    std::vector<std::unique_ptr<UpstreamLink>> m_idle; // most recently used last
-};
-
-// The bytes of request bodies all connections hold (each is read whole before admission):
-// a connection takes its share as its body grows and gives it back when the request is done.
-class BodyBudget
-{
-public:
-    void setLimit(std::size_t limit) { m_limit = limit; }
-    [[nodiscard]] std::size_t limit() const { return m_limit; }
-    bool take(std::size_t n)
-    {
-        std::size_t used = m_used.load();
-        do {
-            if (n > m_limit || used > m_limit - n)
-                return false;
-        } while (!m_used.compare_exchange_weak(used, used + n));
-        return true;
-    }
-    void give(std::size_t n) { m_used.fetch_sub(n); }
-
-private:
-    std::size_t m_limit = ProxyServer::MAX_BUFFERED_BYTES;
-    std::atomic<std::size_t> m_used { 0 };
-};
-
-// One request's share of the BodyBudget, given back however the request ends.
-class BodyShare
-{
-public:
-    explicit BodyShare(BodyBudget& budget)
-        : m_budget(budget)
-    {
-    }
-    ~BodyShare() { m_budget.give(m_held); }
-    BodyShare(const BodyShare&) = delete;
-    BodyShare& operator=(const BodyShare&) = delete;
-    // Holds at least `bytes` in all; false (nothing more taken) when the budget is spent.
-    bool hold(std::size_t bytes)
-    {
-        if (bytes <= m_held)
-            return true;
-        if (!m_budget.take(bytes - m_held))
-            return false;
-        m_held = bytes;
-        return true;
-    }
-    // Gives it all back now: a refused body is dropped while the client is still let finish
-    // sending (lingerClose), and those seconds must not count against the others.
-    void release()
-    {
-        m_budget.give(m_held);
-        m_held = 0;
-    }
-
-private:
-    BodyBudget& m_budget;
-    std::size_t m_held = 0;
-};
-
-// Store connections kept between requests: a backend (the home's files, or a Redis link)
-// with its limiter. Opening one resolves the home and opens its files or connects, which
-// costs more than a short exchange, so a connection (a curl request, the first request of an
-// SDK's connection) takes a kept one. A request holds its lease for its whole life — the
-// permit refers to the limiter — and one limiter serves one request at a time, so a limiter
-// is still never used by two threads at once (the lease hands it over under the mutex). A
-// lease that met a store failure is not kept, and none opened more than MAX_AGE ago is taken
-// again, so a home that was replaced is opened afresh by the requests that start MAX_AGE
-// later (one already running finishes with what it has).
-class LimiterPool
-{
-public:
-    static constexpr std::size_t MAX_IDLE = 64;
-    static constexpr std::chrono::seconds MAX_AGE { 10 };
-
-    struct Entry
-    {
-        SystemClock clock;
-        ProcessProbe probe;
-        std::unique_ptr<QuotaBackend> backend;
-        std::unique_ptr<QuotaLimiter> limiter;
-        Steady::time_point opened;
-        bool directory = false; // a directory home
-    };
-
-    void setHome(std::string home)
-    {
-        m_home = std::move(home);
-        m_idle.reserve(MAX_IDLE); // give() runs in a destructor: it must not allocate
-    }
-
-    // A kept entry, else a new one; the error says why the shared quota cannot be reached.
-    Result<std::unique_ptr<Entry>> take()
-    {
-        {
-            std::lock_guard lock(m_mutex);
-            while (!m_idle.empty()) {
-                std::unique_ptr<Entry> e = std::move(m_idle.back());
-                m_idle.pop_back();
-                if (Steady::now() - e->opened < MAX_AGE)
-                    return e;
-            }
-        }
-        auto spec = HomeSpec::resolve(m_home.empty() ? std::nullopt : std::optional<std::string>(m_home));
-        if (!spec)
-            return spec.error();
-        auto e = std::make_unique<Entry>();
-        auto backend = StoreFactory::openBackend(*spec, e->clock, e->probe);
-        if (!backend)
-            return backend.error();
-        e->backend = std::move(backend).value();
-        e->limiter = std::make_unique<QuotaLimiter>(*e->backend, e->clock, e->probe);
-        e->opened = Steady::now();
-        e->directory = spec->isDirectory();
-        m_directory = e->directory;
-        return e;
-    }
-    void give(std::unique_ptr<Entry> e)
-    {
-        std::lock_guard lock(m_mutex);
-        if (m_idle.size() < MAX_IDLE)
-            m_idle.push_back(std::move(e));
-    }
-
-    // The kind of home last opened (a directory home's operations go one at a time).
-    [[nodiscard]] bool directory() const { return m_directory.load(); }
-
-private:
-    std::atomic<bool> m_directory { true };
-    std::string m_home; // as given: resolved for every new entry, as the CLI does
-    std::mutex m_mutex;
-    std::vector<std::unique_ptr<Entry>> m_idle; // most recently used last
-};
-
-// One request's entry of the LimiterPool: given back when the request is done, unless a store
-// operation failed with it (then it is closed, and the next request opens a new one).
-class LimiterLease
-{
-public:
-    explicit LimiterLease(LimiterPool& pool)
-        : m_pool(pool)
-    {
-    }
-    ~LimiterLease()
-    {
-        if (m_entry && !failed()) {
-            m_store.reset();
-            m_pool.give(std::move(m_entry));
-        }
-    }
-    LimiterLease(const LimiterLease&) = delete;
-    LimiterLease& operator=(const LimiterLease&) = delete;
-
-    bool open(std::string& why)
-    {
-        auto e = m_pool.take();
-        if (!e) {
-            why = e.error().describe();
-            return false;
-        }
-        m_entry = std::move(e).value();
-        m_store.emplace(*m_entry->limiter, m_entry->probe);
-        return true;
-    }
-    QuotaLimiter& limiter() { return *m_entry->limiter; }
-    // The request's store connection as QuotaExchange uses it: it notes a failure of the store
-    // itself (not a refusal, a deadline or a bad value), and then this backend is not kept.
-    // Its operations run on the event loop's behalf on the store strand
-    // (Server::storeExecutor): the proxy's operations on a directory home go one at a time
-    // rather than all racing for its lock.
-    ExchangeStore& store() { return *m_store; }
-    // Whether letting go of it may do store work: a failed backend is closed, not kept, and
-    // closing one may talk to its store (a Redis backend gives back an admission whose reply
-    // it lost: a round trip of up to 2 s).
-    [[nodiscard]] bool failed() const { return m_entry && m_store && m_store->failed(); }
-
-private:
-    LimiterPool& m_pool;
-    std::unique_ptr<LimiterPool::Entry> m_entry;
-    std::optional<ExchangeStore> m_store; // over m_entry, once open
-};
-
-} // namespace
-
-namespace {
-
-// Everything the connections of one server share. Threads: one runs the event loop (every
-// socket, timer and coroutine below); store operations run on storeThreads (a directory
-// home's one at a time, on storeTurn, as its lock would have them anyway); an admission that
-// must wait in the quota's queue, and a long request body, get a thread of their own for that
-// part (blocking calls: the queue's wait, nlohmann's parser pulling the body); StallMonitor
-// has its own. A coroutine that handed work to another thread is suspended until it returns,
-// so the two never touch the session at once.
-struct Server
-{
-    static constexpr int STORE_THREADS = 4;
-
-    ProxyServer::Options options;
-    Upstream upstream;
-    ListenAt listenAt;
-    // First, so destroyed last: every socket and timer below belongs to it.
-    net::io_context io { 1 };
-    // Cancelled, then already expired, once serving stops: idle connections end at once.
-    net::steady_timer stopping { io, Steady::time_point::max() };
-    ssl::context tls { ssl::context::tls_client };
-    std::unique_ptr<tcp::acceptor> tcpAcceptor;
-    std::unique_ptr<local::acceptor> unixAcceptor;
-    std::atomic<std::size_t> active { 0 }; // connections being served
-    std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
-    UpstreamPool pool;
-    SystemClock clock;
-    // The quota's side of every exchange (admission, settling, what answers say, slots owed):
-    // made by start(), once the provider and the queue timeout are known.
-    std::unique_ptr<QuotaExchange> exchange;
-    BodyBudget bodies;
-    LimiterPool limiters;
-    // After what their operations use: destroyed (joined) first.
-    net::thread_pool storeThreads { STORE_THREADS };
-    net::strand<net::thread_pool::executor_type> storeTurn { storeThreads.get_executor() };
-    // Both, type-erased once: every request takes one (a copy is a reference count, where
-    // erasing the strand anew would allocate).
-    const net::any_io_executor storeOneAtATime { storeTurn };
-    const net::any_io_executor storeSideBySide { storeThreads.get_executor() };
-    std::string token; // --token-file's; empty: none asked
-
-    int listenFd() const
-    {
-        return tcpAcceptor ? tcpAcceptor->native_handle() : unixAcceptor->native_handle();
-    }
-    // Where a store operation runs: one at a time for a directory home, side by side for a
-    // Redis home (its round trips go in parallel).
-    net::any_io_executor storeExecutor() { return limiters.directory() ? storeOneAtATime : storeSideBySide; }
-};
-
-// Runs `fn` on `ex` (a store thread), or on a thread of its own when `ex` is empty, and
-// resumes the calling coroutine on its own executor once it returned (rethrowing what it
-// threw). No thread to be had: the coroutine gets the std::system_error.
-// (The initiation is a named local that holds only pointers: GCC 12 destroyed a temporary
-// lambda holding the executor twice at the end of the co_await's full-expression.)
-template <class Fn> net::awaitable<void> offload(net::any_io_executor ex, Fn& fn)
-{
-    auto initiate = [exAt = &ex, fnAt = &fn](auto handler) {
-        using Handler = decltype(handler);
-        const net::any_io_executor& target = *exAt;
-        struct Job
-        {
-            Handler handler;
-            Fn& fn;
-            void complete(std::exception_ptr error)
-            {
-                auto back = net::get_associated_executor(handler);
-                net::post(back, [h = std::move(handler), error]() mutable { std::move(h)(error); });
-            }
-            void run()
-            {
-                std::exception_ptr error;
-                try {
-                    fn();
-                } catch (...) {
-                    error = std::current_exception();
-                }
-                complete(error);
-            }
-        };
-        auto job = std::make_shared<Job>(Job { std::move(handler), *fnAt });
-        if (target) {
-            net::post(target, [job] { job->run(); });
-            return;
-        }
-        try {
-            std::thread([job] { job->run(); }).detach();
-        } catch (const std::system_error&) {
-            job->complete(std::current_exception());
-        }
-    };
-    co_await net::async_initiate<const net::use_awaitable_t<>, void(std::exception_ptr)>(
-        initiate, net::use_awaitable);
-}
-
-// An answer of the proxy's own, in the provider's error format; `linger`: the client may
-// still be sending, so its bytes are read and dropped for a moment before the close
-// (lingerClose), or closing on unread bytes would reset the connection before it read this.
-struct Reply
-{
-    Reply(unsigned status, std::string message, bool keepAlive = false,
-        std::optional<std::int64_t> retryAfterSeconds = std::nullopt, bool linger = false)
-        : status(status)
-        , message(std::move(message))
-        , keepAlive(keepAlive)
-        , retryAfterSeconds(retryAfterSeconds)
-        , linger(linger)
-    {
-    }
-    unsigned status = 0;
-    std::string message;
-    bool keepAlive = false;
-    std::optional<std::int64_t> retryAfterSeconds;
-    bool linger = false;
-};
-
-// Both SDKs read {"type":"error","error":{"type","message"}} / {"error":{"message","type"}}.
-http::response<http::string_body> errorResponse(const Reply& r)
-{
-    const char* type = r.status == 429 ? "rate_limit_error"
-        : r.status == 401              ? "authentication_error"
-        : r.status >= 500              ? "api_error"
-                                       : "invalid_request_error";
-    nlohmann::json body { { "type", "error" },
-        { "error", { { "type", type }, { "message", "tollgate proxy: " + r.message } } } };
-    http::response<http::string_body> res { static_cast<http::status>(r.status), 11 };
-    res.set(http::field::content_type, "application/json");
-    res.set(http::field::server, "tollgate-proxy");
-    if (r.retryAfterSeconds)
-        res.set(http::field::retry_after, std::to_string(*r.retryAfterSeconds));
-    res.keep_alive(r.keepAlive);
-    res.body() = body.dump();
-    res.prepare_payload();
-    return res;
-}
-
-// What a read that failed gets, when the client can still hear it (nothing: then a close).
-std::optional<Reply> replyFor(const beast::error_code& ec, std::size_t bufferedLimit)
-{
-    if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset)
-        return std::nullopt;
-    if (ec == http::error::header_limit)
-        return Reply { 431,
-            "request headers larger than " + std::to_string(ProxyServer::MAX_HEADER_BYTES / 1024) + " KiB" };
-    // Refusals of a body the client is still sending: then the rest is read and dropped for
-    // a moment (linger).
-    if (ec == http::error::body_limit)
-        return Reply { 413,
-            "request body larger than " + std::to_string(ProxyServer::MAX_STREAMED_BODY_BYTES >> 20)
-                + " MiB, or larger than " + std::to_string(ProxyServer::MAX_BODY_BYTES >> 20)
-                + " MiB and held whole (chunked, or its model and output bound come late)",
-            false, std::nullopt, true };
-    if (ec == net::error::message_size)
-        return Reply { 413,
-            "request body larger than all the proxy may hold (--max-buffered "
-                + std::to_string(bufferedLimit >> 20) + " MiB)",
-            false, std::nullopt, true };
-    if (ec == net::error::no_buffer_space)
-        return Reply { 503,
-            "the proxy already holds " + std::to_string(bufferedLimit >> 20)
-                + " MiB of request bodies (--max-buffered); try again shortly",
-            false, 1, true };
-    if (ec == beast::error::timeout || ec == net::error::would_block || ec == net::error::try_again)
-        return Reply { 408, "the request did not arrive in time" };
-    if (ec.category() == beast::error_code(http::error::end_of_stream).category())
-        return Reply { 400, "malformed HTTP request (" + ec.message() + ")" };
-    return std::nullopt;
-}
-
 // true: `fd` has something to read (or hung up); false: the timeout passed. For the threads
 // that block (a long body, a queued admission's watcher); the event loop never calls it.
 bool waitReadable(int fd, std::chrono::milliseconds timeout)
@@ -766,69 +65,6 @@ bool waitReadable(int fd, std::chrono::milliseconds timeout)
     return ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, timeout.count()))) > 0;
 }
 
-// The answer to a request the quota did not admit (QuotaExchange::conclude).
-Reply refusalReply(const QuotaExchange::Refusal& refusal, bool keepAlive)
-{
-    return Reply { refusal.status, refusal.message, keepAlive, refusal.retryAfterSeconds };
-}
-
-// A request's lease and permit. Letting go of them is usually a mutex (the lease goes back to
-// its pool), but may be store work: a permit still holding its slot releases it, and a failed
-// backend is closed (see LimiterLease::failed). Then they go to a store thread to be let go
-// of there, never on the event loop; a slot the store did not take back is owed (QuotaExchange::letGo).
-class RequestStore
-{
-public:
-    RequestStore(LimiterPool& pool, QuotaExchange& exchange, net::any_io_executor disposer)
-        : m_held(std::make_unique<Held>(std::make_unique<LimiterLease>(pool), exchange))
-        , m_disposer(std::move(disposer))
-    {
-    }
-    ~RequestStore()
-    {
-        if (!(m_held->permit && m_held->permit->holdsSlot()) && !m_held->lease->failed())
-            return; // the permit, then the lease: a mutex at most
-        try {
-            // One capture: however the job ends — run, or dropped unrun by a pool that stops —
-            // ~Held lets go of the permit before the lease it refers to. A post that throws
-            // (no memory) destroys the job here: let go of late, but not lost.
-            net::post(m_disposer, [held = std::move(m_held)]() mutable { held.reset(); });
-        } catch (...) {
-        }
-    }
-    RequestStore(const RequestStore&) = delete;
-    RequestStore& operator=(const RequestStore&) = delete;
-
-    LimiterLease& lease() { return *m_held->lease; }
-    std::optional<Permit>& permit() { return m_held->permit; }
-
-private:
-    struct Held
-    {
-        Held(std::unique_ptr<LimiterLease> l, QuotaExchange& e)
-            : lease(std::move(l))
-            , exchange(e)
-        {
-        }
-        ~Held()
-        {
-            if (permit)
-                exchange.letGo(*permit); // a slot the store does not take back is owed
-            permit.reset(); // before the lease it refers to
-            lease.reset();
-        }
-        Held(const Held&) = delete;
-        Held& operator=(const Held&) = delete;
-
-        std::unique_ptr<LimiterLease> lease;
-        std::optional<Permit> permit;
-        QuotaExchange& exchange;
-    };
-
-    std::unique_ptr<Held> m_held;
-    net::any_io_executor m_disposer;
-};
-
 } // namespace
 
 struct ProxyServer::Impl : Server
@@ -836,12 +72,6 @@ struct ProxyServer::Impl : Server
 };
 
 namespace {
-
-using Redirect = net::redirect_error_t<net::use_awaitable_t<>>;
-Redirect into(beast::error_code& ec)
-{
-    return net::redirect_error(net::use_awaitable, ec);
-}
 
 // One client connection: requests one after another (keep-alive), each admitted, forwarded
 // and answered; ends when the client or a deadline ends the connection. Runs on the event
@@ -897,7 +127,7 @@ public:
                 co_return;
             }
             m_clientVersion = parser.get().version();
-            if (const auto why = unforwardable(parser.get())) {
+            if (const auto why = RequestRules::unforwardable(parser.get())) {
                 co_await send(Reply { why->first, why->second, false, std::nullopt, true });
                 co_return;
             }
@@ -1049,13 +279,13 @@ private:
     // A read that failed: say why when the client can still hear it, then close.
     net::awaitable<void> finishWith(const beast::error_code& ec)
     {
-        if (auto reply = replyFor(ec, m_s.bodies.limit()))
+        if (auto reply = Reply::forFailedRead(ec, m_s.bodies.limit()))
             co_await send(*reply);
     }
 
     net::awaitable<void> send(const Reply& reply)
     {
-        auto res = errorResponse(reply);
+        auto res = reply.response();
         beast::error_code ec;
         co_await http::async_write(m_client, res, into(ec));
         if (reply.linger)
@@ -1238,7 +468,7 @@ private:
         if (!admission.permit) {
             if (admission.hungUp)
                 co_return false; // nobody to answer; the wait left the queue
-            co_await send(refusalReply(*admission.refusal, keepAlive));
+            co_await send(Reply::refusal(*admission.refusal, keepAlive));
             co_return keepAlive;
         }
         store.permit() = std::move(admission.permit);
@@ -1277,7 +507,7 @@ private:
         http::request<http::string_body> up { request.method(), m_up.base + std::string(request.target()),
             11 };
         for (const auto& field : request) {
-            if (!hopByHop(TextSanitizer::asciiLower(
+            if (!RequestRules::hopByHop(TextSanitizer::asciiLower(
                     std::string_view(field.name_string().data(), field.name_string().size()))))
                 up.insert(field.name_string(), field.value());
         }
@@ -1395,7 +625,7 @@ private:
         const auto started = Steady::now();
         std::uint64_t received = 0;
         TopLevelFields fields;
-        beast::error_code readError; // the client's side (as replyFor takes it)
+        beast::error_code readError; // the client's side (as Reply::forFailedRead takes it)
         beast::error_code upstreamError;
         bool answered = false; // the client was told why (a refusal, a 502) and is let go
         bool byItsSize = false; // not a JSON object: admitted by its size (RequestEstimate::ofSize)
@@ -1541,7 +771,7 @@ private:
             if (!admission.permit) {
                 answered = true;
                 if (!admission.hungUp)
-                    answer(refusalReply(*admission.refusal, false));
+                    answer(Reply::refusal(*admission.refusal, false));
                 return false;
             }
             s.store.permit() = std::move(admission.permit);
@@ -1640,7 +870,8 @@ private:
                 (void)body->finish();
             if (body->failed()) {
                 s.share.release();
-                s.reply = replyFor(readError ? readError : beast::error_code(http::error::end_of_stream),
+                s.reply = Reply::forFailedRead(
+                    readError ? readError : beast::error_code(http::error::end_of_stream),
                     m_s.bodies.limit());
                 return;
             }
@@ -1665,7 +896,7 @@ private:
                     "the upstream " + m_up.hostHeader
                         + " stopped taking the request: " + upstreamError.message() };
             else
-                s.reply = replyFor(readError, m_s.bodies.limit());
+                s.reply = Reply::forFailedRead(readError, m_s.bodies.limit());
             return;
         }
         s.end = Streamed::End::Forwarded;
@@ -2250,7 +1481,7 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
         = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));
     if (options.provider.empty())
         return Error::make(ErrorKind::Usage, {}, "proxy needs the PROVIDER whose quota its requests use");
-    auto up = parseUpstream(options.upstream);
+    auto up = Upstream::parse(options.upstream);
     if (!up)
         return up.error();
     impl->upstream = *up;
@@ -2260,7 +1491,7 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
             return token.error();
         impl->token = std::move(token).value();
     }
-    auto at = parseListen(options.listen, !impl->token.empty());
+    auto at = ListenAt::parse(options.listen, !impl->token.empty());
     if (!at)
         return at.error();
     impl->listenAt = *at;
