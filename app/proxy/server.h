@@ -6,7 +6,7 @@
 // must wait in the quota's queue, and a long request body, get a thread of their own for that
 // part (blocking calls: the queue's wait, nlohmann's parser pulling the body); StallMonitor
 // has its own. A coroutine that handed work to another thread is suspended until it returns,
-// so the two never touch the session at once.
+// so the two never touch the connection at once.
 //
 // Invariants: made and configured by ProxyServer::start before the loop runs; afterwards only
 // the atomics, the pools (under their own locks) and QuotaExchange (thread-safe) change. Shared
@@ -44,7 +44,7 @@ struct Server
     std::unique_ptr<tcp::acceptor> tcpAcceptor;
     std::unique_ptr<local::acceptor> unixAcceptor;
     std::atomic<std::size_t> active { 0 }; // connections being served
-    std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every session
+    std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every connection
     UpstreamPool pool;
     SystemClock clock;
     // The quota's side of every exchange (admission, settling, what answers say, slots owed):
