@@ -182,7 +182,7 @@ void TestQuotaExchange::aRequestIsAdmittedByItsEstimateWithASlot()
     auto first = m_exchange->firstTry(*m_exchangeStore, ask);
     QVERIFY(first.permit);
     QVERIFY(first.permit->holdsSlot());
-    QVERIFY(!first.mustWait && !first.refusal);
+    QVERIFY(!first.mustWait && !first.refusal && !first.hungUp);
     const ProviderState& p = state();
     QCOMPARE(p.slots.size(), std::size_t(1));
     QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, ask.tokens);
@@ -219,6 +219,7 @@ void TestQuotaExchange::aRequestIsAdmittedByItsEstimateWithASlot()
     auto never = m_exchange->firstTry(*m_exchangeStore, unknown);
     QVERIFY(never.refusal);
     QCOMPARE(never.refusal->status, 400u);
+    QVERIFY(!never.hungUp); // a refusal to answer: the client is there
     QVERIFY(!never.refusal->retryAfterSeconds);
 }
 
