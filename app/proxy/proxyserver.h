@@ -5,6 +5,12 @@
 // shared quota without a code change. Boost.Beast/Asio does the HTTP and TLS; nothing here
 // parses HTTP by hand.
 //
+// The code, split by job as Boost.Beast's examples split a server: this file and its .cpp
+// (options, listening, accepting, stopping, the slots owed), ClientConnection (a client's
+// requests), UpstreamExchange (the exchange with the upstream, the answer relayed),
+// BodyStreaming (long and chunked request bodies), and what they share (Server). What a request
+// means for the shared quota is core's QuotaExchange (core/exchange/).
+//
 // Per request: the body is read until its model and max_tokens are known (a short or chunked
 // body whole, bounded; a long one only that far, then forwarded as it arrives), admitted
 // through the shared quota like `acquire --slot` (requests, estimated tokens, the
@@ -24,7 +30,7 @@
 //   and a long request body (nlohmann's parser pulls it) get a thread of their own for that
 //   part; the connection's coroutine is suspended meanwhile, so the two never touch it at once.
 // - A request leases a QuotaLimiter and its backend from a pool for its whole life
-//   (LimiterPool in the .cpp: opening the home per connection cost more than a short
+//   (LimiterPool, limiterpool.h: opening the home per connection cost more than a short
 //   exchange); a limiter serves one request at a time. Upstream connections are pooled
 //   (UpstreamPool): a link serves one exchange at a time and is kept only after a complete
 //   answer.

@@ -1,0 +1,204 @@
+#include "exchange/quotaexchange.h"
+
+#include "history/historyevent.h"
+#include "quota/capacity.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tollgate {
+
+QuotaExchange::QuotaExchange(std::string provider, std::chrono::milliseconds queueTimeout, const Clock& clock)
+    : m_provider(std::move(provider))
+    , m_queueTimeout(queueTimeout)
+    , m_clock(&clock)
+{
+}
+
+AdmitRequest QuotaExchange::askFor(const RequestEstimate& estimate, std::string caller) const
+{
+    AdmitRequest ask;
+    ask.provider = m_provider;
+    ask.caller = std::move(caller);
+    ask.model = estimate.model;
+    ask.tokens = estimate.tokens();
+    ask.wantsSlot = true;
+    return ask;
+}
+
+QuotaExchange::Admission QuotaExchange::firstTry(ExchangeStore& store, const AdmitRequest& request) const
+{
+    // A deadline of now makes the acquire a try: it never queues (it is refused when others wait).
+    auto now = store.quick([&](QuotaLimiter& l) { return l.acquire(request, m_clock->now()); });
+    if (!now && now.error().kind == ErrorKind::Timeout) {
+        Admission wait;
+        wait.mustWait = true;
+        return wait;
+    }
+    return conclude(store, std::move(now), false);
+}
+
+Result<Permit> QuotaExchange::waitInQueue(
+    ExchangeStore& store, const AdmitRequest& request, const std::atomic<bool>& cancel) const
+{
+    const auto deadline = m_clock->now() + m_queueTimeout;
+    return store.check(store.limiter().acquire(request, deadline, &cancel));
+}
+
+QuotaExchange::Admission QuotaExchange::conclude(
+    ExchangeStore& store, Result<Permit>&& permit, bool hungUp) const
+{
+    Admission out;
+    out.hungUp = hungUp;
+    if (permit) {
+        out.permit.emplace(std::move(permit).value());
+        return out;
+    }
+    const Error& why = permit.error();
+    if (why.kind == ErrorKind::Timeout)
+        out.refusal = Refusal { 429,
+            "no room in the shared quota for '" + m_provider + "' within the queue timeout (" + why.message
+                + ")",
+            retryAfterSeconds(store) };
+    else
+        out.refusal = Refusal { why.kind == ErrorKind::Usage ? 400u : 502u, why.describe(), std::nullopt };
+    return out;
+}
+
+std::int64_t QuotaExchange::retryAfterSeconds(ExchangeStore& store) const
+{
+    auto snap = store.quick([](QuotaLimiter& l) { return l.snapshot(); });
+    if (!snap)
+        return 1;
+    const ProviderCapacity c = Capacity::forProvider(
+        snap->state, m_provider, snap->limits.find(m_provider), snap->nowMs, &store.probe());
+    if (c.nextCallInMs <= 0 || c.nextCallInMs == Capacity::NEVER)
+        return 1;
+    return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
+}
+
+QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& headers)
+{
+    HeaderLesson lesson;
+    lesson.nowMs = m_clock->unixMs();
+    const RateLimitReport report = RateLimitHeaders::parse(headers, lesson.nowMs);
+    lesson.retryAfterMs = report.retryAfterMs;
+    // The provider's own word that a budget is spent until some time: nobody goes before it.
+    if (const auto until = report.exhaustedUntilMs(); until && *until > lesson.nowMs)
+        lesson.holdUntilMs = *until;
+    // The provider's own limits (per minute, as both document them): kept for status and the
+    // dashboard, and a limit-mismatch event when they differ from Tollgate's.
+    lesson.reportedRequests = report.requests.limit.value_or(-1);
+    lesson.reportedTokens = report.tokens.limit.value_or(-1);
+    lesson.tell = (lesson.reportedRequests >= 0 || lesson.reportedTokens >= 0)
+        && m_reported.due(lesson.reportedRequests, lesson.reportedTokens, lesson.nowMs);
+    return lesson;
+}
+
+void QuotaExchange::learnFromHeaders(
+    ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller)
+{
+    if (lesson.holdUntilMs) {
+        const std::int64_t until = *lesson.holdUntilMs;
+        (void)store.quick([&](QuotaLimiter& l) {
+            return l.holdUntil(m_provider, until,
+                "the provider reports nothing left until "
+                    + std::to_string((until - lesson.nowMs + 999) / 1000) + " s from now (" + caller
+                    + "'s answer)");
+        });
+    }
+    if (lesson.tell) {
+        m_reported.note(lesson.reportedRequests, lesson.reportedTokens, lesson.nowMs, [&] {
+            return store
+                .quick([&](QuotaLimiter& l) {
+                    return l.noteReportedLimits(
+                        m_provider, lesson.reportedRequests, lesson.reportedTokens, caller);
+                })
+                .ok();
+        });
+    }
+}
+
+void QuotaExchange::settle(
+    ExchangeStore& store, Permit& permit, const Answer& answer, const std::string& caller)
+{
+    const AnswerKind kind = answer.answered
+        ? AnswerKind::of(static_cast<int>(answer.status), answer.retryAfterMs.has_value(), answer.errorBody)
+        : AnswerKind {};
+    const bool ok = answer.answered && kind.kind == AnswerKind::Kind::Ok;
+    (void)store.quick(
+        [&](QuotaLimiter&) { return permit.finish(answer.usage ? answer.usage->total() : -1, ok); });
+    if (answer.answered)
+        learnFromAnswer(store, kind, answer, caller);
+}
+
+void QuotaExchange::abandon(ExchangeStore& store, Permit& permit) const
+{
+    (void)store.quick([&](QuotaLimiter&) { return permit.finish(-1, false); });
+}
+
+// A success was recorded with the slot (finish); what else the answer means needs its body.
+void QuotaExchange::learnFromAnswer(
+    ExchangeStore& store, const AnswerKind& kind, const Answer& answer, const std::string& caller)
+{
+    switch (kind.kind) {
+    case AnswerKind::Kind::RateLimited:
+        (void)store.quick(
+            [&](QuotaLimiter& l) { return l.report429(m_provider, caller, answer.retryAfterMs); });
+        break;
+    case AnswerKind::Kind::SpendCap:
+        (void)store.quick([&](QuotaLimiter& l) {
+            return l.pause(
+                m_provider, "the provider reports a spending cap: " + kind.reason, "tollgate proxy");
+        });
+        break;
+    case AnswerKind::Kind::Overloaded: {
+        // Recorded for the history and the dashboard; the provider's load is not this key's
+        // quota, so nobody backs off for it (the client's own retry handles it).
+        HistoryEvent e;
+        e.timeMs = m_clock->unixMs();
+        e.type = EventType::Overloaded;
+        e.provider = m_provider;
+        e.caller = caller;
+        e.reason = "the provider answered " + std::to_string(answer.status) + " (overloaded)";
+        (void)store.quick([&](QuotaLimiter& l) { return l.record({ e }); });
+        break;
+    }
+    case AnswerKind::Kind::Ok:
+    case AnswerKind::Kind::Other:
+        break;
+    }
+}
+
+void QuotaExchange::letGo(Permit& permit)
+{
+    if (!permit.holdsSlot() || permit.release())
+        return;
+    try {
+        m_owed.add({ permit.provider(), permit.fence() });
+    } catch (...) {
+        // No memory to remember it: left to the process's exit or `tollgate release`.
+    }
+    permit.detach(); // owed now: its destructor must not try (and wait) again
+}
+
+void QuotaExchange::giveBackOwed(ExchangeStore* store)
+{
+    std::vector<OwedSlots::Owed> owed = m_owed.takeAll();
+    bool reachable = store != nullptr;
+    for (auto& o : owed) {
+        if (reachable) {
+            auto r = store->quick([&](QuotaLimiter& l) { return l.releaseSlot(o.provider, o.fence, ""); });
+            if (r || r.error().kind == ErrorKind::Usage)
+                continue;
+            reachable = false;
+        }
+        try {
+            m_owed.add(std::move(o));
+        } catch (...) {
+            // As in letGo: left to the process's exit or `tollgate release`.
+        }
+    }
+}
+
+} // namespace tollgate

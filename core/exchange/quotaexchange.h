@@ -1,0 +1,159 @@
+#pragma once
+
+// QuotaExchange: what one proxied request means for the shared quota, from its admission to
+// what its answer says — the quota decisions `tollgate proxy` makes around an upstream
+// exchange, without the transport (docs/PROXY.md, "A request's way" and "What the proxy
+// learns from answers"):
+//
+//   askFor        one call, the estimated tokens and the body's model, a parallel slot held
+//                 for the whole exchange, under the caller's name
+//   firstTry      a try (never queued); a request that must wait says so (mustWait)
+//   waitInQueue   the wait in the quota's FIFO queue, until --queue-timeout or a cancel
+//   conclude      a refusal as the client hears it: 429 with the limiter's own Retry-After
+//                 after the queue timeout, 400 for what can never be admitted, else 502
+//   readHeaders   what the answer's rate-limit headers say, before its body streams: a budget
+//                 at remaining 0 with a reset (a hold), the provider's own limits (the memo)
+//   settle        the slot back with the real usage and, for a 2xx, the success, in one store
+//                 operation; then a 429 reported for everyone, a spend cap pauses, an
+//                 overload is recorded
+//   letGo         a slot the store did not take back is owed, and given back later
+//
+// Invariants:
+// - Synchronous: every call is a few store operations at most (waitInQueue waits in the
+//   queue). The proxy calls it from its store threads, never from its event loop — except
+//   askFor and readHeaders, which do no store work.
+// - One object serves every request of a proxy, from several threads at once: what it keeps
+//   (the reported-limits memo, the slots owed) is thread-safe; a request's ExchangeStore is
+//   the caller's, used by one thread at a time, and notes the store's failures.
+// - Time is the injected clock's (the limiter's own clock dates admissions and windows).
+// - No exception escapes: a store operation's error is a Result, noted in the ExchangeStore;
+//   one that cannot be done leaves the quota as the store has it (the estimate stands, the
+//   slot is owed).
+
+#include "backend/permit.h"
+#include "base/clock.h"
+#include "base/result.h"
+#include "exchange/exchangestore.h"
+#include "exchange/owedslots.h"
+#include "exchange/reportedlimitsmemo.h"
+#include "provider/answerkind.h"
+#include "provider/ratelimitheaders.h"
+#include "provider/requestestimate.h"
+#include "provider/usagemeter.h"
+#include "quota/quotapolicy.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace tollgate {
+
+class QuotaExchange
+{
+public:
+    // An answer of the proxy's own to a request the quota did not admit.
+    struct Refusal
+    {
+        unsigned status = 0;
+        std::string message;
+        std::optional<std::int64_t> retryAfterSeconds;
+    };
+
+    // How an admission went: a permit, or a refusal (none to give when the client hung up
+    // while it waited: hungUp), or (after a first try only) a wait in the queue to come.
+    struct Admission
+    {
+        std::optional<Permit> permit;
+        std::optional<Refusal> refusal;
+        bool mustWait = false;
+        bool hungUp = false;
+    };
+
+    // What the upstream answered, as far as the quota cares.
+    struct Answer
+    {
+        bool answered = false; // false: no answer came (status and the rest mean nothing)
+        unsigned status = 0;
+        std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
+        std::string errorBody; // the first bytes of a non-2xx body
+        std::optional<TokenUsage> usage; // a 2xx's real usage, if it said
+    };
+
+    // What an answer's headers say (readHeaders), for learnFromHeaders.
+    struct HeaderLesson
+    {
+        std::int64_t nowMs = 0; // when they were read
+        std::optional<std::int64_t> retryAfterMs;
+        // The provider's own word that a budget is spent until then (in the future).
+        std::optional<std::int64_t> holdUntilMs;
+        // The provider's own limits per minute (-1: not in this answer) and whether the store
+        // is to be told of them (ReportedLimitsMemo).
+        std::int64_t reportedRequests = -1;
+        std::int64_t reportedTokens = -1;
+        bool tell = false;
+        // Whether learnFromHeaders has store work to do (most answers: none).
+        [[nodiscard]] bool needsStore() const { return holdUntilMs.has_value() || tell; }
+    };
+
+    QuotaExchange(std::string provider, std::chrono::milliseconds queueTimeout, const Clock& clock);
+    QuotaExchange(const QuotaExchange&) = delete;
+    QuotaExchange& operator=(const QuotaExchange&) = delete;
+
+    [[nodiscard]] const std::string& provider() const { return m_provider; }
+
+    // What a request asks of the shared quota: one call, its estimated tokens and model, a
+    // slot. `caller`: already sanitised (QuotaLimiter::sanitizeCaller).
+    [[nodiscard]] AdmitRequest askFor(const RequestEstimate& estimate, std::string caller) const;
+
+    // The first try at admission: admitted now, refused, or mustWait when others wait or
+    // there is no room yet.
+    [[nodiscard]] Admission firstTry(ExchangeStore& store, const AdmitRequest& request) const;
+    // Waits in the quota's FIFO queue until admitted, the queue timeout, or `cancel` (the
+    // client hung up).
+    [[nodiscard]] Result<Permit> waitInQueue(
+        ExchangeStore& store, const AdmitRequest& request, const std::atomic<bool>& cancel) const;
+    // The admission, or the refusal to answer, of what an acquire returned.
+    [[nodiscard]] Admission conclude(ExchangeStore& store, Result<Permit>&& permit, bool hungUp) const;
+    // When a call could go again, in whole seconds (at least 1), as the SDKs' retry logic
+    // reads Retry-After: the limiter's own verdict on the state as it is now. A held slot or
+    // a pause is not time-bound: then 1 s (look again soon). A store read.
+    [[nodiscard]] std::int64_t retryAfterSeconds(ExchangeStore& store) const;
+
+    // What the answer's headers say; no store work (the memo is asked whether it is due).
+    [[nodiscard]] HeaderLesson readHeaders(const HttpHeaders& headers);
+    // Acts on them before the body streams: a hold must be in place before the exchange's
+    // slot is given back, or the next admission would not see it. `caller`: whose answer.
+    void learnFromHeaders(ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller);
+
+    // The end of the exchange: the slot back with the real usage (-1: the estimate stands)
+    // and, for a 2xx, the success; then what the answer means (report429, pause, overloaded).
+    void settle(ExchangeStore& store, Permit& permit, const Answer& answer, const std::string& caller);
+    // An exchange given up before any answer (the client left mid-body, a member named twice):
+    // the slot back, the estimate stands, no success.
+    void abandon(ExchangeStore& store, Permit& permit) const;
+
+    // Lets go of a permit whose request is done: a slot it still holds is released, and owed
+    // when the store does not take it back (the permit is detached then: its destructor must
+    // not try, and wait, again).
+    void letGo(Permit& permit);
+    // Gives back the slots owed: taken back, gone already, or of a provider no longer known is
+    // done; a store failure keeps it owed, and the rest untried (each try could wait a store's
+    // whole timeout). `store` null: the store cannot be reached (all stay owed).
+    void giveBackOwed(ExchangeStore* store);
+    [[nodiscard]] bool owesSlots() const { return !m_owed.empty(); }
+    [[nodiscard]] std::size_t owedSlots() const { return m_owed.size(); }
+
+private:
+    void learnFromAnswer(
+        ExchangeStore& store, const AnswerKind& kind, const Answer& answer, const std::string& caller);
+
+    const std::string m_provider;
+    const std::chrono::milliseconds m_queueTimeout;
+    const Clock* m_clock; // not owned
+    ReportedLimitsMemo m_reported;
+    OwedSlots m_owed;
+};
+
+} // namespace tollgate

@@ -1,0 +1,513 @@
+// QuotaExchange: the proxy's quota decisions for one request, without the transport — admission
+// by the request's estimate, settling with the answer's real usage, what a 429, a spend cap
+// and an overload mean, what rate-limit headers say (a hold, the provider's own limits, asked of
+// the store only when worth it), and a slot the store did not take back, owed and given back
+// later. Over the memory store (behind a switch that makes it fail) with a manual clock: every
+// acquire is a try or a queue wait with no time to wait, so nothing sleeps.
+
+#include "backend/quotalimiter.h"
+#include "base/manualclock.h"
+#include "exchange/quotaexchange.h"
+#include "quota/limitmismatch.h"
+#include "store/memoryquotastore.h"
+
+#include <QTest>
+#include <memory>
+
+using namespace tollgate;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The memory store, or a store that is down (every operation fails as an unreachable store's
+// would): what the proxy meets when Redis goes away mid-exchange.
+class SwitchableStore final : public QuotaStore
+{
+public:
+    using QuotaStore::transact;
+    Result<void> transact(const StoreWait& wait, const TxFunction& fn) override
+    {
+        if (down)
+            return Error::make(ErrorKind::Io, {}, "the store is down (test)");
+        return m_memory.transact(wait, fn);
+    }
+    Result<void> updateLimits(const LimitsFunction& fn) override
+    {
+        if (down)
+            return Error::make(ErrorKind::Io, {}, "the store is down (test)");
+        return m_memory.updateLimits(fn);
+    }
+    std::uint32_t changeMark() const override { return m_memory.changeMark(); }
+    void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override
+    {
+        m_memory.waitForChange(mark, timeout);
+    }
+    std::string describe() const override { return "memory (switchable)"; }
+    MemoryQuotaStore& memory() { return m_memory; }
+
+    bool down = false;
+
+private:
+    MemoryQuotaStore m_memory;
+};
+
+HttpHeaders headers(std::initializer_list<std::pair<const char*, const char*>> list)
+{
+    HttpHeaders out;
+    for (const auto& [name, value] : list)
+        out.emplace_back(name, value);
+    return out;
+}
+
+QuotaExchange::Answer answer(
+    unsigned status, std::string body = {}, std::optional<std::int64_t> retryAfterMs = {})
+{
+    QuotaExchange::Answer a;
+    a.answered = true;
+    a.status = status;
+    a.errorBody = std::move(body);
+    a.retryAfterMs = retryAfterMs;
+    return a;
+}
+
+} // namespace
+
+class TestQuotaExchange final : public QObject
+{
+    Q_OBJECT
+private Q_SLOTS:
+    void init();
+
+    void aRequestIsAdmittedByItsEstimateWithASlot();
+    void realUsageBelowTheEstimateFreesTheRest();
+    void realUsageAboveTheEstimateCountsWhole();
+    void aFailureWithoutUsageLeavesTheEstimate();
+    void a429WithRetryAfterBacksEveryoneOff();
+    void aSpendCapPausesTheProvider();
+    void anOverloadIsRecordedWithoutBackoff();
+    void remainingZeroHoldsEveryoneUntilTheReset();
+    void reportedLimitsAreToldOnlyWhenWorthIt();
+    void anOwedSlotIsGivenBackLater();
+    void aWaitThatIsCancelledSaysTheClientHungUp();
+
+private:
+    // The provider's limits: `parallel` slots, 100 requests and 1000 tokens a minute, and the
+    // same 1000 tokens for model "m".
+    void setLimits(std::int64_t parallel = 2);
+    QuotaExchange::Admission admit(
+        std::int64_t tokens, const char* caller = "agent", const char* model = "m");
+    const ProviderState& state();
+    std::vector<HistoryEvent> events(EventType type);
+
+    ManualClock m_clock { std::chrono::system_clock::now() };
+    ProcessProbe m_probe;
+    std::unique_ptr<SwitchableStore> m_store;
+    std::unique_ptr<QuotaLimiter> m_limiter;
+    std::unique_ptr<ExchangeStore> m_exchangeStore;
+    std::unique_ptr<QuotaExchange> m_exchange;
+    QuotaState m_state; // the last state() read
+};
+
+void TestQuotaExchange::init()
+{
+    m_clock.set(std::chrono::system_clock::now());
+    m_exchange.reset();
+    m_exchangeStore.reset();
+    m_limiter.reset();
+    m_store = std::make_unique<SwitchableStore>();
+    m_limiter = std::make_unique<QuotaLimiter>(*m_store, m_clock, m_probe);
+    m_limiter->seedJitter(1);
+    m_exchangeStore = std::make_unique<ExchangeStore>(*m_limiter, m_probe);
+    // A queue timeout of 0: a wait in the queue is a try (nothing sleeps here).
+    m_exchange = std::make_unique<QuotaExchange>("p", 0ms, m_clock);
+    setLimits();
+}
+
+void TestQuotaExchange::setLimits(std::int64_t parallel)
+{
+    ProviderLimits l;
+    l.requests = 100;
+    l.tokens = 1000;
+    l.windowMs = 60000;
+    l.parallel = parallel;
+    ModelLimits m;
+    m.tokens = 1000;
+    l.models["m"] = m;
+    QVERIFY(m_limiter->setLimits("p", l, "test").ok());
+}
+
+QuotaExchange::Admission TestQuotaExchange::admit(std::int64_t tokens, const char* caller, const char* model)
+{
+    RequestEstimate estimate;
+    estimate.model = model;
+    estimate.inputTokens = tokens / 2;
+    estimate.maxOutputTokens = tokens - tokens / 2;
+    return m_exchange->firstTry(*m_exchangeStore, m_exchange->askFor(estimate, caller));
+}
+
+const ProviderState& TestQuotaExchange::state()
+{
+    auto snap = m_limiter->snapshot();
+    if (!snap.ok())
+        qFatal("snapshot: %s", snap.error().describe().c_str());
+    m_state = snap->state;
+    return m_state.ensureProvider("p");
+}
+
+std::vector<HistoryEvent> TestQuotaExchange::events(EventType type)
+{
+    std::vector<HistoryEvent> out;
+    auto batch = m_store->memory().history()->poll();
+    if (batch.ok()) {
+        for (const auto& e : batch->events) {
+            if (e.type == type)
+                out.push_back(e);
+        }
+    }
+    return out;
+}
+
+void TestQuotaExchange::aRequestIsAdmittedByItsEstimateWithASlot()
+{
+    // What the request asks: one call for its body's model, its estimated tokens, a slot.
+    const RequestEstimate estimate = RequestEstimate::of(R"({"model":"m","max_tokens":300,"messages":[]})");
+    const AdmitRequest ask = m_exchange->askFor(estimate, "agent");
+    QCOMPARE(ask.provider, std::string("p"));
+    QCOMPARE(ask.caller, std::string("agent"));
+    QCOMPARE(ask.model, std::string("m"));
+    QCOMPARE(ask.tokens, estimate.tokens());
+    QVERIFY(ask.tokens > 300);
+    QVERIFY(ask.wantsSlot);
+
+    auto first = m_exchange->firstTry(*m_exchangeStore, ask);
+    QVERIFY(first.permit);
+    QVERIFY(first.permit->holdsSlot());
+    QVERIFY(!first.mustWait && !first.refusal && !first.hungUp);
+    const ProviderState& p = state();
+    QCOMPARE(p.slots.size(), std::size_t(1));
+    QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, ask.tokens);
+    QCOMPARE(p.scope("m")->window.usage(m_clock.unixMs()).tokens, ask.tokens);
+
+    // No room left for this estimate in the window: not refused, but to wait in the queue.
+    auto second = admit(1000 - ask.tokens + 1);
+    QVERIFY(second.mustWait);
+    QVERIFY(!second.permit && !second.refusal);
+    QVERIFY(!m_exchangeStore->failed()); // a wait is an answer of a working store
+    // The rest of the window taken: no call at all can go before the window moves.
+    setLimits(3);
+    auto rest = admit(1000 - ask.tokens);
+    QVERIFY(rest.permit);
+    // Its wait (no time to wait here) ends in a 429 whose Retry-After is the window's.
+    std::atomic<bool> cancel { false };
+    RequestEstimate tooMuch;
+    tooMuch.inputTokens = 1000 - ask.tokens + 1;
+    auto waited = m_exchange->waitInQueue(*m_exchangeStore, m_exchange->askFor(tooMuch, "late"), cancel);
+    QVERIFY(!waited.ok());
+    QCOMPARE(waited.error().kind, ErrorKind::Timeout);
+    auto refused = m_exchange->conclude(*m_exchangeStore, std::move(waited), false);
+    QVERIFY(refused.refusal);
+    QCOMPARE(refused.refusal->status, 429u);
+    QVERIFY(refused.refusal->message.find("'p'") != std::string::npos);
+    QVERIFY(refused.refusal->retryAfterSeconds);
+    QVERIFY(*refused.refusal->retryAfterSeconds > 1);
+    QVERIFY(*refused.refusal->retryAfterSeconds <= 62); // the window, and one bucket (rollingwindow.h)
+    QVERIFY(!refused.hungUp);
+
+    // What can never be admitted (an unknown provider) is a 400, not a 429.
+    AdmitRequest unknown = ask;
+    unknown.provider = "nobody";
+    auto never = m_exchange->firstTry(*m_exchangeStore, unknown);
+    QVERIFY(never.refusal);
+    QCOMPARE(never.refusal->status, 400u);
+    QVERIFY(!never.hungUp); // a refusal to answer: the client is there
+    QVERIFY(!never.refusal->retryAfterSeconds);
+}
+
+void TestQuotaExchange::realUsageBelowTheEstimateFreesTheRest()
+{
+    QVERIFY(m_limiter->report429("p", "x", 1).ok());
+    m_clock.advance(5min); // past the backoff and the careful pace after it
+    QCOMPARE(state().consecutive429, 1);
+    auto admitted = admit(900);
+    QVERIFY(admitted.permit);
+    QVERIFY(admit(200).mustWait); // the estimate fills the window
+    QuotaExchange::Answer ok = answer(200);
+    ok.usage = TokenUsage { 100, 50 };
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent");
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QCOMPARE(p.consecutive429, 0); // a success ends the 429 streak
+    QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(150));
+    QCOMPARE(p.scope("m")->window.usage(m_clock.unixMs()).tokens, std::int64_t(150));
+    QVERIFY(admit(800).permit); // the room the estimate took is free again
+}
+
+void TestQuotaExchange::realUsageAboveTheEstimateCountsWhole()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    QuotaExchange::Answer ok = answer(200);
+    ok.usage = TokenUsage { 300, 400 };
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent");
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(700));
+    QCOMPARE(p.scope("m")->window.usage(m_clock.unixMs()).tokens, std::int64_t(700));
+    QVERIFY(admit(301).mustWait); // 700 used of 1000
+    QVERIFY(admit(300).permit);
+}
+
+void TestQuotaExchange::aFailureWithoutUsageLeavesTheEstimate()
+{
+    QVERIFY(m_limiter->report429("p", "x", 1).ok());
+    m_clock.advance(5min);
+    auto admitted = admit(400);
+    QVERIFY(admitted.permit);
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, answer(500, R"({"error":"boom"})"), "agent");
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty()); // the slot is back however the answer went
+    QCOMPARE(p.consecutive429, 1); // no success: the streak stands
+    QCOMPARE(p.backoffUntilMs <= m_clock.unixMs(), true); // and a 500 backs nobody off
+    QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(400));
+    // No answer at all (the upstream never answered): the same, and nothing learnt.
+    auto again = admit(100);
+    QVERIFY(again.permit);
+    m_exchange->settle(*m_exchangeStore, *again.permit, QuotaExchange::Answer {}, "agent");
+    QVERIFY(state().slots.empty());
+    QCOMPARE(state().scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(500));
+    // Given up before any answer (abandon): the slot back, the estimate stands.
+    auto third = admit(100);
+    QVERIFY(third.permit);
+    m_exchange->abandon(*m_exchangeStore, *third.permit);
+    QVERIFY(!third.permit->holdsSlot());
+    QVERIFY(state().slots.empty());
+    QCOMPARE(state().scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(600));
+}
+
+void TestQuotaExchange::a429WithRetryAfterBacksEveryoneOff()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    const auto lesson
+        = m_exchange->readHeaders(headers({ { "Retry-After", "30" }, { "content-type", "json" } }));
+    QCOMPARE(lesson.retryAfterMs, std::optional<std::int64_t>(30000));
+    QVERIFY(!lesson.needsStore()); // a retry-after alone is the settle's business
+    m_exchange->settle(*m_exchangeStore, *admitted.permit,
+        answer(429, R"({"type":"error","error":{"type":"rate_limit_error","message":"slow down"}})",
+            lesson.retryAfterMs),
+        "agent");
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QCOMPARE(p.consecutive429, 1);
+    QCOMPARE(p.rateLimitedTotal, std::uint64_t(1));
+    QVERIFY(p.backoffUntilMs >= m_clock.unixMs() + 30000); // the provider's value is honoured
+    QCOMPARE(events(EventType::RateLimited).size(), std::size_t(1));
+    QCOMPARE(events(EventType::RateLimited)[0].caller, std::string("agent"));
+    // Everyone backs off: the next request waits, and hears when to come back.
+    auto next = admit(10, "other");
+    QVERIFY(next.mustWait);
+    std::atomic<bool> cancel { false };
+    auto refused = m_exchange->conclude(*m_exchangeStore,
+        m_exchange->waitInQueue(*m_exchangeStore, m_exchange->askFor(RequestEstimate {}, "other"), cancel),
+        false);
+    QVERIFY(refused.refusal);
+    QCOMPARE(refused.refusal->status, 429u);
+    QVERIFY(*refused.refusal->retryAfterSeconds >= 30);
+    m_clock.advance(std::chrono::milliseconds(p.backoffUntilMs - m_clock.unixMs() + 1));
+    m_clock.advance(5min); // and past the careful pace after it
+    QVERIFY(admit(10, "other").permit);
+}
+
+void TestQuotaExchange::aSpendCapPausesTheProvider()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    m_exchange->settle(*m_exchangeStore, *admitted.permit,
+        answer(429,
+            R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}})"),
+        "agent");
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QVERIFY(p.paused);
+    QVERIFY(p.pauseReason.find("spending cap") != std::string::npos);
+    QCOMPARE(p.consecutive429, 0); // not a rate: no backoff
+    QCOMPARE(p.backoffUntilMs <= m_clock.unixMs(), true);
+    // Paused until someone resumes it, however long one waits: Retry-After 1 (look again soon).
+    m_clock.advance(1h);
+    QVERIFY(admit(10).mustWait);
+    std::atomic<bool> cancel { false };
+    auto refused = m_exchange->conclude(*m_exchangeStore,
+        m_exchange->waitInQueue(*m_exchangeStore, m_exchange->askFor(RequestEstimate {}, "b"), cancel),
+        false);
+    QVERIFY(refused.refusal);
+    QCOMPARE(refused.refusal->status, 429u);
+    QCOMPARE(refused.refusal->retryAfterSeconds, std::optional<std::int64_t>(1));
+    QVERIFY(m_limiter->resume("p", "test").ok());
+    QVERIFY(admit(10).permit);
+}
+
+void TestQuotaExchange::anOverloadIsRecordedWithoutBackoff()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    m_exchange->settle(*m_exchangeStore, *admitted.permit,
+        answer(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"),
+        "agent");
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QCOMPARE(p.consecutive429, 0);
+    QVERIFY(!p.paused);
+    const auto overloaded = events(EventType::Overloaded);
+    QCOMPARE(overloaded.size(), std::size_t(1));
+    QCOMPARE(overloaded[0].caller, std::string("agent"));
+    QCOMPARE(overloaded[0].timeMs, m_clock.unixMs());
+    QVERIFY(overloaded[0].reason.find("529") != std::string::npos);
+    QVERIFY(admit(10).permit); // nobody backs off
+}
+
+void TestQuotaExchange::remainingZeroHoldsEveryoneUntilTheReset()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    // A budget with something left, or spent with a reset already past: nothing to hold.
+    QVERIFY(!m_exchange
+                 ->readHeaders(headers(
+                     { { "x-ratelimit-remaining-tokens", "5" }, { "x-ratelimit-reset-tokens", "20s" } }))
+                 .needsStore());
+    QVERIFY(!m_exchange->readHeaders(headers({ { "x-ratelimit-remaining-tokens", "0" } })).needsStore());
+    // Spent until 20 s from now.
+    const auto lesson = m_exchange->readHeaders(
+        headers({ { "x-ratelimit-remaining-tokens", "0" }, { "x-ratelimit-reset-tokens", "20s" } }));
+    QVERIFY(lesson.needsStore());
+    QCOMPARE(lesson.holdUntilMs, std::optional<std::int64_t>(m_clock.unixMs() + 20000));
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    // In place before the slot is given back: the next admission sees it.
+    QVERIFY(state().slots.size() == 1);
+    QCOMPARE(state().backoffUntilMs, m_clock.unixMs() + 20000);
+    QCOMPARE(state().consecutive429, 0); // a hold is not a 429
+    const auto holds = events(EventType::Hold);
+    QCOMPARE(holds.size(), std::size_t(1));
+    QVERIFY(holds[0].reason.find("20 s from now (agent's answer)") != std::string::npos);
+    QVERIFY(admit(10, "other").mustWait);
+    m_clock.advance(19999ms);
+    QVERIFY(admit(10, "other").mustWait);
+    m_clock.advance(1ms);
+    QVERIFY(admit(10, "other").permit);
+}
+
+void TestQuotaExchange::reportedLimitsAreToldOnlyWhenWorthIt()
+{
+    const auto reporting = [](const char* requests) {
+        return headers({ { "anthropic-ratelimit-requests-limit", requests },
+            { "anthropic-ratelimit-tokens-limit", "1000" } });
+    };
+    auto lesson = m_exchange->readHeaders(reporting("40"));
+    QVERIFY(lesson.tell);
+    QVERIFY(!lesson.holdUntilMs);
+    QCOMPARE(lesson.reportedRequests, std::int64_t(40));
+    QCOMPARE(lesson.reportedTokens, std::int64_t(1000));
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().reportedRequests, std::int64_t(40));
+    QCOMPARE(state().reportedTokens, std::int64_t(1000));
+    const std::int64_t at = state().reportedAtMs;
+    QCOMPARE(at, m_clock.unixMs());
+    // 40 requests/min against 100: said once (the tokens agree: 1000 a minute).
+    QCOMPARE(events(EventType::LimitMismatch).size(), std::size_t(1));
+
+    // The same figures again, or none: the store is not asked.
+    QVERIFY(!m_exchange->readHeaders(reporting("40")).needsStore());
+    QVERIFY(!m_exchange->readHeaders(headers({ { "content-type", "json" } })).needsStore());
+    m_clock.advance(std::chrono::milliseconds(LimitMismatch::REFRESH_MS - 1));
+    QVERIFY(!m_exchange->readHeaders(reporting("40")).needsStore());
+    // Once REFRESH_MS has passed the same figures are told again (still reported).
+    m_clock.advance(1ms);
+    lesson = m_exchange->readHeaders(reporting("40"));
+    QVERIFY(lesson.tell);
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().reportedAtMs, at + LimitMismatch::REFRESH_MS);
+    QVERIFY(!m_exchange->readHeaders(reporting("40")).needsStore());
+
+    // Other figures are told at once; what the store did not take is told with the next answer.
+    lesson = m_exchange->readHeaders(reporting("50"));
+    QVERIFY(lesson.tell);
+    m_store->down = true;
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QVERIFY(m_exchangeStore->failed());
+    m_store->down = false;
+    QCOMPARE(state().reportedRequests, std::int64_t(40));
+    lesson = m_exchange->readHeaders(reporting("50"));
+    QVERIFY(lesson.tell);
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().reportedRequests, std::int64_t(50));
+    QVERIFY(!m_exchange->readHeaders(reporting("50")).needsStore());
+}
+
+void TestQuotaExchange::anOwedSlotIsGivenBackLater()
+{
+    setLimits(1);
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    QVERIFY(admitted.permit->holdsSlot());
+    const std::uint64_t fence = admitted.permit->fence();
+    // The store fails just as the exchange ends: the slot is owed, the permit lets go of it.
+    m_store->down = true;
+    m_exchange->letGo(*admitted.permit);
+    QVERIFY(!admitted.permit->holdsSlot());
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(1));
+    QVERIFY(m_exchange->owesSlots());
+    // Still down: still owed.
+    m_exchange->giveBackOwed(m_exchangeStore.get());
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(1));
+    QVERIFY(m_exchangeStore->failed());
+    m_store->down = false;
+    m_exchange->giveBackOwed(nullptr); // the store cannot be reached: still owed
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(1));
+    // Meanwhile the slot looks held to everyone (its holder, this process, lives).
+    QCOMPARE(state().slots.size(), std::size_t(1));
+    QCOMPARE(state().slots[0].fence, fence);
+    QVERIFY(admit(10, "other").mustWait);
+    // Later the store takes it back: owed no more, and the next request gets the slot.
+    ExchangeStore fresh(*m_limiter, m_probe);
+    m_exchange->giveBackOwed(&fresh);
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(0));
+    QVERIFY(!fresh.failed());
+    QVERIFY(state().slots.empty());
+    auto next = admit(10, "other");
+    QVERIFY(next.permit);
+
+    // A slot released by hand meanwhile is gone: not owed forever.
+    m_store->down = true;
+    m_exchange->letGo(*next.permit);
+    m_store->down = false;
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(1));
+    auto byHand = m_limiter->releaseSlot("p", next.permit->fence(), "test");
+    QVERIFY(byHand.ok() && *byHand);
+    m_exchange->giveBackOwed(&fresh);
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(0));
+    // A permit whose slot the store took back is not owed.
+    auto last = admit(10, "other");
+    QVERIFY(last.permit);
+    m_exchange->letGo(*last.permit);
+    QCOMPARE(m_exchange->owedSlots(), std::size_t(0));
+    QVERIFY(state().slots.empty());
+}
+
+void TestQuotaExchange::aWaitThatIsCancelledSaysTheClientHungUp()
+{
+    QuotaExchange patient("p", 1h, m_clock); // a long queue timeout: only the cancel ends the wait
+    setLimits(1);
+    auto holder = admit(10);
+    QVERIFY(holder.permit);
+    std::atomic<bool> cancel { true }; // the client is gone already
+    auto waited = patient.waitInQueue(*m_exchangeStore, patient.askFor(RequestEstimate {}, "gone"), cancel);
+    QVERIFY(!waited.ok());
+    QCOMPARE(waited.error().kind, ErrorKind::Timeout);
+    auto concluded = patient.conclude(*m_exchangeStore, std::move(waited), cancel.load());
+    QVERIFY(concluded.hungUp);
+    QVERIFY(!concluded.permit);
+    QVERIFY(state().queue.empty()); // it left the queue
+    QCOMPARE(state().slots.size(), std::size_t(1));
+}
+
+QTEST_APPLESS_MAIN(TestQuotaExchange)
+#include "tst_quotaexchange.moc"
