@@ -91,6 +91,29 @@ QuotaState crowdedState()
     return s;
 }
 
+// Format 4: a provider scope that splits tokens and counts a rolling day, a class that
+// counts a calendar day (issue 25's metrics).
+QuotaState providerTermsState()
+{
+    QuotaState s;
+    auto& p = s.ensureProvider("anthropic");
+    ScopeWindow provider { "", RollingWindow(60000) };
+    provider.split = true;
+    provider.day = ScopeWindow::Day::Rolling;
+    for (std::int64_t t = 0; t < 120000; t += 7000) {
+        provider.window.record(1735420800000 + t, RollingWindow::Usage { 1, 300 + t / 1000, 200, 100 + t / 1000 });
+        provider.rollingDay.record(1735420800000 + t, RollingWindow::Usage { 1, 300, 200, 100 });
+    }
+    p.scopes.push_back(provider);
+    ScopeWindow opus { "opus", RollingWindow(60000) };
+    opus.split = true;
+    opus.day = ScopeWindow::Day::Calendar;
+    opus.dayStartMs = 1735372800000;
+    opus.dayUsed = RollingWindow::Usage { 40, 90000, 60000, 30000 };
+    p.scopes.push_back(opus);
+    return s;
+}
+
 // A slot-0-only state.bin image as StateFile::write leaves it: write twice (sequence 1 goes
 // to slot 1, sequence 2 to slot 0), then keep slot 0 (header + payload) only.
 std::string slot0Image(const QuotaState& s)
@@ -142,6 +165,7 @@ int main(int argc, char** argv)
         { "busy", busyState() },
         { "paused", pausedState() },
         { "crowded", crowdedState() },
+        { "provider-terms", providerTermsState() },
     };
     for (const auto& [name, s] : states) {
         const std::string payload = s.encode();

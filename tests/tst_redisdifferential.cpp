@@ -673,10 +673,14 @@ void TestRedisDifferential::longestWindow(Twins& t)
     std::int64_t modelFreedAt = 0;
     for (int hour = 0; hour < 8 * 24; hour += hour < 6 * 24 ? 24 : 1) {
         t.advance(hour < 6 * 24 ? 24 * 3600 * 1000 : 3600 * 1000);
-        QVERIFY2(t.admit("hour " + std::to_string(hour), wide, 10 + hour, &out), t.why());
+        // The model's request first: its bucket leaves the provider's window (same length) at
+        // the same moment, so a provider-wide request tried first would take that room and
+        // hold the model back for as long as the wide requests' own bucket (whether the two
+        // share a bucket depends on where the clock started).
         QVERIFY2(t.admit("model, hour " + std::to_string(hour), model, 1000 + hour, &out), t.why());
         if (modelFreedAt == 0 && out.starts_with("admitted"))
             modelFreedAt = t.nowMs();
+        QVERIFY2(t.admit("hour " + std::to_string(hour), wide, 10 + hour, &out), t.why());
     }
     // Freed not before a whole window, and at most one bucket (5.25 h) later.
     QVERIFY(modelFreedAt != 0);
