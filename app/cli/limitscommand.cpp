@@ -64,8 +64,14 @@ std::string describeLimits(const ProviderLimits& l)
         out << ((window.any() || l.perDay.any()) ? ", " : "") << *l.parallel << " parallel";
     if (!window.any() && !l.perDay.any() && !l.parallel)
         out << "no limits";
-    if (l.headroomPercent != 100 && (window.any() || l.perDay.any()))
-        out << " (headroom " << l.headroomPercent << "% of what is set)";
+    if (l.headroomPercent != 100 && (window.any() || l.perDay.any())) {
+        ProviderLimits given = l;
+        given.headroomPercent = 100;
+        const std::string window = budgetWords(given, l.perWindow());
+        const std::string day = budgetWords(given, l.perDay);
+        out << " (headroom " << l.headroomPercent << "% of " << window
+            << (window.empty() || day.empty() ? "" : "; ") << (day.empty() ? "" : day + " per day") << ")";
+    }
     return out.str();
 }
 
