@@ -287,12 +287,34 @@ void TestProviderLimitsCli::aRedisHomeRefusesWhatItCannotEnforce()
     if (url.isEmpty())
         QSKIP("no TOLLGATE_TEST_REDIS_URL");
     const QString home = QString::fromUtf8(url) + QStringLiteral("/11");
-    auto r = cli(words("limits set p --requests 5 --output-tokens 10"), home);
+    // The split, a rolling day and classes of patterns are enforced there, as here...
+    auto r = cli(words("limits set p --requests 5 --output-tokens 10 --requests-per-day 50"), home);
+    QVERIFY2(r.code == 0, r.err.constData());
+    r = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("p"),
+                QStringLiteral("--class"), QStringLiteral("opus"), QStringLiteral("--models"),
+                QStringLiteral("claude-opus-*"), QStringLiteral("--requests"), QStringLiteral("1") },
+        home);
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(cli(words("acquire p --caller a --model claude-opus-4 --input-tokens 1 --output-tokens 6"), home)
+                 .code,
+        0);
+    r = cli(
+        words(
+            "acquire p --caller a --model claude-sonnet-4 --input-tokens 1 --output-tokens 6 --timeout 0.2"),
+        home);
+    QCOMPARE(r.code, 1); // 12 output tokens > 10
+    QVERIFY2(r.err.contains("tokens"), r.err.constData());
+    r = cli(
+        words("acquire p --caller a --model claude-opus-5 --input-tokens 1 --output-tokens 1 --timeout 0.2"),
+        home);
+    QCOMPARE(r.code, 1); // the class holds one request
+    // ...a calendar day, which needs the time-zone database, is refused by name, nothing changed.
+    r = cli(words("limits set p --day-resets 00:00@America/Los_Angeles"), home);
     QCOMPARE(r.code, 3);
-    QVERIFY2(r.err.contains("not enforced on a Redis home yet"), r.err.constData());
-    r = cli(words("limits show p"), home);
-    QVERIFY(r.code != 0); // nothing was stored
-    QCOMPARE(cli(words("limits set p --requests 5"), home).code, 0);
+    QVERIFY2(r.err.contains("is not enforced on a Redis home yet"), r.err.constData());
+    r = cli(words("limits show --json p"), home);
+    QCOMPARE(r.code, 0);
+    QCOMPARE(objectOf(r.out).value(QStringLiteral("day_resets")).toString(), QStringLiteral("rolling"));
     QCOMPARE(cli(words("limits remove p"), home).code, 0);
 }
 

@@ -478,6 +478,8 @@ void TestProviderQuota::badLimitsAreRefusedByName_data()
                                           << "holds something else, not a pattern";
     QTest::newRow("control in pattern") << R"({"models": {"opus": {"match": ["claude-\u0007"]}}})"
                                         << "control character";
+    QTest::newRow("too many stars") << R"({"models": {"opus": {"match": ["*a*b*c*"]}}})"
+                                    << "has more than 3 '*'";
     QTest::newRow("huge") << R"({"input_tokens": 1e300})"
                           << "input_tokens must be a whole number between 1 and 1099511627776";
     QTest::newRow("negative") << R"({"per_day": {"output_tokens": -5}})"

@@ -76,7 +76,17 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
         for (const auto& sc : p->scopes) {
             const auto u = sc.window.usage(s.nowMs);
             out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms "
-                + std::to_string(u.requests) + "r " + std::to_string(u.tokens) + "t]";
+                + std::to_string(u.requests) + "r " + std::to_string(u.tokens) + "t";
+            if (sc.split)
+                out += " " + std::to_string(u.input) + "i " + std::to_string(u.output) + "o";
+            if (sc.day == ScopeWindow::Day::Rolling) {
+                const auto d = sc.rollingDay.usage(s.nowMs);
+                out += " day " + std::to_string(d.requests) + "r " + std::to_string(d.tokens) + "t "
+                    + std::to_string(d.input) + "i " + std::to_string(d.output) + "o";
+            } else if (sc.day != ScopeWindow::Day::None) {
+                out += " calendar day";
+            }
+            out += "]";
         }
         for (const auto& w : p->queue)
             out += " w(" + w.caller + "," + std::to_string(w.tokens) + ")";
@@ -254,13 +264,17 @@ private:
 void TestRedisDifferential::sameDecisionsAndStateAtEveryStep_data()
 {
     QTest::addColumn<unsigned>("seed");
+    QTest::addColumn<bool>("providerTerms"); // issue 25's metrics, classes and days too
     for (unsigned seed : { 1u, 2u, 3u, 4u })
-        QTest::newRow(qPrintable(QStringLiteral("seed %1").arg(seed))) << seed;
+        QTest::newRow(qPrintable(QStringLiteral("seed %1").arg(seed))) << seed << false;
+    for (unsigned seed : { 5u, 6u, 7u, 8u })
+        QTest::newRow(qPrintable(QStringLiteral("seed %1, provider's terms").arg(seed))) << seed << true;
 }
 
 void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
 {
     QFETCH(unsigned, seed);
+    QFETCH(bool, providerTerms);
     ManualClock clock(std::chrono::system_clock::now());
     const ProcessProbe probe;
     QTemporaryDir dir;
@@ -282,7 +296,7 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
     std::mt19937_64 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };
     const char* providers[] = { "a", "b" };
-    const char* models[] = { "", "m1", "m2" };
+    const char* models[] = { "", "m1", "m2", "claude-opus-4-1", "claude-sonnet-4" };
     const std::int64_t deadPid = TestSupport::deadPid();
     auto randomLimits = [&]() {
         ProviderLimits l;
@@ -304,6 +318,33 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
             m.windowMs = 1000 * (1 + pick(10));
             l.models["m1"] = m;
         }
+        if (!providerTerms)
+            return l;
+        // Input and output per window, a rolling day above the window, classes of patterns
+        // that overlap (a request can count in both).
+        if (pick(2))
+            l.inputTokens = 200 + pick(800);
+        if (pick(2))
+            l.outputTokens = 100 + pick(500);
+        if (pick(2)) {
+            l.perDay.requests = *l.requests * (2 + pick(4));
+            if (l.outputTokens)
+                l.perDay.outputTokens = *l.outputTokens * (1 + pick(3));
+        }
+        ModelLimits opus;
+        opus.match = { pick(2) ? "claude-opus-*" : "claude-opus-[0-9]*", "m?" };
+        opus.requests = 1 + pick(5);
+        if (pick(2))
+            opus.inputTokens = 100 + pick(400);
+        if (pick(2))
+            opus.perDay.tokens = 2000 + pick(2000);
+        opus.windowMs = 1000 * (1 + pick(10));
+        l.models["opus"] = opus;
+        ModelLimits claude;
+        claude.match = { "claude-*" };
+        claude.outputTokens = 50 + pick(400);
+        claude.windowMs = 1000 * (1 + pick(10));
+        l.models["claude"] = claude;
         return l;
     };
     for (const char* p : providers) {
@@ -323,6 +364,12 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         admit.request.caller = "c" + std::to_string(pick(5));
         admit.request.model = models[pick(3)];
         admit.request.tokens = pick(4) ? pick(300) : 0;
+        if (providerTerms && pick(2)) { // a split, stated or estimated
+            admit.request.inputTokens = pick(400);
+            admit.request.outputTokens = pick(3) ? pick(300) : 0;
+            admit.request.tokens = admit.request.inputTokens + admit.request.outputTokens;
+            admit.request.estimated = pick(2);
+        }
         admit.request.wantsSlot = pick(2);
         admit.request.pid = pick(10) == 0 ? deadPid : ProcessProbe::selfPid();
         admit.request.waiterPid = ProcessProbe::selfPid();

@@ -97,78 +97,106 @@ local function width(w)
     if g < 1 then g = 1 end
     return g
 end
-local function newWindow(model, w)
+-- A window is { w = length, b = SLOTS buckets of 3 (index, requests, tokens) } and, while its
+-- scope splits tokens (its limits have an input or output budget), x = SLOTS pairs (input,
+-- output). A scope is a window with its name (m) and, while it has a per-day budget, a day
+-- (dy): a window of DAY_MS. (A calendar day needs the time-zone database: the client refuses
+-- one on this home, see RedisQuotaBackend.)
+local DAY_MS = 24 * 3600 * 1000
+local function newWindow(model, w, split)
     local b = {}
     for s = 0, SLOTS - 1 do
         b[3 * s + 1] = -1
         b[3 * s + 2] = 0
         b[3 * s + 3] = 0
     end
-    return { m = model, w = clamp(w, 1, MAX_WINDOW_MS), b = b }
+    local win = { m = model, w = clamp(w, 1, MAX_WINDOW_MS), b = b }
+    if split then
+        local x = {}
+        for i = 1, 2 * SLOTS do x[i] = 0 end
+        win.x = x
+    end
+    return win
 end
 local function oldest(sc, t)
     return math.floor((t - sc.w) / width(sc.w))
 end
+-- requests, tokens, input, output counted at t
 local function usage(sc, t)
     local lo = oldest(sc, t)
-    local b = sc.b
-    local r, k = 0, 0
+    local b, x = sc.b, sc.x
+    local r, k, i, o = 0, 0, 0, 0
     for s = 0, SLOTS - 1 do
-        local i = b[3 * s + 1]
-        if i >= 0 and i >= lo then
+        local at = b[3 * s + 1]
+        if at >= 0 and at >= lo then
             r = r + b[3 * s + 2]
             k = k + b[3 * s + 3]
+            if x then
+                i = i + x[2 * s + 1]
+                o = o + x[2 * s + 2]
+            end
         end
     end
-    return r, k
+    return r, k, i, o
 end
-local function record(sc, t, req, tok)
+local function bump(arr, at, v)
+    arr[at] = clamp(arr[at] + v, 0, MAX_BUCKET_COUNT)
+end
+local function record(sc, t, req, tok, inp, out)
     local k = math.floor(t / width(sc.w))
     local s = k % SLOTS
-    local b = sc.b
-    if b[3 * s + 1] ~= k then
-        -- A future bucket (the clock went back) is never overwritten: fold into it instead.
-        if b[3 * s + 1] > k then
-            b[3 * s + 2] = math.min(b[3 * s + 2] + req, MAX_BUCKET_COUNT)
-            b[3 * s + 3] = math.min(b[3 * s + 3] + tok, MAX_BUCKET_COUNT)
-            return
-        end
+    local b, x = sc.b, sc.x
+    -- A future bucket (the clock went back) is never overwritten: the amount folds into it.
+    if b[3 * s + 1] ~= k and b[3 * s + 1] < k then
         b[3 * s + 1] = k
         b[3 * s + 2] = 0
         b[3 * s + 3] = 0
+        if x then
+            x[2 * s + 1] = 0
+            x[2 * s + 2] = 0
+        end
     end
-    b[3 * s + 2] = math.min(b[3 * s + 2] + req, MAX_BUCKET_COUNT)
-    b[3 * s + 3] = math.min(b[3 * s + 3] + tok, MAX_BUCKET_COUNT)
+    bump(b, 3 * s + 2, req)
+    bump(b, 3 * s + 3, tok)
+    if x then
+        bump(x, 2 * s + 1, inp or 0)
+        bump(x, 2 * s + 2, out or 0)
+    end
 end
-local function whenFits(sc, t, req, rl, tok, tl)
-    if (rl >= 0 and req > rl) or (tl >= 0 and tok > tl) then return NEVER end
-    local ur, ut = usage(sc, t)
-    local function fits()
-        return (rl < 0 or ur + req <= rl) and (tl < 0 or ut + tok <= tl)
-    end
-    if fits() then return t end
+-- amounts and limits: { requests, tokens, input, output }; a negative limit is none
+local function fitsUnder(u1, u2, u3, u4, a, l)
+    return (l[1] < 0 or u1 + a[1] <= l[1]) and (l[2] < 0 or u2 + a[2] <= l[2])
+        and (l[3] < 0 or u3 + a[3] <= l[3]) and (l[4] < 0 or u4 + a[4] <= l[4])
+end
+local function whenFits(sc, t, a, l)
+    if not fitsUnder(0, 0, 0, 0, a, l) then return NEVER end
+    local ur, uk, ui, uo = usage(sc, t)
+    if fitsUnder(ur, uk, ui, uo, a, l) then return t end
     local lo = oldest(sc, t)
     local live = {}
-    local b = sc.b
+    local b, x = sc.b, sc.x
     for s = 0, SLOTS - 1 do
         local i = b[3 * s + 1]
-        if i >= 0 and i >= lo then live[#live + 1] = { i, b[3 * s + 2], b[3 * s + 3] } end
+        if i >= 0 and i >= lo then
+            local xi, xo = 0, 0
+            if x then xi, xo = x[2 * s + 1], x[2 * s + 2] end
+            live[#live + 1] = { i, b[3 * s + 2], b[3 * s + 3], xi, xo }
+        end
     end
-    table.sort(live, function(x, y) return x[1] < y[1] end)
+    table.sort(live, function(p, q) return p[1] < q[1] end)
     local g = width(sc.w)
     for _, e in ipairs(live) do
-        ur = ur - e[2]
-        ut = ut - e[3]
+        ur, uk, ui, uo = ur - e[2], uk - e[3], ui - e[4], uo - e[5]
         local leaves = (e[1] + 1) * g + sc.w
-        if fits() then return math.max(leaves, t) end
+        if fitsUnder(ur, uk, ui, uo, a, l) then return math.max(leaves, t) end
     end
     return NEVER
 end
 -- RollingWindow::boundFuture
 local function boundFuture(sc, t)
     local k = math.floor(t / width(sc.w))
-    local b = sc.b
-    local r, n, moved = 0, 0, false
+    local b, x = sc.b, sc.x
+    local r, n, i, o, moved = 0, 0, 0, 0, false
     for s = 0, SLOTS - 1 do
         if b[3 * s + 1] > k + BUCKETS then
             r = r + b[3 * s + 2]
@@ -176,19 +204,40 @@ local function boundFuture(sc, t)
             b[3 * s + 1] = -1
             b[3 * s + 2] = 0
             b[3 * s + 3] = 0
+            if x then
+                i = i + x[2 * s + 1]
+                o = o + x[2 * s + 2]
+                x[2 * s + 1] = 0
+                x[2 * s + 2] = 0
+            end
             moved = true
         end
     end
-    if moved then record(sc, t, r, n) end
+    if moved then record(sc, t, r, n, i, o) end
     return moved
 end
 local function rescale(sc, w, t)
     if clamp(w, 1, MAX_WINDOW_MS) == sc.w then return end
-    local r, k = usage(sc, t)
-    local fresh = newWindow(sc.m, w)
+    local r, k, i, o = usage(sc, t)
+    local fresh = newWindow(sc.m, w, sc.x ~= nil)
     sc.w = fresh.w
     sc.b = fresh.b
-    if r ~= 0 or k ~= 0 then record(sc, t, r, k) end
+    sc.x = fresh.x
+    if r ~= 0 or k ~= 0 or i ~= 0 or o ~= 0 then record(sc, t, r, k, i, o) end
+end
+-- The split turned on: what the window holds has no known split, so its tokens count toward
+-- both input and output; turned off, the pairs go.
+local function setSplit(win, on)
+    if not on then
+        win.x = nil
+        return
+    end
+    local x = {}
+    for s = 0, SLOTS - 1 do
+        x[2 * s + 1] = win.b[3 * s + 3]
+        x[2 * s + 2] = win.b[3 * s + 3]
+    end
+    win.x = x
 end
 
 -- Limits ---------------------------------------------------------------------------------------
@@ -223,6 +272,36 @@ end
 local function limitOrNone(l, v)
     if v then return effective(l, v) end
     return -1
+end
+-- A budget (the provider's or a class's limits per window, or their `d` per day) as limits
+-- after the headroom: { requests, tokens, input, output }, -1: none.
+local function limitsOfBudget(l, b)
+    if not b then return { -1, -1, -1, -1 } end
+    return { limitOrNone(l, b.r), limitOrNone(l, b.t), limitOrNone(l, b.it), limitOrNone(l, b.ot) }
+end
+local function anyLimit(lim)
+    return lim[1] >= 0 or lim[2] >= 0 or lim[3] >= 0 or lim[4] >= 0
+end
+local function splitBudget(b)
+    return b ~= nil and (b.it ~= nil or b.ot ~= nil)
+end
+local function anyBudget(b)
+    return b ~= nil and (b.r ~= nil or b.t ~= nil or b.it ~= nil or b.ot ~= nil)
+end
+-- ModelLimits::matches: a class of patterns (p: anchored Lua patterns the client made of the
+-- user's fnmatch patterns), or the model of its own name.
+local function classMatches(name, ml, model)
+    if model == '' then return false end
+    if not ml.p then return model == name end
+    for _, pat in ipairs(ml.p) do
+        if string.find(model, pat) then return true end
+    end
+    return false
+end
+-- The budgets of a scope: the provider's (l) for '', else its class's; nil: none any more.
+local function budgetsOf(l, name)
+    if name == '' then return l end
+    return l.m and l.m[name]
 end
 
 -- State ----------------------------------------------------------------------------------------
@@ -263,6 +342,13 @@ local function validProvider(p)
         -- call): one that is not a number fails the operation (fail closed, nothing written),
         -- and the client's decoder refuses it by name.
         if not checkFields(sc, SCOPE_SPEC) or sc.w < 1 or sc.w > MAX_WINDOW_MS or #sc.b ~= 3 * SLOTS then
+            return false
+        end
+        -- The split and the day (absent in a state from before them).
+        if (sc.x ~= nil and (type(sc.x) ~= 'table' or #sc.x ~= 2 * SLOTS)) or (sc.dy ~= nil and (type(sc.dy) ~= 'table'
+            or sc.dy.w ~= DAY_MS or type(sc.dy.b) ~= 'table' or #sc.dy.b ~= 3 * SLOTS
+            or (sc.dy.x ~= nil and (type(sc.dy.x) ~= 'table' or #sc.dy.x ~= 2 * SLOTS))
+            or (sc.dy.x ~= nil) ~= (sc.x ~= nil))) then
             return false
         end
 
@@ -341,22 +427,49 @@ local function scope(p, model)
     return nil
 end
 
+-- QuotaPolicy::syncScope: the window's length, the split and the day follow the budgets.
+local function syncScope(sc, b, l, t)
+    local changed = false
+    if sc.w ~= b.w then
+        rescale(sc, b.w, t)
+        changed = true
+    end
+    local split = splitBudget(b) or splitBudget(b.d)
+    if split ~= (sc.x ~= nil) then
+        setSplit(sc, split)
+        if sc.dy then setSplit(sc.dy, split) end
+        changed = true
+    end
+    local day = anyBudget(b.d)
+    if day ~= (sc.dy ~= nil) then
+        if day then
+            -- A day starts from what is known of it: at least what the window holds now.
+            local r, k, i, o = usage(sc, t)
+            sc.dy = newWindow('', DAY_MS, split)
+            sc.dy.m = nil
+            record(sc.dy, t, r, k, i, o)
+        else
+            sc.dy = nil
+        end
+        changed = true
+    end
+    return changed
+end
+
 local function syncProvider(p, l, t)
     local changed = false
-    local function want(model, w)
+    local function want(model)
+        local b = budgetsOf(l, model)
         local sc = scope(p, model)
-        if sc then
-            if sc.w ~= w then
-                rescale(sc, w, t)
-                changed = true
-            end
-        else
-            p.sc[#p.sc + 1] = newWindow(model, w)
+        if not sc then
+            sc = newWindow(model, b.w, false)
+            p.sc[#p.sc + 1] = sc
             changed = true
         end
+        if syncScope(sc, b, l, t) then changed = true end
     end
-    want('', l.w)
-    for _, m in ipairs(sortedKeys(l.m)) do want(m, l.m[m].w) end
+    want('')
+    for _, m in ipairs(sortedKeys(l.m)) do want(m) end
     local kept = {}
     for _, sc in ipairs(p.sc) do
         if sc.m == '' or (l.m and l.m[sc.m]) then
@@ -371,12 +484,16 @@ end
 
 local function fillConservatively(p, l, t)
     syncProvider(p, l, t)
+    -- As if the whole limit had been admitted just now, in every budget.
+    local function full(b)
+        local lim = limitsOfBudget(l, b)
+        return math.max(0, lim[1]), math.max(0, lim[2]), math.max(0, lim[3]), math.max(0, lim[4])
+    end
     for _, sc in ipairs(p.sc) do
-        if sc.m == '' then
-            record(sc, t, math.max(0, limitOrNone(l, l.r)), math.max(0, limitOrNone(l, l.t)))
-        elseif l.m and l.m[sc.m] then
-            local ml = l.m[sc.m]
-            record(sc, t, math.max(0, limitOrNone(l, ml.r)), math.max(0, limitOrNone(l, ml.t)))
+        local b = budgetsOf(l, sc.m)
+        if b then
+            record(sc, t, full(b))
+            if sc.dy then record(sc.dy, t, full(b.d)) end
         end
     end
     if l.par then
@@ -552,29 +669,85 @@ local function boundTimes(g, p, l, t)
     end
     for _, sc in ipairs(p.sc) do
         if boundFuture(sc, t) then changed = true end
+        if sc.dy and boundFuture(sc.dy, t) then changed = true end
     end
     return changed
 end
 
+-- QuotaPolicy::costOf: { requests, tokens, input, output } of a request; an unknown split
+-- counts its tokens toward each.
+local function costOf(r)
+    local inp = clamp(r['in'] or 0, 0, MAX_BUCKET_COUNT)
+    local out = clamp(r.out or 0, 0, MAX_BUCKET_COUNT)
+    local tok = clamp(r.tokens, 0, MAX_BUCKET_COUNT)
+    if inp == 0 and out == 0 then return { 1, tok, tok, tok } end
+    return { 1, inp + out, inp, out }
+end
+
 local function impossible(l, r)
-    if r.tokens < 0 then return 'a negative number of tokens' end
-    if l.t and r.tokens > effective(l, l.t) then
-        return 'asks for ' .. r.tokens .. ' tokens, but provider \'' .. r.provider .. '\' allows '
-            .. effective(l, l.t) .. ' per window'
+    if r.tokens < 0 or (r['in'] or 0) < 0 or (r.out or 0) < 0 then return 'a negative number of tokens' end
+    if r.est then return nil end
+    local cost = costOf(r)
+    local split = (r['in'] or 0) > 0 or (r.out or 0) > 0
+    local function check(name, b, per)
+        local lim = limitsOfBudget(l, b)
+        local who = 'provider \'' .. r.provider .. '\''
+        if name ~= '' then who = 'model class \'' .. name .. '\'' end
+        local function over(want, li, what)
+            if li >= 0 and want > li then
+                return 'asks for ' .. want .. ' ' .. what .. ', but ' .. who .. ' allows ' .. li .. ' per ' .. per
+            end
+            return nil
+        end
+        local why = over(cost[2], lim[2], 'tokens')
+        if why or not split then return why end
+        return over(cost[3], lim[3], 'input tokens') or over(cost[4], lim[4], 'output tokens')
     end
-    if r.model ~= '' and l.m and l.m[r.model] and l.m[r.model].t and r.tokens > effective(l, l.m[r.model].t) then
-        return 'asks for ' .. r.tokens .. ' tokens, but model \'' .. r.model .. '\' allows '
-            .. effective(l, l.m[r.model].t) .. ' per window'
+    local names = { '' }
+    for _, m in ipairs(sortedKeys(l.m)) do
+        if classMatches(m, l.m[m], r.model) then names[#names + 1] = m end
+    end
+    for _, name in ipairs(names) do
+        local b = budgetsOf(l, name)
+        local why = check(name, b, 'window') or (b.d and check(name, b.d, 'day'))
+        if why then return why end
     end
     return nil
 end
 
-local function windowAllows(sc, rl, tl, tokens, t, d)
-    if rl < 0 and tl < 0 then return true end
-    local at = whenFits(sc, t, 1, rl, tokens, tl)
+local function capped(cost, lim)
+    local out = {}
+    for i = 1, 4 do
+        if lim[i] >= 0 then out[i] = math.min(cost[i], lim[i]) else out[i] = cost[i] end
+    end
+    return out
+end
+
+-- QuotaPolicy's scopeAllows: one scope's window and day.
+local function scopeAllows(sc, b, l, cost, est, t, d)
+    local wl = limitsOfBudget(l, b)
+    local at = t
+    local requestsFull = false
+    if anyLimit(wl) then
+        local c = cost
+        if est then c = capped(cost, wl) end
+        at = math.max(at, whenFits(sc, t, c, wl))
+        local ur, uk, ui, uo = usage(sc, t)
+        requestsFull = not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { wl[1], -1, -1, -1 })
+    end
+    local dl = limitsOfBudget(l, b.d)
+    if anyLimit(dl) and sc.dy then
+        local c = cost
+        if est then c = capped(cost, dl) end
+        local dayAt = whenFits(sc.dy, t, c, dl)
+        local ur, uk, ui, uo = usage(sc.dy, t)
+        if dayAt > t and not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { dl[1], -1, -1, -1 }) then
+            requestsFull = true
+        end
+        at = math.max(at, dayAt)
+    end
     if at <= t then return true end
-    local requestsFit = rl < 0 or whenFits(sc, t, 1, rl, 0, -1) <= t
-    if requestsFit then d.reason = R_TOKENS else d.reason = R_WINDOW end
+    if requestsFull then d.reason = R_WINDOW else d.reason = R_TOKENS end
     d.retryAt = at
     return false
 end
@@ -606,12 +779,10 @@ local function evaluate(g, p, l, r, ticket, t)
             return d
         end
     end
-    local sc = scope(p, '')
-    if sc and not windowAllows(sc, limitOrNone(l, l.r), limitOrNone(l, l.t), r.tokens, t, d) then return d end
-    if r.model ~= '' then
-        local ml = l.m and l.m[r.model]
-        local msc = scope(p, r.model)
-        if ml and msc and not windowAllows(msc, limitOrNone(l, ml.r), limitOrNone(l, ml.t), r.tokens, t, d) then
+    local cost = costOf(r)
+    for _, sc in ipairs(p.sc) do
+        local b = budgetsOf(l, sc.m)
+        if b and (sc.m == '' or classMatches(sc.m, b, r.model)) and not scopeAllows(sc, b, l, cost, r.est, t, d) then
             return d
         end
     end
@@ -648,8 +819,14 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
         end
         return d
     end
+    -- Recorded whole, also an estimate above a limit (only its check was capped).
+    local cost = costOf(r)
     for _, sc in ipairs(p.sc) do
-        if sc.m == '' or sc.m == r.model then record(sc, t, 1, r.tokens) end
+        local b = budgetsOf(l, sc.m)
+        if b and (sc.m == '' or classMatches(sc.m, b, r.model)) then
+            record(sc, t, cost[1], cost[2], cost[3], cost[4])
+            if sc.dy then record(sc.dy, t, cost[1], cost[2], cost[3], cost[4]) end
+        end
     end
     d.fence = g.nf
     g.nf = g.nf + 1
@@ -1116,7 +1293,8 @@ function ops.noteLimits()
     return reply({ written = true })
 end
 
--- RollingWindow::adjustTokens
+-- RollingWindow::adjust, for a tokens-only delta: into the admission's bucket if it is still
+-- in the ring, else what it used beyond the estimate counts now.
 local function adjustTokens(sc, at, t, delta)
     local k = math.floor(at / width(sc.w))
     local s = k % SLOTS
@@ -1125,17 +1303,23 @@ local function adjustTokens(sc, at, t, delta)
         b[3 * s + 3] = clamp(b[3 * s + 3] + delta, 0, MAX_BUCKET_COUNT)
         return
     end
-    if delta > 0 then record(sc, t, 0, delta) end
+    if delta > 0 then record(sc, t, 0, delta, 0, 0) end
 end
 
--- correctAdmission (localquotabackend.cpp): the difference between what an admission at `at`
--- counted and what it used, in the bucket of `at`, provider-wide and in the model's scope.
--- Returns the difference applied (0: nothing changed).
+-- correctAdmission (localquotabackend.cpp, QuotaPolicy::correct): the difference between what
+-- an admission at `at` counted and what it used, in the bucket of `at` (and the day), in every
+-- scope the model counts in. Returns the difference applied (0: nothing changed, or the
+-- provider no longer has limits).
 local function correctAdmission(p, model, at, estimated, used)
     local delta = clamp(used, 0, MAX_BUCKET_COUNT) - clamp(estimated, 0, MAX_BUCKET_COUNT)
-    if delta == 0 or at > now then return 0 end
+    local l = limitsOf(p.n)
+    if delta == 0 or at > now or not l then return 0 end
     for _, sc in ipairs(p.sc) do
-        if sc.m == '' or sc.m == model then adjustTokens(sc, at, now, delta) end
+        local b = budgetsOf(l, sc.m)
+        if sc.m == '' or (b and classMatches(sc.m, b, model)) then
+            adjustTokens(sc, at, now, delta)
+            if sc.dy then adjustTokens(sc.dy, at, now, delta) end
+        end
     end
     touch(p)
     if delta < 0 then ring = true end

@@ -229,10 +229,10 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 {
     const AdmitRequest& r = step.request;
     json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
-        { "tokens", r.tokens }, { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid },
-        { "deadline", r.deadlineMs }, { "st", r.startTicks }, { "wst", r.waiterStartTicks },
-        { "lease", r.leaseMs }, { "ticket", step.ticket }, { "enqueue", step.enqueue },
-        { "waited", clientNowMs() - step.startMs },
+        { "tokens", r.tokens }, { "in", r.inputTokens }, { "out", r.outputTokens }, { "est", r.estimated },
+        { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid }, { "deadline", r.deadlineMs },
+        { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
+        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNowMs() - step.startMs },
         { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
     std::vector<std::uint64_t> deadF;
     std::vector<std::uint64_t> deadT;
@@ -342,31 +342,18 @@ Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
 
 namespace {
 
-// The server script keeps the limits of the form before issue 25's metrics (requests and
-// tokens per window, classes of one model name). Limits beyond it are refused, naming what, so
-// that nothing the user set is stored and then silently not enforced on this home.
+// A calendar day needs the time-zone database, which the server script does not have: a limit
+// whose day resets at a wall-clock time is refused on this home, naming it, so that nothing the
+// user set is stored and then silently not enforced. (A rolling day, input and output tokens and
+// classes of patterns the script enforces as the file home does.)
 Result<void> scriptCanEnforce(const std::string& provider, const ProviderLimits& l, const std::string& key)
 {
-    std::string what;
-    if (l.inputTokens || l.outputTokens)
-        what = "input or output token limits";
-    else if (l.perDay.any())
-        what = "per-day limits";
-    else if (!l.dayReset.rolling())
-        what = "a day reset time";
-    for (const auto& [name, m] : l.models) {
-        if (!what.empty())
-            break;
-        if (m.inputTokens || m.outputTokens || m.perDay.any())
-            what = "per-day or input/output limits of model class '" + name + "'";
-        else if (!m.match.empty())
-            what = "model patterns of class '" + name + "'";
-    }
-    if (what.empty())
+    if (l.dayReset.rolling())
         return {};
     return Error::make(ErrorKind::Unsupported, key,
-        "provider '" + provider + "': " + what
-            + " are not enforced on a Redis home yet (a file home enforces them); nothing was changed");
+        "provider '" + provider + "': a day that resets at a wall-clock time (" + l.dayReset.text()
+            + ") is not enforced on a Redis home yet (a rolling day is: --day-resets rolling; a file home "
+              "enforces both); nothing was changed");
 }
 
 } // namespace

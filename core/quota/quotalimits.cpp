@@ -303,6 +303,11 @@ Result<void> checkPatterns(const std::string& where, const std::vector<std::stri
         if (p.size() > QuotaLimits::MAX_PATTERN)
             return invalid(where + ": a model pattern is longer than "
                 + std::to_string(QuotaLimits::MAX_PATTERN) + " bytes");
+        // Matching backtracks over each *: a pattern of many, tried against a long name that does
+        // not match, can take a long time (on a Redis home, inside the server for everyone).
+        if (std::count(p.begin(), p.end(), '*') > static_cast<std::ptrdiff_t>(QuotaLimits::MAX_STARS))
+            return invalid(where + ": model pattern '" + keyText(p) + "' has more than "
+                + std::to_string(QuotaLimits::MAX_STARS) + " '*'");
         for (char c : p) {
             if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F || c == ',')
                 return invalid(where + ": model pattern '" + keyText(p)

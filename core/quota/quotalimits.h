@@ -151,6 +151,7 @@ public:
     static constexpr std::int64_t MAX_HOLD_MS = 7LL * 24 * 3600 * 1000;
     static constexpr std::size_t MAX_PATTERNS = 16; // per class
     static constexpr std::size_t MAX_PATTERN = 128; // bytes of one pattern
+    static constexpr std::size_t MAX_STARS = 3; // '*' in one pattern
 
     [[nodiscard]] static LimitRange range(LimitField field);
     // One value as a user gives it — a count, or seconds for the *_seconds fields — checked

@@ -81,6 +81,85 @@ Error corrupt(const std::string& key, const std::string& what)
     return Error::make(ErrorKind::Corrupt, key, what);
 }
 
+// One window of the script's state: w, b (SLOTS × index, requests, tokens) and, while its
+// scope splits tokens, x (SLOTS × input, output). false: malformed or out of bounds.
+bool windowOf(const json& o, RollingWindow& window, bool& split)
+{
+    std::int64_t windowMs = 0;
+    const json* b = list(o, "b");
+    constexpr auto slots = static_cast<std::size_t>(RollingWindow::SLOTS);
+    if (!b || !integer(o, "w", windowMs) || b->size() != 3 * slots)
+        return false;
+    const json* x = o.contains("x") ? list(o, "x") : nullptr;
+    split = x != nullptr;
+    if (o.contains("x") && (!x || x->size() != 2 * slots))
+        return false;
+    auto cell = [](const json& v, std::int64_t& out) {
+        if (!v.is_number_integer())
+            return false;
+        out = v.get<std::int64_t>();
+        return true;
+    };
+    std::array<RollingWindow::Bucket, RollingWindow::SLOTS> buckets {};
+    for (std::size_t i = 0; i < slots; ++i) {
+        auto& bk = buckets[i];
+        if (!cell((*b)[3 * i], bk.index) || !cell((*b)[3 * i + 1], bk.requests)
+            || !cell((*b)[3 * i + 2], bk.tokens))
+            return false;
+        if (x && (!cell((*x)[2 * i], bk.input) || !cell((*x)[2 * i + 1], bk.output)))
+            return false;
+    }
+    return window.restore(windowMs, buckets);
+}
+
+// A fnmatch(3) pattern (flags 0: * ? [...] [!...] and \ escapes) as the anchored Lua pattern
+// the server script matches model names with (string.find): the same names match. A bracket
+// without its closing ] is a plain [, as fnmatch reads it.
+std::string luaPatternOf(const std::string& glob)
+{
+    auto literal = [](char c) {
+        const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+        return alnum ? std::string(1, c) : std::string("%") + c;
+    };
+    std::string out = "^";
+    for (std::size_t i = 0; i < glob.size(); ++i) {
+        const char c = glob[i];
+        if (c == '*') {
+            if (out.size() < 2 || out.compare(out.size() - 2, 2, ".*") != 0)
+                out += ".*";
+        } else if (c == '?') {
+            out += ".";
+        } else if (c == '\\' && i + 1 < glob.size()) {
+            out += literal(glob[++i]);
+        } else if (c == '[') {
+            std::size_t j = i + 1;
+            const bool negate = j < glob.size() && (glob[j] == '!' || glob[j] == '^');
+            if (negate)
+                ++j;
+            const std::size_t first = j;
+            if (j < glob.size() && glob[j] == ']')
+                ++j;
+            while (j < glob.size() && glob[j] != ']')
+                ++j;
+            if (j >= glob.size()) {
+                out += "%[";
+                continue;
+            }
+            out += negate ? "[^" : "[";
+            for (std::size_t k = first; k < j; ++k) {
+                const char m = glob[k];
+                const bool range = m == '-' && k > first && k + 1 < j;
+                out += range ? std::string("-") : literal(m);
+            }
+            out += "]";
+            i = j;
+        } else {
+            out += literal(c);
+        }
+    }
+    return out + "$";
+}
+
 } // namespace
 
 std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
@@ -90,6 +169,30 @@ std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
         j["r"] = *l.requests;
     if (l.tokens)
         j["t"] = *l.tokens;
+    // The keys of issue 25's metrics only when set: limits stored before them compare equal.
+    auto budget
+        = [](json& to, const std::optional<std::int64_t>& in, const std::optional<std::int64_t>& out) {
+              if (in)
+                  to["it"] = *in;
+              if (out)
+                  to["ot"] = *out;
+          };
+    auto perDay = [](json& to, const Budget& d) {
+        if (!d.any())
+            return;
+        json dj = json::object();
+        if (d.requests)
+            dj["r"] = *d.requests;
+        if (d.tokens)
+            dj["t"] = *d.tokens;
+        if (d.inputTokens)
+            dj["it"] = *d.inputTokens;
+        if (d.outputTokens)
+            dj["ot"] = *d.outputTokens;
+        to["d"] = dj;
+    };
+    budget(j, l.inputTokens, l.outputTokens);
+    perDay(j, l.perDay);
     j["w"] = l.windowMs;
     if (l.parallel)
         j["par"] = *l.parallel;
@@ -105,6 +208,16 @@ std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
                 mj["r"] = *m.requests;
             if (m.tokens)
                 mj["t"] = *m.tokens;
+            budget(mj, m.inputTokens, m.outputTokens);
+            perDay(mj, m.perDay);
+            if (!m.match.empty()) {
+                // g: the user's patterns (read back); p: the same as Lua patterns (the script's).
+                mj["g"] = m.match;
+                json lua = json::array();
+                for (const auto& glob : m.match)
+                    lua.push_back(luaPatternOf(glob));
+                mj["p"] = lua;
+            }
             mj["w"] = m.windowMs;
             models[name] = mj;
         }
@@ -133,6 +246,26 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
             return corrupt(where, "tokens is not a whole number");
         l.tokens = v;
     }
+    auto optional = [&](const json& o, const char* key, std::optional<std::int64_t>& out) {
+        if (!o.contains(key))
+            return true;
+        if (!integer(o, key, v))
+            return false;
+        out = v;
+        return true;
+    };
+    auto readBudget
+        = [&](const json& o, std::optional<std::int64_t>& in, std::optional<std::int64_t>& out, Budget& day) {
+              if (!optional(o, "it", in) || !optional(o, "ot", out))
+                  return false;
+              auto d = o.find("d");
+              if (d == o.end())
+                  return true;
+              return d->is_object() && optional(*d, "r", day.requests) && optional(*d, "t", day.tokens)
+                  && optional(*d, "it", day.inputTokens) && optional(*d, "ot", day.outputTokens);
+          };
+    if (!readBudget(j, l.inputTokens, l.outputTokens, l.perDay))
+        return corrupt(where, "an input, output or per-day limit is not a whole number");
     if (j.contains("par")) {
         if (!integer(j, "par", v))
             return corrupt(where, "parallel is not a whole number");
@@ -158,6 +291,27 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
                 if (!integer(mj, "t", v))
                     return corrupt(where, "model '" + name + "': tokens is not a whole number");
                 m.tokens = v;
+            }
+            if (!readBudget(mj, m.inputTokens, m.outputTokens, m.perDay))
+                return corrupt(
+                    where, "model '" + name + "': an input, output or per-day limit is not a whole number");
+            if (auto g = mj.find("g"); g != mj.end()) {
+                if (!g->is_array())
+                    return corrupt(where, "model '" + name + "': its patterns are not a list");
+                for (const auto& pattern : *g) {
+                    if (!pattern.is_string())
+                        return corrupt(where, "model '" + name + "': a pattern is not a string");
+                    m.match.push_back(pattern.get<std::string>());
+                }
+                // The script matches with p: it must be what these patterns give, or the class
+                // would pool other models than the limits say.
+                json lua = json::array();
+                for (const auto& glob : m.match)
+                    lua.push_back(luaPatternOf(glob));
+                if (mj.value("p", json()) != lua)
+                    return corrupt(where, "model '" + name + "': its patterns and the script's do not agree");
+            } else if (mj.contains("p")) {
+                return corrupt(where, "model '" + name + "': script patterns without the patterns");
             }
             l.models[name] = m;
         }
@@ -208,24 +362,16 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         return bad("a provider state holds more slots or waiters than any state may");
     for (const json& sj : *scopes) {
         ScopeWindow sc;
-        std::int64_t windowMs = 0;
-        const json* b = sj.is_object() ? list(sj, "b") : nullptr;
-        if (!b || !text(sj, "m", sc.model) || !integer(sj, "w", windowMs)
-            || b->size() != 3 * static_cast<std::size_t>(RollingWindow::SLOTS))
-            return bad("a rolling window is malformed");
-        std::array<RollingWindow::Bucket, RollingWindow::SLOTS> buckets {};
-        for (std::size_t i = 0; i < buckets.size(); ++i) {
-            const json* cell[3] = { &(*b)[3 * i], &(*b)[3 * i + 1], &(*b)[3 * i + 2] };
-            std::int64_t values[3] = {};
-            for (int k = 0; k < 3; ++k) {
-                if (!cell[k]->is_number_integer())
-                    return bad("a rolling window's bucket is not a whole number");
-                values[k] = cell[k]->get<std::int64_t>();
-            }
-            buckets[i] = RollingWindow::Bucket { values[0], values[1], values[2] };
+        if (!sj.is_object() || !text(sj, "m", sc.model) || !windowOf(sj, sc.window, sc.split))
+            return bad("a rolling window is malformed or out of bounds");
+        // The day (a window of 24 h, split as its scope): absent in a state from before it.
+        if (auto dy = sj.find("dy"); dy != sj.end()) {
+            bool daySplit = false;
+            if (!dy->is_object() || !windowOf(*dy, sc.rollingDay, daySplit) || daySplit != sc.split
+                || sc.rollingDay.windowMs() != ScopeWindow::DAY_MS)
+                return bad("a scope's day is malformed or out of bounds");
+            sc.day = ScopeWindow::Day::Rolling;
         }
-        if (!sc.window.restore(windowMs, buckets))
-            return bad("a rolling window is out of bounds");
         p.scopes.push_back(std::move(sc));
     }
     for (const json& sj : *slots) {
