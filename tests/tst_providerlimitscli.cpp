@@ -315,6 +315,23 @@ void TestProviderLimitsCli::aRedisHomeRefusesWhatItCannotEnforce()
     r = cli(words("limits show --json p"), home);
     QCOMPARE(r.code, 0);
     QCOMPARE(objectOf(r.out).value(QStringLiteral("day_resets")).toString(), QStringLiteral("rolling"));
+    // A hostile value written into the limits key (a pattern of many wildcards, a negative
+    // output limit): the script fails closed, nothing is admitted, the client names the key.
+    for (const char* forged :
+        { R"({"bb":60000,"bc":900000,"h":100,"m":{"x":{"g":["*"],"p":["^.*.*.*.*.*a$"],"r":1,"w":60000}},)"
+          R"("mh":600000,"r":5,"w":60000})",
+            R"({"bb":60000,"bc":900000,"h":100,"mh":600000,"r":5,"w":60000,"ot":-4})" }) {
+        QProcess redisCli;
+        redisCli.start(QStringLiteral("redis-cli"),
+            { QStringLiteral("-u"), home, QStringLiteral("HSET"), QStringLiteral("{tollgate}:limits"),
+                QStringLiteral("p"), QString::fromLatin1(forged) });
+        QVERIFY(redisCli.waitForFinished(10000) && redisCli.exitCode() == 0);
+        r = cli(
+            words("acquire p --caller a --model zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz"),
+            home);
+        QCOMPARE(r.code, 3);
+        QVERIFY2(r.err.contains("{tollgate}:limits"), r.err.constData());
+    }
     QCOMPARE(cli(words("limits remove p"), home).code, 0);
 }
 

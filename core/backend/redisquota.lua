@@ -245,13 +245,41 @@ end
 local DEFAULT_LIMITS = { w = DEFAULT_WINDOW_MS, h = DEFAULT_HEADROOM_PERCENT, bb = DEFAULT_BACKOFF_BASE_MS,
     bc = DEFAULT_BACKOFF_CAP_MS, mh = DEFAULT_MAX_HOLD_MS }
 
+-- The fields of issue 25's metrics, checked before they are used (a hostile or hand-written
+-- value fails the operation closed, as the client refuses it): whole counts in range, a day
+-- that is a table, class patterns that are short anchored strings with few wildcards (each
+-- ".*" backtracks, inside the server).
+local MAX_LIMIT = 1099511627776 -- QuotaLimits::MAX_COUNT
+local function validTerms(l)
+    local function count(v) return v == nil or (type(v) == 'number' and v == math.floor(v) and v >= 1 and v <= MAX_LIMIT) end
+    local function budget(b)
+        if b == nil then return true end
+        return type(b) == 'table' and count(b.r) and count(b.t) and count(b.it) and count(b.ot)
+    end
+    if not (count(l.it) and count(l.ot) and budget(l.d)) then return false end
+    if l.m == nil then return true end
+    if type(l.m) ~= 'table' then return false end
+    for _, ml in pairs(l.m) do
+        if type(ml) ~= 'table' or not (count(ml.it) and count(ml.ot) and budget(ml.d)) then return false end
+        if ml.p ~= nil then
+            if type(ml.p) ~= 'table' or #ml.p < 1 or #ml.p > 16 then return false end
+            for _, pat in ipairs(ml.p) do
+                if type(pat) ~= 'string' or #pat > 520 or string.sub(pat, 1, 1) ~= '^' then return false end
+                local _, stars = string.gsub(pat, '%.%*', '')
+                if stars > 3 then return false end
+            end
+        end
+    end
+    return true
+end
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
     local raw = redis.call('HGET', KEYS[1], provider)
     local l = false
     if raw then
         local ok, v = pcall(cjson.decode, raw)
-        if not ok or type(v) ~= 'table' or type(v.w) ~= 'number' or type(v.h) ~= 'number' then
+        if not ok or type(v) ~= 'table' or type(v.w) ~= 'number' or type(v.h) ~= 'number'
+            or not validTerms(v) then
             return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' do not parse'
         end
         l = v
