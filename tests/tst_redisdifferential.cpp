@@ -83,8 +83,11 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
                 const auto d = sc.rollingDay.usage(s.nowMs);
                 out += " day " + std::to_string(d.requests) + "r " + std::to_string(d.tokens) + "t "
                     + std::to_string(d.input) + "i " + std::to_string(d.output) + "o";
-            } else if (sc.day != ScopeWindow::Day::None) {
-                out += " calendar day";
+            } else if (sc.day == ScopeWindow::Day::Calendar) {
+                const auto d = sc.dayUsage(s.nowMs, l.dayReset.dayOf(s.nowMs).startMs);
+                out += " calendar day " + std::to_string(d.requests) + "r " + std::to_string(d.tokens) + "t";
+                if (sc.split)
+                    out += " " + std::to_string(d.input) + "i " + std::to_string(d.output) + "o";
             }
             out += "]";
         }
@@ -256,6 +259,7 @@ private:
     void longestStop(Twins& t);
     void providerCap(Twins& t);
     void largestCounts(Twins& t);
+    void calendarDay(Twins& t);
 
     std::unique_ptr<RedisServer> m_redis; // when test.sh shares none
     int m_homes = 0;
@@ -326,6 +330,9 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
             l.inputTokens = 200 + pick(800);
         if (pick(2))
             l.outputTokens = 100 + pick(500);
+        // A calendar day in a zone with daylight saving, or a rolling day.
+        if (pick(2))
+            l.dayReset = *DayReset::parse(pick(2) ? "00:00@America/Los_Angeles" : "23:59@Asia/Kolkata");
         if (pick(2)) {
             l.perDay.requests = *l.requests * (2 + pick(4));
             if (l.outputTokens)
@@ -544,6 +551,7 @@ void TestRedisDifferential::everyCapIsReachedAlike_data()
     QTest::newRow("longest stop (QuotaPolicy::MAX_STOP_MS)") << 4;
     QTest::newRow("providers (QuotaLimits::MAX_PROVIDERS)") << 5;
     QTest::newRow("largest counts (QuotaLimits::MAX_COUNT, RollingWindow::MAX_BUCKET_COUNT)") << 6;
+    QTest::newRow("calendar day across midnight and a 23-hour day") << 7;
 }
 
 void TestRedisDifferential::everyCapIsReachedAlike()
@@ -579,6 +587,8 @@ void TestRedisDifferential::everyCapIsReachedAlike()
         return providerCap(t);
     case 6:
         return largestCounts(t);
+    case 7:
+        return calendarDay(t);
     }
     QFAIL("no such phase");
 }
@@ -959,6 +969,49 @@ void TestRedisDifferential::largestCounts(Twins& t)
 
 // The generation worked: the embedded script defines the headers' values (a stale or missing
 // prelude would fail here before any decision could differ).
+// A per-day budget that resets at midnight Pacific: full before the reset, the wait ends at the
+// reset exactly (not a window later), the day after a spring-forward night (23 hours) resets at
+// the next midnight; the script, without a time-zone database, is given the days by the client
+// and decides as the file home does.
+void TestRedisDifferential::calendarDay(Twins& t)
+{
+    ProviderLimits l;
+    l.tokens = 5000; // per minute: never what blocks here
+    l.windowMs = 60000;
+    l.perDay.requests = 3;
+    l.perDay.outputTokens = 1000;
+    l.dayReset = *DayReset::parse("00:00@America/Los_Angeles");
+    // To 23:50 Pacific on 2027-03-13, the evening before a spring-forward night.
+    const DayReset::Span day = l.dayReset.dayOf(1804924800000LL); // 2027-03-13T00:00 Pacific
+    t.advance(day.endMs - 10 * 60000 - t.nowMs());
+    QVERIFY2(t.setLimits("z", l), t.why());
+    std::string out;
+    AdmitStep r = t.request("z");
+    r.request.outputTokens = 300;
+    r.request.inputTokens = 10;
+    r.request.tokens = 310;
+    for (int i = 0; i < 3; ++i) {
+        QVERIFY2(t.admit("before midnight", r, i, &out), t.why());
+        QVERIFY2(out.starts_with("admitted"), out.c_str());
+    }
+    QVERIFY2(t.admit("the day is full", r, 3, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=window retryAt=" + std::to_string(day.endMs)), out.c_str());
+    t.advance(day.endMs - t.nowMs());
+    QVERIFY2(t.admit("after midnight", r, 4, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+    // The next day has 23 hours: its end is the next midnight Pacific, in daylight time.
+    const DayReset::Span next = l.dayReset.dayOf(day.endMs);
+    QCOMPARE(next.endMs - next.startMs, 23 * 3600 * 1000LL);
+    AdmitStep big = t.request("z");
+    big.request.outputTokens = 800; // 300 + 800 > 1000 output tokens today
+    big.request.tokens = 800;
+    QVERIFY2(t.admit("output tokens full", big, 5, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=tokens retryAt=" + std::to_string(next.endMs)), out.c_str());
+    t.advance(next.endMs - t.nowMs());
+    QVERIFY2(t.admit("the next midnight", big, 6, &out), t.why());
+    QVERIFY2(out.starts_with("admitted"), out.c_str());
+}
+
 void TestRedisDifferential::scriptCarriesTheHeadersConstants()
 {
     const std::string script = REDIS_QUOTA_SCRIPT;

@@ -47,6 +47,11 @@ local evalKeys, evalArgv -- run by EVALSHA: the globals, read before the locals 
 if not redis.register_function then evalKeys, evalArgv = KEYS, ARGV end
 local KEYS, ARGV
 local op, now, channel, historyCap, a, myHost, deadF, deadT
+-- Calendar days: { [day reset text] = { b0, b1, b2, b3 } }, consecutive day starts the client
+-- computed with the time-zone database around its clock (ARGV[6]); the script takes the day
+-- that holds its own `now`. A day it was not given ends the operation before it writes
+-- anything, asking for it (needday): the client computes it and calls again.
+local daySpans
 local events, ring, dirty, limitsCache -- dirty: state fields to write, field -> table
 
 local function reply(t)
@@ -257,6 +262,7 @@ local function validTerms(l)
         return type(b) == 'table' and count(b.r) and count(b.t) and count(b.it) and count(b.ot)
     end
     if not (count(l.it) and count(l.ot) and budget(l.d)) then return false end
+    if l.dz ~= nil and (type(l.dz) ~= 'string' or #l.dz > 80) then return false end
     if l.m == nil then return true end
     if type(l.m) ~= 'table' then return false end
     for _, ml in pairs(l.m) do
@@ -316,6 +322,36 @@ end
 local function anyBudget(b)
     return b ~= nil and (b.r ~= nil or b.t ~= nil or b.it ~= nil or b.ot ~= nil)
 end
+-- The calendar day of l's day reset that holds t: start, end. Asks the client for it (an
+-- error caught by main, before anything is written) when it was not given or does not hold t.
+local function dayOf(l, t)
+    local b = daySpans and daySpans[l.dz]
+    if b then
+        for i = 1, 3 do
+            if type(b[i]) == 'number' and type(b[i + 1]) == 'number' and b[i] <= t and t < b[i + 1] then
+                return b[i], b[i + 1]
+            end
+        end
+    end
+    error({ needday = l.dz }, 0)
+end
+-- What a scope's day holds at t: its rolling day's usage, or its calendar day's counts if that
+-- day is still the current one.
+local function dayUsage(sc, l, t)
+    if sc.dy then return usage(sc.dy, t) end
+    if sc.cu then
+        local start = dayOf(l, t)
+        if sc.cs == start then return sc.cu[1], sc.cu[2], sc.cu[3], sc.cu[4] end
+    end
+    return 0, 0, 0, 0
+end
+local function addDay(sc, r, k, i, o)
+    bump(sc.cu, 1, r)
+    bump(sc.cu, 2, k)
+    bump(sc.cu, 3, i)
+    bump(sc.cu, 4, o)
+end
+
 -- ModelLimits::matches: a class of patterns (p: anchored Lua patterns the client made of the
 -- user's fnmatch patterns), or the model of its own name.
 local function classMatches(name, ml, model)
@@ -377,6 +413,10 @@ local function validProvider(p)
             or sc.dy.w ~= DAY_MS or type(sc.dy.b) ~= 'table' or #sc.dy.b ~= 3 * SLOTS
             or (sc.dy.x ~= nil and (type(sc.dy.x) ~= 'table' or #sc.dy.x ~= 2 * SLOTS))
             or (sc.dy.x ~= nil) ~= (sc.x ~= nil))) then
+            return false
+        end
+        if (sc.cs ~= nil or sc.cu ~= nil) and (sc.dy ~= nil or not isInt(sc.cs, 0, NEVER) or type(sc.cu) ~= 'table'
+            or #sc.cu ~= 4) then
             return false
         end
 
@@ -466,18 +506,36 @@ local function syncScope(sc, b, l, t)
     if split ~= (sc.x ~= nil) then
         setSplit(sc, split)
         if sc.dy then setSplit(sc.dy, split) end
+        if split and sc.cu then
+            sc.cu[3] = sc.cu[2]
+            sc.cu[4] = sc.cu[2]
+        end
         changed = true
     end
-    local day = anyBudget(b.d)
-    if day ~= (sc.dy ~= nil) then
-        if day then
-            -- A day starts from what is known of it: at least what the window holds now.
-            local r, k, i, o = usage(sc, t)
+    -- The day: none, rolling (a window of 24 h) or calendar (the day's start and counts).
+    local want = 'none'
+    if anyBudget(b.d) then
+        if l.dz then want = 'calendar' else want = 'rolling' end
+    end
+    local have = 'none'
+    if sc.dy then have = 'rolling' elseif sc.cu then have = 'calendar' end
+    if want ~= have then
+        -- A day starts from what is known of it: at least what the window holds now (or, from
+        -- the other kind of day, what that day held).
+        local r, k, i, o = usage(sc, t)
+        if have == 'rolling' then
+            r, k, i, o = usage(sc.dy, t)
+        elseif have == 'calendar' then
+            r, k, i, o = sc.cu[1], sc.cu[2], sc.cu[3], sc.cu[4]
+        end
+        sc.dy, sc.cs, sc.cu = nil, nil, nil
+        if want == 'rolling' then
             sc.dy = newWindow('', DAY_MS, split)
             sc.dy.m = nil
             record(sc.dy, t, r, k, i, o)
-        else
-            sc.dy = nil
+        elseif want == 'calendar' then
+            sc.cs = dayOf(l, t)
+            sc.cu = { r, k, i, o }
         end
         changed = true
     end
@@ -522,6 +580,10 @@ local function fillConservatively(p, l, t)
         if b then
             record(sc, t, full(b))
             if sc.dy then record(sc.dy, t, full(b.d)) end
+            if sc.cu then
+                sc.cs = dayOf(l, t)
+                sc.cu = { full(b.d) }
+            end
         end
     end
     if l.par then
@@ -698,6 +760,11 @@ local function boundTimes(g, p, l, t)
     for _, sc in ipairs(p.sc) do
         if boundFuture(sc, t) then changed = true end
         if sc.dy and boundFuture(sc.dy, t) then changed = true end
+        -- A calendar day that starts in the future is kept as today's.
+        if sc.cu and sc.cs > t then
+            sc.cs = dayOf(l, t)
+            changed = true
+        end
     end
     return changed
 end
@@ -764,11 +831,21 @@ local function scopeAllows(sc, b, l, cost, est, t, d)
         requestsFull = not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { wl[1], -1, -1, -1 })
     end
     local dl = limitsOfBudget(l, b.d)
-    if anyLimit(dl) and sc.dy then
+    if anyLimit(dl) and (sc.dy or sc.cu) then
         local c = cost
         if est then c = capped(cost, dl) end
-        local dayAt = whenFits(sc.dy, t, c, dl)
-        local ur, uk, ui, uo = usage(sc.dy, t)
+        local ur, uk, ui, uo = dayUsage(sc, l, t)
+        local dayAt
+        if sc.dy then
+            dayAt = whenFits(sc.dy, t, c, dl)
+        elseif fitsUnder(ur, uk, ui, uo, c, dl) then
+            dayAt = t
+        elseif fitsUnder(0, 0, 0, 0, c, dl) then
+            local _, dayEnd = dayOf(l, t)
+            dayAt = dayEnd
+        else
+            dayAt = NEVER
+        end
         if dayAt > t and not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { dl[1], -1, -1, -1 }) then
             requestsFull = true
         end
@@ -854,6 +931,14 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
         if b and (sc.m == '' or classMatches(sc.m, b, r.model)) then
             record(sc, t, cost[1], cost[2], cost[3], cost[4])
             if sc.dy then record(sc.dy, t, cost[1], cost[2], cost[3], cost[4]) end
+            if sc.cu then
+                local start = dayOf(l, t)
+                if sc.cs ~= start then
+                    sc.cs = start
+                    sc.cu = { 0, 0, 0, 0 }
+                end
+                addDay(sc, cost[1], cost[2], cost[3], cost[4])
+            end
         end
     end
     d.fence = g.nf
@@ -1347,6 +1432,15 @@ local function correctAdmission(p, model, at, estimated, used)
         if sc.m == '' or (b and classMatches(sc.m, b, model)) then
             adjustTokens(sc, at, now, delta)
             if sc.dy then adjustTokens(sc.dy, at, now, delta) end
+            if sc.cu then
+                local start, dayEnd = dayOf(l, now)
+                if sc.cs == start then
+                    -- Of an admission on an earlier day only what it used beyond its estimate counts.
+                    local d = delta
+                    if (at < start or at >= dayEnd) and d < 0 then d = 0 end
+                    bump(sc.cu, 2, d)
+                end
+            end
         end
     end
     touch(p)
@@ -1526,9 +1620,16 @@ local function main(keys, args)
     for _, t in ipairs(a.deadT or {}) do deadT[t] = true end
     events, ring, dirty, limitsCache = {}, false, {}, {}
     globalState, providerStates = nil, {}
+    daySpans = nil
+    if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end
     local f = ops[op]
     if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
-    return f()
+    local ok, result = pcall(f)
+    if ok then return result end
+    if type(result) == 'table' and result.needday then
+        return reply({ err = 'needday', day = result.needday })
+    end
+    error(result, 0)
 end
 
 -- Loaded as a function library (FUNCTION LOAD, with the name the client puts in front: the

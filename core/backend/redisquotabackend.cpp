@@ -153,7 +153,7 @@ Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::st
         op == "admit" ? m_timeout : std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
     auto r = m_connection.callFunction(
-        REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args });
+        REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args, daysArgument() });
     if (!r) {
         Error e = r.error();
         if (e.kind == ErrorKind::Timeout) // not a refusal of the quota: the store is unreachable
@@ -174,13 +174,26 @@ Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& a
         if (auto given = abandonUncertain(); !given)
             return given.error();
     }
-    auto text = send(op, args);
-    if (!text)
-        return text.error();
-    json j = json::from_msgpack(text->begin(), text->end(), true, false);
-    if (!j.is_object())
-        return Error::make(
-            ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
+    json j;
+    // An operation that meets a calendar day the script was not given stops before it writes
+    // and names it; each is learnt once (an operation may meet a few: import, release-stale).
+    for (int round = 0;; ++round) {
+        auto text = send(op, args);
+        if (!text)
+            return text.error();
+        j = json::from_msgpack(text->begin(), text->end(), true, false);
+        if (!j.is_object())
+            return Error::make(
+                ErrorKind::Corrupt, m_address.url(), "the Redis script answered with something else");
+        if (textOf(j.value("err", json())) != "needday")
+            break;
+        if (round == 8)
+            return Error::make(ErrorKind::Corrupt, m_address.url(),
+                "the Redis script kept asking for calendar days (its clock and this host's differ by a "
+                "day?)");
+        if (auto learnt = learnDay(textOf(j.value("day", json()))); !learnt)
+            return learnt.error();
+    }
     if (auto err = j.find("err"); err != j.end()) {
         const std::string kind = textOf(*err);
         const std::string message = textOf(j.value("msg", json()));
@@ -212,6 +225,34 @@ Error RedisQuotaBackend::unknownProvider(
     return Error::make(ErrorKind::Usage, "",
         "unknown provider '" + provider + "'; known providers: " + list
             + " (add one with: tollgate limits set PROVIDER --requests N --window SECONDS)");
+}
+
+Result<void> RedisQuotaBackend::learnDay(const std::string& dayReset)
+{
+    auto reset = DayReset::parse(dayReset);
+    if (!reset || reset->rolling())
+        return Error::make(ErrorKind::Corrupt, m_keys[0],
+            "a day reset the script asked for does not parse: " + (reset ? dayReset : reset.error().message));
+    const std::int64_t now = clientNowMs();
+    const DayReset::Span today = reset->dayOf(now);
+    m_days[dayReset] = { reset->dayOf(today.startMs - 1).startMs, today.startMs, today.endMs,
+        reset->dayOf(today.endMs).endMs };
+    return {};
+}
+
+std::string RedisQuotaBackend::daysArgument()
+{
+    if (m_days.empty())
+        return {};
+    const std::int64_t now = clientNowMs();
+    json days = json::object();
+    for (auto& [text, starts] : m_days) {
+        if (now >= starts[2]) // today has ended here: the next call's "today" is another day
+            (void)learnDay(text);
+        days[text] = starts;
+    }
+    const auto packed = json::to_msgpack(days);
+    return std::string(packed.begin(), packed.end());
 }
 
 std::int64_t RedisQuotaBackend::clientNowMs() const
@@ -342,20 +383,6 @@ Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
 
 namespace {
 
-// A calendar day needs the time-zone database, which the server script does not have: a limit
-// whose day resets at a wall-clock time is refused on this home, naming it, so that nothing the
-// user set is stored and then silently not enforced. (A rolling day, input and output tokens and
-// classes of patterns the script enforces as the file home does.)
-Result<void> scriptCanEnforce(const std::string& provider, const ProviderLimits& l, const std::string& key)
-{
-    if (l.dayReset.rolling())
-        return {};
-    return Error::make(ErrorKind::Unsupported, key,
-        "provider '" + provider + "': a day that resets at a wall-clock time (" + l.dayReset.text()
-            + ") is not enforced on a Redis home yet (a rolling day is: --day-resets rolling; a file home "
-              "enforces both); nothing was changed");
-}
-
 } // namespace
 
 Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
@@ -363,8 +390,6 @@ Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
     std::optional<ProviderLimits>* found, const std::string& description)
 {
     if (auto v = QuotaLimits::validate(provider, limits); !v)
-        return v.error();
-    if (auto v = scriptCanEnforce(provider, limits, m_keys[0]); !v)
         return v.error();
     json a = { { "provider", provider }, { "limits", RedisStateCodec::compactLimits(limits) },
         { "reason", byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
@@ -403,8 +428,6 @@ Result<std::vector<std::string>> RedisQuotaBackend::importLimits(
     json values = json::array();
     for (const auto& [name, l] : incoming.providers()) {
         if (auto v = QuotaLimits::validate(name, l); !v)
-            return v.error();
-        if (auto v = scriptCanEnforce(name, l, m_keys[0]); !v)
             return v.error();
         names.push_back(name);
         values.push_back(RedisStateCodec::compactLimits(l));

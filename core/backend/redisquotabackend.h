@@ -23,6 +23,8 @@
 #include "store/redisconnection.h"
 #include "system/processprobe.h"
 
+#include <array>
+#include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 
@@ -108,6 +110,11 @@ private:
     [[nodiscard]] Result<std::string> send(const std::string& op, const std::string& args);
     [[nodiscard]] std::int64_t clientNowMs() const;
     [[nodiscard]] Result<void> abandonUncertain();
+    // A calendar day the script asked for (needday: it has no time-zone database): four
+    // consecutive day starts around this host's clock, kept for the next calls.
+    [[nodiscard]] Result<void> learnDay(const std::string& dayReset);
+    // The days known, as the script's ARGV[6]; days that ended are computed again.
+    [[nodiscard]] std::string daysArgument();
     [[nodiscard]] Error unknownProvider(
         const std::string& provider, const std::vector<std::string>& known) const;
 
@@ -125,6 +132,7 @@ private:
     // next operation (see the script's "abandon").
     std::vector<std::pair<std::string, std::uint64_t>> m_uncertain;
     std::uint64_t m_nextRequestId;
+    std::map<std::string, std::array<std::int64_t, 4>> m_days; // day reset text -> day starts
     mutable std::unique_ptr<RedisConnection> m_subscription;
     mutable std::uint32_t m_rings = 0;
 };

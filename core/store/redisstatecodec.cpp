@@ -193,6 +193,8 @@ std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
     };
     budget(j, l.inputTokens, l.outputTokens);
     perDay(j, l.perDay);
+    if (!l.dayReset.rolling())
+        j["dz"] = l.dayReset.text();
     j["w"] = l.windowMs;
     if (l.parallel)
         j["par"] = *l.parallel;
@@ -266,6 +268,12 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
           };
     if (!readBudget(j, l.inputTokens, l.outputTokens, l.perDay))
         return corrupt(where, "an input, output or per-day limit is not a whole number");
+    if (auto dz = j.find("dz"); dz != j.end()) {
+        auto reset = dz->is_string() ? DayReset::parse(dz->get<std::string>()) : Result<DayReset>(DayReset());
+        if (!dz->is_string() || !reset || reset->rolling())
+            return corrupt(where, "the day reset is not one this version reads");
+        l.dayReset = *reset;
+    }
     if (j.contains("par")) {
         if (!integer(j, "par", v))
             return corrupt(where, "parallel is not a whole number");
@@ -371,6 +379,22 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
                 || sc.rollingDay.windowMs() != ScopeWindow::DAY_MS)
                 return bad("a scope's day is malformed or out of bounds");
             sc.day = ScopeWindow::Day::Rolling;
+        }
+        if (sj.contains("cs") || sj.contains("cu")) {
+            const json* cu = list(sj, "cu");
+            auto& u = sc.dayUsed;
+            auto count = [](const json& v, std::int64_t& out) {
+                if (!v.is_number_integer())
+                    return false;
+                out = v.get<std::int64_t>();
+                return out >= 0 && out <= RollingWindow::MAX_BUCKET_COUNT;
+            };
+            if (sc.day != ScopeWindow::Day::None || !cu || cu->size() != 4
+                || !integer(sj, "cs", sc.dayStartMs) || sc.dayStartMs < 0
+                || sc.dayStartMs > RollingWindow::MAX_TIME_MS || !count((*cu)[0], u.requests)
+                || !count((*cu)[1], u.tokens) || !count((*cu)[2], u.input) || !count((*cu)[3], u.output))
+                return bad("a scope's calendar day is malformed or out of bounds");
+            sc.day = ScopeWindow::Day::Calendar;
         }
         p.scopes.push_back(std::move(sc));
     }
