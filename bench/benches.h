@@ -23,6 +23,7 @@ struct Config {
     int redisCalls = 10000;
     bool redis = true;
     std::string redisServer = "redis-server";
+    std::string budgetsConfig; // rows 7: "one", "six", "full" or "two" alone (for a profiler); empty: all
 };
 
 // The figures the targets are judged on (nullopt: not measured).
@@ -50,6 +51,7 @@ struct Figures {
     std::optional<double> budgetSixP50Us; // 7b: 6 limits, no classes
     std::optional<double> budgetFullP50Us; // 7c: 6 limits and 10 classes, the model in two
     std::optional<double> budgetFullP99Us;
+    std::optional<double> budgetTwoP50Us; // 7e: full with only the two classes the model is in
     std::optional<double> redisHomeP50Us; // 6c: the Redis home with one limit
     std::string redisBudgetsRefused; // why 7c could not be set on the Redis home (empty: measured)
     std::optional<double> redisBudgetsP50Us; // 7c on the Redis home, once its script enforces it
@@ -65,7 +67,9 @@ struct Figures {
 //   full  six, and 10 model classes each with the same 6 limits, 16 patterns among them; the
 //         request names "claude-opus-4-5-20251101", which two classes match ("claude-opus-4*",
 //         "claude-*"), and states 1,000 input and 500 output tokens
-enum class BudgetConfig { One, Six, Full };
+//   two   (not a target, for the analysis) full with only the two classes the model is in: what
+//         full would cost if the state held no scope for the 8 classes the request never uses
+enum class BudgetConfig { One, Six, Full, Two };
 [[nodiscard]] tollgate::ProviderLimits budgetLimits(BudgetConfig config);
 [[nodiscard]] tollgate::AdmitRequest budgetRequest(BudgetConfig config, const std::string& provider);
 

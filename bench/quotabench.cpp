@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <iterator>
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
@@ -112,6 +113,8 @@ ProviderLimits budgetLimits(BudgetConfig config)
         { "gemini-flash", { "gemini-*-flash*" } },
     };
     for (const auto& [name, patterns] : classes) {
+        if (config == BudgetConfig::Two && std::string(name) != "claude" && std::string(name) != "opus")
+            continue;
         ModelLimits m(PER_WINDOW, std::nullopt, WINDOW_MS);
         m.inputTokens = PER_WINDOW;
         m.outputTokens = PER_WINDOW;
@@ -132,7 +135,7 @@ AdmitRequest budgetRequest(BudgetConfig config, const std::string& provider)
     r.inputTokens = 1000; // stated, as `acquire --input-tokens 1000 --output-tokens 500` does
     r.outputTokens = 500;
     r.tokens = r.inputTokens + r.outputTokens;
-    if (config == BudgetConfig::Full)
+    if (config == BudgetConfig::Full || config == BudgetConfig::Two)
         r.model = "claude-opus-4-5-20251101";
     return r;
 }
@@ -462,7 +465,8 @@ void benchWakeup(const Config& c, std::vector<Row>& rows, Figures& f)
 
 void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
 {
-    std::fprintf(stderr, "bench: 7. acquire with 1 limit, 6 limits, 6 limits + 10 classes (interleaved)\n");
+    std::fprintf(stderr,
+        "bench: 7. acquire with 1 limit, 6 limits, 6 limits + 10 classes, + 2 classes (interleaved)\n");
     struct Setup
     {
         BudgetConfig config;
@@ -481,8 +485,18 @@ void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
             {}, {}, {} },
         { BudgetConfig::Full, "7c",
             "acquire (try), 6 limits + 10 classes of 6 limits, model in 2 classes, 1 process", {}, {}, {}, {} },
+        { BudgetConfig::Two, "7e",
+            "(analysis) as 7c with only the 2 classes the model is in, 1 process", {}, {}, {}, {} },
+    };
+    constexpr int SETUPS = static_cast<int>(std::size(setups));
+    // --budgets-config: one configuration alone, for a profiler (valgrind --tool=callgrind).
+    const char* const NAMES[] = { "one", "six", "full", "two" };
+    auto chosen = [&](const Setup& s) {
+        return c.budgetsConfig.empty() || c.budgetsConfig == NAMES[static_cast<int>(s.config)];
     };
     for (Setup& s : setups) {
+        if (!chosen(s))
+            continue;
         s.dir = std::make_unique<TempDir>("tollgate-bench-budgets");
         setLimits(homeIn(*s.dir), clock, budgetLimits(s.config));
         s.client = std::make_unique<Client>(homeIn(*s.dir), clock);
@@ -499,7 +513,7 @@ void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
             s.samples.push_back(t1 - t0);
     };
     for (Setup& s : setups) {
-        for (int i = 0; i < c.warmup; ++i)
+        for (int i = 0; s.client && i < c.warmup; ++i)
             call(s, false);
     }
     // Blocks of calls taking turns, the order rotated every block, so that a slow phase of a
@@ -508,14 +522,16 @@ void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
     int block = 0;
     for (int done = 0; done < c.calls; done += BLOCK, ++block) {
         const int n = std::min(BLOCK, c.calls - done);
-        for (int k = 0; k < 3; ++k) {
-            Setup& s = setups[(block + k) % 3];
-            for (int i = 0; i < n; ++i)
+        for (int k = 0; k < SETUPS; ++k) {
+            Setup& s = setups[(block + k) % SETUPS];
+            for (int i = 0; s.client && i < n; ++i)
                 call(s, true);
         }
     }
     std::optional<double> oneP50;
     for (Setup& s : setups) {
+        if (!s.client)
+            continue;
         auto snap = s.client->limiter->snapshot();
         if (!snap)
             throw std::runtime_error("snapshot: " + snap.error().describe());
@@ -525,7 +541,7 @@ void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
         const Summary sum = summarize(std::move(s.samples));
         std::string note = std::to_string(scopes) + " scope" + (scopes == 1 ? "" : "s") + " in the state, "
             + std::to_string(bytes) + " B written per admission; blocks of " + std::to_string(BLOCK)
-            + " taking turns with the other rows 7";
+            + (c.budgetsConfig.empty() ? " taking turns with the other rows 7" : " (this row alone)");
         if (oneP50)
             note = fmtNumber(sum.p50Us / *oneP50, 2) + "× 7a's p50; " + note;
         Row r { s.id, s.what, {}, {}, {}, 1e6 / sum.meanUs, 0, note };
@@ -543,6 +559,9 @@ void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
         case BudgetConfig::Full:
             f.budgetFullP50Us = sum.p50Us;
             f.budgetFullP99Us = sum.p99Us;
+            break;
+        case BudgetConfig::Two:
+            f.budgetTwoP50Us = sum.p50Us;
             break;
         }
     }
