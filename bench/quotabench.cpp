@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <climits>
-#include <iterator>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <unistd.h>
