@@ -3,9 +3,9 @@
 //
 //   tollgate-bench [--only LIST] [--calls N] [--warmup N] [--window-calls N]
 //                  [--duration-ms N] [--rounds N] [--redis-calls N]
-//                  [--redis-server PATH] [--no-redis]
+//                  [--redis-server PATH] [--no-redis] [--budgets-config one|six|full|two]
 //
-// LIST is a comma-separated subset of: acquire,floor,aggregate,window,wakeup,redis
+// LIST is a comma-separated subset of: acquire,floor,aggregate,window,wakeup,budgets,redis
 // (floor needs acquire to size its I/O; it falls back to 4 KiB otherwise).
 
 #include "benches.h"
@@ -21,14 +21,14 @@
 
 namespace {
 
-const char* const SECTIONS[] = { "acquire", "floor", "aggregate", "window", "wakeup", "redis" };
+const char* const SECTIONS[] = { "acquire", "floor", "aggregate", "window", "wakeup", "budgets", "redis" };
 
 void usage()
 {
     std::fprintf(stderr,
-        "usage: tollgate-bench [--only acquire,floor,aggregate,window,wakeup,redis] [--calls N] [--warmup N]\n"
-        "                      [--window-calls N] [--duration-ms N] [--rounds N] [--redis-calls N]\n"
-        "                      [--redis-server PATH] [--no-redis]\n");
+        "usage: tollgate-bench [--only acquire,floor,aggregate,window,wakeup,budgets,redis] [--calls N]\n"
+        "                      [--warmup N] [--window-calls N] [--duration-ms N] [--rounds N] [--redis-calls N]\n"
+        "                      [--redis-server PATH] [--no-redis] [--budgets-config one|six|full|two]\n");
 }
 
 int positive(const char* opt, const char* v)
@@ -153,6 +153,35 @@ void printTargets(const bench::Figures& f)
             fmtThousands(*f.redisHome8PerSec) + " vs " + fmtThousands(*f.redisBucket8SameRun) + " /s = "
                 + fmtNumber(*f.redisHome8PerSec / *f.redisBucket8SameRun, 2) + "×",
             "≥ 0.8×", *f.redisHome8PerSec >= 0.8 * *f.redisBucket8SameRun);
+    if (f.budgetOneP50Us && f.budgetFullP50Us) {
+        const double r = *f.budgetFullP50Us / *f.budgetOneP50Us;
+        target("issue 25: acquire p50, 6 limits + 10 classes (7c) vs 1 limit (7a), file home, same run",
+            fmtNumber(*f.budgetFullP50Us, 1) + " / " + fmtNumber(*f.budgetOneP50Us, 1) + " µs = " + fmtNumber(r, 2) + "×",
+            "≤ 1.5×", r <= 1.5);
+        const double r99 = *f.budgetFullP99Us / *f.budgetOneP99Us;
+        target("the same for p99 (not a target)",
+            fmtNumber(*f.budgetFullP99Us, 1) + " / " + fmtNumber(*f.budgetOneP99Us, 1) + " µs = " + fmtNumber(r99, 2) + "×",
+            "≤ 1.5×", r99 <= 1.5, true);
+        if (f.budgetTwoP50Us)
+            target("(analysis) 7e, the same with only the 2 classes the model is in, vs 7a",
+                fmtNumber(*f.budgetTwoP50Us, 1) + " / " + fmtNumber(*f.budgetOneP50Us, 1) + " µs = "
+                    + fmtNumber(*f.budgetTwoP50Us / *f.budgetOneP50Us, 2) + "×",
+                "≤ 1.5×", *f.budgetTwoP50Us <= 1.5 * *f.budgetOneP50Us, true);
+    }
+    if (f.redisHomeP50Us) {
+        if (f.redisBudgetsP50Us) {
+            const double r = *f.redisBudgetsP50Us / *f.redisHomeP50Us;
+            target("issue 25: acquire p50, 6 limits + 10 classes (7d) vs 1 limit (6c), Redis home, same run",
+                fmtNumber(*f.redisBudgetsP50Us, 1) + " / " + fmtNumber(*f.redisHomeP50Us, 1) + " µs = " + fmtNumber(r, 2)
+                    + "×",
+                "≤ 1.5×", r <= 1.5);
+        } else {
+            target("issue 25: acquire p50, 6 limits + 10 classes vs 1 limit, Redis home",
+                "1 limit (6c): " + fmtNumber(*f.redisHomeP50Us, 1) + " µs; 6 limits + 10 classes: refused by the home ("
+                    + f.redisBudgetsRefused + ")",
+                "≤ 1.5×", std::nullopt);
+        }
+    }
     if (f.redisLowerBound8PerSec && f.redisBucket8SameRun)
         target("(reach of that target) row 6f, the lower-bound admission, vs the bucket",
             fmtThousands(*f.redisLowerBound8PerSec) + " vs " + fmtThousands(*f.redisBucket8SameRun) + " /s = "
@@ -198,6 +227,11 @@ int main(int argc, char** argv)
                 c.redisCalls = positive("--redis-calls", next());
             } else if (a == "--redis-server") {
                 c.redisServer = next();
+            } else if (a == "--budgets-config") {
+                c.budgetsConfig = next();
+                if (c.budgetsConfig != "one" && c.budgetsConfig != "six" && c.budgetsConfig != "full"
+                    && c.budgetsConfig != "two")
+                    throw std::invalid_argument("--budgets-config needs one, six, full or two");
             } else if (a == "--no-redis") {
                 c.redis = false;
             } else if (a == "-h" || a == "--help") {
@@ -233,6 +267,7 @@ int main(int argc, char** argv)
     section("aggregate", bench::benchAggregate);
     section("window", bench::benchWindowSizes);
     section("wakeup", bench::benchWakeup);
+    section("budgets", bench::benchBudgets);
     if (want("redis")) {
         if (c.redis)
             section("redis", bench::benchRedis);

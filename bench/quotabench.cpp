@@ -1,6 +1,7 @@
-// Rows 1, 3, 4 and 5: QuotaLimiter::acquire on a FileQuotaStore — uncontended latency,
-// multi-process aggregate throughput, cost against the window's size, and the wake-up
-// latency of a blocked waiter when the only parallel slot is released.
+// Rows 1, 3, 4, 5 and 7: QuotaLimiter::acquire on a FileQuotaStore — uncontended latency,
+// multi-process aggregate throughput, cost against the window's size, the wake-up latency of
+// a blocked waiter when the only parallel slot is released, and the cost of limits in the
+// provider's terms (6 limits, 10 model classes) against a single limit.
 
 #include "backend/quotalimiter.h"
 #include "base/manualclock.h"
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <iterator>
 #include <memory>
 #include <stdexcept>
 #include <unistd.h>
@@ -42,16 +44,21 @@ struct Client
     }
 };
 
+void setLimits(const std::string& home, const Clock& clock, const ProviderLimits& l)
+{
+    Client c(home, clock);
+    if (auto r = c.limiter->setLimits(PROVIDER, l, "bench"); !r)
+        throw std::runtime_error("setLimits: " + r.error().describe());
+}
+
 void setLimits(
     const std::string& home, const Clock& clock, std::int64_t requests, std::optional<std::int64_t> parallel)
 {
-    Client c(home, clock);
     ProviderLimits l;
     l.requests = requests;
     l.windowMs = WINDOW_MS;
     l.parallel = parallel;
-    if (auto r = c.limiter->setLimits(PROVIDER, l, "bench"); !r)
-        throw std::runtime_error("setLimits: " + r.error().describe());
+    setLimits(home, clock, l);
 }
 
 AdmitRequest request(bool wantsSlot = false)
@@ -69,6 +76,69 @@ std::string homeIn(const TempDir& dir)
 }
 
 } // namespace
+
+ProviderLimits budgetLimits(BudgetConfig config)
+{
+    // Far above what a run uses (22,000 calls x 1,500 tokens = 33 million): nothing waits.
+    constexpr std::int64_t PER_WINDOW = 1000000000;
+    constexpr std::int64_t PER_DAY = 100000000000;
+    ProviderLimits l;
+    l.windowMs = WINDOW_MS;
+    l.requests = PER_WINDOW;
+    if (config == BudgetConfig::One)
+        return l;
+    l.inputTokens = PER_WINDOW;
+    l.outputTokens = PER_WINDOW;
+    l.perDay.requests = PER_DAY;
+    l.perDay.inputTokens = PER_DAY;
+    l.perDay.outputTokens = PER_DAY;
+    auto reset = DayReset::parse("00:00@America/Los_Angeles");
+    if (!reset)
+        throw std::runtime_error("DayReset::parse: " + reset.error().describe());
+    l.dayReset = reset.value();
+    if (config == BudgetConfig::Six)
+        return l;
+    // Ten classes as a user of several providers' model families would write them; the
+    // request's model is in "opus" and "claude", the two classes it is checked and recorded in.
+    const std::pair<const char*, std::vector<std::string>> classes[] = {
+        { "claude", { "claude-*" } },
+        { "opus", { "claude-opus-4*" } },
+        { "sonnet", { "claude-sonnet-4*", "claude-3-7-sonnet*" } },
+        { "haiku", { "claude-haiku-4*", "claude-3-5-haiku*" } },
+        { "gpt-4o", { "gpt-4o", "gpt-4o-2024-*" } },
+        { "gpt-4o-mini", { "gpt-4o-mini*" } },
+        { "gpt-5", { "gpt-5*" } },
+        { "reasoning", { "o1*", "o3*", "o4-mini*" } },
+        { "gemini-pro", { "gemini-*-pro*" } },
+        { "gemini-flash", { "gemini-*-flash*" } },
+    };
+    for (const auto& [name, patterns] : classes) {
+        if (config == BudgetConfig::Two && std::string(name) != "claude" && std::string(name) != "opus")
+            continue;
+        ModelLimits m(PER_WINDOW, std::nullopt, WINDOW_MS);
+        m.inputTokens = PER_WINDOW;
+        m.outputTokens = PER_WINDOW;
+        m.perDay = l.perDay;
+        m.match = patterns;
+        l.models.emplace(name, m);
+    }
+    return l;
+}
+
+AdmitRequest budgetRequest(BudgetConfig config, const std::string& provider)
+{
+    AdmitRequest r;
+    r.provider = provider;
+    r.caller = "bench";
+    if (config == BudgetConfig::One)
+        return r; // as row 1a
+    r.inputTokens = 1000; // stated, as `acquire --input-tokens 1000 --output-tokens 500` does
+    r.outputTokens = 500;
+    r.tokens = r.inputTokens + r.outputTokens;
+    if (config == BudgetConfig::Full || config == BudgetConfig::Two)
+        r.model = "claude-opus-4-5-20251101";
+    return r;
+}
 
 void benchAcquire(const Config& c, std::vector<Row>& rows, Figures& f)
 {
@@ -391,6 +461,110 @@ void benchWakeup(const Config& c, std::vector<Row>& rows, Figures& f)
     fillLatency(row, s);
     rows.push_back(row);
     f.wakeP99Us = s.p99Us;
+}
+
+void benchBudgets(const Config& c, std::vector<Row>& rows, Figures& f)
+{
+    std::fprintf(stderr,
+        "bench: 7. acquire with 1 limit, 6 limits, 6 limits + 10 classes, + 2 classes (interleaved)\n");
+    struct Setup
+    {
+        BudgetConfig config;
+        const char* id;
+        const char* what;
+        std::unique_ptr<TempDir> dir;
+        std::unique_ptr<Client> client;
+        AdmitRequest request;
+        std::vector<std::int64_t> samples;
+    };
+    SystemClock clock;
+    Setup setups[] = {
+        { BudgetConfig::One, "7a", "acquire (try), 1 limit (requests per window), 1 process", {}, {}, {}, {} },
+        { BudgetConfig::Six, "7b",
+            "acquire (try), 6 limits (requests, input, output per window and per calendar day), 1 process", {},
+            {}, {}, {} },
+        { BudgetConfig::Full, "7c",
+            "acquire (try), 6 limits + 10 classes of 6 limits, model in 2 classes, 1 process", {}, {}, {}, {} },
+        { BudgetConfig::Two, "7e",
+            "(analysis) as 7c with only the 2 classes the model is in, 1 process", {}, {}, {}, {} },
+    };
+    constexpr int SETUPS = static_cast<int>(std::size(setups));
+    // --budgets-config: one configuration alone, for a profiler (valgrind --tool=callgrind).
+    const char* const NAMES[] = { "one", "six", "full", "two" };
+    auto chosen = [&](const Setup& s) {
+        return c.budgetsConfig.empty() || c.budgetsConfig == NAMES[static_cast<int>(s.config)];
+    };
+    for (Setup& s : setups) {
+        if (!chosen(s))
+            continue;
+        s.dir = std::make_unique<TempDir>("tollgate-bench-budgets");
+        setLimits(homeIn(*s.dir), clock, budgetLimits(s.config));
+        s.client = std::make_unique<Client>(homeIn(*s.dir), clock);
+        s.request = budgetRequest(s.config, PROVIDER);
+        s.samples.reserve(static_cast<std::size_t>(c.calls));
+    }
+    auto call = [&](Setup& s, bool timed) {
+        const std::int64_t t0 = monoNs();
+        auto p = s.client->limiter->acquire(s.request, clock.now());
+        const std::int64_t t1 = monoNs();
+        if (!p)
+            throw std::runtime_error(std::string(s.id) + ": acquire failed: " + p.error().describe());
+        if (timed)
+            s.samples.push_back(t1 - t0);
+    };
+    for (Setup& s : setups) {
+        for (int i = 0; s.client && i < c.warmup; ++i)
+            call(s, false);
+    }
+    // Blocks of calls taking turns, the order rotated every block, so that a slow phase of a
+    // shared machine falls on all three alike.
+    constexpr int BLOCK = 500;
+    int block = 0;
+    for (int done = 0; done < c.calls; done += BLOCK, ++block) {
+        const int n = std::min(BLOCK, c.calls - done);
+        for (int k = 0; k < SETUPS; ++k) {
+            Setup& s = setups[(block + k) % SETUPS];
+            for (int i = 0; s.client && i < n; ++i)
+                call(s, true);
+        }
+    }
+    std::optional<double> oneP50;
+    for (Setup& s : setups) {
+        if (!s.client)
+            continue;
+        auto snap = s.client->limiter->snapshot();
+        if (!snap)
+            throw std::runtime_error("snapshot: " + snap.error().describe());
+        const ProviderState* p = snap->state.provider(PROVIDER);
+        const std::size_t scopes = p ? p->scopes.size() : 0;
+        const std::size_t bytes = snap->state.encode().size() + StateFile::HEADER_BYTES;
+        const Summary sum = summarize(std::move(s.samples));
+        std::string note = std::to_string(scopes) + " scope" + (scopes == 1 ? "" : "s") + " in the state, "
+            + std::to_string(bytes) + " B written per admission; blocks of " + std::to_string(BLOCK)
+            + (c.budgetsConfig.empty() ? " taking turns with the other rows 7" : " (this row alone)");
+        if (oneP50)
+            note = fmtNumber(sum.p50Us / *oneP50, 2) + "× 7a's p50; " + note;
+        Row r { s.id, s.what, {}, {}, {}, 1e6 / sum.meanUs, 0, note };
+        fillLatency(r, sum);
+        rows.push_back(r);
+        switch (s.config) {
+        case BudgetConfig::One:
+            oneP50 = sum.p50Us;
+            f.budgetOneP50Us = sum.p50Us;
+            f.budgetOneP99Us = sum.p99Us;
+            break;
+        case BudgetConfig::Six:
+            f.budgetSixP50Us = sum.p50Us;
+            break;
+        case BudgetConfig::Full:
+            f.budgetFullP50Us = sum.p50Us;
+            f.budgetFullP99Us = sum.p99Us;
+            break;
+        case BudgetConfig::Two:
+            f.budgetTwoP50Us = sum.p50Us;
+            break;
+        }
+    }
 }
 
 } // namespace bench

@@ -422,6 +422,47 @@ struct HomeClient
     }
 };
 
+// Row 7d: row 7c's limits (6 limits, 10 classes, the model in two) on the Redis home, next to
+// 6c (one limit) on the same server. Its script does not enforce these limits yet and refuses
+// them: the row then says so, with the home's own words, and measures nothing.
+void benchRedisBudgets(const Config& c, const std::string& url, std::vector<Row>& rows, Figures& f)
+{
+    constexpr const char* PROVIDER = "budgets";
+    std::fprintf(stderr, "bench: 7d. Redis home, 6 limits + 10 classes, 1 client\n");
+    Row r { "7d", "Tollgate Redis home: acquire (try), 6 limits + 10 classes, model in 2 classes, 1 client", {},
+        {}, {}, {}, 0, {} };
+    {
+        HomeClient setup(url);
+        if (auto set = setup.limiter->setLimits(PROVIDER, budgetLimits(BudgetConfig::Full), "bench"); !set) {
+            f.redisBudgetsRefused = set.error().describe();
+            r.note = "not measurable: the home refuses these limits (" + f.redisBudgetsRefused + ")";
+            rows.push_back(r);
+            return;
+        }
+    }
+    HomeClient one(url);
+    one.request = budgetRequest(BudgetConfig::Full, PROVIDER);
+    const int warm = std::min(c.warmup, 500);
+    std::vector<std::int64_t> samples;
+    samples.reserve(static_cast<std::size_t>(c.redisCalls));
+    std::int64_t refused = 0;
+    for (int i = 0; i < warm + c.redisCalls; ++i) {
+        const std::int64_t t0 = monoNs();
+        const bool ok = one.acquire();
+        const std::int64_t t1 = monoNs();
+        if (i >= warm) {
+            samples.push_back(t1 - t0);
+            refused += ok ? 0 : 1;
+        }
+    }
+    const Summary s = summarize(std::move(samples));
+    r.opsPerSec = 1e6 / s.meanUs;
+    r.note = "same server, after 6c" + (refused ? "; " + std::to_string(refused) + " refused" : std::string());
+    fillLatency(r, s);
+    rows.push_back(r);
+    f.redisBudgetsP50Us = s.p50Us;
+}
+
 // Rows 6c–6e: Tollgate's Redis home on the same server, in the same run as the bucket.
 void benchRedisHome(const Config& c, int port, const std::string& version, const std::string& sha,
     std::vector<Row>& rows, Figures& f)
@@ -467,8 +508,10 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
             + (refused ? "; " + std::to_string(refused) + " refused" : std::string()) };
     fillLatency(r, s);
     rows.push_back(r);
+    f.redisHomeP50Us = s.p50Us;
     f.redisHomeP99Us = s.p99Us;
     f.redisHomeCommandsPerAcquire = perAcquire;
+    benchRedisBudgets(c, url, rows, f);
 
     for (int clients : { 1, 2, 4, 8 }) {
         std::fprintf(
