@@ -542,20 +542,24 @@ local function syncScope(sc, b, l, t)
     return changed
 end
 
-local function syncProvider(p, l, t)
+-- A scope made now for its budgets, appended (QuotaPolicy's ensureScope).
+local function ensureScope(p, l, name, t)
+    local b = budgetsOf(l, name)
+    local sc = scope(p, name)
     local changed = false
-    local function want(model)
-        local b = budgetsOf(l, model)
-        local sc = scope(p, model)
-        if not sc then
-            sc = newWindow(model, b.w, false)
-            p.sc[#p.sc + 1] = sc
-            changed = true
-        end
-        if syncScope(sc, b, l, t) then changed = true end
+    if not sc then
+        sc = newWindow(name, b.w, false)
+        p.sc[#p.sc + 1] = sc
+        changed = true
     end
-    want('')
-    for _, m in ipairs(sortedKeys(l.m)) do want(m) end
+    if syncScope(sc, b, l, t) then changed = true end
+    return changed
+end
+
+-- QuotaPolicy::syncProvider: the provider's scope always; a class's once something counts in
+-- it (made by admitApply), then kept in step with its budgets; a removed class's dropped.
+local function syncProvider(p, l, t)
+    local changed = ensureScope(p, l, '', t)
     local kept = {}
     for _, sc in ipairs(p.sc) do
         if sc.m == '' or (l.m and l.m[sc.m]) then
@@ -565,11 +569,15 @@ local function syncProvider(p, l, t)
         end
     end
     p.sc = kept
+    for _, sc in ipairs(p.sc) do
+        if sc.m ~= '' and syncScope(sc, l.m[sc.m], l, t) then changed = true end
+    end
     return changed
 end
 
 local function fillConservatively(p, l, t)
     syncProvider(p, l, t)
+    for _, m in ipairs(sortedKeys(l.m)) do ensureScope(p, l, m, t) end
     -- As if the whole limit had been admitted just now, in every budget.
     local function full(b)
         local lim = limitsOfBudget(l, b)
@@ -924,8 +932,12 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
         end
         return d
     end
-    -- Recorded whole, also an estimate above a limit (only its check was capped).
+    -- Recorded whole, also an estimate above a limit (only its check was capped), in the
+    -- scopes of the classes the model counts in, made now if new.
     local cost = costOf(r)
+    for _, m in ipairs(sortedKeys(l.m)) do
+        if classMatches(m, l.m[m], r.model) then ensureScope(p, l, m, t) end
+    end
     for _, sc in ipairs(p.sc) do
         local b = budgetsOf(l, sc.m)
         if b and (sc.m == '' or classMatches(sc.m, b, r.model)) then

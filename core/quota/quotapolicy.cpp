@@ -212,33 +212,61 @@ bool syncScope(ScopeWindow& sc, const ScopeBudgets& b, const ProviderLimits& l, 
     return changed;
 }
 
+// A scope made now for its budgets (appended: the order scopes are judged in is the order they
+// were made, the same on every home).
+ScopeWindow& ensureScope(ProviderState& p, const ProviderLimits& l, const std::string& scope, std::int64_t nowMs,
+    bool& changed)
+{
+    const ScopeBudgets b = *budgetsOf(l, scope);
+    ScopeWindow* sc = p.scope(scope);
+    if (!sc) {
+        p.scopes.push_back(ScopeWindow { scope, RollingWindow(b.windowMs) });
+        sc = &p.scopes.back();
+        changed = true;
+    }
+    changed = syncScope(*sc, b, l, nowMs) || changed;
+    return *sc;
+}
+
 } // namespace
 
+// The provider's scope always; a class's once something counts in it (an absent scope counts
+// nothing, as an empty one would): a provider with many classes, few of them used, keeps a
+// small state, and each transaction decodes, syncs and writes only those.
 bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
 {
     bool changed = false;
-    auto want = [&](const std::string& scope) {
-        const ScopeBudgets b = *budgetsOf(l, scope);
-        ScopeWindow* sc = p.scope(scope);
-        if (!sc) {
-            p.scopes.push_back(ScopeWindow { scope, RollingWindow(b.windowMs) });
-            sc = &p.scopes.back();
-            changed = true;
-        }
-        changed = syncScope(*sc, b, l, nowMs) || changed;
-    };
-    want("");
-    for (const auto& [model, ml] : l.models)
-        want(model);
+    (void)ensureScope(p, l, "", nowMs, changed);
     const auto before = p.scopes.size();
     std::erase_if(
         p.scopes, [&](const ScopeWindow& sc) { return !sc.model.empty() && !l.models.count(sc.model); });
+    for (auto& sc : p.scopes) {
+        if (!sc.model.empty())
+            changed = syncScope(sc, *budgetsOf(l, sc.model), l, nowMs) || changed;
+    }
     return changed || before != p.scopes.size();
 }
+
+namespace {
+
+// Makes the scopes of the classes a model counts in (class-name order).
+void ensureClassScopes(ProviderState& p, const ProviderLimits& l, const std::string& model, std::int64_t nowMs)
+{
+    bool changed = false;
+    for (const auto& [name, ml] : l.models) {
+        if (ml.matches(name, model))
+            (void)ensureScope(p, l, name, nowMs, changed);
+    }
+}
+
+} // namespace
 
 void QuotaPolicy::fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
 {
     syncProvider(p, l, nowMs);
+    bool changed = false;
+    for (const auto& [name, ml] : l.models)
+        (void)ensureScope(p, l, name, nowMs, changed);
     // As if the whole limit had been admitted just now, in every budget.
     for (auto& sc : p.scopes) {
         const auto b = budgetsOf(l, sc.model);
@@ -580,6 +608,7 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
         return d;
     }
     const Usage cost = costOf(r);
+    ensureClassScopes(p, l, r.model, nowMs);
     for (auto& sc : p.scopes) {
         const auto b = budgetsOf(l, sc.model);
         if (b && (sc.model.empty() || l.models.at(sc.model).matches(sc.model, r.model)))
