@@ -264,6 +264,20 @@ void windowLines(
             l += ", more free in " + duration(w.tokensFreeInMs);
         out.push_back({ l + limitNote(w.tokenLimitGiven, w.tokenLimit) });
     }
+    // Input and output tokens per window, then every per-day budget (issue 25's metrics).
+    for (const BudgetCapacity& b : w.budgets) {
+        const char* name = b.metric == "input_tokens" ? "input     "
+            : b.metric == "output_tokens"             ? "output    "
+            : b.metric == "requests"                  ? "requests  "
+                                                      : "tokens    ";
+        std::string l = indent + name + num(b.left) + " left of " + num(b.limit)
+            + (b.perDay ? (b.dayEndsAtMs > 0 ? " today" : " in 24 h") : " in " + window) + " (" + num(b.used)
+            + " used)";
+        if (b.freeInMs > 0)
+            l += b.freeInMs == Capacity::NEVER ? ", never by waiting"
+                                               : ", more free in " + duration(b.freeInMs);
+        out.push_back({ l + limitNote(b.given, b.limit) });
+    }
 }
 
 struct CallerRate
