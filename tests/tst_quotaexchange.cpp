@@ -233,7 +233,7 @@ void TestQuotaExchange::realUsageBelowTheEstimateFreesTheRest()
     QVERIFY(admit(200).mustWait); // the estimate fills the window
     QuotaExchange::Answer ok = answer(200);
     ok.usage = TokenUsage { 100, 50 };
-    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent");
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.consecutive429, 0); // a success ends the 429 streak
@@ -248,7 +248,7 @@ void TestQuotaExchange::realUsageAboveTheEstimateCountsWhole()
     QVERIFY(admitted.permit);
     QuotaExchange::Answer ok = answer(200);
     ok.usage = TokenUsage { 300, 400 };
-    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent");
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(700));
@@ -263,7 +263,7 @@ void TestQuotaExchange::aFailureWithoutUsageLeavesTheEstimate()
     m_clock.advance(5min);
     auto admitted = admit(400);
     QVERIFY(admitted.permit);
-    m_exchange->settle(*m_exchangeStore, *admitted.permit, answer(500, R"({"error":"boom"})"), "agent");
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, answer(500, R"({"error":"boom"})"), "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty()); // the slot is back however the answer went
     QCOMPARE(p.consecutive429, 1); // no success: the streak stands
@@ -272,7 +272,7 @@ void TestQuotaExchange::aFailureWithoutUsageLeavesTheEstimate()
     // No answer at all (the upstream never answered): the same, and nothing learnt.
     auto again = admit(100);
     QVERIFY(again.permit);
-    m_exchange->settle(*m_exchangeStore, *again.permit, QuotaExchange::Answer {}, "agent");
+    m_exchange->settle(*m_exchangeStore, *again.permit, QuotaExchange::Answer {}, "agent", 0);
     QVERIFY(state().slots.empty());
     QCOMPARE(state().scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(500));
     // Given up before any answer (abandon): the slot back, the estimate stands.
@@ -295,7 +295,7 @@ void TestQuotaExchange::a429WithRetryAfterBacksEveryoneOff()
     m_exchange->settle(*m_exchangeStore, *admitted.permit,
         answer(429, R"({"type":"error","error":{"type":"rate_limit_error","message":"slow down"}})",
             lesson.retryAfterMs),
-        "agent");
+        "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.consecutive429, 1);
@@ -325,7 +325,7 @@ void TestQuotaExchange::aSpendCapPausesTheProvider()
     m_exchange->settle(*m_exchangeStore, *admitted.permit,
         answer(429,
             R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}})"),
-        "agent");
+        "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QVERIFY(p.paused);
@@ -352,7 +352,7 @@ void TestQuotaExchange::anOverloadIsRecordedWithoutBackoff()
     QVERIFY(admitted.permit);
     m_exchange->settle(*m_exchangeStore, *admitted.permit,
         answer(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"),
-        "agent");
+        "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.consecutive429, 0);
