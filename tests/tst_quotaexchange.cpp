@@ -673,7 +673,14 @@ void TestQuotaExchange::aRejectedSubscriptionWindowHoldsUntilItsReset()
     QCOMPARE(holds.size(), std::size_t(1));
     QVERIFY(holds[0].reason.find("five_hour window (5h 100%, 7d 41%) is used up") != std::string::npos);
     QVERIFY(holds[0].reason.find("(agent's answer)") != std::string::npos);
-    m_exchange->abandon(*m_exchangeStore, *admitted.permit);
+    // Its 429 is answered by the hold: no backoff that would outlast the reset.
+    QuotaExchange::Answer refused
+        = answer(429, R"({"type":"error","error":{"type":"rate_limit_error","message":"rate limited"}})");
+    refused.planRejected = lesson.planRejected;
+    QVERIFY(refused.planRejected);
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, refused, "agent", 0);
+    QCOMPARE(state().consecutive429, 0);
+    QCOMPARE(state().backoffUntilMs, resetMs);
     QVERIFY(admit(10, "other").mustWait);
     m_clock.advance(std::chrono::milliseconds(resetMs - m_clock.unixMs() - 1));
     QVERIFY(admit(10, "other").mustWait);

@@ -437,6 +437,7 @@ net::awaitable<void> ClientConnection<Client>::settle(
     answer.answered = outcome.answered;
     answer.status = outcome.status;
     answer.retryAfterMs = outcome.retryAfterMs;
+    answer.planRejected = outcome.planRejected;
     answer.errorBody = outcome.errorBody;
     answer.usage = outcome.usage;
     auto work = [&] { m_server.exchange->settle(m_lease->store(), permit, answer, caller, promptTokens); };

@@ -168,6 +168,7 @@ void QuotaExchange::readSubscription(const SubscriptionReport& plan, HeaderLesso
         lesson.holdUntilMs = *until;
         lesson.holdWhat = planWindow(plan) + " is used up";
     }
+    lesson.planRejected = plan.rejectedUntilMs() && *plan.rejectedUntilMs() > lesson.nowMs;
     if (plan.status != SubscriptionStatus::AllowedWarning)
         return;
     // A reset cut to a day moves with every answer: such a window is named by its claim alone.
@@ -255,6 +256,8 @@ void QuotaExchange::learnFromAnswer(
 {
     switch (kind.kind) {
     case AnswerKind::Kind::RateLimited:
+        if (answer.planRejected)
+            break; // held until the plan's reset already (learnFromHeaders)
         (void)store.quick(
             [&](QuotaLimiter& l) { return l.report429(m_provider, caller, answer.retryAfterMs); });
         break;

@@ -90,6 +90,10 @@ public:
         std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
         std::string errorBody; // the first bytes of a non-2xx body
         std::optional<TokenUsage> usage; // a 2xx's real usage, if it said
+        // Its headers said the subscription plan's window is used up (HeaderLesson::planRejected):
+        // the hold until the reset answers its 429, which is then no rate limit to back off from
+        // (a backoff would outlast the reset the provider named).
+        bool planRejected = false;
     };
 
     // What an answer's headers say (readHeaders), for learnFromHeaders.
@@ -101,6 +105,7 @@ public:
         // said it (for the hold's history event).
         std::optional<std::int64_t> holdUntilMs;
         std::string holdWhat;
+        bool planRejected = false; // the subscription plan's window is used up (a hold until its reset)
         // A subscription plan's warning, the first of its window: the history event's words.
         std::string warning;
         // The provider's own limits per minute (-1: not in this answer) and whether the store
