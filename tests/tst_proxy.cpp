@@ -84,6 +84,7 @@ private Q_SLOTS:
     void headersGoOutBeforeTheBody();
     void aTruncatedDoorbellKillsNothing();
     void theProvidersOwnTermsAreCounted();
+    void anAgentRequestOverTheTokenLimitWaitsForRoom_data();
     void anAgentRequestOverTheTokenLimitWaitsForRoom();
     void aSubscriptionRejectionHoldsUntilItsResetWithoutPausing();
 
@@ -1928,13 +1929,30 @@ void TestProxy::theProvidersOwnTermsAreCounted()
     QVERIFY2(bad.err.contains("--counting"), bad.err.constData());
 }
 
-// The README's example limit, 40,000 tokens a window, and an agent's request estimated at
-// 83,070 tokens (its prompt, about 316 KB, and max_tokens 4096): once "400 ... can never be
+// The README's example limit, 40,000 tokens a window with 80% headroom (32,000), and an agent's request
+// estimated at 83,070 tokens (its prompt, about 316 KB, and max_tokens 4096): once "400 ... can never be
 // admitted"; now it waits until the window is empty, and goes.
+void TestProxy::anAgentRequestOverTheTokenLimitWaitsForRoom_data()
+{
+    QTest::addColumn<bool>("redis");
+    QTest::newRow("directory home") << false;
+    QTest::newRow("redis home") << true; // the server script has the rule too
+}
+
 void TestProxy::anAgentRequestOverTheTokenLimitWaitsForRoom()
 {
+    QFETCH(bool, redis);
+    RedisServer server;
+    if (redis) {
+        if (RedisServer::binary().isEmpty())
+            QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+        QString why;
+        QVERIFY2(server.start({}, &why), qPrintable(why));
+        m_home = QString::fromStdString(server.url()) + QStringLiteral("?prefix=agent");
+    }
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--tokens"),
-        QStringLiteral("40000"), QStringLiteral("--window"), QStringLiteral("2") });
+        QStringLiteral("40000"), QStringLiteral("--headroom"), QStringLiteral("80"),
+        QStringLiteral("--window"), QStringLiteral("2") });
     startProxy();
     QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":100})")))
                 .out.startsWith("HTTP/1.1 200"));

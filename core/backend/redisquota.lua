@@ -558,6 +558,9 @@ end
 
 local function impossible(l, r)
     if r.tokens < 0 then return 'a negative number of tokens' end
+    -- An estimate (the proxy's reading of a body, AdmitRequest::estimated) is never too large:
+    -- it waits for room instead (checkedTokens).
+    if r.estimated then return nil end
     if l.t and r.tokens > effective(l, l.t) then
         return 'asks for ' .. r.tokens .. ' tokens, but provider \'' .. r.provider .. '\' allows '
             .. effective(l, l.t) .. ' per window'
@@ -567,6 +570,14 @@ local function impossible(l, r)
             .. effective(l, l.m[r.model].t) .. ' per window'
     end
     return nil
+end
+
+-- The tokens a window is checked for: an estimate larger than the limit as the whole limit, so it
+-- is admitted once the window is empty (recorded whole; its real usage corrects it), as
+-- QuotaPolicy's capped() does.
+local function checkedTokens(r, tl)
+    if r.estimated and tl >= 0 then return math.min(r.tokens, tl) end
+    return r.tokens
 end
 
 local function windowAllows(sc, rl, tl, tokens, t, d)
@@ -607,11 +618,13 @@ local function evaluate(g, p, l, r, ticket, t)
         end
     end
     local sc = scope(p, '')
-    if sc and not windowAllows(sc, limitOrNone(l, l.r), limitOrNone(l, l.t), r.tokens, t, d) then return d end
+    local tl = limitOrNone(l, l.t)
+    if sc and not windowAllows(sc, limitOrNone(l, l.r), tl, checkedTokens(r, tl), t, d) then return d end
     if r.model ~= '' then
         local ml = l.m and l.m[r.model]
         local msc = scope(p, r.model)
-        if ml and msc and not windowAllows(msc, limitOrNone(l, ml.r), limitOrNone(l, ml.t), r.tokens, t, d) then
+        local mtl = ml and limitOrNone(l, ml.t)
+        if ml and msc and not windowAllows(msc, limitOrNone(l, ml.r), mtl, checkedTokens(r, mtl), t, d) then
             return d
         end
     end

@@ -229,10 +229,10 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 {
     const AdmitRequest& r = step.request;
     json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
-        { "tokens", r.tokens }, { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid },
-        { "deadline", r.deadlineMs }, { "st", r.startTicks }, { "wst", r.waiterStartTicks },
-        { "lease", r.leaseMs }, { "ticket", step.ticket }, { "enqueue", step.enqueue },
-        { "waited", clientNowMs() - step.startMs },
+        { "tokens", r.tokens }, { "estimated", r.estimated }, { "slot", r.wantsSlot }, { "pid", r.pid },
+        { "wpid", r.waiterPid }, { "deadline", r.deadlineMs }, { "st", r.startTicks },
+        { "wst", r.waiterStartTicks }, { "lease", r.leaseMs }, { "ticket", step.ticket },
+        { "enqueue", step.enqueue }, { "waited", clientNowMs() - step.startMs },
         { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
     std::vector<std::uint64_t> deadF;
     std::vector<std::uint64_t> deadT;
