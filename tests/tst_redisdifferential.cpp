@@ -323,6 +323,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         admit.request.caller = "c" + std::to_string(pick(5));
         admit.request.model = models[pick(3)];
         admit.request.tokens = pick(4) ? pick(300) : 0;
+        // Sometimes the proxy's estimate: never refused as too large, checked capped at a limit.
+        admit.request.estimated = pick(4) == 0;
         admit.request.wantsSlot = pick(2);
         admit.request.pid = pick(10) == 0 ? deadPid : ProcessProbe::selfPid();
         admit.request.waiterPid = ProcessProbe::selfPid();
