@@ -12,6 +12,7 @@
 #include "testsupport.h"
 
 #include <QCryptographicHash>
+#include <QDateTime>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -82,6 +83,10 @@ private Q_SLOTS:
     void aClientThatLeavesBeforeTheAnswerEndsTheExchange();
     void headersGoOutBeforeTheBody();
     void aTruncatedDoorbellKillsNothing();
+    void theProvidersOwnTermsAreCounted();
+    void anAgentRequestOverTheTokenLimitWaitsForRoom_data();
+    void anAgentRequestOverTheTokenLimitWaitsForRoom();
+    void aSubscriptionRejectionHoldsUntilItsResetWithoutPausing();
 
 private:
     Ran cli(const QStringList& args) const
@@ -188,6 +193,21 @@ private:
     {
         const Ran r = curl({ m_mockUrl + QStringLiteral("/_stats") });
         return QJsonDocument::fromJson(r.out).object();
+    }
+    // What the provider's window holds of one budget (status --json: "input_tokens",
+    // "output_tokens"); -1: no such budget.
+    int usedOf(const char* metric) const
+    {
+        const QJsonArray providers = status().value(QStringLiteral("providers")).toArray();
+        if (providers.isEmpty())
+            return -1;
+        for (const QJsonValue b : providers[0].toObject().value(QStringLiteral("budgets")).toArray()) {
+            const QJsonObject o = b.toObject();
+            if (o.value(QStringLiteral("metric")).toString() == QLatin1String(metric)
+                && o.value(QStringLiteral("per")).toString() == QStringLiteral("window"))
+                return o.value(QStringLiteral("used")).toInt();
+        }
+        return -1;
     }
     QJsonObject status() const
     {
@@ -1852,6 +1872,171 @@ void TestProxy::aTruncatedDoorbellKillsNothing()
     QVERIFY2(got.contains("message_stop") && got.endsWith("\r\n0\r\n\r\n"), got.constData());
     QCOMPARE(m_proxy->state(), QProcess::Running);
     QCOMPARE(QFileInfo(doorbell).size(), qint64(4096));
+}
+
+// Counted as Anthropic counts (the provider is named anthropic): the output bound reserved at
+// admission, then the real output; cache reads left out of the input tokens.
+void TestProxy::theProvidersOwnTermsAreCounted()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--input-tokens"),
+        QStringLiteral("100000"), QStringLiteral("--output-tokens"), QStringLiteral("100000") });
+    startProxy();
+    const QByteArray body = R"({"model":"claude-x","max_tokens":3000,"messages":[]})";
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    s.write("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nx-mock: late\r\n"
+            "x-mock-id: terms\r\nx-mock-cache-read: 5000\r\nx-mock-cache-write: 20\r\nContent-Length: "
+        + QByteArray::number(body.size()) + "\r\n\r\n" + body);
+    // In flight: the output bound is reserved, and the prompt estimated by its size.
+    QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 3000, 10000);
+    QCOMPARE(usedOf("input_tokens"), (body.size() + 3) / 4);
+    QVERIFY(curl({ QStringLiteral("-X"), QStringLiteral("POST"),
+                     m_mockUrl + QStringLiteral("/_release?id=terms") })
+                .code
+        == 0);
+    QElapsedTimer t;
+    t.start();
+    QByteArray got;
+    readUntil(s, got, "\"cache_read_input_tokens\":5000", t);
+    QVERIFY2(
+        got.startsWith("HTTP/1.1 200") && got.contains("\"cache_read_input_tokens\":5000"), got.constData());
+    // Settled: 11 uncached and 20 written to the cache count; the 5,000 read from it do not.
+    QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 5, 10000);
+    QCOMPARE(usedOf("input_tokens"), 31);
+    QCOMPARE(status()
+                 .value(QStringLiteral("providers"))
+                 .toArray()[0]
+                 .toObject()
+                 .value(QStringLiteral("used_tokens"))
+                 .toInt(),
+        36);
+    // With --counting plain the same answer counts whole: cache reads included.
+    m_proxy.reset();
+    startProxy({ QStringLiteral("--counting"), QStringLiteral("plain") });
+    const Ran r = curl(
+        post(QString::fromUtf8(body)) << QStringLiteral("-H") << QStringLiteral("x-mock-cache-read: 5000"));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QTRY_COMPARE_WITH_TIMEOUT(usedOf("input_tokens"), 31 + 5011, 10000);
+    QCOMPARE(usedOf("output_tokens"), 10);
+    // A rule that does not exist is refused before anything listens.
+    const Ran bad = TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("proxy"), QStringLiteral("anthropic"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--upstream"), m_mockUrl, QStringLiteral("--counting"),
+            QStringLiteral("bedrock") },
+        10000);
+    QVERIFY(bad.code != 0);
+    QVERIFY2(bad.err.contains("--counting"), bad.err.constData());
+}
+
+// The README's example limit, 40,000 tokens a window with 80% headroom (32,000), and an agent's request
+// estimated at 83,070 tokens (its prompt, about 316 KB, and max_tokens 4096): once "400 ... can never be
+// admitted"; now it waits until the window is empty, and goes.
+void TestProxy::anAgentRequestOverTheTokenLimitWaitsForRoom_data()
+{
+    QTest::addColumn<bool>("redis");
+    QTest::newRow("directory home") << false;
+    QTest::newRow("redis home") << true; // the server script has the rule too
+}
+
+void TestProxy::anAgentRequestOverTheTokenLimitWaitsForRoom()
+{
+    QFETCH(bool, redis);
+    RedisServer server;
+    if (redis) {
+        if (RedisServer::binary().isEmpty())
+            QSKIP("redis-server is not installed (scripts/bootstrap.sh installs it)");
+        QString why;
+        QVERIFY2(server.start({}, &why), qPrintable(why));
+        m_home = QString::fromStdString(server.url()) + QStringLiteral("?prefix=agent");
+    }
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--tokens"),
+        QStringLiteral("40000"), QStringLiteral("--headroom"), QStringLiteral("80"),
+        QStringLiteral("--window"), QStringLiteral("2") });
+    startProxy();
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":100})")))
+                .out.startsWith("HTTP/1.1 200"));
+    const QByteArray head = R"({"model":"claude-x","max_tokens":4096,"messages":[{"role":"user","content":")";
+    const QByteArray tail = R"("}]})";
+    const qsizetype bytes = (83070 - 4096) * 4;
+    const QByteArray body = head + QByteArray(bytes - head.size() - tail.size(), 'a') + tail;
+    QCOMPARE(body.size(), bytes);
+    const QString file = m_dir->filePath(QStringLiteral("agent.json"));
+    QFile f(file);
+    QVERIFY(f.open(QIODevice::WriteOnly) && f.write(body) == body.size());
+    f.close();
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+    const Ran r = curl({ QStringLiteral("-i"), m_proxyUrl + QStringLiteral("/v1/messages"),
+        QStringLiteral("-H"), QStringLiteral("content-type: application/json"),
+        QStringLiteral("--data-binary"), QLatin1Char('@') + file });
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.left(400).constData());
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen + 1);
+    // It waited for the first request's tokens to leave the window.
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(history.out.contains("\"type\":\"admit\""), history.out.constData());
+    bool waited = false;
+    for (const QJsonValue v : QJsonDocument::fromJson(history.out).array()) {
+        const QJsonObject e = v.toObject();
+        if (e.value(QStringLiteral("type")).toString() == QStringLiteral("admit")
+            && e.value(QStringLiteral("tokens")).toInt() == 83070
+            && e.value(QStringLiteral("waited_ms")).toInt() > 0)
+            waited = true;
+    }
+    QVERIFY2(waited, history.out.constData());
+}
+
+// A subscription plan's window used up (a 429 whose message names its reset, or the unified
+// status rejected): everyone is held until the reset, then goes; nobody has to resume. A warning
+// is recorded once for its window.
+void TestProxy::aSubscriptionRejectionHoldsUntilItsResetWithoutPausing()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.2") });
+    for (const char* mock : { "subscription-429", "unified-rejected" }) {
+        const Ran refused = curl(post(QStringLiteral("{}"), QString::fromLatin1(mock))
+            << QStringLiteral("-H") << QStringLiteral("x-mock-reset-s: 2"));
+        QVERIFY2(refused.out.startsWith("HTTP/1.1 429"), refused.out.constData());
+        const qint64 resetMs = [&] {
+            const QRegularExpression epoch(QStringLiteral("(?:reached\\|(\\d+))|(?:unified-reset: (\\d+))"),
+                QRegularExpression::CaseInsensitiveOption);
+            const auto m = epoch.match(QString::fromUtf8(refused.out));
+            return (m.captured(1).isEmpty() ? m.captured(2) : m.captured(1)).toLongLong() * 1000;
+        }();
+        QVERIFY2(resetMs > 0, refused.out.constData());
+        const QJsonObject p = status().value(QStringLiteral("providers")).toArray()[0].toObject();
+        QVERIFY(!p.value(QStringLiteral("paused")).toBool());
+        QVERIFY(p.value(QStringLiteral("backoff_remaining_ms")).toInt() > 0);
+        // Held: the proxy answers for the provider until the reset, then the next one goes.
+        const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+        QElapsedTimer t;
+        t.start();
+        Ran r;
+        int held = 0;
+        while (!t.hasExpired(15000)) {
+            r = curl(post(QStringLiteral("{}")));
+            if (!r.out.startsWith("HTTP/1.1 429"))
+                break;
+            QVERIFY2(r.out.contains("Server: tollgate-proxy"), r.out.constData());
+            ++held;
+        }
+        QVERIFY2(r.out.startsWith("HTTP/1.1 200"), (mock + QByteArray(": ") + r.out).constData());
+        QVERIFY(held > 0);
+        QVERIFY(QDateTime::currentMSecsSinceEpoch() >= resetMs);
+        QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen + 1);
+    }
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QCOMPARE(history.out.count("\"type\":\"hold\""), 2);
+    QVERIFY2(history.out.contains("usage limit is reached"), history.out.constData());
+    QVERIFY2(history.out.contains("five_hour window (5h 100%, 7d 40%) is used up"), history.out.constData());
+    QVERIFY(!history.out.contains("\"type\":\"pause\""));
+    // A warning, on every answer of its window: one history event.
+    for (int i = 0; i < 3; ++i)
+        QVERIFY(curl(post(QStringLiteral("{}"), QStringLiteral("unified-warning"))
+            << QStringLiteral("-H") << QStringLiteral("x-mock-reset-s: 600"))
+                    .out.startsWith("HTTP/1.1 200"));
+    QTRY_COMPARE_WITH_TIMEOUT(
+        cli({ QStringLiteral("history"), QStringLiteral("--json") }).out.count("\"type\":\"quota-warning\""),
+        1, 10000);
 }
 
 QTEST_GUILESS_MAIN(TestProxy)

@@ -51,6 +51,30 @@ private:
     MemoryQuotaStore m_memory;
 };
 
+// An Anthropic answer's usage: most of the prompt read from the cache.
+TokenUsage cachedUsage(std::int64_t uncached, std::int64_t written, std::int64_t read, std::int64_t output)
+{
+    TokenUsage u;
+    u.uncachedInput = uncached;
+    u.cacheCreation = written;
+    u.cacheRead = read;
+    u.input = uncached + written + read;
+    u.output = output;
+    return u;
+}
+
+// Limits in the provider's terms: input and output tokens per minute, no total.
+ProviderLimits splitLimits()
+{
+    ProviderLimits l;
+    l.requests = 100;
+    l.inputTokens = 100000;
+    l.outputTokens = 100000;
+    l.windowMs = 60000;
+    l.parallel = 4;
+    return l;
+}
+
 HttpHeaders headers(std::initializer_list<std::pair<const char*, const char*>> list)
 {
     HttpHeaders out;
@@ -89,6 +113,12 @@ private Q_SLOTS:
     void reportedLimitsAreToldOnlyWhenWorthIt();
     void anOwedSlotIsGivenBackLater();
     void aWaitThatIsCancelledSaysTheClientHungUp();
+    void anAgentPromptOverTheLimitWaitsForRoomInsteadOfA400();
+    void theAnthropicRuleLeavesCacheReadsOutAndLearnsTheShare();
+    void otherRulesCountTheWholePrompt();
+    void aRejectedSubscriptionWindowHoldsUntilItsReset();
+    void aSubscriptionLimit429HoldsInsteadOfPausing();
+    void aSubscriptionWarningIsRecordedOncePerWindow();
 
 private:
     // The provider's limits: `parallel` slots, 100 requests and 1000 tokens a minute, and the
@@ -233,7 +263,7 @@ void TestQuotaExchange::realUsageBelowTheEstimateFreesTheRest()
     QVERIFY(admit(200).mustWait); // the estimate fills the window
     QuotaExchange::Answer ok = answer(200);
     ok.usage = TokenUsage { 100, 50 };
-    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent");
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.consecutive429, 0); // a success ends the 429 streak
@@ -248,7 +278,7 @@ void TestQuotaExchange::realUsageAboveTheEstimateCountsWhole()
     QVERIFY(admitted.permit);
     QuotaExchange::Answer ok = answer(200);
     ok.usage = TokenUsage { 300, 400 };
-    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent");
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, ok, "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(700));
@@ -263,7 +293,7 @@ void TestQuotaExchange::aFailureWithoutUsageLeavesTheEstimate()
     m_clock.advance(5min);
     auto admitted = admit(400);
     QVERIFY(admitted.permit);
-    m_exchange->settle(*m_exchangeStore, *admitted.permit, answer(500, R"({"error":"boom"})"), "agent");
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, answer(500, R"({"error":"boom"})"), "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty()); // the slot is back however the answer went
     QCOMPARE(p.consecutive429, 1); // no success: the streak stands
@@ -272,7 +302,7 @@ void TestQuotaExchange::aFailureWithoutUsageLeavesTheEstimate()
     // No answer at all (the upstream never answered): the same, and nothing learnt.
     auto again = admit(100);
     QVERIFY(again.permit);
-    m_exchange->settle(*m_exchangeStore, *again.permit, QuotaExchange::Answer {}, "agent");
+    m_exchange->settle(*m_exchangeStore, *again.permit, QuotaExchange::Answer {}, "agent", 0);
     QVERIFY(state().slots.empty());
     QCOMPARE(state().scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(500));
     // Given up before any answer (abandon): the slot back, the estimate stands.
@@ -295,7 +325,7 @@ void TestQuotaExchange::a429WithRetryAfterBacksEveryoneOff()
     m_exchange->settle(*m_exchangeStore, *admitted.permit,
         answer(429, R"({"type":"error","error":{"type":"rate_limit_error","message":"slow down"}})",
             lesson.retryAfterMs),
-        "agent");
+        "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.consecutive429, 1);
@@ -325,7 +355,7 @@ void TestQuotaExchange::aSpendCapPausesTheProvider()
     m_exchange->settle(*m_exchangeStore, *admitted.permit,
         answer(429,
             R"({"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}})"),
-        "agent");
+        "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QVERIFY(p.paused);
@@ -352,7 +382,7 @@ void TestQuotaExchange::anOverloadIsRecordedWithoutBackoff()
     QVERIFY(admitted.permit);
     m_exchange->settle(*m_exchangeStore, *admitted.permit,
         answer(529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})"),
-        "agent");
+        "agent", 0);
     const ProviderState& p = state();
     QVERIFY(p.slots.empty());
     QCOMPARE(p.consecutive429, 0);
@@ -507,6 +537,208 @@ void TestQuotaExchange::aWaitThatIsCancelledSaysTheClientHungUp()
     QVERIFY(!concluded.permit);
     QVERIFY(state().queue.empty()); // it left the queue
     QCOMPARE(state().slots.size(), std::size_t(1));
+}
+
+void TestQuotaExchange::anAgentPromptOverTheLimitWaitsForRoomInsteadOfA400()
+{
+    // The README's example: 40,000 tokens a minute. An agent's request whose body is estimated
+    // at 83,070 tokens is larger than the whole limit; it is the proxy's estimate, not a cost
+    // the caller stated, so it waits for an empty window instead of a 400 it could never avoid.
+    ProviderLimits l;
+    l.requests = 100;
+    l.tokens = 40000;
+    l.windowMs = 60000;
+    l.parallel = 4;
+    QVERIFY(m_limiter->setLimits("p", l, "test").ok());
+    RequestEstimate agent;
+    agent.model = "claude";
+    agent.inputTokens = 83070 - 4096;
+    agent.maxOutputTokens = 4096;
+    const AdmitRequest ask = m_exchange->askFor(agent, "agent");
+    QVERIFY(ask.estimated);
+    QCOMPARE(ask.tokens, std::int64_t(83070));
+    QCOMPARE(ask.outputTokens, std::int64_t(4096));
+    auto small = admit(100, "other", "claude");
+    QVERIFY(small.permit);
+    auto first = m_exchange->firstTry(*m_exchangeStore, ask);
+    QVERIFY(!first.refusal); // no "400 ... can never be admitted"
+    QVERIFY(first.mustWait);
+    // Its wait (no time to wait here) ends in the queue's 429, never a 400.
+    std::atomic<bool> cancel { false };
+    auto waited = m_exchange->conclude(
+        *m_exchangeStore, m_exchange->waitInQueue(*m_exchangeStore, ask, cancel), false);
+    QVERIFY(waited.refusal);
+    QCOMPARE(waited.refusal->status, 429u);
+    m_exchange->settle(*m_exchangeStore, *small.permit, answer(200), "other", 0);
+    m_clock.advance(62s); // the window (and its last bucket) is empty: room for it, whole
+    auto later = m_exchange->firstTry(*m_exchangeStore, ask);
+    QVERIFY(later.permit);
+    QCOMPARE(state().scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(83070));
+    QuotaExchange::Answer ok = answer(200);
+    ok.usage = TokenUsage { 30000, 2000 };
+    m_exchange->settle(*m_exchangeStore, *later.permit, ok, "agent", agent.inputTokens);
+    QCOMPARE(state().scope("")->window.usage(m_clock.unixMs()).tokens, std::int64_t(32000));
+}
+
+void TestQuotaExchange::theAnthropicRuleLeavesCacheReadsOutAndLearnsTheShare()
+{
+    QuotaExchange anthropic("p", CountingRule(CountingRule::Kind::Anthropic), 0ms, m_clock);
+    QCOMPARE(QuotaExchange("anthropic", 0ms, m_clock).rule(), CountingRule(CountingRule::Kind::Anthropic));
+    QVERIFY(m_limiter->setLimits("p", splitLimits(), "test").ok());
+    RequestEstimate first;
+    first.model = "claude";
+    first.inputTokens = 20000;
+    first.maxOutputTokens = 8000;
+    // A caller's first call: the whole prompt, and the output bound reserved.
+    const AdmitRequest ask = anthropic.askFor(first, "agent");
+    QCOMPARE(ask.inputTokens, std::int64_t(20000));
+    QCOMPARE(ask.outputTokens, std::int64_t(8000));
+    QCOMPARE(ask.tokens, std::int64_t(28000));
+    auto admitted = anthropic.firstTry(*m_exchangeStore, ask);
+    QVERIFY(admitted.permit);
+    auto used = state().scope("")->window.usage(m_clock.unixMs());
+    QCOMPARE(used.input, std::int64_t(20000));
+    QCOMPARE(used.output, std::int64_t(8000));
+    // The answer: 150 uncached, 350 written to the cache, 16,000 read from it, 600 out.
+    QuotaExchange::Answer ok = answer(200);
+    ok.usage = cachedUsage(150, 350, 16000, 600);
+    anthropic.settle(*m_exchangeStore, *admitted.permit, ok, "agent", first.inputTokens);
+    used = state().scope("")->window.usage(m_clock.unixMs());
+    QCOMPARE(used.input, std::int64_t(500)); // cache reads do not count
+    QCOMPARE(used.output, std::int64_t(600)); // the reservation corrected to the real output
+    QCOMPARE(used.tokens, std::int64_t(1100));
+    // The conversation's next call, 1,000 tokens longer: only what it added is new, and the
+    // last call's share (500 / 20,000 of 21,000: 525) is less.
+    RequestEstimate second = first;
+    second.inputTokens = 21000;
+    const AdmitRequest next = anthropic.askFor(second, "agent");
+    QCOMPARE(next.inputTokens, std::int64_t(1000));
+    QCOMPARE(next.tokens, std::int64_t(9000));
+    QVERIFY(next.estimated);
+    // Another caller, or the same model's cache long gone: the whole prompt.
+    QCOMPARE(anthropic.askFor(second, "other").inputTokens, std::int64_t(21000));
+    m_clock.advance(std::chrono::milliseconds(PromptEstimator::CACHE_TTL_MS + 1));
+    QCOMPARE(anthropic.askFor(second, "agent").inputTokens, std::int64_t(21000));
+}
+
+void TestQuotaExchange::otherRulesCountTheWholePrompt()
+{
+    QVERIFY(m_limiter->setLimits("p", splitLimits(), "test").ok());
+    QuotaExchange openai("p", CountingRule(CountingRule::Kind::OpenAi), 0ms, m_clock);
+    RequestEstimate first;
+    first.model = "gpt";
+    first.inputTokens = 20000;
+    first.maxOutputTokens = 8000;
+    auto admitted = openai.firstTry(*m_exchangeStore, openai.askFor(first, "agent"));
+    QVERIFY(admitted.permit);
+    QuotaExchange::Answer ok = answer(200);
+    ok.usage = cachedUsage(500, 0, 16000, 600);
+    openai.settle(*m_exchangeStore, *admitted.permit, ok, "agent", first.inputTokens);
+    const auto used = state().scope("")->window.usage(m_clock.unixMs());
+    QCOMPARE(used.input, std::int64_t(16500)); // cached tokens count toward OpenAI's limit
+    QCOMPARE(used.output, std::int64_t(600));
+    // Nothing learnt, nothing taken off: the next call counts its whole prompt.
+    RequestEstimate second = first;
+    second.inputTokens = 21000;
+    QCOMPARE(openai.askFor(second, "agent").inputTokens, std::int64_t(21000));
+    // A usage without its split (a CLI's --tokens-used) keeps working: only the total moves.
+    auto plain = openai.firstTry(*m_exchangeStore, openai.askFor(second, "agent"));
+    QVERIFY(plain.permit);
+    QVERIFY(plain.permit->finish(1000, true).ok());
+    const auto after = state().scope("")->window.usage(m_clock.unixMs());
+    QCOMPARE(after.tokens, std::int64_t(17100 + 1000));
+    QCOMPARE(after.input, std::int64_t(16500 + 21000)); // the estimate's split stands
+}
+
+void TestQuotaExchange::aRejectedSubscriptionWindowHoldsUntilItsReset()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    const std::int64_t resetMs = (m_clock.unixMs() / 1000 + 2 * 3600) * 1000;
+    const std::string reset = std::to_string(resetMs / 1000);
+    const auto lesson
+        = m_exchange->readHeaders(headers({ { "anthropic-ratelimit-unified-status", "rejected" },
+            { "anthropic-ratelimit-unified-reset", reset.c_str() },
+            { "anthropic-ratelimit-unified-representative-claim", "five_hour" },
+            { "anthropic-ratelimit-unified-5h-utilization", "1.0" },
+            { "anthropic-ratelimit-unified-7d-utilization", "0.41" } }));
+    QVERIFY(lesson.needsStore());
+    QCOMPARE(lesson.holdUntilMs, std::optional<std::int64_t>(resetMs));
+    QVERIFY(lesson.warning.empty());
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().backoffUntilMs, resetMs);
+    QVERIFY(!state().paused);
+    QCOMPARE(state().consecutive429, 0);
+    const auto holds = events(EventType::Hold);
+    QCOMPARE(holds.size(), std::size_t(1));
+    QVERIFY(holds[0].reason.find("five_hour window (5h 100%, 7d 41%) is used up") != std::string::npos);
+    QVERIFY(holds[0].reason.find("(agent's answer)") != std::string::npos);
+    // Its 429 is answered by the hold: no backoff that would outlast the reset.
+    QuotaExchange::Answer refused
+        = answer(429, R"({"type":"error","error":{"type":"rate_limit_error","message":"rate limited"}})");
+    refused.planRejected = lesson.planRejected;
+    QVERIFY(refused.planRejected);
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, refused, "agent", 0);
+    QCOMPARE(state().consecutive429, 0);
+    QCOMPARE(state().backoffUntilMs, resetMs);
+    QVERIFY(admit(10, "other").mustWait);
+    m_clock.advance(std::chrono::milliseconds(resetMs - m_clock.unixMs() - 1));
+    QVERIFY(admit(10, "other").mustWait);
+    m_clock.advance(1ms);
+    QVERIFY(admit(10, "other").permit);
+}
+
+void TestQuotaExchange::aSubscriptionLimit429HoldsInsteadOfPausing()
+{
+    auto admitted = admit(100);
+    QVERIFY(admitted.permit);
+    const std::int64_t resetMs = (m_clock.unixMs() / 1000 + 3 * 3600) * 1000;
+    const std::string body
+        = R"({"type":"error","error":{"type":"rate_limit_error","message":"Claude AI usage limit reached|)"
+        + std::to_string(resetMs / 1000) + R"("}})";
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, answer(429, body), "agent", 0);
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QVERIFY(!p.paused); // it ends by itself: nobody has to resume it
+    QCOMPARE(p.backoffUntilMs, resetMs);
+    QCOMPARE(p.consecutive429, 0);
+    const auto holds = events(EventType::Hold);
+    QCOMPARE(holds.size(), std::size_t(1));
+    QVERIFY(holds[0].reason.find("usage limit is reached") != std::string::npos);
+    QVERIFY(holds[0].reason.find("(agent's 429)") != std::string::npos);
+    QVERIFY(events(EventType::Pause).empty());
+    QVERIFY(admit(10, "other").mustWait);
+    m_clock.advance(std::chrono::milliseconds(resetMs - m_clock.unixMs()));
+    QVERIFY(admit(10, "other").permit);
+}
+
+void TestQuotaExchange::aSubscriptionWarningIsRecordedOncePerWindow()
+{
+    const std::int64_t resetS = m_clock.unixMs() / 1000 + 3600;
+    const auto warn = [&](std::int64_t reset, const char* used) {
+        const std::string r = std::to_string(reset);
+        return m_exchange->readHeaders(headers({ { "anthropic-ratelimit-unified-status", "allowed_warning" },
+            { "anthropic-ratelimit-unified-reset", r.c_str() },
+            { "anthropic-ratelimit-unified-representative-claim", "five_hour" },
+            { "anthropic-ratelimit-unified-5h-utilization", used } }));
+    };
+    const auto first = warn(resetS, "0.85");
+    QVERIFY(first.needsStore());
+    QVERIFY(!first.holdUntilMs); // a warning holds nobody
+    QVERIFY(first.warning.find("five_hour window (5h 85%) is nearly used up") != std::string::npos);
+    m_exchange->learnFromHeaders(*m_exchangeStore, first, "agent");
+    // Every answer of the window repeats it: the store is not asked again.
+    const auto again = warn(resetS, "0.9");
+    QVERIFY(again.warning.empty());
+    QVERIFY(!again.needsStore());
+    const auto warnings = events(EventType::QuotaWarning);
+    QCOMPARE(warnings.size(), std::size_t(1));
+    QCOMPARE(warnings[0].caller, std::string("agent"));
+    QVERIFY(warnings[0].reason.find("resets 3600 s from now") != std::string::npos);
+    QCOMPARE(state().backoffUntilMs <= m_clock.unixMs(), true);
+    QVERIFY(admit(10).permit);
+    // The next window warns again.
+    QVERIFY(!warn(resetS + 5 * 3600, "0.8").warning.empty());
 }
 
 QTEST_APPLESS_MAIN(TestQuotaExchange)

@@ -369,8 +369,10 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         AdmitStep admit;
         admit.request.provider = provider;
         admit.request.caller = "c" + std::to_string(pick(5));
-        admit.request.model = models[pick(3)];
+        admit.request.model = models[pick(providerTerms ? 5 : 3)];
         admit.request.tokens = pick(4) ? pick(300) : 0;
+        // Sometimes the proxy's estimate: never refused as too large, checked capped at a limit.
+        admit.request.estimated = pick(4) == 0;
         if (providerTerms && pick(2)) { // a split, stated or estimated
             admit.request.inputTokens = pick(400);
             admit.request.outputTokens = pick(3) ? pick(300) : 0;

@@ -96,7 +96,7 @@ net::awaitable<bool> BodyStreaming<Client>::relayAnswer(
     s.stall.watch(connection.client().native_handle(), -1); // disarmed before the link is kept or closed
     if (outcome.reusable && !s.stall.fired())
         connection.server().pool.give(std::move(s.link));
-    co_await connection.settle(*s.store.permit(), outcome, s.ask.caller);
+    co_await connection.settle(*s.store.permit(), outcome, s.ask.caller, s.promptTokens);
     co_return keepAlive&& outcome.clientOk && !outcome.closeAfter;
 }
 
@@ -347,10 +347,12 @@ template <class Client> bool BodyStreaming<Client>::admit()
     }
     // One that is not a JSON object is admitted by what arrived of it so far.
     QuotaExchange& exchange = *m_server.exchange;
-    m_streamed.ask
-        = exchange.askFor(m_byItsSize ? RequestEstimate::ofSize(m_length.value_or(m_body->received()))
-                                      : RequestEstimate::fromFields(m_fields, *m_length),
-            m_connection.callerOf(m_head));
+    const RequestEstimate estimate = m_byItsSize
+        ? RequestEstimate::ofSize(m_length.value_or(m_body->received()))
+        : RequestEstimate::fromFields(m_fields, *m_length);
+    m_streamed.ask = exchange.askFor(estimate, m_connection.callerOf(m_head));
+    // An upload's size says nothing of a conversation's prompt: nothing to learn from it.
+    m_streamed.promptTokens = m_byItsSize ? 0 : estimate.inputTokens;
     QuotaExchange::Admission admission = exchange.firstTry(lease.store(), m_streamed.ask);
     if (admission.mustWait)
         admission = m_connection.waitTurn(m_streamed.ask);

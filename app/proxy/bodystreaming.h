@@ -62,6 +62,7 @@ private:
         RequestEstimate estimate; // of a held body (End::Held), made on the body's thread
         RequestStore store;
         AdmitRequest ask;
+        std::int64_t promptTokens = 0; // the estimate's whole prompt, learnt from at settle (0: none)
         std::unique_ptr<UpstreamLink> link;
         http::request<http::string_body> up;
         // Last, so first to go: it lets go of the link's descriptor before the link closes it.

@@ -134,7 +134,7 @@ net::awaitable<bool> ClientConnection<Client>::handle(
         co_return *refused;
     m_caller = ask.caller;
     const ExchangeOutcome outcome = co_await m_upstream.forward(request, keepAlive);
-    co_await settle(*store.permit(), outcome, ask.caller);
+    co_await settle(*store.permit(), outcome, ask.caller, estimate.inputTokens);
     co_return keepAlive&& outcome.clientOk && !outcome.closeAfter;
 }
 
@@ -431,15 +431,16 @@ QuotaExchange::Admission ClientConnection<Client>::waitTurn(const AdmitRequest& 
 // for a success, the reset of the 429 count; then what the answer says is learnt.
 template <class Client>
 net::awaitable<void> ClientConnection<Client>::settle(
-    Permit& permit, const ExchangeOutcome& outcome, const std::string& caller)
+    Permit& permit, const ExchangeOutcome& outcome, const std::string& caller, std::int64_t promptTokens)
 {
     QuotaExchange::Answer answer;
     answer.answered = outcome.answered;
     answer.status = outcome.status;
     answer.retryAfterMs = outcome.retryAfterMs;
+    answer.planRejected = outcome.planRejected;
     answer.errorBody = outcome.errorBody;
     answer.usage = outcome.usage;
-    auto work = [&] { m_server.exchange->settle(m_lease->store(), permit, answer, caller); };
+    auto work = [&] { m_server.exchange->settle(m_lease->store(), permit, answer, caller, promptTokens); };
     co_await offload(m_server.storeExecutor(), work);
 }
 

@@ -85,7 +85,9 @@ public:
     // connection ends. `known`: the body's estimate, made already off the event loop.
     net::awaitable<bool> handle(
         http::request<http::string_body>& request, const RequestEstimate* known = nullptr);
-    net::awaitable<void> settle(Permit& permit, const ExchangeOutcome& outcome, const std::string& caller);
+    // `promptTokens`: the request's whole prompt as estimated (QuotaExchange::settle).
+    net::awaitable<void> settle(
+        Permit& permit, const ExchangeOutcome& outcome, const std::string& caller, std::int64_t promptTokens);
     [[nodiscard]] static std::string repeatedMessage(const std::string& member);
 
 private:

@@ -21,6 +21,7 @@ struct Options
     std::optional<std::string> upstreamCa;
     std::optional<std::string> listen;
     std::optional<std::string> caller;
+    std::optional<std::string> counting;
     std::optional<double> queueTimeout;
     std::optional<double> headerTimeout;
     std::optional<double> bodyTimeout;
@@ -48,6 +49,12 @@ int runProxy()
     if (g_options.caller) {
         o.defaultCaller = *g_options.caller;
         o.callerGiven = true;
+    }
+    if (g_options.counting) {
+        auto rule = CountingRule::parse(*g_options.counting);
+        if (!rule)
+            return console.usage("--counting: " + rule.error().message);
+        o.counting = *rule;
     }
     const double maxSeconds = std::chrono::duration<double>(proxy::ProxyServer::MAX_OPTION_TIME).count();
     // 0 is a real answer for the queue (do not wait), never for these: every request or exchange
@@ -119,6 +126,10 @@ void ProxyCommand::addTo(CLI::App& app, CommandTable& table)
     CliOptions::addText(sub, "--caller", o.caller,
         "the caller's name for requests that name none (default: the process at the other end, else proxy)")
         ->type_name("NAME");
+    CliOptions::addText(sub, "--counting", o.counting,
+        "how the provider counts an answer's usage toward its limits: anthropic (cache reads left out of "
+        "input), openai, gemini or plain (default: the provider's name when it is one of these, else plain)")
+        ->type_name("RULE");
     CliOptions::addSeconds(sub, "--queue-timeout", o.queueTimeout,
         "how long a request may wait for room before the proxy answers 429 itself (default 60)");
     CliOptions::addSeconds(sub, "--header-timeout", o.headerTimeout,

@@ -281,7 +281,9 @@ Result<std::unique_ptr<ProxyServer>> ProxyServer::start(const Options& options)
     auto impl = std::make_shared<Impl>();
     impl->options = options;
     impl->limiters.setHome(options.home);
-    impl->exchange = std::make_unique<QuotaExchange>(options.provider, options.queueTimeout, impl->clock);
+    impl->exchange = std::make_unique<QuotaExchange>(options.provider,
+        options.counting.value_or(CountingRule::forProvider(options.provider)), options.queueTimeout,
+        impl->clock);
     impl->bodies.setLimit(options.maxBufferedBytes);
     impl->stalls
         = std::make_unique<StallMonitor>(std::max(std::chrono::milliseconds(1), options.stallTimeout));

@@ -44,10 +44,12 @@
 //   holder's. Bodies, API keys and auth headers are never logged; auth headers pass untouched.
 
 #include "base/result.h"
+#include "provider/countingrule.h"
 
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace tollgate::proxy {
@@ -95,6 +97,9 @@ public:
         std::string upstreamCa;
         std::string listen; // HOST:PORT (port 0: any free one) or unix:PATH
         std::string defaultCaller = "proxy";
+        // How the provider counts its answers' usage (--counting); none: by the provider's name
+        // (CountingRule::forProvider).
+        std::optional<CountingRule> counting;
         // The user named the caller (--caller): requests that name none are counted under it
         // without looking up the process at the other end (a /proc scan per connection).
         bool callerGiven = false;

@@ -284,6 +284,7 @@ template <class Client> net::awaitable<void> UpstreamExchange<Client>::learnFrom
 {
     const QuotaExchange::HeaderLesson lesson = m_server.exchange->readHeaders(out.headers);
     out.retryAfterMs = lesson.retryAfterMs;
+    out.planRejected = lesson.planRejected;
     if (!lesson.needsStore())
         co_return; // most answers: nothing for the store
     auto work = [&] {

@@ -41,6 +41,7 @@ struct ExchangeOutcome
     unsigned status = 0;
     HttpHeaders headers;
     std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
+    bool planRejected = false; // its headers said the subscription plan's window is used up
     std::string errorBody; // the first bytes of a non-2xx body
     std::optional<TokenUsage> usage;
     bool reusable = false; // the upstream connection may serve the next request

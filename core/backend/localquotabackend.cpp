@@ -446,6 +446,37 @@ std::int64_t correctAdmission(ProviderState& p, const ProviderLimits* l, const s
     return QuotaPolicy::correct(p, *l, model, at, now, RollingWindow::Usage { 0, delta, 0, 0 }) ? delta : 0;
 }
 
+// What finishAdmission takes back and adds, per metric: the admission recorded its estimate as
+// QuotaPolicy::costOf did (an estimate without a split counts whole toward input and output),
+// so the difference is taken from that. Without the used split only the total moves.
+RollingWindow::Usage deltaOf(const AdmissionEnd& end, std::int64_t estimated)
+{
+    AdmitRequest asked;
+    asked.tokens = estimated;
+    asked.inputTokens = end.estimatedInputTokens;
+    asked.outputTokens = end.estimatedOutputTokens;
+    const RollingWindow::Usage was = QuotaPolicy::costOf(asked);
+    auto clamp
+        = [](std::int64_t v) { return std::clamp<std::int64_t>(v, 0, RollingWindow::MAX_BUCKET_COUNT); };
+    RollingWindow::Usage d { 0, clamp(end.usedTokens) - was.tokens, 0, 0 };
+    if (end.usedInputTokens >= 0 && end.usedOutputTokens >= 0) {
+        d.input = clamp(end.usedInputTokens) - was.input;
+        d.output = clamp(end.usedOutputTokens) - was.output;
+    }
+    return d;
+}
+
+// Applies an admission's end (deltaOf); returns {changed, capacity came back}.
+std::pair<bool, bool> correctEnd(ProviderState& p, const ProviderLimits* l, const std::string& model,
+    std::int64_t at, std::int64_t now, const RollingWindow::Usage& d)
+{
+    if ((d.tokens == 0 && d.input == 0 && d.output == 0) || at > now || !l)
+        return { false, false };
+    if (!QuotaPolicy::correct(p, *l, model, at, now, d))
+        return { false, false };
+    return { true, d.tokens < 0 || d.input < 0 || d.output < 0 };
+}
+
 } // namespace
 
 Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const std::string& model,
@@ -572,10 +603,10 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
             p = &tx.state.ensureProvider(end.provider);
         }
         if (end.usedTokens >= 0 && at > 0) {
-            const std::int64_t delta = correctAdmission(
-                *p, tx.limits.find(end.provider), model, at, now, estimated, end.usedTokens);
-            tx.changed = tx.changed || delta != 0;
-            tx.ring = tx.ring || delta < 0;
+            const auto [changed, freed]
+                = correctEnd(*p, tx.limits.find(end.provider), model, at, now, deltaOf(end, estimated));
+            tx.changed = tx.changed || changed;
+            tx.ring = tx.ring || freed;
         }
         if (end.success) {
             if (p->consecutive429 != 0) {

@@ -20,6 +20,8 @@ Permit::Permit(Permit&& other) noexcept
     , m_admittedAtMs(other.m_admittedAtMs)
     , m_model(std::move(other.m_model))
     , m_tokens(other.m_tokens)
+    , m_inputTokens(other.m_inputTokens)
+    , m_outputTokens(other.m_outputTokens)
     , m_caller(std::move(other.m_caller))
 {
     other.m_limiter = nullptr;
@@ -39,6 +41,8 @@ Permit& Permit::operator=(Permit&& other) noexcept
         m_admittedAtMs = other.m_admittedAtMs;
         m_model = std::move(other.m_model);
         m_tokens = other.m_tokens;
+        m_inputTokens = other.m_inputTokens;
+        m_outputTokens = other.m_outputTokens;
         m_caller = std::move(other.m_caller);
         other.m_limiter = nullptr;
     }
@@ -61,16 +65,26 @@ Result<void> Permit::release()
 
 Result<void> Permit::finish(std::int64_t usedTokens, bool success)
 {
+    return finish(usedTokens, -1, -1, success);
+}
+
+Result<void> Permit::finish(
+    std::int64_t usedTokens, std::int64_t usedInputTokens, std::int64_t usedOutputTokens, bool success)
+{
     if (!m_limiter)
         return {}; // finished, released or detached: the call's end is someone else's
     AdmissionEnd end;
     end.provider = m_provider;
     end.fence = m_fence;
     end.usedTokens = usedTokens;
+    end.usedInputTokens = usedInputTokens;
+    end.usedOutputTokens = usedOutputTokens;
     end.success = success;
     end.admittedAtMs = m_admittedAtMs;
     end.model = m_model;
     end.estimated = m_tokens;
+    end.estimatedInputTokens = m_inputTokens;
+    end.estimatedOutputTokens = m_outputTokens;
     end.caller = m_caller;
     auto r = m_limiter->finishAdmission(end);
     if (!r)

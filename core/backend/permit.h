@@ -31,6 +31,8 @@ public:
     [[nodiscard]] std::int64_t waitedMs() const { return m_waitedMs; }
     // The backend's time of the admission (unix ms): where a later token correction lands.
     [[nodiscard]] std::int64_t admittedAtMs() const { return m_admittedAtMs; }
+    // The model the admission counted in ("" when none).
+    [[nodiscard]] const std::string& model() const { return m_model; }
 
     // How long each lease (renew()) lasts.
     [[nodiscard]] std::int64_t leaseMs() const { return m_leaseMs; }
@@ -41,6 +43,10 @@ public:
     // in tokens (-1: unknown, the estimate stands) and whether it succeeded — one store
     // operation (QuotaBackend::finishAdmission). Once only; then as released.
     [[nodiscard]] Result<void> finish(std::int64_t usedTokens, bool success);
+    // The same with the split the provider counts (CountingRule): input and output are
+    // corrected too, in every scope that limits them. -1: not known.
+    [[nodiscard]] Result<void> finish(
+        std::int64_t usedTokens, std::int64_t usedInputTokens, std::int64_t usedOutputTokens, bool success);
     // Extends the slot's lease by leaseMs() from now; a holder that may be judged from another
     // pid namespace calls this well within each lease. false: the slot is gone (released by
     // hand or reclaimed) — the caller no longer holds it.
@@ -71,6 +77,8 @@ private:
     // What the admission counted (finish() corrects it when the call took no slot).
     std::string m_model;
     std::int64_t m_tokens = 0;
+    std::int64_t m_inputTokens = 0; // its split, when it had one (AdmitRequest)
+    std::int64_t m_outputTokens = 0;
     std::string m_caller;
 };
 

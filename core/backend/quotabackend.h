@@ -63,11 +63,19 @@ struct AdmissionEnd
     std::string provider;
     std::uint64_t fence = 0; // the admission (and its slot, if it took one)
     std::int64_t usedTokens = -1; // what it really used; -1: not known (the estimate stands)
+    // The split of usedTokens as the provider counts it (CountingRule): -1, not known — a split
+    // scope then keeps the estimate's input and output (the CLI's `report-ok --tokens-used`).
+    std::int64_t usedInputTokens = -1;
+    std::int64_t usedOutputTokens = -1;
     bool success = false;
     // When it holds no slot: what the admission counted, where the correction lands.
     std::int64_t admittedAtMs = 0;
     std::string model;
     std::int64_t estimated = 0;
+    // The estimate's split (AdmitRequest::inputTokens / outputTokens; both 0: none). A slot keeps
+    // only the total, so this comes from the permit even when the slot is found.
+    std::int64_t estimatedInputTokens = 0;
+    std::int64_t estimatedOutputTokens = 0;
     std::string caller;
 };
 
@@ -131,7 +139,8 @@ public:
     // the 429 count with an ok event (as reportSuccess does). Returns whether the slot of
     // `end.fence` was found; without it (an admission that took no slot, or one released or
     // reclaimed meanwhile) the correction goes by end.admittedAtMs/model/estimated, and is
-    // skipped when admittedAtMs is 0.
+    // skipped when admittedAtMs is 0. With the used split known, input and output are corrected
+    // too (LocalQuotaBackend; the Redis script corrects the total only, for now).
     [[nodiscard]] virtual Result<bool> finishAdmission(const AdmissionEnd& end) = 0;
     [[nodiscard]] virtual Result<int> releaseStale(bool overdue, const std::string& who) = 0;
     [[nodiscard]] virtual Result<bool> releaseSlot(

@@ -112,6 +112,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
                 outcome->leaseMs, outcome->nowMs);
             permit.m_model = r.model;
             permit.m_tokens = r.tokens;
+            permit.m_inputTokens = r.inputTokens;
+            permit.m_outputTokens = r.outputTokens;
             permit.m_caller = r.caller;
             return permit;
         }

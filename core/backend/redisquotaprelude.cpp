@@ -98,6 +98,8 @@ const char* luaName(EventType t)
         return "OVERLOADED";
     case EventType::LimitMismatch:
         return "LIMIT_MISMATCH";
+    case EventType::QuotaWarning:
+        return "QUOTA_WARNING";
     case EventType::Other:
         return nullptr; // a name this version does not know: never written
     }

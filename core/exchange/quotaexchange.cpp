@@ -2,14 +2,56 @@
 
 #include "history/historyevent.h"
 #include "quota/capacity.h"
+#include "quota/rollingwindow.h"
 
 #include <algorithm>
 #include <utility>
 
 namespace tollgate {
 
+namespace {
+
+// "5h 97%, 7d 41%": the plan's windows as the answer gave them (for history events; the state
+// keeps no utilisation).
+std::string utilisationOf(const SubscriptionReport& plan)
+{
+    std::string out;
+    for (const SubscriptionWindow& w : plan.windows) {
+        if (!w.utilization)
+            continue;
+        if (!out.empty())
+            out += ", ";
+        out += w.name + " " + std::to_string(static_cast<long long>(*w.utilization * 100.0 + 0.5)) + "%";
+    }
+    return out;
+}
+
+// "the plan's five_hour window (5h 97%, 7d 41%)": which window limits, as far as it was said.
+std::string planWindow(const SubscriptionReport& plan)
+{
+    std::string out = "the subscription plan's "
+        + (plan.representativeClaim.empty() ? std::string("usage") : plan.representativeClaim + " window");
+    if (const std::string used = utilisationOf(plan); !used.empty())
+        out += " (" + used + ")";
+    return out;
+}
+
+std::string secondsFrom(std::int64_t untilMs, std::int64_t nowMs)
+{
+    return std::to_string((untilMs - nowMs + 999) / 1000) + " s from now";
+}
+
+} // namespace
+
 QuotaExchange::QuotaExchange(std::string provider, std::chrono::milliseconds queueTimeout, const Clock& clock)
+    : QuotaExchange(provider, CountingRule::forProvider(provider), queueTimeout, clock)
+{
+}
+
+QuotaExchange::QuotaExchange(
+    std::string provider, CountingRule rule, std::chrono::milliseconds queueTimeout, const Clock& clock)
     : m_provider(std::move(provider))
+    , m_rule(rule)
     , m_queueTimeout(queueTimeout)
     , m_clock(&clock)
 {
@@ -21,9 +63,27 @@ AdmitRequest QuotaExchange::askFor(const RequestEstimate& estimate, std::string 
     ask.provider = m_provider;
     ask.caller = std::move(caller);
     ask.model = estimate.model;
-    ask.tokens = estimate.tokens();
+    // Both bounded like a window's count, so their sum cannot overflow.
+    ask.inputTokens = std::clamp<std::int64_t>(
+        countedInput(ask.caller, ask.model, estimate.inputTokens), 0, RollingWindow::MAX_BUCKET_COUNT);
+    ask.outputTokens = std::clamp<std::int64_t>(estimate.maxOutputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+    ask.tokens = ask.inputTokens + ask.outputTokens;
+    // The proxy's reading of a body, not the caller's word: an agent's prompt larger than the
+    // window's whole token limit waits for an empty window instead of a 400 it cannot avoid.
+    ask.estimated = true;
     ask.wantsSlot = true;
     return ask;
+}
+
+std::int64_t QuotaExchange::countedInput(
+    const std::string& caller, const std::string& model, std::int64_t promptTokens) const
+{
+    // Only Anthropic's rule leaves part of the prompt (the cache's reads) uncounted; under the
+    // others the whole prompt counts, and nothing is learnt or reduced.
+    if (m_rule.kind() != CountingRule::Kind::Anthropic)
+        return promptTokens;
+    std::lock_guard lock(m_promptMutex);
+    return m_prompts.estimate(caller, model, promptTokens, m_clock->unixMs());
 }
 
 QuotaExchange::Admission QuotaExchange::firstTry(ExchangeStore& store, const AdmitRequest& request) const
@@ -84,8 +144,11 @@ QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& header
     const RateLimitReport report = RateLimitHeaders::parse(headers, lesson.nowMs);
     lesson.retryAfterMs = report.retryAfterMs;
     // The provider's own word that a budget is spent until some time: nobody goes before it.
-    if (const auto until = report.exhaustedUntilMs(); until && *until > lesson.nowMs)
+    if (const auto until = report.exhaustedUntilMs(); until && *until > lesson.nowMs) {
         lesson.holdUntilMs = *until;
+        lesson.holdWhat = "the provider reports nothing left";
+    }
+    readSubscription(report.subscription, lesson);
     // The provider's own limits (per minute, as both document them): kept for status and the
     // dashboard, and a limit-mismatch event when they differ from Tollgate's.
     lesson.reportedRequests = report.requests.limit.value_or(-1);
@@ -95,6 +158,33 @@ QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& header
     return lesson;
 }
 
+// A plan's window rejected holds everyone until its reset, as a budget at remaining 0 does (its
+// 429s would otherwise pause the provider, or back off for seconds against a 5-hour window). A
+// warning is worth one history event per window, not one per answer (every answer repeats it).
+void QuotaExchange::readSubscription(const SubscriptionReport& plan, HeaderLesson& lesson)
+{
+    if (const auto until = plan.rejectedUntilMs();
+        until && *until > lesson.nowMs && (!lesson.holdUntilMs || *until > *lesson.holdUntilMs)) {
+        lesson.holdUntilMs = *until;
+        lesson.holdWhat = planWindow(plan) + " is used up";
+    }
+    lesson.planRejected = plan.rejectedUntilMs() && *plan.rejectedUntilMs() > lesson.nowMs;
+    if (plan.status != SubscriptionStatus::AllowedWarning)
+        return;
+    // A reset cut to a day moves with every answer: such a window is named by its claim alone.
+    const std::string window = plan.representativeClaim + "@"
+        + (plan.resetAtMs && !plan.resetBounded ? std::to_string(*plan.resetAtMs) : std::string("far"));
+    {
+        std::lock_guard lock(m_warnMutex);
+        if (window == m_warnedWindow)
+            return;
+        m_warnedWindow = window;
+    }
+    lesson.warning = planWindow(plan) + " is nearly used up";
+    if (plan.resetAtMs)
+        lesson.warning += "; it resets " + secondsFrom(*plan.resetAtMs, lesson.nowMs);
+}
+
 void QuotaExchange::learnFromHeaders(
     ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller)
 {
@@ -102,11 +192,12 @@ void QuotaExchange::learnFromHeaders(
         const std::int64_t until = *lesson.holdUntilMs;
         (void)store.quick([&](QuotaLimiter& l) {
             return l.holdUntil(m_provider, until,
-                "the provider reports nothing left until "
-                    + std::to_string((until - lesson.nowMs + 999) / 1000) + " s from now (" + caller
+                lesson.holdWhat + " until " + secondsFrom(until, lesson.nowMs) + " (" + caller
                     + "'s answer)");
         });
     }
+    if (!lesson.warning.empty())
+        recordWarning(store, lesson.warning, caller);
     if (lesson.tell) {
         m_reported.note(lesson.reportedRequests, lesson.reportedTokens, lesson.nowMs, [&] {
             return store
@@ -119,15 +210,37 @@ void QuotaExchange::learnFromHeaders(
     }
 }
 
-void QuotaExchange::settle(
-    ExchangeStore& store, Permit& permit, const Answer& answer, const std::string& caller)
+void QuotaExchange::recordWarning(ExchangeStore& store, const std::string& warning, const std::string& caller)
 {
-    const AnswerKind kind = answer.answered
-        ? AnswerKind::of(static_cast<int>(answer.status), answer.retryAfterMs.has_value(), answer.errorBody)
-        : AnswerKind {};
+    HistoryEvent e;
+    e.timeMs = m_clock->unixMs();
+    e.type = EventType::QuotaWarning;
+    e.provider = m_provider;
+    e.caller = caller;
+    e.reason = warning;
+    (void)store.quick([&](QuotaLimiter& l) { return l.record({ e }); });
+}
+
+void QuotaExchange::settle(ExchangeStore& store, Permit& permit, const Answer& answer,
+    const std::string& caller, std::int64_t promptTokens)
+{
+    const AnswerKind kind = answer.answered ? AnswerKind::of(static_cast<int>(answer.status),
+                                answer.retryAfterMs.has_value(), answer.errorBody, m_clock->unixMs())
+                                            : AnswerKind {};
     const bool ok = answer.answered && kind.kind == AnswerKind::Kind::Ok;
-    (void)store.quick(
-        [&](QuotaLimiter&) { return permit.finish(answer.usage ? answer.usage->total() : -1, ok); });
+    // What the provider counts of the usage, not everything the answer reports (cache reads
+    // do not count toward Anthropic's input limit).
+    std::optional<CountedUsage> counted;
+    if (answer.usage)
+        counted = m_rule.count(*answer.usage);
+    (void)store.quick([&](QuotaLimiter&) {
+        return counted ? permit.finish(counted->tokens, counted->inputTokens, counted->outputTokens, ok)
+                       : permit.finish(-1, ok);
+    });
+    if (counted && promptTokens > 0 && m_rule.kind() == CountingRule::Kind::Anthropic) {
+        std::lock_guard lock(m_promptMutex);
+        m_prompts.learn(caller, permit.model(), promptTokens, counted->inputTokens, m_clock->unixMs());
+    }
     if (answer.answered)
         learnFromAnswer(store, kind, answer, caller);
 }
@@ -143,9 +256,25 @@ void QuotaExchange::learnFromAnswer(
 {
     switch (kind.kind) {
     case AnswerKind::Kind::RateLimited:
+        if (answer.planRejected)
+            break; // held until the plan's reset already (learnFromHeaders)
         (void)store.quick(
             [&](QuotaLimiter& l) { return l.report429(m_provider, caller, answer.retryAfterMs); });
         break;
+    case AnswerKind::Kind::SubscriptionLimit: {
+        // A plan's window, not a rate and not a cap: it ends by itself at its reset, so everyone
+        // is held until then (not paused until someone resumes by hand).
+        const std::int64_t now = m_clock->unixMs();
+        const std::int64_t until = kind.resetAtMs.value_or(now);
+        if (until <= now)
+            break;
+        (void)store.quick([&](QuotaLimiter& l) {
+            return l.holdUntil(m_provider, until,
+                "the subscription plan's usage limit is reached until " + secondsFrom(until, now) + " ("
+                    + caller + "'s 429)");
+        });
+        break;
+    }
     case AnswerKind::Kind::SpendCap:
         (void)store.quick([&](QuotaLimiter& l) {
             return l.pause(

@@ -5,16 +5,23 @@
 // exchange, without the transport (docs/PROXY.md, "A request's way" and "What the proxy
 // learns from answers"):
 //
-//   askFor        one call, the estimated tokens and the body's model, a parallel slot held
-//                 for the whole exchange, under the caller's name
+//   askFor        one call, the estimated tokens in the provider's terms (input: the prompt's
+//                 size, less what PromptEstimator expects the cache to read under a rule that
+//                 does not count cache reads; output: the body's bound), the body's model, a
+//                 parallel slot held for the whole exchange, under the caller's name. An
+//                 estimate: never refused as too large, it waits for room instead
 //   firstTry      a try (never queued); a request that must wait says so (mustWait)
 //   waitInQueue   the wait in the quota's FIFO queue, until --queue-timeout or a cancel
 //   conclude      a refusal as the client hears it: 429 with the limiter's own Retry-After
 //                 after the queue timeout, 400 for what can never be admitted, else 502
 //   readHeaders   what the answer's rate-limit headers say, before its body streams: a budget
-//                 at remaining 0 with a reset (a hold), the provider's own limits (the memo)
-//   settle        the slot back with the real usage and, for a 2xx, the success, in one store
-//                 operation; then a 429 reported for everyone, a spend cap pauses, an
+//                 at remaining 0 with a reset, or a subscription plan's window rejected, with
+//                 its reset (a hold); a plan's warning (a history event, once per window); the
+//                 provider's own limits (the memo)
+//   settle        the slot back with the real usage counted by the CountingRule (input, output
+//                 and their total) and, for a 2xx, the success, in one store operation; the
+//                 counted input teaches the PromptEstimator; then a 429 reported for everyone,
+//                 a subscription window's 429 holds until its reset, a spend cap pauses, an
 //                 overload is recorded
 //   letGo         a slot the store did not take back is owed, and given back later
 //
@@ -23,7 +30,8 @@
 //   queue). The proxy calls it from its store threads, never from its event loop — except
 //   askFor and readHeaders, which do no store work.
 // - One object serves every request of a proxy, from several threads at once: what it keeps
-//   (the reported-limits memo, the slots owed) is thread-safe; a request's ExchangeStore is
+//   (the reported-limits memo, the slots owed, the prompt estimator, the last warning) is
+//   thread-safe; a request's ExchangeStore is
 //   the caller's, used by one thread at a time, and notes the store's failures.
 // - Time is the injected clock's (the limiter's own clock dates admissions and windows).
 // - No exception escapes: a store operation's error is a Result, noted in the ExchangeStore;
@@ -37,6 +45,8 @@
 #include "exchange/owedslots.h"
 #include "exchange/reportedlimitsmemo.h"
 #include "provider/answerkind.h"
+#include "provider/countingrule.h"
+#include "provider/promptestimator.h"
 #include "provider/ratelimitheaders.h"
 #include "provider/requestestimate.h"
 #include "provider/usagemeter.h"
@@ -45,6 +55,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -79,6 +90,10 @@ public:
         std::optional<std::int64_t> retryAfterMs; // the answer's Retry-After (or -ms)
         std::string errorBody; // the first bytes of a non-2xx body
         std::optional<TokenUsage> usage; // a 2xx's real usage, if it said
+        // Its headers said the subscription plan's window is used up (HeaderLesson::planRejected):
+        // the hold until the reset answers its 429, which is then no rate limit to back off from
+        // (a backoff would outlast the reset the provider named).
+        bool planRejected = false;
     };
 
     // What an answer's headers say (readHeaders), for learnFromHeaders.
@@ -86,25 +101,35 @@ public:
     {
         std::int64_t nowMs = 0; // when they were read
         std::optional<std::int64_t> retryAfterMs;
-        // The provider's own word that a budget is spent until then (in the future).
+        // The provider's own word that a budget is spent until then (in the future), and what
+        // said it (for the hold's history event).
         std::optional<std::int64_t> holdUntilMs;
+        std::string holdWhat;
+        bool planRejected = false; // the subscription plan's window is used up (a hold until its reset)
+        // A subscription plan's warning, the first of its window: the history event's words.
+        std::string warning;
         // The provider's own limits per minute (-1: not in this answer) and whether the store
         // is to be told of them (ReportedLimitsMemo).
         std::int64_t reportedRequests = -1;
         std::int64_t reportedTokens = -1;
         bool tell = false;
         // Whether learnFromHeaders has store work to do (most answers: none).
-        [[nodiscard]] bool needsStore() const { return holdUntilMs.has_value() || tell; }
+        [[nodiscard]] bool needsStore() const { return holdUntilMs.has_value() || tell || !warning.empty(); }
     };
 
+    // Counts by CountingRule::forProvider(provider).
     QuotaExchange(std::string provider, std::chrono::milliseconds queueTimeout, const Clock& clock);
+    QuotaExchange(
+        std::string provider, CountingRule rule, std::chrono::milliseconds queueTimeout, const Clock& clock);
     QuotaExchange(const QuotaExchange&) = delete;
     QuotaExchange& operator=(const QuotaExchange&) = delete;
 
     [[nodiscard]] const std::string& provider() const { return m_provider; }
+    [[nodiscard]] CountingRule rule() const { return m_rule; }
 
-    // What a request asks of the shared quota: one call, its estimated tokens and model, a
-    // slot. `caller`: already sanitised (QuotaLimiter::sanitizeCaller).
+    // What a request asks of the shared quota: one call, its estimated tokens (split into the
+    // counted input and the output bound) and model, a slot. `caller`: already sanitised
+    // (QuotaLimiter::sanitizeCaller). Pass the same estimate's inputTokens to settle.
     [[nodiscard]] AdmitRequest askFor(const RequestEstimate& estimate, std::string caller) const;
 
     // The first try at admission: admitted now, refused, or mustWait when others wait or
@@ -127,9 +152,12 @@ public:
     // slot is given back, or the next admission would not see it. `caller`: whose answer.
     void learnFromHeaders(ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller);
 
-    // The end of the exchange: the slot back with the real usage (-1: the estimate stands)
-    // and, for a 2xx, the success; then what the answer means (report429, pause, overloaded).
-    void settle(ExchangeStore& store, Permit& permit, const Answer& answer, const std::string& caller);
+    // The end of the exchange: the slot back with the real usage as the rule counts it (none:
+    // the estimate stands) and, for a 2xx, the success; then what the answer means (report429,
+    // a hold, pause, overloaded). `promptTokens`: the request's whole prompt as estimated
+    // (RequestEstimate::inputTokens), what the estimator learns the counted share of; 0: none.
+    void settle(ExchangeStore& store, Permit& permit, const Answer& answer, const std::string& caller,
+        std::int64_t promptTokens);
     // An exchange given up before any answer (the client left mid-body, a member named twice):
     // the slot back, the estimate stands, no success.
     void abandon(ExchangeStore& store, Permit& permit) const;
@@ -148,12 +176,24 @@ public:
 private:
     void learnFromAnswer(
         ExchangeStore& store, const AnswerKind& kind, const Answer& answer, const std::string& caller);
+    // The input a request is admitted with: its whole prompt, or under a rule that leaves cache
+    // reads out, what the estimator expects the provider to count.
+    [[nodiscard]] std::int64_t countedInput(
+        const std::string& caller, const std::string& model, std::int64_t promptTokens) const;
+    // The subscription plan's part of the headers: a rejected window (a hold) and a warning.
+    void readSubscription(const SubscriptionReport& plan, HeaderLesson& lesson);
+    void recordWarning(ExchangeStore& store, const std::string& warning, const std::string& caller);
 
     const std::string m_provider;
+    const CountingRule m_rule;
     const std::chrono::milliseconds m_queueTimeout;
     const Clock* m_clock; // not owned
     ReportedLimitsMemo m_reported;
     OwedSlots m_owed;
+    mutable std::mutex m_promptMutex; // guards m_prompts (PromptEstimator is not synchronised)
+    PromptEstimator m_prompts;
+    std::mutex m_warnMutex; // guards m_warnedWindow
+    std::string m_warnedWindow; // the window last warned of (its claim and reset): once per window
 };
 
 } // namespace tollgate

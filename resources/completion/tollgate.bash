@@ -110,7 +110,7 @@ _tollgate()
     release-stale) opts="$common --overdue" ;;
     release) opts="$common --fence" positional=provider ;;
     demo) opts="--home --duration -h --help" ;;
-    proxy) opts="$common --upstream --upstream-ca --listen --caller --queue-timeout --header-timeout --body-timeout --stall-timeout --max-buffered --token-file" positional=provider ;;
+    proxy) opts="$common --upstream --upstream-ca --listen --caller --counting --queue-timeout --header-timeout --body-timeout --stall-timeout --max-buffered --token-file" positional=provider ;;
     limits)
         case $sub in
         "") opts="$common" positional=sub subs="set show remove export import" ;;

@@ -6,6 +6,10 @@
 // first text until POST /_release?id=<x-mock-id> (the client saw that text: nothing buffered it) or 10 s (then
 // counted in gateTimeouts); or a JSON answer held whole until such a release (late), or whose headers go first and
 // body after it (headers-first), or 20 s; or 20 interim 100 Continue and nothing more (continue-flood).
+// Subscription plans (Anthropic's unified headers; the reset x-mock-reset-s seconds ahead, default
+// 3): a 429 with unified status rejected (unified-rejected), a 429 whose message is "Claude AI usage
+// limit reached|<epoch>" (subscription-429), an answer with status allowed_warning (unified-warning).
+// x-mock-cache-read / x-mock-cache-write: Anthropic usage with that many cache reads / writes.
 //   node mockprovider.js [--limit N --window-ms MS] [--delay-ms MS]
 // Prints its port on the first line of stdout. GET /_stats: what it saw — among it
 // `violations`, requests that arrived while an answer it had sent said nothing was left
@@ -100,6 +104,29 @@ function sent(headers) {
     return headers;
 }
 
+// Anthropic's usage of an answer: 11 uncached input tokens, and cache reads and writes when the
+// request asks for them (x-mock-cache-read, x-mock-cache-write).
+function anthropicUsage(req, output) {
+    const usage = { input_tokens: 11, output_tokens: output };
+    const read = Number(req.headers['x-mock-cache-read'] || 0);
+    const write = Number(req.headers['x-mock-cache-write'] || 0);
+    if (read || write) Object.assign(usage, { cache_creation_input_tokens: write, cache_read_input_tokens: read });
+    return usage;
+}
+
+// The subscription plan's headers (status allowed | allowed_warning | rejected) with a reset
+// `seconds` ahead (epoch seconds, as the plans send it).
+function unifiedHeaders(status, resetEpoch) {
+    return {
+        'anthropic-ratelimit-unified-status': status,
+        'anthropic-ratelimit-unified-reset': String(resetEpoch),
+        'anthropic-ratelimit-unified-representative-claim': 'five_hour',
+        'anthropic-ratelimit-unified-5h-utilization': status === 'rejected' ? '1.0' : '0.92',
+        'anthropic-ratelimit-unified-5h-reset': String(resetEpoch),
+        'anthropic-ratelimit-unified-7d-utilization': '0.4',
+    };
+}
+
 function error(res, status, headers, type, message) {
     res.writeHead(status, Object.assign({ 'content-type': 'application/json' }, headers));
     res.end(JSON.stringify({ type: 'error', error: { type, message } }));
@@ -173,6 +200,11 @@ const handler = (req, res) => {
             return;
         }
         if (mock === '529') return error(res, 529, {}, 'overloaded_error', 'Overloaded');
+        const resetEpoch = Math.ceil(now / 1000) + Number(req.headers['x-mock-reset-s'] || 3);
+        if (mock === 'unified-rejected')
+            return error(res, 429, unifiedHeaders('rejected', resetEpoch), 'rate_limit_error', 'rate limited (mock plan)');
+        if (mock === 'subscription-429')
+            return error(res, 429, {}, 'rate_limit_error', 'Claude AI usage limit reached|' + resetEpoch);
         if (mock === 'head-chunked') { // a HEAD's answer that says chunked (and, being a HEAD's, has no body)
             res.writeHead(200, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' });
             res.end();
@@ -190,6 +222,7 @@ const handler = (req, res) => {
         stats.concurrent++;
         stats.maxConcurrent = Math.max(stats.maxConcurrent, stats.concurrent);
         const headers = headersFor(kind, now);
+        if (mock === 'unified-warning') Object.assign(headers, unifiedHeaders('allowed_warning', resetEpoch));
         const output = 5;
         let finished = false;
         const finish = () => { finished = true; stats.concurrent--; stats.outputTokens += output; stats.usageTokens += 11 + output; };
@@ -212,7 +245,7 @@ const handler = (req, res) => {
                     if (!res.headersSent) res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
                     res.end(JSON.stringify({ id: 'x', type: 'message', role: 'assistant', model: body.model,
                         content: [{ type: 'text', text: pieces.join('') }], stop_reason: 'end_turn',
-                        usage: { input_tokens: 11, output_tokens: output } }));
+                        usage: anthropicUsage(req, output) }));
                     finish();
                 };
                 const timer = setTimeout(() => { gates.delete(id); stats.gateTimeouts++; answer(); }, 20000);
@@ -221,7 +254,7 @@ const handler = (req, res) => {
             }
             setTimeout(() => {
                 res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
-                const usage = kind === 'anthropic' ? { input_tokens: 11, output_tokens: output }
+                const usage = kind === 'anthropic' ? anthropicUsage(req, output)
                     : { prompt_tokens: 11, completion_tokens: output, total_tokens: 11 + output };
                 res.end(JSON.stringify(kind === 'anthropic'
                     ? { id: 'x', type: 'message', role: 'assistant', model: body.model,
@@ -237,7 +270,7 @@ const handler = (req, res) => {
         const streamStart = process.hrtime.bigint();
         const events = [];
         if (kind === 'anthropic') {
-            events.push({ type: 'message_start', message: { id: 'x', usage: { input_tokens: 11, output_tokens: 1 } } });
+            events.push({ type: 'message_start', message: { id: 'x', usage: anthropicUsage(req, 1) } });
             for (const p of pieces) events.push({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: p } });
             events.push({ type: 'message_delta', delta: { stop_reason: 'end_turn' }, usage: { output_tokens: output } });
             events.push({ type: 'message_stop' });
