@@ -447,6 +447,12 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 end.fence = it->second;
                 end.usedTokens = heldIndex % 3 == 0 ? -1 : used;
                 end.success = all;
+                if (providerTerms && heldIndex % 4 == 1) { // the answer's split, as the proxy settles it
+                    end.usedInputTokens = used / 3;
+                    end.usedOutputTokens = used - used / 3;
+                    end.estimatedInputTokens = estimated / 2;
+                    end.estimatedOutputTokens = estimated - estimated / 2;
+                }
                 auto r
                     = heldIndex % 2 == 0 ? b.releaseSlot(provider, it->second, "") : b.finishAdmission(end);
                 out = r ? (*r ? "released" : "not found") : "error";

@@ -1418,46 +1418,64 @@ function ops.noteLimits()
     return reply({ written = true })
 end
 
--- RollingWindow::adjust, for a tokens-only delta: into the admission's bucket if it is still
--- in the ring, else what it used beyond the estimate counts now.
-local function adjustTokens(sc, at, t, delta)
+-- RollingWindow::adjust: into the admission's bucket if it is still in the ring, else what it
+-- used beyond the estimate counts now. Input and output only in a window that splits.
+local function adjust(sc, at, t, dk, di, dout)
     local k = math.floor(at / width(sc.w))
     local s = k % SLOTS
-    local b = sc.b
+    local b, x = sc.b, sc.x
     if b[3 * s + 1] == k then
-        b[3 * s + 3] = clamp(b[3 * s + 3] + delta, 0, MAX_BUCKET_COUNT)
+        bump(b, 3 * s + 3, dk)
+        if x then
+            bump(x, 2 * s + 1, di)
+            bump(x, 2 * s + 2, dout)
+        end
         return
     end
-    if delta > 0 then record(sc, t, 0, delta, 0, 0) end
+    local lk, li, lo = math.max(0, dk), math.max(0, di), math.max(0, dout)
+    if lk > 0 or (x and (li > 0 or lo > 0)) then record(sc, t, 0, lk, li, lo) end
 end
 
--- correctAdmission (localquotabackend.cpp, QuotaPolicy::correct): the difference between what
--- an admission at `at` counted and what it used, in the bucket of `at` (and the day), in every
--- scope the model counts in. Returns the difference applied (0: nothing changed, or the
--- provider no longer has limits).
-local function correctAdmission(p, model, at, estimated, used)
-    local delta = clamp(used, 0, MAX_BUCKET_COUNT) - clamp(estimated, 0, MAX_BUCKET_COUNT)
+-- QuotaPolicy::correct: what an admission at `at` used beyond (or below) what it counted, in
+-- the bucket of `at` (and the day), in every scope the model counts in; input and output only
+-- in scopes that split. false: nothing to do (or the provider no longer has limits).
+local function correctBy(p, model, at, dk, di, dout)
     local l = limitsOf(p.n)
-    if delta == 0 or at > now or not l then return 0 end
+    if at > now or not l or (dk == 0 and di == 0 and dout == 0) then return false end
     for _, sc in ipairs(p.sc) do
         local b = budgetsOf(l, sc.m)
         if sc.m == '' or (b and classMatches(sc.m, b, model)) then
-            adjustTokens(sc, at, now, delta)
-            if sc.dy then adjustTokens(sc.dy, at, now, delta) end
+            local si, so = di, dout
+            if not sc.x then si, so = 0, 0 end
+            adjust(sc, at, now, dk, si, so)
+            if sc.dy then adjust(sc.dy, at, now, dk, si, so) end
             if sc.cu then
                 local start, dayEnd = dayOf(l, now)
                 if sc.cs == start then
                     -- Of an admission on an earlier day only what it used beyond its estimate counts.
-                    local d = delta
-                    if (at < start or at >= dayEnd) and d < 0 then d = 0 end
-                    bump(sc.cu, 2, d)
+                    local earlier = at < start or at >= dayEnd
+                    local function add(i, v)
+                        if earlier and v < 0 then v = 0 end
+                        bump(sc.cu, i, v)
+                    end
+                    add(2, dk)
+                    add(3, si)
+                    add(4, so)
                 end
             end
         end
     end
     touch(p)
-    if delta < 0 then ring = true end
-    return delta
+    if dk < 0 or di < 0 or dout < 0 then ring = true end
+    return true
+end
+
+-- correctAdmission (localquotabackend.cpp): a correction of the total only.
+local function correctAdmission(p, model, at, estimated, used)
+    local delta = clamp(used, 0, MAX_BUCKET_COUNT) - clamp(estimated, 0, MAX_BUCKET_COUNT)
+    if delta == 0 then return 0 end
+    if correctBy(p, model, at, delta, 0, 0) then return delta end
+    return 0
 end
 
 function ops.correctTokens()
@@ -1540,7 +1558,18 @@ function ops.finishAdmission()
         if refusal then return refusal end
         p = providerOf(a.provider, l)
     end
-    if a.used >= 0 and at > 0 then correctAdmission(p, model, at, estimated, a.used) end
+    if a.used >= 0 and at > 0 then
+        -- deltaOf (localquotabackend.cpp): the estimate as costOf recorded it, then the used
+        -- split where the answer gave one.
+        local was = costOf({ tokens = estimated, ['in'] = a.estIn or 0, out = a.estOut or 0 })
+        local dk = clamp(a.used, 0, MAX_BUCKET_COUNT) - was[2]
+        local di, dout = 0, 0
+        if (a.usedIn or -1) >= 0 and (a.usedOut or -1) >= 0 then
+            di = clamp(a.usedIn, 0, MAX_BUCKET_COUNT) - was[3]
+            dout = clamp(a.usedOut, 0, MAX_BUCKET_COUNT) - was[4]
+        end
+        correctBy(p, model, at, dk, di, dout)
+    end
     if a.ok then
         p.c = 0
         local ok = event(EVENT.OK, a.provider)

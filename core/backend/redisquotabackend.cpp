@@ -538,6 +538,12 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
             { "ok", end.success }, { "at", std::max<std::int64_t>(0, end.admittedAtMs) },
             { "model", end.model },
             { "estimated", std::clamp<std::int64_t>(end.estimated, 0, RollingWindow::MAX_BUCKET_COUNT) },
+            { "usedIn", std::min(end.usedInputTokens, RollingWindow::MAX_BUCKET_COUNT) },
+            { "usedOut", std::min(end.usedOutputTokens, RollingWindow::MAX_BUCKET_COUNT) },
+            { "estIn",
+                std::clamp<std::int64_t>(end.estimatedInputTokens, 0, RollingWindow::MAX_BUCKET_COUNT) },
+            { "estOut",
+                std::clamp<std::int64_t>(end.estimatedOutputTokens, 0, RollingWindow::MAX_BUCKET_COUNT) },
             { "caller", end.caller } }));
     if (!reply)
         return reply.error();
