@@ -125,6 +125,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         const std::uint32_t mark = m_backend->changeMark();
         step.enqueue = deadlineMs > nowMs() && !(cancel && cancel->load());
         step.storeWait = storeWait();
+        const std::int64_t asked = nowMs();
         auto outcome = m_backend->admit(step);
         if (!outcome) {
             step.storeWait = StoreWait {};
@@ -163,9 +164,10 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         m_lastRefusal.paused = decision.reason == WaitReason::Paused;
         if (endsInTime(decision.reason) && decision.retryAtMs != INT64_MAX) {
             // The retry time is in the backend's time (Redis: the server's): carried over to
-            // ours as a distance from the decision.
+            // ours as a distance from the decision, counted from when we asked (never later
+            // than the truth: a slow answer does not make the wait look longer than it is).
             const std::int64_t in = std::max<std::int64_t>(0, decision.retryAtMs - outcome->nowMs);
-            m_lastRefusal.earliestMs = in > INT64_MAX - now ? INT64_MAX : now + in;
+            m_lastRefusal.earliestMs = in > INT64_MAX - asked ? INT64_MAX : asked + in;
         }
         const bool cancelledNow = cancel && cancel->load();
         if (!cancelledNow

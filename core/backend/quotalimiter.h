@@ -15,7 +15,9 @@
 // the deadline, waiting would only hold the caller until the deadline and then refuse anyway:
 // the acquire is refused at once, naming that time, so the caller can fall back (another
 // model, another provider). A pause has no end in time at all: refused at once too. A queue
-// ahead or held slots are not judged: a slot may come back at any moment.
+// ahead or held slots are not judged: a slot may come back at any moment. Judged under the
+// limits in force: a limit raised later could have admitted sooner, but is no more foreseeable
+// than a resume.
 
 #include "backend/localquotabackend.h"
 #include "backend/permit.h"
