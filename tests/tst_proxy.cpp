@@ -58,6 +58,7 @@ private Q_SLOTS:
     void aProvider429BacksEveryoneOff();
     void nothingGoesWhileTheProviderSaysNothingIsLeft();
     void spendCapPausesTheProvider();
+    void roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime();
     void slotsAreHeldForTheWholeExchange();
     void aClientThatHangsUpWhileQueuedLeavesTheQueue();
     void badInputGetsAClearAnswerOrAClose();
@@ -424,10 +425,40 @@ void TestProxy::spendCapPausesTheProvider()
     const Ran s = cli({ QStringLiteral("status") });
     QVERIFY2(s.out.contains("PAUSED") || s.out.contains("paused"), s.out.constData());
     QVERIFY2(s.out.contains("spending cap"), s.out.constData());
-    // Paused, not backed off: nothing goes until someone resumes.
+    // Paused, not backed off: nothing goes until someone resumes. No time ends a pause: the
+    // proxy's 429 carries no Retry-After (the client's own backoff applies) and says why.
     const int seen = mockStats().value(QStringLiteral("requests")).toInt();
-    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 429"));
+    const Ran paused = curl(post(QStringLiteral("{}")));
+    QVERIFY2(paused.out.startsWith("HTTP/1.1 429"), paused.out.constData());
+    QVERIFY(paused.out.contains("Server: tollgate-proxy"));
+    QVERIFY2(!paused.out.toLower().contains("retry-after"), paused.out.constData());
+    QVERIFY2(paused.out.contains("is paused: the provider reports a spending cap"), paused.out.constData());
+    QVERIFY2(paused.out.contains("no known end"), paused.out.constData());
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
+}
+
+// Issue 25 item 6: the window is full for a minute and --queue-timeout is 5 s. The client hears
+// at once when to come back (Retry-After: the true seconds, rounded up), and can fall back to
+// another model or provider meanwhile; the provider sees nothing.
+void TestProxy::roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("1"), QStringLiteral("--window"),
+        QStringLiteral("60") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("5") });
+    QVERIFY(curl(post(QStringLiteral("{}"))).out.startsWith("HTTP/1.1 200"));
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+    const Ran r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 429"), r.out.constData());
+    QVERIFY(r.out.contains("Server: tollgate-proxy"));
+    const int at = r.out.indexOf("Retry-After: ");
+    QVERIFY2(at > 0, r.out.constData());
+    const int retryAfter = r.out.mid(at + 13, r.out.indexOf('\r', at) - at - 13).toInt();
+    QVERIFY2(retryAfter >= 50 && retryAfter <= 66, r.out.constData());
+    QVERIFY2(r.out.contains("has no room before") && r.out.contains("past this call's deadline"),
+        r.out.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(history.out.contains("no room before the deadline"), history.out.constData());
 }
 
 void TestProxy::slotsAreHeldForTheWholeExchange()

@@ -12,7 +12,9 @@
 #include "store/memoryquotastore.h"
 
 #include <QTest>
+#include <condition_variable>
 #include <memory>
+#include <thread>
 
 using namespace tollgate;
 using namespace std::chrono_literals;
@@ -75,6 +77,21 @@ ProviderLimits splitLimits()
     return l;
 }
 
+// Sets `cancel` after `after` of real time: the clock is manual, so no queue timeout passes
+// while a limiter waits; a wait that should not happen is cancelled (and fails the test)
+// instead of hanging it.
+std::jthread cancelAfter(std::atomic<bool>& cancel, std::chrono::seconds after)
+{
+    return std::jthread([&cancel, after](std::stop_token stop) {
+        std::mutex m;
+        std::unique_lock lock(m);
+        std::condition_variable_any cv;
+        (void)cv.wait_for(lock, stop, after, [] { return false; });
+        if (!stop.stop_requested())
+            cancel = true;
+    });
+}
+
 HttpHeaders headers(std::initializer_list<std::pair<const char*, const char*>> list)
 {
     HttpHeaders out;
@@ -119,6 +136,7 @@ private Q_SLOTS:
     void aRejectedSubscriptionWindowHoldsUntilItsReset();
     void aSubscriptionLimit429HoldsInsteadOfPausing();
     void aSubscriptionWarningIsRecordedOncePerWindow();
+    void roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime();
 
 private:
     // The provider's limits: `parallel` slots, 100 requests and 1000 tokens a minute, and the
@@ -362,16 +380,25 @@ void TestQuotaExchange::aSpendCapPausesTheProvider()
     QVERIFY(p.pauseReason.find("spending cap") != std::string::npos);
     QCOMPARE(p.consecutive429, 0); // not a rate: no backoff
     QCOMPARE(p.backoffUntilMs <= m_clock.unixMs(), true);
-    // Paused until someone resumes it, however long one waits: Retry-After 1 (look again soon).
+    // Paused until someone resumes it, however long one waits: refused at once, even with a
+    // long queue timeout, and without a Retry-After (no time ends a pause: the client's own
+    // backoff applies).
     m_clock.advance(1h);
     QVERIFY(admit(10).mustWait);
+    QuotaExchange patient("p", 1h, m_clock);
     std::atomic<bool> cancel { false };
-    auto refused = m_exchange->conclude(*m_exchangeStore,
-        m_exchange->waitInQueue(*m_exchangeStore, m_exchange->askFor(RequestEstimate {}, "b"), cancel),
-        false);
+    std::jthread watchdog = cancelAfter(cancel, 10s);
+    auto refused = patient.conclude(*m_exchangeStore,
+        patient.waitInQueue(*m_exchangeStore, patient.askFor(RequestEstimate {}, "b"), cancel), false);
     QVERIFY(refused.refusal);
     QCOMPARE(refused.refusal->status, 429u);
-    QCOMPARE(refused.refusal->retryAfterSeconds, std::optional<std::int64_t>(1));
+    QCOMPARE(refused.refusal->retryAfterSeconds, std::nullopt);
+    QVERIFY2(
+        refused.refusal->message.find("paused: the provider reports a spending cap") != std::string::npos,
+        refused.refusal->message.c_str());
+    QVERIFY2(
+        refused.refusal->message.find("no known end") != std::string::npos, refused.refusal->message.c_str());
+    QVERIFY(state().queue.empty());
     QVERIFY(m_limiter->resume("p", "test").ok());
     QVERIFY(admit(10).permit);
 }
@@ -739,6 +766,40 @@ void TestQuotaExchange::aSubscriptionWarningIsRecordedOncePerWindow()
     QVERIFY(admit(10).permit);
     // The next window warns again.
     QVERIFY(!warn(resetS + 5 * 3600, "0.8").warning.empty());
+}
+
+// Issue 25 item 6: the window is full for a minute and the queue timeout is 5 s: the client
+// hears at once (not after 5 s) when to come back, and can go elsewhere meanwhile.
+void TestQuotaExchange::roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime()
+{
+    QuotaExchange patient("p", 5s, m_clock);
+    auto full = admit(1000); // the window's (and model m's) 1000 tokens
+    QVERIFY(full.permit);
+    patient.abandon(*m_exchangeStore, *full.permit);
+    RequestEstimate estimate;
+    estimate.model = "m";
+    estimate.inputTokens = 5;
+    estimate.maxOutputTokens = 5;
+    const AdmitRequest ask = patient.askFor(estimate, "late");
+    QVERIFY(patient.firstTry(*m_exchangeStore, ask).mustWait);
+    std::atomic<bool> cancel { false };
+    std::jthread watchdog = cancelAfter(cancel, 10s);
+    auto refused
+        = patient.conclude(*m_exchangeStore, patient.waitInQueue(*m_exchangeStore, ask, cancel), false);
+    QVERIFY(!cancel.load());
+    QVERIFY(refused.refusal);
+    QVERIFY(!refused.hungUp);
+    QCOMPARE(refused.refusal->status, 429u);
+    QVERIFY(refused.refusal->retryAfterSeconds);
+    // The room comes when the admission leaves the window: 60 s (plus a bucket or two), rounded up.
+    QVERIFY2(*refused.refusal->retryAfterSeconds >= 60 && *refused.refusal->retryAfterSeconds <= 65,
+        std::to_string(*refused.refusal->retryAfterSeconds).c_str());
+    QVERIFY2(refused.refusal->message.find("past this call's deadline") != std::string::npos,
+        refused.refusal->message.c_str());
+    QVERIFY(state().queue.empty());
+    const auto gaveUp = events(EventType::GaveUp);
+    QCOMPARE(gaveUp.size(), std::size_t(1));
+    QCOMPARE(gaveUp[0].caller, std::string("late"));
 }
 
 QTEST_APPLESS_MAIN(TestQuotaExchange)

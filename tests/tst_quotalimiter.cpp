@@ -19,6 +19,7 @@
 #include <QTest>
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <poll.h>
@@ -28,6 +29,28 @@ using namespace tollgate;
 using namespace std::chrono_literals;
 
 namespace {
+
+// Cancels a wait after `after` of real time: the clock is manual, so no deadline passes while
+// a limiter waits. A limiter that waits where it should not is then cancelled, and its
+// result ("cancelled ...") fails the test instead of hanging it.
+class Watchdog
+{
+public:
+    Watchdog(std::atomic<bool>& cancel, std::chrono::seconds after)
+        : m_thread([&cancel, after](std::stop_token stop) {
+            std::mutex m;
+            std::unique_lock lock(m);
+            std::condition_variable_any cv;
+            (void)cv.wait_for(lock, stop, after, [] { return false; });
+            if (!stop.stop_requested())
+                cancel = true;
+        })
+    {
+    }
+
+private:
+    std::jthread m_thread;
+};
 
 // The store under test and its read side.
 struct StoreUnderTest
@@ -68,6 +91,11 @@ private Q_SLOTS:
     void removedProviderIsForgotten();
     void recordedEventsReachTheHistory();
     void waiterKeepsItsPlaceAndLeavesOnGivingUp();
+    void roomAfterTheDeadlineIsRefusedAtOnceNamingTheTime();
+    void roomBeforeTheDeadlineIsWaitedFor();
+    void aQueueAheadIsWaitedFor();
+    void heldSlotsAreWaitedFor();
+    void aPauseIsRefusedAtOnce();
     void releaseStaleCountsEachHolderOnce();
     void jitterIsDrawnOncePerReport();
     void readerSeesStateLimitsAndHistory();
@@ -79,6 +107,40 @@ private Q_SLOTS:
 
 private:
     QuotaLimiter& limiter() { return *m_limiter; }
+    // An acquire that may wait (deadline `within` from now on the manual clock), cancelled
+    // after 30 s of real time should it wait where it must not (a Redis waiter looks every 5 s).
+    static Result<Permit> acquireWithin(QuotaLimiter& limiter, const ManualClock& clock, const char* caller,
+        std::chrono::milliseconds within, bool slot = false)
+    {
+        AdmitRequest r;
+        r.provider = "p";
+        r.caller = caller;
+        r.wantsSlot = slot;
+        std::atomic<bool> cancel { false };
+        Watchdog watchdog(cancel, 30s);
+        return limiter.acquire(r, clock.now() + within, &cancel);
+    }
+    // Polls the reader (up to 10 s) until the provider's queue holds `n` waiters.
+    bool waitForQueue(std::size_t n)
+    {
+        for (int i = 0; i < 2000; ++i) {
+            auto view = m_store.reader->snapshot();
+            if (view.ok() && view->state && view->state->provider("p")
+                && view->state->provider("p")->queue.size() == n)
+                return true;
+            std::this_thread::sleep_for(5ms);
+        }
+        return false;
+    }
+    bool gaveUp(const char* caller, const char* why)
+    {
+        auto batch = m_store.reader->history()->poll();
+        return batch.ok()
+            && std::any_of(batch->events.begin(), batch->events.end(), [&](const HistoryEvent& e) {
+                   return e.type == EventType::GaveUp && e.caller == caller
+                       && e.reason.find(why) != std::string::npos;
+               });
+    }
     Result<Permit> tryAcquire(const char* caller, std::int64_t tokens = 0, bool slot = false,
         const char* model = "", std::int64_t pid = 0)
     {
@@ -104,6 +166,7 @@ private:
     ProcessProbe m_probe;
     StoreUnderTest m_store;
     std::unique_ptr<QuotaLimiter> m_limiter;
+    std::optional<HomeSpec> m_spec; // the file or Redis home (a second opener's way in)
     std::unique_ptr<RedisServer> m_redis; // started by the first Redis row, kept for the rest
     int m_homes = 0;
 };
@@ -122,6 +185,7 @@ void TestQuotaLimiter::init()
     QFETCH_GLOBAL(QString, kind);
     m_clock.set(std::chrono::system_clock::now());
     m_store = {};
+    m_spec.reset();
     if (kind == QStringLiteral("file")) {
         m_dir = std::make_unique<QTemporaryDir>();
         QVERIFY(m_dir->isValid());
@@ -130,6 +194,7 @@ void TestQuotaLimiter::init()
         auto store = StoreFactory::openStore(*spec, m_clock);
         QVERIFY(store.ok());
         m_store.store = std::move(store).value();
+        m_spec = *spec;
         auto reader = StoreFactory::openReader(*spec);
         QVERIFY(reader.ok());
         m_store.ownReader = std::move(reader).value();
@@ -145,6 +210,7 @@ void TestQuotaLimiter::init()
         auto backend = StoreFactory::openBackend(*spec, m_clock, m_probe, &m_clock);
         QVERIFY2(backend.ok(), backend.ok() ? "" : backend.error().describe().c_str());
         m_store.backend = std::move(backend).value();
+        m_spec = *spec;
         auto reader = StoreFactory::openReader(*spec);
         QVERIFY(reader.ok());
         m_store.ownReader = std::move(reader).value();
@@ -620,7 +686,8 @@ void TestQuotaLimiter::waiterKeepsItsPlaceAndLeavesOnGivingUp()
         AdmitRequest r;
         r.provider = "p";
         r.caller = "patient";
-        waited = limiter().acquire(r, m_clock.now() + 60s, &cancel);
+        // Past the window's end (a bucket or two after 60 s): a wait that room ends in time.
+        waited = limiter().acquire(r, m_clock.now() + 120s, &cancel);
     });
     bool queued = false;
     for (int i = 0; i < 2000 && !queued; ++i) { // poll with a deadline (10 s)
@@ -645,6 +712,158 @@ void TestQuotaLimiter::waiterKeepsItsPlaceAndLeavesOnGivingUp()
         return e.type == EventType::GaveUp && e.caller == "patient"
             && e.reason.find("cancelled") != std::string::npos;
     }));
+}
+
+// Issue 25 item 6: a full window whose room comes after the deadline is answered at once,
+// naming when the room comes, instead of holding the caller until its deadline.
+void TestQuotaLimiter::roomAfterTheDeadlineIsRefusedAtOnceNamingTheTime()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(1), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    const std::int64_t admittedAt = m_clock.unixMs();
+    auto refused = acquireWithin(limiter(), m_clock, "late", 5s);
+    QVERIFY(!refused.ok());
+    QCOMPARE(refused.error().kind, ErrorKind::Timeout);
+    QVERIFY(refused.error().path.empty());
+    const QString message = QString::fromStdString(refused.error().message);
+    QVERIFY2(message.contains(QStringLiteral("past this call's deadline")), qPrintable(message));
+    QVERIFY2(message.contains(QStringLiteral("provider 'p' has no room before ")), qPrintable(message));
+    QVERIFY2(message.contains(QStringLiteral("window")), qPrintable(message));
+    const QuotaLimiter::Refusal& why = limiter().lastRefusal();
+    QVERIFY(why.early);
+    QVERIFY(!why.paused);
+    QCOMPARE(why.reason, WaitReason::Window);
+    QVERIFY(why.earliestMs.has_value());
+    // When the admission leaves the window: a minute after it (plus a bucket or two).
+    QVERIFY2(*why.earliestMs >= admittedAt + 60000 && *why.earliestMs <= admittedAt + 65000,
+        qPrintable(QString::number(*why.earliestMs - admittedAt)));
+    // The time is named as the clock reads it (UTC).
+    const std::time_t t = static_cast<std::time_t>(*why.earliestMs / 1000);
+    std::tm tm {};
+    ::gmtime_r(&t, &tm);
+    char hms[16];
+    std::strftime(hms, sizeof hms, "%H:%M:%S UTC", &tm);
+    QVERIFY2(message.contains(QString::fromLatin1(hms)), qPrintable(message));
+    // Out of the queue again, and recorded as a deadline's giving up is.
+    auto view = m_store.reader->snapshot();
+    QVERIFY(view.ok() && view->state && view->state->provider("p"));
+    QVERIFY(view->state->provider("p")->queue.empty());
+    QVERIFY(gaveUp("late", "no room before the deadline"));
+
+    // A backoff that outlasts the deadline is judged the same way.
+    m_clock.advance(70s);
+    QVERIFY(limiter().report429("p", "a", 600000).ok());
+    auto backedOff = acquireWithin(limiter(), m_clock, "late", 5s);
+    QVERIFY(!backedOff.ok());
+    QVERIFY2(QString::fromStdString(backedOff.error().message).contains(QStringLiteral("backoff")),
+        backedOff.error().message.c_str());
+    QCOMPARE(limiter().lastRefusal().reason, WaitReason::Backoff);
+    QVERIFY(limiter().lastRefusal().earliestMs >= m_clock.unixMs() + 600000);
+}
+
+// The room comes before the deadline: the caller waits for it and is admitted.
+void TestQuotaLimiter::roomBeforeTheDeadlineIsWaitedFor()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(1), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    Result<Permit> waited = Error::make(ErrorKind::Io, "", "not run");
+    std::thread waiter([&] { waited = acquireWithin(limiter(), m_clock, "patient", 120s); });
+    const bool queued = waitForQueue(1);
+    m_clock.advance(66s); // the window and a bucket or two: room
+    waiter.join();
+    QVERIFY(queued);
+    QVERIFY2(waited.ok(), waited.ok() ? "" : waited.error().message.c_str());
+}
+
+// A queue ahead has no known end (the one ahead may be admitted any moment): waited for until
+// the deadline, as before.
+void TestQuotaLimiter::aQueueAheadIsWaitedFor()
+{
+    // The second caller has a store connection of its own, as another process would (the
+    // memory store is one object, safe to share between threads).
+    std::unique_ptr<QuotaStore> otherStore;
+    std::unique_ptr<QuotaBackend> otherBackend;
+    if (m_store.backend) {
+        auto b = StoreFactory::openBackend(*m_spec, m_clock, m_probe, &m_clock);
+        QVERIFY(b.ok());
+        otherBackend = std::move(b).value();
+    } else if (m_spec) {
+        auto st = StoreFactory::openStore(*m_spec, m_clock);
+        QVERIFY(st.ok());
+        otherStore = std::move(st).value();
+    }
+    QuotaLimiter behind = otherBackend
+        ? QuotaLimiter(*otherBackend, m_clock, m_probe)
+        : QuotaLimiter(otherStore ? *otherStore : *m_store.store, m_clock, m_probe);
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(1), "test").ok());
+    QVERIFY(tryAcquire("a").ok());
+    Result<Permit> first = Error::make(ErrorKind::Io, "", "not run");
+    std::thread ahead([&] { first = acquireWithin(limiter(), m_clock, "first", 120s); });
+    const bool firstQueued = waitForQueue(1);
+    Result<Permit> second = Error::make(ErrorKind::Io, "", "not run");
+    std::thread secondThread([&] { second = acquireWithin(behind, m_clock, "second", 5s); });
+    const bool secondQueued = waitForQueue(2);
+    m_clock.advance(6s); // past the second's deadline, not the first's
+    secondThread.join();
+    m_clock.advance(60s);
+    ahead.join();
+    QVERIFY(firstQueued);
+    QVERIFY(secondQueued);
+    QVERIFY(!second.ok());
+    const QString message = QString::fromStdString(second.error().message);
+    QVERIFY2(message.contains(QStringLiteral("timed out waiting")), qPrintable(message));
+    QVERIFY2(message.contains(QStringLiteral("queue")), qPrintable(message));
+    QVERIFY(!behind.lastRefusal().early);
+    QVERIFY(!behind.lastRefusal().earliestMs);
+    QVERIFY2(first.ok(), first.ok() ? "" : first.error().message.c_str());
+}
+
+// Held slots have no known end either: waited for until the deadline.
+void TestQuotaLimiter::heldSlotsAreWaitedFor()
+{
+    ProviderLimits l = requestsPerMinute(100);
+    l.parallel = 1;
+    QVERIFY(limiter().setLimits("p", l, "test").ok());
+    auto held = tryAcquire("holder", 0, true);
+    QVERIFY(held.ok());
+    Result<Permit> waited = Error::make(ErrorKind::Io, "", "not run");
+    std::thread waiter([&] { waited = acquireWithin(limiter(), m_clock, "patient", 5s, true); });
+    const bool queued = waitForQueue(1);
+    m_clock.advance(6s);
+    waiter.join();
+    QVERIFY(queued);
+    QVERIFY(!waited.ok());
+    const QString message = QString::fromStdString(waited.error().message);
+    QVERIFY2(message.contains(QStringLiteral("timed out waiting")), qPrintable(message));
+    QVERIFY2(message.contains(QStringLiteral("slots")), qPrintable(message));
+    QVERIFY(!limiter().lastRefusal().early);
+    QVERIFY(gaveUp("patient", "slots (deadline)"));
+}
+
+// A pause cannot end by waiting (issue 26 item 3): refused at once with its reason.
+void TestQuotaLimiter::aPauseIsRefusedAtOnce()
+{
+    QVERIFY(limiter().setLimits("p", requestsPerMinute(100), "test").ok());
+    QVERIFY(limiter().pause("p", "maintenance", "ops").ok());
+    auto paused = acquireWithin(limiter(), m_clock, "patient", 60s);
+    QVERIFY(!paused.ok());
+    QCOMPARE(paused.error().kind, ErrorKind::Timeout);
+    QVERIFY(paused.error().path.empty());
+    QVERIFY2(paused.error().message.find("provider 'p' is paused: maintenance") != std::string::npos,
+        paused.error().message.c_str());
+    QVERIFY(limiter().lastRefusal().paused);
+    QVERIFY(limiter().lastRefusal().early);
+    QVERIFY(!limiter().lastRefusal().earliestMs);
+    QCOMPARE(limiter().lastRefusal().pauseReason, std::string("maintenance"));
+    QVERIFY(gaveUp("patient", "paused (no known end)"));
+    QVERIFY(limiter().resume("p", "ops").ok());
+    QVERIFY(limiter().pause("", "deploy", "ops").ok());
+    auto all = acquireWithin(limiter(), m_clock, "patient", 60s);
+    QVERIFY(!all.ok());
+    QVERIFY2(all.error().message.find("everything is paused: deploy") != std::string::npos,
+        all.error().message.c_str());
+    QVERIFY(limiter().resume("", "ops").ok());
+    QVERIFY(acquireWithin(limiter(), m_clock, "patient", 60s).ok());
 }
 
 void TestQuotaLimiter::releaseStaleCountsEachHolderOnce()

@@ -36,7 +36,8 @@ private Q_SLOTS:
     void eightProcessesNeverOverrunWindowTokensOrSlots();
     void killedHoldersSlotsAreReclaimed();
     void a429MakesEveryProcessWaitPastRetryAfter();
-    void pauseAdmitsNobodyUntilResume();
+    void pauseIsRefusedAtOnceAndNobodyIsAdmittedUntilResume();
+    void windowFullPastTheTimeoutIsRefusedAtOnceNamingTheTime();
     void waitersAreAdmittedInArrivalOrder();
     void raisedLimitAdmitsWaitingCallers();
     void killedOrInterruptedWaiterLeavesNoGhost();
@@ -393,7 +394,9 @@ void TestQuotaProcesses::a429MakesEveryProcessWaitPastRetryAfter()
     }
 }
 
-void TestQuotaProcesses::pauseAdmitsNobodyUntilResume()
+// A pause has no end in time, so waiting cannot end it (issue 26 item 3): every caller hears
+// at once, with the pause's reason, and can fall back; nothing runs until a resume.
+void TestQuotaProcesses::pauseIsRefusedAtOnceAndNobodyIsAdmittedUntilResume()
 {
     QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
                      QStringLiteral("--requests"), QStringLiteral("1000"), QStringLiteral("--window"),
@@ -405,24 +408,93 @@ void TestQuotaProcesses::pauseAdmitsNobodyUntilResume()
     std::vector<QProcess*> callers;
     for (int i = 0; i < 3; ++i) {
         callers.push_back(startCli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("60"),
+            QStringLiteral("c%1").arg(i), QStringLiteral("--timeout"), QStringLiteral("600"),
             QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
             QStringLiteral("date +%s%3N > \"$0\""), m_dir->path() + QStringLiteral("/ran%1").arg(i) }));
     }
-    QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 3, 30000);
-    const auto queue = providerStatus(QStringLiteral("api")).value(QStringLiteral("queue")).toArray();
-    QCOMPARE(queue[0].toObject().value(QStringLiteral("reason")).toString(), QStringLiteral("paused"));
-    const qint64 beforeResume = nowMs();
     for (int i = 0; i < 3; ++i) {
-        QCOMPARE(callers[i]->state(), QProcess::Running);
+        QVERIFY(callers[i]->waitForFinished(120000)); // not the 600 s: nothing waits
+        QCOMPARE(callers[i]->exitCode(), 1);
+        const QByteArray err = callers[i]->readAllStandardError();
+        QVERIFY2(err.contains("paused: maintenance") && err.contains("no known end"), err.constData());
         QVERIFY(!QFile::exists(m_dir->path() + QStringLiteral("/ran%1").arg(i)));
     }
-    QCOMPARE(cli({ QStringLiteral("resume") }).code, 0);
-    for (int i = 0; i < 3; ++i) {
-        QVERIFY(callers[i]->waitForFinished(30000));
-        QCOMPARE(callers[i]->exitCode(), 0);
-        QVERIFY(fileTimeMs(m_dir->path() + QStringLiteral("/ran%1").arg(i)) >= beforeResume);
+    QCOMPARE(waitingCount(QStringLiteral("api")), 0);
+    int gaveUp = 0;
+    for (const auto& e : history()) {
+        if (e.type == tollgate::EventType::GaveUp && e.reason == "paused (no known end)")
+            ++gaveUp;
     }
+    QCOMPARE(gaveUp, 3); // recorded as a caller that gave up at its deadline is
+    const Ran json = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("j"), QStringLiteral("--timeout"), QStringLiteral("600"), QStringLiteral("--json") });
+    QCOMPARE(json.code, 1);
+    const QJsonObject refusal = QJsonDocument::fromJson(json.out).object();
+    QVERIFY2(refusal.value(QStringLiteral("paused")).toBool(), json.out.constData());
+    QVERIFY2(refusal.value(QStringLiteral("retry_at_ms")).isNull(), json.out.constData()); // no time ends it
+    QCOMPARE(refusal.value(QStringLiteral("code")).toInt(), 1);
+
+    QCOMPARE(cli({ QStringLiteral("resume") }).code, 0);
+    const Ran after = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c0"), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
+        QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("date +%s%3N > \"$0\""),
+        m_dir->path() + QStringLiteral("/ran0") });
+    QCOMPARE(after.code, 0);
+    QVERIFY(QFile::exists(m_dir->path() + QStringLiteral("/ran0")));
+}
+
+// Issue 25 item 6: the window is full for a minute and the caller's --timeout is 5 s. Waiting
+// cannot end well: it hears at once (exit 1) when the room comes, and can fall back.
+void TestQuotaProcesses::windowFullPastTheTimeoutIsRefusedAtOnceNamingTheTime()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("1"), QStringLiteral("--window"),
+                     QStringLiteral("60") })
+                 .code,
+        0);
+    const qint64 before = nowMs();
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("first"), QStringLiteral("--timeout"), QStringLiteral("0") })
+                 .code,
+        0);
+    const Ran refused = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("late"), QStringLiteral("--timeout"), QStringLiteral("5"), QStringLiteral("--json") });
+    QCOMPARE(refused.code, 1);
+    const QJsonObject doc = QJsonDocument::fromJson(refused.out).object();
+    const QString error = doc.value(QStringLiteral("error")).toString();
+    QVERIFY2(error.contains(QStringLiteral("provider 'api' has no room before "))
+            && error.contains(QStringLiteral("past this call's deadline"))
+            && error.contains(QStringLiteral("window")),
+        refused.out.constData());
+    QCOMPARE(doc.value(QStringLiteral("code")).toInt(), 1);
+    QCOMPARE(doc.value(QStringLiteral("reason")).toString(), QStringLiteral("window"));
+    QVERIFY(!doc.value(QStringLiteral("paused")).toBool());
+    // When the first admission leaves the window: a minute after it (and a bucket or two).
+    const qint64 retryAt = doc.value(QStringLiteral("retry_at_ms")).toInteger(-1);
+    QVERIFY2(retryAt >= before + 60000 && retryAt <= nowMs() + 66000, refused.out.constData());
+    const QString named
+        = QDateTime::fromMSecsSinceEpoch(retryAt, Qt::UTC).toString(QStringLiteral("HH:mm:ss"));
+    QVERIFY2(
+        error.contains(named + QStringLiteral(" UTC")), qPrintable(error + QStringLiteral(" / ") + named));
+    QVERIFY2(refused.err.contains("has no room before"), refused.err.constData());
+
+    // run says the same (without --json, on stderr) and runs nothing.
+    const Ran run = cli(
+        { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("late"),
+            QStringLiteral("--timeout"), QStringLiteral("5"), QStringLiteral("--"), QStringLiteral("sh"),
+            QStringLiteral("-c"), QStringLiteral("touch \"$0\""), m_dir->path() + QStringLiteral("/ran") });
+    QCOMPARE(run.code, 1);
+    QVERIFY2(run.err.contains("has no room before") && run.err.contains("past this call's deadline"),
+        run.err.constData());
+    QVERIFY(!QFile::exists(m_dir->path() + QStringLiteral("/ran")));
+    QCOMPARE(waitingCount(QStringLiteral("api")), 0);
+    int gaveUp = 0;
+    for (const auto& e : history()) {
+        if (e.type == tollgate::EventType::GaveUp && e.caller == "late"
+            && e.reason == "window (no room before the deadline)")
+            ++gaveUp;
+    }
+    QCOMPARE(gaveUp, 2);
 }
 
 void TestQuotaProcesses::waitersAreAdmittedInArrivalOrder()
@@ -472,10 +544,11 @@ void TestQuotaProcesses::raisedLimitAdmitsWaitingCallers()
         0);
     QProcess* waiter
         = startCli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("second"), QStringLiteral("--timeout"), QStringLiteral("120") });
+            QStringLiteral("second"), QStringLiteral("--timeout"), QStringLiteral("600") });
     QTRY_COMPARE_WITH_TIMEOUT(waitingCount(QStringLiteral("api")), 1, 30000);
     QCOMPARE(waiter->state(), QProcess::Running);
-    // The window is 300 s and the waiter gives up after 120 s: only the new limit can admit it.
+    // The window is 300 s, within the waiter's 600 s (room that comes only after its deadline
+    // is refused at once), and it must be admitted within 60 s: only the new limit can do that.
     QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
                      QStringLiteral("--requests"), QStringLiteral("2") })
                  .code,

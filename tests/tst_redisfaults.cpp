@@ -50,14 +50,16 @@ private:
     {
         // --home after the command words
         QStringList all = args;
-        const qsizetype at = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
+        const qsizetype at
+            = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
         all.insert(at, QStringLiteral("--home"));
         all.insert(at + 1, m_home);
         return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), all, limitMs);
     }
     void setLimits(const QStringList& extra)
     {
-        const Ran r = cli(QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") } + extra);
+        const Ran r = cli(
+            QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api") } + extra);
         QVERIFY2(r.code == 0, r.err.constData());
     }
     // The test's own view of the home's Redis (to delete, forge or look at keys).
@@ -65,17 +67,16 @@ private:
     // `acquire api` as a try (no waiting).
     static QStringList tryAcquire()
     {
-        return { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
-            QStringLiteral("--timeout"), QStringLiteral("0") };
+        return { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") };
     }
     bool startRedis(bool persistent)
     {
         QString why;
         m_redis = std::make_unique<RedisServer>();
-        const QStringList extra = persistent
-            ? QStringList { QStringLiteral("--appendonly"), QStringLiteral("yes"), QStringLiteral("--appendfsync"),
-                  QStringLiteral("always") }
-            : QStringList {};
+        const QStringList extra = persistent ? QStringList { QStringLiteral("--appendonly"),
+            QStringLiteral("yes"), QStringLiteral("--appendfsync"), QStringLiteral("always") }
+                                             : QStringList {};
         if (!m_redis->start(extra, &why)) {
             qWarning("%s", qPrintable(why));
             return false;
@@ -107,17 +108,24 @@ void TestRedisFaults::cleanup()
 void TestRedisFaults::unreachableRedisFailsClosedAndRecovers()
 {
     QVERIFY(startRedis(true));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
-    // A waiter (the provider is paused) when Redis goes away: it says so and exits 3 — it
-    // neither hangs nor goes through.
-    QCOMPARE(cli({ QStringLiteral("pause"), QStringLiteral("api") }).code, 0);
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    // A waiter (the only slot is held, by this test's process) when Redis goes away: it says
+    // so and exits 3 — it neither hangs nor goes through. (Not a pause: that is refused at
+    // once, having no known end.)
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("holder"), QStringLiteral("--slot"), QStringLiteral("--timeout"),
+                     QStringLiteral("5") })
+                 .code,
+        0);
     QProcess waiter;
     waiter.start(QStringLiteral(TOLLGATE_CLI_PATH),
-        { QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("waiter"), QStringLiteral("--timeout"), QStringLiteral("60"), QStringLiteral("--"),
-            QStringLiteral("true") });
+        { QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"),
+            QStringLiteral("--caller"), QStringLiteral("waiter"), QStringLiteral("--timeout"),
+            QStringLiteral("60"), QStringLiteral("--"), QStringLiteral("true") });
     QVERIFY(waiter.waitForStarted(10000));
-    QTRY_VERIFY_WITH_TIMEOUT(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out.contains("\"waiting\":1"), 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        cli({ QStringLiteral("status"), QStringLiteral("--json") }).out.contains("\"waiting\":1"), 20000);
     m_redis->stop();
     // Within one look (every 5 s at most), not after its 60 s deadline.
     QVERIFY(waiter.waitForFinished(30000));
@@ -126,11 +134,11 @@ void TestRedisFaults::unreachableRedisFailsClosedAndRecovers()
     QVERIFY2(said.contains(m_url.toUtf8()), said.constData());
 
     // Every command while it is down: exit 3 naming the URL, at once.
-    for (const QStringList& args : { QStringList { QStringLiteral("acquire"), QStringLiteral("api"),
-                                         QStringLiteral("--caller"), QStringLiteral("c"), QStringLiteral("--timeout"),
-                                         QStringLiteral("5") },
-             QStringList { QStringLiteral("status") }, QStringList { QStringLiteral("resume") },
-             QStringList { QStringLiteral("history") } }) {
+    for (const QStringList& args :
+        { QStringList { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+              QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("5") },
+            QStringList { QStringLiteral("status") }, QStringList { QStringLiteral("resume") },
+            QStringList { QStringLiteral("history") } }) {
         const Ran r = cli(args, 20000);
         QCOMPARE(r.code, 3);
         QVERIFY2(r.err.contains(m_url.toUtf8()) && r.err.contains("cannot connect"), r.err.constData());
@@ -139,9 +147,8 @@ void TestRedisFaults::unreachableRedisFailsClosedAndRecovers()
     // Back (its append-only file kept everything): the same commands work again, nothing lost.
     QString why;
     QVERIFY2(m_redis->restart(&why), qPrintable(why));
-    QCOMPARE(cli({ QStringLiteral("resume") }).code, 0);
-    const Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
-        QStringLiteral("--timeout"), QStringLiteral("5") });
+    const Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("5") });
     QVERIFY2(r.code == 0, r.err.constData());
     const Ran limits = cli({ QStringLiteral("limits"), QStringLiteral("show") });
     QVERIFY(limits.out.contains("100 requests"));
@@ -150,15 +157,17 @@ void TestRedisFaults::unreachableRedisFailsClosedAndRecovers()
 void TestRedisFaults::restartWithoutPersistenceReportsLostLimits()
 {
     QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("7"), QStringLiteral("--window"), QStringLiteral("30") });
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("7"), QStringLiteral("--window"),
+        QStringLiteral("30") });
     const Ran exported = cli({ QStringLiteral("limits"), QStringLiteral("export") });
     QCOMPARE(exported.code, 0);
     QString why;
     QVERIFY2(m_redis->restart(&why), qPrintable(why)); // everything is gone
-    Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
-        QStringLiteral("--timeout"), QStringLiteral("0") });
+    Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") });
     QCOMPARE(r.code, 2); // not admitted under some default
-    QVERIFY2(r.err.contains("has no limits") && r.err.contains("lost its data") && r.err.contains("limits import"),
+    QVERIFY2(
+        r.err.contains("has no limits") && r.err.contains("lost its data") && r.err.contains("limits import"),
         r.err.constData());
     // Restored from the export: exactly as they were.
     const QString doc = m_dir->path() + QStringLiteral("/limits.json");
@@ -174,7 +183,8 @@ void TestRedisFaults::restartWithoutPersistenceReportsLostLimits()
 void TestRedisFaults::lostStateRestartsConservatively()
 {
     QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600") });
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
+        QStringLiteral("600") });
     const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
     // The state goes (an eviction, a partial restore); the limits stay.
@@ -187,7 +197,8 @@ void TestRedisFaults::lostStateRestartsConservatively()
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("window"), r.err.constData());
     r = cli({ QStringLiteral("history"), QStringLiteral("--json") });
-    QVERIFY2(r.out.contains("\"type\":\"reset\"") && r.out.contains("was missing from Redis"), r.out.constData());
+    QVERIFY2(
+        r.out.contains("\"type\":\"reset\"") && r.out.contains("was missing from Redis"), r.out.constData());
     QVERIFY(cli({ QStringLiteral("limits"), QStringLiteral("show") }).out.contains("5 requests"));
 }
 
@@ -197,7 +208,8 @@ void TestRedisFaults::forgedValuesAreSetAsideOrRefused()
     // named, then set aside (kept) and replaced conservatively; limits that do not parse are
     // refused by name and never overwritten.
     QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("600") });
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"),
+        QStringLiteral("600") });
     const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
     auto c = RedisConnection::open(address());
@@ -219,8 +231,8 @@ void TestRedisFaults::forgedValuesAreSetAsideOrRefused()
     r = cli(acquire);
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("limits") && r.err.contains("api"), r.err.constData());
-    r = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-        QStringLiteral("9") });
+    r = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+        QStringLiteral("--requests"), QStringLiteral("9") });
     QCOMPARE(r.code, 3);
     auto kept = c->command({ "HGET", limits, "api" });
     QVERIFY(kept.ok());
@@ -233,8 +245,8 @@ void TestRedisFaults::forgedFarFutureTimesAreBounded()
     // clock was wrong): one report must never stop every caller for longer than the documented
     // maximum (a day plus jitter), and the bound is written back, so it does not move with now.
     QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"), QStringLiteral("600"),
-        QStringLiteral("--parallel"), QStringLiteral("2") });
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("3"), QStringLiteral("--window"),
+        QStringLiteral("600"), QStringLiteral("--parallel"), QStringLiteral("2") });
     const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
     auto c = RedisConnection::open(address());
@@ -285,7 +297,8 @@ void TestRedisFaults::killStormWithRedisRestart()
         const QString log = m_dir->path() + QStringLiteral("/w%1.log").arg(started);
         p->start(QStringLiteral(TOLLGATE_QUOTAWORKER_PATH),
             { m_home, QStringLiteral("api"), QStringLiteral("w%1").arg(started), QStringLiteral("40"), log,
-                QString::number(1000 + started), QStringLiteral("0"), QStringLiteral("40"), QStringLiteral("retry") });
+                QString::number(1000 + started), QStringLiteral("0"), QStringLiteral("40"),
+                QStringLiteral("retry") });
         ++started;
         QVERIFY(p->waitForStarted(10000));
         workers.push_back(std::move(p));
@@ -315,7 +328,8 @@ void TestRedisFaults::killStormWithRedisRestart()
             QVERIFY2(w->waitForFinished(150000), "a worker wedged");
         const QByteArray err = w->readAllStandardError();
         QVERIFY2(w->exitStatus() == QProcess::CrashExit || w->exitCode() == 0,
-            qPrintable(QStringLiteral("exit %1: ").arg(w->exitCode()) + QString::fromLocal8Bit(err.right(600))));
+            qPrintable(
+                QStringLiteral("exit %1: ").arg(w->exitCode()) + QString::fromLocal8Bit(err.right(600))));
     }
     QVERIFY(killed > 0);
     // The logged holds never overlap more than the 2 slots, through kills and the restart.
@@ -338,8 +352,9 @@ void TestRedisFaults::killStormWithRedisRestart()
     QVERIFY2(errors > 0, "nobody noticed Redis was down");
     // No wedge: the killed holders' slots come back (this host probes them) and a newcomer
     // gets one.
-    const Ran r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("after"),
-        QStringLiteral("--timeout"), QStringLiteral("30"), QStringLiteral("--"), QStringLiteral("true") });
+    const Ran r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("after"), QStringLiteral("--timeout"), QStringLiteral("30"), QStringLiteral("--"),
+        QStringLiteral("true") });
     QVERIFY2(r.code == 0, r.err.constData());
 }
 
@@ -354,8 +369,9 @@ void TestRedisFaults::aSlowRedisFailsTheCommandWithinItsTimeout()
     QVERIFY(peer.port() != 0);
     const QString home = QStringLiteral("redis://127.0.0.1:%1?prefix=slow").arg(peer.port());
     const Ran r = TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH),
-        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--home"), home, QStringLiteral("--caller"),
-            QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0.3") },
+        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--home"), home,
+            QStringLiteral("--caller"), QStringLiteral("c"), QStringLiteral("--timeout"),
+            QStringLiteral("0.3") },
         30000);
     QCOMPARE(r.code, 3);
     QVERIFY2(r.err.contains("did not answer in time"), r.err.constData());

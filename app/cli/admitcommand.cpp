@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <fcntl.h>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 namespace tollgate::cli {
@@ -91,7 +92,24 @@ int reportRefusal(QuotaSession& c, const Error& e)
         return c.console().fail(
             Error::make(ErrorKind::Timeout, "", "interrupted while waiting; left the queue"),
             128 + ChildRunner::interruptSignal());
-    return c.console().fail(e, EXIT_REFUSED);
+    const QuotaLimiter::Refusal& refusal = c.limiter().lastRefusal();
+    if (refusal.reason == WaitReason::None)
+        return c.console().fail(e, EXIT_REFUSED);
+    // Refused at the deadline, or before it (the earliest admission lies beyond it, or a
+    // pause). The message names the time; --json carries it too (retry_at_ms, Unix ms; null:
+    // no time ends the wait), so a script can fall back to another provider or come back then.
+    if (!c.console().quiet())
+        std::cerr << "tollgate: " << Console::printable(e.message) << '\n';
+    json j;
+    j["error"] = e.message;
+    j["code"] = EXIT_REFUSED;
+    j["kind"] = errorKindName(e.kind);
+    j["path"] = "";
+    j["reason"] = waitReasonName(refusal.reason);
+    j["retry_at_ms"] = refusal.earliestMs ? json(*refusal.earliestMs) : json(nullptr);
+    j["paused"] = refusal.paused;
+    c.console().emit(j);
+    return EXIT_REFUSED;
 }
 
 int cmdAcquire(const QuotaContext& context)

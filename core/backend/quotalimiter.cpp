@@ -4,8 +4,44 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 
 namespace tollgate {
+
+namespace {
+
+// The waits only a time ends: the policy's retry time is then the earliest admission (if
+// nothing else is admitted meanwhile). A queue ahead, held slots and a pause have none.
+bool endsInTime(WaitReason reason)
+{
+    return reason == WaitReason::Backoff || reason == WaitReason::Window || reason == WaitReason::Tokens;
+}
+
+// A wall-clock time in UTC, as the proxy's remote clients and the CLI's user both read it:
+// "21:33:05 UTC", with the date when it is not within the day.
+std::string clockTime(std::int64_t atMs, std::int64_t nowMs)
+{
+    const std::time_t t = static_cast<std::time_t>(atMs / 1000);
+    std::tm tm {};
+    ::gmtime_r(&t, &tm);
+    char buf[40];
+    const bool sameDay = atMs - nowMs < 20 * 3600 * 1000;
+    std::strftime(buf, sizeof buf, sameDay ? "%H:%M:%S UTC" : "%Y-%m-%d %H:%M:%S UTC", &tm);
+    return buf;
+}
+
+// "58 s", "42 min", "3 h" (rounded up: never sooner than it is).
+std::string inWords(std::int64_t ms)
+{
+    const std::int64_t s = (std::max<std::int64_t>(ms, 0) + 999) / 1000;
+    if (s < 120)
+        return std::to_string(s) + " s";
+    if (s < 120 * 60)
+        return std::to_string((s + 59) / 60) + " min";
+    return std::to_string((s + 3599) / 3600) + " h";
+}
+
+} // namespace
 
 QuotaLimiter::QuotaLimiter(QuotaBackend& backend, const Clock& clock, const ProcessProbe& probe)
     : m_backend(&backend)
@@ -83,11 +119,13 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         return StoreWait { std::chrono::steady_clock::now() + std::chrono::milliseconds(left), cancel };
     };
     WaitReason lastReason = WaitReason::None;
+    m_lastRefusal = Refusal {};
 
     for (;;) {
         const std::uint32_t mark = m_backend->changeMark();
         step.enqueue = deadlineMs > nowMs() && !(cancel && cancel->load());
         step.storeWait = storeWait();
+        const std::int64_t asked = nowMs();
         auto outcome = m_backend->admit(step);
         if (!outcome) {
             step.storeWait = StoreWait {};
@@ -123,8 +161,22 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             step.firstReason = decision.reason;
 
         const std::int64_t now = nowMs();
-        if (now >= deadlineMs || (cancel && cancel->load())) {
-            const bool cancelled = cancel && cancel->load();
+        m_lastRefusal = Refusal {};
+        m_lastRefusal.reason = decision.reason;
+        m_lastRefusal.paused = decision.reason == WaitReason::Paused;
+        if (endsInTime(decision.reason) && decision.retryAtMs != INT64_MAX) {
+            // The retry time is in the backend's time (Redis: the server's): carried over to
+            // ours as a distance from the decision, counted from when we asked (never later
+            // than the truth: a slow answer does not make the wait look longer than it is).
+            const std::int64_t in = std::max<std::int64_t>(0, decision.retryAtMs - outcome->nowMs);
+            m_lastRefusal.earliestMs = in > INT64_MAX - asked ? INT64_MAX : asked + in;
+        }
+        const bool cancelledNow = cancel && cancel->load();
+        if (!cancelledNow
+            && (m_lastRefusal.paused || (m_lastRefusal.earliestMs && *m_lastRefusal.earliestMs > deadlineMs)))
+            return refuseEarly(step, now, deadlineMs);
+        if (now >= deadlineMs || cancelledNow) {
+            const bool cancelled = cancelledNow;
             step.storeWait = StoreWait {};
             if (step.ticket != 0) // a refused try was never queued: nothing to undo or record
                 (void)m_backend->leaveQueue(step, true,
@@ -140,6 +192,37 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         // Sleep at least a little when the policy says "now": the next bucket edge is a ms off.
         m_backend->waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)));
     }
+}
+
+Result<Permit> QuotaLimiter::refuseEarly(AdmitStep& step, std::int64_t now, std::int64_t deadlineMs)
+{
+    const AdmitRequest& r = step.request;
+    Refusal& refusal = m_lastRefusal;
+    refusal.early = now < deadlineMs;
+    std::string message;
+    if (refusal.paused) {
+        // Named with its reason: who paused it and why is what the caller needs to decide.
+        bool all = false;
+        if (auto snap = m_backend->snapshot()) {
+            all = snap->state.pausedAll;
+            const ProviderState* p = snap->state.provider(r.provider);
+            refusal.pauseReason = all ? snap->state.pauseReason : p ? p->pauseReason : std::string();
+        }
+        message = (all ? std::string("everything is paused") : "provider '" + r.provider + "' is paused")
+            + (refusal.pauseReason.empty() ? std::string() : ": " + refusal.pauseReason)
+            + "; a pause has no known end (tollgate resume ends it)";
+    } else {
+        const std::int64_t at = *refusal.earliestMs;
+        message = "provider '" + r.provider + "' has no room before " + clockTime(at, now) + " (in "
+            + inWords(at - now) + "; " + waitReasonName(refusal.reason) + "): past this call's deadline";
+    }
+    // Given up as a deadline is (the same history event), only sooner; a try was never queued.
+    step.storeWait = StoreWait {};
+    if (step.ticket != 0)
+        (void)m_backend->leaveQueue(step, true,
+            std::string(waitReasonName(refusal.reason))
+                + (refusal.paused ? " (no known end)" : " (no room before the deadline)"));
+    return Error::make(ErrorKind::Timeout, "", message);
 }
 
 Result<std::int64_t> QuotaLimiter::report429(const std::string& provider, const std::string& caller,

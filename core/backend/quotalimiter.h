@@ -9,6 +9,15 @@
 // Waiting: a blocked request is queued (FIFO per provider) with its deadline and pid; it
 // keeps its ticket across wake-ups, and leaves the queue when admitted, when it gives up
 // (deadline, cancel), or — if it dies — when a later transaction finds its pid gone.
+//
+// Failing fast: a wait only a time can end (a backoff and the pacing after it, a full window
+// or day) is judged at every look. When the earliest admission the policy names lies beyond
+// the deadline, waiting would only hold the caller until the deadline and then refuse anyway:
+// the acquire is refused at once, naming that time, so the caller can fall back (another
+// model, another provider). A pause has no end in time at all: refused at once too. A queue
+// ahead or held slots are not judged: a slot may come back at any moment. Judged under the
+// limits in force: a limit raised later could have admitted sooner, but is no more foreseeable
+// than a resume.
 
 #include "backend/localquotabackend.h"
 #include "backend/permit.h"
@@ -29,6 +38,21 @@ namespace tollgate {
 class QuotaLimiter
 {
 public:
+    // Why the last acquire was refused (ErrorKind::Timeout naming no file), for a caller that
+    // answers for it: a proxy's Retry-After, the CLI's --json.
+    struct Refusal
+    {
+        WaitReason reason = WaitReason::None; // why it waited when it was refused
+        // The earliest admission the policy names, in the clock's ms, when the wait is one a
+        // time ends (a backoff, a full window or day; the earliest if nothing else is admitted
+        // meanwhile); nullopt when no time ends it (a queue ahead, held slots, a pause).
+        std::optional<std::int64_t> earliestMs;
+        // Refused before its deadline: the earliest admission lies beyond it, or a pause.
+        bool early = false;
+        bool paused = false; // the provider, or everything, is paused
+        std::string pauseReason; // the stored pause reason (when paused and readable)
+    };
+
     static constexpr std::size_t MAX_CALLER_CHARS = 128;
     // A waiter re-checks at least this often even without a ring: the one event nobody rings
     // for is a slot holder's death.
@@ -42,7 +66,9 @@ public:
     QuotaLimiter(QuotaStore& store, const Clock& clock, const ProcessProbe& probe);
 
     // Waits until admitted or the deadline (in the clock's time). A deadline at or before
-    // now makes it a try: admitted now or ErrorKind::Timeout at once. `cancel` (e.g. set by
+    // now makes it a try: admitted now or ErrorKind::Timeout at once. Refused at once too
+    // (ErrorKind::Timeout naming the time; lastRefusal() has it) when the earliest admission
+    // lies beyond the deadline, or when paused (see "Failing fast" above). `cancel` (e.g. set by
     // a signal handler) ends the wait like a deadline. Both bound the waits for a local
     // store's lock too (StoreWait): a lock still held at the deadline (after the store's
     // floor, FileQuotaStore::MIN_LOCK_WAIT) fails with the store's ErrorKind::Timeout naming
@@ -50,6 +76,9 @@ public:
     // (ErrorKind::Timeout naming no file), nothing admitted.
     [[nodiscard]] Result<Permit> acquire(
         AdmitRequest request, WallTime deadline, const std::atomic<bool>* cancel = nullptr);
+    // What the last acquire's refusal was (reset by each acquire; meaningful after one that
+    // returned ErrorKind::Timeout naming no file).
+    [[nodiscard]] const Refusal& lastRefusal() const { return m_lastRefusal; }
     // Returns the backoff now in force, in ms. `pid`: the process that got the 429, for the
     // history (0: this process).
     [[nodiscard]] Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
@@ -107,6 +136,9 @@ public:
 
 private:
     [[nodiscard]] std::int64_t nowMs() const;
+    // The refusal of a request whose wait cannot end before its deadline (m_lastRefusal says
+    // why): it leaves the queue as a deadline would, and the error names the time.
+    [[nodiscard]] Result<Permit> refuseEarly(AdmitStep& step, std::int64_t now, std::int64_t deadlineMs);
 
     std::unique_ptr<LocalQuotaBackend> m_ownBackend; // set by the QuotaStore constructor
     QuotaBackend* m_backend; // not owned (or m_ownBackend)
@@ -115,6 +147,7 @@ private:
     std::mt19937_64 m_rng;
     std::int64_t m_selfPid = 0; // the process m_selfStartTicks belongs to
     std::uint64_t m_selfStartTicks = 0;
+    Refusal m_lastRefusal;
 };
 
 } // namespace tollgate

@@ -115,7 +115,22 @@ QuotaExchange::Admission QuotaExchange::conclude(
         return out;
     }
     const Error& why = permit.error();
-    if (why.kind == ErrorKind::Timeout)
+    const QuotaLimiter::Refusal& refusal = store.limiter().lastRefusal();
+    if (why.kind == ErrorKind::Timeout && why.path.empty() && refusal.paused) {
+        // No time ends a pause: a Retry-After would be a guess the client's retry logic takes
+        // for a promise. Without one, its own backoff applies (and the body says why).
+        out.refusal = Refusal { 429,
+            "no room in the shared quota for '" + m_provider + "' (" + why.message + ")", std::nullopt };
+    } else if (why.kind == ErrorKind::Timeout && why.path.empty() && refusal.earliestMs) {
+        // The policy's own earliest admission (a backoff's end, a window's or day's room),
+        // rounded up: the client that retries then is not refused again for this wait. Refused
+        // early when it lies beyond the queue timeout, so the client can go elsewhere now.
+        const std::int64_t inMs = *refusal.earliestMs - m_clock->unixMs();
+        out.refusal = Refusal { 429,
+            "no room in the shared quota for '" + m_provider + "' within the queue timeout (" + why.message
+                + ")",
+            std::max<std::int64_t>(1, inMs / 1000 + (inMs % 1000 > 0 ? 1 : 0)) };
+    } else if (why.kind == ErrorKind::Timeout)
         out.refusal = Refusal { 429,
             "no room in the shared quota for '" + m_provider + "' within the queue timeout (" + why.message
                 + ")",

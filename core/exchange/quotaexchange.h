@@ -13,7 +13,9 @@
 //   firstTry      a try (never queued); a request that must wait says so (mustWait)
 //   waitInQueue   the wait in the quota's FIFO queue, until --queue-timeout or a cancel
 //   conclude      a refusal as the client hears it: 429 with the limiter's own Retry-After
-//                 after the queue timeout, 400 for what can never be admitted, else 502
+//                 after the queue timeout, or at once when the earliest admission lies beyond
+//                 it (Retry-After: that time); at once and without Retry-After when paused (no
+//                 time ends a pause); 400 for what can never be admitted, else 502
 //   readHeaders   what the answer's rate-limit headers say, before its body streams: a budget
 //                 at remaining 0 with a reset, or a subscription plan's window rejected, with
 //                 its reset (a hold); a plan's warning (a history event, once per window); the
@@ -139,7 +141,8 @@ public:
     // client hung up).
     [[nodiscard]] Result<Permit> waitInQueue(
         ExchangeStore& store, const AdmitRequest& request, const std::atomic<bool>& cancel) const;
-    // The admission, or the refusal to answer, of what an acquire returned.
+    // The admission, or the refusal to answer, of what an acquire returned (the last acquire
+    // of the store's limiter: its lastRefusal() names the earliest admission, or a pause).
     [[nodiscard]] Admission conclude(ExchangeStore& store, Result<Permit>&& permit, bool hungUp) const;
     // When a call could go again, in whole seconds (at least 1), as the SDKs' retry logic
     // reads Retry-After: the limiter's own verdict on the state as it is now. A held slot or
