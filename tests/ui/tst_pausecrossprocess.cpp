@@ -1,8 +1,7 @@
-// Pausing in the window makes a separate process's `tollgate acquire` wait; resuming in the
-// window lets it through. The waiter is the real CLI binary; that it waits is observed in
-// the shared state (it is queued, waiting because of the pause), not by timing. On a
-// directory home and on a Redis home (where the window hears of the waiter through pub/sub,
-// and the waiter of the resume through its ring subscription).
+// Pausing in the window stops a separate process's `tollgate acquire`: a pause has no known
+// end, so the caller is answered at once (exit 1, "paused", nothing queued; issue 26 item 3)
+// rather than held until its --timeout; resuming in the window lets the next one through. The
+// caller is the real CLI binary. On a directory home and on a Redis home.
 
 #include "backend/quotalimiter.h"
 #include "backend/storefactory.h"
@@ -24,8 +23,8 @@ class TestPauseCrossProcess final : public QObject
 {
     Q_OBJECT
 private Q_SLOTS:
-    void pauseInWindowMakesCliWait_data();
-    void pauseInWindowMakesCliWait();
+    void pauseInWindowStopsTheCliUntilResumed_data();
+    void pauseInWindowStopsTheCliUntilResumed();
 
 private:
     std::unique_ptr<RedisServer> m_redis; // when scripts/test.sh shares none
@@ -49,14 +48,14 @@ bool waiterQueued(QuotaLimiter& limiter, qint64 pid, WaitReason reason)
 
 } // namespace
 
-void TestPauseCrossProcess::pauseInWindowMakesCliWait_data()
+void TestPauseCrossProcess::pauseInWindowStopsTheCliUntilResumed_data()
 {
     QTest::addColumn<bool>("redis");
     QTest::newRow("directory home") << false;
     QTest::newRow("redis home") << true;
 }
 
-void TestPauseCrossProcess::pauseInWindowMakesCliWait()
+void TestPauseCrossProcess::pauseInWindowStopsTheCliUntilResumed()
 {
     QFETCH(bool, redis);
     QTemporaryDir dir;
@@ -85,26 +84,30 @@ void TestPauseCrossProcess::pauseInWindowMakesCliWait()
     QVERIFY(actions.wait(TIMEOUT_MS));
     QVERIFY(actions.first().at(0).value<ActionResult>().ok);
 
-    QProcess cli;
-    cli.start(QStringLiteral(TOLLGATE_CLI_PATH),
-        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-            QStringLiteral("cron-job"), QStringLiteral("--timeout"), QStringLiteral("60"),
-            QStringLiteral("--home"), home });
-    QVERIFY(cli.waitForStarted());
-    const qint64 pid = cli.processId();
-    QTRY_VERIFY_WITH_TIMEOUT(waiterQueued(limiter, pid, WaitReason::Paused), TIMEOUT_MS);
-    QCOMPARE(cli.state(), QProcess::Running);
-    // The window shows it waiting too.
-    QTRY_COMPARE_WITH_TIMEOUT(w.controller()->snapshot().state.provider("api")
-            ? w.controller()->snapshot().state.provider("api")->queue.size()
-            : 0,
-        std::size_t(1), TIMEOUT_MS);
+    auto acquire = [&](QProcess& cli) {
+        cli.start(QStringLiteral(TOLLGATE_CLI_PATH),
+            { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                QStringLiteral("cron-job"), QStringLiteral("--timeout"), QStringLiteral("60"),
+                QStringLiteral("--home"), home });
+        return cli.waitForStarted() && cli.waitForFinished(TIMEOUT_MS)
+            && cli.exitStatus() == QProcess::NormalExit;
+    };
+    QProcess paused;
+    QVERIFY(acquire(paused));
+    QCOMPARE(paused.exitCode(), 1);
+    const QByteArray said = paused.readAllStandardError();
+    QVERIFY2(said.contains("is paused") && said.contains("no known end"), said.constData());
+    QVERIFY(!waiterQueued(limiter, paused.processId(), WaitReason::Paused));
+    auto s = limiter.snapshot();
+    QVERIFY(s && s->state.provider("api") && s->state.provider("api")->queue.empty());
 
     w.findChild<QAction*>(QStringLiteral("actionResumeAll"))->trigger();
-    QVERIFY(cli.waitForFinished(TIMEOUT_MS));
-    QCOMPARE(cli.exitStatus(), QProcess::NormalExit);
-    QCOMPARE(cli.exitCode(), 0);
-    QVERIFY(cli.readAllStandardOutput().contains("admitted provider=api"));
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QVERIFY(actions.last().at(0).value<ActionResult>().ok);
+    QProcess resumed;
+    QVERIFY(acquire(resumed));
+    QCOMPARE(resumed.exitCode(), 0);
+    QVERIFY(resumed.readAllStandardOutput().contains("admitted provider=api"));
 }
 
 QTEST_MAIN(TestPauseCrossProcess)
