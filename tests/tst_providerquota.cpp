@@ -210,6 +210,18 @@ void TestProviderQuota::unsplitCostCountsTowardEachSplitLimit()
     QCOMPARE(u.output, 600);
     QVERIFY(!h.admit(r, NOON_UTC + 1)); // 1,200 > 1,000 for each
     QCOMPARE(QuotaPolicy::impossible(h.limits, r), std::nullopt); // but never refused for it
+    // A stated total above an output limit: its split is unknown, so it is neither refused nor
+    // left waiting for ever — checked capped at the split limits, admitted into an empty window.
+    Home big;
+    big.limits.outputTokens = 8000;
+    AdmitRequest total = ask(0, 0);
+    total.tokens = 10000;
+    QCOMPARE(QuotaPolicy::impossible(big.limits, total), std::nullopt);
+    QVERIFY(big.admit(total, NOON_UTC));
+    QCOMPARE(big.p().scope("")->window.usage(NOON_UTC).output, 10000); // recorded whole
+    const auto d = big.look(total, NOON_UTC + 1);
+    QVERIFY(!d.admitted);
+    QVERIFY(d.retryAtMs < INT64_MAX);
 }
 
 void TestProviderQuota::classesPoolTheirPatternsAndOverlap()

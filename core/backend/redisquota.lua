@@ -818,22 +818,32 @@ local function impossible(l, r)
     return nil
 end
 
-local function capped(cost, lim)
-    local out = {}
-    for i = 1, 4 do
-        if lim[i] >= 0 then out[i] = math.min(cost[i], lim[i]) else out[i] = cost[i] end
+-- QuotaPolicy's capped: an estimate ('all') is checked capped at every limit, a stated total
+-- whose split is unknown ('split') at the input and output limits, a stated split not at all.
+local function capOf(r)
+    if r.est then return 'all' end
+    if (r['in'] or 0) == 0 and (r.out or 0) == 0 then return 'split' end
+    return nil
+end
+local function capped(cost, lim, how)
+    if not how then return cost end
+    local out = { cost[1], cost[2], cost[3], cost[4] }
+    local first = 3
+    if how == 'all' then first = 1 end
+    for i = first, 4 do
+        if lim[i] >= 0 then out[i] = math.min(cost[i], lim[i]) end
     end
     return out
 end
 
 -- QuotaPolicy's scopeAllows: one scope's window and day.
-local function scopeAllows(sc, b, l, cost, est, t, d)
+local function scopeAllows(sc, b, l, cost, how, t, d)
     local wl = limitsOfBudget(l, b)
     local at = t
     local requestsFull = false
     if anyLimit(wl) then
         local c = cost
-        if est then c = capped(cost, wl) end
+        c = capped(cost, wl, how)
         at = math.max(at, whenFits(sc, t, c, wl))
         local ur, uk, ui, uo = usage(sc, t)
         requestsFull = not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { wl[1], -1, -1, -1 })
@@ -841,7 +851,7 @@ local function scopeAllows(sc, b, l, cost, est, t, d)
     local dl = limitsOfBudget(l, b.d)
     if anyLimit(dl) and (sc.dy or sc.cu) then
         local c = cost
-        if est then c = capped(cost, dl) end
+        c = capped(cost, dl, how)
         local ur, uk, ui, uo = dayUsage(sc, l, t)
         local dayAt
         if sc.dy then
@@ -895,7 +905,7 @@ local function evaluate(g, p, l, r, ticket, t)
     local cost = costOf(r)
     for _, sc in ipairs(p.sc) do
         local b = budgetsOf(l, sc.m)
-        if b and (sc.m == '' or classMatches(sc.m, b, r.model)) and not scopeAllows(sc, b, l, cost, r.est, t, d) then
+        if b and (sc.m == '' or classMatches(sc.m, b, r.model)) and not scopeAllows(sc, b, l, cost, capOf(r), t, d) then
             return d
         end
     end

@@ -60,17 +60,34 @@ bool anyLimit(const Usage& limit)
     return limit.requests >= 0 || limit.tokens >= 0 || limit.input >= 0 || limit.output >= 0;
 }
 
-// An estimate larger than a limit is taken as the whole limit (see AdmitRequest::estimated).
-Usage capped(Usage cost, const Usage& limit)
+// What of a cost is checked capped at the limit: an estimate's every metric (it is not a fact:
+// see AdmitRequest::estimated); a stated total whose split is unknown, its input and output
+// (it counts in full toward each only to be safe, and may well fit: without the cap a total
+// above an input or output limit could never be admitted, nor refused). A stated split: none.
+enum class Cap { None, Split, All };
+
+Cap capOf(const AdmitRequest& r)
+{
+    if (r.estimated)
+        return Cap::All;
+    return r.inputTokens == 0 && r.outputTokens == 0 ? Cap::Split : Cap::None;
+}
+
+Usage capped(Usage cost, const Usage& limit, Cap how)
 {
     auto cap = [](std::int64_t& v, std::int64_t l) {
         if (l >= 0)
             v = std::min(v, l);
     };
-    cap(cost.tokens, limit.tokens);
+    if (how == Cap::None)
+        return cost;
     cap(cost.input, limit.input);
     cap(cost.output, limit.output);
-    return cap(cost.requests, limit.requests), cost;
+    if (how == Cap::All) {
+        cap(cost.tokens, limit.tokens);
+        cap(cost.requests, limit.requests);
+    }
+    return cost;
 }
 
 bool fits(const Usage& used, const Usage& cost, const Usage& limit)
@@ -96,20 +113,20 @@ std::int64_t dayFits(
 // Checks one scope's window and day; returns false (and fills the decision) when either
 // blocks. The wait names the window when the request count is what is full, tokens otherwise.
 bool scopeAllows(const ScopeWindow& sc, const ScopeBudgets& b, const ProviderLimits& l, const Usage& wanted,
-    bool estimated, std::int64_t nowMs, AdmitDecision& d)
+    Cap how, std::int64_t nowMs, AdmitDecision& d)
 {
     const Usage windowLimit = limitsOf(l, b.window);
     const Usage dayLimit = limitsOf(l, b.day);
     std::int64_t at = nowMs;
     bool requestsFull = false;
     if (anyLimit(windowLimit)) {
-        const Usage cost = estimated ? capped(wanted, windowLimit) : wanted;
+        const Usage cost = capped(wanted, windowLimit, how);
         at = std::max(at, sc.window.whenFits(nowMs, cost, windowLimit));
         requestsFull
             = !fits(sc.window.usage(nowMs), Usage { 1, 0, 0, 0 }, Usage { windowLimit.requests, -1, -1, -1 });
     }
     if (anyLimit(dayLimit) && sc.day != ScopeWindow::Day::None) {
-        const Usage cost = estimated ? capped(wanted, dayLimit) : wanted;
+        const Usage cost = capped(wanted, dayLimit, how);
         const std::int64_t dayAt = dayFits(sc, l, cost, dayLimit, nowMs);
         if (dayAt > nowMs
             && !fits(sc.dayUsage(nowMs, l.dayReset.dayOf(nowMs).startMs), Usage { 1, 0, 0, 0 },
@@ -560,7 +577,7 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
             continue;
         if (!sc.model.empty() && !l.models.at(sc.model).matches(sc.model, r.model))
             continue;
-        if (!scopeAllows(sc, *budgetsOf(l, sc.model), l, cost, r.estimated, nowMs, d))
+        if (!scopeAllows(sc, *budgetsOf(l, sc.model), l, cost, capOf(r), nowMs, d))
             return d;
     }
     if (r.wantsSlot && l.parallel && static_cast<std::int64_t>(p.slots.size()) >= *l.parallel) {
