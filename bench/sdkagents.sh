@@ -16,7 +16,7 @@
 #   bench/sdkagents.sh BUILD_DIR [SECONDS]            (default 80 s of calls)
 #   Environment (defaults): WINDOW=10 (s, the mock's "minute" and Tollgate's --window),
 #   RPW=50 ITPW=40000 OTPW=16000 (requests, input tokens, output tokens per window),
-#   CLIENTS=8 MAX_TOKENS=2000 OUTPUT=150 TOOL_TOKENS=900 TURNS=6 SYSTEM_TOKENS=19000
+#   CLIENTS=8 MAX_TOKENS=2000 OUTPUT=150 TOOL_TOKENS=900 TURNS=1000 SYSTEM_TOKENS=19000
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:?usage: bench/sdkagents.sh BUILD_DIR [SECONDS]}
@@ -24,7 +24,7 @@ SECONDS_OF_CALLS=${2:-80}
 T="$BUILD/app/tollgate"
 WINDOW=${WINDOW:-10} RPW=${RPW:-50} ITPW=${ITPW:-40000} OTPW=${OTPW:-16000}
 CLIENTS=${CLIENTS:-8} MAX_TOKENS=${MAX_TOKENS:-2000} OUTPUT=${OUTPUT:-150} TOOL_TOKENS=${TOOL_TOKENS:-900}
-TURNS=${TURNS:-6} SYSTEM_TOKENS=${SYSTEM_TOKENS:-19000}
+TURNS=${TURNS:-1000} SYSTEM_TOKENS=${SYSTEM_TOKENS:-19000}
 [ -d "$ROOT/tests/sdk/node_modules/@anthropic-ai/sdk" ] || { echo "first: (cd tests/sdk && npm ci)" >&2; exit 2; }
 WORK=$(mktemp -d)
 MOCK_PID= PROXY_PID= DRIVER_PID=
@@ -90,6 +90,9 @@ console.log(`| mock admissions in all / streams aborted | ${r.admitted} / ${r.ab
 console.log(`| input as counted: uncached + cache writes / cache reads (free) | ${r.uncached} + ${r.cacheWrite} / ${r.cacheRead} |`);
 console.log(`| output: reserved (max_tokens) / real, per call | ${inside.length ? inside[0].reserved : 0} / ${inside.length ? Math.round(used.output / inside.length) : 0} |`);
 console.log(`| call time p50 / max (ms) | ${d.callMsP50} / ${d.callMsMax} |`);
+const per = Array.from({ length: k }, (_, i) => inside.filter((e) => e.t >= t0 + i * W && e.t < t0 + (i + 1) * W));
+console.log(`| ${binding} used per window, in order | ${per.map((w) => w.reduce((a, e) => a + (binding === 'requests' ? 1 : e[binding]), 0)).join(' ')} |`);
+console.log(`| the same without the first window (cold start: each caller's first call is estimated whole) | ${k > 1 ? (100 * per.slice(1).reduce((a, w) => a + w.reduce((b, e) => b + (binding === 'requests' ? 1 : e[binding]), 0), 0) / (r.limits[binding] * (k - 1))).toFixed(1) : '-'} % |`);
 if (d.errors.length) console.log('errors: ' + JSON.stringify(d.errors));
 process.exitCode = r.refused === 0 ? 0 : 3;
 JS
