@@ -16,6 +16,7 @@
 #   bench/sdkagents.sh BUILD_DIR [SECONDS]            (default 80 s of calls)
 #   Environment (defaults): WINDOW=10 (s, the mock's "minute" and Tollgate's --window),
 #   RPW=50 ITPW=40000 OTPW=16000 (requests, input tokens, output tokens per window),
+#   RULES_OUT=FILE: keep the mock's record of every admission (GET /_rules) there.
 #   CLIENTS=8 MAX_TOKENS=2000 OUTPUT=150 TOOL_TOKENS=900 TURNS=1000 SYSTEM_TOKENS=19000
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -59,6 +60,7 @@ DRIVER_PID=
 DEADLINE_MS=$((START_MS + SECONDS_OF_CALLS * 1000))
 curl -s "$MOCK/_rules" > "$WORK/rules.json"
 curl -s "$MOCK/_stats" > "$WORK/stats.json"
+[ -n "${RULES_OUT:-}" ] && cp "$WORK/rules.json" "$RULES_OUT" # every admission the mock made (time, counted tokens)
 
 node - "$WORK/rules.json" "$WORK/stats.json" "$WORK/driver.out" "$DEADLINE_MS" <<'JS'
 const fs = require('fs');
