@@ -87,6 +87,7 @@ console.log('| measure | value |');
 console.log('|---|---:|');
 console.log(`| requests the mock refused for lack of room (429) | **${r.refused}** (requests ${r.refusedBy.requests}, input ${r.refusedBy.input}, output ${r.refusedBy.output}) |`);
 console.log(`| admitted throughput on the binding budget (${binding}) vs the mock's allowance | **${pct(binding).toFixed(1)} %** |`);
+console.log(`| requests that reached the mock after an answer said a budget was used up, before its reset | ${stats.violations} |`);
 console.log(`| calls completed / failed (after the SDK's retries) | ${d.calls} / ${d.failures} |`);
 console.log(`| mock admissions in all / streams aborted | ${r.admitted} / ${r.aborted} |`);
 console.log(`| input as counted: uncached + cache writes / cache reads (free) | ${r.uncached} + ${r.cacheWrite} / ${r.cacheRead} |`);

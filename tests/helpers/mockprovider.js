@@ -224,6 +224,9 @@ const rules = (() => {
         if (INPUT_LIMIT > 0) put('input-tokens', INPUT_LIMIT, u.input);
         if (OUTPUT_LIMIT > 0) put('output-tokens', OUTPUT_LIMIT, u.output);
         if (INPUT_LIMIT > 0 && OUTPUT_LIMIT > 0) put('tokens', INPUT_LIMIT + OUTPUT_LIMIT, u.input + u.output);
+        // An answer that says a budget is used up: a request arriving before its reset is a violation.
+        for (const name of ['requests', 'input-tokens', 'output-tokens', 'tokens'])
+            if (h['anthropic-ratelimit-' + name + '-remaining'] === '0') exhaustedUntil = Math.max(exhaustedUntil, Date.parse(reset));
         return h;
     }
     function serve(req, res, body, now) {
