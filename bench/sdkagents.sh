@@ -30,8 +30,11 @@ TURNS=${TURNS:-1000} SYSTEM_TOKENS=${SYSTEM_TOKENS:-19000}
 WORK=$(mktemp -d)
 MOCK_PID= PROXY_PID= DRIVER_PID=
 cleanup() {
-    for p in $DRIVER_PID $PROXY_PID $MOCK_PID; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    set +e # every step, whatever the one before it returned
+    # The clients first: a proxy stopped while they still wait gives their requests up to 30 s.
+    if [ -n "$DRIVER_PID" ]; then kill "$DRIVER_PID" 2>/dev/null; wait "$DRIVER_PID" 2>/dev/null; fi
+    for p in $PROXY_PID $MOCK_PID; do kill "$p" 2>/dev/null; done
+    wait 2>/dev/null
     rm -rf "$WORK"
 }
 trap cleanup EXIT
