@@ -11,6 +11,10 @@
 // limit reached|<epoch>" (subscription-429), an answer with status allowed_warning (unified-warning).
 // x-mock-cache-read / x-mock-cache-write: Anthropic usage with that many cache reads / writes.
 //   node mockprovider.js [--limit N --window-ms MS] [--delay-ms MS]
+// Anthropic's own rules (bench/sdkagents.sh), on when --input-token-limit or --output-token-limit is
+// given: /v1/messages without x-mock is admitted as Anthropic admits it (rules(), below).
+//   node mockprovider.js --limit RPW --input-token-limit ITPW --output-token-limit OTPW --window-ms MS
+// GET /_rules: what that mode admitted (each admission's time and counted tokens) and refused.
 // Prints its port on the first line of stdout. GET /_stats: what it saw — among it
 // `violations`, requests that arrived while an answer it had sent said nothing was left
 // (remaining 0 until a reset still ahead), and `usageTokens`, the usage it reported in all.
@@ -36,6 +40,10 @@ const textOpt = (name) => {
 const TLS_CERT = textOpt('--tls-cert');
 const TLS_KEY = textOpt('--tls-key');
 const TOKEN_LIMIT = opt('--token-limit', 0); // > 0: answers also state a tokens-per-minute limit (not enforced)
+// > 0: Anthropic's rules are enforced on /v1/messages (requests per window: --limit)
+const INPUT_LIMIT = opt('--input-token-limit', 0);
+const OUTPUT_LIMIT = opt('--output-token-limit', 0);
+const RULES = INPUT_LIMIT > 0 || OUTPUT_LIMIT > 0;
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
     acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0,
@@ -132,6 +140,178 @@ function error(res, status, headers, type, message) {
     res.end(JSON.stringify({ type: 'error', error: { type, message } }));
 }
 
+// Anthropic's own rules (RULES): per window W (--window-ms; Anthropic's is a minute) at most
+// --limit requests, --input-token-limit input tokens and --output-token-limit output tokens, where
+//  - input counts input_tokens + cache_creation_input_tokens; cache reads are free;
+//  - output is reserved at max_tokens when the request starts and corrected to the real output
+//    at its end;
+//  - the prompt cache works by breakpoints: the prompt (system blocks, then the messages' blocks)
+//    up to each block marked cache_control is cached; the longest prefix already cached (ending at
+//    any block, as Anthropic looks back from a breakpoint) is read, the rest up to the last
+//    breakpoint is written (cached from the request's start, 5 minutes),
+//    what follows it is uncached input; tokens are ceil(characters / 4) of each block's text.
+// A request that would pass any budget gets a 429 with retry-after (when its room comes);
+// every answer carries anthropic-ratelimit-{requests,input-tokens,output-tokens,tokens}-*,
+// the limits stated per minute as Anthropic's are. The answer is streamed (SSE): message_start
+// with the usage, text deltas (x-mock-output tokens in all, default 150, in 8 pieces DELAY_MS
+// apart, at least 25 ms), message_delta with the real output. Non-streamed requests get JSON.
+const rules = (() => {
+    const CACHE_TTL_MS = 5 * 60 * 1000;
+    const cache = new Map(); // prefix hash -> expiry
+    const events = []; // every admission: { t, input, output (reserved, then real), done, ... }
+    let from = 0; // events before it have left the window
+    const r = { admitted: 0, refused: 0, refusedBy: { requests: 0, input: 0, output: 0 },
+        aborted: 0, cacheRead: 0, cacheWrite: 0, uncached: 0 };
+    const tokensOf = (text) => Math.ceil(String(text || '').length / 4);
+    const textOf = (c) => (typeof c === 'string' ? c : (c.text !== undefined ? c.text
+        : (c.content !== undefined ? (typeof c.content === 'string' ? c.content : c.content.map(textOf).join('')) : '')));
+    // The prompt's blocks in order, each { text, mark } (mark: cache_control on it).
+    function blocksOf(body) {
+        const out = [];
+        const sys = body.system;
+        if (typeof sys === 'string') out.push({ text: sys, mark: false });
+        else if (Array.isArray(sys)) for (const b of sys) out.push({ text: textOf(b), mark: !!b.cache_control });
+        for (const m of body.messages || []) {
+            if (typeof m.content === 'string') out.push({ text: m.role + ':' + m.content, mark: false });
+            else for (const b of m.content || []) out.push({ text: m.role + ':' + textOf(b), mark: !!b.cache_control });
+        }
+        return out;
+    }
+    function usageOf(body, now) {
+        const blocks = blocksOf(body);
+        let total = 0;
+        const h = crypto.createHash('sha256');
+        const marks = []; // { key, tokens } at each breakpoint
+        const hits = []; // tokens of every prefix (at any block's end) that is cached
+        for (const b of blocks) {
+            h.update(String(b.text.length) + ':' + b.text);
+            total += tokensOf(b.text);
+            const key = h.copy().digest('hex');
+            if (b.mark) marks.push({ key, tokens: total });
+            if ((cache.get(key) || 0) > now) hits.push(total);
+        }
+        const last = marks.length ? marks[marks.length - 1].tokens : 0;
+        let read = 0;
+        for (const t of hits) if (t <= last) read = Math.max(read, t);
+        return { read, write: last - read, uncached: total - last + 4 * (body.messages || []).length, marks };
+    }
+    function used(now) {
+        while (from < events.length && events[from].t <= now - WINDOW_MS) from++;
+        const u = { requests: 0, input: 0, output: 0 };
+        for (let i = from; i < events.length; i++) { u.requests++; u.input += events[i].input; u.output += events[i].output; }
+        return u;
+    }
+    // When `need` more of a metric fits (events leave the window oldest first), ms from now.
+    function roomIn(now, metric, limit, need) {
+        let u = used(now)[metric];
+        for (let i = from; i < events.length && u + need > limit; i++) {
+            u -= metric === 'requests' ? 1 : events[i][metric];
+            if (u + need <= limit) return events[i].t + WINDOW_MS - now;
+        }
+        return 0;
+    }
+    function headers(now) {
+        const u = used(now);
+        const perMinute = (n) => String(Math.round(n * 60000 / WINDOW_MS));
+        const reset = new Date(events.length > from ? events[from].t + WINDOW_MS : now).toISOString();
+        const h = {};
+        const put = (name, limit, n) => {
+            h['anthropic-ratelimit-' + name + '-limit'] = perMinute(limit);
+            h['anthropic-ratelimit-' + name + '-remaining'] = perMinute(Math.max(0, limit - n));
+            h['anthropic-ratelimit-' + name + '-reset'] = reset;
+        };
+        put('requests', LIMIT, u.requests);
+        if (INPUT_LIMIT > 0) put('input-tokens', INPUT_LIMIT, u.input);
+        if (OUTPUT_LIMIT > 0) put('output-tokens', OUTPUT_LIMIT, u.output);
+        if (INPUT_LIMIT > 0 && OUTPUT_LIMIT > 0) put('tokens', INPUT_LIMIT + OUTPUT_LIMIT, u.input + u.output);
+        // An answer that says a budget is used up: a request arriving before its reset is a violation.
+        for (const name of ['requests', 'input-tokens', 'output-tokens', 'tokens'])
+            if (h['anthropic-ratelimit-' + name + '-remaining'] === '0') exhaustedUntil = Math.max(exhaustedUntil, Date.parse(reset));
+        return h;
+    }
+    function serve(req, res, body, now) {
+        const use = usageOf(body, now);
+        const input = use.uncached + use.write;
+        const reserve = Math.max(1, Number(body.max_tokens) || 4096);
+        const u = used(now);
+        const over = [];
+        if (u.requests + 1 > LIMIT) over.push(['requests', roomIn(now, 'requests', LIMIT, 1)]);
+        if (INPUT_LIMIT > 0 && u.input + input > INPUT_LIMIT) over.push(['input', roomIn(now, 'input', INPUT_LIMIT, input)]);
+        if (OUTPUT_LIMIT > 0 && u.output + reserve > OUTPUT_LIMIT) over.push(['output', roomIn(now, 'output', OUTPUT_LIMIT, reserve)]);
+        if (over.length) {
+            r.refused++;
+            stats.refused++;
+            for (const [m] of over) r.refusedBy[m]++;
+            const wait = Math.max(...over.map((o) => o[1]));
+            return error(res, 429, Object.assign({ 'retry-after': String(Math.max(1, Math.ceil(wait / 1000))) }, headers(now)),
+                'rate_limit_error', 'This request would exceed the rate limit for your organization of ' + over.map((o) => o[0]).join(', ') + ' (mock)');
+        }
+        for (const m of use.marks) cache.set(m.key, now + CACHE_TTL_MS);
+        const ev = { t: now, input, output: reserve, reserved: reserve, done: 0, cacheRead: use.read };
+        events.push(ev);
+        r.admitted++;
+        r.cacheRead += use.read;
+        r.cacheWrite += use.write;
+        r.uncached += use.uncached;
+        const real = Math.min(reserve, Math.max(1, Number(req.headers['x-mock-output'] || 150)));
+        const usage = { input_tokens: use.uncached, cache_creation_input_tokens: use.write, cache_read_input_tokens: use.read, output_tokens: 1 };
+        const h = headers(now);
+        stats.concurrent++;
+        stats.maxConcurrent = Math.max(stats.maxConcurrent, stats.concurrent);
+        let finished = false;
+        const finish = (ok) => {
+            if (finished) return;
+            finished = true;
+            stats.concurrent--;
+            ev.done = Date.now();
+            if (ok) { ev.output = real; stats.outputTokens += real; stats.usageTokens += input + real; stats.streams++; } else r.aborted++;
+        };
+        res.on('close', () => finish(false)); // the client left: the reservation stands
+        const text = (n) => 'x'.repeat(n * 4);
+        if (!body.stream) {
+            setTimeout(() => {
+                res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, h));
+                res.end(JSON.stringify({ id: 'msg_mock', type: 'message', role: 'assistant', model: body.model,
+                    content: [{ type: 'text', text: text(real) }], stop_reason: 'end_turn', usage: Object.assign(usage, { output_tokens: real }) }));
+                finish(true);
+            }, DELAY_MS);
+            return;
+        }
+        res.writeHead(200, Object.assign({ 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, h));
+        const out = [{ type: 'message_start', message: { id: 'msg_mock', type: 'message', role: 'assistant', model: body.model,
+            content: [], stop_reason: null, usage } },
+        { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }];
+        const PIECES = 8;
+        for (let i = 0; i < PIECES; i++) {
+            const n = Math.floor(real * (i + 1) / PIECES) - Math.floor(real * i / PIECES);
+            out.push({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: text(n) } });
+        }
+        out.push({ type: 'content_block_stop', index: 0 });
+        out.push({ type: 'message_delta', delta: { stop_reason: 'end_turn', stop_sequence: null }, usage: { output_tokens: real } });
+        out.push({ type: 'message_stop' });
+        const gap = Math.max(25, DELAY_MS);
+        let i = 0;
+        const next = () => {
+            if (finished) return;
+            if (i < out.length) {
+                const e = out[i++];
+                res.write('event: ' + e.type + '\ndata: ' + JSON.stringify(e) + '\n\n');
+                setTimeout(next, i >= 2 && i < 2 + PIECES ? gap : 0);
+                return;
+            }
+            res.end();
+            finish(true);
+        };
+        next();
+    }
+    // GET /_rules: the counters, the limits, and every admission (time, counted input, output).
+    function report() {
+        return Object.assign({ windowMs: WINDOW_MS, limits: { requests: LIMIT, input: INPUT_LIMIT, output: OUTPUT_LIMIT } }, r,
+            { events: events.map((e) => ({ t: e.t, input: e.input, output: e.output, reserved: e.reserved, done: e.done, cacheRead: e.cacheRead })) });
+    }
+    return { serve, report };
+})();
+
 const handler = (req, res) => {
     if (req.method === 'POST' && req.url === '/_dropnext') {
         dropNext = true;
@@ -154,6 +334,11 @@ const handler = (req, res) => {
         res.writeHead(open ? 200 : 404);
         res.end();
         if (open) open();
+        return;
+    }
+    if (req.method === 'GET' && req.url === '/_rules') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(rules.report()));
         return;
     }
     if (req.method === 'GET' && req.url === '/_stats') {
@@ -212,6 +397,7 @@ const handler = (req, res) => {
         }
         if (mock === 'continue-flood') { for (let i = 0; i < 20; i++) res.writeContinue(); return; } // never a final answer
         if (mock === 'early-hints') res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }); // a 103 first
+        if (RULES && kind === 'anthropic' && mock === '') return rules.serve(req, res, body, now);
         if (quota(now).remaining === 0) {
             stats.refused++;
             const q = quota(now);
