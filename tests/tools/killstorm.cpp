@@ -176,6 +176,16 @@ std::vector<std::string> tool(const Options& o, std::vector<std::string> args)
     return args;
 }
 
+// A caller refused at once (exit 1: no room before its deadline, or paused: the limiter answers
+// at once instead of holding it until --timeout) comes back after a short pause, as a real
+// client retries, not in a tight loop: otherwise the storm's random 429 reports and pauses,
+// drawn per attempt, would come tens of times a second and keep the provider backing off.
+void refusedBackOff(const Ran& r, std::mt19937& rng)
+{
+    if (r.code == 1 && !g_shared->stop.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 300));
+}
+
 void callerLoop(const Options& o, int index)
 {
     g_self = index;
@@ -203,7 +213,7 @@ void callerLoop(const Options& o, int index)
             args.insert(args.end(),
                 { "--", o.self, "--record", log, std::to_string(rng() % 150), ask, tokens,
                     withModel ? "m1" : "-", rng() % 100 < 4 ? "1" : "0" });
-            (void)runTool(tool(o, args), index);
+            refusedBackOff(runTool(tool(o, args), index), rng);
         } else if (roll < 92) {
             const std::string ask = std::to_string(nowUs());
             std::vector<std::string> args { "acquire", "storm", "--caller", caller, "--tokens", tokens,
@@ -213,6 +223,7 @@ void callerLoop(const Options& o, int index)
                 args.push_back("m1");
             }
             const Ran r = runTool(tool(o, args), index);
+            refusedBackOff(r, rng);
             const auto at = r.out.find("fence=");
             if (r.code == 0 && at != std::string::npos)
                 appendLine(log,
