@@ -90,13 +90,6 @@ Usage capped(Usage cost, const Usage& limit, Cap how)
     return cost;
 }
 
-bool fits(const Usage& used, const Usage& cost, const Usage& limit)
-{
-    auto one = [](std::int64_t u, std::int64_t c, std::int64_t l) { return l < 0 || u + c <= l; };
-    return one(used.requests, cost.requests, limit.requests) && one(used.tokens, cost.tokens, limit.tokens)
-        && one(used.input, cost.input, limit.input) && one(used.output, cost.output, limit.output);
-}
-
 // When the day has room for `cost`: now, the next reset (calendar), or when enough of the last
 // 24 hours has passed (rolling). INT64_MAX: never.
 std::int64_t dayFits(
@@ -105,9 +98,9 @@ std::int64_t dayFits(
     if (sc.day == ScopeWindow::Day::Rolling)
         return sc.rollingDay.whenFits(nowMs, cost, limit);
     const DayReset::Span span = l.dayReset.dayOf(nowMs);
-    if (fits(sc.dayUsage(nowMs, span.startMs), cost, limit))
+    if (RollingWindow::fits(sc.dayUsage(nowMs, span.startMs), cost, limit))
         return nowMs;
-    return fits(Usage {}, cost, limit) ? span.endMs : INT64_MAX;
+    return RollingWindow::fits(Usage {}, cost, limit) ? span.endMs : INT64_MAX;
 }
 
 // Checks one scope's window and day; returns false (and fills the decision) when either
@@ -122,14 +115,14 @@ bool scopeAllows(const ScopeWindow& sc, const ScopeBudgets& b, const ProviderLim
     if (anyLimit(windowLimit)) {
         const Usage cost = capped(wanted, windowLimit, how);
         at = std::max(at, sc.window.whenFits(nowMs, cost, windowLimit));
-        requestsFull
-            = !fits(sc.window.usage(nowMs), Usage { 1, 0, 0, 0 }, Usage { windowLimit.requests, -1, -1, -1 });
+        requestsFull = !RollingWindow::fits(
+            sc.window.usage(nowMs), Usage { 1, 0, 0, 0 }, Usage { windowLimit.requests, -1, -1, -1 });
     }
     if (anyLimit(dayLimit) && sc.day != ScopeWindow::Day::None) {
         const Usage cost = capped(wanted, dayLimit, how);
         const std::int64_t dayAt = dayFits(sc, l, cost, dayLimit, nowMs);
         if (dayAt > nowMs
-            && !fits(sc.dayUsage(nowMs, l.dayReset.dayOf(nowMs).startMs), Usage { 1, 0, 0, 0 },
+            && !RollingWindow::fits(sc.dayUsage(nowMs, l.dayReset.dayOf(nowMs).startMs), Usage { 1, 0, 0, 0 },
                 Usage { dayLimit.requests, -1, -1, -1 }))
             requestsFull = true;
         at = std::max(at, dayAt);
@@ -156,13 +149,7 @@ void recordIn(ScopeWindow& sc, const ProviderLimits& l, const Usage& dayCost, st
             sc.dayStartMs = start;
             sc.dayUsed = {};
         }
-        auto add = [](std::int64_t& to, std::int64_t v) {
-            to = std::clamp<std::int64_t>(to + v, 0, RollingWindow::MAX_BUCKET_COUNT);
-        };
-        add(sc.dayUsed.requests, dayCost.requests);
-        add(sc.dayUsed.tokens, dayCost.tokens);
-        add(sc.dayUsed.input, dayCost.input);
-        add(sc.dayUsed.output, dayCost.output);
+        RollingWindow::add(sc.dayUsed, dayCost);
     }
 }
 
@@ -231,8 +218,8 @@ bool syncScope(ScopeWindow& sc, const ScopeBudgets& b, const ProviderLimits& l, 
 
 // A scope made now for its budgets (appended: the order scopes are judged in is the order they
 // were made, the same on every home).
-ScopeWindow& ensureScope(ProviderState& p, const ProviderLimits& l, const std::string& scope, std::int64_t nowMs,
-    bool& changed)
+ScopeWindow& ensureScope(
+    ProviderState& p, const ProviderLimits& l, const std::string& scope, std::int64_t nowMs, bool& changed)
 {
     const ScopeBudgets b = *budgetsOf(l, scope);
     ScopeWindow* sc = p.scope(scope);
@@ -267,7 +254,8 @@ bool QuotaPolicy::syncProvider(ProviderState& p, const ProviderLimits& l, std::i
 namespace {
 
 // Makes the scopes of the classes a model counts in (class-name order).
-void ensureClassScopes(ProviderState& p, const ProviderLimits& l, const std::string& model, std::int64_t nowMs)
+void ensureClassScopes(
+    ProviderState& p, const ProviderLimits& l, const std::string& model, std::int64_t nowMs)
 {
     bool changed = false;
     for (const auto& [name, ml] : l.models) {

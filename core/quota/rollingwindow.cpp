@@ -43,15 +43,25 @@ void addTo(RollingWindow::Usage& u, const RollingWindow::Bucket& b, int sign)
     u.output += sign * b.output;
 }
 
-bool fitsUnder(
-    const RollingWindow::Usage& used, const RollingWindow::Usage& add, const RollingWindow::Usage& limit)
+} // namespace
+
+bool RollingWindow::fits(const Usage& used, const Usage& amount, const Usage& limit)
 {
     auto one = [](std::int64_t u, std::int64_t a, std::int64_t l) { return l < 0 || u + a <= l; };
-    return one(used.requests, add.requests, limit.requests) && one(used.tokens, add.tokens, limit.tokens)
-        && one(used.input, add.input, limit.input) && one(used.output, add.output, limit.output);
+    return one(used.requests, amount.requests, limit.requests)
+        && one(used.tokens, amount.tokens, limit.tokens) && one(used.input, amount.input, limit.input)
+        && one(used.output, amount.output, limit.output);
 }
 
-} // namespace
+void RollingWindow::add(Usage& to, const Usage& delta)
+{
+    auto one
+        = [](std::int64_t& v, std::int64_t d) { v = std::clamp<std::int64_t>(v + d, 0, MAX_BUCKET_COUNT); };
+    one(to.requests, delta.requests);
+    one(to.tokens, delta.tokens);
+    one(to.input, delta.input);
+    one(to.output, delta.output);
+}
 
 RollingWindow::RollingWindow(std::int64_t windowMs)
     : m_windowMs(std::clamp<std::int64_t>(windowMs, 1, MAX_WINDOW_MS))
@@ -100,11 +110,11 @@ std::int64_t RollingWindow::whenFits(std::int64_t nowMs, std::int64_t requests, 
 
 std::int64_t RollingWindow::whenFits(std::int64_t nowMs, const Usage& amount, const Usage& limit) const
 {
-    if (!fitsUnder(Usage {}, amount, limit))
+    if (!fits(Usage {}, amount, limit))
         return INT64_MAX;
     Usage u = usage(nowMs);
-    auto fits = [&](const Usage& cur) { return fitsUnder(cur, amount, limit); };
-    if (fits(u))
+    auto fitsNow = [&](const Usage& cur) { return RollingWindow::fits(cur, amount, limit); };
+    if (fitsNow(u))
         return nowMs;
     const std::int64_t lo = oldestCounted(nowMs);
     std::array<Bucket, SLOTS> live {};
@@ -119,7 +129,7 @@ std::int64_t RollingWindow::whenFits(std::int64_t nowMs, const Usage& amount, co
         addTo(u, live[static_cast<std::size_t>(i)], -1);
         // Bucket k stops counting once now − window ≥ (k + 1) * g.
         const std::int64_t leaves = (live[static_cast<std::size_t>(i)].index + 1) * m_bucketMs + m_windowMs;
-        if (fits(u))
+        if (fitsNow(u))
             return std::max(leaves, nowMs);
     }
     return INT64_MAX;

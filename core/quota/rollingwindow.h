@@ -63,6 +63,10 @@ public:
     void rescale(std::int64_t newWindowMs, std::int64_t nowMs);
     // The same for every metric: `limit`'s negative fields are no limit.
     [[nodiscard]] std::int64_t whenFits(std::int64_t nowMs, const Usage& amount, const Usage& limit) const;
+    // Whether `used` plus `amount` stays within `limit` in every metric (a negative limit: none).
+    [[nodiscard]] static bool fits(const Usage& used, const Usage& amount, const Usage& limit);
+    // Adds `delta` to `to`, each metric kept within 0 .. MAX_BUCKET_COUNT (as a bucket is).
+    static void add(Usage& to, const Usage& delta);
     // Reconcile an estimate: adds delta (may be negative) to each metric of the bucket that
     // holds atMs, as adjustTokens does.
     void adjust(std::int64_t atMs, std::int64_t nowMs, const Usage& delta);
