@@ -72,7 +72,12 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
             + " admitted=" + std::to_string(p->admittedTotal)
             + " limited=" + std::to_string(p->rateLimitedTotal) + " slots=" + std::to_string(p->slots.size())
             + " queue=" + std::to_string(p->queue.size()) + " reported=" + std::to_string(p->reportedRequests)
-            + "r/" + std::to_string(p->reportedTokens) + "t@" + std::to_string(p->reportedAtMs);
+            + "r/" + std::to_string(p->reportedTokens) + "t/" + std::to_string(p->reportedInputTokens) + "i/"
+            + std::to_string(p->reportedOutputTokens) + "o[" + p->reportedScope + "]@"
+            + std::to_string(p->reportedAtMs) + " plan=" + std::to_string(p->plan.atMs) + "/"
+            + std::to_string(static_cast<int>(p->plan.status)) + "/" + std::to_string(p->plan.fiveHourPermille) + "/"
+            + std::to_string(p->plan.fiveHourResetMs) + "/" + std::to_string(p->plan.sevenDayPermille) + "/"
+            + std::to_string(p->plan.sevenDayResetMs);
         for (const auto& sc : p->scopes) {
             const auto u = sc.window.usage(s.nowMs);
             out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms "
@@ -403,6 +408,20 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         const std::int64_t requestChoices[] = { -1, 12, 24, 30, 60, 120, 7, 1LL << 45 };
         const std::int64_t reportedRequests = requestChoices[pick(8)];
         const std::int64_t reportedTokens = pick(3) == 0 ? -1 : (pick(2) ? 6000 : 100 + pick(60000));
+        // Input and output (Anthropic's split), for a scope that is a class or not (or gone).
+        const std::int64_t reportedInput = pick(3) == 0 ? -1 : (pick(2) ? 3000 : 1 + pick(40000));
+        const std::int64_t reportedOutput = pick(2) == 0 ? -1 : (pick(2) ? 600 : 1 + pick(8000));
+        const char* scopes[] = { "", "", "m1", "opus", "claude", "gone" };
+        const std::string reportedScope = scopes[pick(6)];
+        PlanUsage plan;
+        if (pick(3) == 0) {
+            plan.atMs = 1;
+            plan.status = static_cast<PlanUsage::Status>(pick(4));
+            plan.fiveHourPermille = pick(4) == 0 ? -1 : pick(1200);
+            plan.fiveHourResetMs = pick(4) == 0 ? 0 : nowMs + pick(5 * 3600000);
+            plan.sevenDayPermille = pick(4) == 0 ? -1 : pick(1000);
+            plan.sevenDayResetMs = pick(2) == 0 ? 0 : nowMs + pick(86400000);
+        }
         for (int s = 0; s < 2; ++s) {
             Side& side = sides[s];
             QuotaBackend& b = *side.backend;
@@ -481,7 +500,9 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held"
                                                                                               : "error";
             } else if (what < 92) { // the proxy heard the provider's own limits (per minute)
-                auto r = b.noteReportedLimits(provider, reportedRequests, reportedTokens, "c");
+                const ReportedLimits reported { reportedRequests, reportedTokens, reportedInput, reportedOutput,
+                    reportedScope };
+                auto r = b.noteReportedLimits(provider, reported, plan, "c");
                 out = r ? (*r ? "noted" : "same") : "error: " + r.error().message;
             } else if (what < 96) { // the proxy corrects an estimate with the answer's usage
                 if (heldIndex % 2 == 0) {
@@ -513,7 +534,9 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                            .arg(QString::fromStdString(results[0]), QString::fromStdString(results[1]))));
         auto fileView = sides[0].backend->snapshot();
         auto redisView = sides[1].backend->snapshot();
-        QVERIFY(fileView.ok() && redisView.ok());
+        QVERIFY2(fileView.ok() && redisView.ok(),
+            (fileView.ok() ? redisView.ok() ? "" : redisView.error().describe() : fileView.error().describe())
+                .c_str());
         const std::string a = picture(*fileView, probe);
         const std::string b = picture(*redisView, probe);
         QVERIFY2(a == b,

@@ -133,6 +133,7 @@ net::awaitable<bool> ClientConnection<Client>::handle(
     if (const std::optional<bool> refused = co_await admit(request, estimate, store, ask))
         co_return *refused;
     m_caller = ask.caller;
+    m_model = ask.model;
     const ExchangeOutcome outcome = co_await m_upstream.forward(request, keepAlive);
     co_await settle(*store.permit(), outcome, ask.caller, estimate.inputTokens);
     co_return keepAlive&& outcome.clientOk && !outcome.closeAfter;

@@ -52,6 +52,7 @@ public:
     UpstreamExchange<Client>& upstream() { return m_upstream; }
     [[nodiscard]] unsigned clientVersion() const { return m_clientVersion; }
     [[nodiscard]] const std::string& caller() const { return m_caller; }
+    [[nodiscard]] const std::string& model() const { return m_model; }
     void setCaller(std::string caller) { m_caller = std::move(caller); }
     LimiterLease& lease() { return *m_lease; }
 
@@ -114,6 +115,7 @@ private:
     std::string m_peer; // the process at the other end, looked up once
     bool m_peerLooked = false;
     std::string m_caller; // of the request being forwarded
+    std::string m_model; // of the request being forwarded (as admitted: sanitised)
     unsigned m_clientVersion = 11; // of the request being served: 10 for HTTP/1.0
     beast::flat_buffer m_buffer;
     LimiterLease* m_lease = nullptr; // the current request's, while it runs (LeaseScope)

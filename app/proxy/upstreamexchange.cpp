@@ -282,7 +282,7 @@ template <class Client> net::awaitable<void> UpstreamExchange<Client>::clientLea
 // they say something new (a hold, limits the store has not been told of).
 template <class Client> net::awaitable<void> UpstreamExchange<Client>::learnFromHeaders(ExchangeOutcome& out)
 {
-    const QuotaExchange::HeaderLesson lesson = m_server.exchange->readHeaders(out.headers);
+    const QuotaExchange::HeaderLesson lesson = m_server.exchange->readHeaders(out.headers, m_connection.model());
     out.retryAfterMs = lesson.retryAfterMs;
     out.planRejected = lesson.planRejected;
     if (!lesson.needsStore())

@@ -388,8 +388,8 @@ Result<void> LocalQuotaBackend::holdUntil(
     });
 }
 
-Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
-    std::int64_t tokensPerMin, const std::string& caller)
+Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
+    const PlanUsage& plan, const std::string& caller)
 {
     bool written = false;
     auto done = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
@@ -399,28 +399,45 @@ Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider, 
             return l.error();
         const std::int64_t now = nowMs();
         ProviderState& p = tx.state.ensureProvider(provider);
-        auto keep = [](std::int64_t reported, std::int64_t kept) {
-            return reported < 0 ? kept : std::min(reported, LimitMismatch::MAX_REPORTED);
+        auto keep = [](std::int64_t figure, std::int64_t kept) {
+            return figure < 0 ? kept : std::min(figure, LimitMismatch::MAX_REPORTED);
         };
-        const std::int64_t requests = keep(requestsPerMin, p.reportedRequests);
-        const std::int64_t tokens = keep(tokensPerMin, p.reportedTokens);
-        const bool same = requests == p.reportedRequests && tokens == p.reportedTokens;
+        const ReportedLimits was { p.reportedRequests, p.reportedTokens, p.reportedInputTokens,
+            p.reportedOutputTokens, p.reportedScope };
+        ReportedLimits next { keep(reported.requests, was.requests), keep(reported.tokens, was.tokens),
+            keep(reported.inputTokens, was.inputTokens), keep(reported.outputTokens, was.outputTokens),
+            reported.any() ? reported.scope : was.scope };
+        const bool planSaid = plan.atMs != 0;
+        const bool same = next == was && (!planSaid || plan.sameAs(p.plan));
         if (same && p.reportedAtMs <= now && now - p.reportedAtMs < LimitMismatch::REFRESH_MS)
             return {};
-        const ProviderLimits& lim = **l;
-        auto notice = [&](const std::string& budget, std::int64_t reported, std::int64_t kept,
-                          std::optional<std::int64_t> given) {
-            if (reported == kept || !LimitMismatch::differs(reported, given, lim.windowMs))
-                return;
-            HistoryEvent e = event(now, EventType::LimitMismatch, provider, caller);
-            e.reason = LimitMismatch::describe(budget, reported, given, lim.windowMs);
-            tx.events.push_back(std::move(e));
+        // A budget is news when its figure or its scope changed.
+        auto changed = [&](const std::string& budget) {
+            if (next.scope != was.scope)
+                return true;
+            if (budget == "requests")
+                return next.requests != was.requests;
+            if (budget == "tokens")
+                return next.tokens != was.tokens;
+            if (budget == "input tokens")
+                return next.inputTokens != was.inputTokens;
+            return next.outputTokens != was.outputTokens;
         };
-        notice("requests", requests, p.reportedRequests, lim.requests);
-        notice("tokens", tokens, p.reportedTokens, lim.tokens);
-        p.reportedRequests = requests;
-        p.reportedTokens = tokens;
+        for (const LimitNotice& n : LimitMismatch::find(next, *l, changed)) {
+            HistoryEvent e = event(now, EventType::LimitMismatch, provider, caller);
+            e.reason = n.text;
+            tx.events.push_back(std::move(e));
+        }
+        p.reportedRequests = next.requests;
+        p.reportedTokens = next.tokens;
+        p.reportedInputTokens = next.inputTokens;
+        p.reportedOutputTokens = next.outputTokens;
+        p.reportedScope = next.scope;
         p.reportedAtMs = now;
+        if (planSaid) {
+            p.plan = plan;
+            p.plan.atMs = now;
+        }
         tx.changed = true;
         written = true;
         return {};

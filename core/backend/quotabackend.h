@@ -18,6 +18,7 @@
 #include "quota/quotalimits.h"
 #include "quota/quotapolicy.h"
 #include "quota/quotastate.h"
+#include "quota/reportedlimits.h"
 #include "store/quotastore.h"
 
 #include <chrono>
@@ -119,14 +120,16 @@ public:
     // and records nothing (every answer may repeat it).
     [[nodiscard]] virtual Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason) = 0;
-    // The provider's own limits, per minute, as its answer's headers said them; -1: the answer
-    // did not say (what is kept stays). Kept in the provider's state (ProviderState::reported*)
-    // when they differ from what is kept or the kept report is older than
-    // LimitMismatch::REFRESH_MS (so a report per answer is not a write per answer); a budget
-    // whose reported limit changed and differs from Tollgate's gets a limit-mismatch event in
-    // LimitMismatch's words, naming `caller`. Returns whether the state was written.
-    [[nodiscard]] virtual Result<bool> noteReportedLimits(
-        const std::string& provider, std::int64_t requestsPerMin, std::int64_t tokensPerMin, const std::string& caller)
+    // The provider's own limits, per minute, as its answer's headers said them, for their scope
+    // (ReportedLimits: -1, the answer did not say, and what is kept stays), and a subscription
+    // plan's usage (plan.atMs 0: not stated; otherwise kept, dated now). Kept in the provider's
+    // state (ProviderState::reported*, plan) when they differ from what is kept or the kept
+    // report is older than LimitMismatch::REFRESH_MS (so a report per answer is not a write per
+    // answer); a budget whose reported limit changed and differs from the scope's limit (not a
+    // learned one) gets a limit-mismatch event in LimitMismatch's words, naming `caller`.
+    // Returns whether the state was written.
+    [[nodiscard]] virtual Result<bool> noteReportedLimits(const std::string& provider,
+        const ReportedLimits& reported, const PlanUsage& plan, const std::string& caller)
         = 0;
     // An admission at `admittedAtMs` counted `estimated` tokens; it really used `used`: the
     // difference goes into the window bucket of the admission (RollingWindow::adjustTokens),

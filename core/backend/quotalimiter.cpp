@@ -294,10 +294,29 @@ Result<void> QuotaLimiter::holdUntil(
     return m_backend->holdUntil(provider, untilMs, TextSanitizer::clean(reason, 256));
 }
 
+Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
+    const PlanUsage& plan, const std::string& caller)
+{
+    ReportedLimits r = reported;
+    // A class name as the limits allow it (it names a class there), else none: no scope to keep.
+    if (!r.scope.empty() && !QuotaLimits::validateName("model", r.scope))
+        r.scope.clear();
+    // Figures a state can hold whatever the caller built (the proxy's come bounded already).
+    PlanUsage u = plan;
+    auto share = [](std::int64_t v) { return std::clamp<std::int64_t>(v, -1, PlanUsage::MAX_PERMILLE); };
+    auto time = [](std::int64_t v) { return std::clamp<std::int64_t>(v, 0, std::int64_t(1) << 53); };
+    u.fiveHourPermille = share(u.fiveHourPermille);
+    u.sevenDayPermille = share(u.sevenDayPermille);
+    u.fiveHourResetMs = time(u.fiveHourResetMs);
+    u.sevenDayResetMs = time(u.sevenDayResetMs);
+    u.atMs = u.atMs != 0 ? 1 : 0; // the backend dates it
+    return m_backend->noteReportedLimits(provider, r, u, sanitizeCaller(caller));
+}
+
 Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
     std::int64_t tokensPerMin, const std::string& caller)
 {
-    return m_backend->noteReportedLimits(provider, requestsPerMin, tokensPerMin, sanitizeCaller(caller));
+    return noteReportedLimits(provider, ReportedLimits { requestsPerMin, tokensPerMin }, PlanUsage {}, caller);
 }
 
 Result<void> QuotaLimiter::correctTokens(const std::string& provider, const std::string& model,

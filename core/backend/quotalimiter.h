@@ -110,6 +110,9 @@ public:
     [[nodiscard]] Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason);
     // See QuotaBackend::noteReportedLimits (the proxy, from the answer's rate-limit headers).
+    [[nodiscard]] Result<bool> noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
+        const PlanUsage& plan, const std::string& caller);
+    // The provider's own requests and tokens only (for the provider's scope).
     [[nodiscard]] Result<bool> noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
         std::int64_t tokensPerMin, const std::string& caller);
     // See QuotaBackend::correctTokens (the proxy, with the answer's real usage).

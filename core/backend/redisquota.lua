@@ -398,7 +398,14 @@ local function validProvider(p)
     if not checkFields(p, PROVIDER_SPEC) or #p.sl > MAX_SLOTS or #p.q > MAX_WAITERS then return false end
     -- The provider's reported limits (noteLimits) are optional: a state from before them has none.
     if (p.ra ~= nil and not isInt(p.ra, 0, NEVER)) or (p.rr ~= nil and not isInt(p.rr, -1, MAX_REPORTED))
-        or (p.rk ~= nil and not isInt(p.rk, -1, MAX_REPORTED)) then
+        or (p.rk ~= nil and not isInt(p.rk, -1, MAX_REPORTED)) or (p.ri ~= nil and not isInt(p.ri, -1, MAX_REPORTED))
+        or (p.ro ~= nil and not isInt(p.ro, -1, MAX_REPORTED)) or (p.rs ~= nil and type(p.rs) ~= 'string') then
+        return false
+    end
+    local pl = p.pl
+    if pl ~= nil and (type(pl) ~= 'table' or not isInt(pl.a, 1, NEVER) or not isInt(pl.s, 0, 3)
+        or not isInt(pl.f, -1, MAX_PERMILLE) or not isInt(pl.fr, 0, NEVER) or not isInt(pl.v, -1, MAX_PERMILLE)
+        or not isInt(pl.vr, 0, NEVER)) then
         return false
     end
     for _, sc in ipairs(p.sc) do
@@ -1385,11 +1392,14 @@ local function limitDiffers(reported, given, w)
     return not (given % wq == 0 and reported % mq == 0 and given / wq == reported / mq)
 end
 -- LimitMismatch::describe (the same words)
-local function limitNotice(budget, reported, given, w)
-    local out = 'provider reports ' .. string.format('%d', reported) .. ' ' .. budget .. '/min; '
+local NO_LIMIT = { requests = 'request', tokens = 'token', ['input tokens'] = 'input-token',
+    ['output tokens'] = 'output-token' }
+local function limitNotice(budget, reported, given, w, scope)
+    local out = 'provider reports ' .. string.format('%d', reported) .. ' ' .. budget .. '/min'
+    if scope ~= '' then out = out .. ' for class ' .. scope end
+    out = out .. '; '
     if not given then
-        if budget == 'requests' then return out .. 'Tollgate sets no request limit' end
-        return out .. 'Tollgate sets no token limit'
+        return out .. 'Tollgate sets no ' .. NO_LIMIT[budget] .. ' limit'
     end
     out = out .. 'Tollgate is set to ' .. string.format('%d', given)
     if w ~= MINUTE_MS then
@@ -1402,27 +1412,74 @@ local function limitNotice(budget, reported, given, w)
     return out
 end
 
--- LocalQuotaBackend::noteReportedLimits
+-- LocalQuotaBackend::noteReportedLimits (and LimitMismatch::find for the figures noted)
 function ops.noteLimits()
     local l, refusal = knownLimits(a.provider)
     if refusal then return refusal end
     local p = providerOf(a.provider, l)
-    local keptR, keptT, keptAt = p.rr or -1, p.rk or -1, p.ra or 0
-    local r, k = keptR, keptT
-    if a.requests >= 0 then r = math.min(a.requests, MAX_REPORTED) end
-    if a.tokens >= 0 then k = math.min(a.tokens, MAX_REPORTED) end
-    if r == keptR and k == keptT and keptAt <= now and now - keptAt < REPORT_REFRESH_MS then
+    local was = { p.rr or -1, p.rk or -1, p.ri or -1, p.ro or -1 }
+    local wasScope, keptAt = p.rs or '', p.ra or 0
+    local given = { a.requests, a.tokens, a.input, a.output }
+    local next, any = {}, false
+    for i = 1, 4 do
+        next[i] = was[i]
+        if given[i] >= 0 then
+            next[i] = math.min(given[i], MAX_REPORTED)
+            any = true
+        end
+    end
+    local scope = wasScope
+    if any then scope = a.scope end
+    local pl = a.plan
+    -- What the client sent is checked as the state is (validProvider): a value the state could
+    -- not hold fails the call, nothing written.
+    if type(scope) ~= 'string' or #scope > 64 or (pl ~= nil and (type(pl) ~= 'table' or not isInt(pl.s, 0, 3)
+        or not isInt(pl.f, -1, MAX_PERMILLE) or not isInt(pl.fr, 0, NEVER) or not isInt(pl.v, -1, MAX_PERMILLE)
+        or not isInt(pl.vr, 0, NEVER))) then
+        return refuse('usage', 'the reported limits or plan usage are out of range')
+    end
+    local same = scope == wasScope
+    for i = 1, 4 do
+        if next[i] ~= was[i] then same = false end
+    end
+    if pl and not (p.pl and p.pl.s == pl.s and p.pl.f == pl.f and p.pl.fr == pl.fr and p.pl.v == pl.v
+        and p.pl.vr == pl.vr) then
+        same = false
+    end
+    if same and keptAt <= now and now - keptAt < REPORT_REFRESH_MS then
         return reply({ written = false })
     end
-    local function notice(budget, reported, kept, given)
-        if reported == kept or not limitDiffers(reported, given, l.w) then return end
-        local e = event(EVENT.LIMIT_MISMATCH, a.provider)
-        e.caller = a.caller
-        e.reason = limitNotice(budget, reported, given, l.w)
+    -- The scope's limits: a class's (none when the class is gone), or the provider's.
+    local sl, w = l, l.w
+    if scope ~= '' then
+        sl = l.m and l.m[scope]
+        if sl then w = sl.w end
     end
-    notice('requests', r, keptR, l.r)
-    notice('tokens', k, keptT, l.t)
-    p.rr, p.rk, p.ra = r, k, now
+    if sl then
+        local keys = { 'r', 't', 'it', 'ot' }
+        local learnedKeys = { 'requests', 'tokens', 'input_tokens', 'output_tokens' }
+        local budgets = { 'requests', 'tokens', 'input tokens', 'output tokens' }
+        local learned = {}
+        if type(sl.ld) == 'table' then
+            for _, k in ipairs(sl.ld) do learned[k] = true end
+        end
+        for i = 1, 4 do
+            local news = scope ~= wasScope or next[i] ~= was[i]
+            if news and not learned[learnedKeys[i]] and limitDiffers(next[i], sl[keys[i]], w) then
+                local e = event(EVENT.LIMIT_MISMATCH, a.provider)
+                e.caller = a.caller
+                e.reason = limitNotice(budgets[i], next[i], sl[keys[i]], w, scope)
+            end
+        end
+    end
+    p.rr, p.rk, p.ra = next[1], next[2], now
+    -- Written only once known: a state that never saw them reads as before.
+    if next[3] >= 0 or p.ri then p.ri = next[3] end
+    if next[4] >= 0 or p.ro then p.ro = next[4] end
+    if scope ~= '' or p.rs then p.rs = scope end
+    if pl then
+        p.pl = { a = now, s = pl.s, f = pl.f, fr = pl.fr, v = pl.v, vr = pl.vr }
+    end
     touch(p)
     commit()
     return reply({ written = true })

@@ -551,13 +551,17 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
     return boolOf(j, "found");
 }
 
-Result<bool> RedisQuotaBackend::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
-    std::int64_t tokensPerMin, const std::string& caller)
+Result<bool> RedisQuotaBackend::noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
+    const PlanUsage& plan, const std::string& caller)
 {
     auto bound = [](std::int64_t v) { return v < 0 ? -1 : std::min(v, LimitMismatch::MAX_REPORTED); };
-    auto reply = call("noteLimits",
-        packed(json { { "provider", provider }, { "requests", bound(requestsPerMin) },
-            { "tokens", bound(tokensPerMin) }, { "caller", caller } }));
+    json a { { "provider", provider }, { "requests", bound(reported.requests) }, { "tokens", bound(reported.tokens) },
+        { "input", bound(reported.inputTokens) }, { "output", bound(reported.outputTokens) },
+        { "scope", reported.scope }, { "caller", caller } };
+    if (plan.atMs != 0)
+        a["plan"] = json { { "s", static_cast<int>(plan.status) }, { "f", plan.fiveHourPermille },
+            { "fr", plan.fiveHourResetMs }, { "v", plan.sevenDayPermille }, { "vr", plan.sevenDayResetMs } };
+    auto reply = call("noteLimits", packed(a));
     if (!reply)
         return reply.error();
     const json& j = *reply;

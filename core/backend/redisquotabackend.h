@@ -76,8 +76,8 @@ public:
     [[nodiscard]] Result<void> correctTokens(const std::string& provider, const std::string& model,
         std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used) override;
     [[nodiscard]] Result<bool> finishAdmission(const AdmissionEnd& end) override;
-    [[nodiscard]] Result<bool> noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
-        std::int64_t tokensPerMin, const std::string& caller) override;
+    [[nodiscard]] Result<bool> noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
+        const PlanUsage& plan, const std::string& caller) override;
     [[nodiscard]] Result<int> releaseStale(bool overdue, const std::string& who) override;
     [[nodiscard]] Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who) override;

@@ -161,6 +161,7 @@ int main(int argc, char** argv)
     p.number("MAX_WAITERS", static_cast<std::int64_t>(QuotaState::MAX_WAITERS), "QuotaState::MAX_WAITERS");
     p.number("MAX_SLOTS", static_cast<std::int64_t>(QuotaState::MAX_SLOTS), "QuotaState::MAX_SLOTS");
     p.number("MAX_REPORTED", LimitMismatch::MAX_REPORTED, "LimitMismatch::MAX_REPORTED");
+    p.number("MAX_PERMILLE", PlanUsage::MAX_PERMILLE, "PlanUsage::MAX_PERMILLE");
     p.number("REPORT_REFRESH_MS", LimitMismatch::REFRESH_MS, "LimitMismatch::REFRESH_MS");
     p.number("NEVER", RedisStateCodec::NEVER, "RedisStateCodec::NEVER (2^53: no time)");
     p.number("HOME_FORMAT", RedisQuotaBackend::HOME_FORMAT, "RedisQuotaBackend::HOME_FORMAT");

@@ -2,9 +2,11 @@
 
 #include "history/historyevent.h"
 #include "quota/capacity.h"
+#include "quota/limitlearning.h"
 #include "quota/rollingwindow.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 namespace tollgate {
@@ -152,7 +154,38 @@ std::int64_t QuotaExchange::retryAfterSeconds(ExchangeStore& store) const
     return std::max<std::int64_t>(1, (c.nextCallInMs + 999) / 1000);
 }
 
-QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& headers)
+namespace {
+
+// The 5-hour and 7-day windows of a plan as the state keeps them (atMs 1: stated; the store
+// dates it). Nothing of a plan: atMs 0.
+PlanUsage planUsageOf(const SubscriptionReport& plan)
+{
+    PlanUsage u;
+    if (!plan.known())
+        return u;
+    u.atMs = 1;
+    if (plan.status)
+        u.status = *plan.status == SubscriptionStatus::Rejected ? PlanUsage::Status::Rejected
+            : *plan.status == SubscriptionStatus::AllowedWarning ? PlanUsage::Status::Warning
+                                                                   : PlanUsage::Status::Allowed;
+    auto window = [&](std::string_view name, std::int64_t& permille, std::int64_t& resetMs) {
+        const SubscriptionWindow* w = plan.window(name);
+        if (!w)
+            return;
+        if (w->utilization)
+            permille = std::clamp<std::int64_t>(
+                static_cast<std::int64_t>(std::llround(*w->utilization * 1000.0)), 0, PlanUsage::MAX_PERMILLE);
+        if (w->resetAtMs)
+            resetMs = std::max<std::int64_t>(0, *w->resetAtMs);
+    };
+    window("5h", u.fiveHourPermille, u.fiveHourResetMs);
+    window("7d", u.sevenDayPermille, u.sevenDayResetMs);
+    return u;
+}
+
+} // namespace
+
+QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& headers, const std::string& model)
 {
     HeaderLesson lesson;
     lesson.nowMs = m_clock->unixMs();
@@ -166,12 +199,17 @@ QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& header
     readSubscription(report.subscription, lesson);
     // The provider's own limits (per minute, as both document them): kept for status and the
     // dashboard, and a limit-mismatch event when they differ from Tollgate's.
-    lesson.reportedRequests = report.requests.limit.value_or(-1);
-    lesson.reportedTokens = report.tokens.limit.value_or(-1);
-    lesson.tell = (lesson.reportedRequests >= 0 || lesson.reportedTokens >= 0)
-        && m_reported.due(lesson.reportedRequests, lesson.reportedTokens, lesson.nowMs);
+    ReportedLimits& r = lesson.report.limits;
+    r.requests = report.requests.limit.value_or(-1);
+    r.tokens = report.tokens.limit.value_or(-1);
+    r.inputTokens = report.inputTokens.limit.value_or(-1);
+    r.outputTokens = report.outputTokens.limit.value_or(-1);
+    lesson.report.plan = planUsageOf(report.subscription);
+    lesson.model = model;
+    lesson.tell = m_reported.due(model, lesson.report, lesson.nowMs);
     return lesson;
 }
+
 
 // A plan's window rejected holds everyone until its reset, as a budget at remaining 0 does (its
 // 429s would otherwise pause the provider, or back off for seconds against a 5-hour window). A
@@ -214,15 +252,41 @@ void QuotaExchange::learnFromHeaders(
     if (!lesson.warning.empty())
         recordWarning(store, lesson.warning, caller);
     if (lesson.tell) {
-        m_reported.note(lesson.reportedRequests, lesson.reportedTokens, lesson.nowMs, [&] {
-            return store
-                .quick([&](QuotaLimiter& l) {
-                    return l.noteReportedLimits(
-                        m_provider, lesson.reportedRequests, lesson.reportedTokens, caller);
-                })
-                .ok();
+        m_reported.note(lesson.model, lesson.report, lesson.nowMs, [&](const ReportedLimitsMemo::Report& merged) {
+            return store.quick([&](QuotaLimiter& l) { return tellStore(l, merged, lesson.model, caller); }).ok();
         });
     }
+}
+
+Result<bool> QuotaExchange::tellStore(QuotaLimiter& limiter, const ReportedLimitsMemo::Report& report,
+    const std::string& model, const std::string& caller) const
+{
+    auto limits = limiter.limits();
+    if (!limits)
+        return limits.error();
+    const ProviderLimits* mine = limits->find(m_provider);
+    ReportedLimits reported = report.limits;
+    reported.scope = mine ? LimitLearning::scopeOf(*mine, model) : std::string();
+    auto noted = limiter.noteReportedLimits(m_provider, reported, report.plan, caller);
+    if (!noted || !mine)
+        return noted;
+    // Learning: the unset limits of the scope follow the provider's. Another proxy may learn
+    // the same at once: compare-and-set, and once more against what it found.
+    std::optional<ProviderLimits> expected = *mine;
+    for (int attempt = 0; attempt < 2 && expected; ++attempt) {
+        const auto lesson = LimitLearning::learn(*expected, reported);
+        if (!lesson)
+            break;
+        std::optional<ProviderLimits> found;
+        auto set = limiter.setLimitsIf(m_provider, expected, lesson->limits, "the proxy",
+            &found, lesson->describe("learned from " + caller + "'s answer"));
+        if (!set)
+            return set.error();
+        if (*set)
+            break;
+        expected = found;
+    }
+    return noted;
 }
 
 void QuotaExchange::recordWarning(ExchangeStore& store, const std::string& warning, const std::string& caller)

@@ -19,7 +19,9 @@
 //   readHeaders   what the answer's rate-limit headers say, before its body streams: a budget
 //                 at remaining 0 with a reset, or a subscription plan's window rejected, with
 //                 its reset (a hold); a plan's warning (a history event, once per window); the
-//                 provider's own limits (the memo)
+//                 provider's own limits and the plan's usage (the memo), kept in the state for
+//                 the scope of the request's model, and with `limits set --learn` the unset
+//                 limits of that scope following them (LimitLearning; a history event each)
 //   settle        the slot back with the real usage counted by the CountingRule (input, output
 //                 and their total) and, for a 2xx, the success, in one store operation; the
 //                 counted input teaches the PromptEstimator; then a 429 reported for everyone,
@@ -110,10 +112,11 @@ public:
         bool planRejected = false; // the subscription plan's window is used up (a hold until its reset)
         // A subscription plan's warning, the first of its window: the history event's words.
         std::string warning;
-        // The provider's own limits per minute (-1: not in this answer) and whether the store
-        // is to be told of them (ReportedLimitsMemo).
-        std::int64_t reportedRequests = -1;
-        std::int64_t reportedTokens = -1;
+        // The provider's own limits per minute (-1: not in this answer) and a subscription
+        // plan's usage, for the request's model, and whether the store is to be told of them
+        // (ReportedLimitsMemo).
+        ReportedLimitsMemo::Report report;
+        std::string model;
         bool tell = false;
         // Whether learnFromHeaders has store work to do (most answers: none).
         [[nodiscard]] bool needsStore() const { return holdUntilMs.has_value() || tell || !warning.empty(); }
@@ -149,8 +152,9 @@ public:
     // a pause is not time-bound: then 1 s (look again soon). A store read.
     [[nodiscard]] std::int64_t retryAfterSeconds(ExchangeStore& store) const;
 
-    // What the answer's headers say; no store work (the memo is asked whether it is due).
-    [[nodiscard]] HeaderLesson readHeaders(const HttpHeaders& headers);
+    // What the answer's headers say of a request for `model`; no store work (the memo is asked
+    // whether it is due).
+    [[nodiscard]] HeaderLesson readHeaders(const HttpHeaders& headers, const std::string& model = {});
     // Acts on them before the body streams: a hold must be in place before the exchange's
     // slot is given back, or the next admission would not see it. `caller`: whose answer.
     void learnFromHeaders(ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller);
@@ -186,6 +190,10 @@ private:
     // The subscription plan's part of the headers: a rejected window (a hold) and a warning.
     void readSubscription(const SubscriptionReport& plan, HeaderLesson& lesson);
     void recordWarning(ExchangeStore& store, const std::string& warning, const std::string& caller);
+    // The reported limits and plan usage into the store, for the scope of `model`, and what
+    // learning makes of them (one store read, one write, one compare-and-set when learning).
+    [[nodiscard]] Result<bool> tellStore(QuotaLimiter& limiter, const ReportedLimitsMemo::Report& report,
+        const std::string& model, const std::string& caller) const;
 
     const std::string m_provider;
     const CountingRule m_rule;

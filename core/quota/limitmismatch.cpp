@@ -1,5 +1,6 @@
 #include "quota/limitmismatch.h"
 
+#include <algorithm>
 #include <numeric>
 
 namespace tollgate {
@@ -22,11 +23,18 @@ bool LimitMismatch::differs(std::int64_t reported, std::optional<std::int64_t> g
 }
 
 std::string LimitMismatch::describe(const std::string& budget, std::int64_t reported,
-    std::optional<std::int64_t> given, std::int64_t windowMs)
+    std::optional<std::int64_t> given, std::int64_t windowMs, const std::string& scope)
 {
-    std::string out = "provider reports " + std::to_string(reported) + " " + budget + "/min; ";
-    if (!given)
-        return out + "Tollgate sets no " + (budget == "requests" ? "request" : "token") + " limit";
+    std::string out = "provider reports " + std::to_string(reported) + " " + budget + "/min";
+    if (!scope.empty())
+        out += " for class " + scope;
+    out += "; ";
+    if (!given) {
+        // "requests" -> "request", "input tokens" -> "input-token"
+        std::string one = budget.substr(0, budget.size() - 1);
+        std::replace(one.begin(), one.end(), ' ', '-');
+        return out + "Tollgate sets no " + one + " limit";
+    }
     out += "Tollgate is set to " + std::to_string(*given);
     if (windowMs != 60000) {
         // A window that is not a minute: say it as set, not a rounded rate the user never typed.
@@ -37,24 +45,48 @@ std::string LimitMismatch::describe(const std::string& budget, std::int64_t repo
     return out;
 }
 
-std::vector<LimitNotice> LimitMismatch::find(const ProviderState& state, const ProviderLimits* limits)
+std::vector<LimitNotice> LimitMismatch::find(const ReportedLimits& reported, const ProviderLimits* limits,
+    const std::function<bool(const std::string& budget)>& only)
 {
     std::vector<LimitNotice> out;
-    const std::int64_t windowMs = limits ? limits->windowMs : 60000;
-    auto check = [&](const std::string& budget, std::int64_t reported, std::optional<std::int64_t> given) {
-        if (!differs(reported, given, windowMs))
+    const ModelLimits* cls = nullptr;
+    if (!reported.scope.empty()) {
+        if (!limits)
+            return out;
+        auto it = limits->models.find(reported.scope);
+        if (it == limits->models.end())
+            return out; // the class is gone: nothing to compare with
+        cls = &it->second;
+    }
+    const std::int64_t windowMs = cls ? cls->windowMs : limits ? limits->windowMs : 60000;
+    const std::vector<std::string> none;
+    const std::vector<std::string>& learned = cls ? cls->learned : limits ? limits->learned : none;
+    const Budget given = cls ? cls->perWindow() : limits ? limits->perWindow() : Budget {};
+    auto check = [&](const std::string& budget, const char* key, std::int64_t figure,
+                     std::optional<std::int64_t> limit) {
+        if (!only(budget) || std::binary_search(learned.begin(), learned.end(), std::string(key))
+            || !differs(figure, limit, windowMs))
             return;
         LimitNotice n;
         n.budget = budget;
-        n.reported = reported;
-        n.given = given;
+        n.reported = figure;
+        n.given = limit;
         n.windowMs = windowMs;
-        n.text = describe(budget, reported, given, windowMs);
+        n.text = describe(budget, figure, limit, windowMs, reported.scope);
         out.push_back(std::move(n));
     };
-    check("requests", state.reportedRequests, limits ? limits->requests : std::nullopt);
-    check("tokens", state.reportedTokens, limits ? limits->tokens : std::nullopt);
+    check("requests", "requests", reported.requests, given.requests);
+    check("tokens", "tokens", reported.tokens, given.tokens);
+    check("input tokens", "input_tokens", reported.inputTokens, given.inputTokens);
+    check("output tokens", "output_tokens", reported.outputTokens, given.outputTokens);
     return out;
+}
+
+std::vector<LimitNotice> LimitMismatch::find(const ProviderState& state, const ProviderLimits* limits)
+{
+    const ReportedLimits kept { state.reportedRequests, state.reportedTokens, state.reportedInputTokens,
+        state.reportedOutputTokens, state.reportedScope };
+    return find(kept, limits, [](const std::string&) { return true; });
 }
 
 } // namespace tollgate

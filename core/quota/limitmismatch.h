@@ -10,9 +10,15 @@
 // a window of W ms scaled to a minute, exactly: they differ when R × W ≠ G × 60,000. A
 // provider limit with no Tollgate limit at all is a difference too (nothing protects the key
 // there). Headroom is not applied: the user compares what they set with what the provider says.
+// The figures are for a scope (ProviderState::reportedScope: the class of the request's model,
+// LimitLearning::scopeOf) and are compared with that scope's limits; a limit that follows the
+// provider (learned) is not flagged, and a class no longer in the limits compares with nothing.
 
 #include "quota/quotalimits.h"
 #include "quota/quotastate.h"
+#include "quota/reportedlimits.h"
+
+#include <functional>
 
 #include <cstdint>
 #include <optional>
@@ -23,7 +29,7 @@ namespace tollgate {
 
 struct LimitNotice
 {
-    std::string budget; // "requests" or "tokens"
+    std::string budget; // "requests", "tokens", "input tokens" or "output tokens"
     std::int64_t reported = 0; // per minute, as the provider said
     std::optional<std::int64_t> given; // Tollgate's limit per window; nullopt: none set
     std::int64_t windowMs = 60000;
@@ -43,10 +49,14 @@ public:
     // has none in Tollgate). Nothing when nothing was reported.
     [[nodiscard]] static std::vector<LimitNotice> find(
         const ProviderState& state, const ProviderLimits* limits);
+    // The same for figures not yet kept (the backends, before they keep them): `only` limits
+    // which budgets are looked at (a budget whose figure did not change is not news).
+    [[nodiscard]] static std::vector<LimitNotice> find(const ReportedLimits& reported,
+        const ProviderLimits* limits, const std::function<bool(const std::string& budget)>& only);
     [[nodiscard]] static bool differs(
         std::int64_t reported, std::optional<std::int64_t> given, std::int64_t windowMs);
     [[nodiscard]] static std::string describe(const std::string& budget, std::int64_t reported,
-        std::optional<std::int64_t> given, std::int64_t windowMs);
+        std::optional<std::int64_t> given, std::int64_t windowMs, const std::string& scope = {});
 };
 
 } // namespace tollgate

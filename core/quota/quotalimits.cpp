@@ -160,9 +160,9 @@ double seconds(std::int64_t ms)
 constexpr std::string_view TOP_KEYS[] = { "version", "providers" };
 constexpr std::string_view PROVIDER_KEYS[] = { "requests", "tokens", "window_seconds", "parallel",
     "headroom_percent", "backoff_base_seconds", "backoff_cap_seconds", "max_hold_seconds", "models",
-    "input_tokens", "output_tokens", "per_day", "day_resets" };
-constexpr std::string_view MODEL_KEYS[]
-    = { "requests", "tokens", "window_seconds", "input_tokens", "output_tokens", "per_day", "match" };
+    "input_tokens", "output_tokens", "per_day", "day_resets", "learn", "learned" };
+constexpr std::string_view MODEL_KEYS[] = { "requests", "tokens", "window_seconds", "input_tokens",
+    "output_tokens", "per_day", "match", "learned" };
 constexpr std::string_view BUDGET_KEYS[] = { "requests", "tokens", "input_tokens", "output_tokens" };
 
 // A key from the file as a message may show it: one line, at most 64 bytes, cut at a
@@ -313,6 +313,41 @@ Result<void> checkPatterns(const std::string& where, const std::vector<std::stri
                 return invalid(where + ": model pattern '" + keyText(p)
                     + "' holds a control character or a comma (patterns are listed apart)");
         }
+    }
+    return {};
+}
+
+// `learned` names per-window limits that are set, each once, ascending (as written): a mark on
+// a limit that is not there, or twice, was not written by Tollgate.
+Result<void> checkLearned(const std::string& where, const Budget& window, const std::vector<std::string>& learned)
+{
+    std::string previous;
+    for (const std::string& key : learned) {
+        const auto f = std::find_if(std::begin(BUDGET_FIELDS), std::end(BUDGET_FIELDS),
+            [&](const BudgetField& b) { return QuotaLimits::range(b.field).key == key; });
+        if (f == std::end(BUDGET_FIELDS))
+            return invalid(where + ": learned names '" + keyText(key)
+                + "', which is not requests, tokens, input_tokens or output_tokens");
+        if (!(window.*f->member))
+            return invalid(where + ": learned names " + key + ", which has no limit");
+        if (!previous.empty() && key <= previous)
+            return invalid(where + ": learned lists " + key + " twice or out of order");
+        previous = key;
+    }
+    return {};
+}
+
+Result<void> readLearned(const json& obj, const std::string& where, std::vector<std::string>& out)
+{
+    auto it = obj.find("learned");
+    if (it == obj.end())
+        return {};
+    if (!it->is_array())
+        return Error::make(ErrorKind::Corrupt, "", where + ": \"learned\" is not a list of limit names");
+    for (const auto& k : *it) {
+        if (!k.is_string())
+            return Error::make(ErrorKind::Corrupt, "", where + ": \"learned\" holds " + typeName(k) + ", not a name");
+        out.push_back(k.get<std::string>());
     }
     return {};
 }
@@ -473,7 +508,7 @@ Result<void> QuotaLimits::validate(const std::string& provider, const ProviderLi
         return r;
     const std::string where = "provider '" + provider + "'";
     for (auto r : { checkBudget(where, l.perWindow()), checkBudget(where + " per_day", l.perDay),
-             checkDayAboveWindow(where, l.perWindow(), l.perDay),
+             checkDayAboveWindow(where, l.perWindow(), l.perDay), checkLearned(where, l.perWindow(), l.learned),
              checkStored(where, LimitField::WindowSeconds, l.windowMs),
              checkStored(where, LimitField::Parallel, l.parallel),
              checkStored(where, LimitField::HeadroomPercent, l.headroomPercent),
@@ -494,6 +529,7 @@ Result<void> QuotaLimits::validate(const std::string& provider, const ProviderLi
         const std::string mw = where + " model '" + model + "'";
         for (auto r : { checkBudget(mw, m.perWindow()), checkBudget(mw + " per_day", m.perDay),
                  checkDayAboveWindow(mw, m.perWindow(), m.perDay), checkPatterns(mw, m.match),
+                 checkLearned(mw, m.perWindow(), m.learned),
                  checkStored(mw, LimitField::WindowSeconds, m.windowMs) }) {
             if (!r)
                 return r;
@@ -544,6 +580,8 @@ std::string QuotaLimits::summary(const ProviderLimits& limits)
         what += ", " + std::to_string(*limits.parallel) + " parallel";
     if (limits.headroomPercent != 100)
         what += ", headroom " + std::to_string(limits.headroomPercent) + "%";
+    if (limits.learn)
+        what += ", learning the provider's limits";
     if (!limits.models.empty())
         what += ", " + std::to_string(limits.models.size()) + " model limit(s)";
     return what;
@@ -577,6 +615,10 @@ std::string QuotaLimits::toJson() const
         p["backoff_base_seconds"] = seconds(l.backoffBaseMs);
         p["backoff_cap_seconds"] = seconds(l.backoffCapMs);
         p["max_hold_seconds"] = seconds(l.maxHoldMs);
+        if (l.learn)
+            p["learn"] = true;
+        if (!l.learned.empty())
+            p["learned"] = l.learned;
         json models = json::object();
         for (const auto& [mname, m] : l.models) {
             json mj;
@@ -593,6 +635,8 @@ std::string QuotaLimits::toJson() const
                 mj["per_day"] = budgetJson(m.perDay);
             if (!m.match.empty())
                 mj["match"] = m.match;
+            if (!m.learned.empty())
+                mj["learned"] = m.learned;
             models[mname] = mj;
         }
         if (!models.empty())
@@ -658,6 +702,13 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
                 return Error::make(ErrorKind::Corrupt, "", where + ": " + reset.error().message);
             l.dayReset = *reset;
         }
+        if (auto f = p.find("learn"); f != p.end()) {
+            if (!f->is_boolean())
+                return Error::make(ErrorKind::Corrupt, "", where + ": \"learn\" is not true or false");
+            l.learn = f->get<bool>();
+        }
+        if (auto r = readLearned(p, where, l.learned); !r)
+            return r.error();
         if (auto m = p.find("models"); m != p.end()) {
             if (!m->is_object())
                 return Error::make(ErrorKind::Corrupt, "", where + ": \"models\" is not an object");
@@ -678,6 +729,7 @@ Result<QuotaLimits> QuotaLimits::fromJson(std::string_view text)
                          readField(mj, mw, LimitField::InputTokens, true, ml.inputTokens),
                          readField(mj, mw, LimitField::OutputTokens, true, ml.outputTokens),
                          readBudget(mj, mw, mpath, ml.perDay), readPatterns(mj, mw, ml.match),
+                         readLearned(mj, mw, ml.learned),
                          readField(mj, mw, LimitField::WindowSeconds, ml.windowMs) }) {
                     if (!r)
                         return r.error();

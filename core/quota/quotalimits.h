@@ -27,7 +27,9 @@
 // Per day (`per_day`, an object with the four metrics' keys, in a provider and in a class) and
 // `day_resets` ("rolling", "HH:MM" in UTC, or "HH:MM@Area/City": see DayReset) extend the
 // form every earlier version wrote; a file without them reads as before, and they are written
-// only when set, so a home is rewritten in the new form only when a user sets a new limit. A
+// only when set, so a home is rewritten in the new form only when a user sets a new limit. So
+// are `learn` (true: unset limits follow the provider's) and `learned` (in a provider and in a
+// class: the keys of the per-window limits the provider gave, each of a limit that is set). A
 // per-day limit below the same scope's per-window limit of the same metric is refused (a day
 // holds many windows: the two were swapped). A class (`models.NAME`) may name the models it
 // pools in `match` (patterns, see ModelLimits); a pattern that is empty, too long or holds a
@@ -107,6 +109,9 @@ struct ModelLimits
     std::optional<std::int64_t> outputTokens; // per window
     Budget perDay;
     std::vector<std::string> match;
+    // The per-window limits that came from the provider's headers (`limits set --learn`), by
+    // their limits.json key, ascending; every other limit is the user's (see LimitLearning).
+    std::vector<std::string> learned;
 
     [[nodiscard]] Budget perWindow() const { return { requests, tokens, inputTokens, outputTokens }; }
     [[nodiscard]] bool matches(std::string_view className, std::string_view model) const;
@@ -128,6 +133,10 @@ struct ProviderLimits
     Budget perDay; // for the provider and, with their own perDay, for each class
     DayReset dayReset; // when a day starts: rolling 24 h, or a wall-clock time in a zone
     std::map<std::string, ModelLimits> models; // the model classes, by name
+    // Unset per-window limits follow the provider's own (its rate-limit headers, as the proxy
+    // reads them; LimitLearning); `learned` names those that did, as in ModelLimits.
+    bool learn = false;
+    std::vector<std::string> learned;
 
     [[nodiscard]] Budget perWindow() const { return { requests, tokens, inputTokens, outputTokens }; }
     // The classes a model counts in, by name (ascending); empty model: none.

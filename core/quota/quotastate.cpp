@@ -212,6 +212,15 @@ bool needsVersion4(const QuotaState& s)
     return false;
 }
 
+bool needsVersion5(const QuotaState& s)
+{
+    for (const auto& p : s.providers) {
+        if (p.reportedInputTokens >= 0 || p.reportedOutputTokens >= 0 || !p.reportedScope.empty() || p.plan.atMs != 0)
+            return true;
+    }
+    return false;
+}
+
 } // namespace
 
 RollingWindow::Usage ScopeWindow::dayUsage(std::int64_t nowMs, std::int64_t dayStart) const
@@ -231,8 +240,9 @@ std::string QuotaState::encode() const
 {
     Writer w;
     w.u32(PAYLOAD_MAGIC);
-    const bool v4 = needsVersion4(*this);
-    w.u32(v4 ? FORMAT_VERSION : PLAIN_FORMAT_VERSION);
+    const bool v5 = needsVersion5(*this);
+    const bool v4 = v5 || needsVersion4(*this);
+    w.u32(v5 ? FORMAT_VERSION : v4 ? 4 : PLAIN_FORMAT_VERSION);
     w.u64(nextFence);
     w.u64(nextTicket);
     w.u8(pausedAll ? 1 : 0);
@@ -254,6 +264,17 @@ std::string QuotaState::encode() const
         w.i64(p.reportedAtMs);
         w.i64(p.reportedRequests);
         w.i64(p.reportedTokens);
+        if (v5) {
+            w.i64(p.reportedInputTokens);
+            w.i64(p.reportedOutputTokens);
+            w.str(p.reportedScope);
+            w.i64(p.plan.atMs);
+            w.u8(static_cast<std::uint8_t>(p.plan.status));
+            w.i64(p.plan.fiveHourPermille);
+            w.i64(p.plan.fiveHourResetMs);
+            w.i64(p.plan.sevenDayPermille);
+            w.i64(p.plan.sevenDayResetMs);
+        }
         w.u16(static_cast<std::uint16_t>(p.scopes.size()));
         for (const auto& s : p.scopes) {
             w.str(s.model);
@@ -338,6 +359,25 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             if (p.reportedAtMs < 0 || p.reportedRequests < -1 || p.reportedTokens < -1
                 || p.reportedRequests > maxReported || p.reportedTokens > maxReported)
                 return bad(r, "invalid provider-reported limits");
+        }
+        if (version >= 5) {
+            std::uint8_t status = 0;
+            PlanUsage& u = p.plan;
+            if (!r.i64(p.reportedInputTokens) || !r.i64(p.reportedOutputTokens) || !r.str(p.reportedScope)
+                || !r.i64(u.atMs) || !r.u8(status) || !r.i64(u.fiveHourPermille) || !r.i64(u.fiveHourResetMs)
+                || !r.i64(u.sevenDayPermille) || !r.i64(u.sevenDayResetMs))
+                return bad(r, "truncated provider");
+            constexpr std::int64_t maxReported = std::int64_t(1) << 40;
+            auto badReport = [](std::int64_t v) { return v < -1 || v > maxReported; };
+            auto badShare = [](std::int64_t v) { return v < -1 || v > PlanUsage::MAX_PERMILLE; };
+            auto badTime = [](std::int64_t v) { return v < 0 || v > RollingWindow::MAX_TIME_MS; };
+            if (badReport(p.reportedInputTokens) || badReport(p.reportedOutputTokens))
+                return bad(r, "invalid provider-reported limits");
+            if (status > static_cast<std::uint8_t>(PlanUsage::Status::Rejected) || badShare(u.fiveHourPermille)
+                || badShare(u.sevenDayPermille) || badTime(u.atMs) || badTime(u.fiveHourResetMs)
+                || badTime(u.sevenDayResetMs))
+                return bad(r, "invalid plan usage");
+            u.status = static_cast<PlanUsage::Status>(status);
         }
         if (!r.u16(nScopes))
             return bad(r, "truncated provider");

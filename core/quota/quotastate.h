@@ -7,6 +7,7 @@
 // encode()/decode() give the versioned binary form documented in docs/PROTOCOL.md.
 
 #include "base/result.h"
+#include "quota/planusage.h"
 #include "quota/rollingwindow.h"
 
 #include <cstdint>
@@ -105,6 +106,10 @@ struct ProviderState
     std::int64_t reportedAtMs = 0;
     std::int64_t reportedRequests = -1;
     std::int64_t reportedTokens = -1;
+    std::int64_t reportedInputTokens = -1; // format 5
+    std::int64_t reportedOutputTokens = -1; // format 5
+    std::string reportedScope; // the class the reported limits are for; empty: the provider
+    PlanUsage plan; // format 5: a subscription plan's windows, as last stated
     std::vector<ScopeWindow> scopes;
     std::vector<Slot> slots;
     std::vector<Waiter> queue; // FIFO: ascending ticket
@@ -115,14 +120,17 @@ struct ProviderState
 
 struct QuotaState
 {
-    static constexpr std::uint32_t FORMAT_VERSION = 4;
+    static constexpr std::uint32_t FORMAT_VERSION = 5;
     // The version written while no scope splits tokens or counts a day: a home whose limits use
-    // none of version 4's metrics stays readable by the versions before it.
+    // none of version 4's metrics stays readable by the versions before it. Version 4 is written
+    // while nothing of version 5 (reported input/output limits or their class, a plan's usage)
+    // is kept, version 5 only once it is.
     static constexpr std::uint32_t PLAIN_FORMAT_VERSION = 3;
     // Still read (and rewritten as FORMAT_VERSION or PLAIN_FORMAT_VERSION): version 1 has slots
     // and waiters without namespace, start time and lease (docs/PROTOCOL.md says how such
     // holders are judged); versions 1 and 2 have no provider-reported limits (read as "not
-    // reported"); versions 1 to 3 have no input/output split and no day (read as none).
+    // reported"); versions 1 to 3 have no input/output split and no day (read as none); versions 1
+    // to 4 no reported input/output limits and no plan usage (read as not reported).
     static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
     static constexpr std::size_t MAX_PROVIDERS = 64;
     static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)

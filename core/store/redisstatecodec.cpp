@@ -202,6 +202,11 @@ std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
     j["bb"] = l.backoffBaseMs;
     j["bc"] = l.backoffCapMs;
     j["mh"] = l.maxHoldMs;
+    // Learning is the proxy's business, not the script's: it reads neither key.
+    if (l.learn)
+        j["ln"] = true;
+    if (!l.learned.empty())
+        j["ld"] = l.learned;
     if (!l.models.empty()) {
         json models = json::object();
         for (const auto& [name, m] : l.models) {
@@ -221,6 +226,8 @@ std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
                 mj["p"] = lua;
             }
             mj["w"] = m.windowMs;
+            if (!m.learned.empty())
+                mj["ld"] = m.learned;
             models[name] = mj;
         }
         j["m"] = models;
@@ -283,6 +290,26 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
         || !integer(j, "bb", l.backoffBaseMs) || !integer(j, "bc", l.backoffCapMs)
         || !integer(j, "mh", l.maxHoldMs))
         return corrupt(where, "a window, headroom, backoff or hold time is missing or not a whole number");
+    auto readLearned = [](const json& o, std::vector<std::string>& out) {
+        auto ld = o.find("ld");
+        if (ld == o.end())
+            return true;
+        if (!ld->is_array())
+            return false;
+        for (const auto& k : *ld) {
+            if (!k.is_string())
+                return false;
+            out.push_back(k.get<std::string>());
+        }
+        return true;
+    };
+    if (auto ln = j.find("ln"); ln != j.end()) {
+        if (!ln->is_boolean())
+            return corrupt(where, "learn is not true or false");
+        l.learn = ln->get<bool>();
+    }
+    if (!readLearned(j, l.learned))
+        return corrupt(where, "the learned limits are not a list of names");
     if (auto it = j.find("m"); it != j.end()) {
         if (!it->is_object())
             return corrupt(where, "the model limits are not an object");
@@ -321,6 +348,8 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
             } else if (mj.contains("p")) {
                 return corrupt(where, "model '" + name + "': script patterns without the patterns");
             }
+            if (!readLearned(mj, m.learned))
+                return corrupt(where, "model '" + name + "': its learned limits are not a list of names");
             l.models[name] = m;
         }
     }
@@ -355,11 +384,32 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     for (auto [key, out, lo, hi] :
         { std::tuple { "ra", &p.reportedAtMs, std::int64_t(0), std::int64_t(1) << 53 },
             std::tuple { "rr", &p.reportedRequests, std::int64_t(-1), LimitMismatch::MAX_REPORTED },
-            std::tuple { "rk", &p.reportedTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED } }) {
+            std::tuple { "rk", &p.reportedTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED },
+            std::tuple { "ri", &p.reportedInputTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED },
+            std::tuple { "ro", &p.reportedOutputTokens, std::int64_t(-1), LimitMismatch::MAX_REPORTED } }) {
         if (!j.contains(key))
             continue;
         if (!integer(j, key, *out) || *out < lo || *out > hi)
             return bad("a provider state's reported limits are not whole numbers in range");
+    }
+    if (j.contains("rs")
+        && (!text(j, "rs", p.reportedScope)
+            || (!p.reportedScope.empty() && !QuotaLimits::validateName("model", p.reportedScope))))
+        return bad("a provider state's reported scope is not a class name");
+    // A subscription plan's usage (noteLimits): absent until one is stated.
+    if (auto pl = j.find("pl"); pl != j.end()) {
+        std::int64_t status = 0;
+        PlanUsage& u = p.plan;
+        if (!pl->is_object() || !integer(*pl, "a", u.atMs) || !integer(*pl, "s", status) || !integer(*pl, "f", u.fiveHourPermille)
+            || !integer(*pl, "fr", u.fiveHourResetMs) || !integer(*pl, "v", u.sevenDayPermille)
+            || !integer(*pl, "vr", u.sevenDayResetMs) || u.atMs < 1 || u.atMs > (std::int64_t(1) << 53) || status < 0
+            || status > static_cast<std::int64_t>(PlanUsage::Status::Rejected) || u.fiveHourPermille < -1
+            || u.fiveHourPermille > PlanUsage::MAX_PERMILLE || u.sevenDayPermille < -1
+            || u.sevenDayPermille > PlanUsage::MAX_PERMILLE || u.fiveHourResetMs < 0
+            || u.fiveHourResetMs > (std::int64_t(1) << 53) || u.sevenDayResetMs < 0
+            || u.sevenDayResetMs > (std::int64_t(1) << 53))
+            return bad("a provider state's plan usage is not whole numbers in range");
+        u.status = static_cast<PlanUsage::Status>(status);
     }
     const json* scopes = list(j, "sc");
     const json* slots = list(j, "sl");
