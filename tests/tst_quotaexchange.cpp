@@ -137,6 +137,9 @@ private Q_SLOTS:
     void aSubscriptionLimit429HoldsInsteadOfPausing();
     void aSubscriptionWarningIsRecordedOncePerWindow();
     void roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime();
+    void theReportedLimitsAreKeptForTheClassOfTheModel();
+    void learningFollowsTheProviderButNeverTheUsersLimits();
+    void aPlansUsageIsKeptForStatus();
 
 private:
     // The provider's limits: `parallel` slots, 100 requests and 1000 tokens a minute, and the
@@ -804,3 +807,117 @@ void TestQuotaExchange::roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime()
 
 QTEST_APPLESS_MAIN(TestQuotaExchange)
 #include "tst_quotaexchange.moc"
+
+// Anthropic states the limits of the request's model class: kept for that class, compared with
+// its limits (input and output too), none learned while learning is off.
+void TestQuotaExchange::theReportedLimitsAreKeptForTheClassOfTheModel()
+{
+    ProviderLimits l = splitLimits();
+    ModelLimits opus;
+    opus.inputTokens = 30000;
+    opus.match = { "claude-opus-4*" };
+    l.models["opus"] = opus;
+    QVERIFY(m_limiter->setLimits("p", l, "test").ok());
+    const auto said = headers({ { "anthropic-ratelimit-requests-limit", "50" },
+        { "anthropic-ratelimit-input-tokens-limit", "40000" }, { "anthropic-ratelimit-output-tokens-limit", "8000" } });
+    auto lesson = m_exchange->readHeaders(said, "claude-opus-4-1");
+    QVERIFY(lesson.tell);
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().reportedScope, std::string("opus"));
+    QCOMPARE(state().reportedInputTokens, std::int64_t(40000));
+    QCOMPARE(state().reportedOutputTokens, std::int64_t(8000));
+    QCOMPARE(state().reportedRequests, std::int64_t(50));
+    const auto mismatches = events(EventType::LimitMismatch);
+    QCOMPARE(mismatches.size(), std::size_t(3)); // requests, input, output: the class has only input
+    QCOMPARE(mismatches[1].reason,
+        std::string("provider reports 40000 input tokens/min for class opus; Tollgate is set to 30000"));
+    QCOMPARE(mismatches[2].reason,
+        std::string("provider reports 8000 output tokens/min for class opus; Tollgate sets no output-token limit"));
+    auto after = m_limiter->limits();
+    QVERIFY(after);
+    QCOMPARE(*after->find("p"), l); // learning is off: nothing changed
+    // The same answer for another model of the class is news for this process once (per model).
+    QVERIFY(m_exchange->readHeaders(said, "claude-opus-4-5").tell);
+    QVERIFY(!m_exchange->readHeaders(said, "claude-opus-4-1").tell);
+    // A model in no class: the provider's own limits.
+    lesson = m_exchange->readHeaders(said, "claude-haiku-3");
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().reportedScope, std::string());
+}
+
+void TestQuotaExchange::learningFollowsTheProviderButNeverTheUsersLimits()
+{
+    ProviderLimits l;
+    l.requests = 20; // the user's: never overwritten
+    l.windowMs = 30000; // half a minute: a learned figure is halved
+    l.learn = true;
+    QVERIFY(m_limiter->setLimits("p", l, "test").ok());
+    const auto said = [](const char* input) {
+        return headers({ { "anthropic-ratelimit-requests-limit", "50" },
+            { "anthropic-ratelimit-input-tokens-limit", input }, { "anthropic-ratelimit-output-tokens-limit", "8000" } });
+    };
+    auto lesson = m_exchange->readHeaders(said("40000"), "claude-sonnet-4");
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    auto after = m_limiter->limits();
+    QVERIFY(after);
+    const ProviderLimits* learned = after->find("p");
+    QCOMPARE(learned->requests, std::optional<std::int64_t>(20));
+    QCOMPARE(learned->inputTokens, std::optional<std::int64_t>(20000));
+    QCOMPARE(learned->outputTokens, std::optional<std::int64_t>(4000));
+    QCOMPARE(learned->learned, (std::vector<std::string> { "input_tokens", "output_tokens" }));
+    auto changes = events(EventType::Limits);
+    QVERIFY(!changes.empty());
+    QVERIFY2(changes.back().reason.find(
+                 "learned from agent's answer: input_tokens none -> 20000, output_tokens none -> 4000")
+            == 0,
+        changes.back().reason.c_str());
+    // The user's requests differ (50/min against 20 per 30 s): flagged, not learned.
+    QCOMPARE(events(EventType::LimitMismatch).size(), std::size_t(1));
+
+    // The provider raises its input limit: the learned limit follows (one more event).
+    const std::size_t before = events(EventType::Limits).size();
+    lesson = m_exchange->readHeaders(said("60000"), "claude-sonnet-4");
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    after = m_limiter->limits();
+    QCOMPARE(after->find("p")->inputTokens, std::optional<std::int64_t>(30000));
+    QCOMPARE(events(EventType::Limits).size(), before + 1);
+
+    // The user sets input tokens: theirs from now on, and the provider's next figure is not taken.
+    ProviderLimits mine = *after->find("p");
+    mine.inputTokens = 25000;
+    std::erase(mine.learned, std::string("input_tokens"));
+    QVERIFY(m_limiter->setLimits("p", mine, "test").ok());
+    lesson = m_exchange->readHeaders(said("70000"), "claude-sonnet-4");
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    after = m_limiter->limits();
+    QCOMPARE(after->find("p")->inputTokens, std::optional<std::int64_t>(25000));
+    QCOMPARE(after->find("p")->learned, std::vector<std::string> { "output_tokens" });
+}
+
+void TestQuotaExchange::aPlansUsageIsKeptForStatus()
+{
+    const std::int64_t nowS = m_clock.unixMs() / 1000;
+    const std::string reset5h = std::to_string(nowS + 3600);
+    const std::string reset7d = std::to_string(nowS + 3 * 86400);
+    auto lesson = m_exchange->readHeaders(headers({ { "anthropic-ratelimit-unified-status", "allowed" },
+        { "anthropic-ratelimit-unified-5h-utilization", "0.42" },
+        { "anthropic-ratelimit-unified-5h-reset", reset5h.c_str() },
+        { "anthropic-ratelimit-unified-7d-utilization", "1e300" }, // nonsense: left out
+        { "anthropic-ratelimit-unified-7d-reset", reset7d.c_str() } }));
+    QVERIFY(lesson.tell);
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    const PlanUsage& plan = state().plan;
+    QCOMPARE(plan.atMs, m_clock.unixMs());
+    QCOMPARE(plan.status, PlanUsage::Status::Allowed);
+    QCOMPARE(plan.fiveHourPermille, std::int64_t(420));
+    QCOMPARE(plan.fiveHourResetMs, (nowS + 3600) * 1000);
+    QCOMPARE(plan.sevenDayPermille, std::int64_t(-1));
+    // A 7-day reset is cut to a day ahead (RateLimitHeaders), never later.
+    QVERIFY(plan.sevenDayResetMs <= m_clock.unixMs() + 86400000);
+    // The state keeps it across an encode (format 5).
+    auto snap = m_limiter->snapshot();
+    QVERIFY(snap);
+    auto back = QuotaState::decode(snap->state.encode());
+    QVERIFY(back);
+    QCOMPARE(back->provider("p")->plan, plan);
+}

@@ -319,6 +319,10 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         if (pick(3))
             l.parallel = 1 + pick(3);
         l.headroomPercent = pick(3) ? 100 : 50 + pick(50);
+        // Learning on: unset limits are not flagged; a learned one never is.
+        l.learn = pick(3) == 0;
+        if (l.tokens && pick(3) == 0)
+            l.learned = { "tokens" };
         l.backoffBaseMs = 500 + pick(3000);
         l.backoffCapMs = l.backoffBaseMs * (1 + pick(8));
         if (pick(2)) {

@@ -5,7 +5,10 @@
 #include "exitcodes.h"
 #include "quotaformat.h"
 #include "quotasession.h"
+#include "quota/limitlearning.h"
 #include "system/fd.h"
+
+#include <algorithm>
 
 #include <cstdio>
 #include <fcntl.h>
@@ -64,6 +67,14 @@ std::string describeLimits(const ProviderLimits& l)
         out << ((window.any() || l.perDay.any()) ? ", " : "") << *l.parallel << " parallel";
     if (!window.any() && !l.perDay.any() && !l.parallel)
         out << "no limits";
+    if (!l.learned.empty()) {
+        out << " (from the provider:";
+        for (const auto& key : l.learned)
+            out << " " << key;
+        out << ")";
+    }
+    if (l.learn)
+        out << ", learning the provider's limits";
     if (l.headroomPercent != 100 && (window.any() || l.perDay.any())) {
         ProviderLimits given = l;
         given.headroomPercent = 100;
@@ -86,6 +97,7 @@ ProviderLimits modelShown(const ProviderLimits& l, const ModelLimits& ml)
     shown.dayReset = l.dayReset;
     shown.windowMs = ml.windowMs;
     shown.headroomPercent = l.headroomPercent;
+    shown.learned = ml.learned;
     return shown;
 }
 
@@ -376,6 +388,14 @@ template <class Limits> void applyBudgets(const QuotaOptions& o, const CheckedLi
         if (v.perDay.*member)
             l.perDay.*member = v.perDay.*member;
     }
+    // A limit the user gives or drops is the user's from now on: no longer the provider's.
+    const std::pair<const char*, bool> touched[] = { { "requests", v.requests || o.noRequests },
+        { "tokens", v.tokens || o.noTokens }, { "input_tokens", v.inputTokens || o.noInputTokens },
+        { "output_tokens", v.outputTokens || o.noOutputTokens } };
+    for (const auto& [key, mine] : touched) {
+        if (mine)
+            std::erase(l.learned, std::string(key));
+    }
 }
 
 // limits set --model M (or --class C [--models PATTERNS]): that class's budgets change.
@@ -413,11 +433,39 @@ StopCode applyProviderLimits(
         l.maxHoldMs = *v.maxHold;
     if (o.noParallel)
         l.parallel.reset();
-    if (!l.perWindow().any() && !l.perDay.any() && !l.parallel)
+    if (o.learn)
+        l.learn = true;
+    if (o.noLearn) {
+        // What was learned stays, as the user's: nothing the key relies on disappears.
+        l.learn = false;
+        l.learned.clear();
+        for (auto& [name, ml] : l.models)
+            ml.learned.clear();
+    }
+    if (!l.perWindow().any() && !l.perDay.any() && !l.parallel && !l.learn)
         return c.console().usage(
             "give at least one of --requests, --tokens, --input-tokens, --output-tokens, "
-            "a per-day limit or --parallel");
+            "a per-day limit, --parallel or --learn");
     return std::nullopt;
+}
+
+// What --learn will and will not change, said once when it is turned on: the limits the user
+// set stay theirs (flagged when the provider's differ), the unset ones follow the provider's.
+std::string learningNote(const ProviderLimits& l)
+{
+    std::string mine;
+    const std::pair<const char*, const std::optional<std::int64_t>*> metrics[] = { { "requests", &l.requests },
+        { "tokens", &l.tokens }, { "input_tokens", &l.inputTokens }, { "output_tokens", &l.outputTokens } };
+    for (const auto& [key, value] : metrics) {
+        if (value->has_value() && !std::binary_search(l.learned.begin(), l.learned.end(), std::string(key)))
+            mine += (mine.empty() ? "" : ", ") + std::string(key);
+    }
+    std::string out = "learning: the limits you have not set follow those the provider's answers state (through "
+                      "tollgate proxy), each change a history event";
+    if (!mine.empty())
+        out += "; " + mine + (mine.find(',') == std::string::npos ? " is" : " are")
+            + " yours and will not follow (a difference is flagged; tollgate limits adopt takes the provider's)";
+    return out;
 }
 
 int cmdLimitsSet(const QuotaContext& context)
@@ -450,6 +498,8 @@ int cmdLimitsSet(const QuotaContext& context)
         return *stop;
     if (auto r = c.limiter().setLimits(o.provider, l, QuotaSession::who()); !r)
         return c.console().fail(r.error());
+    if (o.learn)
+        c.console().say(learningNote(l));
     if (perClass) {
         const std::string& name = o.model ? *o.model : *o.modelClass;
         c.console().say(o.provider + " " + scopeName(name, l.models[name]) + ": "
@@ -457,6 +507,49 @@ int cmdLimitsSet(const QuotaContext& context)
     } else
         c.console().say(o.provider + ": " + describeLimits(l));
     c.console().emit(QuotaFormat::limitsJson(o.provider, l));
+    return EXIT_OK;
+}
+
+// limits adopt P: the provider's own limits, as its answers last stated them, become the
+// limits of their scope — the user's too (the dashboard's "use the provider's limits").
+int cmdLimitsAdopt(const QuotaContext& context)
+{
+    const QuotaOptions& o = context.options();
+    QuotaSession c("limits adopt", o.common);
+    if (auto stop = c.needProvider(o.provider))
+        return *stop;
+    if (auto stop = c.open())
+        return *stop;
+    auto snap = c.limiter().snapshot();
+    if (!snap)
+        return c.console().fail(snap.error());
+    const ProviderLimits* l = snap->limits.find(o.provider);
+    if (!l)
+        return c.console().fail(Error::make(ErrorKind::Usage, "",
+            "unknown provider '" + o.provider + "'; known providers: " + snap->limits.knownProviders()));
+    const ProviderState* p = snap->state.provider(o.provider);
+    const ReportedLimits reported = p ? ReportedLimits { p->reportedRequests, p->reportedTokens,
+                                            p->reportedInputTokens, p->reportedOutputTokens, p->reportedScope }
+                                      : ReportedLimits {};
+    if (!reported.any())
+        return c.console().fail(Error::make(ErrorKind::Usage, "",
+            "provider '" + o.provider
+                + "' has stated no limits yet: they are read from its answers' headers by tollgate proxy"));
+    const auto lesson = LimitLearning::adopt(*l, reported);
+    if (!lesson || lesson->changes.empty()) {
+        c.console().say(o.provider + ": the limits are already the provider's");
+        c.console().emit(QuotaFormat::limitsJson(o.provider, *l));
+        return EXIT_OK;
+    }
+    const std::string what = lesson->describe("adopted the provider's limits");
+    auto set = c.limiter().setLimitsIf(o.provider, *l, lesson->limits, QuotaSession::who(), nullptr, what);
+    if (!set)
+        return c.console().fail(set.error());
+    if (!*set)
+        return c.console().fail(Error::make(ErrorKind::Busy, "",
+            "the limits of '" + o.provider + "' changed while they were read; nothing was set: run it again"));
+    c.console().say(o.provider + ": " + what);
+    c.console().emit(QuotaFormat::limitsJson(o.provider, lesson->limits));
     return EXIT_OK;
 }
 
@@ -522,6 +615,11 @@ void addSet(CLI::App* limits, QuotaContext& context)
         = set->add_flag("--no-output-tokens", o.noOutputTokens, "drop the output token limit");
     set->add_flag(
         "--no-per-day", o.noPerDay, "drop every per-day limit (those given again with it are kept)");
+    CLI::Option* learn = set->add_flag("--learn", o.learn,
+        "limits you have not set follow those the provider's answers state (through tollgate proxy)");
+    CLI::Option* noLearn = set->add_flag(
+        "--no-learn", o.noLearn, "stop following the provider's limits (what was learned stays, as yours)");
+    noLearn->excludes(learn);
     noRequests->excludes(requests);
     noTokens->excludes(tokens);
     noParallel->excludes(parallel);
@@ -529,7 +627,7 @@ void addSet(CLI::App* limits, QuotaContext& context)
     noOutput->excludes(output);
     model->excludes(modelClass);
     classModels->needs(modelClass);
-    for (CLI::Option* perProvider : { parallel, noParallel, headroom, base, cap, hold, dayResets }) {
+    for (CLI::Option* perProvider : { parallel, noParallel, headroom, base, cap, hold, dayResets, learn, noLearn }) {
         model->excludes(perProvider);
         modelClass->excludes(perProvider);
     }
@@ -545,6 +643,10 @@ void LimitsCommand::addTo(CLI::App& app, QuotaContext& context)
     CliOptions::addCommon(limits, o.common);
 
     addSet(limits, context);
+    CLI::App* adopt = context.addCommand(limits, "adopt",
+        "take the limits PROVIDER's answers last stated (through tollgate proxy) as its limits, yours too",
+        cmdLimitsAdopt);
+    context.addProvider(adopt, "the provider");
     CLI::App* show
         = context.addCommand(limits, "show", "show the limits (of PROVIDER, or of all)", cmdLimitsShow);
     context.addProvider(show, "only this provider");

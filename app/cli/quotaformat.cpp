@@ -49,6 +49,8 @@ json QuotaFormat::limitsJson(const std::string& name, const ProviderLimits& l)
     j["output_tokens"] = opt(l.outputTokens);
     j["per_day"] = budget(l.perDay);
     j["day_resets"] = l.dayReset.text();
+    j["learn"] = l.learn;
+    j["learned"] = l.learned;
     json models = json::object();
     for (const auto& [m, ml] : l.models) {
         json mj;
@@ -59,6 +61,7 @@ json QuotaFormat::limitsJson(const std::string& name, const ProviderLimits& l)
         mj["output_tokens"] = opt(ml.outputTokens);
         mj["per_day"] = budget(ml.perDay);
         mj["match"] = ml.match.empty() ? json::array({ m }) : json(ml.match);
+        mj["learned"] = ml.learned;
         models[m] = mj;
     }
     j["models"] = models;

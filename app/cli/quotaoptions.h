@@ -29,6 +29,8 @@ struct QuotaOptions
         outputTokensPerDay;
     std::optional<std::string> dayResets, modelClass, classModels;
     bool noInputTokens = false, noOutputTokens = false, noPerDay = false;
+    // limits set --learn / --no-learn: unset limits follow the provider's (LimitLearning).
+    bool learn = false, noLearn = false;
     std::optional<double> timeout, since;
     bool slot = false, overdue = false, noTokens = false, noParallel = false, noRequests = false;
     // limits import FILE [--replace]

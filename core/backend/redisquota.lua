@@ -1465,7 +1465,9 @@ function ops.noteLimits()
         end
         for i = 1, 4 do
             local news = scope ~= wasScope or next[i] ~= was[i]
-            if news and not learned[learnedKeys[i]] and limitDiffers(next[i], sl[keys[i]], w) then
+            -- LimitMismatch::find: a learned limit, or an unset one while learning, follows.
+            local follows = learned[learnedKeys[i]] or (sl[keys[i]] == nil and l.ln == true)
+            if news and not follows and limitDiffers(next[i], sl[keys[i]], w) then
                 local e = event(EVENT.LIMIT_MISMATCH, a.provider)
                 e.caller = a.caller
                 e.reason = limitNotice(budgets[i], next[i], sl[keys[i]], w, scope)

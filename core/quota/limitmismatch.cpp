@@ -64,8 +64,10 @@ std::vector<LimitNotice> LimitMismatch::find(const ReportedLimits& reported, con
     const Budget given = cls ? cls->perWindow() : limits ? limits->perWindow() : Budget {};
     auto check = [&](const std::string& budget, const char* key, std::int64_t figure,
                      std::optional<std::int64_t> limit) {
-        if (!only(budget) || std::binary_search(learned.begin(), learned.end(), std::string(key))
-            || !differs(figure, limit, windowMs))
+        // A learned limit, or an unset one while learning (it is about to be learned), follows.
+        const bool follows = std::binary_search(learned.begin(), learned.end(), std::string(key))
+            || (!limit && limits && limits->learn);
+        if (!only(budget) || follows || !differs(figure, limit, windowMs))
             return;
         LimitNotice n;
         n.budget = budget;

@@ -12,7 +12,8 @@
 // there). Headroom is not applied: the user compares what they set with what the provider says.
 // The figures are for a scope (ProviderState::reportedScope: the class of the request's model,
 // LimitLearning::scopeOf) and are compared with that scope's limits; a limit that follows the
-// provider (learned) is not flagged, and a class no longer in the limits compares with nothing.
+// provider (learned) is not flagged, nor is an unset one while learning is on (it is about to
+// follow), and a class no longer in the limits compares with nothing.
 
 #include "quota/quotalimits.h"
 #include "quota/quotastate.h"
