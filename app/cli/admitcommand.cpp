@@ -112,6 +112,23 @@ int reportRefusal(QuotaSession& c, const Error& e)
     return EXIT_REFUSED;
 }
 
+// acquire's and run's wait, once the request is complete: opens the home, warns of a model
+// without limits, and waits for the admission until --timeout (an interrupt leaves the queue).
+// A refusal is reported here, and its exit code returned.
+StopCode waitForAdmission(QuotaSession& c, const AdmitRequest& request, double timeoutSeconds, Permit& permit)
+{
+    if (auto stop = c.open())
+        return stop;
+    warnUnknownModel(c, request, timeoutSeconds);
+    ChildRunner::installSignalHandlers();
+    auto admitted
+        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
+    if (!admitted)
+        return reportRefusal(c, admitted.error());
+    permit = std::move(*admitted);
+    return std::nullopt;
+}
+
 int cmdAcquire(const QuotaContext& context)
 {
     const QuotaOptions& o = context.options();
@@ -120,27 +137,22 @@ int cmdAcquire(const QuotaContext& context)
     double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
     if (auto stop = parseRequest(c, o, request, timeoutSeconds))
         return *stop;
-    if (auto stop = c.open())
-        return *stop;
-    warnUnknownModel(c, request, timeoutSeconds);
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
     request.wantsSlot = o.slot;
     request.pid = o.pid.value_or(ProcessProbe::parentPid());
-    ChildRunner::installSignalHandlers();
-    auto permit
-        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
-    if (!permit)
-        return reportRefusal(c, permit.error());
-    const bool slot = permit->holdsSlot();
-    permit->detach();
-    c.console().say("admitted provider=" + request.provider + " fence=" + std::to_string(permit->fence())
-        + " waited_ms=" + std::to_string(permit->waitedMs()) + (slot ? " slot=held" : ""));
+    Permit permit;
+    if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
+        return *stop;
+    const bool slot = permit.holdsSlot();
+    permit.detach();
+    c.console().say("admitted provider=" + request.provider + " fence=" + std::to_string(permit.fence())
+        + " waited_ms=" + std::to_string(permit.waitedMs()) + (slot ? " slot=held" : ""));
     json j;
     j["admitted"] = true;
     j["provider"] = request.provider;
     j["caller"] = QuotaLimiter::sanitizeCaller(request.caller);
-    j["fence"] = permit->fence();
-    j["waited_ms"] = permit->waitedMs();
+    j["fence"] = permit.fence();
+    j["waited_ms"] = permit.waitedMs();
     j["slot"] = slot;
     c.console().emit(j);
     return EXIT_OK;
@@ -273,21 +285,16 @@ int cmdRun(const QuotaContext& context)
         return c.console().fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io,
                                     "", keeper.problem() + " (nothing was spent)"),
             keeper.exitCode());
-    if (auto stop = c.open())
-        return *stop;
-    warnUnknownModel(c, request, timeoutSeconds);
     // This runner renews the slot's lease that readers in other pid namespaces go by.
     request.wantsSlot = true;
     request.pid = keeper.pid();
     const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
     request.leaseMs = lease.count();
-    ChildRunner::installSignalHandlers();
-    auto permit
-        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
-    if (!permit)
-        return reportRefusal(c, permit.error());
-    const int code = runAdmitted(c, keeper, request, *permit, retryFile.path(), lease);
-    c.console().emit(recordRunOutcome(c, o, request, *permit, code, retryFile));
+    Permit permit;
+    if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
+        return *stop;
+    const int code = runAdmitted(c, keeper, request, permit, retryFile.path(), lease);
+    c.console().emit(recordRunOutcome(c, o, request, permit, code, retryFile));
     return code;
 }
 
