@@ -27,6 +27,8 @@ private Q_SLOTS:
     void processesShareTheOutputBudgetAndTheClass();
     void anOldHomeIsKeptByteForByteUntilALimitChanges();
     void aRedisHomeEnforcesTheSameAndFailsClosed();
+    void reportOkCorrectsTheInputAndOutputUsed_data();
+    void reportOkCorrectsTheInputAndOutputUsed();
 
 private:
     struct Ran
@@ -40,6 +42,8 @@ private:
 
     std::unique_ptr<QTemporaryDir> m_dir;
     QString m_home;
+    std::unique_ptr<RedisServer> m_redis; // when scripts/test.sh shares none
+    int m_redisHomes = 0;
 };
 
 namespace {
@@ -337,6 +341,149 @@ void TestProviderLimitsCli::aRedisHomeEnforcesTheSameAndFailsClosed()
         QVERIFY2(r.err.contains("{tollgate}:limits"), r.err.constData());
     }
     QCOMPARE(cli(words("limits remove p"), home).code, 0);
+}
+
+void TestProviderLimitsCli::reportOkCorrectsTheInputAndOutputUsed_data()
+{
+    QTest::addColumn<bool>("redis");
+    QTest::newRow("file home") << false;
+    QTest::newRow("redis home") << true;
+}
+
+void TestProviderLimitsCli::reportOkCorrectsTheInputAndOutputUsed()
+{
+    // acquire --slot with a split estimate, then report-ok --fence with the split really used:
+    // the window's tokens, input and output tokens count what was used, seen by `status` in
+    // another process. Bad combinations are refused (exit 2, the options named) and change
+    // nothing. On a file home, and on a Redis home (the script corrects the same way).
+    QFETCH(bool, redis);
+    QString home = m_home;
+    if (redis) {
+        const auto h = RedisServer::testHome(m_redis, QStringLiteral("split"), ++m_redisHomes);
+        if (!h.skip.isEmpty())
+            QSKIP(qPrintable(h.skip));
+        QVERIFY2(h.failure.isEmpty(), qPrintable(h.failure));
+        home = QString::fromStdString(h.url);
+    }
+    auto run = [&](const char* text, const QStringList& more = {}) { return cli(words(text) + more, home); };
+    Ran r = run(
+        "limits set p --requests 100 --input-tokens 10000 --output-tokens 4000 --parallel 2 --window 60");
+    QVERIFY2(r.code == 0, r.err.constData());
+
+    struct Usage
+    {
+        qint64 tokens = -1, input = -1, output = -1, slots = -1;
+        bool operator==(const Usage&) const = default;
+    };
+    auto usage = [&] {
+        const Ran s = run("status --json");
+        const QJsonObject p = QJsonDocument::fromJson(s.out)
+                                  .object()
+                                  .value(QStringLiteral("providers"))
+                                  .toArray()
+                                  .first()
+                                  .toObject();
+        Usage u;
+        u.tokens = p.value(QStringLiteral("used_tokens")).toInteger(-1);
+        u.slots = p.value(QStringLiteral("slots")).toArray().size();
+        for (const QJsonValue b : p.value(QStringLiteral("budgets")).toArray()) {
+            const QJsonObject o = b.toObject();
+            if (o.value(QStringLiteral("per")).toString() != QStringLiteral("window"))
+                continue;
+            if (o.value(QStringLiteral("metric")).toString() == QStringLiteral("input_tokens"))
+                u.input = o.value(QStringLiteral("used")).toInteger(-1);
+            if (o.value(QStringLiteral("metric")).toString() == QStringLiteral("output_tokens"))
+                u.output = o.value(QStringLiteral("used")).toInteger(-1);
+        }
+        return u;
+    };
+    auto acquire = [&](const char* text) {
+        const Ran a = run(text);
+        const qint64 fence = objectOf(a.out).value(QStringLiteral("fence")).toInteger();
+        return a.code == 0 && objectOf(a.out).value(QStringLiteral("slot")).toBool() ? QString::number(fence)
+                                                                                     : QString();
+    };
+
+    // A split estimate, used less on input and far less on output.
+    QString fence = acquire("acquire p --caller a --slot --json --input-tokens 3000 --output-tokens 1000");
+    QVERIFY(!fence.isEmpty());
+    QCOMPARE(usage(), (Usage { 4000, 3000, 1000, 1 }));
+    r = run("report-ok p --caller a --json --input-tokens 3000 --output-tokens 1000 --input-tokens-used 2500 "
+            "--output-tokens-used 300 --fence",
+        { fence });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QJsonObject j = objectOf(r.out);
+    QCOMPARE(j.value(QStringLiteral("released")).toBool(), true);
+    QCOMPARE(j.value(QStringLiteral("tokens_used")).toInteger(), 2800);
+    QCOMPARE(j.value(QStringLiteral("input_tokens_used")).toInteger(), 2500);
+    QCOMPARE(j.value(QStringLiteral("output_tokens_used")).toInteger(), 300);
+    QCOMPARE(usage(), (Usage { 2800, 2500, 300, 0 }));
+
+    // An unsplit estimate counts whole toward input and output: repeated as such.
+    fence = acquire("acquire p --caller a --slot --json --tokens 1000");
+    QVERIFY(!fence.isEmpty());
+    QCOMPARE(usage(), (Usage { 3800, 3500, 1300, 1 }));
+    r = run("report-ok p --caller a --tokens 1000 --input-tokens-used 400 --output-tokens-used 100 --fence",
+        { fence });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY2(
+        r.out.contains("the window counts 500 tokens for it (400 input, 100 output)"), r.out.constData());
+    QCOMPARE(usage(), (Usage { 3300, 2900, 400, 0 }));
+
+    // --tokens-used with the split: accepted when it is their sum.
+    fence = acquire("acquire p --caller a --slot --json --input-tokens 200 --output-tokens 100");
+    QVERIFY(!fence.isEmpty());
+    QCOMPARE(usage(), (Usage { 3600, 3100, 500, 1 }));
+    const QStringList repeated { QStringLiteral("--input-tokens"), QStringLiteral("200"),
+        QStringLiteral("--output-tokens"), QStringLiteral("100"), QStringLiteral("--fence"), fence };
+
+    // Bad combinations: exit 2, the options named, nothing recorded (the slot is still held).
+    struct Bad
+    {
+        const char* args;
+        const char* said;
+        bool withFence;
+    };
+    const Bad bad[] = {
+        { "--input-tokens-used 5 --output-tokens-used 5", "--input-tokens-used needs --fence N", false },
+        { "--output-tokens-used 5", "--input-tokens-used and --output-tokens-used go together", true },
+        { "--input-tokens 200 --output-tokens 100 --tokens-used 300 --input-tokens-used 250 "
+          "--output-tokens-used 60",
+            "--tokens-used 300 is not --input-tokens-used 250 + --output-tokens-used 60 (310)", true },
+        { "--input-tokens 200 --output-tokens 100 --tokens-used 300", "go with --input-tokens-used", true },
+        { "--input-tokens 100 --output-tokens 100 --input-tokens-used 5 --output-tokens-used 5",
+            "--input-tokens 100 + --output-tokens 100 (200) is not the estimate the admission with fence",
+            true },
+        { "--tokens 299 --input-tokens-used 5 --output-tokens-used 5",
+            "--tokens 299 is not the estimate the admission with fence", true },
+        { "--input-tokens-used 5 --output-tokens-used 5", "need the estimate acquire was given, repeated",
+            true },
+        { "--tokens 300 --input-tokens 200 --input-tokens-used 5 --output-tokens-used 5", "excludes", true },
+        { "--input-tokens 200 --output-tokens 100 --input-tokens-used 1099511627777 --output-tokens-used 0",
+            "from 0 to 1099511627776", true },
+    };
+    for (const Bad& b : bad) {
+        QStringList args = words("report-ok p --caller a") + words(b.args);
+        if (b.withFence)
+            args << QStringLiteral("--fence") << fence;
+        r = cli(args, home);
+        QVERIFY2(r.code == 2, b.args);
+        QVERIFY2(r.err.contains(b.said), r.err.constData());
+        QCOMPARE(usage(), (Usage { 3600, 3100, 500, 1 }));
+    }
+
+    r = run(
+        "report-ok p --caller a --tokens-used 300 --input-tokens-used 250 --output-tokens-used 50", repeated);
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(usage(), (Usage { 3600, 3150, 450, 0 }));
+    // Once more: the slot is gone; the success is recorded, the tokens are not corrected again
+    // (nor checked against a slot that is not there).
+    r = run("report-ok p --caller a --input-tokens-used 1 --output-tokens-used 1", repeated);
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("no slot with fence") && r.err.contains("not corrected"), r.err.constData());
+    QCOMPARE(usage(), (Usage { 3600, 3150, 450, 0 }));
+    if (redis)
+        QCOMPARE(run("limits remove p").code, 0);
 }
 
 QTEST_GUILESS_MAIN(TestProviderLimitsCli)

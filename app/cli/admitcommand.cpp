@@ -112,6 +112,23 @@ int reportRefusal(QuotaSession& c, const Error& e)
     return EXIT_REFUSED;
 }
 
+// acquire's and run's wait, once the request is complete: opens the home, warns of a model
+// without limits, and waits for the admission until --timeout (an interrupt leaves the queue).
+// A refusal is reported here, and its exit code returned.
+StopCode waitForAdmission(QuotaSession& c, const AdmitRequest& request, double timeoutSeconds, Permit& permit)
+{
+    if (auto stop = c.open())
+        return stop;
+    warnUnknownModel(c, request, timeoutSeconds);
+    ChildRunner::installSignalHandlers();
+    auto admitted
+        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
+    if (!admitted)
+        return reportRefusal(c, admitted.error());
+    permit = std::move(*admitted);
+    return std::nullopt;
+}
+
 int cmdAcquire(const QuotaContext& context)
 {
     const QuotaOptions& o = context.options();
@@ -120,27 +137,22 @@ int cmdAcquire(const QuotaContext& context)
     double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
     if (auto stop = parseRequest(c, o, request, timeoutSeconds))
         return *stop;
-    if (auto stop = c.open())
-        return *stop;
-    warnUnknownModel(c, request, timeoutSeconds);
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
     request.wantsSlot = o.slot;
     request.pid = o.pid.value_or(ProcessProbe::parentPid());
-    ChildRunner::installSignalHandlers();
-    auto permit
-        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
-    if (!permit)
-        return reportRefusal(c, permit.error());
-    const bool slot = permit->holdsSlot();
-    permit->detach();
-    c.console().say("admitted provider=" + request.provider + " fence=" + std::to_string(permit->fence())
-        + " waited_ms=" + std::to_string(permit->waitedMs()) + (slot ? " slot=held" : ""));
+    Permit permit;
+    if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
+        return *stop;
+    const bool slot = permit.holdsSlot();
+    permit.detach();
+    c.console().say("admitted provider=" + request.provider + " fence=" + std::to_string(permit.fence())
+        + " waited_ms=" + std::to_string(permit.waitedMs()) + (slot ? " slot=held" : ""));
     json j;
     j["admitted"] = true;
     j["provider"] = request.provider;
     j["caller"] = QuotaLimiter::sanitizeCaller(request.caller);
-    j["fence"] = permit->fence();
-    j["waited_ms"] = permit->waitedMs();
+    j["fence"] = permit.fence();
+    j["waited_ms"] = permit.waitedMs();
     j["slot"] = slot;
     c.console().emit(j);
     return EXIT_OK;
@@ -273,33 +285,131 @@ int cmdRun(const QuotaContext& context)
         return c.console().fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io,
                                     "", keeper.problem() + " (nothing was spent)"),
             keeper.exitCode());
-    if (auto stop = c.open())
-        return *stop;
-    warnUnknownModel(c, request, timeoutSeconds);
     // This runner renews the slot's lease that readers in other pid namespaces go by.
     request.wantsSlot = true;
     request.pid = keeper.pid();
     const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
     request.leaseMs = lease.count();
-    ChildRunner::installSignalHandlers();
-    auto permit
-        = c.limiter().acquire(request, deadlineFrom(c.clock(), timeoutSeconds), &ChildRunner::interrupted());
-    if (!permit)
-        return reportRefusal(c, permit.error());
-    const int code = runAdmitted(c, keeper, request, *permit, retryFile.path(), lease);
-    c.console().emit(recordRunOutcome(c, o, request, *permit, code, retryFile));
+    Permit permit;
+    if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
+        return *stop;
+    const int code = runAdmitted(c, keeper, request, permit, retryFile.path(), lease);
+    c.console().emit(recordRunOutcome(c, o, request, permit, code, retryFile));
     return code;
+}
+
+// What report-ok --fence says the call really used: the total, and its split when both
+// halves are given (-1: not known, as AdmissionEnd has it).
+struct Used
+{
+    std::int64_t tokens = -1;
+    std::int64_t input = -1;
+    std::int64_t output = -1;
+
+    [[nodiscard]] bool known() const { return tokens >= 0; }
+    [[nodiscard]] bool split() const { return input >= 0 && output >= 0; }
+};
+
+// The usage options of report-ok, checked against each other before anything is recorded:
+// each needs --fence; the split comes as a pair (a window's input and output are corrected
+// only when both are known); a total given with it must be their sum (a call's tokens are
+// its input plus its output, as acquire counted them). A used split needs the estimate
+// acquire was given, repeated (--input-tokens/--output-tokens, or --tokens): a slot keeps
+// only the estimate's total, and each half is corrected from what that half counted — taken
+// for a total counted whole when it was a split, the correction would count too little.
+StopCode parseUsed(QuotaSession& c, const QuotaOptions& o, Used& used)
+{
+    const std::pair<const char*, const std::optional<std::int64_t>&> given[]
+        = { { "--tokens-used", o.tokensUsed }, { "--input-tokens-used", o.inputTokensUsed },
+              { "--output-tokens-used", o.outputTokensUsed } };
+    for (const auto& [name, value] : given) {
+        if (value && !o.fence)
+            return c.console().usage(std::string(name)
+                + " needs --fence N: the admission (acquire --slot) whose estimate it replaces");
+    }
+    if (o.inputTokensUsed.has_value() != o.outputTokensUsed.has_value())
+        return c.console().usage("--input-tokens-used and --output-tokens-used go together: a window's input "
+                                 "and output are corrected only when both are known (for a total alone, "
+                                 "give --tokens-used)");
+    const bool estimate = o.tokens || o.askInputTokens || o.askOutputTokens;
+    if (estimate && !o.inputTokensUsed)
+        return c.console().usage("--tokens, --input-tokens and --output-tokens (the estimate acquire was "
+                                 "given) go with --input-tokens-used and --output-tokens-used");
+    if (o.inputTokensUsed && !estimate)
+        return c.console().usage(
+            "--input-tokens-used and --output-tokens-used need the estimate acquire was given, repeated: "
+            "its --input-tokens/--output-tokens, or its --tokens (0 if none); a slot keeps only the total");
+    used.tokens = o.tokensUsed.value_or(-1);
+    if (!o.inputTokensUsed)
+        return std::nullopt;
+    used.input = *o.inputTokensUsed;
+    used.output = *o.outputTokensUsed;
+    const std::int64_t sum = used.input + used.output; // each at most 2^40: no overflow
+    if (o.tokensUsed && *o.tokensUsed != sum)
+        return c.console().usage("--tokens-used " + std::to_string(*o.tokensUsed)
+            + " is not --input-tokens-used " + std::to_string(used.input) + " + --output-tokens-used "
+            + std::to_string(used.output) + " (" + std::to_string(sum)
+            + "): a call's tokens are its input plus its output; give the split alone");
+    used.tokens = sum;
+    return std::nullopt;
+}
+
+// The estimate acquire was given, repeated on report-ok (parseUsed): when the slot is there,
+// it must be the total the slot counted, or the correction would start from a cost that was
+// never counted: refused, nothing recorded. A slot not found is left to finishAdmission, which
+// says so.
+StopCode checkRepeatedEstimate(QuotaSession& c, const QuotaOptions& o)
+{
+    if (!o.tokens && !o.askInputTokens && !o.askOutputTokens)
+        return std::nullopt;
+    auto snapshot = c.limiter().snapshot();
+    if (!snapshot)
+        return c.console().fail(snapshot.error());
+    const ProviderState* p = snapshot->state.provider(o.provider);
+    if (!p)
+        return std::nullopt;
+    const bool split = o.askInputTokens || o.askOutputTokens;
+    const std::int64_t asked
+        = split ? o.askInputTokens.value_or(0) + o.askOutputTokens.value_or(0) : o.tokens.value_or(0);
+    const std::string said = split
+        ? "--input-tokens " + std::to_string(o.askInputTokens.value_or(0)) + " + --output-tokens "
+            + std::to_string(o.askOutputTokens.value_or(0)) + " (" + std::to_string(asked) + ")"
+        : "--tokens " + std::to_string(asked);
+    for (const Slot& s : p->slots) {
+        if (s.fence == static_cast<std::uint64_t>(*o.fence) && s.tokens != asked)
+            return c.console().usage(said + " is not the estimate the admission with fence "
+                + std::to_string(s.fence) + " counted (" + std::to_string(s.tokens)
+                + " tokens): repeat what acquire was given; nothing was recorded");
+    }
+    return std::nullopt;
+}
+
+// "; the window counts 170 tokens for it (50 input, 120 output)": what report-ok counted.
+std::string countedText(const Used& used)
+{
+    if (!used.known())
+        return "";
+    return "; the window counts " + std::to_string(used.tokens) + " tokens for it"
+        + (used.split()
+                ? " (" + std::to_string(used.input) + " input, " + std::to_string(used.output) + " output)"
+                : std::string());
 }
 
 // report-ok --fence N: the end of a call admitted with `acquire --slot`: the slot, the real
 // usage and the success in one store operation (the slot knows its admission time and
 // estimate).
-int finishAdmission(QuotaSession& c, const QuotaOptions& o, json& j)
+int finishAdmission(QuotaSession& c, const QuotaOptions& o, const Used& used, json& j)
 {
+    if (auto stop = checkRepeatedEstimate(c, o))
+        return *stop;
     AdmissionEnd end;
     end.provider = o.provider;
     end.fence = static_cast<std::uint64_t>(*o.fence);
-    end.usedTokens = o.tokensUsed.value_or(-1);
+    end.usedTokens = used.tokens;
+    end.usedInputTokens = used.input;
+    end.usedOutputTokens = used.output;
+    end.estimatedInputTokens = o.askInputTokens.value_or(0);
+    end.estimatedOutputTokens = o.askOutputTokens.value_or(0);
     end.success = true;
     end.caller = *o.caller;
     auto r = c.limiter().finishAdmission(end);
@@ -314,11 +424,15 @@ int finishAdmission(QuotaSession& c, const QuotaOptions& o, json& j)
                                         + " (released or reclaimed already, or the admission took none: "
                                           "acquire --slot takes one only when the provider has --parallel): "
                                           "the success was recorded"
-                                        + (o.tokensUsed ? ", the tokens were not corrected" : "")),
+                                        + (used.known() ? ", the tokens were not corrected" : "")),
             EXIT_REFUSED);
+    // What the window now counts for the call (null: its estimate stands).
+    auto known = [](std::int64_t v) { return v >= 0 ? json(v) : json(nullptr); };
+    j["tokens_used"] = known(used.tokens);
+    j["input_tokens_used"] = known(used.input);
+    j["output_tokens_used"] = known(used.output);
     c.console().say("recorded a success for " + o.provider + "; released slot fence "
-        + std::to_string(end.fence)
-        + (o.tokensUsed ? "; the window counts " + std::to_string(*o.tokensUsed) + " tokens for it" : ""));
+        + std::to_string(end.fence) + countedText(used));
     c.console().emit(j);
     return EXIT_OK;
 }
@@ -363,9 +477,11 @@ int cmdReport(const QuotaContext& context, bool rateLimited)
         warnIfClamped(c, *o.retryAfter, *delay);
         retryMs = delay->ms;
     }
-    if (!rateLimited && o.tokensUsed && !o.fence)
-        return c.console().usage(
-            "--tokens-used needs --fence N: the admission (acquire --slot) whose estimate it replaces");
+    Used used;
+    if (!rateLimited) {
+        if (auto stop = parseUsed(c, o, used))
+            return *stop;
+    }
     bool missing = false;
     if (auto stop = c.openUnlessMissing(missing))
         return *stop;
@@ -374,7 +490,7 @@ int cmdReport(const QuotaContext& context, bool rateLimited)
     json j;
     j["provider"] = o.provider;
     if (!rateLimited && o.fence)
-        return finishAdmission(c, o, j);
+        return finishAdmission(c, o, used, j);
     if (!rateLimited)
         return reportSuccess(c, o, j);
     return report429(c, o, retryMs, j);
@@ -418,6 +534,22 @@ void addReports(CLI::App& app, QuotaContext& context)
     CliOptions::addInteger(ok, "--tokens-used", o.tokensUsed, 0, INT64_MAX,
         "what the call really used (needs --fence): replaces acquire's --tokens estimate in the window")
         ->type_name("N");
+    CliOptions::addInteger(ok, "--input-tokens-used", o.inputTokensUsed, 0, MAX_AMOUNT,
+        "the input tokens it really used (needs --fence and --output-tokens-used): corrects the "
+        "window's input tokens too; the total is their sum")
+        ->type_name("N");
+    CliOptions::addInteger(ok, "--output-tokens-used", o.outputTokensUsed, 0, MAX_AMOUNT,
+        "the output tokens it really used (with --input-tokens-used)")
+        ->type_name("N");
+    // The estimate acquire was given, needed with a used split (checkRepeatedEstimate).
+    CLI::Option* tokens = CliOptions::addInteger(ok, "--tokens", o.tokens, 0, MAX_AMOUNT,
+        "with a used split: the --tokens acquire was given (0 if none; a slot keeps only the total)");
+    CLI::Option* input = CliOptions::addInteger(ok, "--input-tokens", o.askInputTokens, 0, MAX_AMOUNT,
+        "with a used split: the --input-tokens acquire was given");
+    CLI::Option* output = CliOptions::addInteger(ok, "--output-tokens", o.askOutputTokens, 0, MAX_AMOUNT,
+        "with a used split: the --output-tokens acquire was given");
+    tokens->excludes(input);
+    tokens->excludes(output);
 }
 
 } // namespace

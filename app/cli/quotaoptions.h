@@ -19,7 +19,10 @@ struct QuotaOptions
     std::optional<std::string> caller, model, reason, retryAfter, providerFilter;
     std::optional<std::int64_t> tokens, pid, rateLimitedExit, fence, tokensUsed;
     // acquire/run: the request's split, as the provider counts it (tokens is then their sum).
+    // (report-ok with a used split: tokens or these, the estimate acquire was given, repeated.)
     std::optional<std::int64_t> askInputTokens, askOutputTokens;
+    // report-ok --fence: the split the call really used (with tokensUsed, its total).
+    std::optional<std::int64_t> inputTokensUsed, outputTokensUsed;
     // limits set: taken as numbers and checked by QuotaLimits::check, the one range check
     // limits.json is read with, so both refuse the same values with the same words.
     std::optional<double> requests, limitTokens, parallel, headroom, window, backoffBase, backoffCap, maxHold;
