@@ -47,6 +47,7 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QTabBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
@@ -555,14 +556,19 @@ void MainWindow::buildUi()
             menu->exec(global);
         });
 
-    auto* providersBox = new QGroupBox(tr("Providers — double-click a limit or press F2 to edit it"), page);
-    auto* providersLayout = new QVBoxLayout(providersBox);
-    providersLayout->setContentsMargins(4, 4, 4, 4);
     // Usage (and the common limits) in one tab; every limit of every scope — input and output
-    // tokens, per day, the day reset, model classes — in the other.
+    // tokens, per day, the day reset, model classes — in the other. The tabs are the panel's
+    // title: a group box's title line as well would cost a 1280×720 screen another row.
+    auto* providersBox = new QWidget(page);
+    providersBox->setObjectName(QStringLiteral("providersPanel"));
+    auto* providersLayout = new QVBoxLayout(providersBox);
+    providersLayout->setContentsMargins(4, 2, 4, 2);
     m_providersTabs = new QTabWidget(providersBox);
     m_providersTabs->setObjectName(QStringLiteral("providersTabs"));
     m_providersTabs->setDocumentMode(true);
+    auto* editHint = new QLabel(tr("double-click a limit or press F2 to edit it"), m_providersTabs);
+    editHint->setEnabled(false); // a hint, in the palette's quieter colour
+    m_providersTabs->setCornerWidget(editHint, Qt::TopRightCorner);
     m_providersView = makeTable(m_providersTabs, QStringLiteral("providersView"));
     m_providersView->setModel(m_controller->providers());
     m_providersView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
@@ -572,15 +578,13 @@ void MainWindow::buildUi()
     m_providersView->setItemDelegateForColumn(ProvidersModel::Slots, bars);
     m_providersView->horizontalHeader()->setStretchLastSection(true);
     m_providersView->setContextMenuPolicy(Qt::CustomContextMenu);
-    m_providersTabs->addTab(m_providersView, tr("&Usage"));
+    m_providersTabs->addTab(m_providersView, tr("P&roviders"));
     m_limitsView = makeTable(m_providersTabs, QStringLiteral("limitsView"));
     m_limitsView->setModel(m_controller->limits());
     m_limitsView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
     m_limitsView->setContextMenuPolicy(Qt::CustomContextMenu);
     m_limitsView->setToolTip(tr("Every limit of each provider and model class. Double-click or F2 edits a "
                                 "cell (empty: no limit); right-click adds or removes a class."));
-    // The panel is as tall as the usage tab needs (fitProvidersView); this tab scrolls.
-    m_limitsView->setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Ignored);
     m_providersTabs->addTab(m_limitsView, tr("&Limits and classes"));
     providersLayout->addWidget(m_providersTabs);
     connect(
@@ -1262,6 +1266,10 @@ void MainWindow::fitProvidersView()
         // Room for the horizontal scroll bar a narrow window shows, so it never covers a row.
         + m_providersView->horizontalScrollBar()->sizeHint().height() + 4;
     m_providersView->setFixedHeight(height);
+    m_limitsView->setFixedHeight(height);
+    // QTabWidget's size hint takes its pages' unbounded hints (a table's 192 px): the tabs are
+    // held to the tab bar and the rows, so the charts get the rest.
+    m_providersTabs->setFixedHeight(m_providersTabs->tabBar()->sizeHint().height() + height + 2);
 }
 
 void MainWindow::onCharts()
