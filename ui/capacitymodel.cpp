@@ -71,7 +71,40 @@ QString headlineOf(const ProviderCapacity& c)
     return QObject::tr("no limit");
 }
 
-QStringList windowLines(const WindowCapacity& w, const QString& prefix)
+// "input tokens" for "input_tokens": the metric in words, as `tollgate status` says it.
+QString metricWords(const std::string& metric)
+{
+    if (metric == "input_tokens")
+        return QObject::tr("input tokens");
+    if (metric == "output_tokens")
+        return QObject::tr("output tokens");
+    if (metric == "tokens")
+        return QObject::tr("tokens");
+    return QObject::tr("requests");
+}
+
+// ", more in 12 s" when one more unit of a full budget frees only later; "" when it fits now.
+QString freeSuffix(std::int64_t freeInMs)
+{
+    if (freeInMs <= 0)
+        return {};
+    if (freeInMs == Capacity::NEVER)
+        return QObject::tr(", not by waiting");
+    return QObject::tr(", more in %1").arg(duration(freeInMs));
+}
+
+// The day a per-day budget counts in, in words: "today" (a calendar day) or "in 24 h" (rolling).
+QString dayWords(const ProviderLimits* limits)
+{
+    return limits && !limits->dayReset.rolling() ? QObject::tr("today") : QObject::tr("in 24 h");
+}
+
+// The tile's lines of one scope: each budget set, what is left of its limit (headroom applied)
+// and when more frees up — requests and tokens per window first (their fields), then input
+// and output tokens per window and every per-day budget (WindowCapacity::budgets), in core's
+// order. `limits` is the provider's (for the day's kind and when it resets).
+QStringList windowLines(const WindowCapacity& w, const QString& prefix, const ProviderLimits* limits,
+    std::int64_t nowMs)
 {
     QStringList out;
     if (w.requestLimit)
@@ -79,9 +112,82 @@ QStringList windowLines(const WindowCapacity& w, const QString& prefix)
             + QObject::tr("%1 / %2 requests left per %3")
                   .arg(count(*w.requestsLeft), count(*w.requestLimit), duration(w.windowMs)));
     if (w.tokenLimit)
-        out.append(
-            prefix + QObject::tr("%1 / %2 tokens left").arg(count(*w.tokensLeft), count(*w.tokenLimit)));
+        out.append(prefix
+            + QObject::tr("%1 / %2 tokens left").arg(count(*w.tokensLeft), count(*w.tokenLimit))
+            + freeSuffix(w.tokensFreeInMs));
+    std::int64_t dayEndsAt = 0;
+    for (const BudgetCapacity& b : w.budgets) {
+        QString line = prefix
+            + QObject::tr("%1 / %2 %3 left").arg(count(b.left), count(b.limit), metricWords(b.metric));
+        if (b.perDay)
+            line += QLatin1Char(' ') + dayWords(limits);
+        line += freeSuffix(b.freeInMs);
+        out.append(line);
+        if (b.perDay && limits && !limits->dayReset.rolling())
+            dayEndsAt = std::max(dayEndsAt, b.dayEndsAtMs > 0 ? b.dayEndsAtMs : limits->dayReset.dayOf(nowMs).endMs);
+    }
+    // A calendar day: when it starts afresh, once, after its budgets (a line of its own keeps
+    // the tile narrow enough for three side by side at 1280 px).
+    if (dayEndsAt > 0)
+        out.append(prefix + QObject::tr("day resets in %1").arg(duration(dayEndsAt - nowMs)));
     return out;
+}
+
+// One scope as `tollgate status` words it: used/limit of every budget, per window then per
+// day ("3/10 requests, 40/1000 input tokens per 1 min; 7/500 requests per day (resets ...)").
+QString usageText(const WindowCapacity& w, const ProviderLimits* limits, std::int64_t nowMs)
+{
+    QStringList window;
+    if (w.requestLimit)
+        window.append(QStringLiteral("%1/%2 %3").arg(count(w.requestsUsed), count(*w.requestLimit), QObject::tr("requests")));
+    if (w.tokenLimit)
+        window.append(QStringLiteral("%1/%2 %3").arg(count(w.tokensUsed), count(*w.tokenLimit), QObject::tr("tokens")));
+    QStringList day;
+    for (const BudgetCapacity& b : w.budgets)
+        (b.perDay ? day : window)
+            .append(QStringLiteral("%1/%2 %3").arg(count(b.used), count(b.limit), metricWords(b.metric)));
+    QStringList parts;
+    if (!window.isEmpty())
+        parts.append(QObject::tr("%1 per %2").arg(window.join(QStringLiteral(", ")), duration(w.windowMs)));
+    if (!day.isEmpty()) {
+        QString d = day.join(QStringLiteral(", "));
+        if (limits && !limits->dayReset.rolling())
+            d += QObject::tr(" today (resets at %1, in %2)")
+                     .arg(qs(limits->dayReset.text()), duration(limits->dayReset.dayOf(nowMs).endMs - nowMs));
+        else
+            d += QObject::tr(" in the last 24 h");
+        parts.append(d);
+    }
+    return parts.isEmpty() ? QObject::tr("no limit") : parts.join(QStringLiteral("; "));
+}
+
+// A class's tightest budget, for its one line in the tile ("opus: 2 / 10 requests left per
+// 1 min"); the tooltip has every budget of it.
+QString classLine(const WindowCapacity& m, const ProviderLimits* limits, std::int64_t nowMs)
+{
+    const QStringList lines = windowLines(m, QString(), limits, nowMs);
+    if (lines.isEmpty())
+        return {};
+    // The reset line is not a budget: it is never the tightest.
+    int tightest = 0;
+    int best = -1;
+    int i = 0;
+    auto consider = [&](int percent) {
+        if (percent > best) {
+            best = percent;
+            tightest = i;
+        }
+        ++i;
+    };
+    if (m.requestLimit)
+        consider(m.requestsPercent);
+    if (m.tokenLimit)
+        consider(m.tokensPercent);
+    for (const BudgetCapacity& b : m.budgets)
+        consider(b.percent);
+    // Every budget of the class is in the tooltip.
+    return (m.match.empty() ? QObject::tr("model %1: %2") : QObject::tr("class %1: %2"))
+        .arg(qs(m.model), lines.at(tightest));
 }
 
 } // namespace
@@ -141,12 +247,17 @@ void CapacityModel::rebuild()
         } else {
             r.next = tr("next call: now");
         }
-        if (const QStringList w = windowLines(c.window, QString()); !w.isEmpty())
+        const ProviderLimits* limits = m_limits.find(c.provider);
+        if (const QStringList w = windowLines(c.window, QString(), limits, m_nowMs); !w.isEmpty())
             r.details.append(w);
         else if (c.hasLimits)
             r.details.append(tr("no request or token limit"));
         if (c.slotLimit)
             r.details.append(tr("%1 / %2 slots free").arg(count(*c.slotsFree), count(*c.slotLimit)));
+        for (const WindowCapacity& m : c.models) {
+            if (const QString line = classLine(m, limits, m_nowMs); !line.isEmpty())
+                r.details.append(line);
+        }
         if (c.backoffRemainingMs > 0)
             r.details.append(
                 tr("backoff %1 left (%2 × 429)").arg(duration(c.backoffRemainingMs)).arg(c.consecutive429));
@@ -167,8 +278,17 @@ void CapacityModel::rebuild()
         QStringList tip;
         if (!c.limitNotices.empty())
             tip.append(tr("the provider's figures come from its rate-limit headers, read by tollgate proxy"));
+        // Every budget as `tollgate status` says it (used/limit), the provider's then each class's.
+        if (c.hasLimits)
+            tip.append(usageText(c.window, limits, m_nowMs));
         for (const WindowCapacity& m : c.models) {
-            tip.append(windowLines(m, tr("model %1: ").arg(qs(m.model))));
+            QStringList patterns;
+            for (const std::string& p : m.match)
+                patterns.append(qs(p));
+            const QString scope = patterns.isEmpty()
+                ? tr("model %1").arg(qs(m.model))
+                : tr("class %1 (%2)").arg(qs(m.model), patterns.join(QStringLiteral(", ")));
+            tip.append(tr("%1: %2").arg(scope, usageText(m, limits, m_nowMs)));
         }
         if (c.headroomPercent != 100)
             tip.append(tr("limits with %1% headroom applied").arg(c.headroomPercent));

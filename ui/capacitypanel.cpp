@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QVBoxLayout>
 
 namespace tollgate::ui {
@@ -19,6 +20,7 @@ CapacityPanel::CapacityPanel(CapacityModel* model, QWidget* parent)
     auto* outer = new QVBoxLayout(this);
     outer->setContentsMargins(0, 0, 0, 0);
     auto* scroll = new QScrollArea(this);
+    m_scroll = scroll;
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
     scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
@@ -60,7 +62,8 @@ void CapacityPanel::sync()
             t.frame->setProperty("provider", provider);
             t.frame->setFrameShape(QFrame::StyledPanel);
             t.frame->setAutoFillBackground(true);
-            t.frame->setMinimumWidth(220);
+            // No fixed minimum: a tile is never narrower than its texts (QLabel's minimum),
+            // and when the tiles need more than the window has, the panel scrolls sideways.
             t.frame->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);
             t.frame->installEventFilter(this);
             // Headline and countdown at the left, big; the figures at the right: a tile is
@@ -115,6 +118,43 @@ void CapacityPanel::sync()
         if (t.level != row.level)
             style(t, row.level);
     }
+    fitHeight();
+}
+
+void CapacityPanel::fitHeight()
+{
+    // As tall as the tallest tile needs (a provider with input, output and per-day budgets has
+    // more lines), plus the sideways scroll bar when the tiles are wider than the panel: the
+    // splitter can then never cut a tile's text.
+    // The layouts are asked afresh: a label's new text reaches them only on the next layout pass.
+    int needed = 0;
+    int width = 0;
+    for (const Tile& t : std::as_const(m_tiles)) {
+        t.frame->layout()->invalidate();
+        const QSize min = t.frame->minimumSizeHint();
+        needed = std::max(needed, min.height());
+        width += min.width() + m_layout->spacing();
+    }
+    m_layout->invalidate();
+    const QMargins margins = m_layout->contentsMargins();
+    needed += margins.top() + margins.bottom();
+    width += margins.left() + margins.right();
+    const bool scrolls = width > m_scroll->viewport()->width();
+    const int height = std::max(MIN_HEIGHT,
+        needed + (scrolls ? m_scroll->horizontalScrollBar()->sizeHint().height() : 0) + 2 * m_scroll->frameWidth());
+    if (height != minimumHeight())
+        setMinimumHeight(height);
+}
+
+QSize CapacityPanel::sizeHint() const
+{
+    return { QWidget::sizeHint().width(), minimumHeight() };
+}
+
+void CapacityPanel::resizeEvent(QResizeEvent* event)
+{
+    QWidget::resizeEvent(event);
+    fitHeight();
 }
 
 void CapacityPanel::style(Tile& tile, CapacityModel::Level level)

@@ -15,6 +15,7 @@ QT_BEGIN_NAMESPACE
 class QFrame;
 class QHBoxLayout;
 class QLabel;
+class QScrollArea;
 QT_END_NAMESPACE
 
 namespace tollgate::ui {
@@ -23,7 +24,10 @@ class CapacityPanel final : public QWidget
 {
     Q_OBJECT
 public:
+    static constexpr int MIN_HEIGHT = 84;
+
     explicit CapacityPanel(CapacityModel* model, QWidget* parent = nullptr);
+    [[nodiscard]] QSize sizeHint() const override;
 
     // The texts a tile shows, joined by newlines (for tests and accessibility); empty: no tile.
     [[nodiscard]] QString tileText(const QString& provider) const;
@@ -34,6 +38,7 @@ Q_SIGNALS:
 
 protected:
     void changeEvent(QEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
@@ -47,10 +52,12 @@ private:
         CapacityModel::Level level = CapacityModel::Level::Ok;
     };
     void sync();
+    void fitHeight();
     void style(Tile& tile, CapacityModel::Level level);
 
     CapacityModel* m_model; // not owned
     QHBoxLayout* m_layout = nullptr;
+    QScrollArea* m_scroll = nullptr; // child
     QLabel* m_empty = nullptr;
     QHash<QString, Tile> m_tiles;
     QStringList m_order;

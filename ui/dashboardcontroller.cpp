@@ -4,6 +4,7 @@
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
+#include "limitsmodel.h"
 #include "providersmodel.h"
 #include "quotaobserver.h"
 #include "ratelimitcallersmodel.h"
@@ -25,6 +26,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     , m_home(std::move(home))
     , m_lockDirs(std::move(lockDirs))
     , m_providers(new ProvidersModel(this))
+    , m_limits(new LimitsModel(this))
     , m_holders(new HoldersModel(this))
     , m_events(new EventsModel(this))
     , m_filteredEvents(new EventsFilterModel(this))
@@ -54,6 +56,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     });
     connect(m_observer, &QuotaObserver::actionFinished, this, &DashboardController::onAction);
     connect(m_providers, &ProvidersModel::limitsEditRequested, this, &DashboardController::requestLimits);
+    connect(m_limits, &LimitsModel::limitsEditRequested, this, &DashboardController::requestLimits);
 
     m_tick.setInterval(TICK_MS);
     connect(&m_tick, &QTimer::timeout, this, &DashboardController::tick);
@@ -83,6 +86,7 @@ void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)
 {
     m_snapshot = snapshot;
     m_providers->setSnapshot(snapshot);
+    m_limits->setSnapshot(snapshot);
     m_holders->setSnapshot(snapshot);
     updateTrayState();
     Q_EMIT snapshotChanged();

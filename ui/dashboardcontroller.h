@@ -27,6 +27,7 @@ class CallerUsageModel;
 class EventsFilterModel;
 class EventsModel;
 class HoldersModel;
+class LimitsModel;
 class ProvidersModel;
 class QuotaObserver;
 class RateLimitCallersModel;
@@ -53,6 +54,7 @@ public:
     [[nodiscard]] qint64 nowMs() const;
 
     [[nodiscard]] ProvidersModel* providers() const { return m_providers; }
+    [[nodiscard]] LimitsModel* limits() const { return m_limits; }
     [[nodiscard]] HoldersModel* holders() const { return m_holders; }
     [[nodiscard]] EventsModel* events() const { return m_events; }
     [[nodiscard]] EventsFilterModel* filteredEvents() const { return m_filteredEvents; }
@@ -120,6 +122,7 @@ private:
 
     // owned through QObject parenting
     ProvidersModel* m_providers = nullptr;
+    LimitsModel* m_limits = nullptr;
     HoldersModel* m_holders = nullptr;
     EventsModel* m_events = nullptr;
     EventsFilterModel* m_filteredEvents = nullptr;

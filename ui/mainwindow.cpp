@@ -10,6 +10,7 @@
 #include "history/historyevent.h"
 #include "holdersmodel.h"
 #include "keyedtableview.h"
+#include "limitsmodel.h"
 #include "pausedialog.h"
 #include "providersmodel.h"
 #include "ratelimitcallersmodel.h"
@@ -24,6 +25,9 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
 #include <QDateTime>
 #include <QFile>
 #include <QFrame>
@@ -43,6 +47,8 @@
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QStatusBar>
+#include <QTabBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QTimer>
 #include <QToolBar>
@@ -67,6 +73,48 @@ KeyedTableView* makeTable(QWidget* parent, const QString& name)
     // The header and a row: a short screen can give the charts and the log the room.
     view->setMinimumHeight(48);
     return view;
+}
+
+// The default ClassPromptHandler: a class's name, its model patterns and its first limits.
+std::optional<LimitsModel::NewClass> askNewClass(const QString& provider, QWidget* parent)
+{
+    QDialog dialog(parent);
+    dialog.setWindowTitle(QObject::tr("New model class of %1").arg(provider));
+    auto* form = new QFormLayout(&dialog);
+    auto* name = new QLineEdit(&dialog);
+    name->setPlaceholderText(QStringLiteral("opus"));
+    auto* patterns = new QLineEdit(&dialog);
+    patterns->setPlaceholderText(QStringLiteral("claude-opus-4*, claude-opus-5*"));
+    form->addRow(QObject::tr("&Name:"), name);
+    form->addRow(QObject::tr("&Models (patterns):"), patterns);
+    const std::pair<int, QString> fields[] = {
+        { LimitsModel::Requests, QObject::tr("&Requests per window:") },
+        { LimitsModel::Tokens, QObject::tr("&Tokens per window:") },
+        { LimitsModel::InputTokens, QObject::tr("&Input tokens per window:") },
+        { LimitsModel::OutputTokens, QObject::tr("&Output tokens per window:") },
+        { LimitsModel::Window, QObject::tr("&Window (seconds):") },
+        { LimitsModel::RequestsPerDay, QObject::tr("Requests per &day:") },
+        { LimitsModel::TokensPerDay, QObject::tr("Tokens per d&ay:") },
+    };
+    QHash<int, QLineEdit*> edits;
+    for (const auto& [column, label] : fields) {
+        auto* e = new QLineEdit(&dialog);
+        e->setPlaceholderText(column == LimitsModel::Window ? QObject::tr("the provider's") : QObject::tr("none"));
+        form->addRow(label, e);
+        edits.insert(column, e);
+    }
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, &dialog);
+    QObject::connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+    QObject::connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    form->addRow(buttons);
+    if (dialog.exec() != QDialog::Accepted)
+        return std::nullopt;
+    LimitsModel::NewClass out;
+    out.name = name->text();
+    out.patterns = patterns->text();
+    for (auto it = edits.cbegin(); it != edits.cend(); ++it)
+        out.values.insert(it.key(), it.value()->text());
+    return out;
 }
 
 QFrame* makeBanner(
@@ -165,6 +213,8 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
         return PauseChoice { dialog.provider(), dialog.reason() };
     };
 
+    m_classPrompt = [this](const QString& provider) { return askNewClass(provider, this); };
+
     setWindowTitle(tr("Tollgate — %1").arg(options.home));
     setWindowIcon(StateIcon::icon(TrayState::Normal));
     buildActions();
@@ -188,6 +238,10 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
         Q_EMIT loaded();
     });
     connect(m_controller->providers(), &ProvidersModel::editRefused, this,
+        [this](const QString&, const QString& reason) {
+            showMessage(tr("Limit not changed: %1").arg(reason), true);
+        });
+    connect(m_controller->limits(), &LimitsModel::editRefused, this,
         [this](const QString&, const QString& reason) {
             showMessage(tr("Limit not changed: %1").arg(reason), true);
         });
@@ -495,7 +549,6 @@ void MainWindow::buildUi()
 
     // Capacity at a glance.
     m_capacityPanel = new CapacityPanel(m_capacity, page);
-    m_capacityPanel->setMinimumHeight(84);
     connect(m_capacityPanel, &CapacityPanel::contextMenuRequested, this,
         [this](const QString& provider, const QPoint& global) {
             selectProvider(provider);
@@ -503,10 +556,20 @@ void MainWindow::buildUi()
             menu->exec(global);
         });
 
-    auto* providersBox = new QGroupBox(tr("Providers — double-click a limit or press F2 to edit it"), page);
+    // Usage (and the common limits) in one tab; every limit of every scope — input and output
+    // tokens, per day, the day reset, model classes — in the other. The tabs are the panel's
+    // title: a group box's title line as well would cost a 1280×720 screen another row.
+    auto* providersBox = new QWidget(page);
+    providersBox->setObjectName(QStringLiteral("providersPanel"));
     auto* providersLayout = new QVBoxLayout(providersBox);
-    providersLayout->setContentsMargins(4, 4, 4, 4);
-    m_providersView = makeTable(providersBox, QStringLiteral("providersView"));
+    providersLayout->setContentsMargins(4, 2, 4, 2);
+    m_providersTabs = new QTabWidget(providersBox);
+    m_providersTabs->setObjectName(QStringLiteral("providersTabs"));
+    m_providersTabs->setDocumentMode(true);
+    auto* editHint = new QLabel(tr("double-click a limit or press F2 to edit it"), m_providersTabs);
+    editHint->setEnabled(false); // a hint, in the palette's quieter colour
+    m_providersTabs->setCornerWidget(editHint, Qt::TopRightCorner);
+    m_providersView = makeTable(m_providersTabs, QStringLiteral("providersView"));
     m_providersView->setModel(m_controller->providers());
     m_providersView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
     auto* bars = new UsageBarDelegate(m_providersView);
@@ -515,10 +578,20 @@ void MainWindow::buildUi()
     m_providersView->setItemDelegateForColumn(ProvidersModel::Slots, bars);
     m_providersView->horizontalHeader()->setStretchLastSection(true);
     m_providersView->setContextMenuPolicy(Qt::CustomContextMenu);
-    providersLayout->addWidget(m_providersView);
+    m_providersTabs->addTab(m_providersView, tr("P&roviders"));
+    m_limitsView = makeTable(m_providersTabs, QStringLiteral("limitsView"));
+    m_limitsView->setModel(m_controller->limits());
+    m_limitsView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
+    m_limitsView->setContextMenuPolicy(Qt::CustomContextMenu);
+    m_limitsView->setToolTip(tr("Every limit of each provider and model class. Double-click or F2 edits a "
+                                "cell (empty: no limit); right-click adds or removes a class."));
+    m_providersTabs->addTab(m_limitsView, tr("&Limits and classes"));
+    providersLayout->addWidget(m_providersTabs);
     connect(
         m_controller->providers(), &QAbstractItemModel::rowsInserted, this, &MainWindow::fitProvidersView);
     connect(m_controller->providers(), &QAbstractItemModel::rowsRemoved, this, &MainWindow::fitProvidersView);
+    connect(m_controller->limits(), &QAbstractItemModel::rowsInserted, this, &MainWindow::fitProvidersView);
+    connect(m_controller->limits(), &QAbstractItemModel::rowsRemoved, this, &MainWindow::fitProvidersView);
 
     auto* charts = new QSplitter(Qt::Horizontal, page);
     charts->setObjectName(QStringLiteral("chartsSplitter"));
@@ -755,6 +828,15 @@ void MainWindow::buildUi()
         if (auto menu = providerMenu(provider); !menu->isEmpty())
             menu->exec(m_providersView->viewport()->mapToGlobal(pos));
     });
+    connect(m_limitsView, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+        const QModelIndex index = m_limitsView->indexAt(pos);
+        if (!index.isValid())
+            return;
+        const QString key = index.data(KeyedTableModel::KeyRole).toString();
+        m_limitsView->selectKey(key);
+        if (auto menu = limitsMenu(key); !menu->isEmpty())
+            menu->exec(m_limitsView->viewport()->mapToGlobal(pos));
+    });
     connect(m_holdersView, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
         const QModelIndex index = m_holdersView->indexAt(pos);
         if (!index.isValid())
@@ -852,6 +934,10 @@ std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
     if (model->inBackoff(provider))
         menu->addAction(m_resetBackoffAction);
     menu->addAction(m_editLimitAction);
+    menu->addAction(tr("All limits and classes of %1…").arg(provider), this, [this, provider] {
+        showLimitsTab();
+        m_limitsView->selectKey(LimitsModel::keyOf(provider));
+    });
     auto scope = scopeMenu(provider, QString());
     if (!scope->isEmpty())
         menu->addSeparator();
@@ -861,6 +947,45 @@ std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
         menu->addAction(a);
     }
     return menu;
+}
+
+std::unique_ptr<QMenu> MainWindow::limitsMenu(const QString& key)
+{
+    auto menu = std::make_unique<QMenu>(this);
+    if (m_controller->limits()->rowOf(key) < 0)
+        return menu;
+    const QString provider = LimitsModel::providerOfKey(key);
+    const QString className = LimitsModel::classOfKey(key);
+    QAction* add = menu->addAction(
+        tr("Add a model class to %1…").arg(provider), this, [this, provider] { addClassTo(provider); });
+    add->setObjectName(QStringLiteral("actionAddClass"));
+    if (!className.isEmpty()) {
+        QAction* remove = menu->addAction(tr("Remove class %1 of %2…").arg(className, provider), this,
+            [this, provider, className] { removeClass(provider, className); });
+        remove->setObjectName(QStringLiteral("actionRemoveClass"));
+    }
+    return menu;
+}
+
+void MainWindow::showLimitsTab()
+{
+    setPanelVisible(QStringLiteral("providers"), true);
+    m_providersTabs->setCurrentWidget(m_limitsView);
+}
+
+void MainWindow::addClassTo(const QString& provider)
+{
+    const std::optional<LimitsModel::NewClass> added = m_classPrompt(provider);
+    if (!added)
+        return;
+    if (m_controller->limits()->addClass(provider, *added))
+        showLimitsTab();
+}
+
+void MainWindow::removeClass(const QString& provider, const QString& className)
+{
+    // A class removed takes its limits along: LimitChange::warnings() asks through m_confirm.
+    m_controller->limits()->removeClass(provider, className);
 }
 
 std::unique_ptr<QMenu> MainWindow::holderMenu(const QString& key)
@@ -976,6 +1101,21 @@ void MainWindow::updateLimitRates()
 
 void MainWindow::editSelectedLimit()
 {
+    if (m_providersTabs->currentWidget() == m_limitsView && isPanelVisible(QStringLiteral("providers"))) {
+        QModelIndex index = m_limitsView->currentIndex();
+        if (!index.isValid() || !(index.flags() & Qt::ItemIsEditable)) {
+            const int row = index.isValid() ? index.row() : 0;
+            index = m_limitsView->model()->index(row, LimitsModel::Requests);
+        }
+        if (!index.isValid()) {
+            showMessage(tr("No provider has limits yet."), true);
+            return;
+        }
+        m_limitsView->setFocus();
+        m_limitsView->setCurrentIndex(index);
+        m_limitsView->edit(index);
+        return;
+    }
     QString provider = selectedProvider();
     if (provider.isEmpty() && m_controller->providers()->rowCount() == 1)
         provider = m_controller->providers()->keyAt(0);
@@ -1117,13 +1257,19 @@ void MainWindow::onSnapshot()
 void MainWindow::fitProvidersView()
 {
     // As tall as its rows (a few providers is the usual case), so the charts get the room.
-    const int rows = std::clamp(m_controller->providers()->rowCount(), 1, 8);
+    // The limits tab shares the height: a provider's classes are rows there.
+    const int rows = std::clamp(
+        std::max(m_controller->providers()->rowCount(), m_controller->limits()->rowCount()), 1, 8);
     const int height = m_providersView->horizontalHeader()->sizeHint().height()
         + rows * m_providersView->verticalHeader()->defaultSectionSize()
         + 2 * m_providersView->frameWidth()
         // Room for the horizontal scroll bar a narrow window shows, so it never covers a row.
         + m_providersView->horizontalScrollBar()->sizeHint().height() + 4;
     m_providersView->setFixedHeight(height);
+    m_limitsView->setFixedHeight(height);
+    // QTabWidget's size hint takes its pages' unbounded hints (a table's 192 px): the tabs are
+    // held to the tab bar and the rows, so the charts get the rest.
+    m_providersTabs->setFixedHeight(m_providersTabs->tabBar()->sizeHint().height() + height + 2);
 }
 
 void MainWindow::onCharts()

@@ -17,6 +17,7 @@
 #include "dashboardoptions.h"
 #include "dashboardsettings.h"
 #include "limitchange.h"
+#include "limitsmodel.h"
 #include "stateicon.h"
 #include "stormdetector.h"
 
@@ -38,6 +39,7 @@ class QMenu;
 class QPushButton;
 class QSortFilterProxyModel;
 class QStackedWidget;
+class QTabWidget;
 class QTableView;
 QT_END_NAMESPACE
 
@@ -64,6 +66,8 @@ public:
     };
     using PauseHandler
         = std::function<std::optional<PauseChoice>(const QStringList& providers, const QString& preselect)>;
+    // Asks for a new model class of a provider (a dialog by default); nullopt: cancelled.
+    using ClassPromptHandler = std::function<std::optional<LimitsModel::NewClass>(const QString& provider)>;
 
     explicit MainWindow(const DashboardOptions& options, QWidget* parent = nullptr);
     ~MainWindow() override;
@@ -75,6 +79,7 @@ public:
 
     void setConfirmHandler(ConfirmHandler handler) { m_confirm = std::move(handler); }
     void setPauseHandler(PauseHandler handler) { m_pausePrompt = std::move(handler); }
+    void setClassPromptHandler(ClassPromptHandler handler) { m_classPrompt = std::move(handler); }
 
     // Selects a provider / holder row (for actions that work on the selection); the selection
     // stays on that item across refreshes and is cleared when it disappears.
@@ -86,6 +91,8 @@ public:
     // The context menus, with only the actions that apply to that row (also for tests).
     [[nodiscard]] std::unique_ptr<QMenu> providerMenu(const QString& provider);
     [[nodiscard]] std::unique_ptr<QMenu> holderMenu(const QString& key);
+    // A row of the limits table (key "provider" or "provider/class"): add or remove a class.
+    [[nodiscard]] std::unique_ptr<QMenu> limitsMenu(const QString& key);
     // "Show events of provider X / caller Y" for a row showing them (either may be empty).
     [[nodiscard]] std::unique_ptr<QMenu> scopeMenu(const QString& provider, const QString& caller);
 
@@ -113,6 +120,9 @@ public Q_SLOTS:
     void quit();
     void togglePauseAll(); // pause all, or resume all when all is paused
     void editSelectedLimit();
+    void addClassTo(const QString& provider); // asks (ClassPromptHandler), then sets
+    void removeClass(const QString& provider, const QString& className); // confirms first
+    void showLimitsTab(); // the providers panel's "Limits" tab, every limit of every scope
     void findInEvents();
     void refresh();
     void showEventsOf(const QString& provider, const QString& caller); // empty: that filter off
@@ -160,6 +170,7 @@ private:
     TrayController* m_tray = nullptr; // child
     ConfirmHandler m_confirm;
     PauseHandler m_pausePrompt;
+    ClassPromptHandler m_classPrompt;
     bool m_quitting = false;
 
     // owned by the widget tree
@@ -172,6 +183,8 @@ private:
     QLabel* m_emptyState = nullptr;
     QPushButton* m_undoButton = nullptr;
     KeyedTableView* m_providersView = nullptr;
+    KeyedTableView* m_limitsView = nullptr;
+    QTabWidget* m_providersTabs = nullptr;
     KeyedTableView* m_callersView = nullptr;
     QSortFilterProxyModel* m_callersSorted = nullptr;
     UsageChart* m_usageChart = nullptr;
