@@ -99,10 +99,79 @@ json reportedJson(const ProviderCapacity& cap, std::int64_t now)
         r = json::object();
         r["requests_per_minute"] = orNull(cap.reportedRequests);
         r["tokens_per_minute"] = orNull(cap.reportedTokens);
+        r["input_tokens_per_minute"] = orNull(cap.reportedInputTokens);
+        r["output_tokens_per_minute"] = orNull(cap.reportedOutputTokens);
+        r["class"] = cap.reportedScope.empty() ? json(nullptr) : json(cap.reportedScope);
         r["reported_at_ms"] = cap.reportedAtMs;
         r["age_ms"] = std::max<std::int64_t>(0, now - cap.reportedAtMs);
     }
     return r;
+}
+
+const char* planStatusText(PlanUsage::Status s)
+{
+    switch (s) {
+    case PlanUsage::Status::Allowed:
+        return "allowed";
+    case PlanUsage::Status::Warning:
+        return "allowed_warning";
+    case PlanUsage::Status::Rejected:
+        return "rejected";
+    case PlanUsage::Status::Unknown:
+        break;
+    }
+    return "unknown";
+}
+
+// A subscription plan's windows as the last answer stated them; null: never stated.
+json planJson(const ProviderCapacity& cap, std::int64_t now)
+{
+    if (cap.plan.atMs == 0)
+        return nullptr;
+    const PlanUsage& u = cap.plan;
+    auto window = [&](std::int64_t permille, std::int64_t resetMs) {
+        json w = json::object();
+        w["utilization"] = permille < 0 ? json(nullptr) : json(static_cast<double>(permille) / 1000.0);
+        w["reset_ms"] = resetMs == 0 ? json(nullptr) : json(resetMs);
+        w["resets_in_ms"] = resetMs == 0 ? json(nullptr) : json(std::max<std::int64_t>(0, resetMs - now));
+        return w;
+    };
+    return json { { "status", planStatusText(u.status) }, { "current", cap.planCurrent },
+        { "five_hour", window(u.fiveHourPermille, u.fiveHourResetMs) },
+        { "seven_day", window(u.sevenDayPermille, u.sevenDayResetMs) }, { "stated_at_ms", u.atMs },
+        { "age_ms", std::max<std::int64_t>(0, now - u.atMs) } };
+}
+
+// "PLAN 5h 42% (resets in 1h10m), 7d 63% (resets in 3d)", with the status when not plainly
+// allowed; figures of a window that has reset since are said to be old.
+std::string planLine(const ProviderCapacity& cap, std::int64_t now)
+{
+    const PlanUsage& u = cap.plan;
+    auto window = [&](const char* name, std::int64_t permille, std::int64_t resetMs) -> std::string {
+        if (permille < 0 && resetMs == 0)
+            return {};
+        std::string w = name;
+        w += permille < 0 ? std::string(" ?") : " " + std::to_string((permille + 5) / 10) + "%";
+        if (resetMs > now)
+            w += " (resets in " + QuotaFormat::seconds(((resetMs - now + 999) / 1000) * 1000) + ")";
+        return w;
+    };
+    std::string line;
+    for (const std::string& w : { window("5h", u.fiveHourPermille, u.fiveHourResetMs),
+             window("7d", u.sevenDayPermille, u.sevenDayResetMs) }) {
+        if (!w.empty())
+            line += (line.empty() ? "" : ", ") + w;
+    }
+    if (u.status == PlanUsage::Status::Warning)
+        line += (line.empty() ? "" : "; ") + std::string("nearly used up");
+    else if (u.status == PlanUsage::Status::Rejected)
+        line += (line.empty() ? "" : "; ") + std::string("USED UP: callers are held until the reset");
+    if (line.empty())
+        return {};
+    line = "  PLAN " + line;
+    if (!cap.planCurrent)
+        line += " (stated " + QuotaFormat::seconds(std::max<std::int64_t>(0, now - u.atMs)) + " ago, before a reset)";
+    return line;
 }
 
 json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const ProviderLimits& l, std::int64_t now)
@@ -223,6 +292,7 @@ json providerJson(const ProcessProbe& probe, const ProviderLook& p)
     j["classes"] = classes;
     j["provider_reported"] = reportedJson(cap, p.now);
     j["limit_notices"] = cap.limitNotices;
+    j["plan"] = planJson(cap, p.now);
     j["slots"] = slotsJson(probe, p.state, p.limits, p.now);
     j["queue"] = queueJson(p.state, p.now);
     return j;
@@ -275,6 +345,10 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Prov
     for (const auto& notice : p.capacity.limitNotices)
         console.say("  NOTE " + notice + " (reported "
             + QuotaFormat::seconds(std::max<std::int64_t>(0, now - p.capacity.reportedAtMs)) + " ago)");
+    if (p.capacity.plan.atMs != 0) {
+        if (const std::string line = planLine(p.capacity, now); !line.empty())
+            console.say(line);
+    }
     if (ps.paused)
         console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
     if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {

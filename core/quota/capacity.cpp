@@ -179,6 +179,15 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
     c.reportedAtMs = p.reportedAtMs;
     c.reportedRequests = p.reportedRequests;
     c.reportedTokens = p.reportedTokens;
+    c.reportedInputTokens = p.reportedInputTokens;
+    c.reportedOutputTokens = p.reportedOutputTokens;
+    c.reportedScope = p.reportedScope;
+    c.learning = l.learn;
+    c.learned = l.learned;
+    c.plan = p.plan;
+    // Stated, and no window it named has reset since (a reset not given cannot say).
+    c.planCurrent = p.plan.atMs != 0 && (p.plan.fiveHourResetMs == 0 || p.plan.fiveHourResetMs > nowMs)
+        && (p.plan.sevenDayResetMs == 0 || p.plan.sevenDayResetMs > nowMs);
     for (auto& n : LimitMismatch::find(p, limits))
         c.limitNotices.push_back(std::move(n.text));
 

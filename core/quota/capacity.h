@@ -121,7 +121,19 @@ struct ProviderCapacity
     std::int64_t reportedAtMs = 0;
     std::int64_t reportedRequests = -1;
     std::int64_t reportedTokens = -1;
+    std::int64_t reportedInputTokens = -1;
+    std::int64_t reportedOutputTokens = -1;
+    std::string reportedScope; // the class the figures are for; empty: the provider
     std::vector<std::string> limitNotices;
+    // Whether unset limits follow the provider's (limits set --learn), and which did.
+    bool learning = false;
+    std::vector<std::string> learned;
+
+    // A subscription plan's 5-hour and 7-day windows as the last answer through the proxy
+    // stated them (plan.atMs 0: never). Kept as stated: a reset already past means the window
+    // has started again since (planCurrent false: the figures are of an earlier window).
+    PlanUsage plan;
+    bool planCurrent = false;
 
     CapacityLevel level = CapacityLevel::Ok;
     WaitReason blockedBy = WaitReason::None; // the limiter's reason when blocked
