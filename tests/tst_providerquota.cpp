@@ -5,6 +5,7 @@
 // Pure logic on values, with time as a plain number.
 
 #include "quota/dayreset.h"
+#include "quota/limitlearning.h"
 #include "quota/quotalimits.h"
 #include "quota/quotapolicy.h"
 #include "quota/quotastate.h"
@@ -87,6 +88,8 @@ private Q_SLOTS:
     void limitsRoundTripAndOldFilesStayByteForByte();
     void badLimitsAreRefusedByName_data();
     void badLimitsAreRefusedByName();
+    void learningFollowsOnlyWhatTheUserLeftUnset();
+    void adoptingTakesEveryFigureAndScalesToTheWindow();
 };
 
 void TestProviderQuota::dayResetParsesAndRefuses_data()
@@ -458,6 +461,9 @@ void TestProviderQuota::limitsRoundTripAndOldFilesStayByteForByte()
     opus.perDay.tokens = 900000;
     opus.match = { "claude-opus-4*", "claude-opus-5*" };
     l.models["opus"] = opus;
+    l.learn = true;
+    l.learned = { "output_tokens" };
+    l.models["opus"].learned = { "input_tokens" };
     QuotaLimits all;
     QVERIFY(all.set("anthropic", l));
     const std::string text = all.toJson();
@@ -504,6 +510,17 @@ void TestProviderQuota::badLimitsAreRefusedByName_data()
                                         << "\"per_day\" is not an object";
     QTest::newRow("day_resets number") << R"({"day_resets": 0})"
                                        << "\"day_resets\" is not a string";
+    QTest::newRow("learn not a flag") << R"({"requests": 5, "learn": 1})" << "\"learn\" is not true or false";
+    QTest::newRow("learned not a list") << R"({"requests": 5, "learned": "requests"})"
+                                        << "\"learned\" is not a list of limit names";
+    QTest::newRow("learned unknown metric") << R"({"requests": 5, "learned": ["parallel"]})"
+                                            << "learned names 'parallel', which is not requests";
+    QTest::newRow("learned an unset limit") << R"({"requests": 5, "learned": ["tokens"]})"
+                                            << "learned names tokens, which has no limit";
+    QTest::newRow("learned twice") << R"({"requests": 5, "learned": ["requests", "requests"]})"
+                                   << "learned lists requests twice or out of order";
+    QTest::newRow("class learned unset") << R"({"models": {"opus": {"requests": 5, "learned": ["input_tokens"]}}})"
+                                         << "model 'opus': learned names input_tokens, which has no limit";
 }
 
 void TestProviderQuota::badLimitsAreRefusedByName()
@@ -519,3 +536,74 @@ void TestProviderQuota::badLimitsAreRefusedByName()
 
 QTEST_APPLESS_MAIN(TestProviderQuota)
 #include "tst_providerquota.moc"
+
+void TestProviderQuota::learningFollowsOnlyWhatTheUserLeftUnset()
+{
+    ProviderLimits l;
+    l.requests = 50;
+    l.learn = true;
+    ModelLimits opus;
+    opus.outputTokens = 2000;
+    opus.match = { "claude-opus-4*" };
+    l.models["opus"] = opus;
+    QCOMPARE(LimitLearning::scopeOf(l, "claude-opus-4-1"), std::string("opus"));
+    QCOMPARE(LimitLearning::scopeOf(l, "claude-haiku"), std::string());
+
+    // The provider's own scope: requests is the user's, the rest follows.
+    auto lesson = LimitLearning::learn(l, ReportedLimits { 40, -1, 30000, 8000, "" });
+    QVERIFY(lesson);
+    QCOMPARE(lesson->limits.requests, std::optional<std::int64_t>(50));
+    QCOMPARE(lesson->limits.inputTokens, std::optional<std::int64_t>(30000));
+    QCOMPARE(lesson->limits.outputTokens, std::optional<std::int64_t>(8000));
+    QCOMPARE(lesson->limits.learned, (std::vector<std::string> { "input_tokens", "output_tokens" }));
+    QCOMPARE(lesson->describe("learned"),
+        std::string("learned: input_tokens none -> 30000, output_tokens none -> 8000"));
+    QVERIFY(QuotaLimits::validate("anthropic", lesson->limits));
+    // The same figures again: nothing to do.
+    QVERIFY(!LimitLearning::learn(lesson->limits, ReportedLimits { 40, -1, 30000, 8000, "" }));
+
+    // A class's figures land in the class; its user-set output stays.
+    auto cls = LimitLearning::learn(l, ReportedLimits { 40, -1, 20000, 4000, "opus" });
+    QVERIFY(cls);
+    QCOMPARE(cls->scope, std::string("opus"));
+    QCOMPARE(cls->limits.models["opus"].inputTokens, std::optional<std::int64_t>(20000));
+    QCOMPARE(cls->limits.models["opus"].outputTokens, std::optional<std::int64_t>(2000));
+    QCOMPARE(cls->limits.models["opus"].requests, std::optional<std::int64_t>(40));
+    QVERIFY(!cls->limits.inputTokens); // the provider's own limits are untouched
+    // A class that is gone, learning off, or nothing but nonsense (0, negative): nothing.
+    QVERIFY(!LimitLearning::learn(l, ReportedLimits { 40, -1, 20000, 4000, "gone" }));
+    ProviderLimits off = l;
+    off.learn = false;
+    QVERIFY(!LimitLearning::learn(off, ReportedLimits { 40, -1, 20000, 4000, "" }));
+    QVERIFY(!LimitLearning::learn(l, ReportedLimits { 0, -7, 0, -1, "" }));
+
+    // A learned figure that would contradict the user's per-day limit is skipped, not forced.
+    ProviderLimits daily = l;
+    daily.perDay.inputTokens = 10000;
+    auto skipped = LimitLearning::learn(daily, ReportedLimits { -1, -1, 30000, 8000, "" });
+    QVERIFY(skipped);
+    QVERIFY(!skipped->limits.inputTokens);
+    QCOMPARE(skipped->limits.outputTokens, std::optional<std::int64_t>(8000));
+    // A huge figure is capped at the largest limit Tollgate takes.
+    auto huge = LimitLearning::learn(l, ReportedLimits { -1, std::int64_t(1) << 62, -1, -1, "" });
+    QVERIFY(huge);
+    QCOMPARE(huge->limits.tokens, std::optional<std::int64_t>(QuotaLimits::MAX_COUNT));
+}
+
+void TestProviderQuota::adoptingTakesEveryFigureAndScalesToTheWindow()
+{
+    ProviderLimits l;
+    l.requests = 50;
+    l.windowMs = 10000; // a sixth of a minute
+    l.learned = {};
+    auto lesson = LimitLearning::adopt(l, ReportedLimits { 60, -1, 30000, 5, "" });
+    QVERIFY(lesson);
+    QCOMPARE(lesson->limits.requests, std::optional<std::int64_t>(10)); // 60/min over 10 s
+    QCOMPARE(lesson->limits.inputTokens, std::optional<std::int64_t>(5000));
+    QCOMPARE(lesson->limits.outputTokens, std::optional<std::int64_t>(1)); // never below 1
+    QVERIFY(lesson->limits.learned.empty()); // adopted figures are the user's
+    QCOMPARE(lesson->changes.size(), std::size_t(3));
+    // A window longer than a minute takes the figure itself (fewer per minute: conservative).
+    QCOMPARE(LimitLearning::perWindow(60, 120000), std::int64_t(60));
+    QCOMPARE(LimitLearning::perWindow(60, 60000), std::int64_t(60));
+}
