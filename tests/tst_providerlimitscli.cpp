@@ -29,6 +29,7 @@ private Q_SLOTS:
     void aRedisHomeEnforcesTheSameAndFailsClosed();
     void reportOkCorrectsTheInputAndOutputUsed_data();
     void reportOkCorrectsTheInputAndOutputUsed();
+    void learningIsTurnedOnAndTheUsersLimitsStayTheirs();
 
 private:
     struct Ran
@@ -488,3 +489,65 @@ void TestProviderLimitsCli::reportOkCorrectsTheInputAndOutputUsed()
 
 QTEST_GUILESS_MAIN(TestProviderLimitsCli)
 #include "tst_providerlimitscli.moc"
+
+// --learn says which limits stay the user's; a limit the user gives (or drops) loses its learned
+// mark; --no-learn keeps what was learned as the user's; adopt needs figures the provider stated.
+void TestProviderLimitsCli::learningIsTurnedOnAndTheUsersLimitsStayTheirs()
+{
+    auto r = cli(words("limits set anthropic --requests 50 --learn"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY2(r.out.contains("requests is yours and will not follow"), r.out.constData());
+    QVERIFY(limitsFile().contains("\"learn\": true"));
+    QCOMPARE(cli(words("limits set anthropic --class opus --learn --requests 5")).code, 2); // the provider's
+
+    // What the proxy would have learned (as limits.json holds it), written as a user may edit it.
+    QByteArray text = limitsFile();
+    text.replace("\"learn\": true,", "\"learn\": true, \"learned\": [\"input_tokens\", \"output_tokens\"], "
+                                     "\"input_tokens\": 30000, \"output_tokens\": 8000,");
+    {
+        QFile f(m_home + QStringLiteral("/limits.json"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(text);
+    }
+    r = cli(words("limits show --json anthropic"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    QCOMPARE(objectOf(r.out).value(QStringLiteral("learned")).toArray().size(), 2);
+    r = cli(words("limits show anthropic"));
+    QVERIFY2(r.out.contains("(from the provider: input_tokens output_tokens)"), r.out.constData());
+
+    // The user sets input tokens: theirs; drops output tokens: gone, and no longer marked.
+    r = cli(words("limits set anthropic --input-tokens 20000 --no-output-tokens"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    r = cli(words("limits show --json anthropic"));
+    QJsonObject shown = objectOf(r.out);
+    QCOMPARE(shown.value(QStringLiteral("input_tokens")).toInt(), 20000);
+    QVERIFY(shown.value(QStringLiteral("output_tokens")).isNull());
+    QVERIFY(shown.value(QStringLiteral("learned")).toArray().isEmpty());
+    QVERIFY(shown.value(QStringLiteral("learn")).toBool());
+
+    // --no-learn: learning stops, what was learned stays (as the user's).
+    text = limitsFile();
+    text.replace("\"learn\": true,", "\"learn\": true, \"learned\": [\"input_tokens\"],");
+    {
+        QFile f(m_home + QStringLiteral("/limits.json"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write(text);
+    }
+    r = cli(words("limits set anthropic --no-learn"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    shown = objectOf(cli(words("limits show --json anthropic")).out);
+    QCOMPARE(shown.value(QStringLiteral("input_tokens")).toInt(), 20000);
+    QVERIFY(!shown.value(QStringLiteral("learn")).toBool());
+    QVERIFY(shown.value(QStringLiteral("learned")).toArray().isEmpty());
+    QVERIFY(!limitsFile().contains("learn"));
+
+    // Nothing stated yet: adopt refuses, naming where the figures come from, and changes nothing.
+    const QByteArray before = limitsFile();
+    r = cli(words("limits adopt anthropic"));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("has stated no limits yet"), r.err.constData());
+    QCOMPARE(limitsFile(), before);
+    r = cli(words("limits adopt nobody"));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("unknown provider 'nobody'"), r.err.constData());
+}
