@@ -114,13 +114,13 @@ _tollgate()
     proxy) opts="$common --upstream --upstream-ca --listen --caller --counting --queue-timeout --header-timeout --body-timeout --stall-timeout --max-buffered --token-file" positional=provider ;;
     limits)
         case $sub in
-        "") opts="$common" positional=sub subs="set show remove export import" ;;
+        "") opts="$common" positional=sub subs="set show adopt remove export import" ;;
         set) opts="$common --model --requests --window --tokens --parallel --headroom --backoff-base
                 --backoff-cap --max-hold --no-tokens --no-parallel --no-requests --input-tokens
                 --output-tokens --requests-per-day --tokens-per-day --input-tokens-per-day
                 --output-tokens-per-day --day-resets --class --models --no-input-tokens
-                --no-output-tokens --no-per-day" positional=provider ;;
-        show) opts="$common" positional=provider ;;
+                --no-output-tokens --no-per-day --learn --no-learn" positional=provider ;;
+        show | adopt) opts="$common" positional=provider ;;
         remove) opts="$common --model" positional=provider ;;
         export) opts="$common" positional=provider ;;
         import) opts="$common --replace" positional=file ;;
