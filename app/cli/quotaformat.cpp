@@ -68,4 +68,31 @@ json QuotaFormat::limitsJson(const std::string& name, const ProviderLimits& l)
     return j;
 }
 
+std::string QuotaFormat::planWords(const ProviderCapacity& cap, std::int64_t nowMs)
+{
+    const PlanUsage& u = cap.plan;
+    auto window = [&](const char* name, std::int64_t permille, std::int64_t resetMs) -> std::string {
+        if (permille < 0 && resetMs == 0)
+            return {};
+        std::string w = name;
+        w += permille < 0 ? std::string(" ?") : " " + std::to_string((permille + 5) / 10) + "%";
+        if (resetMs > nowMs)
+            w += " (resets in " + seconds(((resetMs - nowMs + 999) / 1000) * 1000) + ")";
+        return w;
+    };
+    std::string line;
+    for (const std::string& w : { window("5h", u.fiveHourPermille, u.fiveHourResetMs),
+             window("7d", u.sevenDayPermille, u.sevenDayResetMs) }) {
+        if (!w.empty())
+            line += (line.empty() ? "" : ", ") + w;
+    }
+    if (u.status == PlanUsage::Status::Warning)
+        line += (line.empty() ? "" : "; ") + std::string("nearly used up");
+    else if (u.status == PlanUsage::Status::Rejected)
+        line += (line.empty() ? "" : "; ") + std::string("USED UP: callers are held until the reset");
+    if (!line.empty() && !cap.planCurrent)
+        line += " (stated " + seconds(std::max<std::int64_t>(0, nowMs - u.atMs)) + " ago, before a reset)";
+    return line;
+}
+
 } // namespace tollgate::cli

@@ -142,38 +142,6 @@ json planJson(const ProviderCapacity& cap, std::int64_t now)
         { "age_ms", std::max<std::int64_t>(0, now - u.atMs) } };
 }
 
-// "PLAN 5h 42% (resets in 1h10m), 7d 63% (resets in 3d)", with the status when not plainly
-// allowed; figures of a window that has reset since are said to be old.
-std::string planLine(const ProviderCapacity& cap, std::int64_t now)
-{
-    const PlanUsage& u = cap.plan;
-    auto window = [&](const char* name, std::int64_t permille, std::int64_t resetMs) -> std::string {
-        if (permille < 0 && resetMs == 0)
-            return {};
-        std::string w = name;
-        w += permille < 0 ? std::string(" ?") : " " + std::to_string((permille + 5) / 10) + "%";
-        if (resetMs > now)
-            w += " (resets in " + QuotaFormat::seconds(((resetMs - now + 999) / 1000) * 1000) + ")";
-        return w;
-    };
-    std::string line;
-    for (const std::string& w : { window("5h", u.fiveHourPermille, u.fiveHourResetMs),
-             window("7d", u.sevenDayPermille, u.sevenDayResetMs) }) {
-        if (!w.empty())
-            line += (line.empty() ? "" : ", ") + w;
-    }
-    if (u.status == PlanUsage::Status::Warning)
-        line += (line.empty() ? "" : "; ") + std::string("nearly used up");
-    else if (u.status == PlanUsage::Status::Rejected)
-        line += (line.empty() ? "" : "; ") + std::string("USED UP: callers are held until the reset");
-    if (line.empty())
-        return {};
-    line = "  PLAN " + line;
-    if (!cap.planCurrent)
-        line += " (stated " + QuotaFormat::seconds(std::max<std::int64_t>(0, now - u.atMs)) + " ago, before a reset)";
-    return line;
-}
-
 json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const ProviderLimits& l, std::int64_t now)
 {
     json slots = json::array();
@@ -346,8 +314,8 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Prov
         console.say("  NOTE " + notice + " (reported "
             + QuotaFormat::seconds(std::max<std::int64_t>(0, now - p.capacity.reportedAtMs)) + " ago)");
     if (p.capacity.plan.atMs != 0) {
-        if (const std::string line = planLine(p.capacity, now); !line.empty())
-            console.say(line);
+        if (const std::string words = QuotaFormat::planWords(p.capacity, now); !words.empty())
+            console.say("  PLAN " + words);
     }
     if (ps.paused)
         console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));

@@ -5,6 +5,7 @@
 #include "clioptions.h"
 #include "console.h"
 #include "exitcodes.h"
+#include "quotaformat.h"
 #include "quota/capacity.h"
 #include "system/fd.h"
 
@@ -371,6 +372,14 @@ std::vector<Line> providerLines(const ProviderCapacity& c, const Rates& rates, s
     if (c.waiting > 0)
         out.push_back(
             { "    queue     " + num(static_cast<std::int64_t>(c.waiting)) + " caller(s) waiting" });
+    if (c.plan.atMs != 0) {
+        if (const std::string words = QuotaFormat::planWords(c, nowMs); !words.empty()) {
+            const Colour colour = c.plan.status == PlanUsage::Status::Rejected ? Colour::Red
+                : c.plan.status == PlanUsage::Status::Warning                 ? Colour::Yellow
+                                                                               : Colour::None;
+            out.push_back({ "    plan      " + words, colour });
+        }
+    }
     for (const auto& m : c.models) {
         std::vector<Line> ml;
         windowLines(m, "      ", c.headroomPercent, ml);
