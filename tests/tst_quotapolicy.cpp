@@ -62,6 +62,8 @@ private Q_SLOTS:
     void deadSlotHolderIsReclaimed();
     void backoffDoublesAndHonoursRetryAfter();
     void backoffBlocksAndPacesRestart();
+    void aBurstOf429sIsOneStormOnTheProvidersClock();
+    void aHoldEndsAtAnEvenPace();
     void pauseBlocksEveryone();
     void fifoOrderAndNoOvertaking();
     void ghostWaitersArePruned();
@@ -202,14 +204,58 @@ void TestQuotaPolicy::backoffDoublesAndHonoursRetryAfter()
     QCOMPARE(QuotaPolicy::backoffFor(m_limits, 3, std::nullopt), 240000);
     QCOMPARE(QuotaPolicy::backoffFor(m_limits, 5, std::nullopt), 900000); // capped (960 s > 900 s)
     QCOMPARE(QuotaPolicy::backoffFor(m_limits, 40, std::nullopt), 900000);
-    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, 30000), 60000); // Retry-After below the backoff
-    QCOMPARE(
-        QuotaPolicy::backoffFor(m_limits, 1, 3600000), 3600000); // a long Retry-After wins, even past the cap
+    // The provider's own time is waited exactly: shorter than the doubling, or past the cap.
+    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, 30000), 30000);
+    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 3, 2000), 2000);
+    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, 3600000), 3600000);
+    QCOMPARE(QuotaPolicy::backoffFor(m_limits, 1, 0), 0);
     auto& p = provider();
     QuotaPolicy::apply429(p, m_limits, 0, std::nullopt, 0);
+    // A 429 heard during the backoff answers a call admitted before it: the same storm.
     QuotaPolicy::apply429(p, m_limits, 1, std::nullopt, 0);
+    QCOMPARE(p.consecutive429, 1);
+    QCOMPARE(p.backoffUntilMs, 60000);
+    // After it, the next 429 is the storm's next step: the doubling.
+    QuotaPolicy::apply429(p, m_limits, 60000, std::nullopt, 0);
     QCOMPARE(p.consecutive429, 2);
-    QCOMPARE(p.backoffUntilMs, 1 + 120000);
+    QCOMPARE(p.backoffUntilMs, 60000 + 120000);
+    QCOMPARE(p.rateLimitedTotal, std::uint64_t(3));
+}
+
+// Issue 26's burst: six concurrent calls answered 429 with retry-after 2 s. One backoff of 2 s
+// (not 60 s doubled five times); each names its time, so the latest end stands.
+void TestQuotaPolicy::aBurstOf429sIsOneStormOnTheProvidersClock()
+{
+    m_limits.backoffBaseMs = 60000;
+    m_limits.backoffCapMs = 900000;
+    auto& p = provider();
+    for (int i = 0; i < 6; ++i)
+        QuotaPolicy::apply429(p, m_limits, 1000 + i * 10, 2000, 0);
+    QCOMPARE(p.consecutive429, 1);
+    QCOMPARE(p.backoffUntilMs, 1050 + 2000);
+    QCOMPARE(p.paceUntilMs, 1050 + 2000 + m_limits.windowMs);
+    // A same-storm 429 that names no time leaves the backoff as it is.
+    QCOMPARE(QuotaPolicy::apply429(p, m_limits, 2000, std::nullopt, 0), std::int64_t(0));
+    QCOMPARE(p.backoffUntilMs, 1050 + 2000);
+    QCOMPARE(p.consecutive429, 1);
+}
+
+// A hold (the provider's headers: nothing left until its reset) ends at the window's pace: the
+// reset frees room for the next request, not for every waiter at once.
+void TestQuotaPolicy::aHoldEndsAtAnEvenPace()
+{
+    m_limits.requests = 6;
+    m_limits.windowMs = 60000; // one per 10 s
+    auto& p = provider();
+    QVERIFY(QuotaPolicy::applyHold(p, m_limits, 0, 20000));
+    QVERIFY(!QuotaPolicy::applyHold(p, m_limits, 0, 15000)); // an earlier end changes nothing
+    QCOMPARE(p.backoffUntilMs, 20000);
+    QVERIFY(!admit(req("a"), 19999)->admitted);
+    QVERIFY(admit(req("a"), 20000)->admitted);
+    auto d = admit(req("b"), 20001);
+    QVERIFY(!d->admitted);
+    QCOMPARE(d->retryAtMs, 30000);
+    QVERIFY(admit(req("b"), 30000)->admitted);
 }
 
 void TestQuotaPolicy::backoffBlocksAndPacesRestart()
@@ -217,8 +263,8 @@ void TestQuotaPolicy::backoffBlocksAndPacesRestart()
     m_limits.requests = 6;
     m_limits.windowMs = 60000; // even pace: one per 10 s
     m_limits.backoffBaseMs = 5000;
-    QuotaPolicy::apply429(provider(), m_limits, 0, 2000, 700);
-    QCOMPARE(provider().backoffUntilMs, 5700); // max(2000, 5000) + jitter
+    QuotaPolicy::apply429(provider(), m_limits, 0, std::nullopt, 700);
+    QCOMPARE(provider().backoffUntilMs, 5700); // the base (no time named) + jitter
     auto d = admit(req("a"), 5000);
     QVERIFY(!d->admitted);
     QCOMPARE(d->reason, WaitReason::Backoff);

@@ -150,7 +150,8 @@ Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, c
         ProviderState& p = tx.state.ensureProvider(provider);
         QuotaPolicy::syncProvider(p, **l, now);
         QuotaPolicy::boundTimes(tx.state, p, **l, now);
-        const std::int64_t base = QuotaPolicy::backoffFor(**l, p.consecutive429 + 1, retryAfterMs);
+        const bool same = QuotaPolicy::sameStorm(p, now);
+        const std::int64_t base = QuotaPolicy::backoffOf429(p, **l, now, retryAfterMs);
         // Jitter: up to 10% of the backoff (at most 5 s), so a restart is not synchronised. From
         // the draw's high 32 bits: what the Redis script computes exactly (its numbers are doubles).
         const std::int64_t span = std::min<std::int64_t>(base / 10, QuotaPolicy::MAX_JITTER_MS);
@@ -161,7 +162,7 @@ Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, c
         e.pid = pid > 0 ? pid : ProcessProbe::selfPid();
         e.retryAfterMs = RetryAfter::bound(retryAfterMs.value_or(0)); // what was honoured
         e.backoffMs = p.backoffUntilMs - now;
-        e.reason = std::to_string(p.consecutive429) + " consecutive";
+        e.reason = (same ? "same storm, " : "") + std::to_string(p.consecutive429) + " consecutive";
         tx.events.push_back(std::move(e));
         tx.changed = true;
         return {};
@@ -374,12 +375,8 @@ Result<void> LocalQuotaBackend::holdUntil(
             return l.error();
         const std::int64_t now = nowMs();
         ProviderState& p = tx.state.ensureProvider(provider);
-        const std::int64_t latest
-            = now > INT64_MAX - QuotaPolicy::MAX_STOP_MS ? INT64_MAX : now + QuotaPolicy::MAX_STOP_MS;
-        const std::int64_t until = std::min(untilMs, latest);
-        if (until <= QuotaPolicy::backoffUntil(p, now))
+        if (!QuotaPolicy::applyHold(p, **l, now, untilMs))
             return {};
-        p.backoffUntilMs = until;
         HistoryEvent e = event(now, EventType::Hold, provider, "");
         e.reason = reason;
         tx.events.push_back(std::move(e));

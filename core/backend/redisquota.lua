@@ -995,7 +995,8 @@ local function backoffFor(l, consecutive, ra)
         i = i + 1
     end
     e = math.min(e, cap)
-    return math.max(e, clamp(ra, 0, MAX_BACKOFF_MS))
+    if ra >= 0 then return clamp(ra, 0, MAX_BACKOFF_MS) end -- the provider's own time: exactly that
+    return e
 end
 
 -- Commit ---------------------------------------------------------------------------------------
@@ -1168,16 +1169,25 @@ function ops.report429()
     syncProvider(p, l, now)
     boundTimes(g, p, l, now)
     local ra = a.ra
-    local base = backoffFor(l, p.c + 1, ra)
+    -- QuotaPolicy::sameStorm / backoffOf429: a 429 heard during a backoff answers a call admitted
+    -- before it began, and never escalates; a named time is waited exactly.
+    local same = backoffUntil(p, now) > now
+    p.c = clamp(p.c, 0, MAX_CONSECUTIVE_429)
+    local backoff
+    if ra >= 0 then
+        backoff = clamp(ra, 0, MAX_BACKOFF_MS)
+    elseif same then
+        backoff = 0
+    else
+        backoff = backoffFor(l, math.min(p.c + 1, MAX_CONSECUTIVE_429), -1)
+    end
     -- Jitter: up to 10% of the backoff (at most 5 s), from the caller's draw.
-    local span = math.min(math.floor(base / 10), MAX_JITTER_MS)
+    local span = math.min(math.floor(backoff / 10), MAX_JITTER_MS)
     local jitter = 0
     if span > 0 then jitter = a.draw % (span + 1) end
-    p.c = clamp(p.c, 0, MAX_CONSECUTIVE_429)
-    p.c = math.min(p.c + 1, MAX_CONSECUTIVE_429)
-    local backoff = backoffFor(l, p.c, ra)
+    if not same then p.c = math.min(p.c + 1, MAX_CONSECUTIVE_429) end
     p.bu = math.max(backoffUntil(p, now), plus(now, plus(backoff, clamp(jitter, 0, MAX_JITTER_MS))))
-    p.pu = plus(p.bu, l.w)
+    p.pu = plus(math.max(p.bu, now), l.w)
     p.l4 = now
     p.rt = p.rt + 1
     local e = event(EVENT.RATE_LIMITED, a.provider)
@@ -1185,7 +1195,11 @@ function ops.report429()
     e.pid = a.pid
     e.retry_after_ms = clamp(ra, 0, MAX_BACKOFF_MS)
     e.backoff_ms = p.bu - now
-    e.reason = p.c .. ' consecutive'
+    if same then
+        e.reason = 'same storm, ' .. p.c .. ' consecutive'
+    else
+        e.reason = p.c .. ' consecutive'
+    end
     touch(p)
     commit()
     return reply({ backoff = backoff })
@@ -1370,8 +1384,10 @@ function ops.hold()
     if refusal then return refusal end
     local p = providerOf(a.provider, l)
     local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
+    -- QuotaPolicy::applyHold: then the window's even pace for one window.
     if untilMs > backoffUntil(p, now) then
         p.bu = untilMs
+        p.pu = math.max(p.pu, plus(untilMs, l.w))
         touch(p)
         local e = event(EVENT.HOLD, a.provider)
         e.reason = a.reason

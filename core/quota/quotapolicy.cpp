@@ -655,24 +655,54 @@ std::int64_t QuotaPolicy::backoffFor(
     for (std::int32_t i = 1; i < consecutive && exp < cap; ++i)
         exp *= 2;
     exp = std::min(exp, cap);
-    return std::max(exp, RetryAfter::bound(retryAfterMs.value_or(0)));
+    if (retryAfterMs && *retryAfterMs >= 0)
+        return RetryAfter::bound(*retryAfterMs); // the provider's own time: exactly that
+    return exp;
+}
+
+bool QuotaPolicy::sameStorm(const ProviderState& p, std::int64_t nowMs)
+{
+    return backoffUntil(p, nowMs) > nowMs;
+}
+
+std::int64_t QuotaPolicy::backoffOf429(
+    const ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::optional<std::int64_t> retryAfterMs)
+{
+    if (retryAfterMs && *retryAfterMs >= 0)
+        return RetryAfter::bound(*retryAfterMs);
+    if (sameStorm(p, nowMs))
+        return 0;
+    const std::int32_t consecutive = std::clamp<std::int32_t>(p.consecutive429, 0, 1 << 20);
+    return backoffFor(l, std::min<std::int32_t>(consecutive + 1, 1 << 20), std::nullopt);
 }
 
 std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
     std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs)
 {
+    const std::int64_t backoff = backoffOf429(p, l, nowMs, retryAfterMs);
+    const bool same = sameStorm(p, nowMs);
     p.consecutive429 = std::clamp<std::int32_t>(p.consecutive429, 0, 1 << 20);
-    p.consecutive429 = std::min<std::int32_t>(p.consecutive429 + 1, 1 << 20);
-    const std::int64_t backoff = backoffFor(l, p.consecutive429, retryAfterMs);
+    if (!same)
+        p.consecutive429 = std::min<std::int32_t>(p.consecutive429 + 1, 1 << 20);
     const std::int64_t jitter = std::clamp<std::int64_t>(jitterMs, 0, MAX_JITTER_MS);
     // From the bounded current end: a forged far-future one must not survive a new report.
     p.backoffUntilMs = std::max(backoffUntil(p, nowMs), plusSaturated(nowMs, plusSaturated(backoff, jitter)));
     // After the backoff, admissions restart at an even pace for one window instead of
     // all queued callers firing in the same instant.
-    p.paceUntilMs = plusSaturated(p.backoffUntilMs, l.windowMs);
+    p.paceUntilMs = plusSaturated(std::max(p.backoffUntilMs, nowMs), l.windowMs);
     p.last429Ms = nowMs;
     ++p.rateLimitedTotal;
     return backoff;
+}
+
+bool QuotaPolicy::applyHold(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs)
+{
+    const std::int64_t until = std::min(untilMs, plusSaturated(nowMs, MAX_STOP_MS));
+    if (until <= backoffUntil(p, nowMs))
+        return false;
+    p.backoffUntilMs = until;
+    p.paceUntilMs = std::max(p.paceUntilMs, plusSaturated(until, l.windowMs));
+    return true;
 }
 
 std::int64_t QuotaPolicy::backoffUntil(const ProviderState& p, std::int64_t nowMs)

@@ -142,15 +142,32 @@ public:
         const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue);
     static bool dequeue(ProviderState& p, std::uint64_t ticket);
 
-    // Backoff = max(Retry-After, base * 2^(n-1) capped at cap), n = consecutive 429s; the cap is
-    // at most QuotaLimits::MAX_BACKOFF_MS and Retry-After at most RetryAfter::MAX_MS, whatever
-    // the inputs.
+    // The backoff of a 429 (docs/PROXY.md, "429 storms"): the time the provider named
+    // (Retry-After, retry-after-ms: exactly that, at most RetryAfter::MAX_MS) when it named
+    // one (a value >= 0); else base * 2^(n-1) capped at cap (at most QuotaLimits::MAX_BACKOFF_MS),
+    // n = consecutive 429s — seed 003's 60 -> 120 -> ... schedule, for 429s that name no time.
     [[nodiscard]] static std::int64_t backoffFor(
         const ProviderLimits& l, std::int32_t consecutive, std::optional<std::int64_t> retryAfterMs);
-    // Applies a 429; jitterMs (0 .. MAX_JITTER_MS, clamped) is added on top (chosen by the
-    // caller). Returns the backoff.
+    // Whether a 429 heard at nowMs belongs to the storm already being waited out: a backoff is
+    // in force, and nobody is admitted during one, so the call it answers was admitted before
+    // the backoff began. Such a 429 never escalates the doubling.
+    [[nodiscard]] static bool sameStorm(const ProviderState& p, std::int64_t nowMs);
+    // The backoff a 429 heard now starts (before jitter): the named time; for a new step of a
+    // storm the doubling; 0 for a 429 of the same storm that names no time (the backoff in
+    // force stands).
+    [[nodiscard]] static std::int64_t backoffOf429(const ProviderState& p, const ProviderLimits& l,
+        std::int64_t nowMs, std::optional<std::int64_t> retryAfterMs);
+    // Applies a 429: a new step of a storm counts one more consecutive 429; the backoff
+    // (backoffOf429, plus jitterMs: 0 .. MAX_JITTER_MS, clamped, chosen by the caller) extends
+    // the one in force, never shortens it; admissions are paced for a window after it.
+    // Returns the backoff (backoffOf429).
     static std::int64_t apply429(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
         std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs);
+    // The provider said nothing is left until untilMs (QuotaBackend::holdUntil): no admission
+    // before it, then admissions at the window's even pace for one window (the reset frees
+    // room for the next request, not for every waiter at once). false: a backoff already in
+    // force lasts as long (nothing changes).
+    static bool applyHold(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs);
     // An admission at atMs counted an estimate and really used delta more (or less, negative):
     // the difference goes into the window bucket (and day) that counted it, in every scope the
     // model counts in; input and output only in scopes that split. false: nothing to do.
