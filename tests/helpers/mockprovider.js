@@ -15,6 +15,13 @@
 // given: /v1/messages without x-mock is admitted as Anthropic admits it (rules(), below).
 //   node mockprovider.js --limit RPW --input-token-limit ITPW --output-token-limit OTPW --window-ms MS
 // GET /_rules: what that mode admitted (each admission's time and counted tokens) and refused.
+// OpenAI's own rules (tst_sdkclients), on when an --openai-* limit is given: /v1/chat/completions
+// and /v1/responses without x-mock are admitted as OpenAI admits them, per model (openaiRules, below).
+//   node mockprovider.js --openai-rpm RPW --openai-tpm TPW --openai-rpd RPD --openai-tpd TPD
+//       --window-ms MS [--day-ms MS] [--openai-models '{"gpt-x": {"rpd": 1000, "tpd": 600}}']
+// GET /_openai: what that mode admitted and refused, per model.
+// x-mock-answer-headers: a JSON object of headers added to the answer, whatever it is (a test's
+// own rate-limit or plan headers: figures that change from one answer to the next, hostile ones).
 // Prints its port on the first line of stdout. GET /_stats: what it saw — among it
 // `violations`, requests that arrived while an answer it had sent said nothing was left
 // (remaining 0 until a reset still ahead), and `usageTokens`, the usage it reported in all.
@@ -44,6 +51,16 @@ const TOKEN_LIMIT = opt('--token-limit', 0); // > 0: answers also state a tokens
 const INPUT_LIMIT = opt('--input-token-limit', 0);
 const OUTPUT_LIMIT = opt('--output-token-limit', 0);
 const RULES = INPUT_LIMIT > 0 || OUTPUT_LIMIT > 0;
+// > 0: OpenAI's rules are enforced on /v1/chat/completions and /v1/responses (openaiRules, below)
+const OPENAI_RPW = opt('--openai-rpm', 0); // requests per window (--window-ms; OpenAI's is a minute)
+const OPENAI_TPW = opt('--openai-tpm', 0); // tokens (input + output) per window
+const OPENAI_RPD = opt('--openai-rpd', 0); // requests per day (--day-ms)
+const OPENAI_TPD = opt('--openai-tpd', 0); // tokens per day
+const DAY_MS = opt('--day-ms', 24 * 3600 * 1000);
+const OPENAI_RULES = OPENAI_RPW > 0 || OPENAI_TPW > 0 || OPENAI_RPD > 0 || OPENAI_TPD > 0;
+// --openai-models JSON: figures of some models of their own, {"gpt-x": {"rpd": 1000, "tpd": 600}}
+// (rpm, tpm, rpd, tpd; what a model does not name is the default above).
+const OPENAI_MODELS = JSON.parse(textOpt('--openai-models') || '{}');
 
 const stats = { requests: 0, refused: 0, concurrent: 0, maxConcurrent: 0, outputTokens: 0, callers: {}, aborted: 0,
     acceptEncoding: [], violations: 0, usageTokens: 0, gateTimeouts: 0, keys: {}, connections: 0, dropped: 0,
@@ -312,6 +329,191 @@ const rules = (() => {
     return { serve, report };
 })();
 
+// OpenAI's own rules (OPENAI_RULES), per model — each model has budgets of its own, with the same
+// figures unless --openai-models gives it others: per window W (--window-ms; OpenAI's is a minute) at most --openai-rpm requests and
+// --openai-tpm tokens, per day (--day-ms, default 24 h) at most --openai-rpd requests and
+// --openai-tpd tokens, where
+//  - tokens = input + output; input is the whole prompt, cached or not (OpenAI: caching does not
+//    lower the rate limit), ceil(characters / 4) of the text of the messages (Chat Completions)
+//    or of input and instructions (Responses);
+//  - output is reserved at max_completion_tokens / max_tokens / max_output_tokens (4096 when
+//    none) when the request arrives, and corrected to the real output (x-mock-output, default
+//    20, at most the reservation) when its answer ends;
+//  - the windows roll: a request counts from its arrival until W (or the day) after it.
+// A request that would pass any budget gets OpenAI's 429 (rate_limit_exceeded, retry-after-ms
+// and retry-after: when its room comes) and is counted in noRoom: a client that waits as it
+// should never meets one. Every answer carries x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+// of the model's window budgets, stated per minute as OpenAI's are (reset: a duration such as
+// "850ms"; OpenAI documents no per-day headers, so none are sent). Answers: Chat Completions
+// (JSON, or a stream whose last chunk carries the usage when stream_options.include_usage) and
+// Responses (JSON, or a stream: response.created, output_text deltas, response.completed with
+// the usage); the text is "Hello world", in 4 pieces 25 ms apart when streamed.
+const openaiRules = (() => {
+    const models = new Map(); // model -> { events: [{ t, tokens, reserved, done }], violations state }
+    const r = { admitted: 0, noRoom: 0, refusedBy: { requests: 0, tokens: 0, requestsPerDay: 0, tokensPerDay: 0 },
+        violations: 0, aborted: 0, chat: 0, responses: 0, streams: 0, usageTokens: 0, models: {} };
+    const tokensOf = (text) => Math.ceil(String(text || '').length / 4);
+    const textOf = (c) => (c === undefined || c === null ? '' : typeof c === 'string' ? c
+        : Array.isArray(c) ? c.map(textOf).join('') : c.text !== undefined ? String(c.text)
+            : c.content !== undefined ? textOf(c.content) : '');
+    function inputOf(body, responses) {
+        if (responses) return tokensOf(textOf(body.instructions)) + tokensOf(textOf(body.input));
+        return (body.messages || []).reduce((n, m) => n + tokensOf(textOf(m.content)), 0);
+    }
+    function model(name) {
+        if (!models.has(name)) {
+            const own = OPENAI_MODELS[name] || {};
+            const pick = (k, d) => (own[k] !== undefined ? Number(own[k]) : d);
+            models.set(name, { events: [], exhaustedUntil: 0, limits: { rpw: pick('rpm', OPENAI_RPW),
+                tpw: pick('tpm', OPENAI_TPW), rpd: pick('rpd', OPENAI_RPD), tpd: pick('tpd', OPENAI_TPD) } });
+            r.models[name] = { admitted: 0, noRoom: 0, tokens: 0, violations: 0, limits: models.get(name).limits };
+        }
+        return models.get(name);
+    }
+    // What is used of each budget at `now` (events that have left the day are dropped).
+    function used(m, now) {
+        m.events = m.events.filter((e) => e.t > now - Math.max(WINDOW_MS, DAY_MS));
+        const u = { requests: 0, tokens: 0, requestsPerDay: 0, tokensPerDay: 0 };
+        for (const e of m.events) {
+            if (e.t > now - WINDOW_MS) { u.requests++; u.tokens += e.tokens; }
+            if (e.t > now - DAY_MS) { u.requestsPerDay++; u.tokensPerDay += e.tokens; }
+        }
+        return u;
+    }
+    // In how many ms `need` more of a budget fits (events leave oldest first); 0: now.
+    function roomIn(m, now, span, perRequest, limit, need) {
+        const inside = m.events.filter((e) => e.t > now - span);
+        let u = inside.reduce((a, e) => a + (perRequest ? 1 : e.tokens), 0);
+        for (const e of inside) {
+            if (u + need <= limit) break;
+            u -= perRequest ? 1 : e.tokens;
+            if (u + need <= limit) return e.t + span - now;
+        }
+        return 0;
+    }
+    function headers(m, now) {
+        const u = used(m, now);
+        const perMinute = (n) => String(Math.round(n * 60000 / WINDOW_MS));
+        const inWindow = m.events.filter((e) => e.t > now - WINDOW_MS);
+        const reset = (inWindow.length ? inWindow[0].t + WINDOW_MS - now : 0) + 'ms';
+        const h = {};
+        const put = (name, limit, n) => {
+            h['x-ratelimit-limit-' + name] = perMinute(limit);
+            h['x-ratelimit-remaining-' + name] = perMinute(Math.max(0, limit - n));
+            h['x-ratelimit-reset-' + name] = reset;
+            // A client reading this answer knows the budget is spent until its reset.
+            if (limit - n <= 0) m.exhaustedUntil = Math.max(m.exhaustedUntil, now + parseInt(reset, 10));
+        };
+        if (m.limits.rpw > 0) put('requests', m.limits.rpw, u.requests);
+        if (m.limits.tpw > 0) put('tokens', m.limits.tpw, u.tokens);
+        return h;
+    }
+    function serve(req, res, body, now, responses) {
+        const name = String(body.model || '');
+        const m = model(name);
+        if (now < m.exhaustedUntil) { r.violations++; r.models[name].violations++; }
+        const input = inputOf(body, responses);
+        const bound = Number(responses ? body.max_output_tokens : (body.max_completion_tokens || body.max_tokens));
+        const reserve = Math.max(1, Math.ceil(bound) || 4096);
+        const u = used(m, now);
+        const over = [];
+        const { rpw, tpw, rpd, tpd } = m.limits;
+        if (rpw > 0 && u.requests + 1 > rpw) over.push(['requests', roomIn(m, now, WINDOW_MS, true, rpw, 1)]);
+        if (tpw > 0 && u.tokens + input + reserve > tpw)
+            over.push(['tokens', roomIn(m, now, WINDOW_MS, false, tpw, input + reserve)]);
+        if (rpd > 0 && u.requestsPerDay + 1 > rpd) over.push(['requestsPerDay', roomIn(m, now, DAY_MS, true, rpd, 1)]);
+        if (tpd > 0 && u.tokensPerDay + input + reserve > tpd)
+            over.push(['tokensPerDay', roomIn(m, now, DAY_MS, false, tpd, input + reserve)]);
+        if (over.length) {
+            r.noRoom++;
+            r.models[name].noRoom++;
+            stats.refused++;
+            for (const [b] of over) r.refusedBy[b]++;
+            const wait = Math.max(1, ...over.map((o) => o[1]));
+            res.writeHead(429, Object.assign({ 'content-type': 'application/json', 'retry-after-ms': String(wait),
+                'retry-after': String(Math.ceil(wait / 1000)) }, headers(m, now)));
+            res.end(JSON.stringify({ error: { message: 'Rate limit reached for ' + name + ' on ' + over.map((o) => o[0]).join(', ')
+                + ' (mock)', type: 'requests', param: null, code: 'rate_limit_exceeded' } }));
+            return;
+        }
+        const ev = { t: now, tokens: input + reserve, reserved: reserve, done: 0 };
+        m.events.push(ev);
+        r.admitted++;
+        r.models[name].admitted++;
+        if (responses) r.responses++; else r.chat++;
+        const real = Math.min(reserve, Math.max(1, Number(req.headers['x-mock-output'] || 20)));
+        const h = headers(m, now);
+        stats.concurrent++;
+        stats.maxConcurrent = Math.max(stats.maxConcurrent, stats.concurrent);
+        let finished = false;
+        const finish = (ok) => {
+            if (finished) return;
+            finished = true;
+            stats.concurrent--;
+            ev.done = Date.now();
+            if (!ok) { r.aborted++; return; } // the client left: the reservation stands
+            ev.tokens = input + real; // corrected to the real output
+            r.usageTokens += input + real;
+            r.models[name].tokens += input + real;
+            stats.usageTokens += input + real;
+            stats.outputTokens += real;
+        };
+        res.on('close', () => finish(false));
+        const pieces = ['Hel', 'lo ', 'wor', 'ld'];
+        const id = (responses ? 'resp_' : 'chatcmpl-') + crypto.randomBytes(6).toString('hex');
+        const created = Math.floor(now / 1000);
+        const chatUsage = { prompt_tokens: input, completion_tokens: real, total_tokens: input + real,
+            prompt_tokens_details: { cached_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0 } };
+        const response = (status, withOutput) => ({ id, object: 'response', created_at: created, status, model: name,
+            output: withOutput ? [{ type: 'message', id: 'msg_' + id, status: 'completed', role: 'assistant',
+                content: [{ type: 'output_text', text: pieces.join(''), annotations: [] }] }] : [],
+            usage: withOutput ? { input_tokens: input, input_tokens_details: { cached_tokens: 0 }, output_tokens: real,
+                output_tokens_details: { reasoning_tokens: 0 }, total_tokens: input + real } : null });
+        if (!body.stream) {
+            res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, h));
+            res.end(JSON.stringify(responses ? response('completed', true)
+                : { id, object: 'chat.completion', created, model: name, choices: [{ index: 0,
+                    message: { role: 'assistant', content: pieces.join('') }, finish_reason: 'stop' }], usage: chatUsage }));
+            finish(true);
+            return;
+        }
+        r.streams++;
+        res.writeHead(200, Object.assign({ 'content-type': 'text/event-stream', 'cache-control': 'no-cache' }, h));
+        const out = [];
+        if (responses) {
+            let seq = 0;
+            const ev2 = (type, rest) => ({ event: type, data: Object.assign({ type, sequence_number: seq++ }, rest) });
+            out.push(ev2('response.created', { response: response('in_progress', false) }));
+            for (const p of pieces) out.push(ev2('response.output_text.delta', { item_id: 'msg_' + id, output_index: 0, content_index: 0, delta: p }));
+            out.push(ev2('response.completed', { response: response('completed', true) }));
+        } else {
+            const chunk = (choices, usage) => ({ data: { id, object: 'chat.completion.chunk', created, model: name, choices, usage } });
+            for (const p of pieces) out.push(chunk([{ index: 0, delta: { content: p }, finish_reason: null }], null));
+            out.push(chunk([{ index: 0, delta: {}, finish_reason: 'stop' }], null));
+            if (body.stream_options && body.stream_options.include_usage) out.push(chunk([], chatUsage));
+        }
+        let i = 0;
+        const next = () => {
+            if (finished) return;
+            if (i < out.length) {
+                const e = out[i++];
+                res.write((e.event ? 'event: ' + e.event + '\n' : '') + 'data: ' + JSON.stringify(e.data) + '\n\n');
+                setTimeout(next, 25);
+                return;
+            }
+            if (!responses) res.write('data: [DONE]\n\n');
+            res.end();
+            finish(true);
+        };
+        next();
+    }
+    function report() {
+        return Object.assign({ windowMs: WINDOW_MS, dayMs: DAY_MS,
+            limits: { requests: OPENAI_RPW, tokens: OPENAI_TPW, requestsPerDay: OPENAI_RPD, tokensPerDay: OPENAI_TPD } }, r);
+    }
+    return { serve, report };
+})();
+
 const handler = (req, res) => {
     if (req.method === 'POST' && req.url === '/_dropnext') {
         dropNext = true;
@@ -339,6 +541,11 @@ const handler = (req, res) => {
     if (req.method === 'GET' && req.url === '/_rules') {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify(rules.report()));
+        return;
+    }
+    if (req.method === 'GET' && req.url === '/_openai') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(openaiRules.report()));
         return;
     }
     if (req.method === 'GET' && req.url === '/_stats') {
@@ -372,6 +579,13 @@ const handler = (req, res) => {
         // The proxy's shared token (--token-file) must never reach the provider.
         if (req.headers['x-tollgate-token'] || req.url.startsWith('/t/')) stats.tokenLeaks++;
         stats.paths.push(req.url);
+        // x-mock-answer-headers: added to whatever answer this request gets.
+        let extra = {};
+        try { extra = JSON.parse(req.headers['x-mock-answer-headers'] || '{}'); } catch (e) { extra = {}; }
+        if (Object.keys(extra).length) {
+            const writeHead = res.writeHead.bind(res);
+            res.writeHead = (status, headers) => writeHead(status, Object.assign({}, headers || {}, extra));
+        }
         const caller = req.headers['x-tollgate-caller'];
         if (caller) stats.callers[caller] = (stats.callers[caller] || 0) + 1; // must never arrive
         let body = {};
@@ -398,6 +612,9 @@ const handler = (req, res) => {
         if (mock === 'continue-flood') { for (let i = 0; i < 20; i++) res.writeContinue(); return; } // never a final answer
         if (mock === 'early-hints') res.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' }); // a 103 first
         if (RULES && kind === 'anthropic' && mock === '') return rules.serve(req, res, body, now);
+        const responses = req.url === '/v1/responses';
+        if (OPENAI_RULES && mock === '' && (responses || req.url === '/v1/chat/completions'))
+            return openaiRules.serve(req, res, body, now, responses);
         if (quota(now).remaining === 0) {
             stats.refused++;
             const q = quota(now);

@@ -5,6 +5,12 @@
 // streamed call asks the mock for a gated stream (it stops after its first text until this
 // client, having received that text, opens the gate on the mock directly): a proxy that held
 // the stream back would leave the gate shut. Prints one JSON summary; exits 1 on any failure.
+//   node sdkclients.js openai-rules PROXY_URL MOCK_URL CLIENTS ROUNDS
+// OpenAI clients against a mock that enforces OpenAI's own rules (mockprovider.js --openai-*):
+// even clients use gpt-mock-chat (Chat Completions), odd ones gpt-mock-resp (the Responses API);
+// each round is one plain and one streamed call. A call the proxy refuses itself (429, Server:
+// tollgate-proxy: no room before its deadline, the day's budget spent) is counted per model in
+// `refusedByProxy`; any other failure, a 429 of the mock's above all, is a failure.
 'use strict';
 const [kind, proxyUrl, mockUrl, clientsArg, roundsArg] = process.argv.slice(2);
 const clients = Number(clientsArg || 8);
@@ -87,8 +93,78 @@ async function openaiClient(n) {
     }
 }
 
+// One call; true when answered, false when the proxy refused it itself; throws otherwise.
+async function ruledCall(model, call) {
+    try {
+        await call();
+        return true;
+    } catch (e) {
+        const h = e && e.headers;
+        const server = h ? (typeof h.get === 'function' ? h.get('server') : h.server) : '';
+        if (e && e.status === 429 && server === 'tollgate-proxy') {
+            summary.refusedByProxy[model] = (summary.refusedByProxy[model] || 0) + 1;
+            return false;
+        }
+        throw e;
+    }
+}
+
+async function openaiRulesClient(n) {
+    const { default: OpenAI } = await import('openai');
+    summary.sdk = 'openai ' + versionOf('openai');
+    const client = new OpenAI({ baseURL: proxyUrl + '/v1', apiKey: KEY, maxRetries: 0, timeout: 120000 });
+    const chat = n % 2 === 0;
+    const model = chat ? 'gpt-mock-chat' : 'gpt-mock-resp';
+    const answered = (text, usage, what) => {
+        if (text !== 'Hello world' || !(usage > 0)) throw new Error(what + ' of client ' + n + ': "' + text + '", usage ' + usage);
+        summary.usageTokens += usage;
+        summary.answered[model] = (summary.answered[model] || 0) + 1;
+    };
+    for (let r = 0; r < rounds; r++) {
+        const input = 'client ' + n + ' round ' + r;
+        if (chat) {
+            await ruledCall(model, async () => {
+                const done = await client.chat.completions.create({ model, max_completion_tokens: 200,
+                    messages: [{ role: 'user', content: input }] });
+                answered(done.choices[0].message.content, done.usage.total_tokens, 'a call');
+                summary.calls++;
+            });
+            await ruledCall(model, async () => {
+                const stream = await client.chat.completions.create({ model, max_completion_tokens: 200, stream: true,
+                    stream_options: { include_usage: true }, messages: [{ role: 'user', content: input }] });
+                let got = '';
+                let total = -1;
+                for await (const chunk of stream) {
+                    if (chunk.choices.length) got += chunk.choices[0].delta.content || '';
+                    if (chunk.usage) total = chunk.usage.total_tokens;
+                }
+                answered(got, total, 'a stream');
+                summary.streams++;
+            });
+        } else {
+            await ruledCall(model, async () => {
+                const resp = await client.responses.create({ model, max_output_tokens: 100, input });
+                answered(resp.output_text, resp.usage.total_tokens, 'a response');
+                summary.calls++;
+            });
+            await ruledCall(model, async () => {
+                const stream = await client.responses.create({ model, max_output_tokens: 100, input, stream: true });
+                let got = '';
+                let total = -1;
+                for await (const ev of stream) {
+                    if (ev.type === 'response.output_text.delta') got += ev.delta;
+                    if (ev.type === 'response.completed') total = ev.response.usage.total_tokens;
+                }
+                answered(got, total, 'a streamed response');
+                summary.streams++;
+            });
+        }
+    }
+}
+
 async function main() {
-    const one = kind === 'anthropic' ? anthropicClient : openaiClient;
+    if (kind === 'openai-rules') Object.assign(summary, { refusedByProxy: {}, answered: {} });
+    const one = kind === 'anthropic' ? anthropicClient : kind === 'openai-rules' ? openaiRulesClient : openaiClient;
     const results = await Promise.allSettled(Array.from({ length: clients }, (_, n) => one(n)));
     for (const r of results) {
         // The first lines of each failure (the SDK's errors carry the proxy's answer).
