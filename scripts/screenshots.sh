@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the dashboard screenshots in docs/screenshots/ from a live demo: a temporary
 # home where `tollgate demo` runs its simulated callers and 429 storms, plus a second provider
-# with steady traffic and a third one paused, so every kind of capacity tile shows. The
+# with steady traffic and a third one paused, so every kind of capacity tile shows. The second
+# counts as a provider does today: input and output tokens apart, per-day budgets of a calendar
+# day (midnight in Los Angeles) and a model class, so its tile shows each of those lines. The
 # window is rendered offscreen (no display needed) at 1280x720, 1920x1080, and in the dark
 # palette.
 #
@@ -34,19 +36,26 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$out" "$home"
-"$tollgate" limits set search-api --home "$home" -q --requests 300 --window 60 --tokens 200000 --parallel 6
+"$tollgate" limits set search-api --home "$home" -q --requests 300 --window 60 --parallel 6 \
+    --input-tokens 150000 --output-tokens 40000 \
+    --requests-per-day 20000 --output-tokens-per-day 2000000 --day-resets "00:00@America/Los_Angeles"
+"$tollgate" limits set search-api --home "$home" -q --class large --models "search-large*" \
+    --requests 200 --window 60 --output-tokens 20000
 "$tollgate" limits set batch-llm --home "$home" -q --requests 30 --window 60
 "$tollgate" pause batch-llm --home "$home" -q --reason "nightly re-index"
 
 "$tollgate" demo --home "$home" --duration $((demo_seconds + 60)) >"$work/demo.log" 2>&1 &
 pids+=($!)
-# Steady traffic on search-api from two callers, each call holding a slot for a moment.
+# Steady traffic on search-api from two callers, each call holding a slot for a moment; the
+# recommender's calls go to a model of the class "large".
 for caller in web-frontend recommender; do
+    model=()
+    [[ $caller == recommender ]] && model=(--model search-large-2)
     (
         end=$((SECONDS + demo_seconds + 60))
         while ((SECONDS < end)); do
-            "$tollgate" run search-api --home "$home" --caller "$caller" --tokens 350 -- sleep 0.4 \
-                >/dev/null 2>&1 || true
+            "$tollgate" run search-api --home "$home" --caller "$caller" "${model[@]}" \
+                --input-tokens 300 --output-tokens 80 -- sleep 0.4 >/dev/null 2>&1 || true
         done
     ) &
     pids+=($!)

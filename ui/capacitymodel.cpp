@@ -25,6 +25,68 @@ QString duration(std::int64_t ms)
     return QObject::tr("%1 h %2 min").arg(s / 3600).arg((s % 3600) / 60);
 }
 
+// Longer spans, for a plan's 7-day window: "3 d 4 h"; below a day as duration().
+QString longDuration(std::int64_t ms)
+{
+    const std::int64_t s = (std::max<std::int64_t>(ms, 0) + 999) / 1000;
+    if (s < 86400)
+        return duration(ms);
+    return QObject::tr("%1 d %2 h").arg(s / 86400).arg((s % 86400) / 3600);
+}
+
+// The plan line of a tile, in `tollgate status`'s PLAN words: each window's share and when it
+// resets, then the status when it is not plainly allowed; figures of a window that has reset
+// since are said to be old. Empty: the plan states nothing.
+QString planText(const ProviderCapacity& c, std::int64_t nowMs)
+{
+    const PlanUsage& u = c.plan;
+    if (u.atMs == 0)
+        return {};
+    auto window = [&](const QString& name, std::int64_t permille, std::int64_t resetMs) -> QString {
+        if (permille < 0 && resetMs == 0)
+            return {};
+        QString w = name + (permille < 0 ? QStringLiteral(" ?") : QStringLiteral(" %1%").arg((permille + 5) / 10));
+        if (resetMs > nowMs)
+            w += QObject::tr(" (resets in %1)").arg(longDuration(resetMs - nowMs));
+        return w;
+    };
+    QStringList parts;
+    for (const QString& w : { window(QObject::tr("5 h"), u.fiveHourPermille, u.fiveHourResetMs),
+             window(QObject::tr("7 d"), u.sevenDayPermille, u.sevenDayResetMs) }) {
+        if (!w.isEmpty())
+            parts.append(w);
+    }
+    QString line = parts.join(QStringLiteral(", "));
+    if (u.status == PlanUsage::Status::Warning)
+        line += (line.isEmpty() ? QString() : QStringLiteral("; ")) + QObject::tr("nearly used up");
+    else if (u.status == PlanUsage::Status::Rejected)
+        line += (line.isEmpty() ? QString() : QStringLiteral("; ")) + QObject::tr("USED UP: callers held until the reset");
+    if (line.isEmpty())
+        return {};
+    line = QObject::tr("plan: %1").arg(line);
+    if (!c.planCurrent)
+        line += QObject::tr(" (stated %1 ago, before a reset)").arg(longDuration(std::max<std::int64_t>(0, nowMs - u.atMs)));
+    return line;
+}
+
+CapacityModel::PlanLevel planLevelOf(const ProviderCapacity& c)
+{
+    if (c.plan.atMs == 0)
+        return CapacityModel::PlanLevel::None;
+    if (!c.planCurrent)
+        return CapacityModel::PlanLevel::Old;
+    switch (c.plan.status) {
+    case PlanUsage::Status::Warning:
+        return CapacityModel::PlanLevel::Warning;
+    case PlanUsage::Status::Rejected:
+        return CapacityModel::PlanLevel::Rejected;
+    case PlanUsage::Status::Allowed:
+    case PlanUsage::Status::Unknown:
+        break;
+    }
+    return CapacityModel::PlanLevel::Allowed;
+}
+
 QString count(std::int64_t n)
 {
     return QLocale().toString(static_cast<qlonglong>(n));
@@ -275,9 +337,19 @@ void CapacityModel::rebuild()
         // Where the provider's own headers disagree with the limits set: the user fixes one.
         for (const std::string& notice : c.limitNotices)
             r.details.append(tr("⚠ %1").arg(qs(notice)));
+        r.plan = planText(c, m_nowMs);
+        r.planLevel = r.plan.isEmpty() ? PlanLevel::None : planLevelOf(c);
         QStringList tip;
         if (!c.limitNotices.empty())
             tip.append(tr("the provider's figures come from its rate-limit headers, read by tollgate proxy"));
+        if (c.learning)
+            tip.append(tr("following the provider's limits (the ones you have not set)"));
+        if (!c.learned.empty()) {
+            QStringList keys;
+            for (const std::string& k : c.learned)
+                keys.append(qs(k));
+            tip.append(tr("from the provider: %1").arg(keys.join(QStringLiteral(", "))));
+        }
         // Every budget as `tollgate status` says it (used/limit), the provider's then each class's.
         if (c.hasLimits)
             tip.append(usageText(c.window, limits, m_nowMs));

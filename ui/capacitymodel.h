@@ -19,6 +19,9 @@ class CapacityModel final : public QObject
     Q_OBJECT
 public:
     enum class Level { Ok, Near, Blocked, Unstyled };
+    // How the plan line is coloured: as stated (Allowed, Warning, Rejected) or old (a window
+    // it names has reset since: the figures are of an earlier window).
+    enum class PlanLevel { None, Allowed, Warning, Rejected, Old };
     struct Row
     {
         QString provider;
@@ -27,6 +30,10 @@ public:
         QString next; // "next free in 8 s"; empty when a request can go now
         QStringList details; // requests, tokens, slots, backoff / pause reason
         QString tooltip;
+        // A subscription plan's windows, like `tollgate status`'s PLAN line: "plan: 5 h 42%
+        // (resets in 1 h 10 min), 7 d 63% (resets in 3 d 4 h)"; empty: no plan stated.
+        QString plan;
+        PlanLevel planLevel = PlanLevel::None;
         bool operator==(const Row&) const = default;
     };
 

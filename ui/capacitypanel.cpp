@@ -90,12 +90,21 @@ void CapacityPanel::sync()
             t.next->setFont(mid);
             t.details = new QLabel(t.frame);
             t.details->setObjectName(QStringLiteral("capacityDetails"));
-            for (QLabel* l : { t.name, t.headline, t.next, t.details })
+            t.plan = new QLabel(t.frame);
+            t.plan->setObjectName(QStringLiteral("capacityPlan"));
+            t.plan->hide();
+            for (QLabel* l : { t.name, t.headline, t.next, t.details, t.plan })
                 l->setTextFormat(Qt::PlainText);
             grid->addWidget(t.name, 0, 0);
             grid->addWidget(t.headline, 1, 0);
             grid->addWidget(t.next, 2, 0);
-            grid->addWidget(t.details, 0, 1, 3, 1, Qt::AlignTop | Qt::AlignLeft);
+            // The figures and, under them, the plan (a label of its own: it has its own colour).
+            auto* figures = new QVBoxLayout;
+            figures->setSpacing(0);
+            figures->addWidget(t.details);
+            figures->addWidget(t.plan);
+            figures->addStretch(1);
+            grid->addLayout(figures, 0, 1, 3, 1, Qt::AlignTop | Qt::AlignLeft);
             grid->setColumnStretch(1, 1);
             t.level = CapacityModel::Level::Unstyled;
             m_tiles.insert(provider, t);
@@ -114,6 +123,10 @@ void CapacityPanel::sync()
         t.next->setText(row.next);
         t.next->setVisible(!row.next.isEmpty());
         t.details->setText(row.details.join(QLatin1Char('\n')));
+        t.plan->setText(row.plan);
+        t.plan->setVisible(!row.plan.isEmpty());
+        if (t.planLevel != row.planLevel)
+            stylePlan(t, row.planLevel);
         t.frame->setToolTip(row.tooltip);
         if (t.level != row.level)
             style(t, row.level);
@@ -157,11 +170,9 @@ void CapacityPanel::resizeEvent(QResizeEvent* event)
     fitHeight();
 }
 
-void CapacityPanel::style(Tile& tile, CapacityModel::Level level)
+QColor CapacityPanel::accentOf(CapacityModel::Level level) const
 {
-    tile.level = level;
-    const QPalette base = palette();
-    const bool dark = base.color(QPalette::Window).lightness() < 128;
+    const bool dark = palette().color(QPalette::Window).lightness() < 128;
     QColor accent;
     switch (level) {
     case CapacityModel::Level::Ok:
@@ -175,6 +186,42 @@ void CapacityPanel::style(Tile& tile, CapacityModel::Level level)
         accent = dark ? QColor(0xff, 0x7b, 0x72) : QColor(0xb4, 0x1c, 0x1c);
         break;
     }
+    return accent;
+}
+
+void CapacityPanel::stylePlan(Tile& tile, CapacityModel::PlanLevel level)
+{
+    tile.planLevel = level;
+    QPalette p = tile.frame->palette();
+    QFont f = tile.details->font();
+    switch (level) {
+    case CapacityModel::PlanLevel::Warning:
+        p.setColor(QPalette::WindowText, accentOf(CapacityModel::Level::Near));
+        f.setBold(true);
+        break;
+    case CapacityModel::PlanLevel::Rejected:
+        p.setColor(QPalette::WindowText, accentOf(CapacityModel::Level::Blocked));
+        f.setBold(true);
+        break;
+    case CapacityModel::PlanLevel::Old:
+        // Figures of an earlier window: there, but not to be read as now.
+        p.setColor(QPalette::WindowText, palette().color(QPalette::Disabled, QPalette::Text));
+        f.setItalic(true);
+        break;
+    case CapacityModel::PlanLevel::None:
+    case CapacityModel::PlanLevel::Allowed:
+        break;
+    }
+    tile.plan->setPalette(p);
+    tile.plan->setFont(f);
+    tile.plan->setProperty("planLevel", static_cast<int>(level));
+}
+
+void CapacityPanel::style(Tile& tile, CapacityModel::Level level)
+{
+    tile.level = level;
+    const QPalette base = palette();
+    const QColor accent = accentOf(level);
     // A tint of the accent over the base: readable in light and dark palettes alike.
     const QColor bg = base.color(QPalette::Base);
     const QColor tint = QColor::fromRgbF(bg.redF() * 0.85f + accent.redF() * 0.15f,
@@ -188,6 +235,7 @@ void CapacityPanel::style(Tile& tile, CapacityModel::Level level)
     tile.headline->setPalette(h);
     tile.next->setPalette(h);
     tile.frame->setProperty("level", static_cast<int>(level));
+    stylePlan(tile, tile.planLevel); // over the frame's new palette
 }
 
 QString CapacityPanel::tileText(const QString& provider) const
@@ -199,6 +247,8 @@ QString CapacityPanel::tileText(const QString& provider) const
     if (!it->next->text().isEmpty())
         parts.append(it->next->text());
     parts.append(it->details->text());
+    if (!it->plan->text().isEmpty())
+        parts.append(it->plan->text());
     return parts.join(QLatin1Char('\n'));
 }
 

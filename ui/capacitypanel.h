@@ -4,7 +4,9 @@
 // headline (requests left, or BLOCKED / PAUSED / BACKING OFF), when the next request frees up,
 // tokens left, slots free, and the backoff or pause reason — coloured ok / near / blocked and
 // sized to be read from across the room. It only shows CapacityModel's rows: tiles are made
-// when a provider appears and only their texts change on a tick.
+// when a provider appears and only their texts change on a tick. A subscription plan's usage
+// is a line of its own under the figures, in the near / blocked colour when the plan is nearly
+// or wholly used up, greyed when its figures are of a window that has reset since.
 
 #include "capacitymodel.h"
 
@@ -49,11 +51,15 @@ private:
         QLabel* headline = nullptr;
         QLabel* next = nullptr;
         QLabel* details = nullptr;
+        QLabel* plan = nullptr; // a subscription plan's windows; hidden when none is stated
         CapacityModel::Level level = CapacityModel::Level::Ok;
+        CapacityModel::PlanLevel planLevel = CapacityModel::PlanLevel::None;
     };
     void sync();
     void fitHeight();
     void style(Tile& tile, CapacityModel::Level level);
+    void stylePlan(Tile& tile, CapacityModel::PlanLevel level);
+    [[nodiscard]] QColor accentOf(CapacityModel::Level level) const;
 
     CapacityModel* m_model; // not owned
     QHBoxLayout* m_layout = nullptr;

@@ -4,6 +4,7 @@
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
+#include "learnedlimits.h"
 #include "limitsmodel.h"
 #include "providersmodel.h"
 #include "quotaobserver.h"
@@ -39,6 +40,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     qRegisterMetaType<ActionResult>();
     qRegisterMetaType<LimitChange>();
     qRegisterMetaType<StormDetector::Storm>();
+    qRegisterMetaType<PlanAlerts::Alert>();
     qRegisterMetaType<TrayState>();
 
     m_filteredEvents->setSourceModel(m_events);
@@ -90,6 +92,11 @@ void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)
     m_holders->setSnapshot(snapshot);
     updateTrayState();
     Q_EMIT snapshotChanged();
+    // After the window has the snapshot: an alert's reader finds the tile saying the same.
+    if (snapshot.hasState) {
+        for (const PlanAlerts::Alert& alert : m_planAlerts.update(snapshot.state, snapshot.nowMs))
+            Q_EMIT planAlert(alert);
+    }
 }
 
 void DashboardController::onHistory(const std::vector<HistoryEvent>& events)
@@ -213,6 +220,33 @@ void DashboardController::proposeLimitChange(const LimitChange& change)
         return;
     }
     applyLimitChange(change);
+}
+
+std::optional<DashboardController::Adoption> DashboardController::adoptionOf(const QString& provider) const
+{
+    const std::optional<ProviderLimits> shown = m_providers->limitsOf(provider);
+    if (!shown)
+        return std::nullopt;
+    const ProviderState* state = m_snapshot.hasState ? m_snapshot.state.provider(provider.toStdString()) : nullptr;
+    auto lesson = LearnedLimits::adoption(*shown, state);
+    if (!lesson)
+        return std::nullopt;
+    LimitChange change { provider, *shown, lesson->limits, false,
+        QString::fromStdString(lesson->describe(LearnedLimits::ADOPTED)) };
+    return Adoption { std::move(change), std::move(*lesson) };
+}
+
+void DashboardController::setLearning(const QString& provider, bool on)
+{
+    if (!m_providers->limitsOf(provider)) {
+        ActionResult r;
+        r.action = QStringLiteral("limits");
+        r.message = tr("%1 has no limits any more; nothing done.").arg(provider);
+        Q_EMIT actionFinished(r);
+        return;
+    }
+    // Through the limits table's request: checked (editRefused) and sent as any edit is.
+    m_limits->setLearning(provider, on);
 }
 
 void DashboardController::undoLimitChange()

@@ -7,11 +7,14 @@
 // Invariants: nothing here touches a file. Snapshots and history batches arrive as values by
 // queued signals; models are updated by difference (never reset on a tick); the one-second
 // tick only re-derives time-dependent cells (countdowns, ages, window decay) from the last
-// snapshot. Storm alerts are raised once per storm.
+// snapshot. Storm alerts are raised once per storm; plan alerts once per plan window
+// (PlanAlerts).
 
 #include "actionresult.h"
 #include "dashboardsnapshot.h"
 #include "limitchange.h"
+#include "planalerts.h"
+#include "quota/limitlearning.h"
 #include "stateicon.h"
 #include "stormdetector.h"
 #include "usagehistory.h"
@@ -71,6 +74,18 @@ public:
     // applyLimitChange.
     void requestLimits(const QString& provider, const ProviderLimits& limits);
     void applyLimitChange(const LimitChange& change);
+    // "Use the provider's limits": the figures the provider's answers last stated become the
+    // limits of their scope (`tollgate limits adopt`). The change is made on the limits shown and
+    // written by compare-and-set (applyLimitChange), described as the CLI describes it.
+    struct Adoption
+    {
+        LimitChange change;
+        LimitLearning::Lesson lesson;
+    };
+    // nullopt: nothing reported, or the limits already are the provider's.
+    [[nodiscard]] std::optional<Adoption> adoptionOf(const QString& provider) const;
+    // Turns following the provider's limits on or off (limits set --learn / --no-learn).
+    void setLearning(const QString& provider, bool on);
     // Undoes the last limit change this window made (through requestLimits' rules).
     void undoLimitChange();
     [[nodiscard]] bool canUndoLimitChange() const { return m_lastLimitChange.has_value(); }
@@ -90,6 +105,8 @@ Q_SIGNALS:
     void loadedChanged(); // the first snapshot and its history are in
     void chartsChanged();
     void stormStarted(const tollgate::ui::StormDetector::Storm& storm);
+    // A provider's plan turned Warning or Rejected (once per window).
+    void planAlert(const tollgate::ui::PlanAlerts::Alert& alert);
     void trayStateChanged(tollgate::ui::TrayState state);
     void actionFinished(const tollgate::ui::ActionResult& result);
     void limitChangeNeedsConfirmation(const tollgate::ui::LimitChange& change, const QStringList& warnings);
@@ -116,6 +133,7 @@ private:
     qint64 m_lastChartMs = 0;
     UsageHistory m_usage;
     StormDetector m_storms;
+    PlanAlerts m_planAlerts;
     TrayState m_trayState = TrayState::Normal;
     quint64 m_ticks = 0;
     std::optional<LimitChange> m_lastLimitChange;
@@ -133,3 +151,4 @@ private:
 } // namespace tollgate::ui
 
 Q_DECLARE_METATYPE(tollgate::ui::StormDetector::Storm)
+Q_DECLARE_METATYPE(tollgate::ui::PlanAlerts::Alert)

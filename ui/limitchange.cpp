@@ -1,6 +1,9 @@
 #include "limitchange.h"
 
+#include "learnedlimits.h"
+
 #include <QObject>
+#include <algorithm>
 
 namespace tollgate::ui {
 
@@ -61,9 +64,36 @@ QString patternsText(const std::vector<std::string>& match)
     return p.isEmpty() ? QObject::tr("its own name") : p.join(QStringLiteral(", "));
 }
 
+// Learned marks that went while the value stayed: the user took the provider's figure as theirs.
+template <class Limits>
+void markChanges(QVector<TextChange>& out, const QString& prefix, const Limits& b, const Limits& a)
+{
+    for (const std::string& key : b.learned) {
+        if (std::find(a.learned.begin(), a.learned.end(), key) != a.learned.end())
+            continue;
+        const auto before = b.perWindow();
+        const auto after = a.perWindow();
+        const bool same = (key == "requests" && before.requests == after.requests)
+            || (key == "tokens" && before.tokens == after.tokens)
+            || (key == "input_tokens" && before.inputTokens == after.inputTokens)
+            || (key == "output_tokens" && before.outputTokens == after.outputTokens);
+        if (same)
+            out.append({ prefix + QObject::tr("%1 kept as yours").arg(LearnedLimits::metricWords(key)) });
+    }
+}
+
 QVector<TextChange> textChangesOf(const LimitChange& c)
 {
     QVector<TextChange> out;
+    if (c.before.learn != c.after.learn)
+        out.append({ c.after.learn ? QObject::tr("following the provider's limits")
+                                   : QObject::tr("no longer following the provider's limits") });
+    markChanges(out, QString(), c.before, c.after);
+    for (const auto& [name, b] : c.before.models) {
+        auto it = c.after.models.find(name);
+        if (it != c.after.models.end())
+            markChanges(out, QObject::tr("class %1 ").arg(QString::fromStdString(name)), b, it->second);
+    }
     if (!(c.before.dayReset == c.after.dayReset))
         out.append({ QObject::tr("day resets %1 → %2")
                          .arg(QString::fromStdString(c.before.dayReset.text()),
@@ -137,7 +167,7 @@ QString LimitChange::summary() const
 
 LimitChange LimitChange::reversed() const
 {
-    return LimitChange { provider, after, before, true };
+    return LimitChange { provider, after, before, true, QString() };
 }
 
 } // namespace tollgate::ui

@@ -20,6 +20,9 @@ struct LimitChange
     ProviderLimits before;
     ProviderLimits after;
     bool undo = false; // this change undoes the window's previous one
+    // The history's description when it must be exact words ("adopted the provider's limits:
+    // requests 50 -> 40", as `tollgate limits adopt` writes it); empty: summary().
+    QString description;
 
     // "requests per window: 50 → none (removes the limit)"; empty when nothing is drastic.
     [[nodiscard]] QStringList warnings() const;

@@ -1,6 +1,9 @@
 #include "limitsmodel.h"
 
+#include "learnedlimits.h"
+
 #include <QBrush>
+#include <QFont>
 #include <QPalette>
 #include <type_traits>
 
@@ -21,13 +24,18 @@ struct CountColumn
     LimitField field;
     const char* option;
     const char* unit; // for "no ... limit" tooltips
+    // The limits.json key of a per-window limit the provider may have given (a learned mark);
+    // null: never learned (per day, parallel).
+    const char* learnKey = nullptr;
 };
 
 constexpr CountColumn COUNT_COLUMNS[] = {
-    { LimitsModel::Requests, LimitField::Requests, "--requests", "requests per window" },
-    { LimitsModel::Tokens, LimitField::Tokens, "--tokens", "tokens per window" },
-    { LimitsModel::InputTokens, LimitField::InputTokens, "--input-tokens", "input tokens per window" },
-    { LimitsModel::OutputTokens, LimitField::OutputTokens, "--output-tokens", "output tokens per window" },
+    { LimitsModel::Requests, LimitField::Requests, "--requests", "requests per window", "requests" },
+    { LimitsModel::Tokens, LimitField::Tokens, "--tokens", "tokens per window", "tokens" },
+    { LimitsModel::InputTokens, LimitField::InputTokens, "--input-tokens", "input tokens per window",
+        "input_tokens" },
+    { LimitsModel::OutputTokens, LimitField::OutputTokens, "--output-tokens", "output tokens per window",
+        "output_tokens" },
     { LimitsModel::RequestsPerDay, LimitField::Requests, "--requests-per-day", "requests per day" },
     { LimitsModel::TokensPerDay, LimitField::Tokens, "--tokens-per-day", "tokens per day" },
     { LimitsModel::InputTokensPerDay, LimitField::InputTokens, "--input-tokens-per-day", "input tokens per day" },
@@ -78,7 +86,8 @@ template <class Limits> auto slotOf(Limits& l, int column) -> decltype(&l.reques
 
 bool providerOnly(int column)
 {
-    return column == LimitsModel::DayResets || column == LimitsModel::Parallel || column == LimitsModel::Headroom;
+    return column == LimitsModel::DayResets || column == LimitsModel::Parallel || column == LimitsModel::Headroom
+        || column == LimitsModel::Learn;
 }
 
 KeyedTableModel::Cell text(const QString& display, const QVariant& sort = {})
@@ -90,7 +99,8 @@ KeyedTableModel::Cell text(const QString& display, const QVariant& sort = {})
     return c;
 }
 
-KeyedTableModel::Cell countCell(const std::optional<std::int64_t>& given, std::int64_t headroom, const char* unit)
+KeyedTableModel::Cell countCell(
+    const std::optional<std::int64_t>& given, std::int64_t headroom, const char* unit, bool learned = false)
 {
     if (!given) {
         auto c = text(QStringLiteral("—"), -1);
@@ -98,14 +108,27 @@ KeyedTableModel::Cell countCell(const std::optional<std::int64_t>& given, std::i
         c.insert(Qt::ToolTipRole, QObject::tr("No %1 limit. Edit to set one.").arg(QLatin1String(unit)));
         return c;
     }
-    auto c = text(QString::number(*given), static_cast<qlonglong>(*given));
+    // A learned value says so in the cell itself (a tooltip alone is never seen in a
+    // screenshot or by a keyboard user); the editor gets the bare number.
+    auto c = text(learned ? QObject::tr("%1 (from provider)").arg(*given) : QString::number(*given),
+        static_cast<qlonglong>(*given));
     c.insert(Qt::EditRole, QString::number(*given));
+    QStringList tip;
+    if (learned) {
+        tip.append(QObject::tr("From the provider: its answers' rate-limit headers set this limit (learning is on). "
+                               "Edit it to make it yours."));
+        QFont italic;
+        italic.setItalic(true);
+        c.insert(Qt::FontRole, italic);
+    }
     if (headroom != 100) {
         ProviderLimits l;
         l.headroomPercent = headroom;
-        c.insert(Qt::ToolTipRole,
+        tip.append(
             QObject::tr("%1 %2 after %3% headroom").arg(l.effective(*given)).arg(QLatin1String(unit)).arg(headroom));
     }
+    if (!tip.isEmpty())
+        c.insert(Qt::ToolTipRole, tip.join(QLatin1Char('\n')));
     return c;
 }
 
@@ -147,7 +170,7 @@ LimitsModel::LimitsModel(QObject* parent)
     : KeyedTableModel({ tr("Provider"), tr("Class"), tr("Models"), tr("Requests"), tr("Tokens"),
                           tr("Input tokens"), tr("Output tokens"), tr("Window"), tr("Requests/day"),
                           tr("Tokens/day"), tr("Input/day"), tr("Output/day"), tr("Day resets"),
-                          tr("Parallel"), tr("Headroom %") },
+                          tr("Parallel"), tr("Headroom %"), tr("Follows provider") },
         parent)
 {
 }
@@ -192,7 +215,8 @@ void LimitsModel::rebuild()
         row.cells[Models] = text(QString());
         for (const CountColumn& c : COUNT_COLUMNS) {
             const auto* v = slotOf(l, c.column);
-            row.cells[c.column] = countCell(*v, l.headroomPercent, c.unit);
+            row.cells[c.column]
+                = countCell(*v, l.headroomPercent, c.unit, c.learnKey && LearnedLimits::isLearned(l.learned, c.learnKey));
         }
         row.cells[Window] = windowCell(l.windowMs);
         auto reset = text(qs(l.dayReset.text()));
@@ -204,6 +228,12 @@ void LimitsModel::rebuild()
         auto headroom = text(QString::number(l.headroomPercent), static_cast<qlonglong>(l.headroomPercent));
         headroom.insert(Qt::EditRole, QString::number(l.headroomPercent));
         row.cells[Headroom] = headroom;
+        auto learn = text(l.learn ? tr("yes") : tr("no"), l.learn ? 1 : 0);
+        learn.insert(Qt::CheckStateRole, l.learn ? Qt::Checked : Qt::Unchecked);
+        learn.insert(Qt::ToolTipRole,
+            tr("Follow the provider's limits: the per-window limits you have not set take the figures "
+               "its answers state (read by tollgate proxy). Unticking keeps what was learned, as yours."));
+        row.cells[Learn] = learn;
         rows.append(std::move(row));
 
         for (const auto& [className, m] : l.models) {
@@ -225,10 +255,11 @@ void LimitsModel::rebuild()
             c.cells[Models] = models;
             for (const CountColumn& col : COUNT_COLUMNS) {
                 if (const auto* v = slotOf(m, col.column))
-                    c.cells[col.column] = countCell(*v, l.headroomPercent, col.unit);
+                    c.cells[col.column] = countCell(*v, l.headroomPercent, col.unit,
+                        col.learnKey && LearnedLimits::isLearned(m.learned, col.learnKey));
             }
             c.cells[Window] = windowCell(m.windowMs);
-            for (int column : { int(DayResets), int(Parallel), int(Headroom) }) {
+            for (int column : { int(DayResets), int(Parallel), int(Headroom), int(Learn) }) {
                 auto cell = text(inherited);
                 cell.insert(Qt::ForegroundRole, QBrush(QPalette().color(QPalette::Disabled, QPalette::Text)));
                 c.cells[column] = cell;
@@ -253,11 +284,16 @@ Qt::ItemFlags LimitsModel::flags(const QModelIndex& index) const
         return f;
     if (isClass && providerOnly(column))
         return f;
+    if (column == Learn)
+        return f | Qt::ItemIsUserCheckable;
     return f | Qt::ItemIsEditable;
 }
 
 bool LimitsModel::setData(const QModelIndex& index, const QVariant& value, int role)
 {
+    if (role == Qt::CheckStateRole && isCell(index) && index.column() == Learn
+        && classOfKey(keyAt(index.row())).isEmpty())
+        return setLearning(keyAt(index.row()), value.toInt() == Qt::Checked);
     if (role != Qt::EditRole || !isCell(index) || !(flags(index) & Qt::ItemIsEditable))
         return false;
     const QString key = keyAt(index.row());
@@ -285,7 +321,7 @@ bool LimitsModel::setData(const QModelIndex& index, const QVariant& value, int r
     // What `limits set` refuses beyond a value's range: a scope left with no limit at all.
     if (cls && !cls->perWindow().any() && !cls->perDay.any())
         return refuse(tr("class %1 would have no limit left; remove the class instead").arg(className));
-    if (!cls && !edited.perWindow().any() && !edited.perDay.any() && !edited.parallel)
+    if (!cls && !edited.perWindow().any() && !edited.perDay.any() && !edited.parallel && !edited.learn)
         return refuse(tr("a provider needs at least one of --requests, --tokens, --input-tokens, "
                          "--output-tokens, a per-day limit or --parallel"));
     return request(provider, *current, edited);
@@ -298,6 +334,11 @@ bool LimitsModel::apply(ProviderLimits& edited, ModelLimits* cls, int column, co
         std::optional<std::int64_t>* slot = cls ? slotOf(*cls, column) : slotOf(edited, column);
         if (!slot)
             return false;
+        // A value the user sets or clears is theirs (the CLI's rule): kept learned, clearing it
+        // would be refused (a mark names a set limit) and the next figure the proxy reads would
+        // overwrite the edit.
+        if (c->learnKey)
+            LearnedLimits::unmark(cls ? cls->learned : edited.learned, c->learnKey);
         if (isNone(raw)) {
             slot->reset();
             return true;
@@ -382,6 +423,20 @@ bool LimitsModel::request(const QString& provider, const ProviderLimits& current
         return true;
     Q_EMIT limitsEditRequested(provider, edited);
     return true;
+}
+
+bool LimitsModel::setLearning(const QString& provider, bool on)
+{
+    const ProviderLimits* current = m_limits.find(provider.toStdString());
+    if (!current)
+        return false;
+    return request(provider, *current, LearnedLimits::withLearning(*current, on));
+}
+
+bool LimitsModel::isLearning(const QString& provider) const
+{
+    const ProviderLimits* l = m_limits.find(provider.toStdString());
+    return l && l->learn;
 }
 
 bool LimitsModel::addClass(const QString& provider, const NewClass& added)

@@ -10,7 +10,10 @@
 // refusal is word for word `tollgate limits set`'s), DayReset::parse for a reset,
 // QuotaLimits::validate for the whole — and, when valid, handed on as a request
 // (limitsEditRequested) carrying the limits shown with only the edited field changed: a
-// limit the user did not touch is passed on exactly as it was read.
+// limit the user did not touch is passed on exactly as it was read. A per-window limit that came
+// from the provider (a learned mark) is shown as such ("40 (from provider)", in italics); editing or
+// clearing it makes it the user's, as `limits set` does (LearnedLimits). The Learn column turns
+// following the provider on or off.
 
 #include "dashboardsnapshot.h"
 #include "keyedtablemodel.h"
@@ -39,6 +42,7 @@ public:
         DayResets,
         Parallel,
         Headroom,
+        Learn, // the provider's `learn`: unset per-window limits follow the provider's (checkable)
         ColumnCount
     };
 
@@ -67,6 +71,10 @@ public:
     // class given without one is its provider's.
     bool addClass(const QString& provider, const NewClass& added);
     bool removeClass(const QString& provider, const QString& className);
+    // Turns following the provider's limits on or off (`limits set --learn` / `--no-learn`:
+    // off keeps the learned values, as the user's).
+    bool setLearning(const QString& provider, bool on);
+    [[nodiscard]] bool isLearning(const QString& provider) const;
 
 Q_SIGNALS:
     void limitsEditRequested(const QString& provider, const tollgate::ProviderLimits& limits);

@@ -10,6 +10,7 @@
 #include "history/historyevent.h"
 #include "holdersmodel.h"
 #include "keyedtableview.h"
+#include "learnedlimits.h"
 #include "limitsmodel.h"
 #include "pausedialog.h"
 #include "providersmodel.h"
@@ -232,6 +233,7 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     connect(m_holdersView, &KeyedTableView::selectedKeyChanged, this, &MainWindow::updateActions);
     updateActions();
     connect(m_controller, &DashboardController::stormStarted, this, &MainWindow::onStorm);
+    connect(m_controller, &DashboardController::planAlert, this, &MainWindow::onPlanAlert);
     connect(m_controller, &DashboardController::trayStateChanged, this, &MainWindow::onTrayState);
     connect(m_controller, &DashboardController::loadedChanged, this, [this] {
         onCharts();
@@ -938,6 +940,7 @@ std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
         showLimitsTab();
         m_limitsView->selectKey(LimitsModel::keyOf(provider));
     });
+    addLearningActions(menu.get(), provider);
     auto scope = scopeMenu(provider, QString());
     if (!scope->isEmpty())
         menu->addSeparator();
@@ -964,7 +967,60 @@ std::unique_ptr<QMenu> MainWindow::limitsMenu(const QString& key)
             [this, provider, className] { removeClass(provider, className); });
         remove->setObjectName(QStringLiteral("actionRemoveClass"));
     }
+    menu->addSeparator();
+    addLearningActions(menu.get(), provider);
     return menu;
+}
+
+void MainWindow::addLearningActions(QMenu* menu, const QString& provider)
+{
+    const std::optional<ProviderLimits> limits = m_controller->providers()->limitsOf(provider);
+    if (!limits)
+        return; // a provider only the state knows: nothing to follow or adopt into
+    QAction* follow = menu->addAction(tr("Follow the provider's limits"));
+    follow->setObjectName(QStringLiteral("actionFollowProvider"));
+    follow->setCheckable(true);
+    follow->setChecked(limits->learn);
+    follow->setToolTip(tr("The per-window limits you have not set take the figures the provider's answers "
+                          "state (read by tollgate proxy); turning it off keeps what was learned, as yours"));
+    connect(follow, &QAction::toggled, this, [this, provider](bool on) { setLearning(provider, on); });
+    QAction* adopt = menu->addAction(tr("Use the provider's limits…"));
+    adopt->setObjectName(QStringLiteral("actionAdoptProviderLimits"));
+    // Enabled only when the provider stated figures that differ from the limits set.
+    const auto adoption = m_controller->adoptionOf(provider);
+    adopt->setEnabled(adoption.has_value());
+    adopt->setToolTip(adoption ? tr("Set the limits the provider's answers last stated: %1")
+                                     .arg(LearnedLimits::changeLines(adoption->lesson).join(QStringLiteral(", ")))
+                               : tr("The provider has stated no limits that differ from these"));
+    connect(adopt, &QAction::triggered, this, [this, provider] { adoptProviderLimits(provider); });
+}
+
+void MainWindow::setLearning(const QString& provider, bool on)
+{
+    m_controller->setLearning(provider, on);
+}
+
+void MainWindow::adoptProviderLimits(const QString& provider)
+{
+    // Computed afresh from the limits and state shown now, not when the menu opened.
+    const auto adoption = m_controller->adoptionOf(provider);
+    if (!adoption) {
+        showMessage(tr("%1: the limits are already the provider's (or it stated none).").arg(provider), false);
+        return;
+    }
+    QString text = tr("Use the limits the provider's answers last stated for %1?\n\n%2")
+                       .arg(provider, LearnedLimits::changeLines(adoption->lesson).join(QLatin1Char('\n')));
+    const QStringList warnings = adoption->change.warnings();
+    if (!warnings.isEmpty())
+        text += tr("\n\nMind:\n%1").arg(warnings.join(QLatin1Char('\n')));
+    text += tr("\n\nThey become your limits (not followed further). Callers are held back only by the "
+               "limits you keep.");
+    if (!m_confirm(tr("Use the provider's limits"), text)) {
+        showMessage(tr("Limits of %1 not changed.").arg(provider), false);
+        return;
+    }
+    // Compare-and-set on the limits shown: a change made since is reported, never overwritten.
+    m_controller->applyLimitChange(adoption->change);
 }
 
 void MainWindow::showLimitsTab()
@@ -1335,6 +1391,26 @@ void MainWindow::onStorm(const StormDetector::Storm& storm)
                              .arg(storm.callers.join(QStringLiteral(", ")));
     if (m_tray->available())
         m_tray->alert(tr("Tollgate: 429 storm on %1").arg(storm.provider), text);
+    else
+        showAlert(text);
+}
+
+void MainWindow::onPlanAlert(const PlanAlerts::Alert& alert)
+{
+    // The storm alert's path: a critical desktop notification (tray balloon as fallback), else
+    // the window's banner.
+    const bool rejected = alert.plan.status == PlanUsage::Status::Rejected;
+    QString when;
+    if (alert.windowResetMs > 0)
+        when = tr(" until %1").arg(QDateTime::fromMSecsSinceEpoch(alert.windowResetMs).toString(QStringLiteral("ddd HH:mm")));
+    const QString title = rejected ? tr("Tollgate: plan of %1 used up").arg(alert.provider)
+                                   : tr("Tollgate: plan of %1 nearly used up").arg(alert.provider);
+    const QString text = rejected
+        ? tr("The subscription plan of %1 is used up: tollgate proxy holds every caller%2.").arg(alert.provider, when)
+        : tr("The subscription plan of %1 is nearly used up (the provider warns)%2.")
+              .arg(alert.provider, when.isEmpty() ? QString() : tr("; the window resets%1").arg(when));
+    if (m_tray->available())
+        m_tray->alert(title, text);
     else
         showAlert(text);
 }

@@ -18,6 +18,7 @@
 #include "dashboardsettings.h"
 #include "limitchange.h"
 #include "limitsmodel.h"
+#include "planalerts.h"
 #include "stateicon.h"
 #include "stormdetector.h"
 
@@ -122,6 +123,11 @@ public Q_SLOTS:
     void editSelectedLimit();
     void addClassTo(const QString& provider); // asks (ClassPromptHandler), then sets
     void removeClass(const QString& provider, const QString& className); // confirms first
+    // "Use the provider's limits": lists the exact changes, asks (ConfirmHandler), then writes
+    // them by compare-and-set; a change made meanwhile is reported and nothing is overwritten.
+    void adoptProviderLimits(const QString& provider);
+    // "Follow the provider's limits" on or off (limits set --learn / --no-learn).
+    void setLearning(const QString& provider, bool on);
     void showLimitsTab(); // the providers panel's "Limits" tab, every limit of every scope
     void findInEvents();
     void refresh();
@@ -145,6 +151,9 @@ private:
     void onCharts();
     void onAction(const ActionResult& result);
     void onStorm(const StormDetector::Storm& storm);
+    void onPlanAlert(const PlanAlerts::Alert& alert);
+    // The provider's learning actions (follow, adopt), for the provider and limits menus.
+    void addLearningActions(QMenu* menu, const QString& provider);
     void onTrayState(TrayState state);
     void onLimitChangeNeedsConfirmation(const LimitChange& change, const QStringList& warnings);
     void updateActions();

@@ -1,10 +1,12 @@
 #include "providersmodel.h"
 
+#include "learnedlimits.h"
 #include "quota/capacity.h"
 #include "quota/quotapolicy.h"
 
 #include <QBrush>
 #include <QColor>
+#include <QFont>
 #include <cmath>
 
 namespace tollgate::ui {
@@ -32,8 +34,8 @@ KeyedTableModel::Cell text(const QString& display, const QVariant& sort = {})
     return c;
 }
 
-KeyedTableModel::Cell limitCell(
-    const std::optional<std::int64_t>& given, const ProviderLimits& l, const QString& unit)
+KeyedTableModel::Cell limitCell(const std::optional<std::int64_t>& given, const ProviderLimits& l,
+    const QString& unit, const char* learnKey = nullptr)
 {
     if (!given) {
         auto c = text(QStringLiteral("—"), -1);
@@ -43,13 +45,22 @@ KeyedTableModel::Cell limitCell(
     }
     auto c = text(QString::number(*given), static_cast<qlonglong>(*given));
     c.insert(Qt::EditRole, QString::number(*given));
-    if (l.headroomPercent != 100) {
-        c.insert(Qt::ToolTipRole,
-            QObject::tr("%1 %2 after %3% headroom")
-                .arg(l.effective(*given))
-                .arg(unit)
-                .arg(l.headroomPercent));
+    QStringList tip;
+    // A learned limit in italics, as in the limits tab (which also says so in the cell).
+    if (learnKey && LearnedLimits::isLearned(l.learned, learnKey)) {
+        QFont italic;
+        italic.setItalic(true);
+        c.insert(Qt::FontRole, italic);
+        tip.append(QObject::tr("From the provider (learned from its answers' headers); edit it to make it yours."));
     }
+    if (l.headroomPercent != 100) {
+        tip.append(QObject::tr("%1 %2 after %3% headroom")
+                       .arg(l.effective(*given))
+                       .arg(unit)
+                       .arg(l.headroomPercent));
+    }
+    if (!tip.isEmpty())
+        c.insert(Qt::ToolTipRole, tip.join(QLatin1Char('\n')));
     return c;
 }
 
@@ -164,8 +175,8 @@ void ProvidersModel::rebuild()
             nameCell.insert(Qt::ToolTipRole, tr("No limits are set for %1 (removed?)").arg(name));
         row.cells[Provider] = nameCell;
         if (l) {
-            row.cells[RequestLimit] = limitCell(l->requests, *l, tr("requests"));
-            row.cells[TokenLimit] = limitCell(l->tokens, *l, tr("tokens"));
+            row.cells[RequestLimit] = limitCell(l->requests, *l, tr("requests"), "requests");
+            row.cells[TokenLimit] = limitCell(l->tokens, *l, tr("tokens"), "tokens");
             auto w = text(seconds(l->windowMs), static_cast<qlonglong>(l->windowMs));
             w.insert(Qt::EditRole, QString::number(static_cast<double>(l->windowMs) / 1000.0));
             row.cells[Window] = w;
@@ -251,11 +262,14 @@ bool ProvidersModel::setData(const QModelIndex& index, const QVariant& value, in
     bool ok = true;
     QString refusal; // the core's words for a value out of range
     switch (index.column()) {
+    // A limit the user sets or clears is theirs from now on (LearnedLimits; the CLI's rule).
     case RequestLimit:
         edited.requests = parseCount(raw, LimitField::Requests, "requests", ok, refusal);
+        LearnedLimits::unmark(edited.learned, "requests");
         break;
     case TokenLimit:
         edited.tokens = parseCount(raw, LimitField::Tokens, "tokens", ok, refusal);
+        LearnedLimits::unmark(edited.learned, "tokens");
         break;
     case Parallel:
         edited.parallel = parseCount(raw, LimitField::Parallel, "parallel", ok, refusal);

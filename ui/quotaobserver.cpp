@@ -651,7 +651,8 @@ void QuotaObserver::setLimits(const LimitChange& change)
     // Compare-and-set under state.lock (the core's): the edit was made on the limits the
     // window showed, and must not overwrite a change someone else made since.
     std::optional<ProviderLimits> current;
-    const std::string what = ss(change.summary()) + (change.undo ? " (undo)" : "");
+    const std::string what = !change.description.isEmpty() ? ss(change.description)
+                                                            : ss(change.summary()) + (change.undo ? " (undo)" : "");
     auto done = m_limiter->setLimitsIf(provider, change.before, change.after, ss(who()), &current, what);
     const bool changedMeanwhile = done && !*done;
     r.ok = done && *done;
