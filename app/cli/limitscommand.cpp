@@ -468,6 +468,27 @@ std::string learningNote(const ProviderLimits& l)
     return out;
 }
 
+// Learning turned on takes at once what the provider's answers already stated (the proxy tells
+// the store only when the figures change, or once a minute). Best effort: the limits are set
+// already, and the proxy learns with its next report anyway.
+void learnWhatWasStated(QuotaSession& c, const std::string& provider)
+{
+    auto snap = c.limiter().snapshot();
+    if (!snap)
+        return;
+    const ProviderLimits* l = snap->limits.find(provider);
+    const ReportedLimits reported = LimitLearning::keptIn(snap->state.provider(provider));
+    if (!l || !reported.any())
+        return;
+    const auto lesson = LimitLearning::learn(*l, reported);
+    if (!lesson || lesson->changes.empty())
+        return;
+    const std::string what = lesson->describe("learned from what the provider last stated");
+    auto set = c.limiter().setLimitsIf(provider, *l, lesson->limits, QuotaSession::who(), nullptr, what);
+    if (set && *set)
+        c.console().say(provider + ": " + what);
+}
+
 int cmdLimitsSet(const QuotaContext& context)
 {
     const QuotaOptions& o = context.options();
@@ -498,8 +519,10 @@ int cmdLimitsSet(const QuotaContext& context)
         return *stop;
     if (auto r = c.limiter().setLimits(o.provider, l, QuotaSession::who()); !r)
         return c.console().fail(r.error());
-    if (o.learn)
+    if (o.learn) {
         c.console().say(learningNote(l));
+        learnWhatWasStated(c, o.provider);
+    }
     if (perClass) {
         const std::string& name = o.model ? *o.model : *o.modelClass;
         c.console().say(o.provider + " " + scopeName(name, l.models[name]) + ": "
@@ -527,10 +550,7 @@ int cmdLimitsAdopt(const QuotaContext& context)
     if (!l)
         return c.console().fail(Error::make(ErrorKind::Usage, "",
             "unknown provider '" + o.provider + "'; known providers: " + snap->limits.knownProviders()));
-    const ProviderState* p = snap->state.provider(o.provider);
-    const ReportedLimits reported = p ? ReportedLimits { p->reportedRequests, p->reportedTokens,
-                                            p->reportedInputTokens, p->reportedOutputTokens, p->reportedScope }
-                                      : ReportedLimits {};
+    const ReportedLimits reported = LimitLearning::keptIn(snap->state.provider(o.provider));
     if (!reported.any())
         return c.console().fail(Error::make(ErrorKind::Usage, "",
             "provider '" + o.provider

@@ -63,6 +63,14 @@ std::string LimitLearning::scopeOf(const ProviderLimits& limits, std::string_vie
     return classes.empty() ? std::string() : classes.front();
 }
 
+ReportedLimits LimitLearning::keptIn(const ProviderState* state)
+{
+    if (!state)
+        return {};
+    return { state->reportedRequests, state->reportedTokens, state->reportedInputTokens,
+        state->reportedOutputTokens, state->reportedScope };
+}
+
 std::int64_t LimitLearning::perWindow(std::int64_t perMinute, std::int64_t windowMs)
 {
     if (windowMs >= 60000)

@@ -20,6 +20,7 @@
 // figure that would contradict the scope's per-day limit (a day below a window) is skipped.
 
 #include "quota/quotalimits.h"
+#include "quota/quotastate.h"
 #include "quota/reportedlimits.h"
 
 #include <cstdint>
@@ -53,6 +54,8 @@ public:
     // user's or already followed).
     [[nodiscard]] static std::optional<Lesson> learn(const ProviderLimits& limits, const ReportedLimits& reported);
     [[nodiscard]] static std::optional<Lesson> adopt(const ProviderLimits& limits, const ReportedLimits& reported);
+    // The figures a provider's state keeps (what its answers last stated; none: -1 each).
+    [[nodiscard]] static ReportedLimits keptIn(const ProviderState* state);
     // A per-minute figure as a limit per windowMs (see above).
     [[nodiscard]] static std::int64_t perWindow(std::int64_t perMinute, std::int64_t windowMs);
 
