@@ -130,8 +130,9 @@ void TestCapacity::backoffGivesItsRemainingTime()
     m_limits.backoffBaseMs = 60000;
     ProviderState& p = m_state.ensureProvider("p");
     QuotaPolicy::syncProvider(p, m_limits, T0);
+    QuotaPolicy::apply429(p, m_limits, T0 - 60000, std::nullopt, 0);
+    // The next step of the storm (the first backoff has ended): 120 s.
     QuotaPolicy::apply429(p, m_limits, T0, std::nullopt, 0);
-    QuotaPolicy::apply429(p, m_limits, T0, std::nullopt, 0); // second: 120 s
 
     const auto c = at(T0 + 15000);
     QCOMPARE(c.backoffRemainingMs, 105000);

@@ -2021,7 +2021,8 @@ void TestProxy::anAgentRequestOverTheTokenLimitWaitsForRoom()
 // is recorded once for its window.
 void TestProxy::aSubscriptionRejectionHoldsUntilItsResetWithoutPausing()
 {
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    // A hold ends at the window's pace (one per 60 ms here: within the queue timeout).
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("1000") });
     startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.2") });
     for (const char* mock : { "subscription-429", "unified-rejected" }) {
         const Ran refused = curl(post(QStringLiteral("{}"), QString::fromLatin1(mock))

@@ -277,13 +277,13 @@ void TestValues::limitsFileOutOfRangeIsRefused_data()
         << "unknown key providers.api.paralel (a provider's keys are requests, "
            "tokens, window_seconds, parallel, headroom_percent, "
            "backoff_base_seconds, backoff_cap_seconds, max_hold_seconds, models, input_tokens, "
-           "output_tokens, per_day, day_resets)";
+           "output_tokens, per_day, day_resets, learn, learned)";
     QTest::newRow("requests capitalised")
         << limitsJson("\"Requests\": 1") << "unknown key providers.api.Requests";
     QTest::newRow("model key misspelt")
         << limitsJson("\"requests\": 5, \"models\": {\"m\": {\"token\": 1}}")
         << "unknown key providers.api.models.m.token (a model's keys are requests, tokens, window_seconds, "
-           "input_tokens, output_tokens, per_day, match)";
+           "input_tokens, output_tokens, per_day, match, learned)";
     QTest::newRow("top-level key misspelt")
         << QByteArray("{\"version\": 1, \"provider\": {\"api\": {\"requests\": 5}}}")
         << "unknown key provider (the top level's keys are version, providers)";

@@ -283,8 +283,8 @@ void TestDashboardV2::capacityBackoffCountsDown()
     ProviderLimits l = windowLimits(100);
     l.backoffBaseMs = 60000;
     s.limits("api", l);
-    s.rateLimited("api", T0);
-    s.rateLimited("api", T0); // the second in a row: 120 s
+    s.rateLimited("api", T0 - 60000);
+    s.rateLimited("api", T0); // the storm's next step, the first backoff over: 120 s
 
     CapacityModel model;
     model.setSnapshot(s.snapshot, T0 + 15000);
