@@ -11,6 +11,7 @@
 #include "quota/limitmismatch.h"
 #include "store/memoryquotastore.h"
 
+#include <QDateTime>
 #include <QTest>
 #include <condition_variable>
 #include <memory>
@@ -140,6 +141,7 @@ private Q_SLOTS:
     void theReportedLimitsAreKeptForTheClassOfTheModel();
     void learningFollowsTheProviderButNeverTheUsersLimits();
     void aPlansUsageIsKeptForStatus();
+    void aHoldFromABudgetsHeadersIsCutToAFewMinutes();
 
 private:
     // The provider's limits: `parallel` slots, 100 requests and 1000 tokens a minute, and the
@@ -920,4 +922,33 @@ void TestQuotaExchange::aPlansUsageIsKeptForStatus()
     auto back = QuotaState::decode(snap->state.encode());
     QVERIFY(back);
     QCOMPARE(back->provider("p")->plan, plan);
+}
+
+// Issue 26 item 4: `remaining: 0` with a reset in the year 2999 stopped every caller for a day.
+// A budget the headers state is per minute: its hold is cut to MAX_HEADER_HOLD_MS, and said so.
+void TestQuotaExchange::aHoldFromABudgetsHeadersIsCutToAFewMinutes()
+{
+    auto lesson = m_exchange->readHeaders(headers({ { "anthropic-ratelimit-requests-remaining", "0" },
+        { "anthropic-ratelimit-requests-reset", "2999-01-01T00:00:00Z" } }));
+    QVERIFY(lesson.holdUntilMs);
+    QCOMPARE(*lesson.holdUntilMs, m_clock.unixMs() + QuotaExchange::MAX_HEADER_HOLD_MS);
+    m_exchange->learnFromHeaders(*m_exchangeStore, lesson, "agent");
+    QCOMPARE(state().backoffUntilMs, m_clock.unixMs() + QuotaExchange::MAX_HEADER_HOLD_MS);
+    const auto holds = events(EventType::Hold);
+    QCOMPARE(holds.size(), std::size_t(1));
+    QVERIFY2(holds[0].reason.find("is cut to 3 min") != std::string::npos, holds[0].reason.c_str());
+    // A reset within the bound is kept as said.
+    const std::int64_t soonS = m_clock.unixMs() / 1000 + 200;
+    const std::string soon = QDateTime::fromSecsSinceEpoch(soonS, Qt::UTC).toString(Qt::ISODate).toStdString();
+    lesson = m_exchange->readHeaders(headers({ { "anthropic-ratelimit-tokens-remaining", "0" },
+        { "anthropic-ratelimit-tokens-reset", soon.c_str() } }));
+    QVERIFY(lesson.holdUntilMs);
+    QVERIFY(*lesson.holdUntilMs <= m_clock.unixMs() + QuotaExchange::MAX_HEADER_HOLD_MS);
+    QVERIFY(lesson.holdWhat.find("cut") != std::string::npos); // 200 s is past 3 min too
+    lesson = m_exchange->readHeaders(headers({ { "anthropic-ratelimit-tokens-remaining", "0" },
+        { "anthropic-ratelimit-tokens-reset",
+            QDateTime::fromSecsSinceEpoch(soonS - 150, Qt::UTC).toString(Qt::ISODate).toStdString().c_str() } }));
+    QVERIFY(lesson.holdUntilMs);
+    QCOMPARE(*lesson.holdUntilMs, (soonS - 150) * 1000);
+    QVERIFY(lesson.holdWhat.find("cut") == std::string::npos);
 }

@@ -193,8 +193,11 @@ QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& header
     lesson.retryAfterMs = report.retryAfterMs;
     // The provider's own word that a budget is spent until some time: nobody goes before it.
     if (const auto until = report.exhaustedUntilMs(); until && *until > lesson.nowMs) {
-        lesson.holdUntilMs = *until;
+        lesson.holdUntilMs = std::min(*until, lesson.nowMs + MAX_HEADER_HOLD_MS);
         lesson.holdWhat = "the provider reports nothing left";
+        if (*until > *lesson.holdUntilMs)
+            lesson.holdWhat += " (its reset, " + secondsFrom(*until, lesson.nowMs)
+                + ", is cut to 3 min: the budgets its headers state are per minute)";
     }
     readSubscription(report.subscription, lesson);
     // The provider's own limits (per minute, as both document them): kept for status and the

@@ -86,6 +86,12 @@ public:
         bool hungUp = false;
     };
 
+    // The longest hold a budget's headers can start (remaining 0 until a reset): the budgets
+    // they describe are per minute (Anthropic's and OpenAI's RPM/TPM), so a reset further ahead
+    // than a few minutes is not one of them (issue 26: "reset: 2999-01-01" stopped every caller
+    // for a day). A subscription plan's window is not cut: its 5 hours are real.
+    static constexpr std::int64_t MAX_HEADER_HOLD_MS = 3 * 60000;
+
     // What the upstream answered, as far as the quota cares.
     struct Answer
     {
