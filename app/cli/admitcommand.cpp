@@ -313,10 +313,8 @@ struct Used
 // The usage options of report-ok, checked against each other before anything is recorded:
 // each needs --fence; the split comes as a pair (a window's input and output are corrected
 // only when both are known); a total given with it must be their sum (a call's tokens are
-// its input plus its output, as acquire counted them). A used split needs the estimate
-// acquire was given, repeated (--input-tokens/--output-tokens, or --tokens): a slot keeps
-// only the estimate's total, and each half is corrected from what that half counted — taken
-// for a total counted whole when it was a split, the correction would count too little.
+// its input plus its output, as acquire counted them). Each half is corrected from what that
+// half counted at admission: the slot keeps the estimate's split (Slot::inputTokens).
 StopCode parseUsed(QuotaSession& c, const QuotaOptions& o, Used& used)
 {
     const std::pair<const char*, const std::optional<std::int64_t>&> given[]
@@ -331,14 +329,6 @@ StopCode parseUsed(QuotaSession& c, const QuotaOptions& o, Used& used)
         return c.console().usage("--input-tokens-used and --output-tokens-used go together: a window's input "
                                  "and output are corrected only when both are known (for a total alone, "
                                  "give --tokens-used)");
-    const bool estimate = o.tokens || o.askInputTokens || o.askOutputTokens;
-    if (estimate && !o.inputTokensUsed)
-        return c.console().usage("--tokens, --input-tokens and --output-tokens (the estimate acquire was "
-                                 "given) go with --input-tokens-used and --output-tokens-used");
-    if (o.inputTokensUsed && !estimate)
-        return c.console().usage(
-            "--input-tokens-used and --output-tokens-used need the estimate acquire was given, repeated: "
-            "its --input-tokens/--output-tokens, or its --tokens (0 if none); a slot keeps only the total");
     used.tokens = o.tokensUsed.value_or(-1);
     if (!o.inputTokensUsed)
         return std::nullopt;
@@ -351,36 +341,6 @@ StopCode parseUsed(QuotaSession& c, const QuotaOptions& o, Used& used)
             + std::to_string(used.output) + " (" + std::to_string(sum)
             + "): a call's tokens are its input plus its output; give the split alone");
     used.tokens = sum;
-    return std::nullopt;
-}
-
-// The estimate acquire was given, repeated on report-ok (parseUsed): when the slot is there,
-// it must be the total the slot counted, or the correction would start from a cost that was
-// never counted: refused, nothing recorded. A slot not found is left to finishAdmission, which
-// says so.
-StopCode checkRepeatedEstimate(QuotaSession& c, const QuotaOptions& o)
-{
-    if (!o.tokens && !o.askInputTokens && !o.askOutputTokens)
-        return std::nullopt;
-    auto snapshot = c.limiter().snapshot();
-    if (!snapshot)
-        return c.console().fail(snapshot.error());
-    const ProviderState* p = snapshot->state.provider(o.provider);
-    if (!p)
-        return std::nullopt;
-    const bool split = o.askInputTokens || o.askOutputTokens;
-    const std::int64_t asked
-        = split ? o.askInputTokens.value_or(0) + o.askOutputTokens.value_or(0) : o.tokens.value_or(0);
-    const std::string said = split
-        ? "--input-tokens " + std::to_string(o.askInputTokens.value_or(0)) + " + --output-tokens "
-            + std::to_string(o.askOutputTokens.value_or(0)) + " (" + std::to_string(asked) + ")"
-        : "--tokens " + std::to_string(asked);
-    for (const Slot& s : p->slots) {
-        if (s.fence == static_cast<std::uint64_t>(*o.fence) && s.tokens != asked)
-            return c.console().usage(said + " is not the estimate the admission with fence "
-                + std::to_string(s.fence) + " counted (" + std::to_string(s.tokens)
-                + " tokens): repeat what acquire was given; nothing was recorded");
-    }
     return std::nullopt;
 }
 
@@ -400,16 +360,12 @@ std::string countedText(const Used& used)
 // estimate).
 int finishAdmission(QuotaSession& c, const QuotaOptions& o, const Used& used, json& j)
 {
-    if (auto stop = checkRepeatedEstimate(c, o))
-        return *stop;
     AdmissionEnd end;
     end.provider = o.provider;
     end.fence = static_cast<std::uint64_t>(*o.fence);
     end.usedTokens = used.tokens;
     end.usedInputTokens = used.input;
     end.usedOutputTokens = used.output;
-    end.estimatedInputTokens = o.askInputTokens.value_or(0);
-    end.estimatedOutputTokens = o.askOutputTokens.value_or(0);
     end.success = true;
     end.caller = *o.caller;
     auto r = c.limiter().finishAdmission(end);
@@ -541,15 +497,6 @@ void addReports(CLI::App& app, QuotaContext& context)
     CliOptions::addInteger(ok, "--output-tokens-used", o.outputTokensUsed, 0, MAX_AMOUNT,
         "the output tokens it really used (with --input-tokens-used)")
         ->type_name("N");
-    // The estimate acquire was given, needed with a used split (checkRepeatedEstimate).
-    CLI::Option* tokens = CliOptions::addInteger(ok, "--tokens", o.tokens, 0, MAX_AMOUNT,
-        "with a used split: the --tokens acquire was given (0 if none; a slot keeps only the total)");
-    CLI::Option* input = CliOptions::addInteger(ok, "--input-tokens", o.askInputTokens, 0, MAX_AMOUNT,
-        "with a used split: the --input-tokens acquire was given");
-    CLI::Option* output = CliOptions::addInteger(ok, "--output-tokens", o.askOutputTokens, 0, MAX_AMOUNT,
-        "with a used split: the --output-tokens acquire was given");
-    tokens->excludes(input);
-    tokens->excludes(output);
 }
 
 } // namespace

@@ -597,9 +597,15 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
         std::int64_t estimated = end.estimated;
         std::string model = end.model;
         std::string caller = end.caller;
+        AdmissionEnd ended = end;
         if (p) {
             at = it->acquiredMs;
             estimated = it->tokens;
+            // The slot's own split of the estimate, when it kept one (the permit's otherwise).
+            if (it->inputTokens != 0 || it->outputTokens != 0) {
+                ended.estimatedInputTokens = it->inputTokens;
+                ended.estimatedOutputTokens = it->outputTokens;
+            }
             model = it->model;
             caller = it->caller;
             HistoryEvent e = event(now, EventType::Release, end.provider, it->caller);
@@ -618,7 +624,7 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
         }
         if (end.usedTokens >= 0 && at > 0) {
             const auto [changed, freed]
-                = correctEnd(*p, tx.limits.find(end.provider), model, at, now, deltaOf(end, estimated));
+                = correctEnd(*p, tx.limits.find(end.provider), model, at, now, deltaOf(ended, estimated));
             tx.changed = tx.changed || changed;
             tx.ring = tx.ring || freed;
         }

@@ -430,6 +430,9 @@ local function validProvider(p)
     end
     for _, s in ipairs(p.sl) do
         if not checkFields(s, SLOT_SPEC) then return false end
+        if (s.ei ~= nil and not isInt(s.ei, 0, MAX_BUCKET_COUNT)) or (s.eo ~= nil and not isInt(s.eo, 0, MAX_BUCKET_COUNT)) then
+            return false
+        end
     end
     for _, w in ipairs(p.q) do
         if not checkFields(w, WAITER_SPEC) then return false end
@@ -976,8 +979,12 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
     if r.slot and l.par then
         local lease = l.mh
         if r.lease > 0 then lease = r.lease end
-        p.sl[#p.sl + 1] = { f = d.fence, pid = r.pid, a = t, n = r.tokens, c = r.caller, m = r.model, h = myHost,
+        local slot = { f = d.fence, pid = r.pid, a = t, n = r.tokens, c = r.caller, m = r.model, h = myHost,
             st = r.st, lu = plus(t, lease), rid = r.rid }
+        -- The estimate's split (Slot::inputTokens / outputTokens), only when there is one.
+        local ein, eout = clamp(r['in'] or 0, 0, MAX_BUCKET_COUNT), clamp(r.out or 0, 0, MAX_BUCKET_COUNT)
+        if ein > 0 or eout > 0 then slot.ei, slot.eo = ein, eout end
+        p.sl[#p.sl + 1] = slot
         d.slotTaken = true
     end
     if ticket ~= 0 then dequeue(p, ticket) end
@@ -1626,10 +1633,12 @@ end
 function ops.finishAdmission()
     local p, i = slotOf(a.provider, a.fence)
     local at, estimated, model, caller = a.at, a.estimated, a.model, a.caller
+    local estIn, estOut = a.estIn or 0, a.estOut or 0
     local found = false
     if p then
         local s = p.sl[i]
         at, estimated, model, caller = s.a, s.n, s.m, s.c
+        if s.ei then estIn, estOut = s.ei, s.eo or 0 end
         local e = event(EVENT.RELEASE, a.provider)
         e.caller = s.c
         e.model = s.m
@@ -1646,7 +1655,7 @@ function ops.finishAdmission()
     if a.used >= 0 and at > 0 then
         -- deltaOf (localquotabackend.cpp): the estimate as costOf recorded it, then the used
         -- split where the answer gave one.
-        local was = costOf({ tokens = estimated, ['in'] = a.estIn or 0, out = a.estOut or 0 })
+        local was = costOf({ tokens = estimated, ['in'] = estIn, out = estOut })
         local dk = clamp(a.used, 0, MAX_BUCKET_COUNT) - was[2]
         local di, dout = 0, 0
         if (a.usedIn or -1) >= 0 and (a.usedOut or -1) >= 0 then

@@ -630,6 +630,8 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
         slot.model = r.model;
         slot.pidNs = r.pidNs;
         slot.startTicks = r.startTicks;
+        slot.inputTokens = std::clamp<std::int64_t>(r.inputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+        slot.outputTokens = std::clamp<std::int64_t>(r.outputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
         const std::int64_t lease = r.leaseMs > 0 ? r.leaseMs : l.maxHoldMs;
         slot.leaseUntilMs = lease > INT64_MAX - nowMs ? INT64_MAX : nowMs + lease;
         p.slots.push_back(std::move(slot));

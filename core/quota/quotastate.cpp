@@ -217,6 +217,10 @@ bool needsVersion5(const QuotaState& s)
     for (const auto& p : s.providers) {
         if (p.reportedInputTokens >= 0 || p.reportedOutputTokens >= 0 || !p.reportedScope.empty() || p.plan.atMs != 0)
             return true;
+        for (const auto& slot : p.slots) {
+            if (slot.inputTokens != 0 || slot.outputTokens != 0)
+                return true;
+        }
     }
     return false;
 }
@@ -302,6 +306,10 @@ std::string QuotaState::encode() const
             w.u64(s.pidNs);
             w.u64(s.startTicks);
             w.i64(s.leaseUntilMs);
+            if (v5) {
+                w.i64(s.inputTokens);
+                w.i64(s.outputTokens);
+            }
         }
         w.u16(static_cast<std::uint16_t>(p.queue.size()));
         for (const auto& q : p.queue) {
@@ -424,6 +432,13 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
                 return bad(r, "truncated slot");
             if (holderIds && (!r.u64(sl.pidNs) || !r.u64(sl.startTicks) || !r.i64(sl.leaseUntilMs)))
                 return bad(r, "truncated slot");
+            if (version >= 5) {
+                if (!r.i64(sl.inputTokens) || !r.i64(sl.outputTokens))
+                    return bad(r, "truncated slot");
+                if (sl.inputTokens < 0 || sl.outputTokens < 0 || sl.inputTokens > RollingWindow::MAX_BUCKET_COUNT
+                    || sl.outputTokens > RollingWindow::MAX_BUCKET_COUNT)
+                    return bad(r, "invalid slot split");
+            }
         }
         if (!r.u16(nWaiters) || nWaiters > MAX_WAITERS)
             return bad(r, "invalid waiter count");

@@ -40,6 +40,11 @@ struct Slot
     // The holder's host (HostIdentity) on a Redis home; empty on a file home (this machine).
     // Not part of the file format.
     std::string host;
+    // The estimate's split into input and output (AdmitRequest::inputTokens / outputTokens;
+    // both 0: none), so an end reported by another process (report-ok --fence) corrects each
+    // from what it counted. Format 5.
+    std::int64_t inputTokens = 0;
+    std::int64_t outputTokens = 0;
 };
 
 struct Waiter

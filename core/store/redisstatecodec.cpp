@@ -461,6 +461,12 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         s.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
         s.leaseUntilMs = time(s.leaseUntilMs);
         s.pidNs = !s.host.empty() && s.host == myHost ? myPidNs : 0;
+        // The estimate's split: absent in a slot without one (and in every state before it).
+        for (auto [key, out] : { std::pair { "ei", &s.inputTokens }, std::pair { "eo", &s.outputTokens } }) {
+            if (sj.contains(key)
+                && (!integer(sj, key, *out) || *out < 0 || *out > RollingWindow::MAX_BUCKET_COUNT))
+                return bad("a slot's estimate split is not a whole number in range");
+        }
         p.slots.push_back(std::move(s));
     }
     for (const json& wj : *queue) {

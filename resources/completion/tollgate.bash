@@ -102,8 +102,7 @@ _tollgate()
     acquire) opts="$common --caller --model --tokens --input-tokens --output-tokens --timeout --slot --pid" positional=provider ;;
     run) opts="$common --caller --model --tokens --input-tokens --output-tokens --timeout --rate-limited-exit" positional=provider ;;
     report-429) opts="$common --caller --retry-after" positional=provider ;;
-    report-ok) opts="$common --caller --fence --tokens-used --input-tokens-used --output-tokens-used --tokens --input-tokens
-        --output-tokens" positional=provider ;;
+    report-ok) opts="$common --caller --fence --tokens-used --input-tokens-used --output-tokens-used" positional=provider ;;
     pause) opts="$common --reason" positional=provider ;;
     resume | reset-backoff) opts="$common" positional=provider ;;
     status) opts="$common --watch" ;;
