@@ -418,6 +418,29 @@ void TestProviderQuota::stateKeepsSplitAndDayAndStaysVersion3WithoutThem()
     QVERIFY(at != std::string::npos);
     forged[at + 4] = 7; // the scope kind: not a valid one
     QVERIFY(!QuotaState::decode(forged));
+
+    // Format 5: a slot keeps its estimate's split, and the provider what it reported; written
+    // only once one of them is kept, read back whole; a split out of range is refused.
+    QuotaState five = h.state;
+    Slot slot;
+    slot.fence = 99;
+    slot.pid = 1;
+    slot.acquiredMs = NOON_UTC;
+    slot.tokens = 1500;
+    slot.inputTokens = 1000;
+    slot.outputTokens = 500;
+    slot.caller = "five";
+    five.ensureProvider("anthropic").slots.push_back(slot);
+    const std::string v5 = five.encode();
+    std::memcpy(&version, v5.data() + 4, 4);
+    QCOMPARE(version, QuotaState::FORMAT_VERSION);
+    auto read5 = QuotaState::decode(v5);
+    QVERIFY2(read5, read5 ? "" : read5.error().message.c_str());
+    QCOMPARE(read5->provider("anthropic")->slots.back().inputTokens, std::int64_t(1000));
+    QCOMPARE(read5->provider("anthropic")->slots.back().outputTokens, std::int64_t(500));
+    QCOMPARE(read5->encode(), v5);
+    five.ensureProvider("anthropic").slots.back().outputTokens = -1;
+    QVERIFY(!QuotaState::decode(five.encode()));
 }
 
 void TestProviderQuota::limitsRoundTripAndOldFilesStayByteForByte()
