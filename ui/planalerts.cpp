@@ -4,13 +4,6 @@
 
 namespace tollgate::ui {
 
-bool PlanAlerts::current(const PlanUsage& plan, qint64 nowMs)
-{
-    // Capacity::forProvider's rule for planCurrent, on the state alone.
-    return plan.atMs != 0 && (plan.fiveHourResetMs == 0 || plan.fiveHourResetMs > nowMs)
-        && (plan.sevenDayResetMs == 0 || plan.sevenDayResetMs > nowMs);
-}
-
 qint64 PlanAlerts::windowResetOf(const PlanUsage& plan)
 {
     const bool five = plan.fiveHourResetMs > 0;
@@ -43,7 +36,7 @@ QVector<PlanAlerts::Alert> PlanAlerts::update(const QuotaState& state, qint64 no
         }
         if (plan.status != PlanUsage::Status::Warning && plan.status != PlanUsage::Status::Rejected)
             continue;
-        if (!current(plan, nowMs))
+        if (!plan.current(nowMs))
             continue; // figures of a window that has reset since: nothing to warn about now
         const qint64 reset = windowResetOf(plan);
         Seen& seen = m_seen[provider];

@@ -34,7 +34,6 @@ public:
     // The alerts this state raises now (each at most once per window).
     QVector<Alert> update(const QuotaState& state, qint64 nowMs);
 
-    [[nodiscard]] static bool current(const PlanUsage& plan, qint64 nowMs);
     // The reset time of the window that decides the status (see above); 0: none stated.
     [[nodiscard]] static qint64 windowResetOf(const PlanUsage& plan);
 

@@ -185,9 +185,7 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
     c.learning = l.learn;
     c.learned = l.learned;
     c.plan = p.plan;
-    // Stated, and no window it named has reset since (a reset not given cannot say).
-    c.planCurrent = p.plan.atMs != 0 && (p.plan.fiveHourResetMs == 0 || p.plan.fiveHourResetMs > nowMs)
-        && (p.plan.sevenDayResetMs == 0 || p.plan.sevenDayResetMs > nowMs);
+    c.planCurrent = p.plan.current(nowMs);
     for (auto& n : LimitMismatch::find(p, limits))
         c.limitNotices.push_back(std::move(n.text));
 

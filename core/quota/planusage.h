@@ -25,6 +25,13 @@ struct PlanUsage
     {
         return status != Status::Unknown || fiveHourPermille >= 0 || sevenDayPermille >= 0;
     }
+    // Stated, and no window it named has reset since (a reset not given cannot say): the
+    // figures are of the windows now running.
+    [[nodiscard]] bool current(std::int64_t nowMs) const
+    {
+        return atMs != 0 && (fiveHourResetMs == 0 || fiveHourResetMs > nowMs)
+            && (sevenDayResetMs == 0 || sevenDayResetMs > nowMs);
+    }
     // The same figures, whenever stated.
     [[nodiscard]] bool sameAs(const PlanUsage& o) const
     {
