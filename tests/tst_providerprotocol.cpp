@@ -693,8 +693,9 @@ void TestProviderProtocol::theSkimKeepsWhatTheFieldsNeedInBoundedTokens()
         out.resize(n);
         return out;
     };
-    QCOMPARE(skimmed(R"({"model":"m", "messages":[{"role":"user","content":"a]}\"["}],  "max_tokens":16,)"
-                     R"("generationConfig":{"maxOutputTokens":8,"x":{"y":[1]},"s":"t"},"metadata":{"a":[]}})"),
+    QCOMPARE(
+        skimmed(R"({"model":"m", "messages":[{"role":"user","content":"a]}\"["}],  "max_tokens":16,)"
+                R"("generationConfig":{"maxOutputTokens":8,"x":{"y":[1]},"s":"t"},"metadata":{"a":[]}})"),
         std::string(R"({"model":"m", "messages":[], "max_tokens":16,)"
                     R"("generationConfig":{"maxOutputTokens":8,"x":{},"s":"t"},"metadata":{"a":[]}})"));
     QCOMPARE(skimmed(R"([{"model":"m"},1])"), std::string("[]")); // not an object: nothing inside

@@ -29,13 +29,13 @@
 #include <cstring>
 #include <fcntl.h>
 #include <memory>
-#include <tuple>
-#include <variant>
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
+#include <variant>
 
 namespace {
 
