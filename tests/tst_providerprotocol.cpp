@@ -45,6 +45,7 @@ private Q_SLOTS:
     void requestEstimate();
     void outputBoundsOfResponsesAndGemini();
     void topLevelFieldsAsTheBodyArrives();
+    void theSkimKeepsWhatTheFieldsNeedInBoundedTokens();
     void answerKinds();
     void subscriptionWindowLimit();
 };
@@ -671,6 +672,80 @@ void TestProviderProtocol::topLevelFieldsAsTheBodyArrives()
         std::string(R"({"max_tokens":1,"max_completion_tokens":9,"model":"m"})"), &before));
     QVERIFY(before.repeated().empty());
     QCOMPARE(*before.maxOutputTokens(), std::int64_t(9));
+}
+
+// JsonSkim: what nlohmann's parser reads of a streamed body. The members TopLevelFields reads
+// come out the same (repeats included), byte by byte or whole; nothing deeper is passed on,
+// strings are cut without breaking an escape or a UTF-8 sequence, and a number too long to
+// read stops it.
+void TestProviderProtocol::theSkimKeepsWhatTheFieldsNeedInBoundedTokens()
+{
+    auto skimmed = [](const std::string& body, bool byteByByte = false) {
+        JsonSkim skim;
+        std::string out(body.size(), '\0');
+        std::size_t n = 0;
+        if (byteByByte) {
+            for (std::size_t i = 0; i < body.size(); ++i)
+                n += skim.skim(body.data() + i, 1, out.data() + n);
+        } else {
+            n = skim.skim(body.data(), body.size(), out.data());
+        }
+        out.resize(n);
+        return out;
+    };
+    QCOMPARE(
+        skimmed(R"({"model":"m", "messages":[{"role":"user","content":"a]}\"["}],  "max_tokens":16,)"
+                R"("generationConfig":{"maxOutputTokens":8,"x":{"y":[1]},"s":"t"},"metadata":{"a":[]}})"),
+        std::string(R"({"model":"m", "messages":[], "max_tokens":16,)"
+                    R"("generationConfig":{"maxOutputTokens":8,"x":{},"s":"t"},"metadata":{"a":[]}})"));
+    QCOMPARE(skimmed(R"([{"model":"m"},1])"), std::string("[]")); // not an object: nothing inside
+    const std::vector<std::string> bodies {
+        R"({"model":"m","max_tokens":16,"messages":[{"content":"hi"}],"stream":true})",
+        R"({"messages":[{"content":"x\"}]"}],"model":"m","max_tokens":1,"model":"n"})",
+        R"({"contents":[{"parts":[{"text":"a"}]}],"generationConfig":{"topK":{"a":1},"maxOutputTokens":64}})",
+        R"({"generationConfig":{"maxOutputTokens":1,"maxOutputTokens":2}})",
+        R"({"model":"m","max_tokens":1,"max_completion_tokens":900})",
+        "{\"max_tokens\" :\n\n 1e5 , \"model\":\"claude-\\u0078\"}",
+    };
+    for (const std::string& body : bodies) {
+        for (const bool byteByByte : { false, true }) {
+            TopLevelFields whole;
+            TopLevelFields skim;
+            const bool wholeParsed = nlohmann::json::sax_parse(body, &whole);
+            QCOMPARE(nlohmann::json::sax_parse(skimmed(body, byteByByte), &skim), wholeParsed);
+            QCOMPARE(skim.model(), whole.model());
+            QCOMPARE(skim.maxOutputTokens(), whole.maxOutputTokens());
+            QCOMPARE(skim.stream(), whole.stream());
+            QCOMPARE(skim.repeated(), whole.repeated());
+            QCOMPARE(skim.wholeObject(), whole.wholeObject());
+        }
+    }
+    // A long string is cut after MAX_STRING bytes, never inside an escape or a UTF-8
+    // character, at whichever byte it reaches that length: what is passed on still parses.
+    for (std::size_t shift = 0; shift < 8; ++shift) {
+        std::string text(JsonSkim::MAX_STRING - 8 + shift, 'a');
+        for (int i = 0; i < 2000; ++i)
+            text += i % 2 ? "\\u00e9\\\\" : "\xc3\xa9\xe2\x82\xac";
+        const std::string body = R"({"system":")" + text + R"(","model":"m","max_tokens":5})";
+        const std::string out = skimmed(body);
+        QVERIFY(out.size() < JsonSkim::MAX_STRING + 60); // of more than 14,000
+        TopLevelFields fields;
+        QVERIFY2(nlohmann::json::sax_parse(out, &fields), out.substr(out.size() - 60).c_str());
+        QCOMPARE(*fields.model(), std::string("m"));
+        QCOMPARE(*fields.maxOutputTokens(), std::int64_t(5));
+    }
+    // Whitespace runs pass on as one byte; a number longer than MAX_BARE gives up.
+    QCOMPARE(skimmed("{" + std::string(100000, ' ') + "}"), std::string("{ }"));
+    JsonSkim skim;
+    const std::string number = R"({"model":"m","max_tokens":)" + std::string(JsonSkim::MAX_BARE + 1, '9');
+    std::string out(number.size(), '\0');
+    QVERIFY(skim.skim(number.data(), number.size(), out.data()) < number.size());
+    QVERIFY(skim.gaveUp());
+    JsonSkim deep; // a long number inside messages is not read, so nothing to give up on
+    const std::string inside = R"({"messages":[)" + std::string(100000, '9') + "]}";
+    out.assign(inside.size(), '\0');
+    QCOMPARE(deep.skim(inside.data(), inside.size(), out.data()), std::size_t(15)); // {"messages":[]}
+    QVERIFY(!deep.gaveUp());
 }
 
 void TestProviderProtocol::answerKinds()

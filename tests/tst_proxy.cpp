@@ -33,7 +33,9 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
+#include <variant>
 
 namespace {
 
@@ -75,6 +77,7 @@ private Q_SLOTS:
     void bufferedBodiesAreBoundedTogether();
     void streamedBodiesGoUpstreamAsTheyCome();
     void uploadsThatAreNotJsonStreamToo();
+    void abusiveBodiesAreReadInBoundedMemory();
     void stoppingEndsIdleConnectionsAndFinishesAnswers();
     void connectionsPastTheLimitAreTurnedAway();
     void aHeldBodyIsNotCutOffByTheStallWatch();
@@ -1350,6 +1353,125 @@ void TestProxy::streamedBodiesGoUpstreamAsTheyCome()
     QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.left(300).constData());
     QVERIFY(r.out.contains("body is not JSON"));
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 3);
+}
+
+// Abusive bodies (issue 26): what the proxy keeps of a body is bounded by its options, whatever
+// the body. A body far larger than any the proxy holds, its members first and then one long
+// string in the messages and another at the top level, streams byte-exact and is estimated by
+// its members; bodies whose members come last are held whole and estimated by their members
+// (without a second parse); a JSON object with a number too long to read is refused, and the
+// provider never gets it whole. The mock's /v1/files answers with the sha256 of what it got,
+// and no usage, so the estimates stay in the window. Without a sanitizer (whose allocator
+// keeps freed memory) the proxy's peak resident memory stays far below the bodies (it was
+// about 2.8 times a streamed body's string before), and comes back down after.
+void TestProxy::abusiveBodiesAreReadInBoundedMemory()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--input-tokens"),
+        QStringLiteral("1000000000"), QStringLiteral("--output-tokens"), QStringLiteral("1000000000") });
+    startProxy();
+    auto kib = [this](const QByteArray& field) {
+        QFile f(QStringLiteral("/proc/%1/status").arg(m_proxy->processId()));
+        if (!f.open(QIODevice::ReadOnly))
+            return qint64(-1);
+        for (const QByteArray& line : f.readAll().split('\n')) {
+            if (line.startsWith(field + ':'))
+                return line.mid(field.size() + 1).trimmed().split(' ').first().toLongLong();
+        }
+        return qint64(-1);
+    };
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"m","max_tokens":1})"), {}, QStringLiteral("/v1/files")))
+                .out.startsWith("HTTP/1.1 200"));
+    QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 1, 10000);
+    const qint64 base = kib("VmHWM");
+    QVERIFY(base > 0);
+    // A body file of `parts`: text as it is, or {bytes, byte}: that many of it.
+    struct Fill
+    {
+        qint64 bytes;
+        char byte;
+    };
+    auto writeBody = [this](const QString& name, const std::vector<std::variant<QByteArray, Fill>>& parts) {
+        QCryptographicHash hash(QCryptographicHash::Sha256);
+        qint64 size = 0;
+        QFile f(m_dir->filePath(name));
+        if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate))
+            return std::tuple(QString(), qint64(0), QByteArray());
+        for (const auto& part : parts) {
+            if (const auto* text = std::get_if<QByteArray>(&part)) {
+                f.write(*text);
+                hash.addData(*text);
+                size += text->size();
+                continue;
+            }
+            const Fill fill = std::get<Fill>(part);
+            const QByteArray block(1 << 20, fill.byte);
+            for (qint64 left = fill.bytes; left > 0; left -= block.size()) {
+                const QByteArray piece = block.left(std::min<qint64>(left, block.size()));
+                f.write(piece);
+                hash.addData(piece);
+                size += piece.size();
+            }
+        }
+        return std::tuple(f.fileName(), size, hash.result().toHex());
+    };
+    auto postFile = [this](const QString& file) {
+        return QStringList { QStringLiteral("-i"), QStringLiteral("-X"), QStringLiteral("POST"),
+            m_proxyUrl + QStringLiteral("/v1/files"), QStringLiteral("-H"),
+            QStringLiteral("content-type: application/json"), QStringLiteral("-T"), file };
+    };
+
+    // 100 MiB in one string of the messages, then 8 MiB in a top-level one: it streams whole.
+    const auto [big, bigSize, bigHash] = writeBody(QStringLiteral("big.json"),
+        { QByteArray(R"({"model":"claude-x","max_tokens":777,"messages":[{"role":"user","content":")"),
+            Fill { 100 << 20, 'a' }, QByteArray(R"("}],"system":")"), Fill { 8 << 20, 'b' },
+            QByteArray(R"("})") });
+    Ran r = curl(postFile(big), 120000);
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), (r.out.left(300) + r.err).constData());
+    QVERIFY2(r.out.contains(bigHash), r.out.constData()); // every byte, once, in order
+    QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 1 + 777, 10000);
+    const int smallInput = usedOf("input_tokens") - int((bigSize + 3) / 4);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    QVERIFY2(kib("VmHWM") - base < 64 * 1024, QByteArray::number(kib("VmHWM") - base).constData());
+#endif
+
+    // Four bodies of 20 MiB at once, their members last: held whole, estimated by them.
+    const auto [late, lateSize, lateHash] = writeBody(QStringLiteral("late.json"),
+        { QByteArray(R"({"messages":[{"role":"user","content":")"), Fill { 20 << 20, 'c' },
+            QByteArray(R"("}],"max_tokens":333,"model":"claude-x"})") });
+    std::vector<std::unique_ptr<QProcess>> clients;
+    for (int i = 0; i < 4; ++i) {
+        clients.push_back(std::make_unique<QProcess>());
+        clients.back()->start(QStringLiteral("curl"), QStringList { QStringLiteral("-sS") } + postFile(late));
+    }
+    for (auto& client : clients) {
+        QVERIFY(client->waitForFinished(120000));
+        const QByteArray out = client->readAllStandardOutput();
+        QVERIFY2(out.contains("HTTP/1.1 200") && out.contains(lateHash), out.left(300).constData());
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 1 + 777 + 4 * 333, 10000);
+    QCOMPARE(usedOf("input_tokens"), smallInput + int((bigSize + 3) / 4) + 4 * int((lateSize + 3) / 4));
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    QVERIFY2(kib("VmHWM") - base < (4 * 20 + 64) * 1024, QByteArray::number(kib("VmHWM") - base).constData());
+    // What the held bodies took goes back to the system once they are answered.
+    QTRY_VERIFY_WITH_TIMEOUT(kib("VmRSS") - base < 32 * 1024, 10000);
+#endif
+
+    // A number too long to read after the members and 100 KB of messages: admitted and
+    // forwarded up to there, then cut off (its members after it cannot be checked).
+    const int requestsBefore = mockStats().value(QStringLiteral("requests")).toInt();
+    const int incompleteBefore = mockStats().value(QStringLiteral("incompleteBodies")).toInt();
+    const auto [number, numberSize, numberHash] = writeBody(QStringLiteral("number.json"),
+        { QByteArray(R"({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":")"),
+            Fill { 100000, 'd' }, QByteArray(R"("}],"temperature":)"), Fill { 5000, '1' },
+            QByteArray(R"(,"max_tokens":100000,"system":")"), Fill { 100000, 'e' }, QByteArray(R"("})") });
+    r = curl(postFile(number));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 400"), r.out.left(300).constData());
+    QVERIFY2(r.out.contains("number longer than 4096 bytes"), r.out.constData());
+    QTRY_COMPARE_WITH_TIMEOUT(
+        mockStats().value(QStringLiteral("incompleteBodies")).toInt(), incompleteBefore + 1, 20000);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), requestsBefore);
+    Q_UNUSED(numberSize);
+    Q_UNUSED(numberHash);
 }
 
 // A body that is not a JSON object (an upload: OpenAI's files endpoint takes multipart) has

@@ -1,6 +1,14 @@
 #include "proxy/bodybudget.h"
 
+#include <malloc.h>
+
 namespace tollgate::proxy {
+
+void BodyBudget::setLimit(std::size_t limit)
+{
+    m_limit = limit;
+    (void)::mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD); // 0 when refused (not glibc's): harmless
+}
 
 bool BodyBudget::take(std::size_t n)
 {

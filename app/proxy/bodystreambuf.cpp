@@ -10,7 +10,7 @@ BodyStreamBuf::BodyStreamBuf(std::optional<std::uint64_t> length, Pull pull, Pie
     , m_piece(std::move(piece))
     , m_beforeRead(std::move(beforeRead))
 {
-    setg(m_buf, m_buf, m_buf);
+    setg(m_skimmed, m_skimmed, m_skimmed);
 }
 
 bool BodyStreamBuf::readSome(bool withHook)
@@ -34,7 +34,7 @@ bool BodyStreamBuf::readSome(bool withHook)
         return false;
     }
     m_received += static_cast<std::uint64_t>(got);
-    setg(m_buf, m_buf, m_buf + got);
+    m_got = static_cast<std::size_t>(got);
     m_pending = true;
     return true;
 }
@@ -44,7 +44,7 @@ bool BodyStreamBuf::passPending()
     if (!m_pending)
         return true;
     m_pending = false;
-    if (!m_piece(std::string_view(eback(), static_cast<std::size_t>(egptr() - eback())))) {
+    if (!m_piece(std::string_view(m_buf, m_got))) {
         m_failed = true;
         return false;
     }
@@ -55,9 +55,15 @@ BodyStreamBuf::int_type BodyStreamBuf::underflow()
 {
     if (gptr() < egptr())
         return traits_type::to_int_type(*gptr());
-    if (!passPending() || !readSome(true))
-        return traits_type::eof();
-    return traits_type::to_int_type(*gptr());
+    // A piece of which nothing is passed on (inside `messages`, say) goes on at once.
+    for (;;) {
+        if (m_skim.gaveUp() || !passPending() || !readSome(true))
+            return traits_type::eof();
+        const std::size_t skimmed = m_skim.skim(m_buf, m_got, m_skimmed);
+        setg(m_skimmed, m_skimmed, m_skimmed + skimmed);
+        if (skimmed > 0)
+            return traits_type::to_int_type(*gptr());
+    }
 }
 
 bool BodyStreamBuf::finish()
@@ -70,7 +76,7 @@ bool BodyStreamBuf::finish()
         if (!passPending())
             return false;
     }
-    setg(m_buf, m_buf, m_buf);
+    setg(m_skimmed, m_skimmed, m_skimmed);
     return !m_failed;
 }
 

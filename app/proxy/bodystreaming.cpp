@@ -112,15 +112,22 @@ template <class Client> void BodyStreaming<Client>::run()
     m_body.emplace(
         m_length, [this](char* into, std::size_t max) { return pull(into, max); },
         [this](std::string_view bytes) { return piece(bytes); }, [this] { return before(); });
+    // What may be held (the whole body, up to MAX_BODY_BYTES), reserved at once: the string
+    // then never grows by copying itself (its old and new buffers at once), and untouched
+    // pages take no memory (a body that streams holds only its first bytes).
+    m_streamed.held.reserve(
+        static_cast<std::size_t>(std::min<std::uint64_t>(m_length.value_or(0), ProxyServer::MAX_BODY_BYTES)));
     bool parsed = true;
     {
         std::istream in(&*m_body);
         parsed = nlohmann::json::sax_parse(in, &m_fields);
     }
-    // Not a JSON object (an upload, say), or one broken before its members: the rest of it
-    // cannot tell more, so it is admitted by its size (as a short one is) and streams too;
-    // the provider answers what it makes of it.
-    if (!parsed && !m_streamed.link && !m_answered && !m_body->failed() && m_fields.repeated().empty()) {
+    // Not a JSON object (an upload, say), or one broken before its members, or a top-level
+    // number too long to read: the rest of it cannot tell more, so it is admitted by its size
+    // (as a short one is) and streams too; the provider answers what it makes of it. (A JSON
+    // object with a number too long to read is refused: conclude().)
+    const bool unreadable = (!parsed || m_body->gaveUp()) && !tooLongInObject();
+    if (unreadable && !m_streamed.link && !m_answered && !m_body->failed() && m_fields.repeated().empty()) {
         m_byItsSize = true;
         (void)admitAndSend();
     }
@@ -137,6 +144,15 @@ template <class Client> void BodyStreaming<Client>::conclude()
     }
     if (m_answered) {
         giveBack(); // the reply says why (none: the client hung up while queued)
+        return;
+    }
+    if (tooLongInObject()) {
+        // Its members past that number cannot be read, so neither checked for repeats nor
+        // (before admission) taken: the upstream, if it has some of it, is cut off.
+        giveBack();
+        answer(Reply { 400,
+            "the request body has a number longer than " + std::to_string(JsonSkim::MAX_BARE)
+                + " bytes where the proxy reads its members: it cannot be read, so it is not forwarded" });
         return;
     }
     if (!m_streamed.link)
@@ -158,7 +174,11 @@ template <class Client> void BodyStreaming<Client>::endHeld()
                 m_server.bodies.limit());
         return;
     }
-    m_streamed.estimate = RequestEstimate::of(m_streamed.held);
+    // The parse above read all of it: the estimate is made from its members as
+    // RequestEstimate::of makes it, without parsing up to MAX_BODY_BYTES once more.
+    m_streamed.estimate = m_fields.wholeObject()
+        ? RequestEstimate::fromFields(m_fields, m_streamed.held.size())
+        : RequestEstimate::ofSize(m_streamed.held.size());
     m_streamed.end = Streamed::End::Held;
 }
 

@@ -18,6 +18,9 @@
 // - The body's bytes must keep coming: --body-timeout for a start, then a further second for
 //   each MIN_BODY_RATE bytes.
 // - What may be held counts against the BodyBudget until the body streams (or is answered).
+// - What else a body costs is bounded whatever the body: the parser reads it through JsonSkim
+//   (nothing nested deeper than TopLevelFields reads, strings cut, no endless number), and a
+//   body held whole is not parsed a second time for its estimate.
 
 #include "exchange/quotaexchange.h"
 #include "provider/requestestimate.h"
@@ -91,6 +94,8 @@ private:
     bool sendHead();
     std::unique_ptr<UpstreamLink> connectOnTheLoop(std::optional<Reply>& failure);
     void answer(Reply reply);
+    // A JSON object with a number too long to read (JsonSkim::gaveUp): refused.
+    [[nodiscard]] bool tooLongInObject() const { return m_body->gaveUp() && m_fields.object(); }
     void giveBack();
 
     ClientConnection<Client>& m_connection;

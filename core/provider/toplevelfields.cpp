@@ -153,3 +153,115 @@ bool TopLevelFields::parse_error(std::size_t, const std::string&, const nlohmann
 }
 
 } // namespace tollgate
+
+namespace tollgate {
+
+std::size_t JsonSkim::skim(const char* in, std::size_t n, char* out)
+{
+    char* const start = out;
+    for (std::size_t i = 0; i < n && !m_gaveUp; ++i) {
+        if (m_in == In::Between) {
+            if (!between(in[i], out))
+                break;
+        } else {
+            inString(in[i], out);
+        }
+    }
+    return static_cast<std::size_t>(out - start);
+}
+
+bool JsonSkim::between(char c, char*& out)
+{
+    const bool pass = passing();
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+        m_bare = 0;
+        if (pass && !m_space)
+            *out++ = c;
+        m_space = pass;
+        return true;
+    }
+    m_space = false;
+    switch (c) {
+    case '"':
+        m_bare = 0;
+        m_in = In::String;
+        m_stringBytes = 0;
+        m_cut = false;
+        if (pass)
+            *out++ = c;
+        return true;
+    case '{':
+    case '[':
+        m_bare = 0;
+        ++m_depth;
+        if (pass) {
+            *out++ = c;
+            // Kept: the top-level object (depth 1) and an object in it (2); else dropped.
+            if (c != '{' || m_depth > 2)
+                m_droppingFrom = m_depth;
+        }
+        return true;
+    case '}':
+    case ']':
+        m_bare = 0;
+        if (m_depth == m_droppingFrom)
+            m_droppingFrom = 0; // its end is passed on
+        if (m_depth > 0)
+            --m_depth;
+        if (passing())
+            *out++ = c;
+        return true;
+    case ',':
+    case ':':
+        m_bare = 0;
+        if (pass)
+            *out++ = c;
+        return true;
+    default:
+        if (!pass)
+            return true;
+        if (++m_bare > MAX_BARE) {
+            m_gaveUp = true;
+            return false;
+        }
+        *out++ = c;
+        return true;
+    }
+}
+
+void JsonSkim::inString(char c, char*& out)
+{
+    const bool pass = passing();
+    switch (m_in) {
+    case In::String:
+        if (c == '"') {
+            m_in = In::Between;
+            if (pass)
+                *out++ = c; // a cut string ends here too
+            return;
+        }
+        // Cut before a byte that starts a character (not a UTF-8 continuation byte), so what
+        // is passed on ends after a whole one.
+        if (pass && !m_cut && m_stringBytes >= MAX_STRING && (static_cast<unsigned char>(c) & 0xC0) != 0x80)
+            m_cut = true;
+        if (c == '\\')
+            m_in = In::Escape;
+        break;
+    case In::Escape:
+        m_in = c == 'u' ? In::Unicode : In::String;
+        m_hexLeft = 4;
+        break;
+    case In::Unicode:
+        if (--m_hexLeft == 0)
+            m_in = In::String;
+        break;
+    case In::Between:
+        break;
+    }
+    if (pass && !m_cut) {
+        *out++ = c;
+        ++m_stringBytes;
+    }
+}
+
+} // namespace tollgate
