@@ -14,6 +14,8 @@
 // Anthropic's own rules (bench/sdkagents.sh), on when --input-token-limit or --output-token-limit is
 // given: /v1/messages without x-mock is admitted as Anthropic admits it (rules(), below).
 //   node mockprovider.js --limit RPW --input-token-limit ITPW --output-token-limit OTPW --window-ms MS
+//   node mockprovider.js --anthropic-rules --limit RPW --window-ms MS      (requests only)
+// --no-ratelimit-headers: in either rules mode, no rate-limit headers; only the 429s' retry-after.
 // GET /_rules: what that mode admitted (each admission's time and counted tokens) and refused.
 // OpenAI's own rules (tst_sdkclients), on when an --openai-* limit is given: /v1/chat/completions
 // and /v1/responses without x-mock are admitted as OpenAI admits them, per model (openaiRules, below).
@@ -50,7 +52,13 @@ const TOKEN_LIMIT = opt('--token-limit', 0); // > 0: answers also state a tokens
 // > 0: Anthropic's rules are enforced on /v1/messages (requests per window: --limit)
 const INPUT_LIMIT = opt('--input-token-limit', 0);
 const OUTPUT_LIMIT = opt('--output-token-limit', 0);
-const RULES = INPUT_LIMIT > 0 || OUTPUT_LIMIT > 0;
+// --anthropic-rules: the same mode with requests only (--limit per --window-ms, no token budgets):
+// bench/stormsdk.sh's provider that allows 10 requests a minute.
+const RULES = INPUT_LIMIT > 0 || OUTPUT_LIMIT > 0 || args.includes('--anthropic-rules');
+// --no-ratelimit-headers (with Anthropic's or OpenAI's rules): answers state no rate-limit
+// headers; the provider says it is full only by its 429s (retry-after, and retry-after-ms for
+// OpenAI), as providers that send no such headers do.
+const NO_RATELIMIT_HEADERS = args.includes('--no-ratelimit-headers');
 // > 0: OpenAI's rules are enforced on /v1/chat/completions and /v1/responses (openaiRules, below)
 const OPENAI_RPW = opt('--openai-rpm', 0); // requests per window (--window-ms; OpenAI's is a minute)
 const OPENAI_TPW = opt('--openai-tpm', 0); // tokens (input + output) per window
@@ -228,6 +236,7 @@ const rules = (() => {
         return 0;
     }
     function headers(now) {
+        if (NO_RATELIMIT_HEADERS) return {};
         const u = used(now);
         const perMinute = (n) => String(Math.round(n * 60000 / WINDOW_MS));
         const reset = new Date(events.length > from ? events[from].t + WINDOW_MS : now).toISOString();
@@ -392,6 +401,7 @@ const openaiRules = (() => {
         return 0;
     }
     function headers(m, now) {
+        if (NO_RATELIMIT_HEADERS) return {};
         const u = used(m, now);
         const perMinute = (n) => String(Math.round(n * 60000 / WINDOW_MS));
         const inWindow = m.events.filter((e) => e.t > now - WINDOW_MS);
