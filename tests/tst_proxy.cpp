@@ -1666,7 +1666,8 @@ void TestProxy::aRefusalWhenEveryConnectionIsBusyIsHeard()
     }
     // A connection whose bytes the proxy has not read yet is still idle, and would make room:
     // then the new client is served, and a new busy connection takes the place it leaves.
-    const QString body = QStringLiteral(R"({"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"%1"}]})")
+    const QString body = QStringLiteral(
+        R"({"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"%1"}]})")
                              .arg(QString(20000, QLatin1Char('x')));
     Ran r;
     QElapsedTimer t;
@@ -1693,7 +1694,8 @@ void TestProxy::aRefusalWhenEveryConnectionIsBusyIsHeard()
         r.out.constData());
     const int seen = mockStats().value(QStringLiteral("requests")).toInt();
     // The same through OpenAI's path.
-    r = curl(post(QStringLiteral(R"({"model":"gpt-x","max_tokens":10})"), {}, QStringLiteral("/v1/chat/completions")));
+    r = curl(post(
+        QStringLiteral(R"({"model":"gpt-x","max_tokens":10})"), {}, QStringLiteral("/v1/chat/completions")));
     QVERIFY2(r.code == 0 && r.out.startsWith("HTTP/1.1 503"), (r.out + r.err).constData());
     QVERIFY(r.out.contains("\"message\":\"tollgate proxy: all 256 connections"));
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
@@ -1733,12 +1735,14 @@ const s = require('net').createServer((c) => {
 s.listen(0, '127.0.0.1', () => console.log(s.address().port));
 )JS";
     m_mock.reset();
-    m_mock = TestSupport::startChild(QStringLiteral("node"), { QStringLiteral("-e"), QString::fromLatin1(RAW_UPSTREAM) });
+    m_mock = TestSupport::startChild(
+        QStringLiteral("node"), { QStringLiteral("-e"), QString::fromLatin1(RAW_UPSTREAM) });
     QVERIFY(m_mock);
     m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(TestSupport::firstLine(*m_mock));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
     startProxy();
-    Ran r = curl(post(QStringLiteral("{}")) << QStringLiteral("-H") << QStringLiteral("x-reason: Site Overloaded"));
+    Ran r = curl(
+        post(QStringLiteral("{}")) << QStringLiteral("-H") << QStringLiteral("x-reason: Site Overloaded"));
     QVERIFY2(r.out.startsWith("HTTP/1.1 529 Site Overloaded\r\n"), r.out.constData());
     r = curl(post(QStringLiteral("{}")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 529 Overloaded\r\n"), r.out.constData());
@@ -1768,14 +1772,16 @@ void TestProxy::anOutputBoundPastTheLargestCountWaits()
         QStringLiteral("100000") });
     startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
     // A few tokens in the window (the answer's real usage).
-    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})"))).out.startsWith("HTTP/1.1 200"));
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})")))
+                .out.startsWith("HTTP/1.1 200"));
     const int seen = mockStats().value(QStringLiteral("requests")).toInt();
     const Ran r = curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2199023255552})")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 429"), r.out.constData());
     QVERIFY(r.out.contains("Server: tollgate-proxy"));
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
     // A bound within the limit goes as before.
-    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})"))).out.startsWith("HTTP/1.1 200"));
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})")))
+                .out.startsWith("HTTP/1.1 200"));
 }
 
 // Issue 26 item 7: every answer in flight when a hold begins repeats what started it — a
@@ -1786,13 +1792,13 @@ void TestProxy::aHoldIsNotedOncePerHold()
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
         QStringLiteral("8") });
     startProxy();
-    const QString spent
-        = QStringLiteral(R"(x-mock-answer-headers: {"x-ratelimit-remaining-requests":"0","x-ratelimit-reset-requests":"6s"})");
+    const QString spent = QStringLiteral(
+        R"(x-mock-answer-headers: {"x-ratelimit-remaining-requests":"0","x-ratelimit-reset-requests":"6s"})");
     std::vector<Child> clients;
     for (int i = 0; i < 8; ++i) {
         clients.push_back(TestSupport::startChild(QStringLiteral("curl"),
             QStringList { QStringLiteral("-sS") }
-                + post(QStringLiteral(R"({"model":"claude-x","max_tokens":10})"), QStringLiteral("late"))
+                    + post(QStringLiteral(R"({"model":"claude-x","max_tokens":10})"), QStringLiteral("late"))
                 << QStringLiteral("-H") << spent << QStringLiteral("-H")
                 << QStringLiteral("x-mock-id: h%1").arg(i)));
         QVERIFY(clients.back());
@@ -1800,7 +1806,8 @@ void TestProxy::aHoldIsNotedOncePerHold()
     // All eight are upstream before any answer says anything.
     QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("concurrent")).toInt(), 8, 20000);
     for (int i = 0; i < 8; ++i)
-        curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_release?id=h%1").arg(i) });
+        curl({ QStringLiteral("-X"), QStringLiteral("POST"),
+            m_mockUrl + QStringLiteral("/_release?id=h%1").arg(i) });
     for (auto& c : clients) {
         QVERIFY(c->waitForFinished(30000));
         QVERIFY(c->readAllStandardOutput().startsWith("HTTP/1.1 200"));

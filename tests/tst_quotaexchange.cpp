@@ -446,7 +446,8 @@ void TestQuotaExchange::anAnswerBrokenOffIsNoSuccess()
     const auto brokenOff = events(EventType::BrokenOff);
     QCOMPARE(brokenOff.size(), std::size_t(1));
     QCOMPARE(brokenOff[0].caller, std::string("agent"));
-    QVERIFY2(brokenOff[0].reason.find("broke off its 200 answer") != std::string::npos, brokenOff[0].reason.c_str());
+    QVERIFY2(brokenOff[0].reason.find("broke off its 200 answer") != std::string::npos,
+        brokenOff[0].reason.c_str());
 }
 
 void TestQuotaExchange::remainingZeroHoldsEveryoneUntilTheReset()

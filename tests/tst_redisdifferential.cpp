@@ -579,7 +579,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
     const auto fromFile = mismatches(StoreFactory::openReader(dir.path().toStdString() + "/home"));
     const auto fromRedis = mismatches(StoreFactory::openReader(*spec));
     QVERIFY(!fromFile.empty());
-    QVERIFY(std::any_of(fromFile.begin(), fromFile.end(), [](const std::string& e) { return e.starts_with("hold "); }));
+    QVERIFY(std::any_of(
+        fromFile.begin(), fromFile.end(), [](const std::string& e) { return e.starts_with("hold "); }));
     QCOMPARE(fromRedis, fromFile);
 }
 
@@ -1121,7 +1122,7 @@ void TestRedisDifferential::aHoldIsNotedOncePerHoldAlike()
         const std::string reason = "step " + std::to_string(step++);
         return t.both(reason, [&](Side& side) {
             return side.backend->holdUntil("h", t.nowMs() + aheadMs, reason).ok() ? std::string("held")
-                                                                                   : std::string("error");
+                                                                                  : std::string("error");
         });
     };
     // Eight answers 40 ms apart, each "6 s from now": one line (step 0).

@@ -42,8 +42,8 @@ public:
     static constexpr std::size_t RECEIVE_BYTES = 16384;
 
     // `place`: the connection's place among the served ones (nullptr: it is only refused).
-    ClientConnection(
-        Client client, std::shared_ptr<Server> server, std::unique_ptr<ConnectionPlaces::Place> place = nullptr);
+    ClientConnection(Client client, std::shared_ptr<Server> server,
+        std::unique_ptr<ConnectionPlaces::Place> place = nullptr);
     ClientConnection(const ClientConnection&) = delete;
     ClientConnection& operator=(const ClientConnection&) = delete;
 

@@ -81,8 +81,8 @@ template <class Client> void begin(Client socket, const std::shared_ptr<Server>&
             return;
         ++server->refusing;
         ++server->active;
-        net::co_spawn(server->io, refuseConnection(std::move(socket), server),
-            [server](const std::exception_ptr&) {
+        net::co_spawn(
+            server->io, refuseConnection(std::move(socket), server), [server](const std::exception_ptr&) {
                 --server->refusing;
                 --server->active;
             });

@@ -178,7 +178,8 @@ public:
         bool changed = false;
         bool noted = false;
     };
-    static HoldChange applyHold(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs);
+    static HoldChange applyHold(
+        ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs);
     // An admission at atMs counted an estimate and really used delta more (or less, negative):
     // the difference goes into the window bucket (and day) that counted it, in every scope the
     // model counts in; input and output only in scopes that split. false: nothing to do.
