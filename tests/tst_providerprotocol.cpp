@@ -572,7 +572,26 @@ void TestProviderProtocol::requestEstimate()
     QCOMPARE(RequestEstimate::of(R"({"max_tokens":1e5})").maxOutputTokens, std::int64_t(100000));
     QCOMPARE(RequestEstimate::of(R"({"max_tokens":100000.0})").maxOutputTokens, std::int64_t(100000));
     QCOMPARE(RequestEstimate::of(R"({"max_completion_tokens":9.5})").maxOutputTokens, std::int64_t(10));
-    QCOMPARE(RequestEstimate::of(R"({"max_tokens":1e300})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
+    // A bound past the largest count (2^40) counts as that count, never as the small default
+    // (issue 26 item 7): such a request waits for room, as conservative as the estimate can be.
+    QCOMPARE(
+        RequestEstimate::of(R"({"max_tokens":1099511627777})").maxOutputTokens, RequestEstimate::MAX_OUTPUT);
+    QCOMPARE(
+        RequestEstimate::of(R"({"max_tokens":1099511627776})").maxOutputTokens, RequestEstimate::MAX_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":9000000000000000000})").maxOutputTokens,
+        RequestEstimate::MAX_OUTPUT);
+    QCOMPARE(RequestEstimate::of(R"({"max_completion_tokens":5e15})").maxOutputTokens,
+        RequestEstimate::MAX_OUTPUT);
+    // Past 2^63 (or 9e18 as a float) TopLevelFields reads no bound at all, so the default
+    // stands: a gap left to TopLevelFields (core/provider/toplevelfields.cpp), which should keep
+    // such a value as its largest instead of none.
+    QEXPECT_FAIL(
+        "", "TopLevelFields reads a bound past 2^63 as none (issue 26 item 7, toplevelfields.cpp)", Continue);
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":1e300})").maxOutputTokens, RequestEstimate::MAX_OUTPUT);
+    QEXPECT_FAIL(
+        "", "TopLevelFields reads a bound past 2^63 as none (issue 26 item 7, toplevelfields.cpp)", Continue);
+    QCOMPARE(RequestEstimate::of(R"({"max_tokens":18446744073709551615})").maxOutputTokens,
+        RequestEstimate::MAX_OUTPUT);
     QCOMPARE(RequestEstimate::of(R"({"max_tokens":-1.5})").maxOutputTokens, RequestEstimate::DEFAULT_OUTPUT);
     // A member admission needs, named twice: refused (the provider might take either one).
     QCOMPARE(

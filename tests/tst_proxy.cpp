@@ -79,7 +79,11 @@ private Q_SLOTS:
     void uploadsThatAreNotJsonStreamToo();
     void abusiveBodiesAreReadInBoundedMemory();
     void stoppingEndsIdleConnectionsAndFinishesAnswers();
-    void connectionsPastTheLimitAreTurnedAway();
+    void idleConnectionsMakeRoomForNewOnes();
+    void aRefusalWhenEveryConnectionIsBusyIsHeard();
+    void theUpstreamsStatusLineAndTheTargetAsTheyShouldBe();
+    void anOutputBoundPastTheLargestCountWaits();
+    void aHoldIsNotedOncePerHold();
     void aHeldBodyIsNotCutOffByTheStallWatch();
     void aStoreLockHeldElsewhereStallsNoStream();
     void aHomeThatVanishesOrIsSwappedGetsClearAnswers();
@@ -647,9 +651,15 @@ void TestProxy::anUpstreamThatBreaksOffMidStream()
         QStringLiteral("x-mock: cut"), QStringLiteral("-d"), QStringLiteral(R"({"stream":true})") });
     QVERIFY2(r.code != 0, "a stream cut off upstream was passed on as complete");
     QVERIFY(!r.out.contains("message_stop"));
-    // The slot came back: the next request goes at once.
+    // Recorded as what it is (issue 26 item 7), not as a success: no `ok`, a `broken-off` event.
+    auto history = [&] { return cli({ QStringLiteral("history"), QStringLiteral("--json") }).out; };
+    QTRY_VERIFY_WITH_TIMEOUT(history().contains("\"type\":\"broken-off\""), 10000);
+    QVERIFY2(!history().contains("\"type\":\"ok\""), history().constData());
+    QVERIFY2(history().contains("broke off its 200 answer"), history().constData());
+    // The slot came back: the next request goes at once (and that one is a success).
     r = curl(post(QStringLiteral("{}")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QTRY_VERIFY_WITH_TIMEOUT(history().contains("\"type\":\"ok\""), 10000);
 }
 
 void TestProxy::aStalledExchangeIsEnded()
@@ -1710,15 +1720,17 @@ void TestProxy::stoppingEndsIdleConnectionsAndFinishesAnswers()
     QCOMPARE(m_proxy->exitCode(), 0);
 }
 
-// At most ProxyServer::MAX_CONNECTIONS (256) connections are served; the next one is answered
-// 503 with Retry-After and closed, and once one of the others closes, a new one is served.
-void TestProxy::connectionsPastTheLimitAreTurnedAway()
+// At most ProxyServer::MAX_CONNECTIONS (256) connections are served. Idle ones (kept alive, or
+// new and silent) do not keep a client with a request out (issue 26 item 6): the next
+// connection takes the place of the oldest idle one, which the proxy closes.
+void TestProxy::idleConnectionsMakeRoomForNewOnes()
 {
     setLimits({ QStringLiteral("--requests"), QStringLiteral("1000") });
     startProxy();
     std::vector<std::unique_ptr<QTcpSocket>> held = connectIdle(256);
     QCOMPARE(held.size(), std::size_t(256));
-    // The 256 are served (one of them answers), so the proxy has taken them all in.
+    // The 256 are served (one of them answers, and stays: kept alive, idle again), so the proxy
+    // has taken them all in.
     const QByteArray body = R"({"model":"claude-x","max_tokens":10})";
     held.back()->write(rawPost(body));
     QByteArray answer;
@@ -1726,18 +1738,204 @@ void TestProxy::connectionsPastTheLimitAreTurnedAway()
     t.start();
     readUntil(*held.back(), answer, "\"stop_reason\"", t);
     QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+    // A new client is served: the oldest idle connection made room, and was closed.
     Ran r = curl(post(QString::fromUtf8(body)));
+    QVERIFY2(r.code == 0 && r.out.startsWith("HTTP/1.1 200"), (r.out + r.err).constData());
+    auto closedByProxy = [](QTcpSocket& s) {
+        QElapsedTimer w;
+        w.start();
+        while (s.state() == QAbstractSocket::ConnectedState && !w.hasExpired(10000))
+            s.waitForDisconnected(200);
+        return s.state() == QAbstractSocket::UnconnectedState;
+    };
+    QVERIFY(closedByProxy(*held.front()));
+    QCOMPARE(held[1]->state(), QAbstractSocket::ConnectedState); // only the oldest
+    // New clients that stay (kept alive): at most one finds the place curl left, the others
+    // take the places of the next oldest idle connections.
+    std::vector<std::unique_ptr<QTcpSocket>> fresh = connectIdle(3);
+    QCOMPARE(fresh.size(), std::size_t(3));
+    for (auto& s : fresh) {
+        s->write(rawPost(body));
+        QByteArray got;
+        t.restart();
+        readUntil(*s, got, "\"stop_reason\"", t);
+        QVERIFY2(got.startsWith("HTTP/1.1 200"), got.constData());
+    }
+    QVERIFY(closedByProxy(*held[1]));
+    // The kept-alive one that answered became idle last (after the silent ones): still served.
+    answer.clear();
+    held.back()->write(rawPost(body));
+    t.restart();
+    readUntil(*held.back(), answer, "\"stop_reason\"", t);
+    QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+}
+
+// When every one of the 256 connections is busy with a request, the next is refused — and the
+// client hears it (issue 26 item 6): its request is read first, so the answer is not lost to a
+// reset (curl used to see a broken pipe), a 503 with Retry-After in the provider's error format
+// (Anthropic's overloaded_error; OpenAI's SDK reads error.message and error.type of the same
+// body), then the close. Once a busy one is done (idle again), the next client takes its place.
+void TestProxy::aRefusalWhenEveryConnectionIsBusyIsHeard()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("1000") });
+    startProxy({ QStringLiteral("--header-timeout"), QStringLiteral("120") });
+    std::vector<std::unique_ptr<QTcpSocket>> busy = connectIdle(256);
+    QCOMPARE(busy.size(), std::size_t(256));
+    // Busy: each has begun a request (its head is on its way), none is waiting for a first byte.
+    for (auto& s : busy) {
+        s->write("POST /v1/messages HTTP/1.1\r\nHost: x\r\n");
+        QVERIFY(s->waitForBytesWritten(10000));
+    }
+    // A connection whose bytes the proxy has not read yet is still idle, and would make room:
+    // then the new client is served, and a new busy connection takes the place it leaves.
+    const QString body = QStringLiteral(
+        R"({"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"%1"}]})")
+                             .arg(QString(20000, QLatin1Char('x')));
+    Ran r;
+    QElapsedTimer t;
+    t.start();
+    for (;;) {
+        r = curl(post(body));
+        if (!r.out.startsWith("HTTP/1.1 200") || t.hasExpired(20000))
+            break;
+        std::vector<std::unique_ptr<QTcpSocket>> more = connectIdle(1);
+        QCOMPARE(more.size(), std::size_t(1));
+        more.front()->write("POST /v1/messages HTTP/1.1\r\nHost: x\r\n");
+        QVERIFY(more.front()->waitForBytesWritten(10000));
+        busy.push_back(std::move(more.front()));
+    }
+    QVERIFY2(r.code == 0, r.err.constData()); // heard: no broken pipe, no reset
     QVERIFY2(r.out.startsWith("HTTP/1.1 503"), r.out.constData());
     QVERIFY(r.out.contains("Retry-After: 1"));
-    // One leaves: a new connection is served (as soon as the proxy has seen it go).
-    held.front()->disconnectFromHost();
-    held.front().reset();
-    QElapsedTimer w;
-    w.start();
-    do {
-        r = curl(post(QString::fromUtf8(body)));
-    } while (!r.out.startsWith("HTTP/1.1 200") && !w.hasExpired(10000));
-    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QVERIFY(r.out.contains("Connection: close"));
+    const QJsonObject error = QJsonDocument::fromJson(r.out.mid(r.out.indexOf("\r\n\r\n") + 4)).object();
+    QCOMPARE(error.value(QStringLiteral("type")).toString(), QStringLiteral("error"));
+    const QJsonObject inner = error.value(QStringLiteral("error")).toObject();
+    QCOMPARE(inner.value(QStringLiteral("type")).toString(), QStringLiteral("overloaded_error"));
+    QVERIFY2(inner.value(QStringLiteral("message")).toString().contains(QStringLiteral("busy")),
+        r.out.constData());
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+    // The same through OpenAI's path.
+    r = curl(post(
+        QStringLiteral(R"({"model":"gpt-x","max_tokens":10})"), {}, QStringLiteral("/v1/chat/completions")));
+    QVERIFY2(r.code == 0 && r.out.startsWith("HTTP/1.1 503"), (r.out + r.err).constData());
+    QVERIFY(r.out.contains("\"message\":\"tollgate proxy: all 256 connections"));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
+    // One busy connection (the newest: busy when the refusals came) finishes its request and is
+    // answered: idle now, its place is taken by the next client.
+    busy.back()->write("Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}");
+    QByteArray answer;
+    t.restart();
+    readUntil(*busy.back(), answer, "\"stop_reason\"", t);
+    QVERIFY2(answer.startsWith("HTTP/1.1 200"), answer.constData());
+    r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), (r.out + r.err).constData());
+}
+
+// Issue 26 item 7. An upstream's status line passes as it came: a 529's own reason phrase, not
+// Beast's "<unknown-status>"; one the upstream left empty (a gateway before an HTTP/2 origin
+// writes "529 ") is named, never "<unknown-status>". And a `#fragment` in the target is the
+// client's own: it never goes upstream. The upstream here is a few lines of Node's net module,
+// so that the status line is exactly as written; it answers every request with its request line.
+void TestProxy::theUpstreamsStatusLineAndTheTargetAsTheyShouldBe()
+{
+    static const char RAW_UPSTREAM[] = R"JS(
+const s = require('net').createServer((c) => {
+    let got = '';
+    c.on('data', (d) => {
+        got += d;
+        const end = got.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const line = got.slice(0, got.indexOf('\r\n'));
+        const named = /\r\nx-reason: ?([^\r]*)/i.exec(got.slice(0, end));
+        const body = JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: line } });
+        c.end('HTTP/1.1 529 ' + (named ? named[1] : '') + '\r\ncontent-type: application/json\r\n'
+            + 'content-length: ' + Buffer.byteLength(body) + '\r\nconnection: close\r\n\r\n' + body);
+        got = '';
+    });
+});
+s.listen(0, '127.0.0.1', () => console.log(s.address().port));
+)JS";
+    m_mock.reset();
+    m_mock = TestSupport::startChild(
+        QStringLiteral("node"), { QStringLiteral("-e"), QString::fromLatin1(RAW_UPSTREAM) });
+    QVERIFY(m_mock);
+    m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(TestSupport::firstLine(*m_mock));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100") });
+    startProxy();
+    Ran r = curl(
+        post(QStringLiteral("{}")) << QStringLiteral("-H") << QStringLiteral("x-reason: Site Overloaded"));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 529 Site Overloaded\r\n"), r.out.constData());
+    r = curl(post(QStringLiteral("{}")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 529 Overloaded\r\n"), r.out.constData());
+    QVERIFY(!r.out.contains("unknown-status"));
+    QVERIFY2(r.out.contains("\"message\":\"POST /v1/messages HTTP/1.1\""), r.out.constData());
+    // curl drops a fragment itself: a raw client sends one.
+    QTcpSocket s;
+    s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(s.waitForConnected(10000));
+    s.write("POST /v1/messages?beta=true#part-2 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 2\r\n\r\n{}");
+    QByteArray got;
+    QElapsedTimer t;
+    t.start();
+    readUntil(s, got, "HTTP/1.1\"", t);
+    QVERIFY2(got.contains("\"message\":\"POST /v1/messages?beta=true HTTP/1.1\""), got.constData());
+}
+
+// Issue 26 item 7: an output bound past the largest count (2^40) used to be estimated as the
+// 4,096 default, so a request that may spend a trillion tokens went beside others. Now it counts
+// as 2^40: never refused as too large, it waits for room — for an empty window, as any request
+// larger than the token limit (QuotaExchange::askFor) — here past the queue timeout, so the
+// proxy's own 429, and the provider sees nothing.
+void TestProxy::anOutputBoundPastTheLargestCountWaits()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--tokens"),
+        QStringLiteral("100000") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("0.5") });
+    // A few tokens in the window (the answer's real usage).
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})")))
+                .out.startsWith("HTTP/1.1 200"));
+    const int seen = mockStats().value(QStringLiteral("requests")).toInt();
+    const Ran r = curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2199023255552})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 429"), r.out.constData());
+    QVERIFY(r.out.contains("Server: tollgate-proxy"));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), seen);
+    // A bound within the limit goes as before.
+    QVERIFY(curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":2000})")))
+                .out.startsWith("HTTP/1.1 200"));
+}
+
+// Issue 26 item 7: every answer in flight when a hold begins repeats what started it — a
+// relative reset ("6s") a little later each time. One `hold` history line per hold, not one per
+// answer (8 answers used to write 8 in 0.3 s).
+void TestProxy::aHoldIsNotedOncePerHold()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("8") });
+    startProxy();
+    const QString spent = QStringLiteral(
+        R"(x-mock-answer-headers: {"x-ratelimit-remaining-requests":"0","x-ratelimit-reset-requests":"6s"})");
+    std::vector<Child> clients;
+    for (int i = 0; i < 8; ++i) {
+        clients.push_back(TestSupport::startChild(QStringLiteral("curl"),
+            QStringList { QStringLiteral("-sS") }
+                    + post(QStringLiteral(R"({"model":"claude-x","max_tokens":10})"), QStringLiteral("late"))
+                << QStringLiteral("-H") << spent << QStringLiteral("-H")
+                << QStringLiteral("x-mock-id: h%1").arg(i)));
+        QVERIFY(clients.back());
+    }
+    // All eight are upstream before any answer says anything.
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("concurrent")).toInt(), 8, 20000);
+    for (int i = 0; i < 8; ++i)
+        curl({ QStringLiteral("-X"), QStringLiteral("POST"),
+            m_mockUrl + QStringLiteral("/_release?id=h%1").arg(i) });
+    for (auto& c : clients) {
+        QVERIFY(c->waitForFinished(30000));
+        QVERIFY(c->readAllStandardOutput().startsWith("HTTP/1.1 200"));
+    }
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QCOMPARE(history.out.count("\"type\":\"hold\""), 1);
 }
 
 // A chunked JSON body is held whole, then handled as a short one. The stall watch of the body's

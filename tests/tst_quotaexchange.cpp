@@ -127,6 +127,7 @@ private Q_SLOTS:
     void a429WithRetryAfterBacksEveryoneOff();
     void aSpendCapPausesTheProvider();
     void anOverloadIsRecordedWithoutBackoff();
+    void anAnswerBrokenOffIsNoSuccess();
     void remainingZeroHoldsEveryoneUntilTheReset();
     void reportedLimitsAreToldOnlyWhenWorthIt();
     void anOwedSlotIsGivenBackLater();
@@ -425,6 +426,30 @@ void TestQuotaExchange::anOverloadIsRecordedWithoutBackoff()
     QCOMPARE(overloaded[0].timeMs, m_clock.unixMs());
     QVERIFY(overloaded[0].reason.find("529") != std::string::npos);
     QVERIFY(admit(10).permit); // nobody backs off
+}
+
+// Issue 26 item 7: a 200 whose stream the upstream broke off is not a success — the 429 streak
+// stands, no `ok` event, the slot back with the estimate standing — and a `broken-off` event
+// says what happened.
+void TestQuotaExchange::anAnswerBrokenOffIsNoSuccess()
+{
+    QVERIFY(m_limiter->report429("p", "x", 1).ok());
+    m_clock.advance(5min); // past the backoff and the careful pace after it
+    auto admitted = admit(900);
+    QVERIFY(admitted.permit);
+    QuotaExchange::Answer broken = answer(200);
+    broken.brokenOff = true;
+    m_exchange->settle(*m_exchangeStore, *admitted.permit, broken, "agent", 0);
+    const ProviderState& p = state();
+    QVERIFY(p.slots.empty());
+    QCOMPARE(p.consecutive429, 1);
+    QVERIFY(events(EventType::Ok).empty());
+    QVERIFY(p.scope("")->window.usage(m_clock.unixMs()).tokens >= 900); // the estimate stands
+    const auto brokenOff = events(EventType::BrokenOff);
+    QCOMPARE(brokenOff.size(), std::size_t(1));
+    QCOMPARE(brokenOff[0].caller, std::string("agent"));
+    QVERIFY2(brokenOff[0].reason.find("broke off its 200 answer") != std::string::npos,
+        brokenOff[0].reason.c_str());
 }
 
 void TestQuotaExchange::remainingZeroHoldsEveryoneUntilTheReset()

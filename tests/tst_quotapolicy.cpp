@@ -64,6 +64,7 @@ private Q_SLOTS:
     void backoffBlocksAndPacesRestart();
     void aBurstOf429sIsOneStormOnTheProvidersClock();
     void aHoldEndsAtAnEvenPace();
+    void aHoldIsNotedOncePerHold();
     void pauseBlocksEveryone();
     void fifoOrderAndNoOvertaking();
     void ghostWaitersArePruned();
@@ -247,8 +248,8 @@ void TestQuotaPolicy::aHoldEndsAtAnEvenPace()
     m_limits.requests = 6;
     m_limits.windowMs = 60000; // one per 10 s
     auto& p = provider();
-    QVERIFY(QuotaPolicy::applyHold(p, m_limits, 0, 20000));
-    QVERIFY(!QuotaPolicy::applyHold(p, m_limits, 0, 15000)); // an earlier end changes nothing
+    QVERIFY(QuotaPolicy::applyHold(p, m_limits, 0, 20000).changed);
+    QVERIFY(!QuotaPolicy::applyHold(p, m_limits, 0, 15000).changed); // an earlier end changes nothing
     QCOMPARE(p.backoffUntilMs, 20000);
     QVERIFY(!admit(req("a"), 19999)->admitted);
     QVERIFY(admit(req("a"), 20000)->admitted);
@@ -256,6 +257,38 @@ void TestQuotaPolicy::aHoldEndsAtAnEvenPace()
     QVERIFY(!d->admitted);
     QCOMPARE(d->retryAtMs, 30000);
     QVERIFY(admit(req("b"), 30000)->admitted);
+}
+
+// Issue 26 item 7: every answer in flight during a hold repeats the provider's reset (a relative
+// one, "6s", a little later each time): one `hold` history line per hold, not one per answer. A
+// hold is noted when it starts, or when it moves the end in force on by more than HOLD_NOTE_MS;
+// a smaller move extends it without a note.
+void TestQuotaPolicy::aHoldIsNotedOncePerHold()
+{
+    m_limits.requests = 6;
+    m_limits.windowMs = 60000;
+    auto& p = provider();
+    auto hold = [&](std::int64_t now, std::int64_t until) {
+        const auto h = QuotaPolicy::applyHold(p, m_limits, now, until);
+        return std::pair { h.changed, h.noted };
+    };
+    QCOMPARE(hold(0, 6000), std::pair(true, true)); // starts
+    QCOMPARE(hold(100, 6100), std::pair(true, false)); // the next answers: the same hold
+    QCOMPARE(hold(300, 6300), std::pair(true, false));
+    QCOMPARE(p.backoffUntilMs, 6300); // extended all the same
+    QCOMPARE(hold(400, 6000), std::pair(false, false)); // an earlier end: nothing
+    QCOMPARE(hold(500, 6300 + QuotaPolicy::HOLD_NOTE_MS), std::pair(true, false)); // the bound itself
+    QCOMPARE(hold(600, 7300 + QuotaPolicy::HOLD_NOTE_MS + 1), std::pair(true, true)); // past it
+    // Once it ended, the next is a new hold, however close its end.
+    QCOMPARE(hold(9000, 9001), std::pair(true, true));
+    // A backoff in force (a 429) that a hold extends a little: no new line either.
+    ProviderState& q = m_state.ensureProvider("other");
+    QuotaPolicy::apply429(q, m_limits, 0, 5000, 0);
+    const std::int64_t backoff = q.backoffUntilMs;
+    auto h = QuotaPolicy::applyHold(q, m_limits, 10, backoff + 500);
+    QVERIFY(h.changed && !h.noted);
+    h = QuotaPolicy::applyHold(q, m_limits, 20, backoff + 5000);
+    QVERIFY(h.changed && h.noted);
 }
 
 void TestQuotaPolicy::backoffBlocksAndPacesRestart()

@@ -23,6 +23,7 @@
 
 #include <QTemporaryDir>
 #include <QTest>
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -255,6 +256,7 @@ private Q_SLOTS:
     void everyCapIsReachedAlike_data();
     void everyCapIsReachedAlike();
     void scriptCarriesTheHeadersConstants();
+    void aHoldIsNotedOncePerHoldAlike();
 
 private:
     void waiterCap(Twins& t);
@@ -556,7 +558,9 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
             clock.advance(std::chrono::milliseconds(pick(3) == 0 ? pick(8000) : pick(300)));
     }
 
-    // The words of the limit-mismatch events: the script builds them itself (LimitMismatch in C++).
+    // The words of the limit-mismatch events: the script builds them itself (LimitMismatch in C++);
+    // and the hold events, with their times: one per hold, not one per answer that extends it
+    // (QuotaPolicy::applyHold's `noted`, the script's ops.hold).
     auto mismatches = [](Result<std::unique_ptr<QuotaReader>> reader) {
         std::vector<std::string> out;
         if (!reader)
@@ -567,12 +571,16 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         for (const auto& e : batch->events) {
             if (e.type == EventType::LimitMismatch)
                 out.push_back(e.provider + ": " + e.reason + " (" + e.caller + ")");
+            else if (e.type == EventType::Hold)
+                out.push_back("hold " + e.provider + " at " + std::to_string(e.timeMs) + ": " + e.reason);
         }
         return out;
     };
     const auto fromFile = mismatches(StoreFactory::openReader(dir.path().toStdString() + "/home"));
     const auto fromRedis = mismatches(StoreFactory::openReader(*spec));
     QVERIFY(!fromFile.empty());
+    QVERIFY(std::any_of(
+        fromFile.begin(), fromFile.end(), [](const std::string& e) { return e.starts_with("hold "); }));
     QCOMPARE(fromRedis, fromFile);
 }
 
@@ -1066,6 +1074,7 @@ void TestRedisDifferential::scriptCarriesTheHeadersConstants()
         { "MAX_SLOTS", static_cast<std::int64_t>(QuotaState::MAX_SLOTS) },
         { "MAX_REPORTED", LimitMismatch::MAX_REPORTED },
         { "REPORT_REFRESH_MS", LimitMismatch::REFRESH_MS },
+        { "HOLD_NOTE_MS", QuotaPolicy::HOLD_NOTE_MS },
         { "NEVER", RedisStateCodec::NEVER },
         { "DEFAULT_WINDOW_MS", ProviderLimits {}.windowMs },
         { "DEFAULT_MAX_HOLD_MS", ProviderLimits {}.maxHoldMs },
@@ -1081,6 +1090,82 @@ void TestRedisDifferential::scriptCarriesTheHeadersConstants()
         QVERIFY2(script.find(entry) != std::string::npos, qPrintable(QString::fromStdString(entry)));
     }
     QVERIFY(script.find("@TOLLGATE_GENERATED_CONSTANTS@") == std::string::npos);
+}
+
+// Issue 26 item 7: a hold is a history line when it starts or moves the end in force on by more
+// than QuotaPolicy::HOLD_NOTE_MS, and only then — the answers in flight that extend it a little
+// (a relative reset, a little later each time) write none. Both homes, the same lines at the
+// same times, and the same state after each step.
+void TestRedisDifferential::aHoldIsNotedOncePerHoldAlike()
+{
+    ManualClock clock(std::chrono::system_clock::now());
+    const ProcessProbe probe;
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string filePath = dir.path().toStdString() + "/home";
+    auto file = StoreFactory::openBackend(filePath, clock, probe);
+    QVERIFY(file.ok());
+    const auto home = RedisServer::testHome(m_redis, QStringLiteral("hold"), ++m_homes);
+    if (!home.skip.isEmpty())
+        QSKIP(qPrintable(home.skip));
+    QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
+    auto spec = HomeSpec::parse(home.url);
+    QVERIFY(spec.ok());
+    auto redis = StoreFactory::openBackend(*spec, clock, probe, &clock);
+    QVERIFY2(redis.ok(), redis.ok() ? "" : redis.error().describe().c_str());
+    Twins t(std::move(file).value(), std::move(redis).value(), clock);
+    ProviderLimits l;
+    l.requests = 60;
+    QVERIFY2(t.setLimits("h", l), t.why());
+    int step = 0;
+    auto hold = [&](std::int64_t aheadMs) {
+        const std::string reason = "step " + std::to_string(step++);
+        return t.both(reason, [&](Side& side) {
+            return side.backend->holdUntil("h", t.nowMs() + aheadMs, reason).ok() ? std::string("held")
+                                                                                  : std::string("error");
+        });
+    };
+    // Eight answers 40 ms apart, each "6 s from now": one line (step 0).
+    for (int i = 0; i < 8; ++i) {
+        QVERIFY2(hold(6000), t.why());
+        t.advance(40);
+    }
+    QVERIFY2(hold(6000 + QuotaPolicy::HOLD_NOTE_MS + 1), t.why()); // moved on past the bound: step 8
+    QVERIFY2(hold(1000), t.why()); // an earlier end: nothing
+    t.advance(20000);
+    QVERIFY2(hold(500), t.why()); // the hold ended: a new one, however short (step 10)
+    // A 429's backoff in force, then a hold that extends it a little (none), then much (step 12).
+    QVERIFY2(t.both("a 429",
+                 [&](Side& side) {
+                     auto r = side.backend->report429("h", "c", 5000, 0, 0);
+                     return r ? "backoff " + std::to_string(*r) : "error: " + r.error().message;
+                 }),
+        t.why());
+    const ProviderState* p = t.provider("h");
+    QVERIFY(p);
+    QVERIFY2(hold(p->backoffUntilMs - t.nowMs() + 300), t.why());
+    QVERIFY2(hold(p->backoffUntilMs - t.nowMs() + 5000), t.why());
+
+    auto holds = [](Result<std::unique_ptr<QuotaReader>> reader) {
+        std::vector<std::string> out;
+        if (!reader)
+            return std::vector<std::string> { "no reader: " + reader.error().message };
+        auto batch = (*reader)->history()->poll();
+        if (!batch)
+            return std::vector<std::string> { "no history: " + batch.error().message };
+        for (const auto& e : batch->events) {
+            if (e.type == EventType::Hold)
+                out.push_back(std::to_string(e.timeMs) + " " + e.reason);
+        }
+        return out;
+    };
+    const auto fromFile = holds(StoreFactory::openReader(filePath));
+    const auto fromRedis = holds(StoreFactory::openReader(*spec));
+    QCOMPARE(fromRedis, fromFile);
+    std::vector<std::string> reasons;
+    for (const std::string& line : fromFile)
+        reasons.push_back(line.substr(line.find(' ') + 1));
+    QCOMPARE(reasons, (std::vector<std::string> { "step 0", "step 8", "step 10", "step 12" }));
 }
 
 QTEST_APPLESS_MAIN(TestRedisDifferential)

@@ -20,11 +20,13 @@
 namespace tollgate::proxy {
 
 template <class Client>
-ClientConnection<Client>::ClientConnection(Client client, std::shared_ptr<Server> server)
+ClientConnection<Client>::ClientConnection(
+    Client client, std::shared_ptr<Server> server, std::unique_ptr<ConnectionPlaces::Place> place)
     : m_client(std::move(client))
     , m_server(*server)
     , m_keep(std::move(server))
     , m_options(m_server.options)
+    , m_place(std::move(place))
 {
 }
 
@@ -67,6 +69,8 @@ template <class Client> net::awaitable<bool> ClientConnection<Client>::readHead(
 {
     beast::error_code ec;
     if (m_buffer.size() == 0) {
+        // Idle meanwhile: a new connection past the cap may take this one's place.
+        ConnectionPlaces::Place::Idle idle(*m_place);
         if (!co_await receive(Steady::now() + ProxyServer::CLIENT_IDLE, true, ec))
             co_return false;
     }
@@ -74,6 +78,7 @@ template <class Client> net::awaitable<bool> ClientConnection<Client>::readHead(
         co_await finishWith(ec);
         co_return false;
     }
+    RequestRules::dropFragment(parser.get());
     if (!m_server.token.empty() && !tokenGiven(parser.get())) {
         co_await send(Reply { 401,
             "this proxy needs its token: put it in the base URL (http://HOST:PORT/t/TOKEN) or in an "
@@ -87,6 +92,25 @@ template <class Client> net::awaitable<bool> ClientConnection<Client>::readHead(
         co_return false;
     }
     co_return true;
+}
+
+template <class Client> net::awaitable<void> ClientConnection<Client>::refuse()
+{
+    // A client with a request sends it at once; one that sends nothing is not waited for long.
+    static constexpr std::chrono::seconds REFUSAL_READ { 2 };
+    const auto deadline = Steady::now()
+        + std::min<Steady::duration>(REFUSAL_READ, std::chrono::milliseconds(m_options.headerTimeout));
+    Parser parser;
+    parser.header_limit(ProxyServer::MAX_HEADER_BYTES);
+    beast::error_code ec;
+    if (!co_await readUntil(parser, true, deadline, ec) && ec != beast::error::timeout) {
+        co_await finishWith(ec); // closed (nothing to say), or not HTTP (400, 431)
+        co_return;
+    }
+    co_await send(Reply { 503,
+        "all " + std::to_string(ProxyServer::MAX_CONNECTIONS)
+            + " connections this proxy serves are busy with requests; try again shortly",
+        false, 1, true });
 }
 
 // A request whose body (at most STREAM_BODY_AFTER, with a Content-Length, or none) is read
@@ -194,8 +218,11 @@ net::awaitable<bool> ClientConnection<Client>::receive(
     bool inTime = false;
     auto space = m_buffer.prepare(RECEIVE_BYTES);
     if (stoppable) {
+        // (Only a connection with a place waits for a next request: its place may be taken.)
+        beast::error_code evictError;
         auto r = co_await (m_client.async_read_some(space, into(readError))
-            || timer.async_wait(into(timerError)) || m_server.stopping.async_wait(into(stopError)));
+            || timer.async_wait(into(timerError)) || m_server.stopping.async_wait(into(stopError))
+            || m_place->evicted().async_wait(into(evictError)));
         inTime = r.index() == 0;
         if (inTime)
             got = std::get<0>(r);
@@ -439,6 +466,7 @@ net::awaitable<void> ClientConnection<Client>::settle(
     answer.status = outcome.status;
     answer.retryAfterMs = outcome.retryAfterMs;
     answer.planRejected = outcome.planRejected;
+    answer.brokenOff = outcome.brokenOff;
     answer.errorBody = outcome.errorBody;
     answer.usage = outcome.usage;
     auto work = [&] { m_server.exchange->settle(m_lease->store(), permit, answer, caller, promptTokens); };

@@ -12,14 +12,17 @@
 //   touch the connection at once. The socket is never read by the loop while a long body's
 //   thread reads it.
 // - Every read has a deadline: the first byte of a request CLIENT_IDLE (none once serving
-//   stops), the headers --header-timeout, the body --body-timeout, in total, however the bytes
-//   trickle in (the bytes are read here and handed to Beast's parser).
+//   stops, none once a new connection took its place: ConnectionPlaces), the headers
+//   --header-timeout, the body --body-timeout, in total, however the bytes trickle in (the
+//   bytes are read here and handed to Beast's parser).
+// - Idle (ConnectionPlaces::Place::Idle) only while it waits for a request's first byte.
 // - lease() is the current request's store connection, set for as long as the request runs
 //   (LeaseScope); the request's permit refers to it.
 // - Keeps the Server alive (m_keep): the threads it starts may outlive serve().
 // (No co_await in an operand of ?:, && or || anywhere in the proxy: GCC 12 evaluates both
 // sides of such an expression, or destroys their temporaries twice.)
 
+#include "proxy/connectionplaces.h"
 #include "proxy/limiterlease.h"
 #include "proxy/netcommon.h"
 #include "proxy/reply.h"
@@ -38,12 +41,18 @@ template <class Client> class ClientConnection
 public:
     static constexpr std::size_t RECEIVE_BYTES = 16384;
 
-    ClientConnection(Client client, std::shared_ptr<Server> server);
+    // `place`: the connection's place among the served ones (nullptr: it is only refused).
+    ClientConnection(Client client, std::shared_ptr<Server> server,
+        std::unique_ptr<ConnectionPlaces::Place> place = nullptr);
     ClientConnection(const ClientConnection&) = delete;
     ClientConnection& operator=(const ClientConnection&) = delete;
 
     void close();
     net::awaitable<void> run();
+    // Every place is busy: the request's head is read (so that the client is reading when the
+    // answer comes — closing before would reset the connection, and the client would see a
+    // broken pipe, not why), then 503 with Retry-After in the provider's format, and the close.
+    net::awaitable<void> refuse();
 
     // What the upstream exchange and a streamed body use of the connection.
     Client& client() { return m_client; }
@@ -119,6 +128,7 @@ private:
     unsigned m_clientVersion = 11; // of the request being served: 10 for HTTP/1.0
     beast::flat_buffer m_buffer;
     LimiterLease* m_lease = nullptr; // the current request's, while it runs (LeaseScope)
+    std::unique_ptr<ConnectionPlaces::Place> m_place; // nullptr for a connection only refused
 };
 
 } // namespace tollgate::proxy

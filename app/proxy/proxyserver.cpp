@@ -44,9 +44,11 @@ struct ProxyServer::Impl : Server
 
 namespace {
 
-template <class Client> net::awaitable<void> serveConnection(Client client, std::shared_ptr<Server> server)
+template <class Client>
+net::awaitable<void> serveConnection(
+    Client client, std::shared_ptr<Server> server, std::unique_ptr<ConnectionPlaces::Place> place)
 {
-    ClientConnection<Client> connection(std::move(client), std::move(server));
+    ClientConnection<Client> connection(std::move(client), std::move(server), std::move(place));
     try {
         co_await connection.run();
     } catch (const std::exception&) {
@@ -56,21 +58,38 @@ template <class Client> net::awaitable<void> serveConnection(Client client, std:
     connection.close();
 }
 
-// Starts serving one accepted connection, unless MAX_CONNECTIONS are served already (then a
-// 503 and a close).
+template <class Client> net::awaitable<void> refuseConnection(Client client, std::shared_ptr<Server> server)
+{
+    ClientConnection<Client> connection(std::move(client), std::move(server));
+    try {
+        co_await connection.refuse();
+    } catch (const std::exception&) {
+    }
+    connection.close();
+}
+
+// Starts serving one accepted connection: in a free place, else in the place of the oldest
+// idle connection (which ends: ConnectionPlaces). When every place is busy with a request it is
+// refused — its request head read, a 503 in the provider's format — by at most MAX_REFUSING at
+// once; past those it is closed at once (a flood of connections gets no answer each).
 template <class Client> void begin(Client socket, const std::shared_ptr<Server>& server)
 {
     ::fcntl(socket.native_handle(), F_SETFD, FD_CLOEXEC);
-    if (server->active.load() >= ProxyServer::MAX_CONNECTIONS) {
-        static const char BUSY[] = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
-                                   "Connection: close\r\nRetry-After: 1\r\n\r\n";
-        // A new socket's buffer takes these bytes at once: the write does not block.
-        boost::system::error_code ignored;
-        net::write(socket, net::buffer(BUSY, sizeof BUSY - 1), ignored);
+    std::unique_ptr<ConnectionPlaces::Place> place = server->places.take(server->io.get_executor());
+    if (!place) {
+        if (server->refusing >= ProxyServer::MAX_REFUSING)
+            return;
+        ++server->refusing;
+        ++server->active;
+        net::co_spawn(
+            server->io, refuseConnection(std::move(socket), server), [server](const std::exception_ptr&) {
+                --server->refusing;
+                --server->active;
+            });
         return;
     }
     ++server->active;
-    net::co_spawn(server->io, serveConnection(std::move(socket), server),
+    net::co_spawn(server->io, serveConnection(std::move(socket), server, std::move(place)),
         [server](const std::exception_ptr&) { --server->active; });
 }
 

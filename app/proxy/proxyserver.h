@@ -22,7 +22,8 @@
 //
 // Invariants:
 // - One thread runs the event loop (one io_context, Beast's asynchronous calls, one C++20
-//   coroutine per client connection; at most MAX_CONNECTIONS, past it a 503 and close): every
+//   coroutine per client connection; at most MAX_CONNECTIONS, past it the oldest idle one
+//   makes room, or when all are busy the new one gets a 503 after its request head): every
 //   socket is read and written there, so a stream's events from many connections are relayed
 //   by one thread that takes them as they come, not by a thread woken per event. Nothing on it
 //   blocks: store operations run on a few store threads (a directory home's one at a time, as
@@ -57,7 +58,11 @@ namespace tollgate::proxy {
 class ProxyServer
 {
 public:
+    // Client connections served at once. Past it a new connection takes the place of the
+    // oldest idle one (kept alive, waiting for a next request), which is closed; only when
+    // every one is busy with a request is it refused (503), by at most MAX_REFUSING at once.
     static constexpr std::size_t MAX_CONNECTIONS = 256;
+    static constexpr std::size_t MAX_REFUSING = 32;
     static constexpr std::size_t MAX_HEADER_BYTES = 64 * 1024;
     static constexpr std::size_t MAX_BODY_BYTES = 32u << 20;
     // Request bodies are held whole until admission (docs/PROXY.md): all connections together

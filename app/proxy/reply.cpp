@@ -9,10 +9,11 @@ namespace tollgate::proxy {
 http::response<http::string_body> Reply::response() const
 {
     const Reply& r = *this;
-    const char* type = r.status == 429 ? "rate_limit_error"
-        : r.status == 401              ? "authentication_error"
-        : r.status >= 500              ? "api_error"
-                                       : "invalid_request_error";
+    const char* type = r.status == 429       ? "rate_limit_error"
+        : r.status == 401                    ? "authentication_error"
+        : r.status == 503 || r.status == 529 ? "overloaded_error"
+        : r.status >= 500                    ? "api_error"
+                                             : "invalid_request_error";
     nlohmann::json body { { "type", "error" },
         { "error", { { "type", type }, { "message", "tollgate proxy: " + r.message } } } };
     http::response<http::string_body> res { static_cast<http::status>(r.status), 11 };

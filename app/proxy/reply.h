@@ -2,8 +2,9 @@
 
 // Reply: an answer of the proxy's own (a refusal, a 502 for an upstream that cannot be reached,
 // a 408 for a request that did not arrive in time...), in the provider's error format: both
-// SDKs read {"type":"error","error":{"type","message"}} / {"error":{"message","type"}}, and
-// their retry logic reads Retry-After. `linger`: the client may still be sending, so its bytes
+// SDKs read {"type":"error","error":{"type","message"}} / {"error":{"message","type"}} (one
+// body is both: Anthropic's error types, a 503 the proxy's own overload "overloaded_error"),
+// and their retry logic reads Retry-After. `linger`: the client may still be sending, so its bytes
 // are read and dropped for a moment before the close (lingerClose), or closing on unread bytes
 // would reset the connection before it read this.
 

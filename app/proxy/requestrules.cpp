@@ -87,4 +87,11 @@ std::optional<std::pair<unsigned, std::string>> RequestRules::unforwardable(
     return std::nullopt;
 }
 
+void RequestRules::dropFragment(http::request<http::string_body>& request)
+{
+    const std::string_view target(request.target().data(), request.target().size());
+    if (const std::size_t hash = target.find('#'); hash != std::string_view::npos)
+        request.target(std::string(target.substr(0, hash)));
+}
+
 } // namespace tollgate::proxy

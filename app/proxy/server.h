@@ -15,6 +15,7 @@
 #include "base/systemclock.h"
 #include "exchange/quotaexchange.h"
 #include "proxy/bodybudget.h"
+#include "proxy/connectionplaces.h"
 #include "proxy/limiterpool.h"
 #include "proxy/listenat.h"
 #include "proxy/netcommon.h"
@@ -43,7 +44,11 @@ struct Server
     ssl::context tls { ssl::context::tls_client };
     std::unique_ptr<tcp::acceptor> tcpAcceptor;
     std::unique_ptr<local::acceptor> unixAcceptor;
-    std::atomic<std::size_t> active { 0 }; // connections being served
+    std::atomic<std::size_t> active { 0 }; // connections being served or refused
+    // The places of the connections served (the event loop's alone): past MAX_CONNECTIONS a new
+    // one takes the oldest idle connection's place, or is refused when all are busy.
+    ConnectionPlaces places { ProxyServer::MAX_CONNECTIONS };
+    std::size_t refusing = 0; // connections being refused (the event loop's alone)
     std::unique_ptr<StallMonitor> stalls; // made by start(); outlives every connection
     UpstreamPool pool;
     SystemClock clock;

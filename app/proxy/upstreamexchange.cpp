@@ -76,6 +76,28 @@ net::awaitable<void> pump(Stream& upstream, beast::flat_buffer& buffer, Parser& 
     }
 }
 
+// The reason phrase for an answer whose upstream gave none ("HTTP/1.1 529 ", as a gateway in
+// front of an HTTP/2 origin writes it) for a status Beast has no phrase of its own for: it
+// would write "<unknown-status>". 529 is Anthropic's overload; others are named by their class
+// (RFC 9110 §15). A phrase the upstream gave is always relayed as it came.
+std::string_view reasonForUnnamedStatus(unsigned status)
+{
+    if (status == 529)
+        return "Overloaded";
+    switch (status / 100) {
+    case 1:
+        return "Informational";
+    case 2:
+        return "Success";
+    case 3:
+        return "Redirection";
+    case 4:
+        return "Client Error";
+    default:
+        return "Server Error";
+    }
+}
+
 } // namespace
 
 template <class Client> template <class Stream> struct UpstreamExchange<Client>::Relay
@@ -436,6 +458,8 @@ net::awaitable<void> UpstreamExchange<Client>::relayAnswer(Relay<Stream>& relay)
     UsageMeter meter(response[http::field::content_type]);
     for (const char* name : { "connection", "keep-alive", "proxy-connection" })
         response.erase(name);
+    if (response.reason() == http::obsolete_reason(http::status::unknown))
+        response.reason(reasonForUnnamedStatus(out.status));
     // An answer that ends when its connection does (no length, not chunked) is re-framed as
     // chunked, so the client's connection can go on — unless the client speaks HTTP/1.0,
     // which has no chunked coding (RFC 9112 §6.1): then an answer without a length goes as it
@@ -492,7 +516,8 @@ net::awaitable<bool> UpstreamExchange<Client>::relayBody(Relay<Stream>& relay,
                 // The upstream broke off mid-answer: the client must not take the part for the
                 // whole, so its connection is closed without a proper end — reset when the
                 // answer is delimited by the close (HTTP/1.0), where a plain close would be
-                // that end.
+                // that end. Not a success for the quota either (QuotaExchange::Answer::brokenOff).
+                out.brokenOff = true;
                 if (out.closeAfter) {
                     beast::error_code ignored;
                     m_connection.client().set_option(net::socket_base::linger(true, 0), ignored);

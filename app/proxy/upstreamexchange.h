@@ -48,6 +48,7 @@ struct ExchangeOutcome
     bool retryFresh = false; // a kept connection was found closed before any answer: retry
     bool clientLeft = false; // the client went before the answer began: nobody to answer
     bool closeAfter = false; // the answer ends with the connection (an HTTP/1.0 client's)
+    bool brokenOff = false; // the upstream broke the answer off mid-way: no success, whatever its status
 };
 
 template <class Client> class UpstreamExchange

@@ -375,11 +375,14 @@ Result<void> LocalQuotaBackend::holdUntil(
             return l.error();
         const std::int64_t now = nowMs();
         ProviderState& p = tx.state.ensureProvider(provider);
-        if (!QuotaPolicy::applyHold(p, **l, now, untilMs))
+        const QuotaPolicy::HoldChange hold = QuotaPolicy::applyHold(p, **l, now, untilMs);
+        if (!hold.changed)
             return {};
-        HistoryEvent e = event(now, EventType::Hold, provider, "");
-        e.reason = reason;
-        tx.events.push_back(std::move(e));
+        if (hold.noted) {
+            HistoryEvent e = event(now, EventType::Hold, provider, "");
+            e.reason = reason;
+            tx.events.push_back(std::move(e));
+        }
         tx.changed = true;
         return {};
     });

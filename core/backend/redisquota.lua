@@ -1391,13 +1391,17 @@ function ops.hold()
     if refusal then return refusal end
     local p = providerOf(a.provider, l)
     local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
-    -- QuotaPolicy::applyHold: then the window's even pace for one window.
-    if untilMs > backoffUntil(p, now) then
+    -- QuotaPolicy::applyHold: then the window's even pace for one window; a history event when
+    -- the hold starts or moves the end in force on by more than HOLD_NOTE_MS.
+    local inForce = backoffUntil(p, now)
+    if untilMs > inForce then
         p.bu = untilMs
         p.pu = math.max(p.pu, plus(untilMs, l.w))
         touch(p)
-        local e = event(EVENT.HOLD, a.provider)
-        e.reason = a.reason
+        if inForce <= now or untilMs - inForce > HOLD_NOTE_MS then
+            local e = event(EVENT.HOLD, a.provider)
+            e.reason = a.reason
+        end
     end
     commit()
     return reply({})

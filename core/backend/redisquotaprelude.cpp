@@ -100,6 +100,8 @@ const char* luaName(EventType t)
         return "LIMIT_MISMATCH";
     case EventType::QuotaWarning:
         return "QUOTA_WARNING";
+    case EventType::BrokenOff:
+        return "BROKEN_OFF";
     case EventType::Other:
         return nullptr; // a name this version does not know: never written
     }
@@ -154,6 +156,7 @@ int main(int argc, char** argv)
     p.number("WAITER_LEASE_MS", QuotaPolicy::WAITER_LEASE_MS, "QuotaPolicy::WAITER_LEASE_MS");
     p.number("MAX_JITTER_MS", QuotaPolicy::MAX_JITTER_MS, "QuotaPolicy::MAX_JITTER_MS");
     p.number("MAX_STOP_MS", QuotaPolicy::MAX_STOP_MS, "QuotaPolicy::MAX_STOP_MS");
+    p.number("HOLD_NOTE_MS", QuotaPolicy::HOLD_NOTE_MS, "QuotaPolicy::HOLD_NOTE_MS");
     p.number("MAX_BACKOFF_MS", QuotaLimits::MAX_BACKOFF_MS, "QuotaLimits::MAX_BACKOFF_MS");
     p.number("MAX_HOLD_MS", QuotaLimits::MAX_HOLD_MS, "QuotaLimits::MAX_HOLD_MS");
     p.number(

@@ -309,7 +309,7 @@ void QuotaExchange::settle(ExchangeStore& store, Permit& permit, const Answer& a
     const AnswerKind kind = answer.answered ? AnswerKind::of(static_cast<int>(answer.status),
                                 answer.retryAfterMs.has_value(), answer.errorBody, m_clock->unixMs())
                                             : AnswerKind {};
-    const bool ok = answer.answered && kind.kind == AnswerKind::Kind::Ok;
+    const bool ok = answer.answered && !answer.brokenOff && kind.kind == AnswerKind::Kind::Ok;
     // What the provider counts of the usage, not everything the answer reports (cache reads
     // do not count toward Anthropic's input limit).
     std::optional<CountedUsage> counted;
@@ -322,6 +322,18 @@ void QuotaExchange::settle(ExchangeStore& store, Permit& permit, const Answer& a
     if (counted && promptTokens > 0 && m_rule.kind() == CountingRule::Kind::Anthropic) {
         std::lock_guard lock(m_promptMutex);
         m_prompts.learn(caller, permit.model(), promptTokens, counted->inputTokens, m_clock->unixMs());
+    }
+    if (answer.answered && answer.brokenOff && kind.kind == AnswerKind::Kind::Ok) {
+        HistoryEvent e;
+        e.timeMs = m_clock->unixMs();
+        e.type = EventType::BrokenOff;
+        e.provider = m_provider;
+        e.caller = caller;
+        e.model = permit.model();
+        e.reason = "the upstream broke off its " + std::to_string(answer.status)
+            + " answer before the end (not a success; the estimate stands)";
+        (void)store.quick([&](QuotaLimiter& l) { return l.record({ e }); });
+        return;
     }
     if (answer.answered)
         learnFromAnswer(store, kind, answer, caller);

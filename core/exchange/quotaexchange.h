@@ -26,7 +26,8 @@
 //                 and their total) and, for a 2xx, the success, in one store operation; the
 //                 counted input teaches the PromptEstimator; then a 429 reported for everyone,
 //                 a subscription window's 429 holds until its reset, a spend cap pauses, an
-//                 overload is recorded
+//                 overload is recorded; an answer the upstream broke off is no success (a
+//                 `broken-off` event, the estimate stands)
 //   letGo         a slot the store did not take back is owed, and given back later
 //
 // Invariants:
@@ -104,6 +105,10 @@ public:
         // the hold until the reset answers its 429, which is then no rate limit to back off from
         // (a backoff would outlast the reset the provider named).
         bool planRejected = false;
+        // The answer began but the upstream broke it off before its end (a stream cut short):
+        // not a success whatever its status — no success reported, its estimate stands (the
+        // usage it would have reported never came), a `broken-off` history event says so.
+        bool brokenOff = false;
     };
 
     // What an answer's headers say (readHeaders), for learnFromHeaders.

@@ -26,7 +26,7 @@ template <typename T> void take(const json& j, const char* key, T& out)
 // In the order of EventType.
 constexpr std::string_view NAMES[] = { "admit", "429", "ok", "gave-up", "pause", "resume", "limits",
     "release", "reclaim", "backoff-reset", "reset", "lock-release", "lock-clean", "gap", "hold", "overloaded",
-    "limit-mismatch", "quota-warning" };
+    "limit-mismatch", "quota-warning", "broken-off" };
 static_assert(std::size(NAMES) == static_cast<std::size_t>(EventType::Other));
 
 } // namespace

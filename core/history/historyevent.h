@@ -35,6 +35,7 @@ enum class EventType : std::uint8_t {
     Overloaded, // "overloaded": the provider answered 529/503 overloaded (not a quota event: no backoff)
     LimitMismatch, // "limit-mismatch": the provider reports a limit other than Tollgate's (LimitMismatch)
     QuotaWarning, // "quota-warning": the provider warns that a window is nearly used up (subscription plans)
+    BrokenOff, // "broken-off": the upstream broke an answer off (proxy): no success, the estimate stands
     Other, // a name this version does not know (a newer writer): kept in HistoryEvent::otherType
 };
 

@@ -20,8 +20,8 @@ RequestEstimate RequestEstimate::fromFields(const TopLevelFields& fields, std::u
             e.model = *name;
     }
     e.stream = fields.stream().value_or(false);
-    if (const auto v = fields.maxOutputTokens(); v && *v > 0 && *v <= (1LL << 40))
-        e.maxOutputTokens = *v;
+    if (const auto v = fields.maxOutputTokens(); v && *v > 0)
+        e.maxOutputTokens = std::min(*v, MAX_OUTPUT);
     return e;
 }
 

@@ -8,7 +8,11 @@
 //           (conservative: the window never under-counts before the real usage comes back)
 //   output  max_tokens (Anthropic, OpenAI) or max_completion_tokens (OpenAI Chat Completions),
 //           max_output_tokens (OpenAI Responses, POST /v1/responses) or
-//           generationConfig.maxOutputTokens (Gemini); when the body names none, DEFAULT_OUTPUT
+//           generationConfig.maxOutputTokens (Gemini); when the body names none, DEFAULT_OUTPUT;
+//           a bound above MAX_OUTPUT (2^40, the largest count a limit takes) counts as
+//           MAX_OUTPUT — the conservative side: such an estimate waits for room like any other,
+//           it is never refused as too large (QuotaExchange::askFor), and never taken as the
+//           default either. A bound of 0 or below (the provider refuses it) is the default.
 //
 // The estimate is replaced by the answer's real usage when it arrives (UsageMeter). A body
 // that is not a JSON object still gets an estimate (from its size), with `json` false and no
@@ -29,6 +33,7 @@ namespace tollgate {
 struct RequestEstimate
 {
     static constexpr std::int64_t DEFAULT_OUTPUT = 4096;
+    static constexpr std::int64_t MAX_OUTPUT = 1LL << 40;
     static constexpr std::size_t MAX_MODEL = 128;
 
     bool json = false; // the body is a JSON object (or, from fields, one so far)

@@ -697,14 +697,16 @@ std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, st
     return backoff;
 }
 
-bool QuotaPolicy::applyHold(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs)
+QuotaPolicy::HoldChange QuotaPolicy::applyHold(
+    ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs)
 {
     const std::int64_t until = std::min(untilMs, plusSaturated(nowMs, MAX_STOP_MS));
-    if (until <= backoffUntil(p, nowMs))
-        return false;
+    const std::int64_t inForce = backoffUntil(p, nowMs);
+    if (until <= inForce)
+        return {};
     p.backoffUntilMs = until;
     p.paceUntilMs = std::max(p.paceUntilMs, plusSaturated(until, l.windowMs));
-    return true;
+    return { true, inForce <= nowMs || until - inForce > HOLD_NOTE_MS };
 }
 
 std::int64_t QuotaPolicy::backoffUntil(const ProviderState& p, std::int64_t nowMs)

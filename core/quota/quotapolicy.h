@@ -80,6 +80,9 @@ public:
     // jitter. A stored backoff reaching further (a forged or hand-edited state.bin) is cut to
     // this from now.
     static constexpr std::int64_t MAX_STOP_MS = QuotaLimits::MAX_BACKOFF_MS + MAX_JITTER_MS;
+    // A hold that moves the end of the one in force on by no more than this is the same hold
+    // (applyHold: extended without a history event).
+    static constexpr std::int64_t HOLD_NOTE_MS = 1000;
 
     // The backoff end as judged at nowMs: never more than MAX_STOP_MS ahead.
     [[nodiscard]] static std::int64_t backoffUntil(const ProviderState& p, std::int64_t nowMs);
@@ -165,9 +168,18 @@ public:
         std::optional<std::int64_t> retryAfterMs, std::int64_t jitterMs);
     // The provider said nothing is left until untilMs (QuotaBackend::holdUntil): no admission
     // before it, then admissions at the window's even pace for one window (the reset frees
-    // room for the next request, not for every waiter at once). false: a backoff already in
-    // force lasts as long (nothing changes).
-    static bool applyHold(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs);
+    // room for the next request, not for every waiter at once). `changed` false: a backoff
+    // already in force lasts as long (nothing changes). `noted`: worth a `hold` history event —
+    // the hold starts (none in force), or it moves the end in force on by more than
+    // HOLD_NOTE_MS; the answers of one hold (every answer in flight repeats the reset, a
+    // relative one a little later each time) extend it without a line each.
+    struct HoldChange
+    {
+        bool changed = false;
+        bool noted = false;
+    };
+    static HoldChange applyHold(
+        ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs);
     // An admission at atMs counted an estimate and really used delta more (or less, negative):
     // the difference goes into the window bucket (and day) that counted it, in every scope the
     // model counts in; input and output only in scopes that split. false: nothing to do.
