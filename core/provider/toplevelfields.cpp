@@ -44,19 +44,22 @@ bool TopLevelFields::number_integer(number_integer_t value)
 
 bool TopLevelFields::number_unsigned(number_unsigned_t value)
 {
-    integer(value <= static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max())
-            ? std::optional<std::int64_t>(static_cast<std::int64_t>(value))
-            : std::nullopt);
+    // Past the largest int64: the largest, so an output bound beyond every count counts as the
+    // largest (RequestEstimate caps it), never as none (the small default).
+    integer(static_cast<std::int64_t>(
+        std::min<number_unsigned_t>(value, static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max()))));
     return true;
 }
 
 bool TopLevelFields::number_float(number_float_t value, const string_t&)
 {
     // 1e5 or 100000.0 for an output bound: a provider that takes it may spend that many, so it
-    // counts (rounded up), not the default.
-    integer(std::isfinite(value) && value >= 0 && value < 9.0e18
-            ? std::optional<std::int64_t>(static_cast<std::int64_t>(std::ceil(value)))
-            : std::nullopt);
+    // counts (rounded up), not the default; 1e300 (or inf) as the largest. A negative or NaN
+    // one is no bound a provider takes: none.
+    if (std::isnan(value) || value < 0)
+        integer(std::nullopt);
+    else
+        integer(value < 9.0e18 ? static_cast<std::int64_t>(std::ceil(value)) : std::numeric_limits<std::int64_t>::max());
     return true;
 }
 
