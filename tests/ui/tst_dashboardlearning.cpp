@@ -12,6 +12,7 @@
 #include "dashboardcontroller.h"
 #include "history/historyreader.h"
 #include "learnedlimits.h"
+#include "limitshometest.h"
 #include "limitsmodel.h"
 #include "mainwindow.h"
 #include "planalerts.h"
@@ -33,7 +34,7 @@
 using namespace tollgate;
 using namespace tollgate::ui;
 
-class TestDashboardLearning final : public QObject
+class TestDashboardLearning final : public LimitsHomeTest
 {
     Q_OBJECT
 private Q_SLOTS:
@@ -51,22 +52,10 @@ private Q_SLOTS:
     void rejectedPlanAlertsOnceThroughTheWindow();
 
 private:
-    void makeHome(const ProviderLimits& limits);
-    [[nodiscard]] ProviderLimits written() const; // "api" as limits.json holds it now
-    [[nodiscard]] QByteArray limitsDigest() const;
     [[nodiscard]] std::vector<HistoryEvent> history() const;
-
-    std::unique_ptr<QTemporaryDir> m_dir;
-    QString m_home;
-    SystemClock m_clock;
-    ProcessProbe m_probe;
-    std::unique_ptr<FileQuotaStore> m_store;
-    std::unique_ptr<QuotaLimiter> m_limiter;
 };
 
 namespace {
-
-constexpr int TIMEOUT_MS = 15000;
 
 // Learning on; requests and tokens came from the provider, input tokens are the user's; the
 // class opus has a learned requests limit and the user's input tokens.
@@ -102,15 +91,6 @@ ProviderLimits userLimits()
     return l;
 }
 
-struct Tester
-{
-    explicit Tester(QAbstractItemModel* m)
-        : tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest)
-    {
-    }
-    QAbstractItemModelTester tester;
-};
-
 ActionResult waitAction(QSignalSpy& spy)
 {
     if (spy.isEmpty() && !spy.wait(TIMEOUT_MS))
@@ -122,52 +102,14 @@ constexpr std::int64_t HOUR = 3600 * 1000;
 
 } // namespace
 
-#define START_CONTROLLER(c)                                                                                  \
-    auto c = std::make_unique<DashboardController>(m_home, QStringList {});                                 \
-    Tester c##Tester(c->limits());                                                                           \
-    c->start();                                                                                              \
-    QTRY_VERIFY_WITH_TIMEOUT(c->loaded(), TIMEOUT_MS);                                                       \
-    QTRY_VERIFY_WITH_TIMEOUT(c->limits()->rowCount() > 0, TIMEOUT_MS)
-
 void TestDashboardLearning::init()
 {
-    m_dir = std::make_unique<QTemporaryDir>();
-    QVERIFY(m_dir->isValid());
-    m_home = m_dir->path() + QStringLiteral("/home");
+    newHome();
 }
 
 void TestDashboardLearning::cleanup()
 {
-    m_limiter.reset();
-    m_store.reset();
-}
-
-void TestDashboardLearning::makeHome(const ProviderLimits& limits)
-{
-    auto store = FileQuotaStore::open(m_home.toStdString(), m_clock);
-    QVERIFY(store);
-    m_store = std::move(store).value();
-    m_limiter = std::make_unique<QuotaLimiter>(*m_store, m_clock, m_probe);
-    QVERIFY(m_limiter->setLimits("api", limits, "test"));
-}
-
-ProviderLimits TestDashboardLearning::written() const
-{
-    QFile f(m_home + QStringLiteral("/limits.json"));
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    auto parsed = QuotaLimits::fromJson(f.readAll().toStdString());
-    if (!parsed || !parsed->find("api"))
-        return {};
-    return *parsed->find("api");
-}
-
-QByteArray TestDashboardLearning::limitsDigest() const
-{
-    QFile f(m_home + QStringLiteral("/limits.json"));
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256);
+    dropHome();
 }
 
 std::vector<HistoryEvent> TestDashboardLearning::history() const

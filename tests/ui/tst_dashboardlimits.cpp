@@ -10,6 +10,7 @@
 #include "capacitypanel.h"
 #include "dashboardcontroller.h"
 #include "keyedtableview.h"
+#include "limitshometest.h"
 #include "limitsmodel.h"
 #include "mainwindow.h"
 #include "quota/quotapolicy.h"
@@ -30,7 +31,7 @@
 using namespace tollgate;
 using namespace tollgate::ui;
 
-class TestDashboardLimits final : public QObject
+class TestDashboardLimits final : public LimitsHomeTest
 {
     Q_OBJECT
 private Q_SLOTS:
@@ -51,21 +52,10 @@ private Q_SLOTS:
     void addAndRemoveAClassFromTheWindow();
 
 private:
-    void makeHome(const ProviderLimits& limits);
-    [[nodiscard]] ProviderLimits written() const; // "api" as limits.json holds it now
-    [[nodiscard]] QByteArray limitsDigest() const;
-
-    std::unique_ptr<QTemporaryDir> m_dir;
-    QString m_home;
-    SystemClock m_clock;
-    ProcessProbe m_probe;
-    std::unique_ptr<FileQuotaStore> m_store;
-    std::unique_ptr<QuotaLimiter> m_limiter;
 };
 
 namespace {
 
-constexpr int TIMEOUT_MS = 15000;
 constexpr std::int64_t WINDOW_MS = 32000; // 1 s buckets: the times below are exact
 constexpr std::int64_t T0 = 1'000'000'000'000; // 2001-09-09 01:46:40 UTC, a bucket edge
 
@@ -127,15 +117,6 @@ DashboardSnapshot snapshotWith(const ProviderLimits& l, const std::vector<std::p
     return s;
 }
 
-struct Tester
-{
-    explicit Tester(QAbstractItemModel* m)
-        : tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest)
-    {
-    }
-    QAbstractItemModelTester tester;
-};
-
 bool has(const QStringList& lines, const QString& line)
 {
     return lines.contains(line);
@@ -143,52 +124,14 @@ bool has(const QStringList& lines, const QString& line)
 
 } // namespace
 
-#define START_CONTROLLER(c)                                                                                  \
-    auto c = std::make_unique<DashboardController>(m_home, QStringList {});                                 \
-    Tester c##Tester(c->limits());                                                                           \
-    c->start();                                                                                              \
-    QTRY_VERIFY_WITH_TIMEOUT(c->loaded(), TIMEOUT_MS);                                                       \
-    QTRY_VERIFY_WITH_TIMEOUT(c->limits()->rowCount() > 0, TIMEOUT_MS)
-
 void TestDashboardLimits::init()
 {
-    m_dir = std::make_unique<QTemporaryDir>();
-    QVERIFY(m_dir->isValid());
-    m_home = m_dir->path() + QStringLiteral("/home");
+    newHome();
 }
 
 void TestDashboardLimits::cleanup()
 {
-    m_limiter.reset();
-    m_store.reset();
-}
-
-void TestDashboardLimits::makeHome(const ProviderLimits& limits)
-{
-    auto store = FileQuotaStore::open(m_home.toStdString(), m_clock);
-    QVERIFY(store);
-    m_store = std::move(store).value();
-    m_limiter = std::make_unique<QuotaLimiter>(*m_store, m_clock, m_probe);
-    QVERIFY(m_limiter->setLimits("api", limits, "test"));
-}
-
-ProviderLimits TestDashboardLimits::written() const
-{
-    QFile f(m_home + QStringLiteral("/limits.json"));
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    auto parsed = QuotaLimits::fromJson(f.readAll().toStdString());
-    if (!parsed || !parsed->find("api"))
-        return {};
-    return *parsed->find("api");
-}
-
-QByteArray TestDashboardLimits::limitsDigest() const
-{
-    QFile f(m_home + QStringLiteral("/limits.json"));
-    if (!f.open(QIODevice::ReadOnly))
-        return {};
-    return QCryptographicHash::hash(f.readAll(), QCryptographicHash::Sha256);
+    dropHome();
 }
 
 // ---------------------------------------------------------------------------------------------
