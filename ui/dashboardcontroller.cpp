@@ -203,7 +203,7 @@ void DashboardController::requestLimits(const QString& provider, const ProviderL
         Q_EMIT actionFinished(r);
         return;
     }
-    proposeLimitChange(LimitChange { provider, *shown, limits, false });
+    proposeLimitChange(LimitChange { provider, *shown, limits, false, {} });
 }
 
 void DashboardController::applyLimitChange(const LimitChange& change)

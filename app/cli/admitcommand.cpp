@@ -4,6 +4,7 @@
 #include "admitcommand.h"
 
 #include "childrunner.h"
+#include "clioptions.h"
 #include "exitcodes.h"
 #include "quota/retryafter.h"
 #include "quotaformat.h"
@@ -23,7 +24,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
 constexpr std::chrono::milliseconds MIN_REDIS_OP { 500 };
 constexpr std::int64_t MAX_AMOUNT = std::int64_t(1) << 40;
 
@@ -54,7 +54,7 @@ StopCode parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& requ
         request.outputTokens = o.askOutputTokens.value_or(0);
         request.tokens = request.inputTokens + request.outputTokens;
     }
-    timeoutSeconds = std::min(o.timeout.value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
+    timeoutSeconds = std::min(o.timeout.value_or(CliOptions::DEFAULT_TIMEOUT_SECONDS), CliOptions::MAX_TIMEOUT_SECONDS);
     // A Redis home that does not answer fails the command within its --timeout: each
     // operation gets at most that long (but at least MIN_REDIS_OP, one round trip's room even
     // for a try, and at most the default).
@@ -134,7 +134,7 @@ int cmdAcquire(const QuotaContext& context)
     const QuotaOptions& o = context.options();
     QuotaSession c("acquire", o.common);
     AdmitRequest request;
-    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    double timeoutSeconds = CliOptions::DEFAULT_TIMEOUT_SECONDS;
     if (auto stop = parseRequest(c, o, request, timeoutSeconds))
         return *stop;
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
@@ -270,7 +270,7 @@ int cmdRun(const QuotaContext& context)
     const QuotaOptions& o = context.options();
     QuotaSession c("run", o.common);
     AdmitRequest request;
-    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    double timeoutSeconds = CliOptions::DEFAULT_TIMEOUT_SECONDS;
     if (auto stop = parseRequest(c, o, request, timeoutSeconds))
         return *stop;
     if (context.trailing().empty())

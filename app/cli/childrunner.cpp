@@ -34,7 +34,7 @@ constexpr int FORWARDED[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 // While a child runs, a signal is passed on to it — unless the terminal sent it (SI_KERNEL: a
 // Ctrl-C goes to the whole foreground group, the command included, which must not get it
 // twice). Either way the signal is remembered: a child about to be started is then not.
-void onSignal(int sig, siginfo_t* info, void*)
+void onRunnerSignal(int sig, siginfo_t* info, void*)
 {
     g_signal = sig;
     g_interrupted.store(true);
@@ -174,7 +174,7 @@ bool readAll(int fd, void* to, std::size_t n)
     return transferAll(fd, static_cast<char*>(to), n, true);
 }
 
-bool writeAll(int fd, const void* from, std::size_t n)
+bool writeAllRetrying(int fd, const void* from, std::size_t n)
 {
     return transferAll(fd, const_cast<char*>(static_cast<const char*>(from)), n, false);
 }
@@ -307,7 +307,7 @@ struct KeeperPlan
 [[noreturn]] void keeperReport(int report, int kind, int value)
 {
     const Outcome o { kind, value };
-    (void)writeAll(report, &o, sizeof o);
+    (void)writeAllRetrying(report, &o, sizeof o);
     ::_exit(0);
 }
 
@@ -522,7 +522,7 @@ void ChildRunner::installSignalHandlers()
     struct sigaction sa
     {
     };
-    sa.sa_sigaction = onSignal;
+    sa.sa_sigaction = onRunnerSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_SIGINFO; // no SA_RESTART: waits return EINTR and re-check interrupted()
     for (int sig : FORWARDED)
@@ -651,7 +651,7 @@ int ChildRunner::start(Keeper& keeper, const std::vector<std::pair<std::string, 
         g_child = 0;
         return 128 + g_signal;
     }
-    if (!writeAll(keeper.m_go, &length, sizeof length) || !writeAll(keeper.m_go, block.data(), block.size())) {
+    if (!writeAllRetrying(keeper.m_go, &length, sizeof length) || !writeAllRetrying(keeper.m_go, block.data(), block.size())) {
         g_child = 0;
         std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": its keeper process is gone\n";
         return 126;

@@ -16,6 +16,11 @@ namespace tollgate::cli {
 class CliOptions
 {
 public:
+    // How long a waiting command (lock, acquire, run) waits when --timeout is not given, and
+    // the most any --timeout may ask (ten years; longer would overflow a deadline's clock).
+    static constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
+    static constexpr double MAX_TIMEOUT_SECONDS = 10.0 * 365 * 24 * 3600;
+
     // What every shared-quota command takes: --home DIR, --json, -q.
     struct Common
     {

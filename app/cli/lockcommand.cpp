@@ -21,7 +21,6 @@ namespace tollgate::cli {
 
 namespace {
 
-constexpr double DEFAULT_TIMEOUT_SECONDS = 60.0;
 
 struct Settings
 {
@@ -29,7 +28,7 @@ struct Settings
     std::string path;
     std::string tag;
     std::int64_t staleSeconds = 3600;
-    double timeoutSeconds = DEFAULT_TIMEOUT_SECONDS;
+    double timeoutSeconds = CliOptions::DEFAULT_TIMEOUT_SECONDS;
     std::int64_t pid = 0; // 0: default holder
     bool json = false;
     bool quiet = false;
@@ -338,7 +337,7 @@ int dispatch(const std::string& command, const CommandTable& table)
     s.tag = p.tag.value_or("");
     s.staleSeconds = p.stale.value_or(3600);
     // Far beyond any real wait, and still representable as a steady_clock deadline.
-    s.timeoutSeconds = std::min(p.timeout.value_or(DEFAULT_TIMEOUT_SECONDS), 10.0 * 365 * 24 * 3600);
+    s.timeoutSeconds = std::min(p.timeout.value_or(CliOptions::DEFAULT_TIMEOUT_SECONDS), CliOptions::MAX_TIMEOUT_SECONDS);
     s.pid = p.pid.value_or(0);
     s.force = p.force;
     s.json = p.json;

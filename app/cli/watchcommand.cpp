@@ -36,7 +36,7 @@ namespace {
 
 int g_signalPipe = -1;
 
-extern "C" void onSignal(int sig)
+extern "C" void onWatchSignal(int sig)
 {
     const int saved = errno;
     const unsigned char byte = static_cast<unsigned char>(sig);
@@ -77,7 +77,7 @@ public:
         struct sigaction sa
         {
         };
-        sa.sa_handler = onSignal;
+        sa.sa_handler = onWatchSignal;
         sigemptyset(&sa.sa_mask);
         ::sigaction(sig, &sa, old);
     }
@@ -90,7 +90,7 @@ private:
 
 // ---- the terminal: alternate screen, hidden cursor, non-canonical stdin; always given back ----
 
-bool writeAll(int fd, std::string_view text)
+bool writeScreen(int fd, std::string_view text)
 {
     while (!text.empty()) {
         const ssize_t n = ::write(fd, text.data(), text.size());
@@ -132,7 +132,7 @@ public:
             m_restoreTermios = ::tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0;
         }
         if (m_screen)
-            (void)writeAll(STDOUT_FILENO, ENTER_SCREEN);
+            (void)writeScreen(STDOUT_FILENO, ENTER_SCREEN);
         m_entered = true;
     }
     void leave()
@@ -140,7 +140,7 @@ public:
         if (!m_entered)
             return;
         if (m_screen)
-            (void)writeAll(STDOUT_FILENO, LEAVE_SCREEN);
+            (void)writeScreen(STDOUT_FILENO, LEAVE_SCREEN);
         if (m_restoreTermios)
             (void)::tcsetattr(STDIN_FILENO, TCSANOW, &m_saved);
         m_restoreTermios = false;
@@ -613,7 +613,7 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
         if (!screen && !first)
             text.insert(0, "\n");
         first = false;
-        if (!writeAll(STDOUT_FILENO, text))
+        if (!writeScreen(STDOUT_FILENO, text))
             return EXIT_IO; // the terminal or the reader went away: nobody to tell
 
         // Without a change feed (no home yet, or it cannot be watched) look at least every
@@ -675,7 +675,7 @@ int WatchCommand::run(const std::optional<std::string>& homeOption, double secon
                     if (keysRead[i] == 'q' || keysRead[i] == 'Q')
                         return EXIT_OK;
                     if (keysRead[i] == '\x0c' && screen) // Ctrl-L: repaint from scratch
-                        (void)writeAll(STDOUT_FILENO, "\x1b[2J");
+                        (void)writeScreen(STDOUT_FILENO, "\x1b[2J");
                     redraw = redraw || keysRead[i] == '\x0c' || keysRead[i] == ' ';
                 }
             }

@@ -32,7 +32,7 @@ struct Options
 
 std::atomic<bool> g_stop { false };
 
-void onSignal(int)
+void onProxySignal(int)
 {
     g_stop = true;
 }
@@ -90,7 +90,7 @@ int runProxy()
     struct sigaction sa
     {
     };
-    sa.sa_handler = onSignal;
+    sa.sa_handler = onProxySignal;
     sigemptyset(&sa.sa_mask);
     ::sigaction(SIGINT, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);

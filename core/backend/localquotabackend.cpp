@@ -20,13 +20,6 @@ HistoryEvent event(std::int64_t nowMs, EventType type, std::string provider, std
 }
 
 // "what (by who)", or "by who" alone when there is no what, or "what" alone.
-std::string byWhom(const std::string& what, const std::string& who)
-{
-    if (who.empty())
-        return what;
-    return what.empty() ? "by " + who : what + " (by " + who + ")";
-}
-
 Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std::string& provider)
 {
     if (const auto* l = limits.find(provider))
@@ -224,7 +217,7 @@ Result<bool> LocalQuotaBackend::setLimits(const std::string& provider,
         QuotaPolicy::syncProvider(tx.state.ensureProvider(provider), limits, now);
         HistoryEvent e = event(now, EventType::Limits, provider, "");
         const std::string what = QuotaLimits::summary(limits);
-        e.reason = byWhom(description.empty() ? what : description, who);
+        e.reason = HistoryEvent::byWhom(description.empty() ? what : description, who);
         tx.events.push_back(std::move(e));
         return {};
     });
@@ -244,7 +237,7 @@ Result<void> LocalQuotaBackend::removeLimits(const std::string& provider, const 
                 "unknown provider '" + provider + "'; known providers: " + all.knownProviders());
         std::erase_if(tx.state.providers, [&](const ProviderState& p) { return p.name == provider; });
         HistoryEvent e = event(nowMs(), EventType::Limits, provider, "");
-        e.reason = byWhom("removed", who);
+        e.reason = HistoryEvent::byWhom("removed", who);
         tx.events.push_back(std::move(e));
         return {};
     });
@@ -271,7 +264,7 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
                 all.remove(name);
                 std::erase_if(tx.state.providers, [&](const ProviderState& p) { return p.name == name; });
                 HistoryEvent e = event(now, EventType::Limits, name, "");
-                e.reason = byWhom("removed by an import", who);
+                e.reason = HistoryEvent::byWhom("removed by an import", who);
                 tx.events.push_back(std::move(e));
                 changed.push_back(name);
             }
@@ -284,7 +277,7 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
                 return set;
             QuotaPolicy::syncProvider(tx.state.ensureProvider(name), l, now);
             HistoryEvent e = event(now, EventType::Limits, name, "");
-            e.reason = byWhom(current ? "changed by an import" : "added by an import", who);
+            e.reason = HistoryEvent::byWhom(current ? "changed by an import" : "added by an import", who);
             tx.events.push_back(std::move(e));
             changed.push_back(name);
         }
@@ -314,7 +307,7 @@ Result<void> LocalQuotaBackend::pause(
             p.pausedAtMs = now;
         }
         HistoryEvent e = event(now, EventType::Pause, provider, "");
-        e.reason = byWhom(why, who);
+        e.reason = HistoryEvent::byWhom(why, who);
         tx.events.push_back(std::move(e));
         tx.changed = true;
         return {};

@@ -17,13 +17,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string byWhom(const std::string& what, const std::string& who)
-{
-    if (who.empty())
-        return what;
-    return what.empty() ? "by " + who : what + " (by " + who + ")";
-}
-
 std::string packed(const json& j)
 {
     const std::vector<std::uint8_t> bytes = json::to_msgpack(j);
@@ -392,7 +385,7 @@ Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
     if (auto v = QuotaLimits::validate(provider, limits); !v)
         return v.error();
     json a = { { "provider", provider }, { "limits", RedisStateCodec::compactLimits(limits) },
-        { "reason", byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
+        { "reason", HistoryEvent::byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
         { "expect", expected == nullptr ? 0 : (expected->has_value() ? 2 : 1) } };
     if (expected && expected->has_value())
         a["expected"] = RedisStateCodec::compactLimits(**expected);
@@ -444,7 +437,7 @@ Result<void> RedisQuotaBackend::pause(
     const std::string& provider, const std::string& stored, const std::string& why, const std::string& who)
 {
     auto reply = call("pause",
-        packed(json { { "provider", provider }, { "stored", stored }, { "reason", byWhom(why, who) } }));
+        packed(json { { "provider", provider }, { "stored", stored }, { "reason", HistoryEvent::byWhom(why, who) } }));
     if (!reply)
         return reply.error();
     return {};

@@ -70,6 +70,13 @@ struct HistoryEvent
     }
     [[nodiscard]] std::string toJsonLine() const; // ends with '\n'
     [[nodiscard]] static Result<HistoryEvent> fromJsonLine(std::string_view line);
+    // An event's detail with who caused it: "paused (by ops)", or "by ops" alone.
+    static std::string byWhom(const std::string& what, const std::string& who)
+    {
+        if (who.empty())
+            return what;
+        return what.empty() ? "by " + who : what + " (by " + who + ")";
+    }
 };
 
 // What one read of the history returned (HistoryReader, a store's HistoryCursor).

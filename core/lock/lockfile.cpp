@@ -1,3 +1,4 @@
+#include "base/intmath.h"
 #include "lock/lockfile.h"
 
 #include "system/fd.h"
@@ -30,14 +31,6 @@ constexpr mode_t LOCK_FILE_MODE = 0644;
 
 // Saturating arithmetic: timestamps and file times come from files anyone may have written
 // (a timestamp of 2^63-1, an mtime in 1901), and must not overflow anything.
-std::int64_t plusSaturated(std::int64_t a, std::int64_t b)
-{
-    std::int64_t r = 0;
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
-}
-
 // Seconds from `since` to `now`; 0 when `since` is not in the past.
 std::int64_t secondsSince(std::int64_t now, std::int64_t since)
 {
@@ -143,7 +136,7 @@ LockStatus LockFile::judge(Result<LockInfo> parsed, const FileFacts& file, std::
     s.exists = true;
     s.ownerUid = file.uid;
     const std::int64_t now = m_clock->unixSeconds();
-    const std::int64_t latestBelievable = plusSaturated(now, FUTURE_TOLERANCE_SECONDS);
+    const std::int64_t latestBelievable = IntMath::plusSaturated(now, FUTURE_TOLERANCE_SECONDS);
     std::vector<std::string> doubts;
 
     // A file time to judge the age by when the content cannot be: the mtime, or, when even
@@ -251,7 +244,7 @@ Result<LockStatus> LockFile::unreadableStatus(const Error& failure) const
     s.unreadable = true;
     s.ownerUid = st.st_uid;
     const std::int64_t now = m_clock->unixSeconds();
-    const bool mtimeBelievable = st.st_mtim.tv_sec <= plusSaturated(now, FUTURE_TOLERANCE_SECONDS);
+    const bool mtimeBelievable = st.st_mtim.tv_sec <= IntMath::plusSaturated(now, FUTURE_TOLERANCE_SECONDS);
     if (!mtimeBelievable)
         s.suspicion = "modification time in the future";
     s.ageSeconds = secondsSince(now, mtimeBelievable ? st.st_mtim.tv_sec : st.st_ctim.tv_sec);

@@ -9,7 +9,7 @@ namespace tollgate {
 
 namespace {
 
-std::string_view trim(std::string_view s)
+std::string_view trimSpace(std::string_view s)
 {
     constexpr std::string_view ws = " \t\r\n\v\f";
     const auto b = s.find_first_not_of(ws);
@@ -30,7 +30,7 @@ std::optional<std::int64_t> parseInteger(std::string_view s, std::int64_t min, s
     return v;
 }
 
-std::string quoted(std::string_view s)
+std::string quotedField(std::string_view s)
 {
     return "'" + TextSanitizer::clean(s, 40) + "'";
 }
@@ -57,7 +57,7 @@ std::string LockInfo::sanitizeTag(std::string_view tag)
 
 Result<LockInfo> LockInfo::parse(std::string_view content)
 {
-    if (trim(content).empty())
+    if (trimSpace(content).empty())
         return parseError(content.empty() ? "empty lock file" : "lock file holds only whitespace");
     for (std::size_t i = 0; i < content.size(); ++i) {
         const auto c = static_cast<unsigned char>(content[i]);
@@ -82,10 +82,10 @@ Result<LockInfo> LockInfo::parse(std::string_view content)
         const auto line = content.substr(start, end - start);
         start = end + 1;
         const auto eq = line.find('=');
-        if (trim(line).empty() || eq == std::string_view::npos)
+        if (trimSpace(line).empty() || eq == std::string_view::npos)
             continue;
-        const auto key = trim(line.substr(0, eq));
-        const auto value = trim(line.substr(eq + 1));
+        const auto key = trimSpace(line.substr(0, eq));
+        const auto value = trimSpace(line.substr(eq + 1));
         if (key == "pid")
             pidText = value;
         else if (key == "timestamp")
@@ -100,15 +100,15 @@ Result<LockInfo> LockInfo::parse(std::string_view content)
     LockInfo info;
     const auto pid = parseInteger(*pidText, 1, INT32_MAX);
     if (!pid)
-        return parseError("pid is not a process id: " + quoted(*pidText));
+        return parseError("pid is not a process id: " + quotedField(*pidText));
     const auto ts = parseInteger(*tsText, 0, INT64_MAX);
     if (!ts)
-        return parseError("timestamp is not a non-negative integer: " + quoted(*tsText));
+        return parseError("timestamp is not a non-negative integer: " + quotedField(*tsText));
     info.pid = *pid;
     info.timestamp = *ts;
     if (tagText) { // another tool may not have sanitised it (a CR or a C1 CSI would reach terminals)
         const std::string clean = sanitizeTag(*tagText);
-        info.tag = std::string(trim(clean)); // a control at either end became a space
+        info.tag = std::string(trimSpace(clean)); // a control at either end became a space
     }
     return info;
 }

@@ -15,7 +15,7 @@ namespace {
 // Numbers in headers: whole, non-negative, below 2^53 (what every other count here allows).
 constexpr std::int64_t MAX_NUMBER = (1LL << 53);
 
-std::string_view trim(std::string_view s)
+std::string_view trimHeaderSpace(std::string_view s)
 {
     while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
         s.remove_prefix(1);
@@ -26,7 +26,7 @@ std::string_view trim(std::string_view s)
 
 std::optional<std::int64_t> wholeNumber(std::string_view s)
 {
-    s = trim(s);
+    s = trimHeaderSpace(s);
     std::int64_t v = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
     if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < 0 || v > MAX_NUMBER)
@@ -78,7 +78,7 @@ constexpr std::int64_t PLAUSIBLE_WINDOW_MS = 8LL * 24 * 3600 * 1000;
 
 std::optional<SubscriptionStatus> subscriptionStatus(std::string_view s)
 {
-    s = trim(s);
+    s = trimHeaderSpace(s);
     if (s == "allowed")
         return SubscriptionStatus::Allowed;
     if (s == "allowed_warning")
@@ -139,7 +139,7 @@ struct UnifiedReader
     void read(const std::string& name, std::string_view value)
     {
         const std::string_view rest = std::string_view(name).substr(UNIFIED.size());
-        const std::string_view v = trim(value);
+        const std::string_view v = trimHeaderSpace(value);
         if (rest == "status") {
             if (auto st = subscriptionStatus(v))
                 sub.status = st;
@@ -244,7 +244,7 @@ std::optional<std::int64_t> SubscriptionReport::rejectedUntilMs() const
 
 Result<double> RateLimitHeaders::parseUtilization(std::string_view text)
 {
-    const std::string_view s = trim(text);
+    const std::string_view s = trimHeaderSpace(text);
     double v = 0;
     // Plain decimal only: from_chars' general format also takes "inf" and "nan", refused below.
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -256,7 +256,7 @@ Result<double> RateLimitHeaders::parseUtilization(std::string_view text)
 
 Result<std::int64_t> RateLimitHeaders::parseDuration(std::string_view text)
 {
-    const std::string_view s = trim(text);
+    const std::string_view s = trimHeaderSpace(text);
     if (s.empty())
         return bad("an empty duration", text);
     if (s == "0")
@@ -303,7 +303,7 @@ Result<std::int64_t> RateLimitHeaders::parseDuration(std::string_view text)
 
 Result<std::int64_t> RateLimitHeaders::parseRfc3339(std::string_view text)
 {
-    const std::string_view s = trim(text);
+    const std::string_view s = trimHeaderSpace(text);
     const auto year = digits(s, 0, 4);
     const auto month = digits(s, 5, 2);
     const auto day = digits(s, 8, 2);
@@ -372,7 +372,7 @@ RateLimitReport RateLimitHeaders::parse(const HttpHeaders& headers, std::int64_t
     std::optional<std::int64_t> retryAfterMs;
     UnifiedReader unified { r.subscription, nowMs, latest, r.problems };
     for (const auto& [rawName, value] : headers) {
-        const std::string name = TextSanitizer::asciiLower(trim(rawName));
+        const std::string name = TextSanitizer::asciiLower(trimHeaderSpace(rawName));
         if (name.rfind(UNIFIED, 0) == 0) {
             unified.read(name, value);
             continue;
@@ -418,7 +418,7 @@ RateLimitReport RateLimitHeaders::parse(const HttpHeaders& headers, std::int64_t
                 note(name, bad("not a whole number of ms", value));
             continue;
         } else if (name == "retry-after") {
-            auto v = RetryAfter::parseMs(trim(value), nowMs);
+            auto v = RetryAfter::parseMs(trimHeaderSpace(value), nowMs);
             if (v)
                 retryAfter = *v;
             else

@@ -1,3 +1,4 @@
+#include "base/intmath.h"
 #include "quota/quotapolicy.h"
 
 #include <algorithm>
@@ -9,14 +10,6 @@ namespace {
 std::int64_t limitOrNone(const ProviderLimits& l, const std::optional<std::int64_t>& v)
 {
     return v ? l.effective(*v) : -1;
-}
-
-std::int64_t plusSaturated(std::int64_t a, std::int64_t b)
-{
-    std::int64_t r = 0;
-    if (__builtin_add_overflow(a, b, &r))
-        return b > 0 ? INT64_MAX : INT64_MIN;
-    return r;
 }
 
 HistoryEvent event(std::int64_t nowMs, EventType type, const std::string& provider)
@@ -339,7 +332,7 @@ std::string QuotaPolicy::whyHolderGone(
     const Slot& s, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe, bool cheap)
 {
     if (s.pid == 0)
-        return nowMs < plusSaturated(s.acquiredMs, l.windowMs) ? "" : "placeholder expired";
+        return nowMs < IntMath::plusSaturated(s.acquiredMs, l.windowMs) ? "" : "placeholder expired";
     if (sameNamespace(s.pidNs, probe)) {
         if (cheap)
             return probe.exists(s.pid) ? "" : "holder died";
@@ -365,7 +358,7 @@ void QuotaPolicy::settle(
 
 std::string QuotaPolicy::whyWaiterGone(const Waiter& w, std::int64_t nowMs, const ProcessProbe& probe)
 {
-    if (nowMs > plusSaturated(w.deadlineMs, GHOST_GRACE_MS))
+    if (nowMs > IntMath::plusSaturated(w.deadlineMs, GHOST_GRACE_MS))
         return "waiter vanished past its deadline";
     if (sameNamespace(w.pidNs, probe))
         return probe.holderLiveness(w.pid, w.startTicks) == Liveness::Dead ? "waiter died" : "";
@@ -547,7 +540,7 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
         d.reason = WaitReason::Queue;
         return d;
     }
-    const std::int64_t paceEnd = std::min(p.paceUntilMs, plusSaturated(backoffEnd, l.windowMs));
+    const std::int64_t paceEnd = std::min(p.paceUntilMs, IntMath::plusSaturated(backoffEnd, l.windowMs));
     if (nowMs < paceEnd && l.requests) {
         const std::int64_t spacing = l.windowMs / l.effective(*l.requests);
         const std::int64_t backoffEnded = paceEnd - l.windowMs;
@@ -572,7 +565,7 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
         d.reason = WaitReason::Slots;
         for (const auto& slot : p.slots) {
             if (slot.pid == 0)
-                d.retryAtMs = std::min(d.retryAtMs, plusSaturated(slot.acquiredMs, l.windowMs));
+                d.retryAtMs = std::min(d.retryAtMs, IntMath::plusSaturated(slot.acquiredMs, l.windowMs));
         }
         return d;
     }
@@ -688,10 +681,10 @@ std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, st
         p.consecutive429 = std::min<std::int32_t>(p.consecutive429 + 1, 1 << 20);
     const std::int64_t jitter = std::clamp<std::int64_t>(jitterMs, 0, MAX_JITTER_MS);
     // From the bounded current end: a forged far-future one must not survive a new report.
-    p.backoffUntilMs = std::max(backoffUntil(p, nowMs), plusSaturated(nowMs, plusSaturated(backoff, jitter)));
+    p.backoffUntilMs = std::max(backoffUntil(p, nowMs), IntMath::plusSaturated(nowMs, IntMath::plusSaturated(backoff, jitter)));
     // After the backoff, admissions restart at an even pace for one window instead of
     // all queued callers firing in the same instant.
-    p.paceUntilMs = plusSaturated(std::max(p.backoffUntilMs, nowMs), l.windowMs);
+    p.paceUntilMs = IntMath::plusSaturated(std::max(p.backoffUntilMs, nowMs), l.windowMs);
     p.last429Ms = nowMs;
     ++p.rateLimitedTotal;
     return backoff;
@@ -700,18 +693,18 @@ std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, st
 QuotaPolicy::HoldChange QuotaPolicy::applyHold(
     ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs)
 {
-    const std::int64_t until = std::min(untilMs, plusSaturated(nowMs, MAX_STOP_MS));
+    const std::int64_t until = std::min(untilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
     const std::int64_t inForce = backoffUntil(p, nowMs);
     if (until <= inForce)
         return {};
     p.backoffUntilMs = until;
-    p.paceUntilMs = std::max(p.paceUntilMs, plusSaturated(until, l.windowMs));
+    p.paceUntilMs = std::max(p.paceUntilMs, IntMath::plusSaturated(until, l.windowMs));
     return { true, inForce <= nowMs || until - inForce > HOLD_NOTE_MS };
 }
 
 std::int64_t QuotaPolicy::backoffUntil(const ProviderState& p, std::int64_t nowMs)
 {
-    return std::min(p.backoffUntilMs, plusSaturated(nowMs, MAX_STOP_MS));
+    return std::min(p.backoffUntilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
 }
 
 bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
@@ -723,9 +716,9 @@ bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimi
             changed = true;
         }
     };
-    atMost(p.backoffUntilMs, plusSaturated(nowMs, MAX_STOP_MS));
+    atMost(p.backoffUntilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
     atMost(p.paceUntilMs,
-        plusSaturated(std::max(p.backoffUntilMs, nowMs), std::max<std::int64_t>(0, l.windowMs)));
+        IntMath::plusSaturated(std::max(p.backoffUntilMs, nowMs), std::max<std::int64_t>(0, l.windowMs)));
     atMost(p.lastAdmitMs, nowMs);
     atMost(p.last429Ms, nowMs);
     atMost(p.pausedAtMs, nowMs);
@@ -736,14 +729,14 @@ bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimi
     }
     // The longest lease anyone takes: a slot's lease is the maximum hold time (or the run
     // lease, far below it); a waiter's is WAITER_LEASE_MS.
-    const std::int64_t slotLease = plusSaturated(nowMs, QuotaLimits::MAX_HOLD_MS);
+    const std::int64_t slotLease = IntMath::plusSaturated(nowMs, QuotaLimits::MAX_HOLD_MS);
     for (Slot& slot : p.slots) {
         atMost(slot.acquiredMs, nowMs);
         atMost(slot.leaseUntilMs, slotLease);
     }
     for (Waiter& w : p.queue) {
         atMost(w.enqueuedMs, nowMs);
-        atMost(w.leaseUntilMs, plusSaturated(nowMs, WAITER_LEASE_MS));
+        atMost(w.leaseUntilMs, IntMath::plusSaturated(nowMs, WAITER_LEASE_MS));
     }
     for (ScopeWindow& scope : p.scopes) {
         if (scope.window.boundFuture(nowMs))

@@ -1,3 +1,4 @@
+#include "base/intmath.h"
 #include "quota/retryafter.h"
 
 #include "base/textsanitizer.h"
@@ -28,7 +29,7 @@ struct DateText
     std::string_view time; // HH:MM:SS
 };
 
-std::string quoted(std::string_view value)
+std::string quotedValue(std::string_view value)
 {
     return "'" + TextSanitizer::clean(value, 64) + "'";
 }
@@ -36,7 +37,7 @@ std::string quoted(std::string_view value)
 Error notADate(std::string_view value, const std::string& why)
 {
     return Error::make(
-        ErrorKind::Usage, "", "Retry-After " + quoted(value) + " is not a valid HTTP date: " + why);
+        ErrorKind::Usage, "", "Retry-After " + quotedValue(value) + " is not a valid HTTP date: " + why);
 }
 
 bool isDigit(char c)
@@ -169,26 +170,21 @@ std::string dateName(int day, int month, std::int64_t year)
     return twoDigits(day) + " " + std::string(MONTHS[static_cast<std::size_t>(month - 1)]) + " " + y;
 }
 
-std::int64_t floorDiv(std::int64_t a, std::int64_t b)
-{
-    return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
-}
-
 // Checks every field; the instant in Unix ms (|result| < 2^49, so never near overflow).
 Result<std::int64_t> instantOf(std::string_view value, const DateText& d, std::int64_t nowUnixMs)
 {
     const int month = indexOf(MONTHS, d.month) + 1;
     if (month == 0)
-        return notADate(value, "unknown month " + quoted(d.month));
+        return notADate(value, "unknown month " + quotedValue(d.month));
     const int weekday = d.longWeekday ? indexOf(LONG_DAYS, d.weekday) : indexOf(SHORT_DAYS, d.weekday);
     if (weekday < 0)
-        return notADate(value, "unknown weekday " + quoted(d.weekday));
+        return notADate(value, "unknown weekday " + quotedValue(d.weekday));
     std::int64_t year = number(d.year);
     if (d.year.size() == 2) {
         // RFC 9110: a two-digit year more than 50 years ahead is the last such year in the past.
         // `now` is clamped to years 0..9999 so every date stays a small number.
         const std::int64_t nowYear
-            = std::min<std::int64_t>(9999, std::max<std::int64_t>(0, yearOfDay(floorDiv(nowUnixMs, DAY_MS))));
+            = std::min<std::int64_t>(9999, std::max<std::int64_t>(0, yearOfDay(IntMath::floorDiv(nowUnixMs, DAY_MS))));
         year += nowYear / 100 * 100 + 100;
         while (year > nowYear + 50)
             year -= 100;
@@ -209,7 +205,7 @@ Result<std::int64_t> instantOf(std::string_view value, const DateText& d, std::i
     const int actual = static_cast<int>(((days % 7) + 7 + 3) % 7); // 1970-01-01 was a Thursday
     if (actual != weekday)
         return notADate(value,
-            quoted(d.weekday) + " does not match " + dateName(day, month, year) + ", a "
+            quotedValue(d.weekday) + " does not match " + dateName(day, month, year) + ", a "
                 + std::string(LONG_DAYS[static_cast<std::size_t>(actual)]));
     return days * DAY_MS + hour * 3600000LL + minute * 60000LL + second * 1000LL;
 }
@@ -268,7 +264,7 @@ Result<RetryAfter::Delay> RetryAfter::parse(std::string_view value, std::int64_t
     if (!shape)
         return Error::make(ErrorKind::Usage, "",
             "Retry-After must be seconds or an HTTP date like 'Wed, 21 Oct 2026 07:28:00 GMT', not "
-                + quoted(value));
+                + quotedValue(value));
     auto at = instantOf(value, *shape, nowUnixMs);
     if (!at)
         return at.error();

@@ -1,3 +1,4 @@
+#include "base/intmath.h"
 #include "quota/rollingwindow.h"
 
 #include <algorithm>
@@ -6,14 +7,6 @@
 namespace tollgate {
 
 namespace {
-
-std::int64_t floorDiv(std::int64_t a, std::int64_t b)
-{
-    std::int64_t q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0)))
-        --q;
-    return q;
-}
 
 std::int64_t widthFor(std::int64_t windowMs)
 {
@@ -72,7 +65,7 @@ RollingWindow::RollingWindow(std::int64_t windowMs)
 std::int64_t RollingWindow::oldestCounted(std::int64_t nowMs) const
 {
     // Bucket k counts while its end (k + 1) * g is later than now − window.
-    return floorDiv(nowMs - m_windowMs, m_bucketMs);
+    return IntMath::floorDiv(nowMs - m_windowMs, m_bucketMs);
 }
 
 RollingWindow::Usage RollingWindow::usage(std::int64_t nowMs) const
@@ -94,7 +87,7 @@ void RollingWindow::record(std::int64_t nowMs, std::int64_t requests, std::int64
 
 void RollingWindow::record(std::int64_t nowMs, const Usage& amount)
 {
-    const std::int64_t k = floorDiv(nowMs, m_bucketMs);
+    const std::int64_t k = IntMath::floorDiv(nowMs, m_bucketMs);
     Bucket& b = m_buckets[static_cast<std::size_t>(((k % SLOTS) + SLOTS) % SLOTS)];
     // A future bucket (clock went back) is never overwritten: the amount folds into it.
     if (b.index != k && b.index < k)
@@ -149,7 +142,7 @@ void RollingWindow::rescale(std::int64_t newWindowMs, std::int64_t nowMs)
 
 bool RollingWindow::boundFuture(std::int64_t nowMs)
 {
-    const std::int64_t k = floorDiv(nowMs, m_bucketMs);
+    const std::int64_t k = IntMath::floorDiv(nowMs, m_bucketMs);
     Usage moving;
     bool moved = false;
     for (Bucket& b : m_buckets) {
@@ -171,7 +164,7 @@ void RollingWindow::adjustTokens(std::int64_t atMs, std::int64_t nowMs, std::int
 
 void RollingWindow::adjust(std::int64_t atMs, std::int64_t nowMs, const Usage& delta)
 {
-    const std::int64_t k = floorDiv(atMs, m_bucketMs);
+    const std::int64_t k = IntMath::floorDiv(atMs, m_bucketMs);
     Bucket& b = m_buckets[static_cast<std::size_t>(((k % SLOTS) + SLOTS) % SLOTS)];
     if (b.index == k) {
         addTo(b, delta);

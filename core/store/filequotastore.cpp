@@ -20,7 +20,6 @@ namespace {
 constexpr const char* LOCK_NAME = "state.lock";
 constexpr const char* STATE_NAME = "state.bin";
 constexpr const char* LIMITS_NAME = "limits.json";
-constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
 
 bool sameStat(const struct stat& a, const struct stat& b)
 {
@@ -144,7 +143,7 @@ std::optional<Error> FileQuotaStore::lostLimits(const Fd& home, const QuotaState
         const std::string path = home.path() + "/" + name;
         auto fd = HomeDir::openIfThere(home, name, O_RDONLY);
         Result<std::string> text = !fd ? Result<std::string>(fd.error())
-            : *fd                      ? (*fd)->readAll(MAX_LIMITS_BYTES)
+            : *fd                      ? (*fd)->readAll(FileQuotaStore::MAX_LIMITS_BYTES)
                                        : Result<std::string>(std::string());
         if (fd && !*fd)
             continue;
@@ -207,7 +206,7 @@ Result<void> FileQuotaStore::loadLimits()
     auto st = (*fd)->stat();
     if (!st)
         return st.error();
-    auto text = (*fd)->readAll(MAX_LIMITS_BYTES);
+    auto text = (*fd)->readAll(FileQuotaStore::MAX_LIMITS_BYTES);
     if (!text)
         return text.error();
     auto parsed = QuotaLimits::fromJson(*text);

@@ -58,6 +58,8 @@ namespace tollgate {
 class FileQuotaStore final : public QuotaStore
 {
 public:
+    // The largest limits.json read; a bigger one is refused by name, never half-read.
+    static constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
     // How long a transaction waits for state.lock before giving up (holders keep it for
     // microseconds; this only fires if a holder is stopped or the disk hangs).
     static constexpr std::chrono::seconds LOCK_TIMEOUT { 10 };

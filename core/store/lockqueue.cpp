@@ -9,7 +9,7 @@ namespace tollgate {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 // How far a is after b, in the wrapping ticket space.
 std::int32_t after(std::uint32_t a, std::uint32_t b)
@@ -27,12 +27,12 @@ void cpuRelax()
 }
 
 // Spins until `done()` or `until`; returns done(). The clock is read every 64 turns only.
-template <class Done> bool spinUntil(Done done, Clock::time_point until)
+template <class Done> bool spinUntil(Done done, SteadyClock::time_point until)
 {
     for (unsigned i = 1;; ++i) {
         if (done())
             return true;
-        if ((i & 63U) == 0 && Clock::now() >= until)
+        if ((i & 63U) == 0 && SteadyClock::now() >= until)
             return false;
         cpuRelax();
     }
@@ -48,7 +48,7 @@ std::uint32_t awake(std::uint32_t ticket)
 std::uint32_t nowMicros()
 {
     return static_cast<std::uint32_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now().time_since_epoch()).count());
+        std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now().time_since_epoch()).count());
 }
 
 // A queue longer than this is not a queue but garbage (a hostile writer, a torn older
@@ -96,7 +96,7 @@ void LockQueue::giveSpinLease(const SpinLease& lease)
         word(SPIN_LEASE + lease.index).compare_exchange_strong(mine, 0);
 }
 
-template <class Done> bool LockQueue::spinWithLease(Done done, Clock::time_point until)
+template <class Done> bool LockQueue::spinWithLease(Done done, SteadyClock::time_point until)
 {
     const SpinLease lease = takeSpinLease();
     if (lease.index < 0)
@@ -113,7 +113,7 @@ LockQueue::LockQueue(std::atomic<std::uint32_t>* words, std::chrono::nanoseconds
 }
 
 Result<bool> LockQueue::acquire(
-    const TryLock& tryLock, Clock::time_point deadline, const std::atomic<bool>* cancel)
+    const TryLock& tryLock, SteadyClock::time_point deadline, const std::atomic<bool>* cancel)
 {
     m_cancel = cancel;
     if (!m_words)
@@ -138,7 +138,7 @@ Result<bool> LockQueue::acquire(
         // transaction while the other does the work outside it (the history append), where
         // queueing would put it to sleep and leave a CPU idle for a wake-up each time.
         const std::uint32_t seen = word(TURN).load();
-        if (spinWithLease([this, seen] { return word(TURN).load() != seen; }, Clock::now() + SPIN)) {
+        if (spinWithLease([this, seen] { return word(TURN).load() != seen; }, SteadyClock::now() + SPIN)) {
             r = tryLock();
             if (!r || *r)
                 return r;
@@ -164,16 +164,16 @@ Result<bool> LockQueue::acquire(
 }
 
 Result<bool> LockQueue::waitForTurn(
-    const TryLock& tryLock, std::uint32_t ticket, Clock::time_point deadline, bool& holding)
+    const TryLock& tryLock, std::uint32_t ticket, SteadyClock::time_point deadline, bool& holding)
 {
     const std::uint32_t slot = ticket % RING;
     std::uint32_t lastServing = word(SERVING).load();
-    Clock::time_point lastMove = Clock::now();
+    SteadyClock::time_point lastMove = SteadyClock::now();
     for (;;) {
         const std::uint32_t s = word(SERVING).load();
         if (after(ticket, s) <= 0)
             return true; // our turn, or we were passed over (then we try like a head)
-        const auto now = Clock::now();
+        const auto now = SteadyClock::now();
         if (s != lastServing) {
             lastServing = s;
             lastMove = now;
@@ -200,42 +200,42 @@ Result<bool> LockQueue::waitForTurn(
         // Re-read after announcing the sleep: a waker that moved serving before it could see
         // the announcement is seen here instead (both are sequentially consistent).
         if (word(SERVING).load() == s)
-            futex::wait(&word(WAKE + slot), seen, until - Clock::now());
+            futex::wait(&word(WAKE + slot), seen, until - SteadyClock::now());
         word(ASLEEP + slot).store(awake(ticket));
     }
 }
 
-Result<bool> LockQueue::takeAtHead(const TryLock& tryLock, Clock::time_point deadline)
+Result<bool> LockQueue::takeAtHead(const TryLock& tryLock, SteadyClock::time_point deadline)
 {
     for (;;) {
         const std::uint32_t seen = word(TURN).load();
         auto r = tryLock();
         if (!r || *r)
             return r;
-        const auto now = Clock::now();
+        const auto now = SteadyClock::now();
         if (over(now, deadline))
             return false;
         // The holder keeps the flock for microseconds: watch its unlock, then sleep on it.
         if (spinWithLease([this, seen] { return word(TURN).load() != seen; }, std::min(deadline, now + SPIN)))
             continue;
-        const auto until = std::min(deadline, Clock::now() + TURN_FALLBACK);
+        const auto until = std::min(deadline, SteadyClock::now() + TURN_FALLBACK);
         word(TURN_SLEEPERS).fetch_add(1);
         if (word(TURN).load() == seen)
-            futex::wait(&word(TURN), seen, until - Clock::now());
+            futex::wait(&word(TURN), seen, until - SteadyClock::now());
         word(TURN_SLEEPERS).fetch_sub(1);
     }
 }
 
-Result<bool> LockQueue::poll(const TryLock& tryLock, Clock::time_point deadline)
+Result<bool> LockQueue::poll(const TryLock& tryLock, SteadyClock::time_point deadline)
 {
     for (;;) {
         auto r = tryLock();
         if (!r || *r)
             return r;
-        const auto now = Clock::now();
+        const auto now = SteadyClock::now();
         if (over(now, deadline))
             return false;
-        std::this_thread::sleep_for(std::min<Clock::duration>(deadline - now, m_stall));
+        std::this_thread::sleep_for(std::min<SteadyClock::duration>(deadline - now, m_stall));
     }
 }
 

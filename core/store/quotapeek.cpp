@@ -13,7 +13,6 @@ namespace tollgate {
 
 namespace {
 
-constexpr std::size_t MAX_LIMITS_BYTES = 4 * 1024 * 1024;
 
 // FlockGuard::lock's loop with a caller-chosen longest pause.
 Result<FlockGuard> sharedLock(
@@ -52,7 +51,7 @@ Result<QuotaView> QuotaPeek::read(
     if (!limits)
         return limits.error();
     if (*limits) {
-        auto text = (*limits)->readAll(MAX_LIMITS_BYTES);
+        auto text = (*limits)->readAll(FileQuotaStore::MAX_LIMITS_BYTES);
         auto parsed = text ? QuotaLimits::fromJson(*text) : Result<QuotaLimits>(text.error());
         if (parsed) {
             view.limits = std::move(parsed).value();
