@@ -433,7 +433,7 @@ void TestProviderQuota::stateKeepsSplitAndDayAndStaysVersion3WithoutThem()
     five.ensureProvider("anthropic").slots.push_back(slot);
     const std::string v5 = five.encode();
     std::memcpy(&version, v5.data() + 4, 4);
-    QCOMPARE(version, QuotaState::FORMAT_VERSION);
+    QCOMPARE(version, 5u);
     auto read5 = QuotaState::decode(v5);
     QVERIFY2(read5, read5 ? "" : read5.error().message.c_str());
     QCOMPARE(read5->provider("anthropic")->slots.back().inputTokens, std::int64_t(1000));
@@ -441,6 +441,34 @@ void TestProviderQuota::stateKeepsSplitAndDayAndStaysVersion3WithoutThem()
     QCOMPARE(read5->encode(), v5);
     five.ensureProvider("anthropic").slots.back().outputTokens = -1;
     QVERIFY(!QuotaState::decode(five.encode()));
+    five.ensureProvider("anthropic").slots.back().outputTokens = 500;
+
+    // Version 6 only while a provider's stated remainder is kept (issue 26: never more than
+    // the provider said remains); each of its fields round-trips, a hostile one is refused.
+    ProviderState& said = five.ensureProvider("anthropic");
+    said.remainingRequests = 3;
+    said.remainingUntilMs = NOON_UTC + 30000;
+    said.remainingScope = "claude-opus";
+    const std::string v6 = five.encode();
+    std::memcpy(&version, v6.data() + 4, 4);
+    QCOMPARE(version, QuotaState::FORMAT_VERSION);
+    QCOMPARE(version, 6u);
+    auto read6 = QuotaState::decode(v6);
+    QVERIFY2(read6, read6 ? "" : read6.error().message.c_str());
+    QCOMPARE(read6->provider("anthropic")->remainingRequests, std::int64_t(3));
+    QCOMPARE(read6->provider("anthropic")->remainingUntilMs, NOON_UTC + 30000);
+    QCOMPARE(read6->provider("anthropic")->remainingScope, std::string("claude-opus"));
+    QCOMPARE(read6->encode(), v6);
+    for (auto spoil : { +[](ProviderState& p) { p.remainingRequests = -1; },
+             +[](ProviderState& p) { p.remainingRequests = (std::int64_t(1) << 40) + 1; },
+             +[](ProviderState& p) { p.remainingUntilMs = -5; },
+             +[](ProviderState& p) { p.remainingScope = "bad\nname"; } }) {
+        QuotaState hostile = five;
+        spoil(hostile.ensureProvider("anthropic"));
+        auto r = QuotaState::decode(hostile.encode());
+        QVERIFY(!r);
+        QCOMPARE(r.error().kind, ErrorKind::Corrupt);
+    }
 }
 
 void TestProviderQuota::limitsRoundTripAndOldFilesStayByteForByte()

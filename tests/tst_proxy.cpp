@@ -84,6 +84,7 @@ private Q_SLOTS:
     void theUpstreamsStatusLineAndTheTargetAsTheyShouldBe();
     void anOutputBoundPastTheLargestCountWaits();
     void aHoldIsNotedOncePerHold();
+    void neverMoreThanTheProviderSaysRemain();
     void aHeldBodyIsNotCutOffByTheStallWatch();
     void aStoreLockHeldElsewhereStallsNoStream();
     void aHomeThatVanishesOrIsSwappedGetsClearAnswers();
@@ -1936,6 +1937,73 @@ void TestProxy::aHoldIsNotedOncePerHold()
     }
     const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
     QCOMPARE(history.out.count("\"type\":\"hold\""), 1);
+}
+
+// Issue 26 item 2: never more than the provider said remains. Tollgate allows 100 and 8 at once;
+// the provider's answers say 2 requests remain, then 3, until a reset a minute ahead. Of six
+// callers, two reach it while four wait; once those two answer (3 remain), three more go and the
+// last waits for the next answer. Before, all six went at once (and four met certain 429s).
+void TestProxy::neverMoreThanTheProviderSaysRemain()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("8") });
+    startProxy();
+    auto says = [](int left) {
+        return QStringLiteral(R"(x-mock-answer-headers: {"x-ratelimit-remaining-requests":"%1",)"
+                              R"("x-ratelimit-reset-requests":"60s"})")
+            .arg(left);
+    };
+    Ran first = curl(post(QStringLiteral(R"({"model":"claude-x","max_tokens":10})")) << QStringLiteral("-H")
+        << says(2));
+    QVERIFY2(first.out.startsWith("HTTP/1.1 200"), first.out.constData());
+    std::vector<Child> clients;
+    for (int i = 0; i < 6; ++i) {
+        clients.push_back(TestSupport::startChild(QStringLiteral("curl"),
+            QStringList { QStringLiteral("-sS") }
+                    + post(QStringLiteral(R"({"model":"claude-x","max_tokens":10})"), QStringLiteral("late"))
+                << QStringLiteral("-H") << says(3) << QStringLiteral("-H") << QStringLiteral("x-mock-id: r%1").arg(i)));
+        QVERIFY(clients.back());
+    }
+    auto waiting = [&] {
+        const Ran status = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+        return QJsonDocument::fromJson(status.out)
+            .object()
+            .value(QStringLiteral("providers"))
+            .toArray()
+            .first()
+            .toObject()
+            .value(QStringLiteral("waiting"))
+            .toInt();
+    };
+    // Two upstream, four waiting: the provider's word, not Tollgate's limits, holds them.
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 4, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("gated")).toArray().size(), 2, 30000);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 3);
+    QCOMPARE(waiting(), 4);
+    // Which callers went is the proxy's choice: the ones the mock holds now are released (not
+    // the ones those releases let in, which arrive meanwhile).
+    auto release = [&](int upstream) {
+        const QJsonArray gated = mockStats().value(QStringLiteral("gated")).toArray();
+        QCOMPARE(gated.size(), upstream);
+        for (const auto& id : gated)
+            curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_release?id=") + id.toString() });
+    };
+    release(2);
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("requests")).toInt(), 6, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("gated")).toArray().size(), 3, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 6);
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("gated")).toArray().size(), 3, 30000);
+    release(3);
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("gated")).toArray().size(), 1, 30000);
+    release(1);
+    for (auto& c : clients) {
+        QVERIFY(c->waitForFinished(30000));
+        const QByteArray out = c->readAllStandardOutput();
+        QVERIFY2(out.startsWith("HTTP/1.1 200"), out.constData());
+    }
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 7);
+    QCOMPARE(mockStats().value(QStringLiteral("refused")).toInt(), 0);
 }
 
 // A chunked JSON body is held whole, then handled as a short one. The stall watch of the body's

@@ -65,6 +65,7 @@ private Q_SLOTS:
     void aBurstOf429sIsOneStormOnTheProvidersClock();
     void aHoldEndsAtAnEvenPace();
     void aHoldIsNotedOncePerHold();
+    void neverMoreThanTheProviderSaysRemain();
     void pauseBlocksEveryone();
     void fifoOrderAndNoOvertaking();
     void ghostWaitersArePruned();
@@ -242,7 +243,8 @@ void TestQuotaPolicy::aBurstOf429sIsOneStormOnTheProvidersClock()
 }
 
 // A hold (the provider's headers: nothing left until its reset) ends at the window's pace: the
-// reset frees room for the next request, not for every waiter at once.
+// reset frees room for the next request, not for every waiter at once — one request, until an
+// answer says how many more remain; then those, at the pace.
 void TestQuotaPolicy::aHoldEndsAtAnEvenPace()
 {
     m_limits.requests = 6;
@@ -256,7 +258,79 @@ void TestQuotaPolicy::aHoldEndsAtAnEvenPace()
     auto d = admit(req("b"), 20001);
     QVERIFY(!d->admitted);
     QCOMPARE(d->retryAtMs, 30000);
+    // The reset freed one request; until an answer says more, nobody else goes.
+    d = admit(req("b"), 30000);
+    QVERIFY(!d->admitted);
+    QCOMPARE(d->reason, WaitReason::Backoff);
+    QCOMPARE(d->retryAtMs, 20000 + 60000);
+    // a's answer: 2 more remain until 70 s. Then b and c at the pace, and d waits for the reset.
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 25000, "", 2, 70000));
     QVERIFY(admit(req("b"), 30000)->admitted);
+    QVERIFY(!admit(req("c"), 39999)->admitted);
+    QVERIFY(admit(req("c"), 40000)->admitted);
+    d = admit(req("d"), 50000);
+    QVERIFY(!d->admitted);
+    QCOMPARE(d->retryAtMs, 70000);
+    QVERIFY(admit(req("d"), 70000)->admitted);
+}
+
+// Issue 26 item 2: never more than the provider said remains. Its answer's word binds until its
+// reset whatever Tollgate's limits allow; the latest word replaces the one kept (it counts every
+// request the provider received, those in flight included); a class's word binds that class
+// only; a forged far reset is bounded like a backoff.
+void TestQuotaPolicy::neverMoreThanTheProviderSaysRemain()
+{
+    m_limits.requests = 1000;
+    m_limits.windowMs = 60000;
+    m_limits.models["opus"] = ModelLimits { 1000, std::nullopt, 60000 };
+    auto& p = provider();
+    QVERIFY(!QuotaPolicy::applyRemaining(p, m_limits, 5000, "", 2, 5000)); // a reset already past: nothing
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 0, "", 2, 10000));
+    QVERIFY(!QuotaPolicy::applyRemaining(p, m_limits, 0, "", 2, 10000)); // the same word: no write
+    QVERIFY(admit(req("a"), 100)->admitted);
+    QVERIFY(admit(req("b"), 200)->admitted);
+    auto d = admit(req("c"), 300);
+    QVERIFY(!d->admitted);
+    QCOMPARE(d->reason, WaitReason::Backoff);
+    QCOMPARE(d->retryAtMs, 10000);
+    QCOMPARE(p.remainingRequests, std::int64_t(0));
+    // A later answer's word replaces it: 1 more.
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 400, "", 1, 10000));
+    QVERIFY(admit(req("c"), 500)->admitted);
+    QVERIFY(!admit(req("d"), 600)->admitted);
+    QVERIFY(admit(req("d"), 10000)->admitted); // the reset: Tollgate's own limits again
+    QVERIFY(admit(req("e"), 10001)->admitted);
+
+    // A class's word: opus's requests are capped, another model's are not.
+    auto opus = req("o");
+    opus.model = "opus";
+    auto haiku = req("h");
+    haiku.model = "haiku";
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 20000, "opus", 0, 30000));
+    QCOMPARE(p.remainingScope, std::string("opus"));
+    QVERIFY(!admit(opus, 20001)->admitted);
+    QVERIFY(admit(haiku, 20002)->admitted);
+    QCOMPARE(p.remainingRequests, std::int64_t(0));
+    // With a call in flight, its answer will restate the word: wait for that (a ring), not the reset.
+    Slot inFlight;
+    inFlight.fence = 77;
+    inFlight.pid = 100;
+    inFlight.acquiredMs = 20000;
+    inFlight.pidNs = FakeProbe::OUR_NS;
+    p.slots.push_back(inFlight);
+    auto ring = admit(opus, 20003);
+    QVERIFY(!ring->admitted);
+    QCOMPARE(ring->retryAtMs, INT64_MAX);
+    p.slots.clear();
+    QCOMPARE(admit(opus, 20004)->retryAtMs, 30000);
+
+    // A forged reset in the year 9999 and a count past 2^40: bounded.
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 40000, "", INT64_MAX, 253402300799000));
+    QCOMPARE(p.remainingRequests, std::int64_t(1) << 40);
+    QCOMPARE(p.remainingUntilMs, 40000 + QuotaPolicy::MAX_STOP_MS);
+    p.remainingUntilMs = INT64_MAX; // a forged state
+    QVERIFY(QuotaPolicy::boundTimes(m_state, p, m_limits, 50000));
+    QCOMPARE(p.remainingUntilMs, 50000 + QuotaPolicy::MAX_STOP_MS);
 }
 
 // Issue 26 item 7: every answer in flight during a hold repeats the provider's reset (a relative

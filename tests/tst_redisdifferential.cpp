@@ -78,7 +78,8 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
             + std::to_string(p->reportedAtMs) + " plan=" + std::to_string(p->plan.atMs) + "/"
             + std::to_string(static_cast<int>(p->plan.status)) + "/" + std::to_string(p->plan.fiveHourPermille) + "/"
             + std::to_string(p->plan.fiveHourResetMs) + "/" + std::to_string(p->plan.sevenDayPermille) + "/"
-            + std::to_string(p->plan.sevenDayResetMs);
+            + std::to_string(p->plan.sevenDayResetMs) + " left=" + std::to_string(p->remainingRequests) + "@"
+            + std::to_string(p->remainingUntilMs) + "[" + p->remainingScope + "]";
         for (const auto& sc : p->scopes) {
             const auto u = sc.window.usage(s.nowMs);
             out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms "
@@ -530,6 +531,13 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                     auto r = b.finishAdmission(end);
                     out = r ? (*r ? "found" : "finished") : "error: " + r.error().message;
                 }
+            } else if (what < 99) { // the proxy heard how many requests remain until the reset
+                out = b.noteRemaining(provider, admit.request.model, heldIndex % 4,
+                            nowMs + correctionAt % 20000 - 5000,
+                            side.firstFence == 0 ? 0 : side.firstFence + correctionAt % 40)
+                          .ok()
+                    ? "remaining"
+                    : "error";
             } else {
                 out = "time";
             }

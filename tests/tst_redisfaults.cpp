@@ -21,6 +21,7 @@
 #include <QTest>
 #include <algorithm>
 #include <csignal>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 using namespace tollgate;
@@ -42,6 +43,7 @@ private Q_SLOTS:
     void lostStateRestartsConservatively();
     void forgedValuesAreSetAsideOrRefused();
     void forgedFarFutureTimesAreBounded();
+    void hostileValuesInNewerFieldsAreSetAside();
     void killStormWithRedisRestart();
     void aSlowRedisFailsTheCommandWithinItsTimeout();
 
@@ -280,6 +282,68 @@ void TestRedisFaults::forgedFarFutureTimesAreBounded()
     r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
     QVERIFY2(r.code == 0, r.err.constData());
     QVERIFY(!r.out.contains("9999"));
+}
+
+void TestRedisFaults::hostileValuesInNewerFieldsAreSetAside()
+{
+    // The fields issues 25 and 26 added to a provider's state (the provider's reported limits and
+    // their class, a plan's usage, a slot's estimate split, the provider's stated remainder) and
+    // to its limits (learning): a hostile value in any is named and set aside (the state) or
+    // refused and kept (the limits), never trusted by the script or the reader.
+    QVERIFY(startRedis(false));
+    auto c = RedisConnection::open(address());
+    QVERIFY(c.ok());
+    const std::string state = RedisConnection::key(address(), "state");
+    const QStringList hold = { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0"), QStringLiteral("--slot") };
+    const std::vector<std::pair<const char*, std::function<void(nlohmann::json&)>>> spoils {
+        { "ri text", [](nlohmann::json& p) { p["ri"] = "x"; } },
+        { "ro below -1", [](nlohmann::json& p) { p["ro"] = -5; } },
+        { "rs a number", [](nlohmann::json& p) { p["rs"] = 7; } },
+        { "pl without a date", [](nlohmann::json& p) { p["pl"] = { { "a", 0 }, { "s", 0 }, { "f", 1 }, { "fr", 0 }, { "v", 1 }, { "vr", 0 } }; } },
+        { "qu negative", [](nlohmann::json& p) { p["qu"] = -1; p["ql"] = 1; p["qs"] = ""; } },
+        { "ql past 2^40", [](nlohmann::json& p) { p["qu"] = 1; p["ql"] = std::int64_t(1) << 50; p["qs"] = ""; } },
+        { "qs a number", [](nlohmann::json& p) { p["qu"] = 1; p["ql"] = 1; p["qs"] = 5; } },
+        { "slot ei negative", [](nlohmann::json& p) { p["sl"][0]["ei"] = -1; p["sl"][0]["eo"] = 1; } },
+        { "slot eo text", [](nlohmann::json& p) { p["sl"][0]["ei"] = 1; p["sl"][0]["eo"] = "x"; } },
+    };
+    for (const auto& [what, spoil] : spoils) {
+        // A state with a slot to spoil: after a set-aside the state restarts conservatively (no
+        // admission for a window), so each case starts from a new home.
+        QVERIFY(c->command({ "FLUSHALL" }).ok());
+        setLimits({ QStringLiteral("--requests"), QStringLiteral("1000"), QStringLiteral("--window"),
+            QStringLiteral("600"), QStringLiteral("--parallel"), QStringLiteral("4") });
+        Ran r = cli(hold);
+        QVERIFY2(r.code == 0, (std::string(what) + ": " + r.err.toStdString()).c_str());
+        auto raw = c->command({ "HGET", state, "p:api" });
+        QVERIFY(raw.ok() && raw->type == RedisReply::Type::String);
+        auto p = nlohmann::json::from_msgpack(raw->text, true, false);
+        QVERIFY(p.is_object() && p["sl"].is_array() && !p["sl"].empty());
+        spoil(p);
+        const auto bytes = nlohmann::json::to_msgpack(p);
+        QVERIFY(c->command({ "HSET", state, "p:api", std::string(bytes.begin(), bytes.end()) }).ok());
+        r = cli({ QStringLiteral("status") });
+        QVERIFY2(r.code == 3, (std::string(what) + ": status exit " + std::to_string(r.code)).c_str());
+        QVERIFY2(r.err.contains("field p:api"), (std::string(what) + ": " + r.err.toStdString()).c_str());
+        r = cli(tryAcquire());
+        QVERIFY2(r.code == 1, (std::string(what) + ": acquire exit " + std::to_string(r.code)).c_str());
+        auto aside = c->command({ "HLEN", RedisConnection::key(address(), "corrupt") });
+        QVERIFY(aside.ok());
+        QVERIFY2(aside->integer == 1, what); // kept for inspection
+    }
+
+    // Learning's marks in the limits: refused by name, kept as they are.
+    const std::string limits = RedisConnection::key(address(), "limits");
+    for (const char* bad : { R"({"r":1000,"w":600000,"ln":"yes"})", R"({"r":1000,"w":600000,"ld":5})",
+             R"({"r":1000,"w":600000,"ld":["no-such-limit"]})" }) {
+        QVERIFY(c->command({ "HSET", limits, "api", bad }).ok());
+        Ran r = cli(tryAcquire());
+        QVERIFY2(r.code == 3, bad);
+        QVERIFY2(r.err.contains("limits") && r.err.contains("api"), r.err.constData());
+        auto kept = c->command({ "HGET", limits, "api" });
+        QVERIFY(kept.ok());
+        QCOMPARE(kept->text, std::string(bad));
+    }
 }
 
 void TestRedisFaults::killStormWithRedisRestart()

@@ -384,6 +384,7 @@ template <class Client> bool BodyStreaming<Client>::admit()
     }
     m_streamed.store.permit() = std::move(admission.permit);
     m_connection.setCaller(m_streamed.ask.caller);
+    m_connection.setFence(m_streamed.store.permit()->fence());
     return true;
 }
 

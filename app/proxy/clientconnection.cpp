@@ -202,6 +202,7 @@ net::awaitable<std::optional<bool>> ClientConnection<Client>::admit(http::reques
         co_return std::optional<bool>(keepAlive);
     }
     store.permit() = std::move(admission.permit);
+    m_fence = store.permit()->fence();
     co_return std::nullopt;
 }
 

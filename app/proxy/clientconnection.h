@@ -63,6 +63,10 @@ public:
     [[nodiscard]] const std::string& caller() const { return m_caller; }
     [[nodiscard]] const std::string& model() const { return m_model; }
     void setCaller(std::string caller) { m_caller = std::move(caller); }
+    // The fence of the request's admission (0: none yet): what the provider's word in its answer
+    // may not have counted is what was admitted after it (QuotaBackend::noteRemaining).
+    [[nodiscard]] std::uint64_t fence() const { return m_fence; }
+    void setFence(std::uint64_t fence) { m_fence = fence; }
     LimiterLease& lease() { return *m_lease; }
 
     // Points lease() at a request's lease for as long as it runs.
@@ -125,6 +129,7 @@ private:
     bool m_peerLooked = false;
     std::string m_caller; // of the request being forwarded
     std::string m_model; // of the request being forwarded (as admitted: sanitised)
+    std::uint64_t m_fence = 0; // of the request being forwarded, once admitted
     unsigned m_clientVersion = 11; // of the request being served: 10 for HTTP/1.0
     beast::flat_buffer m_buffer;
     LimiterLease* m_lease = nullptr; // the current request's, while it runs (LeaseScope)

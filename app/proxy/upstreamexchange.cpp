@@ -304,7 +304,8 @@ template <class Client> net::awaitable<void> UpstreamExchange<Client>::clientLea
 // they say something new (a hold, limits the store has not been told of).
 template <class Client> net::awaitable<void> UpstreamExchange<Client>::learnFromHeaders(ExchangeOutcome& out)
 {
-    const QuotaExchange::HeaderLesson lesson = m_server.exchange->readHeaders(out.headers, m_connection.model());
+    QuotaExchange::HeaderLesson lesson = m_server.exchange->readHeaders(out.headers, m_connection.model());
+    lesson.fence = m_connection.fence();
     out.retryAfterMs = lesson.retryAfterMs;
     out.planRejected = lesson.planRejected;
     if (!lesson.needsStore())

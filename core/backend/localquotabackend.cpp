@@ -350,11 +350,34 @@ Result<void> LocalQuotaBackend::resetBackoff(const std::string& provider, const 
         p.backoffUntilMs = 0;
         p.paceUntilMs = 0;
         p.consecutive429 = 0;
+        p.remainingUntilMs = 0; // the user's word overrides the provider's last one
+        p.remainingRequests = 0;
+        p.remainingScope.clear();
         HistoryEvent e = event(nowMs(), EventType::BackoffReset, provider, "");
         e.reason = who.empty() ? "" : "by " + who;
         tx.events.push_back(std::move(e));
         tx.changed = true;
         tx.ring = true;
+        return {};
+    });
+}
+
+Result<void> LocalQuotaBackend::noteRemaining(const std::string& provider, const std::string& model,
+    std::int64_t left, std::int64_t untilMs, std::uint64_t fence)
+{
+    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+        auto l = knownProvider(tx.limits, provider);
+        if (!l)
+            return l.error();
+        ProviderState& p = tx.state.ensureProvider(provider);
+        const std::uint64_t last = tx.state.nextFence - 1;
+        const std::int64_t since = fence > 0 && last > fence
+            ? static_cast<std::int64_t>(std::min<std::uint64_t>(last - fence, std::uint64_t(1) << 40))
+            : 0;
+        if (QuotaPolicy::applyRemaining(p, **l, nowMs(), model, left - since, untilMs)) {
+            tx.changed = true;
+            tx.ring = left > 0; // waiters held by the word before may go now
+        }
         return {};
     });
 }

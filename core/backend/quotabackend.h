@@ -120,6 +120,14 @@ public:
     // and records nothing (every answer may repeat it).
     [[nodiscard]] virtual Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason) = 0;
+    // The provider's answer to a request for `model`, admitted with `fence` (0: unknown), said
+    // `left` requests remain until `untilMs` (its rate-limit headers): no more admissions of the
+    // model's class (its first; none: the provider's) than that, less those admitted after the
+    // fence (the word may not count them), before then (QuotaPolicy::applyRemaining). No history
+    // event: every answer says it.
+    [[nodiscard]] virtual Result<void> noteRemaining(const std::string& provider, const std::string& model,
+        std::int64_t left, std::int64_t untilMs, std::uint64_t fence)
+        = 0;
     // The provider's own limits, per minute, as its answer's headers said them, for their scope
     // (ReportedLimits: -1, the answer did not say, and what is kept stays), and a subscription
     // plan's usage (plan.atMs 0: not stated; otherwise kept, dated now). Kept in the provider's

@@ -316,7 +316,7 @@ Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, const
 Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
     std::int64_t tokensPerMin, const std::string& caller)
 {
-    return noteReportedLimits(provider, ReportedLimits { requestsPerMin, tokensPerMin }, PlanUsage {}, caller);
+    return noteReportedLimits(provider, ReportedLimits { requestsPerMin, tokensPerMin, -1, -1, {} }, PlanUsage {}, caller);
 }
 
 Result<void> QuotaLimiter::correctTokens(const std::string& provider, const std::string& model,

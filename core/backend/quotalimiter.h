@@ -109,6 +109,12 @@ public:
     // See QuotaBackend::holdUntil (`reason` is sanitised here).
     [[nodiscard]] Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason);
+    // See QuotaBackend::noteRemaining.
+    [[nodiscard]] Result<void> noteRemaining(const std::string& provider, const std::string& model,
+        std::int64_t left, std::int64_t untilMs, std::uint64_t fence)
+    {
+        return m_backend->noteRemaining(provider, model, left, untilMs, fence);
+    }
     // See QuotaBackend::noteReportedLimits (the proxy, from the answer's rate-limit headers).
     [[nodiscard]] Result<bool> noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
         const PlanUsage& plan, const std::string& caller);

@@ -402,6 +402,10 @@ local function validProvider(p)
         or (p.ro ~= nil and not isInt(p.ro, -1, MAX_REPORTED)) or (p.rs ~= nil and type(p.rs) ~= 'string') then
         return false
     end
+    -- What the provider said remains (ops.remaining): optional, all three together.
+    if p.qu ~= nil and (not isInt(p.qu, 0, NEVER) or not isInt(p.ql, 0, MAX_REPORTED) or type(p.qs) ~= 'string') then
+        return false
+    end
     local pl = p.pl
     if pl ~= nil and (type(pl) ~= 'table' or not isInt(pl.a, 1, NEVER) or not isInt(pl.s, 0, 3)
         or not isInt(pl.f, -1, MAX_PERMILLE) or not isInt(pl.fr, 0, NEVER) or not isInt(pl.v, -1, MAX_PERMILLE)
@@ -755,6 +759,7 @@ local function boundTimes(g, p, l, t)
     end
     atMost(p, 'bu', plus(t, MAX_STOP_MS))
     atMost(p, 'pu', plus(math.max(p.bu, t), math.max(0, l.w)))
+    if p.qu then atMost(p, 'qu', plus(t, MAX_STOP_MS)) end
     atMost(p, 'la', t)
     atMost(p, 'l4', t)
     atMost(p, 'pa', t)
@@ -885,6 +890,17 @@ local function scopeAllows(sc, b, l, cost, how, t, d)
     return false
 end
 
+-- QuotaPolicy::remainderApplies: the provider's stated remainder is in force for this model
+-- (its scope is the provider, or the first class, by name, the model is in).
+local function remainderApplies(p, l, model, t)
+    if not p.qu or t >= p.qu then return false end
+    if p.qs == '' then return true end
+    for _, m in ipairs(sortedKeys(l.m or {})) do
+        if classMatches(m, l.m[m], model) then return m == p.qs end
+    end
+    return false
+end
+
 local function evaluate(g, p, l, r, ticket, t)
     local d = { admitted = false, reason = 0, retryAt = NEVER, fence = 0, ticket = ticket, slotTaken = false }
     if g.pz or p.pz then
@@ -911,6 +927,11 @@ local function evaluate(g, p, l, r, ticket, t)
             d.retryAt = lastAdmit + spacing
             return d
         end
+    end
+    if p.qu and p.ql <= 0 and remainderApplies(p, l, r.model, t) then
+        d.reason = R_BACKOFF
+        if #p.sl == 0 then d.retryAt = math.min(p.qu, plus(t, MAX_STOP_MS)) end
+        return d
     end
     local cost = costOf(r)
     for _, sc in ipairs(p.sc) do
@@ -988,6 +1009,7 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
         d.slotTaken = true
     end
     if ticket ~= 0 then dequeue(p, ticket) end
+    if remainderApplies(p, l, r.model, t) then p.ql = math.max(0, p.ql - 1) end
     p.la = t
     p.at = p.at + 1
     return d
@@ -1378,10 +1400,39 @@ function ops.resetBackoff()
     p.bu = 0
     p.pu = 0
     p.c = 0
+    p.qu, p.ql, p.qs = nil, nil, nil -- the user's word overrides the provider's last one
     touch(p)
     local e = event(EVENT.BACKOFF_RESET, a.provider)
     e.reason = a.reason
     ring = true
+    commit()
+    return reply({})
+end
+
+-- QuotaPolicy::applyRemaining: the latest word replaces the one kept; no history event.
+function ops.remaining()
+    local l, refusal = knownLimits(a.provider)
+    if refusal then return refusal end
+    local p = providerOf(a.provider, l)
+    local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
+    -- What was admitted after the answered request's fence, the word may not count.
+    local g = global()
+    local since = 0
+    local fence = a.fence or 0
+    if fence > 0 and g.nf - 1 > fence then since = math.min(g.nf - 1 - fence, MAX_REPORTED) end
+    local left = clamp(a.left - since, 0, MAX_REPORTED)
+    local scope = ''
+    for _, m in ipairs(sortedKeys(l.m or {})) do
+        if classMatches(m, l.m[m], a.model) then
+            scope = m
+            break
+        end
+    end
+    if untilMs > now and (p.ql ~= left or p.qu ~= untilMs or p.qs ~= scope) then
+        p.ql, p.qu, p.qs = left, untilMs, scope
+        touch(p)
+        ring = left > 0 -- waiters held by the word before may go now
+    end
     commit()
     return reply({})
 end
@@ -1397,6 +1448,8 @@ function ops.hold()
     if untilMs > inForce then
         p.bu = untilMs
         p.pu = math.max(p.pu, plus(untilMs, l.w))
+        -- QuotaPolicy::applyHold: one request for the window after it, until an answer says more.
+        p.ql, p.qu, p.qs = 1, plus(untilMs, l.w), ''
         touch(p)
         if inForce <= now or untilMs - inForce > HOLD_NOTE_MS then
             local e = event(EVENT.HOLD, a.provider)

@@ -471,6 +471,18 @@ Result<void> RedisQuotaBackend::holdUntil(
     return {};
 }
 
+Result<void> RedisQuotaBackend::noteRemaining(const std::string& provider, const std::string& model,
+    std::int64_t left, std::int64_t untilMs, std::uint64_t fence)
+{
+    auto reply = call("remaining",
+        packed(json { { "provider", provider }, { "model", model },
+            { "left", std::clamp<std::int64_t>(left, 0, std::int64_t(1) << 40) }, { "until", untilMs },
+            { "fence", std::min<std::uint64_t>(fence, std::uint64_t(1) << 53) } }));
+    if (!reply)
+        return reply.error();
+    return {};
+}
+
 Result<void> RedisQuotaBackend::correctTokens(const std::string& provider, const std::string& model,
     std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
 {

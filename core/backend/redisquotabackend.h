@@ -73,6 +73,8 @@ public:
     [[nodiscard]] Result<void> resetBackoff(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<void> holdUntil(
         const std::string& provider, std::int64_t untilMs, const std::string& reason) override;
+    [[nodiscard]] Result<void> noteRemaining(const std::string& provider, const std::string& model,
+        std::int64_t left, std::int64_t untilMs, std::uint64_t fence) override;
     [[nodiscard]] Result<void> correctTokens(const std::string& provider, const std::string& model,
         std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used) override;
     [[nodiscard]] Result<bool> finishAdmission(const AdmissionEnd& end) override;

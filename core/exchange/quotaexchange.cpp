@@ -199,6 +199,11 @@ QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& header
             lesson.holdWhat += " (its reset, " + secondsFrom(*until, lesson.nowMs)
                 + ", is cut to 3 min: the budgets its headers state are per minute)";
     }
+    if (const ProviderBudget& b = report.requests;
+        b.remaining && *b.remaining > 0 && b.resetAtMs && *b.resetAtMs > lesson.nowMs) {
+        lesson.requestsLeft = *b.remaining;
+        lesson.requestsUntilMs = std::min(*b.resetAtMs, lesson.nowMs + MAX_HEADER_HOLD_MS);
+    }
     readSubscription(report.subscription, lesson);
     // The provider's own limits (per minute, as both document them): kept for status and the
     // dashboard, and a limit-mismatch event when they differ from Tollgate's.
@@ -244,6 +249,13 @@ void QuotaExchange::readSubscription(const SubscriptionReport& plan, HeaderLesso
 void QuotaExchange::learnFromHeaders(
     ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller)
 {
+    // Before a hold: the hold leaves one request after its end, which this must not replace.
+    if (lesson.requestsLeft) {
+        (void)store.quick([&](QuotaLimiter& l) {
+            return l.noteRemaining(
+                m_provider, lesson.model, *lesson.requestsLeft, lesson.requestsUntilMs, lesson.fence);
+        });
+    }
     if (lesson.holdUntilMs) {
         const std::int64_t until = *lesson.holdUntilMs;
         (void)store.quick([&](QuotaLimiter& l) {

@@ -121,6 +121,11 @@ public:
         std::optional<std::int64_t> holdUntilMs;
         std::string holdWhat;
         bool planRejected = false; // the subscription plan's window is used up (a hold until its reset)
+        // What the provider says remains of its requests (more than 0: 0 is a hold) until
+        // requestsUntilMs (its reset, cut like a hold): no more admissions before then.
+        std::optional<std::int64_t> requestsLeft;
+        std::int64_t requestsUntilMs = 0;
+        std::uint64_t fence = 0; // the answered request's admission (its caller sets it; 0: unknown)
         // A subscription plan's warning, the first of its window: the history event's words.
         std::string warning;
         // The provider's own limits per minute (-1: not in this answer) and a subscription
@@ -130,7 +135,10 @@ public:
         std::string model;
         bool tell = false;
         // Whether learnFromHeaders has store work to do (most answers: none).
-        [[nodiscard]] bool needsStore() const { return holdUntilMs.has_value() || tell || !warning.empty(); }
+        [[nodiscard]] bool needsStore() const
+        {
+            return holdUntilMs.has_value() || requestsLeft.has_value() || tell || !warning.empty();
+        }
     };
 
     // Counts by CountingRule::forProvider(provider).

@@ -552,6 +552,14 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
             return d;
         }
     }
+    // The provider's own word on what is left before its reset binds whatever Tollgate's limits allow.
+    // A call in flight will restate it when it answers (a ring); with none, only the reset frees room.
+    if (p.remainingRequests <= 0 && remainderApplies(p, l, r.model, nowMs)) {
+        d.reason = WaitReason::Backoff;
+        if (p.slots.empty())
+            d.retryAtMs = std::min(p.remainingUntilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
+        return d;
+    }
     const Usage cost = costOf(r);
     for (const auto& sc : p.scopes) {
         if (!sc.model.empty() && !l.models.count(sc.model))
@@ -632,6 +640,8 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
     }
     if (ticket != 0)
         dequeue(p, ticket);
+    if (remainderApplies(p, l, r.model, nowMs))
+        p.remainingRequests = std::max<std::int64_t>(0, p.remainingRequests - 1);
     p.lastAdmitMs = nowMs;
     ++p.admittedTotal;
     return d;
@@ -699,7 +709,38 @@ QuotaPolicy::HoldChange QuotaPolicy::applyHold(
         return {};
     p.backoffUntilMs = until;
     p.paceUntilMs = std::max(p.paceUntilMs, IntMath::plusSaturated(until, l.windowMs));
+    p.remainingRequests = 1;
+    p.remainingUntilMs = IntMath::plusSaturated(until, l.windowMs);
+    p.remainingScope.clear();
     return { true, inForce <= nowMs || until - inForce > HOLD_NOTE_MS };
+}
+
+bool QuotaPolicy::applyRemaining(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+    std::string_view model, std::int64_t left, std::int64_t untilMs)
+{
+    const auto classes = l.classesOf(model);
+    const std::string scope = classes.empty() ? std::string() : classes.front();
+    const std::int64_t until = std::min(untilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
+    if (until <= nowMs)
+        return false;
+    const std::int64_t count = std::clamp<std::int64_t>(left, 0, std::int64_t(1) << 40);
+    if (p.remainingRequests == count && p.remainingUntilMs == until && p.remainingScope == scope)
+        return false;
+    p.remainingRequests = count;
+    p.remainingUntilMs = until;
+    p.remainingScope = scope;
+    return true;
+}
+
+bool QuotaPolicy::remainderApplies(
+    const ProviderState& p, const ProviderLimits& l, std::string_view model, std::int64_t nowMs)
+{
+    if (nowMs >= p.remainingUntilMs)
+        return false;
+    if (p.remainingScope.empty())
+        return true;
+    const auto classes = l.classesOf(model);
+    return !classes.empty() && classes.front() == p.remainingScope;
 }
 
 std::int64_t QuotaPolicy::backoffUntil(const ProviderState& p, std::int64_t nowMs)
@@ -719,6 +760,7 @@ bool QuotaPolicy::boundTimes(QuotaState& s, ProviderState& p, const ProviderLimi
     atMost(p.backoffUntilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
     atMost(p.paceUntilMs,
         IntMath::plusSaturated(std::max(p.backoffUntilMs, nowMs), std::max<std::int64_t>(0, l.windowMs)));
+    atMost(p.remainingUntilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
     atMost(p.lastAdmitMs, nowMs);
     atMost(p.last429Ms, nowMs);
     atMost(p.pausedAtMs, nowMs);

@@ -180,6 +180,19 @@ public:
     };
     static HoldChange applyHold(
         ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::int64_t untilMs);
+    // The provider's answer for `model` said `left` requests remain until untilMs (less those
+    // admitted after the answered request, which the word may not count: the backend's part):
+    // until then at most that many more admissions of the model's scope (its first class; none:
+    // the whole provider), each admission taking one. The latest word replaces the one kept: it
+    // counts every request the provider received, those still in flight included. A hold
+    // (applyHold) leaves one request to the whole provider for the window after its end: the
+    // reset frees room for the next request, and the next answer says how much more. false: nothing changed (a time already past, the same word).
+    static bool applyRemaining(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+        std::string_view model, std::int64_t left, std::int64_t untilMs);
+    // Whether the kept remainder applies to a request for `model` now (in force, and the model's
+    // first class is its scope, or it is the provider's).
+    [[nodiscard]] static bool remainderApplies(
+        const ProviderState& p, const ProviderLimits& l, std::string_view model, std::int64_t nowMs);
     // An admission at atMs counted an estimate and really used delta more (or less, negative):
     // the difference goes into the window bucket (and day) that counted it, in every scope the
     // model counts in; input and output only in scopes that split. false: nothing to do.

@@ -1,5 +1,7 @@
 #include "quota/quotastate.h"
 
+#include "quota/quotalimits.h"
+
 #include <bit>
 #include <cstring>
 
@@ -212,6 +214,15 @@ bool needsVersion4(const QuotaState& s)
     return false;
 }
 
+bool needsVersion6(const QuotaState& s)
+{
+    for (const auto& p : s.providers) {
+        if (p.remainingUntilMs != 0)
+            return true;
+    }
+    return false;
+}
+
 bool needsVersion5(const QuotaState& s)
 {
     for (const auto& p : s.providers) {
@@ -244,9 +255,10 @@ std::string QuotaState::encode() const
 {
     Writer w;
     w.u32(PAYLOAD_MAGIC);
-    const bool v5 = needsVersion5(*this);
+    const bool v6 = needsVersion6(*this);
+    const bool v5 = v6 || needsVersion5(*this);
     const bool v4 = v5 || needsVersion4(*this);
-    w.u32(v5 ? FORMAT_VERSION : v4 ? 4 : PLAIN_FORMAT_VERSION);
+    w.u32(v6 ? FORMAT_VERSION : v5 ? 5 : v4 ? 4 : PLAIN_FORMAT_VERSION);
     w.u64(nextFence);
     w.u64(nextTicket);
     w.u8(pausedAll ? 1 : 0);
@@ -278,6 +290,11 @@ std::string QuotaState::encode() const
             w.i64(p.plan.fiveHourResetMs);
             w.i64(p.plan.sevenDayPermille);
             w.i64(p.plan.sevenDayResetMs);
+        }
+        if (v6) {
+            w.i64(p.remainingRequests);
+            w.i64(p.remainingUntilMs);
+            w.str(p.remainingScope);
         }
         w.u16(static_cast<std::uint16_t>(p.scopes.size()));
         for (const auto& s : p.scopes) {
@@ -386,6 +403,14 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
                 || badTime(u.sevenDayResetMs))
                 return bad(r, "invalid plan usage");
             u.status = static_cast<PlanUsage::Status>(status);
+        }
+        if (version >= 6) {
+            if (!r.i64(p.remainingRequests) || !r.i64(p.remainingUntilMs) || !r.str(p.remainingScope))
+                return bad(r, "truncated provider");
+            if (p.remainingRequests < 0 || p.remainingRequests > (std::int64_t(1) << 40) || p.remainingUntilMs < 0
+                || p.remainingUntilMs > RollingWindow::MAX_TIME_MS
+                || (!p.remainingScope.empty() && !QuotaLimits::validateName("model", p.remainingScope)))
+                return bad(r, "invalid stated remainder");
         }
         if (!r.u16(nScopes))
             return bad(r, "truncated provider");

@@ -115,6 +115,13 @@ struct ProviderState
     std::int64_t reportedOutputTokens = -1; // format 5
     std::string reportedScope; // the class the reported limits are for; empty: the provider
     PlanUsage plan; // format 5: a subscription plan's windows, as last stated
+    // Format 6: what the provider's latest answer said is left of its requests until its reset
+    // (its rate-limit headers), for the class remainingScope ('' the whole provider): until
+    // remainingUntilMs no more than remainingRequests admissions, whatever Tollgate's own
+    // limits allow; each admission in that time takes one. remainingUntilMs 0: nothing said.
+    std::int64_t remainingRequests = 0;
+    std::int64_t remainingUntilMs = 0;
+    std::string remainingScope;
     std::vector<ScopeWindow> scopes;
     std::vector<Slot> slots;
     std::vector<Waiter> queue; // FIFO: ascending ticket
@@ -125,17 +132,19 @@ struct ProviderState
 
 struct QuotaState
 {
-    static constexpr std::uint32_t FORMAT_VERSION = 5;
+    static constexpr std::uint32_t FORMAT_VERSION = 6;
     // The version written while no scope splits tokens or counts a day: a home whose limits use
     // none of version 4's metrics stays readable by the versions before it. Version 4 is written
     // while nothing of version 5 (reported input/output limits or their class, a plan's usage)
-    // is kept, version 5 only once it is.
+    // is kept, version 5 only once it is, version 6 only while a provider's stated remainder
+    // is kept (ProviderState::remaining*).
     static constexpr std::uint32_t PLAIN_FORMAT_VERSION = 3;
     // Still read (and rewritten as FORMAT_VERSION or PLAIN_FORMAT_VERSION): version 1 has slots
     // and waiters without namespace, start time and lease (docs/PROTOCOL.md says how such
     // holders are judged); versions 1 and 2 have no provider-reported limits (read as "not
     // reported"); versions 1 to 3 have no input/output split and no day (read as none); versions 1
-    // to 4 no reported input/output limits and no plan usage (read as not reported).
+    // to 4 no reported input/output limits and no plan usage (read as not reported); versions 1
+    // to 5 no stated remainder (read as none).
     static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
     static constexpr std::size_t MAX_PROVIDERS = 64;
     static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)

@@ -396,6 +396,17 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         && (!text(j, "rs", p.reportedScope)
             || (!p.reportedScope.empty() && !QuotaLimits::validateName("model", p.reportedScope))))
         return bad("a provider state's reported scope is not a class name");
+    // What the provider said remains until its reset (ops.remaining, ops.hold): absent until said.
+    if (j.contains("qu")) {
+        if (!integer(j, "qu", p.remainingUntilMs) || !integer(j, "ql", p.remainingRequests)
+            || p.remainingUntilMs < 0 || p.remainingUntilMs > (std::int64_t(1) << 53) || p.remainingRequests < 0
+            || p.remainingRequests > (std::int64_t(1) << 40))
+            return bad("a provider state's stated remainder is not whole numbers in range");
+        if (j.contains("qs")
+            && (!text(j, "qs", p.remainingScope)
+                || (!p.remainingScope.empty() && !QuotaLimits::validateName("model", p.remainingScope))))
+            return bad("a provider state's stated remainder names no class");
+    }
     // A subscription plan's usage (noteLimits): absent until one is stated.
     if (auto pl = j.find("pl"); pl != j.end()) {
         std::int64_t status = 0;

@@ -560,7 +560,9 @@ const handler = (req, res) => {
     }
     if (req.method === 'GET' && req.url === '/_stats') {
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(stats));
+        // `gated`: the x-mock-ids of the answers held for a release now (a test releases those,
+        // not ones that arrive while it does).
+        res.end(JSON.stringify(Object.assign({ gated: [...gates.keys()] }, stats)));
         return;
     }
     const chunks = [];
