@@ -1980,6 +1980,19 @@ void TestProxy::neverMoreThanTheProviderSaysRemain()
     QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("gated")).toArray().size(), 2, 30000);
     QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 3);
     QCOMPARE(waiting(), 4);
+    // status says why: the provider's word, in JSON and in words.
+    const QJsonObject said = QJsonDocument::fromJson(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out)
+                                 .object()
+                                 .value(QStringLiteral("providers"))
+                                 .toArray()
+                                 .first()
+                                 .toObject()
+                                 .value(QStringLiteral("provider_remaining"))
+                                 .toObject();
+    QCOMPARE(said.value(QStringLiteral("requests")).toInt(-1), 0);
+    QVERIFY(said.value(QStringLiteral("reset_in_ms")).toInteger() > 0);
+    const Ran words = cli({ QStringLiteral("status") });
+    QVERIFY2(words.out.contains("PROVIDER: 0 request(s) left until its reset in"), words.out.constData());
     // Which callers went is the proxy's choice: the ones the mock holds now are released (not
     // the ones those releases let in, which arrive meanwhile).
     auto release = [&](int upstream) {

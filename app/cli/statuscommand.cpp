@@ -259,6 +259,12 @@ json providerJson(const ProcessProbe& probe, const ProviderLook& p)
     }
     j["classes"] = classes;
     j["provider_reported"] = reportedJson(cap, p.now);
+    // What the provider's latest answer said remains (less admissions since), until its reset.
+    j["provider_remaining"] = cap.providerRequestsLeft
+        ? json { { "requests", *cap.providerRequestsLeft },
+              { "reset_in_ms", std::max<std::int64_t>(0, cap.providerRequestsResetMs - p.now) },
+              { "class", cap.providerRequestsScope.empty() ? json(nullptr) : json(cap.providerRequestsScope) } }
+        : json(nullptr);
     j["limit_notices"] = cap.limitNotices;
     j["plan"] = planJson(cap, p.now);
     j["slots"] = slotsJson(probe, p.state, p.limits, p.now);
@@ -317,6 +323,11 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Prov
         if (const std::string words = QuotaFormat::planWords(p.capacity, now); !words.empty())
             console.say("  PLAN " + words);
     }
+    if (const auto& c = p.capacity; c.providerRequestsLeft)
+        console.say("  PROVIDER: " + std::to_string(*c.providerRequestsLeft) + " request(s) left"
+            + (c.providerRequestsScope.empty() ? std::string() : " for " + c.providerRequestsScope) + " until its reset in "
+            + QuotaFormat::seconds(((c.providerRequestsResetMs - now + 99) / 100) * 100)
+            + " (its last answer, less admissions since)");
     if (ps.paused)
         console.say("  PAUSED" + (ps.pauseReason.empty() ? std::string() : ": " + ps.pauseReason));
     if (const std::int64_t until = QuotaPolicy::backoffUntil(ps, now); until > now) {

@@ -198,6 +198,11 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
     c.backoffRemainingMs = inMs(QuotaPolicy::backoffUntil(p, nowMs), nowMs);
     c.consecutive429 = std::max<std::int32_t>(0, p.consecutive429);
     c.paceRemainingMs = c.backoffRemainingMs > 0 ? 0 : inMs(p.paceUntilMs, nowMs);
+    if (p.remainingUntilMs > nowMs) {
+        c.providerRequestsLeft = p.remainingRequests;
+        c.providerRequestsResetMs = p.remainingUntilMs;
+        c.providerRequestsScope = p.remainingScope;
+    }
 
     c.paused = s.pausedAll || p.paused;
     c.pausedAll = s.pausedAll && !p.paused;

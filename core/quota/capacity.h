@@ -106,6 +106,11 @@ struct ProviderCapacity
     std::int64_t backoffRemainingMs = 0; // 429 backoff still to run (bounded as the limiter bounds it)
     std::int32_t consecutive429 = 0;
     std::int64_t paceRemainingMs = 0; // after a backoff, admissions are spread until then
+    // What the provider's latest answer said remains of its requests until its reset, less what
+    // was admitted since (ProviderState::remaining*); nullopt: nothing said, or its reset passed.
+    std::optional<std::int64_t> providerRequestsLeft;
+    std::int64_t providerRequestsResetMs = 0; // when (unix ms)
+    std::string providerRequestsScope; // the class it is for; empty: the provider
 
     bool paused = false; // the provider or everything
     bool pausedAll = false; // paused because everything is
