@@ -247,36 +247,125 @@ end
 
 -- Limits ---------------------------------------------------------------------------------------
 
+local function isInt(v, lo, hi)
+    return type(v) == 'number' and v == v and math.floor(v) == v and v >= lo and v <= hi
+end
+
 local DEFAULT_LIMITS = { w = DEFAULT_WINDOW_MS, h = DEFAULT_HEADROOM_PERCENT, bb = DEFAULT_BACKOFF_BASE_MS,
     bc = DEFAULT_BACKOFF_CAP_MS, mh = DEFAULT_MAX_HOLD_MS }
 
--- The fields of issue 25's metrics, checked before they are used (a hostile or hand-written
--- value fails the operation closed, as the client refuses it): whole counts in range, a day
--- that is a table, class patterns that are short anchored strings with few wildcards (each
--- ".*" backtracks, inside the server).
-local MAX_LIMIT = 1099511627776 -- QuotaLimits::MAX_COUNT
-local function validTerms(l)
-    local function count(v) return v == nil or (type(v) == 'number' and v == math.floor(v) and v >= 1 and v <= MAX_LIMIT) end
-    local function budget(b)
-        if b == nil then return true end
-        return type(b) == 'table' and count(b.r) and count(b.t) and count(b.it) and count(b.ot)
+-- A provider's limits as the client stores them (RedisStateCodec::compactLimits), checked field by
+-- field against the ranges QuotaLimits::validate and RedisStateCodec::parseCompactLimits apply:
+-- nil when they hold, else the problem, naming the field. Anyone who can write to the Redis can
+-- write anything into the limits key, and the client calls such limits corrupt: the script must
+-- not enforce them either (`"h":100000` made every request count as a thousandth of one). So an
+-- operation that needs them fails closed, before it writes anything.
+local BUDGET_KEYS = { { 'r', 'requests' }, { 't', 'tokens' }, { 'it', 'input_tokens' }, { 'ot', 'output_tokens' } }
+local LEARNED_KEYS = { requests = 'r', tokens = 't', input_tokens = 'it', output_tokens = 'ot' }
+local function shownValue(v)
+    if type(v) == 'number' then return string.format('%.17g', v) end
+    if type(v) == 'string' then return '"' .. string.sub(v, 1, 40) .. '"' end
+    if v == nil then return 'nothing' end
+    return 'a ' .. type(v)
+end
+local function rangeProblem(v, name, lo, hi, required)
+    if v == nil then
+        if required then return name .. ' is missing' end
+        return nil
     end
-    if not (count(l.it) and count(l.ot) and budget(l.d)) then return false end
-    if l.dz ~= nil and (type(l.dz) ~= 'string' or #l.dz > 80) then return false end
-    if l.m == nil then return true end
-    if type(l.m) ~= 'table' then return false end
-    for _, ml in pairs(l.m) do
-        if type(ml) ~= 'table' or not (count(ml.it) and count(ml.ot) and budget(ml.d)) then return false end
-        if ml.p ~= nil then
-            if type(ml.p) ~= 'table' or #ml.p < 1 or #ml.p > 16 then return false end
-            for _, pat in ipairs(ml.p) do
-                if type(pat) ~= 'string' or #pat > 520 or string.sub(pat, 1, 1) ~= '^' then return false end
-                local _, stars = string.gsub(pat, '%.%*', '')
-                if stars > 3 then return false end
-            end
+    if not isInt(v, lo, hi) then
+        return name .. ' must be a whole number from ' .. lo .. ' to ' .. hi .. ' (got ' .. shownValue(v) .. ')'
+    end
+    return nil
+end
+local function validName(name)
+    return type(name) == 'string' and #name >= 1 and #name <= 64 and not string.find(name, '[^%w%._%-:@]')
+end
+-- The per-window budget of a scope (the provider, or a class: o) and its day (o.d).
+local function budgetProblem(o, where)
+    for _, k in ipairs(BUDGET_KEYS) do
+        local why = rangeProblem(o[k[1]], where .. k[1] .. ' (' .. k[2] .. ')', 1, LIMIT_MAX_COUNT, false)
+        if why then return why end
+    end
+    if o.d == nil then return nil end
+    if type(o.d) ~= 'table' then return where .. 'd (per_day) is not an object' end
+    for _, k in ipairs(BUDGET_KEYS) do
+        local day = o.d[k[1]]
+        local why = rangeProblem(day, where .. 'd.' .. k[1] .. ' (per_day.' .. k[2] .. ')', 1, LIMIT_MAX_COUNT, false)
+        if why then return why end
+        if day ~= nil and o[k[1]] ~= nil and day < o[k[1]] then
+            return where .. 'd.' .. k[1] .. ' (per_day.' .. k[2] .. ') is below ' .. k[1] .. ' per window'
         end
     end
-    return true
+    return nil
+end
+local function learnedProblem(o, where)
+    if o.ln ~= nil and type(o.ln) ~= 'boolean' then return where .. 'ln (learn) is not true or false' end
+    if o.ld == nil then return nil end
+    if type(o.ld) ~= 'table' then return where .. 'ld (learned) is not a list of names' end
+    local previous = ''
+    for _, name in ipairs(o.ld) do
+        if type(name) ~= 'string' or not LEARNED_KEYS[name] or o[LEARNED_KEYS[name]] == nil or name <= previous then
+            return where .. 'ld (learned) names ' .. shownValue(name) .. ': not a set limit, or out of order'
+        end
+        previous = name
+    end
+    return nil
+end
+local function patternsProblem(ml, where)
+    if ml.g == nil and ml.p == nil then return nil end
+    if type(ml.g) ~= 'table' or type(ml.p) ~= 'table' or #ml.g < 1 or #ml.g > LIMIT_MAX_PATTERNS
+        or #ml.p ~= #ml.g then
+        return where .. 'g and p (match) are not 1 to ' .. LIMIT_MAX_PATTERNS .. ' patterns each, as many of both'
+    end
+    for i, glob in ipairs(ml.g) do
+        if type(glob) ~= 'string' or #glob < 1 or #glob > LIMIT_MAX_PATTERN or string.find(glob, '[%c,]') then
+            return where .. 'g (match) holds a pattern that is empty, too long or holds a control character or a comma'
+        end
+        local _, globStars = string.gsub(glob, '%*', '')
+        local pat = ml.p[i]
+        if type(pat) ~= 'string' or #pat > 4 * LIMIT_MAX_PATTERN + 8 or string.sub(pat, 1, 1) ~= '^' then
+            return where .. 'p holds a script pattern that is not an anchored string of its size'
+        end
+        -- Each ".*" backtracks, inside the server: no more than the glob's own '*'s allow.
+        local _, stars = string.gsub(pat, '%.%*', '')
+        if globStars > LIMIT_MAX_STARS or stars > LIMIT_MAX_STARS then
+            return where .. 'a model pattern has more than ' .. LIMIT_MAX_STARS .. ' \'*\''
+        end
+    end
+    return nil
+end
+local function limitsProblem(provider, l)
+    if type(l) ~= 'table' then return 'the limits are not a JSON object' end
+    if not validName(provider) then return 'the provider\'s name is not one Tollgate gives' end
+    local why = budgetProblem(l, '')
+        or rangeProblem(l.w, 'w (window, ms)', LIMIT_MIN_WINDOW_MS, LIMIT_MAX_WINDOW_MS, true)
+        or rangeProblem(l.par, 'par (parallel)', 1, LIMIT_MAX_PARALLEL, false)
+        or rangeProblem(l.h, 'h (headroom_percent)', 1, 100, true)
+        or rangeProblem(l.bb, 'bb (backoff base, ms)', 1, MAX_BACKOFF_MS, true)
+        or rangeProblem(l.bc, 'bc (backoff cap, ms)', 1, MAX_BACKOFF_MS, true)
+        or rangeProblem(l.mh, 'mh (max hold, ms)', LIMIT_MIN_HOLD_MS, MAX_HOLD_MS, true)
+        or learnedProblem(l, '')
+    if why then return why end
+    if l.bb > l.bc then return 'bb (backoff base) is above bc (backoff cap)' end
+    if l.dz ~= nil and (type(l.dz) ~= 'string' or #l.dz < 1 or #l.dz > 80) then
+        return 'dz (day_resets) is not a day reset'
+    end
+    if l.m == nil then return nil end
+    if type(l.m) ~= 'table' then return 'm (models) is not an object' end
+    local n = 0
+    for name, ml in pairs(l.m) do
+        n = n + 1
+        if not validName(name) then return 'm (models) names a class that is not a model name' end
+        local where = 'm.' .. name .. '.'
+        if type(ml) ~= 'table' then return where .. ' is not an object' end
+        why = budgetProblem(ml, where)
+            or rangeProblem(ml.w, where .. 'w (window, ms)', LIMIT_MIN_WINDOW_MS, LIMIT_MAX_WINDOW_MS, true)
+            or patternsProblem(ml, where) or learnedProblem(ml, where)
+        if why then return why end
+    end
+    if n > LIMIT_MAX_MODELS then return 'm (models) holds more than ' .. LIMIT_MAX_MODELS .. ' classes' end
+    return nil
 end
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
@@ -284,9 +373,10 @@ local function limitsOf(provider)
     local l = false
     if raw then
         local ok, v = pcall(cjson.decode, raw)
-        if not ok or type(v) ~= 'table' or type(v.w) ~= 'number' or type(v.h) ~= 'number'
-            or not validTerms(v) then
-            return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' do not parse'
+        local why = 'not JSON'
+        if ok then why = limitsProblem(provider, v) end
+        if why then
+            return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' are corrupt: ' .. why
         end
         l = v
     end
@@ -370,9 +460,6 @@ end
 
 -- State ----------------------------------------------------------------------------------------
 
-local function isInt(v, lo, hi)
-    return type(v) == 'number' and v == v and math.floor(v) == v and v >= lo and v <= hi
-end
 local function checkFields(t, spec)
     if type(t) ~= 'table' then return false end
     for k, kind in pairs(spec) do
