@@ -15,6 +15,7 @@
 #include "testsupport.h"
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
@@ -42,6 +43,10 @@ private Q_SLOTS:
     void cleanup();
     void corruptLimitsAdmitNobody_data();
     void corruptLimitsAdmitNobody();
+    void aUserWithoutChannelsChangesNothing();
+    void aHistoryKeyOfTheWrongTypeSpendsNothing();
+    void theDocumentedAclRunsTheWholeCli_data();
+    void theDocumentedAclRunsTheWholeCli();
 
 private:
     // The CLI on the test's home (--home after the command words).
@@ -53,6 +58,53 @@ private:
         all.insert(at, QStringLiteral("--home"));
         all.insert(at + 1, m_home);
         return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), all, limitMs);
+    }
+    // The CLI as the Redis user `user` (password "pw"), on the test's home.
+    Ran cliAs(const QString& user, const QStringList& args, int limitMs = 60000) const
+    {
+        QStringList all = args;
+        const qsizetype at
+            = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
+        all.insert(at, QStringLiteral("--home"));
+        all.insert(at + 1, userHome(user));
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.insert(QStringLiteral("TOLLGATE_REDIS_PASSWORD"), QStringLiteral("pw"));
+        p.setProcessEnvironment(env);
+        p.start(QStringLiteral(TOLLGATE_CLI_PATH), all);
+        if (!p.waitForStarted(10000))
+            return { -3, {}, "did not start" };
+        if (!p.waitForFinished(limitMs)) {
+            p.kill();
+            p.waitForFinished(10000);
+            return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
+        }
+        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
+            p.readAllStandardError() };
+    }
+    [[nodiscard]] QString userHome(const QString& user) const
+    {
+        return QStringLiteral("redis://%1@127.0.0.1:%2?prefix=closed").arg(user).arg(m_redis->port());
+    }
+    // The ACL docs/RELIABILITY.md gives a Tollgate user (its `ACL SETUSER tollgate ...` line),
+    // for this test's prefix, as redis-cli arguments: what the test runs is what the page says.
+    static QStringList documentedAcl(const QString& user)
+    {
+        QFile doc(QStringLiteral(TOLLGATE_TEST_DATA "/../../docs/RELIABILITY.md"));
+        if (!doc.open(QIODevice::ReadOnly))
+            return {};
+        for (const QByteArray& line : doc.readAll().split('\n')) {
+            if (!line.startsWith("ACL SETUSER tollgate "))
+                continue;
+            QStringList rules = QString::fromUtf8(line.trimmed()).split(QLatin1Char(' '), Qt::SkipEmptyParts);
+            for (QString& r : rules) {
+                r.replace(QStringLiteral("{tollgate}"), QStringLiteral("{closed}"));
+                r.replace(QStringLiteral(">PASSWORD"), QStringLiteral(">pw"));
+            }
+            rules[2] = user;
+            return rules;
+        }
+        return {};
     }
     // redis-cli on the test's server, as an operator (or an intruder) would write to it.
     Ran redisCli(const QStringList& args) const
@@ -156,6 +208,135 @@ void TestRedisFailClosed::corruptLimitsAdmitNobody()
     const Ran status = cli({ QStringLiteral("status") });
     QCOMPARE(status.code, 3);
     QVERIFY2(status.err.contains(key("limits").toUtf8()), status.err.constData());
+}
+
+void TestRedisFailClosed::aUserWithoutChannelsChangesNothing()
+{
+    // Redis 7 gives a new user no channel (resetchannels, unless acl-pubsub-default says
+    // otherwise): the script's PUBLISH was refused after it had written the state, so `pause`
+    // exited 3 with the provider paused and failed acquires spent requests. Now the script
+    // checks the user's permissions before its first write: refused, nothing changed.
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 5 --window 600")).code, 0);
+    QStringList acl = documentedAcl(QStringLiteral("nochannels"));
+    QVERIFY2(!acl.isEmpty(), "docs/RELIABILITY.md has no `ACL SETUSER tollgate` line");
+    acl.removeIf([](const QString& r) { return r.startsWith(QLatin1Char('&')); });
+    const Ran made = redisCli(acl);
+    QVERIFY2(made.out.startsWith("OK"), made.out.constData());
+    const Ran paused = cliAs(QStringLiteral("nochannels"), words("pause api"));
+    QCOMPARE(paused.code, 3);
+    Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QCOMPARE(r.code, 0);
+    QVERIFY2(!r.out.contains("\"paused\":true"), r.out.constData());
+    for (int i = 0; i < 5; ++i) {
+        r = cliAs(QStringLiteral("nochannels"), words("acquire api --caller c --timeout 1"));
+        QCOMPARE(r.code, 3);
+    }
+    QCOMPARE(admissions(), 0);
+    // All 5 requests are still there for a user who may publish.
+    for (int i = 0; i < 5; ++i)
+        QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 0);
+    // And the refusal said why.
+    QVERIFY2(paused.err.contains("PUBLISH") && paused.err.contains("nothing was changed"), paused.err.constData());
+}
+
+void TestRedisFailClosed::aHistoryKeyOfTheWrongTypeSpendsNothing()
+{
+    // The history stream replaced by a string: every acquire failed (XADD after the state was
+    // written) yet spent its request. Now refused before the first write, naming the key.
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 3 --window 600")).code, 0);
+    QVERIFY(redisCli({ QStringLiteral("SET"), key("history"), QStringLiteral("x") }).out.startsWith("OK"));
+    Ran refused;
+    for (int i = 0; i < 5; ++i) {
+        refused = cli(words("acquire api --caller c --timeout 1"));
+        QCOMPARE(refused.code, 3);
+    }
+    QCOMPARE(cli(words("pause api")).code, 3);
+    QVERIFY(redisCli({ QStringLiteral("DEL"), key("history") }).out.startsWith("1"));
+    for (int i = 0; i < 3; ++i) {
+        const Ran r = cli(words("acquire api --caller c --timeout 0"));
+        QVERIFY2(r.code == 0, r.err.constData());
+    }
+    QCOMPARE(admissions(), 3);
+    QVERIFY2(refused.err.contains(key("history").toUtf8()) && refused.err.contains("nothing was changed"),
+        refused.err.constData());
+    // A stream of the right type that cannot take another entry (its last id is the largest
+    // there is): the admission, already written, is not reported as a failure; the lost
+    // history is a warning.
+    QVERIFY(redisCli({ QStringLiteral("DEL"), key("history") }).code == 0);
+    QVERIFY(redisCli({ QStringLiteral("XADD"), key("history"), QStringLiteral("18446744073709551615-18446744073709551615"),
+                QStringLiteral("e"), QStringLiteral("{}") })
+                .code
+        == 0);
+    QCOMPARE(cli(words("limits set api --requests 4 --window 600")).code, 0);
+    const Ran warned = cli(words("acquire api --caller c --timeout 0"));
+    QVERIFY2(warned.code == 0, warned.err.constData());
+    QVERIFY2(warned.err.contains("warning") && warned.err.contains("history event(s) not written"),
+        warned.err.constData());
+    QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 1); // the 4th request was spent
+}
+
+void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli_data()
+{
+    // The documented line allows both ways the client runs the script; each alone suffices.
+    QTest::addColumn<QStringList>("without");
+    QTest::newRow("as documented") << QStringList {};
+    QTest::newRow("functions only") << QStringList { QStringLiteral("+evalsha"), QStringLiteral("+script|load") };
+    QTest::newRow("scripts only") << QStringList { QStringLiteral("+fcall"), QStringLiteral("+function|load") };
+}
+
+void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli()
+{
+    // Every command of the CLI, as a user with exactly the ACL docs/RELIABILITY.md gives (and
+    // no more), including a waiter woken through the home's channel.
+    QFETCH(QStringList, without);
+    QVERIFY(startRedis());
+    QStringList acl = documentedAcl(QStringLiteral("tg"));
+    QVERIFY2(!acl.isEmpty(), "docs/RELIABILITY.md has no `ACL SETUSER tollgate` line");
+    for (const QString& rule : without)
+        QVERIFY(acl.removeAll(rule) == 1);
+    const Ran made = redisCli(acl);
+    QVERIFY2(made.out.startsWith("OK"), made.out.constData());
+    const QString user = QStringLiteral("tg");
+    const QString exported = m_dir->path() + QStringLiteral("/limits.json");
+    for (const char* command : { "limits set api --requests 50 --window 60 --parallel 1", "limits show",
+             "acquire api --caller c", "acquire api --caller c --tokens 10 --model m", "report-ok api --caller c",
+             "report-429 api --caller c --retry-after 0.01", "reset-backoff api", "pause api", "resume api",
+             "pause", "resume", "status", "status --json", "history", "history --json", "release-stale",
+             "run api --caller r -- true", "limits remove api" }) {
+        const Ran r = cliAs(user, words(command));
+        QVERIFY2(r.code == 0, qPrintable(QString::fromLatin1(command) + QStringLiteral(": ") + QString::fromLocal8Bit(r.err)));
+    }
+    QCOMPARE(cliAs(user, words("limits set api --requests 50 --window 60 --parallel 1")).code, 0);
+    Ran r = cliAs(user, words("limits export"));
+    QCOMPARE(r.code, 0);
+    QFile f(exported);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(r.out);
+    f.close();
+    r = cliAs(user, { QStringLiteral("limits"), QStringLiteral("import"), exported });
+    QVERIFY2(r.code == 0, r.err.constData());
+    // A slot held, a waiter behind it, woken when it is given back.
+    r = cliAs(user, words("acquire api --caller holder --slot --json"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    const QByteArray fenceText = r.out.mid(r.out.indexOf("\"fence\":") + 8);
+    const QString fence = QString::number(fenceText.left(fenceText.indexOf(',')).trimmed().toULongLong());
+    QProcess waiter;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert(QStringLiteral("TOLLGATE_REDIS_PASSWORD"), QStringLiteral("pw"));
+    waiter.setProcessEnvironment(env);
+    waiter.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("run"), QStringLiteral("--home"), userHome(user), QStringLiteral("api"),
+            QStringLiteral("--caller"), QStringLiteral("waiter"), QStringLiteral("--timeout"), QStringLiteral("60"),
+            QStringLiteral("--"), QStringLiteral("true") });
+    QVERIFY(waiter.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(
+        cliAs(user, words("status --json")).out.contains("\"waiting\":1"), 20000);
+    r = cliAs(user, { QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), fence });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY(waiter.waitForFinished(30000));
+    QCOMPARE(waiter.exitCode(), 0);
 }
 
 QTEST_GUILESS_MAIN(TestRedisFailClosed)

@@ -53,9 +53,13 @@ local op, now, channel, historyCap, a, myHost, deadF, deadT
 -- anything, asking for it (needday): the client computes it and calls again.
 local daySpans
 local events, ring, dirty, limitsCache -- dirty: state fields to write, field -> table
+-- What failed after the commit point (the history, a wake-up): the operation happened, the
+-- reply says so and carries these (warn), the client shows them as warnings.
+local afterCommit
 
 local function reply(t)
     t.ok = true
+    if afterCommit and #afterCommit > 0 then t.warn = table.concat(afterCommit, '; ') end
     return cmsgpack.pack(t)
 end
 local function refuse(kind, msg)
@@ -1126,12 +1130,31 @@ local function commit()
         end
         decoded[key] = { raw = raw, v = v }
     end
+    -- The state is the commit point: once it is written the operation happened. What follows
+    -- it (the history, the wake-ups) was checked by preflight() but may still fail (a stream
+    -- whose last id is the largest there is): reported as a warning with the reply, never as a
+    -- failure of an operation that took place.
     if #args > 0 then redis.call('HSET', KEYS[2], unpack(args)) end
+    local lost = 0
+    local why
     for _, e in ipairs(events) do
-        redis.call('XADD', KEYS[3], 'MAXLEN', '~', historyCap, '*', 'e', eventLine(e))
+        local r = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', historyCap, '*', 'e', eventLine(e))
+        if type(r) == 'table' and r.err then
+            lost = lost + 1
+            why = r.err
+        end
     end
-    if ring then redis.call('PUBLISH', channel .. 'ring', '1') end
-    if #args > 0 or #events > 0 then redis.call('PUBLISH', channel .. 'changed', '1') end
+    if lost > 0 then
+        afterCommit[#afterCommit + 1] = lost .. ' history event(s) not written to ' .. KEYS[3] .. ': ' .. why
+    end
+    local function wake(name)
+        local r = redis.pcall('PUBLISH', channel .. name, '1')
+        if type(r) == 'table' and r.err then
+            afterCommit[#afterCommit + 1] = 'waiters not woken on ' .. channel .. name .. ': ' .. r.err
+        end
+    end
+    if ring then wake('ring') end
+    if #args > 0 or #events > 0 then wake('changed') end
 end
 
 local function unknownProvider(provider)
@@ -1356,14 +1379,11 @@ function ops.importLimits()
     local existing = redis.call('HKEYS', KEYS[1])
     table.sort(existing)
     local count = #existing
+    local removed = {}
     if a.replace then
         for _, name in ipairs(existing) do
             if incoming[name] == nil then
-                redis.call('HDEL', KEYS[1], name)
-                redis.call('HDEL', KEYS[2], 'p:' .. name)
-                local e = event(EVENT.LIMITS, name)
-                e.reason = byWhom('removed by an import', a.who)
-                changedNames[#changedNames + 1] = name
+                removed[#removed + 1] = name
                 count = count - 1
             end
         end
@@ -1374,6 +1394,14 @@ function ops.importLimits()
             if not current then count = count + 1 end
             if count > MAX_PROVIDERS then return refuse('usage', 'at most ' .. MAX_PROVIDERS .. ' providers') end
         end
+    end
+    -- Refused above before anything is removed: a refused import changes nothing.
+    for _, name in ipairs(removed) do
+        redis.call('HDEL', KEYS[1], name)
+        redis.call('HDEL', KEYS[2], 'p:' .. name)
+        local e = event(EVENT.LIMITS, name)
+        e.reason = byWhom('removed by an import', a.who)
+        changedNames[#changedNames + 1] = name
     end
     for i, name in ipairs(a.names) do
         local value = a.values[i]
@@ -1825,6 +1853,36 @@ function ops.snapshot()
         home = redis.call('EXISTS', KEYS[4]) })
 end
 
+-- What can make an operation fail half-way (Redis does not roll a script back), checked before
+-- its first write: every key holds the type the script keeps there (or is absent), and the
+-- calling user may run every command the script writes with, on these keys and channels
+-- (Redis 7's default for a new user is no channel at all: a PUBLISH refused after the state
+-- was written made `pause` exit 3 with the provider paused). Writes are what the checks cover;
+-- a read the user may not do fails before anything is written anyway.
+local KEY_TYPES = { { 1, 'hash' }, { 2, 'hash' }, { 3, 'stream' }, { 4, 'string' }, { 5, 'hash' } }
+local READ_ONLY_OPS = { snapshot = true }
+local function preflight()
+    for _, k in ipairs(KEY_TYPES) do
+        local t = redis.call('TYPE', KEYS[k[1]])
+        if type(t) == 'table' then t = t.ok end
+        if t ~= 'none' and t ~= k[2] then
+            return refuse('corrupt', KEYS[k[1]] .. ' is a ' .. tostring(t) .. ' where Tollgate keeps a ' .. k[2]
+                .. ' (set there by something else?): nothing was changed')
+        end
+    end
+    if not redis.acl_check_cmd then return nil end -- before Redis 7: no channel permissions
+    local needs = { { 'HSET', KEYS[1], 'f', 'v' }, { 'HDEL', KEYS[1], 'f' }, { 'HSET', KEYS[2], 'f', 'v' },
+        { 'HDEL', KEYS[2], 'f' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' }, { 'SET', KEYS[4], 'v' },
+        { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'ring', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
+    for _, c in ipairs(needs) do
+        if not redis.acl_check_cmd(unpack(c)) then
+            return refuse('denied', 'this Redis user may not run ' .. c[1] .. ' on ' .. c[2]
+                .. ' (docs/RELIABILITY.md lists the ACL a Tollgate user needs): nothing was changed')
+        end
+    end
+    return nil
+end
+
 local function main(keys, args)
     KEYS, ARGV = keys, args
     op = ARGV[1]
@@ -1848,8 +1906,13 @@ local function main(keys, args)
     globalState, providerStates = nil, {}
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end
+    afterCommit = {}
     local f = ops[op]
     if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
+    if not READ_ONLY_OPS[op] then
+        local refusal = preflight()
+        if refusal then return refusal end
+    end
     local ok, result = pcall(f)
     if ok then return result end
     if type(result) == 'table' and result.needday then

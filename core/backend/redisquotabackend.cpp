@@ -196,8 +196,12 @@ Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& a
             return Error::make(ErrorKind::Usage, "", message);
         if (kind == "busy")
             return Error::make(ErrorKind::Busy, "", message);
+        if (kind == "denied")
+            return Error::make(ErrorKind::Permission, m_address.url(), message);
         return Error::make(ErrorKind::Corrupt, m_address.url(), message);
     }
+    if (auto warn = j.find("warn"); warn != j.end() && warn->is_string())
+        m_warnings.push_back(Error::make(ErrorKind::Io, m_address.url(), warn->get<std::string>()));
     return j;
 }
 

@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <utility>
 
 namespace tollgate {
 
@@ -90,7 +91,8 @@ public:
     void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override;
     [[nodiscard]] std::chrono::milliseconds maxSleep() const override { return MAX_SLEEP; }
     [[nodiscard]] std::string describe() const override { return m_address.url(); }
-    [[nodiscard]] std::vector<Error> takeWarnings() override { return {}; }
+    // What failed after an operation's commit (its history, a wake-up): the operation happened.
+    [[nodiscard]] std::vector<Error> takeWarnings() override { return std::exchange(m_warnings, {}); }
 
     [[nodiscard]] const std::string& host() const { return m_host; }
 
@@ -133,6 +135,7 @@ private:
     std::vector<std::pair<std::string, std::uint64_t>> m_uncertain;
     std::uint64_t m_nextRequestId;
     std::map<std::string, std::array<std::int64_t, 4>> m_days; // day reset text -> day starts
+    std::vector<Error> m_warnings; // the script's `warn`s, until taken
     mutable std::unique_ptr<RedisConnection> m_subscription;
     mutable std::uint32_t m_rings = 0;
 };
