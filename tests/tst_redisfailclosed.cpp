@@ -6,6 +6,7 @@
 // what is checked is what Redis holds afterwards, not only the exit code.
 
 #include "backend/quotalimiter.h"
+#include "backend/redisquotabackend.h"
 #include "backend/storefactory.h"
 #include "base/offsetclock.h"
 #include "helpers/redisserver.h"
@@ -47,6 +48,8 @@ private Q_SLOTS:
     void aHistoryKeyOfTheWrongTypeSpendsNothing();
     void theDocumentedAclRunsTheWholeCli_data();
     void theDocumentedAclRunsTheWholeCli();
+    void aStoppedServerEndsWaitersWithinTheirTimeout_data();
+    void aStoppedServerEndsWaitersWithinTheirTimeout();
 
 private:
     // The CLI on the test's home (--home after the command words).
@@ -337,6 +340,63 @@ void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli()
     QVERIFY2(r.code == 0, r.err.constData());
     QVERIFY(waiter.waitForFinished(30000));
     QCOMPARE(waiter.exitCode(), 0);
+}
+
+void TestRedisFailClosed::aStoppedServerEndsWaitersWithinTheirTimeout_data()
+{
+    // How the server goes (SIGSTOP: connections stay open, nothing answers; SIGKILL: refused),
+    // when (before the caller starts, or while it waits in the queue), and the caller's --timeout.
+    QTest::addColumn<bool>("kill");
+    QTest::addColumn<bool>("queuedFirst");
+    QTest::addColumn<int>("timeoutSeconds");
+    QTest::newRow("stopped while queued, --timeout 2") << false << true << 2;
+    QTest::newRow("stopped while queued, --timeout 4") << false << true << 4;
+    QTest::newRow("stopped before, --timeout 1") << false << false << 1;
+    QTest::newRow("killed while queued, --timeout 2") << true << true << 2;
+}
+
+void TestRedisFailClosed::aStoppedServerEndsWaitersWithinTheirTimeout()
+{
+    // A waiter's whole life is bounded by its --timeout plus RedisQuotaBackend::WAITER_GRACE
+    // (documented in docs/RELIABILITY.md). Before, the clean-up after the deadline (leaving the
+    // queue, giving back what the unanswered attempt may have taken) had 2 s per call: with
+    // --timeout 2 a waiter lived 8 s. This is a bound on a stopped server, not a measure of
+    // speed: the grace is several times what the clean-up needs.
+    QFETCH(bool, kill);
+    QFETCH(bool, queuedFirst);
+    QFETCH(int, timeoutSeconds);
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 100 --window 60 --parallel 1")).code, 0);
+    QCOMPARE(cli(words("acquire api --caller holder --slot")).code, 0); // held by this test process
+    if (!queuedFirst)
+        m_redis->pause();
+    QElapsedTimer life;
+    life.start();
+    QProcess waiter;
+    waiter.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--caller"), QStringLiteral("waiter"), QStringLiteral("--slot"),
+            QStringLiteral("--timeout"), QString::number(timeoutSeconds) });
+    QVERIFY(waiter.waitForStarted(10000));
+    if (queuedFirst) {
+        QTRY_VERIFY_WITH_TIMEOUT(
+            cli({ QStringLiteral("status"), QStringLiteral("--json") }).out.contains("\"waiting\":1"), 10000);
+        if (kill)
+            m_redis->stop();
+        else
+            m_redis->pause();
+    }
+    const bool ended = waiter.waitForFinished(timeoutSeconds * 1000 + 30000);
+    const qint64 lived = life.elapsed();
+    if (!kill)
+        m_redis->resume();
+    QVERIFY2(ended, "the waiter is still running 30 s past its --timeout");
+    const QByteArray said = waiter.readAllStandardError();
+    QCOMPARE(waiter.exitCode(), 3);
+    QVERIFY2(said.contains(QByteArray::number(m_redis->port())), said.constData()); // names the URL
+    const qint64 bound = timeoutSeconds * 1000 + RedisQuotaBackend::WAITER_GRACE.count();
+    QVERIFY2(lived <= bound,
+        qPrintable(QStringLiteral("lived %1 ms, more than --timeout + grace (%2 ms)").arg(lived).arg(bound)));
 }
 
 QTEST_GUILESS_MAIN(TestRedisFailClosed)
