@@ -21,6 +21,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 #include <atomic>
+#include <optional>
 #include <thread>
 
 using namespace tollgate;
@@ -50,6 +51,7 @@ private Q_SLOTS:
     void theDocumentedAclRunsTheWholeCli();
     void aStoppedServerEndsWaitersWithinTheirTimeout_data();
     void aStoppedServerEndsWaitersWithinTheirTimeout();
+    void aClientClockBehindKeepsItsPlace();
 
 private:
     // The CLI on the test's home (--home after the command words).
@@ -123,8 +125,8 @@ private:
     // Admissions the home's history holds (every admission is one event there).
     int admissions() const
     {
-        const Ran r = redisCli({ QStringLiteral("XRANGE"), key("history"), QStringLiteral("-"),
-            QStringLiteral("+") });
+        const Ran r = redisCli(
+            { QStringLiteral("XRANGE"), key("history"), QStringLiteral("-"), QStringLiteral("+") });
         return static_cast<int>(r.out.count("\"type\":\"admit\""));
     }
     bool startRedis(const QStringList& extra = {})
@@ -180,11 +182,13 @@ void TestRedisFailClosed::corruptLimitsAdmitNobody_data()
     row("tokens 2^41", QStringLiteral(R"("w":2000,"h":100,"t":2199023255552,)") + rest, "t (tokens)");
     row("no max hold", QStringLiteral(R"("w":2000,"h":100,"r":20,"bb":1000,"bc":60000)"), "mh (max hold");
     row("no window", QStringLiteral(R"("h":100,"r":20,)") + rest, "w (window");
-    row("backoff base above cap", QStringLiteral(R"("w":2000,"h":100,"r":20,"bb":90000,"bc":1000,"mh":600000)"),
+    row("backoff base above cap",
+        QStringLiteral(R"("w":2000,"h":100,"r":20,"bb":90000,"bc":1000,"mh":600000)"),
         "bb (backoff base) is above");
-    row("day below window", QStringLiteral(R"("w":2000,"h":100,"r":20,"d":{"r":5},)") + rest, "per_day.requests");
-    row("class window text", QStringLiteral(R"("w":2000,"h":100,"r":20,"m":{"x":{"w":"60000","r":1}},)") + rest,
-        "m.x.w");
+    row("day below window", QStringLiteral(R"("w":2000,"h":100,"r":20,"d":{"r":5},)") + rest,
+        "per_day.requests");
+    row("class window text",
+        QStringLiteral(R"("w":2000,"h":100,"r":20,"m":{"x":{"w":"60000","r":1}},)") + rest, "m.x.w");
     QTest::newRow("not JSON") << QStringLiteral("{\"w\":2000,") << QStringLiteral("not JSON");
     QTest::newRow("a list") << QStringLiteral("[1,2]") << QStringLiteral("w (window");
 }
@@ -202,7 +206,8 @@ void TestRedisFailClosed::corruptLimitsAdmitNobody()
     for (int i = 0; i < 5; ++i) {
         const Ran r = cli(words("acquire api --caller c --timeout 1"));
         QCOMPARE(r.code, 3);
-        QVERIFY2(r.err.contains(key("limits").toUtf8()) && r.err.contains(problem.toUtf8()), r.err.constData());
+        QVERIFY2(
+            r.err.contains(key("limits").toUtf8()) && r.err.contains(problem.toUtf8()), r.err.constData());
     }
     const Ran run = cli(words("run api --caller c --timeout 1 -- true"));
     QCOMPARE(run.code, 3);
@@ -240,7 +245,8 @@ void TestRedisFailClosed::aUserWithoutChannelsChangesNothing()
     for (int i = 0; i < 5; ++i)
         QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 0);
     // And the refusal said why.
-    QVERIFY2(paused.err.contains("PUBLISH") && paused.err.contains("nothing was changed"), paused.err.constData());
+    QVERIFY2(
+        paused.err.contains("PUBLISH") && paused.err.contains("nothing was changed"), paused.err.constData());
 }
 
 void TestRedisFailClosed::aHistoryKeyOfTheWrongTypeSpendsNothing()
@@ -268,8 +274,9 @@ void TestRedisFailClosed::aHistoryKeyOfTheWrongTypeSpendsNothing()
     // there is): the admission, already written, is not reported as a failure; the lost
     // history is a warning.
     QVERIFY(redisCli({ QStringLiteral("DEL"), key("history") }).code == 0);
-    QVERIFY(redisCli({ QStringLiteral("XADD"), key("history"), QStringLiteral("18446744073709551615-18446744073709551615"),
-                QStringLiteral("e"), QStringLiteral("{}") })
+    QVERIFY(redisCli({ QStringLiteral("XADD"), key("history"),
+                         QStringLiteral("18446744073709551615-18446744073709551615"), QStringLiteral("e"),
+                         QStringLiteral("{}") })
                 .code
         == 0);
     QCOMPARE(cli(words("limits set api --requests 4 --window 600")).code, 0);
@@ -285,8 +292,10 @@ void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli_data()
     // The documented line allows both ways the client runs the script; each alone suffices.
     QTest::addColumn<QStringList>("without");
     QTest::newRow("as documented") << QStringList {};
-    QTest::newRow("functions only") << QStringList { QStringLiteral("+evalsha"), QStringLiteral("+script|load") };
-    QTest::newRow("scripts only") << QStringList { QStringLiteral("+fcall"), QStringLiteral("+function|load") };
+    QTest::newRow("functions only") << QStringList { QStringLiteral("+evalsha"),
+        QStringLiteral("+script|load") };
+    QTest::newRow("scripts only") << QStringList { QStringLiteral("+fcall"),
+        QStringLiteral("+function|load") };
 }
 
 void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli()
@@ -304,12 +313,13 @@ void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli()
     const QString user = QStringLiteral("tg");
     const QString exported = m_dir->path() + QStringLiteral("/limits.json");
     for (const char* command : { "limits set api --requests 50 --window 60 --parallel 1", "limits show",
-             "acquire api --caller c", "acquire api --caller c --tokens 10 --model m", "report-ok api --caller c",
-             "report-429 api --caller c --retry-after 0.01", "reset-backoff api", "pause api", "resume api",
-             "pause", "resume", "status", "status --json", "history", "history --json", "release-stale",
-             "run api --caller r -- true", "limits remove api" }) {
+             "acquire api --caller c", "acquire api --caller c --tokens 10 --model m",
+             "report-ok api --caller c", "report-429 api --caller c --retry-after 0.01", "reset-backoff api",
+             "pause api", "resume api", "pause", "resume", "status", "status --json", "history",
+             "history --json", "release-stale", "run api --caller r -- true", "limits remove api" }) {
         const Ran r = cliAs(user, words(command));
-        QVERIFY2(r.code == 0, qPrintable(QString::fromLatin1(command) + QStringLiteral(": ") + QString::fromLocal8Bit(r.err)));
+        QVERIFY2(r.code == 0,
+            qPrintable(QString::fromLatin1(command) + QStringLiteral(": ") + QString::fromLocal8Bit(r.err)));
     }
     QCOMPARE(cliAs(user, words("limits set api --requests 50 --window 60 --parallel 1")).code, 0);
     Ran r = cliAs(user, words("limits export"));
@@ -331,11 +341,10 @@ void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli()
     waiter.setProcessEnvironment(env);
     waiter.start(QStringLiteral(TOLLGATE_CLI_PATH),
         { QStringLiteral("run"), QStringLiteral("--home"), userHome(user), QStringLiteral("api"),
-            QStringLiteral("--caller"), QStringLiteral("waiter"), QStringLiteral("--timeout"), QStringLiteral("60"),
-            QStringLiteral("--"), QStringLiteral("true") });
+            QStringLiteral("--caller"), QStringLiteral("waiter"), QStringLiteral("--timeout"),
+            QStringLiteral("60"), QStringLiteral("--"), QStringLiteral("true") });
     QVERIFY(waiter.waitForStarted(10000));
-    QTRY_VERIFY_WITH_TIMEOUT(
-        cliAs(user, words("status --json")).out.contains("\"waiting\":1"), 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(cliAs(user, words("status --json")).out.contains("\"waiting\":1"), 20000);
     r = cliAs(user, { QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), fence });
     QVERIFY2(r.code == 0, r.err.constData());
     QVERIFY(waiter.waitForFinished(30000));
@@ -397,6 +406,64 @@ void TestRedisFailClosed::aStoppedServerEndsWaitersWithinTheirTimeout()
     const qint64 bound = timeoutSeconds * 1000 + RedisQuotaBackend::WAITER_GRACE.count();
     QVERIFY2(lived <= bound,
         qPrintable(QStringLiteral("lived %1 ms, more than --timeout + grace (%2 ms)").arg(lived).arg(bound)));
+}
+
+void TestRedisFailClosed::aClientClockBehindKeepsItsPlace()
+{
+    // A caller whose clock is two minutes behind the server's queues first; a caller with a
+    // right clock queues after it. Before, the first one's deadline was written in its own
+    // clock's time, so the server judged it already past: the second caller's look removed
+    // it as a ghost ("vanished past its deadline"), took the head of the queue and the freed
+    // slot, and the first one waited until its timeout. Every queue time is the server's now.
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 100 --window 60 --parallel 1")).code, 0);
+    Ran r = cli(words("acquire api --caller holder --slot --json"));
+    QVERIFY2(r.code == 0, r.err.constData());
+    const QByteArray fenceText = r.out.mid(r.out.indexOf("\"fence\":") + 8);
+    const QString fence = QString::number(fenceText.left(fenceText.indexOf(',')).trimmed().toULongLong());
+
+    const OffsetClock behind(-std::chrono::minutes(2));
+    const ProcessProbe probe;
+    auto spec = HomeSpec::parse(m_home.toStdString());
+    QVERIFY(spec.ok());
+    auto backend = StoreFactory::openBackend(*spec, behind, probe); // the server's clock decides
+    QVERIFY2(backend.ok(), backend.ok() ? "" : backend.error().describe().c_str());
+    QuotaLimiter limiter(**backend, behind, probe);
+    std::atomic<int> outcome { -1 }; // 1 admitted, 0 refused
+    std::optional<Permit> permit;
+    std::jthread first([&] { // joined however the test ends
+        AdmitRequest request;
+        request.provider = "api";
+        request.caller = "behind";
+        request.wantsSlot = true;
+        auto p = limiter.acquire(request, behind.now() + std::chrono::seconds(30));
+        if (p)
+            permit.emplace(std::move(*p));
+        outcome = p ? 1 : 0;
+    });
+    auto waiting = [&](int n) {
+        return cli({ QStringLiteral("status"), QStringLiteral("--json") })
+            .out.contains(QStringLiteral("\"waiting\":%1").arg(n).toUtf8());
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(waiting(1), 20000);
+    auto second = TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--caller"), QStringLiteral("right"), QStringLiteral("--slot"),
+            QStringLiteral("--timeout"), QStringLiteral("60") });
+    QVERIFY(second->waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(waiting(2), 20000);
+    r = cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), fence });
+    QVERIFY2(r.code == 0, r.err.constData());
+    // The first in line gets the slot; the second still waits.
+    QTRY_VERIFY_WITH_TIMEOUT(outcome.load() != -1, 40000);
+    first.join();
+    QCOMPARE(outcome.load(), 1);
+    QCOMPARE(second->state(), QProcess::Running);
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(!history.out.contains("past its deadline"), history.out.constData());
+    QVERIFY(permit->release().ok()); // and then the second
+    QVERIFY(second->waitForFinished(30000));
+    QCOMPARE(second->exitCode(), 0);
 }
 
 QTEST_GUILESS_MAIN(TestRedisFailClosed)

@@ -1034,7 +1034,11 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
             end
             local wpid = r.pid
             if r.wpid > 0 then wpid = r.wpid end
-            local w = { tk = g.nt, pid = wpid, e = t, d = r.deadline, n = r.tokens, c = r.caller, m = r.model,
+            -- The deadline comes as the time the caller had left by its own clock: placed on the
+            -- server's, as every time the queue is judged by (a caller whose clock is behind
+            -- must not be taken for a ghost past its deadline and lose its place).
+            local deadline = plus(t, clamp(r.deadlineIn or 0, -NEVER, NEVER))
+            local w = { tk = g.nt, pid = wpid, e = t, d = deadline, n = r.tokens, c = r.caller, m = r.model,
                 s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS, rid = r.rid }
             g.nt = g.nt + 1
             dirty['g'] = g
@@ -1505,7 +1509,8 @@ function ops.hold()
     local l, refusal = knownLimits(a.provider)
     if refusal then return refusal end
     local p = providerOf(a.provider, l)
-    local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
+    -- The end comes as a distance from the client's now (its clock may be off): placed on ours.
+    local untilMs = math.min(plus(now, clamp(a.untilIn or 0, -NEVER, NEVER)), plus(now, MAX_STOP_MS))
     -- QuotaPolicy::applyHold: then the window's even pace for one window; a history event when
     -- the hold starts or moves the end in force on by more than HOLD_NOTE_MS.
     local inForce = backoffUntil(p, now)

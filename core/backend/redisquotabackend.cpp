@@ -150,7 +150,8 @@ Result<std::chrono::milliseconds> RedisQuotaBackend::cleanUpTimeout()
     const auto now = std::chrono::steady_clock::now();
     if (!m_cleanUpFrom)
         m_cleanUpFrom = now;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*m_cleanUpFrom + CLEAN_UP_BUDGET - now);
+    const auto left
+        = std::chrono::duration_cast<std::chrono::milliseconds>(*m_cleanUpFrom + CLEAN_UP_BUDGET - now);
     if (left.count() <= 0) {
         // Spent: this one is not sent. A later clean-up (a process that lives on) starts afresh.
         m_cleanUpFrom.reset();
@@ -188,7 +189,8 @@ Result<json> RedisQuotaBackend::call(
     // after it by CLEAN_UP_BUDGET: what else follows one (a release, a report) must not be lost
     // to a short --timeout.
     if (!m_uncertain.empty()) {
-        if (auto given = abandonUncertain(budget == Budget::CleanUp ? Budget::CleanUp : Budget::Normal); !given)
+        if (auto given = abandonUncertain(budget == Budget::CleanUp ? Budget::CleanUp : Budget::Normal);
+            !given)
             return given.error();
     }
     std::chrono::milliseconds timeout = std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT);
@@ -299,11 +301,16 @@ std::int64_t RedisQuotaBackend::clientNowMs() const
 Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 {
     const AdmitRequest& r = step.request;
+    const std::int64_t clientNow = clientNowMs();
+    const std::int64_t deadlineIn = step.deadlineInMs
+        ? *step.deadlineInMs
+        : std::clamp(r.deadlineMs, clientNow - RedisStateCodec::NEVER, clientNow + RedisStateCodec::NEVER)
+            - clientNow;
     json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
         { "tokens", r.tokens }, { "in", r.inputTokens }, { "out", r.outputTokens }, { "est", r.estimated },
-        { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid }, { "deadline", r.deadlineMs },
+        { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid }, { "deadlineIn", deadlineIn },
         { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
-        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNowMs() - step.startMs },
+        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNow - step.startMs },
         { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
     std::vector<std::uint64_t> deadF;
     std::vector<std::uint64_t> deadT;
@@ -510,8 +517,13 @@ Result<void> RedisQuotaBackend::resetBackoff(const std::string& provider, const 
 Result<void> RedisQuotaBackend::holdUntil(
     const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
+    // Sent as a distance from this host's now and placed on the server's clock there: a host
+    // whose clock is off holds the provider for the time it meant, not more or less.
+    const std::int64_t now = clientNowMs();
+    const std::int64_t in
+        = std::clamp(untilMs, now - RedisStateCodec::NEVER, now + RedisStateCodec::NEVER) - now;
     auto reply
-        = call("hold", packed(json { { "provider", provider }, { "until", untilMs }, { "reason", reason } }));
+        = call("hold", packed(json { { "provider", provider }, { "untilIn", in }, { "reason", reason } }));
     if (!reply)
         return reply.error();
     return {};

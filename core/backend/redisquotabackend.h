@@ -53,7 +53,8 @@ public:
     static constexpr std::chrono::milliseconds SUBSCRIBE_RETRY { 1000 };
     static constexpr std::chrono::milliseconds CLEAN_UP_BUDGET { 500 };
     static constexpr std::chrono::milliseconds WAITER_GRACE { 2000 };
-    static_assert(2 * MIN_ATTEMPT + CLEAN_UP_BUDGET < WAITER_GRACE, "room for starting and exiting the process");
+    static_assert(
+        2 * MIN_ATTEMPT + CLEAN_UP_BUDGET < WAITER_GRACE, "room for starting and exiting the process");
 
     // Connects (fails closed, naming the URL). `testClock`: decisions use its time instead of
     // the server's (tests only). `timeout` bounds the connect and each admission attempt (a

@@ -165,9 +165,10 @@ int main(int argc, char** argv)
     p.number("LIMIT_MIN_WINDOW_MS", QuotaLimits::MIN_WINDOW_MS, "QuotaLimits::MIN_WINDOW_MS");
     p.number("LIMIT_MAX_WINDOW_MS", QuotaLimits::MAX_WINDOW_MS, "QuotaLimits::MAX_WINDOW_MS");
     p.number("LIMIT_MIN_HOLD_MS", QuotaLimits::MIN_HOLD_MS, "QuotaLimits::MIN_HOLD_MS");
-    p.number("LIMIT_MAX_MODELS", static_cast<std::int64_t>(QuotaLimits::MAX_MODELS), "QuotaLimits::MAX_MODELS");
     p.number(
-        "LIMIT_MAX_PATTERNS", static_cast<std::int64_t>(QuotaLimits::MAX_PATTERNS), "QuotaLimits::MAX_PATTERNS");
+        "LIMIT_MAX_MODELS", static_cast<std::int64_t>(QuotaLimits::MAX_MODELS), "QuotaLimits::MAX_MODELS");
+    p.number("LIMIT_MAX_PATTERNS", static_cast<std::int64_t>(QuotaLimits::MAX_PATTERNS),
+        "QuotaLimits::MAX_PATTERNS");
     p.number(
         "LIMIT_MAX_PATTERN", static_cast<std::int64_t>(QuotaLimits::MAX_PATTERN), "QuotaLimits::MAX_PATTERN");
     p.number("LIMIT_MAX_STARS", static_cast<std::int64_t>(QuotaLimits::MAX_STARS), "QuotaLimits::MAX_STARS");
