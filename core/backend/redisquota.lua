@@ -27,7 +27,11 @@
 --
 -- Invariants:
 -- - All or nothing: a script that refuses returns before it writes anything; otherwise it
---   writes everything it decided at the end (Redis does not roll a script back).
+--   writes everything it decided at the end (Redis does not roll a script back). What could
+--   make a write fail (a key of another type, a command or channel the user's ACL denies) is
+--   checked before the first write (preflight); the state is the commit point, and the
+--   history and wake-ups after it are best effort, a failure there a warning in the reply.
+--   Limits are checked field by field before they are enforced (limitsProblem).
 -- - Numbers are integers below 2^53 (times in unix ms, counts bounded by the limits);
 --   NEVER (2^53) stands for "no time" (INT64_MAX in C++).
 -- - Liveness: the script cannot see processes. A holder or waiter of the calling host is
