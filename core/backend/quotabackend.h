@@ -42,6 +42,11 @@ struct AdmitStep
     std::uint64_t ticket = 0; // the queue ticket kept from an earlier step; 0: not queued
     bool enqueue = false; // queue the request when it is not admitted
     std::int64_t startMs = 0; // when the caller started waiting (for waited_ms)
+    // The caller's deadline as the time left until it, by the caller's clock, when this step
+    // was taken: a backend that decides on another clock (Redis: the server's) places the
+    // deadline on its own, so a caller whose clock is off keeps its place in the queue. Unset:
+    // request.deadlineMs less the backend's own idea of the caller's now.
+    std::optional<std::int64_t> deadlineInMs;
     WaitReason firstReason = WaitReason::None; // why it first waited (for the history)
     // Names this acquire across its steps (below 2^53): a backend whose calls can lose their
     // reply (Redis) gives back what an acquire took when it never heard the answer.

@@ -10,6 +10,10 @@ namespace tollgate {
 
 namespace {
 
+// The time left until a deadline, as a step carries it, is kept within 2^53 ms either way (a
+// backend may send it as a number exact in a Lua double).
+constexpr std::int64_t MAX_DEADLINE_IN_MS = std::int64_t(1) << 53;
+
 // The waits only a time ends: the policy's retry time is then the earliest admission (if
 // nothing else is admitted meanwhile). A queue ahead, held slots and a pause have none.
 bool endsInTime(WaitReason reason)
@@ -123,7 +127,11 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
 
     for (;;) {
         const std::uint32_t mark = m_backend->changeMark();
-        step.enqueue = deadlineMs > nowMs() && !(cancel && cancel->load());
+        const std::int64_t stepNow = nowMs();
+        step.enqueue = deadlineMs > stepNow && !(cancel && cancel->load());
+        step.deadlineInMs
+            = std::clamp<std::int64_t>(deadlineMs, stepNow - MAX_DEADLINE_IN_MS, stepNow + MAX_DEADLINE_IN_MS)
+            - stepNow;
         step.storeWait = storeWait();
         const std::int64_t asked = nowMs();
         auto outcome = m_backend->admit(step);

@@ -27,7 +27,11 @@
 --
 -- Invariants:
 -- - All or nothing: a script that refuses returns before it writes anything; otherwise it
---   writes everything it decided at the end (Redis does not roll a script back).
+--   writes everything it decided at the end (Redis does not roll a script back). What could
+--   make a write fail (a key of another type, a command or channel the user's ACL denies) is
+--   checked before the first write (preflight); the state is the commit point, and the
+--   history and wake-ups after it are best effort, a failure there a warning in the reply.
+--   Limits are checked field by field before they are enforced (limitsProblem).
 -- - Numbers are integers below 2^53 (times in unix ms, counts bounded by the limits);
 --   NEVER (2^53) stands for "no time" (INT64_MAX in C++).
 -- - Liveness: the script cannot see processes. A holder or waiter of the calling host is
@@ -53,9 +57,13 @@ local op, now, channel, historyCap, a, myHost, deadF, deadT
 -- anything, asking for it (needday): the client computes it and calls again.
 local daySpans
 local events, ring, dirty, limitsCache -- dirty: state fields to write, field -> table
+-- What failed after the commit point (the history, a wake-up): the operation happened, the
+-- reply says so and carries these (warn), the client shows them as warnings.
+local afterCommit
 
 local function reply(t)
     t.ok = true
+    if afterCommit and #afterCommit > 0 then t.warn = table.concat(afterCommit, '; ') end
     return cmsgpack.pack(t)
 end
 local function refuse(kind, msg)
@@ -247,36 +255,125 @@ end
 
 -- Limits ---------------------------------------------------------------------------------------
 
+local function isInt(v, lo, hi)
+    return type(v) == 'number' and v == v and math.floor(v) == v and v >= lo and v <= hi
+end
+
 local DEFAULT_LIMITS = { w = DEFAULT_WINDOW_MS, h = DEFAULT_HEADROOM_PERCENT, bb = DEFAULT_BACKOFF_BASE_MS,
     bc = DEFAULT_BACKOFF_CAP_MS, mh = DEFAULT_MAX_HOLD_MS }
 
--- The fields of issue 25's metrics, checked before they are used (a hostile or hand-written
--- value fails the operation closed, as the client refuses it): whole counts in range, a day
--- that is a table, class patterns that are short anchored strings with few wildcards (each
--- ".*" backtracks, inside the server).
-local MAX_LIMIT = 1099511627776 -- QuotaLimits::MAX_COUNT
-local function validTerms(l)
-    local function count(v) return v == nil or (type(v) == 'number' and v == math.floor(v) and v >= 1 and v <= MAX_LIMIT) end
-    local function budget(b)
-        if b == nil then return true end
-        return type(b) == 'table' and count(b.r) and count(b.t) and count(b.it) and count(b.ot)
+-- A provider's limits as the client stores them (RedisStateCodec::compactLimits), checked field by
+-- field against the ranges QuotaLimits::validate and RedisStateCodec::parseCompactLimits apply:
+-- nil when they hold, else the problem, naming the field. Anyone who can write to the Redis can
+-- write anything into the limits key, and the client calls such limits corrupt: the script must
+-- not enforce them either (`"h":100000` made every request count as a thousandth of one). So an
+-- operation that needs them fails closed, before it writes anything.
+local BUDGET_KEYS = { { 'r', 'requests' }, { 't', 'tokens' }, { 'it', 'input_tokens' }, { 'ot', 'output_tokens' } }
+local LEARNED_KEYS = { requests = 'r', tokens = 't', input_tokens = 'it', output_tokens = 'ot' }
+local function shownValue(v)
+    if type(v) == 'number' then return string.format('%.17g', v) end
+    if type(v) == 'string' then return '"' .. string.sub(v, 1, 40) .. '"' end
+    if v == nil then return 'nothing' end
+    return 'a ' .. type(v)
+end
+local function rangeProblem(v, name, lo, hi, required)
+    if v == nil then
+        if required then return name .. ' is missing' end
+        return nil
     end
-    if not (count(l.it) and count(l.ot) and budget(l.d)) then return false end
-    if l.dz ~= nil and (type(l.dz) ~= 'string' or #l.dz > 80) then return false end
-    if l.m == nil then return true end
-    if type(l.m) ~= 'table' then return false end
-    for _, ml in pairs(l.m) do
-        if type(ml) ~= 'table' or not (count(ml.it) and count(ml.ot) and budget(ml.d)) then return false end
-        if ml.p ~= nil then
-            if type(ml.p) ~= 'table' or #ml.p < 1 or #ml.p > 16 then return false end
-            for _, pat in ipairs(ml.p) do
-                if type(pat) ~= 'string' or #pat > 520 or string.sub(pat, 1, 1) ~= '^' then return false end
-                local _, stars = string.gsub(pat, '%.%*', '')
-                if stars > 3 then return false end
-            end
+    if not isInt(v, lo, hi) then
+        return name .. ' must be a whole number from ' .. lo .. ' to ' .. hi .. ' (got ' .. shownValue(v) .. ')'
+    end
+    return nil
+end
+local function validName(name)
+    return type(name) == 'string' and #name >= 1 and #name <= 64 and not string.find(name, '[^%w%._%-:@]')
+end
+-- The per-window budget of a scope (the provider, or a class: o) and its day (o.d).
+local function budgetProblem(o, where)
+    for _, k in ipairs(BUDGET_KEYS) do
+        local why = rangeProblem(o[k[1]], where .. k[1] .. ' (' .. k[2] .. ')', 1, LIMIT_MAX_COUNT, false)
+        if why then return why end
+    end
+    if o.d == nil then return nil end
+    if type(o.d) ~= 'table' then return where .. 'd (per_day) is not an object' end
+    for _, k in ipairs(BUDGET_KEYS) do
+        local day = o.d[k[1]]
+        local why = rangeProblem(day, where .. 'd.' .. k[1] .. ' (per_day.' .. k[2] .. ')', 1, LIMIT_MAX_COUNT, false)
+        if why then return why end
+        if day ~= nil and o[k[1]] ~= nil and day < o[k[1]] then
+            return where .. 'd.' .. k[1] .. ' (per_day.' .. k[2] .. ') is below ' .. k[1] .. ' per window'
         end
     end
-    return true
+    return nil
+end
+local function learnedProblem(o, where)
+    if o.ln ~= nil and type(o.ln) ~= 'boolean' then return where .. 'ln (learn) is not true or false' end
+    if o.ld == nil then return nil end
+    if type(o.ld) ~= 'table' then return where .. 'ld (learned) is not a list of names' end
+    local previous = ''
+    for _, name in ipairs(o.ld) do
+        if type(name) ~= 'string' or not LEARNED_KEYS[name] or o[LEARNED_KEYS[name]] == nil or name <= previous then
+            return where .. 'ld (learned) names ' .. shownValue(name) .. ': not a set limit, or out of order'
+        end
+        previous = name
+    end
+    return nil
+end
+local function patternsProblem(ml, where)
+    if ml.g == nil and ml.p == nil then return nil end
+    if type(ml.g) ~= 'table' or type(ml.p) ~= 'table' or #ml.g < 1 or #ml.g > LIMIT_MAX_PATTERNS
+        or #ml.p ~= #ml.g then
+        return where .. 'g and p (match) are not 1 to ' .. LIMIT_MAX_PATTERNS .. ' patterns each, as many of both'
+    end
+    for i, glob in ipairs(ml.g) do
+        if type(glob) ~= 'string' or #glob < 1 or #glob > LIMIT_MAX_PATTERN or string.find(glob, '[%c,]') then
+            return where .. 'g (match) holds a pattern that is empty, too long or holds a control character or a comma'
+        end
+        local _, globStars = string.gsub(glob, '%*', '')
+        local pat = ml.p[i]
+        if type(pat) ~= 'string' or #pat > 4 * LIMIT_MAX_PATTERN + 8 or string.sub(pat, 1, 1) ~= '^' then
+            return where .. 'p holds a script pattern that is not an anchored string of its size'
+        end
+        -- Each ".*" backtracks, inside the server: no more than the glob's own '*'s allow.
+        local _, stars = string.gsub(pat, '%.%*', '')
+        if globStars > LIMIT_MAX_STARS or stars > LIMIT_MAX_STARS then
+            return where .. 'a model pattern has more than ' .. LIMIT_MAX_STARS .. ' \'*\''
+        end
+    end
+    return nil
+end
+local function limitsProblem(provider, l)
+    if type(l) ~= 'table' then return 'the limits are not a JSON object' end
+    if not validName(provider) then return 'the provider\'s name is not one Tollgate gives' end
+    local why = budgetProblem(l, '')
+        or rangeProblem(l.w, 'w (window, ms)', LIMIT_MIN_WINDOW_MS, LIMIT_MAX_WINDOW_MS, true)
+        or rangeProblem(l.par, 'par (parallel)', 1, LIMIT_MAX_PARALLEL, false)
+        or rangeProblem(l.h, 'h (headroom_percent)', 1, 100, true)
+        or rangeProblem(l.bb, 'bb (backoff base, ms)', 1, MAX_BACKOFF_MS, true)
+        or rangeProblem(l.bc, 'bc (backoff cap, ms)', 1, MAX_BACKOFF_MS, true)
+        or rangeProblem(l.mh, 'mh (max hold, ms)', LIMIT_MIN_HOLD_MS, MAX_HOLD_MS, true)
+        or learnedProblem(l, '')
+    if why then return why end
+    if l.bb > l.bc then return 'bb (backoff base) is above bc (backoff cap)' end
+    if l.dz ~= nil and (type(l.dz) ~= 'string' or #l.dz < 1 or #l.dz > 80) then
+        return 'dz (day_resets) is not a day reset'
+    end
+    if l.m == nil then return nil end
+    if type(l.m) ~= 'table' then return 'm (models) is not an object' end
+    local n = 0
+    for name, ml in pairs(l.m) do
+        n = n + 1
+        if not validName(name) then return 'm (models) names a class that is not a model name' end
+        local where = 'm.' .. name .. '.'
+        if type(ml) ~= 'table' then return where .. ' is not an object' end
+        why = budgetProblem(ml, where)
+            or rangeProblem(ml.w, where .. 'w (window, ms)', LIMIT_MIN_WINDOW_MS, LIMIT_MAX_WINDOW_MS, true)
+            or patternsProblem(ml, where) or learnedProblem(ml, where)
+        if why then return why end
+    end
+    if n > LIMIT_MAX_MODELS then return 'm (models) holds more than ' .. LIMIT_MAX_MODELS .. ' classes' end
+    return nil
 end
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
@@ -284,9 +381,10 @@ local function limitsOf(provider)
     local l = false
     if raw then
         local ok, v = pcall(cjson.decode, raw)
-        if not ok or type(v) ~= 'table' or type(v.w) ~= 'number' or type(v.h) ~= 'number'
-            or not validTerms(v) then
-            return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' do not parse'
+        local why = 'not JSON'
+        if ok then why = limitsProblem(provider, v) end
+        if why then
+            return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' are corrupt: ' .. why
         end
         l = v
     end
@@ -370,9 +468,6 @@ end
 
 -- State ----------------------------------------------------------------------------------------
 
-local function isInt(v, lo, hi)
-    return type(v) == 'number' and v == v and math.floor(v) == v and v >= lo and v <= hi
-end
 local function checkFields(t, spec)
     if type(t) ~= 'table' then return false end
     for k, kind in pairs(spec) do
@@ -964,7 +1059,11 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
             end
             local wpid = r.pid
             if r.wpid > 0 then wpid = r.wpid end
-            local w = { tk = g.nt, pid = wpid, e = t, d = r.deadline, n = r.tokens, c = r.caller, m = r.model,
+            -- The deadline comes as the time the caller had left by its own clock: placed on the
+            -- server's, as every time the queue is judged by (a caller whose clock is behind
+            -- must not be taken for a ghost past its deadline and lose its place).
+            local deadline = plus(t, clamp(r.deadlineIn or 0, -NEVER, NEVER))
+            local w = { tk = g.nt, pid = wpid, e = t, d = deadline, n = r.tokens, c = r.caller, m = r.model,
                 s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS, rid = r.rid }
             g.nt = g.nt + 1
             dirty['g'] = g
@@ -1061,12 +1160,31 @@ local function commit()
         end
         decoded[key] = { raw = raw, v = v }
     end
+    -- The state is the commit point: once it is written the operation happened. What follows
+    -- it (the history, the wake-ups) was checked by preflight() but may still fail (a stream
+    -- whose last id is the largest there is): reported as a warning with the reply, never as a
+    -- failure of an operation that took place.
     if #args > 0 then redis.call('HSET', KEYS[2], unpack(args)) end
+    local lost = 0
+    local why
     for _, e in ipairs(events) do
-        redis.call('XADD', KEYS[3], 'MAXLEN', '~', historyCap, '*', 'e', eventLine(e))
+        local r = redis.pcall('XADD', KEYS[3], 'MAXLEN', '~', historyCap, '*', 'e', eventLine(e))
+        if type(r) == 'table' and r.err then
+            lost = lost + 1
+            why = r.err
+        end
     end
-    if ring then redis.call('PUBLISH', channel .. 'ring', '1') end
-    if #args > 0 or #events > 0 then redis.call('PUBLISH', channel .. 'changed', '1') end
+    if lost > 0 then
+        afterCommit[#afterCommit + 1] = lost .. ' history event(s) not written to ' .. KEYS[3] .. ': ' .. why
+    end
+    local function wake(name)
+        local r = redis.pcall('PUBLISH', channel .. name, '1')
+        if type(r) == 'table' and r.err then
+            afterCommit[#afterCommit + 1] = 'waiters not woken on ' .. channel .. name .. ': ' .. r.err
+        end
+    end
+    if ring then wake('ring') end
+    if #args > 0 or #events > 0 then wake('changed') end
 end
 
 local function unknownProvider(provider)
@@ -1291,14 +1409,11 @@ function ops.importLimits()
     local existing = redis.call('HKEYS', KEYS[1])
     table.sort(existing)
     local count = #existing
+    local removed = {}
     if a.replace then
         for _, name in ipairs(existing) do
             if incoming[name] == nil then
-                redis.call('HDEL', KEYS[1], name)
-                redis.call('HDEL', KEYS[2], 'p:' .. name)
-                local e = event(EVENT.LIMITS, name)
-                e.reason = byWhom('removed by an import', a.who)
-                changedNames[#changedNames + 1] = name
+                removed[#removed + 1] = name
                 count = count - 1
             end
         end
@@ -1309,6 +1424,14 @@ function ops.importLimits()
             if not current then count = count + 1 end
             if count > MAX_PROVIDERS then return refuse('usage', 'at most ' .. MAX_PROVIDERS .. ' providers') end
         end
+    end
+    -- Refused above before anything is removed: a refused import changes nothing.
+    for _, name in ipairs(removed) do
+        redis.call('HDEL', KEYS[1], name)
+        redis.call('HDEL', KEYS[2], 'p:' .. name)
+        local e = event(EVENT.LIMITS, name)
+        e.reason = byWhom('removed by an import', a.who)
+        changedNames[#changedNames + 1] = name
     end
     for i, name in ipairs(a.names) do
         local value = a.values[i]
@@ -1441,7 +1564,8 @@ function ops.hold()
     local l, refusal = knownLimits(a.provider)
     if refusal then return refusal end
     local p = providerOf(a.provider, l)
-    local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
+    -- The end comes as a distance from the client's now (its clock may be off): placed on ours.
+    local untilMs = math.min(plus(now, clamp(a.untilIn or 0, -NEVER, NEVER)), plus(now, MAX_STOP_MS))
     -- QuotaPolicy::applyHold: then the window's even pace for one window; a history event when
     -- the hold starts or moves the end in force on by more than HOLD_NOTE_MS.
     local inForce = backoffUntil(p, now)
@@ -1791,6 +1915,36 @@ function ops.snapshot()
         home = redis.call('EXISTS', KEYS[4]) })
 end
 
+-- What can make an operation fail half-way (Redis does not roll a script back), checked before
+-- its first write: every key holds the type the script keeps there (or is absent), and the
+-- calling user may run every command the script writes with, on these keys and channels
+-- (Redis 7's default for a new user is no channel at all: a PUBLISH refused after the state
+-- was written made `pause` exit 3 with the provider paused). Writes are what the checks cover;
+-- a read the user may not do fails before anything is written anyway.
+local KEY_TYPES = { { 1, 'hash' }, { 2, 'hash' }, { 3, 'stream' }, { 4, 'string' }, { 5, 'hash' } }
+local READ_ONLY_OPS = { snapshot = true }
+local function preflight()
+    for _, k in ipairs(KEY_TYPES) do
+        local t = redis.call('TYPE', KEYS[k[1]])
+        if type(t) == 'table' then t = t.ok end
+        if t ~= 'none' and t ~= k[2] then
+            return refuse('corrupt', KEYS[k[1]] .. ' is a ' .. tostring(t) .. ' where Tollgate keeps a ' .. k[2]
+                .. ' (set there by something else?): nothing was changed')
+        end
+    end
+    if not redis.acl_check_cmd then return nil end -- before Redis 7: no channel permissions
+    local needs = { { 'HSET', KEYS[1], 'f', 'v' }, { 'HDEL', KEYS[1], 'f' }, { 'HSET', KEYS[2], 'f', 'v' },
+        { 'HDEL', KEYS[2], 'f' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' }, { 'SET', KEYS[4], 'v' },
+        { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'ring', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
+    for _, c in ipairs(needs) do
+        if not redis.acl_check_cmd(unpack(c)) then
+            return refuse('denied', 'this Redis user may not run ' .. c[1] .. ' on ' .. c[2]
+                .. ' (docs/RELIABILITY.md lists the ACL a Tollgate user needs): nothing was changed')
+        end
+    end
+    return nil
+end
+
 local function main(keys, args)
     KEYS, ARGV = keys, args
     op = ARGV[1]
@@ -1814,8 +1968,13 @@ local function main(keys, args)
     globalState, providerStates = nil, {}
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end
+    afterCommit = {}
     local f = ops[op]
     if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
+    if not READ_ONLY_OPS[op] then
+        local refusal = preflight()
+        if refusal then return refusal end
+    end
     local ok, result = pcall(f)
     if ok then return result end
     if type(result) == 'table' and result.needday then

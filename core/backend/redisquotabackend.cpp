@@ -91,8 +91,15 @@ RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection conne
 {
 }
 
-Result<void> RedisQuotaBackend::abandonUncertain()
+Result<void> RedisQuotaBackend::abandonUncertain(Budget budget)
 {
+    std::chrono::milliseconds timeout = std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT);
+    if (budget == Budget::CleanUp) {
+        auto t = cleanUpTimeout();
+        if (!t)
+            return t.error(); // kept in m_uncertain: tried again before the next operation
+        timeout = *t;
+    }
     json providers = json::array();
     json rids = json::array();
     for (const auto& [provider, rid] : m_uncertain) {
@@ -101,7 +108,7 @@ Result<void> RedisQuotaBackend::abandonUncertain()
     }
     auto sent = std::move(m_uncertain);
     m_uncertain.clear();
-    auto r = send("abandon", packed(json { { "providers", providers }, { "rids", rids } }));
+    auto r = send("abandon", packed(json { { "providers", providers }, { "rids", rids } }), timeout);
     if (!r) {
         m_uncertain = std::move(sent); // tried again before the next operation
         return r.error();
@@ -135,15 +142,29 @@ Result<std::unique_ptr<RedisQuotaBackend>> RedisQuotaBackend::open(const RedisAd
 RedisQuotaBackend::~RedisQuotaBackend()
 {
     if (!m_uncertain.empty())
-        (void)abandonUncertain();
+        (void)abandonUncertain(Budget::CleanUp);
 }
 
-Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::string& args)
+Result<std::chrono::milliseconds> RedisQuotaBackend::cleanUpTimeout()
 {
-    // Only an admission attempt is bounded by the caller's own --timeout: what follows one
-    // (a release, a report, leaving the queue, giving back a lost reply) must not be lost to it.
-    m_connection.setTimeout(
-        op == "admit" ? m_timeout : std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
+    const auto now = std::chrono::steady_clock::now();
+    if (!m_cleanUpFrom)
+        m_cleanUpFrom = now;
+    const auto left
+        = std::chrono::duration_cast<std::chrono::milliseconds>(*m_cleanUpFrom + CLEAN_UP_BUDGET - now);
+    if (left.count() <= 0) {
+        // Spent: this one is not sent. A later clean-up (a process that lives on) starts afresh.
+        m_cleanUpFrom.reset();
+        return Error::make(ErrorKind::Io, m_address.url(),
+            "Redis did not answer in time (clean-up not sent: its time after the deadline is spent)");
+    }
+    return left;
+}
+
+Result<std::string> RedisQuotaBackend::send(
+    const std::string& op, const std::string& args, std::chrono::milliseconds timeout)
+{
+    m_connection.setTimeout(timeout);
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
     auto r = m_connection.callFunction(
         REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args, daysArgument() });
@@ -161,17 +182,31 @@ Result<std::string> RedisQuotaBackend::send(const std::string& op, const std::st
     return std::move(r->text);
 }
 
-Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& args)
+Result<json> RedisQuotaBackend::call(
+    const std::string& op, const std::string& args, Budget budget, std::chrono::milliseconds attempt)
 {
+    // Only an admission attempt is bounded by the caller's own --timeout, and the clean-up
+    // after it by CLEAN_UP_BUDGET: what else follows one (a release, a report) must not be lost
+    // to a short --timeout.
     if (!m_uncertain.empty()) {
-        if (auto given = abandonUncertain(); !given)
+        if (auto given = abandonUncertain(budget == Budget::CleanUp ? Budget::CleanUp : Budget::Normal);
+            !given)
             return given.error();
+    }
+    std::chrono::milliseconds timeout = std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT);
+    if (budget == Budget::Attempt)
+        timeout = attempt;
+    if (budget == Budget::CleanUp) {
+        auto t = cleanUpTimeout();
+        if (!t)
+            return t.error();
+        timeout = *t;
     }
     json j;
     // An operation that meets a calendar day the script was not given stops before it writes
     // and names it; each is learnt once (an operation may meet a few: import, release-stale).
     for (int round = 0;; ++round) {
-        auto text = send(op, args);
+        auto text = send(op, args, timeout);
         if (!text)
             return text.error();
         j = json::from_msgpack(text->begin(), text->end(), true, false);
@@ -196,8 +231,12 @@ Result<json> RedisQuotaBackend::call(const std::string& op, const std::string& a
             return Error::make(ErrorKind::Usage, "", message);
         if (kind == "busy")
             return Error::make(ErrorKind::Busy, "", message);
+        if (kind == "denied")
+            return Error::make(ErrorKind::Permission, m_address.url(), message);
         return Error::make(ErrorKind::Corrupt, m_address.url(), message);
     }
+    if (auto warn = j.find("warn"); warn != j.end() && warn->is_string())
+        m_warnings.push_back(Error::make(ErrorKind::Io, m_address.url(), warn->get<std::string>()));
     return j;
 }
 
@@ -262,14 +301,28 @@ std::int64_t RedisQuotaBackend::clientNowMs() const
 Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 {
     const AdmitRequest& r = step.request;
+    const std::int64_t clientNow = clientNowMs();
+    const std::int64_t deadlineIn = step.deadlineInMs
+        ? *step.deadlineInMs
+        : std::clamp(r.deadlineMs, clientNow - RedisStateCodec::NEVER, clientNow + RedisStateCodec::NEVER)
+            - clientNow;
     json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
         { "tokens", r.tokens }, { "in", r.inputTokens }, { "out", r.outputTokens }, { "est", r.estimated },
-        { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid }, { "deadline", r.deadlineMs },
+        { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid }, { "deadlineIn", deadlineIn },
         { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
-        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNowMs() - step.startMs },
+        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNow - step.startMs },
         { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
     std::vector<std::uint64_t> deadF;
     std::vector<std::uint64_t> deadT;
+    // The attempt ends by the caller's deadline (the last look, at the deadline, still gets one
+    // round trip's room): a stopped server must not keep a waiter past it.
+    m_cleanUpFrom.reset();
+    std::chrono::milliseconds attempt = m_timeout;
+    if (step.storeWait.deadline != std::chrono::steady_clock::time_point::max()) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            step.storeWait.deadline - std::chrono::steady_clock::now());
+        attempt = std::clamp(left, MIN_ATTEMPT, std::max(m_timeout, MIN_ATTEMPT));
+    }
     // Each round names more dead holders or waiters of this host; the queue's head can only
     // be probed once it is the head, so a few rounds may be needed (bounded).
     for (int round = 0;; ++round) {
@@ -279,7 +332,7 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
         const std::uint64_t rid
             = step.requestId != 0 ? step.requestId : (m_nextRequestId++ & ((std::uint64_t(1) << 53) - 1));
         a["rid"] = rid;
-        auto reply = call("admit", packed(a));
+        auto reply = call("admit", packed(a), Budget::Attempt, attempt);
         if (!reply) {
             // A transport failure may come after the server ran the call: what it may have
             // taken is given back before the next operation (not re-sent: that could admit twice).
@@ -322,7 +375,7 @@ Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
     json a = { { "provider", r.provider }, { "ticket", step.ticket }, { "gaveUp", gaveUp }, { "why", why },
         { "caller", r.caller }, { "model", r.model }, { "pid", r.pid }, { "tokens", r.tokens },
         { "waited", clientNowMs() - step.startMs } };
-    auto reply = call("leave", packed(a));
+    auto reply = call("leave", packed(a), Budget::CleanUp);
     if (!reply) {
         // The queue place stays unless given back later (its holder is alive: no one else
         // would take it away before its deadline).
@@ -464,8 +517,13 @@ Result<void> RedisQuotaBackend::resetBackoff(const std::string& provider, const 
 Result<void> RedisQuotaBackend::holdUntil(
     const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
+    // Sent as a distance from this host's now and placed on the server's clock there: a host
+    // whose clock is off holds the provider for the time it meant, not more or less.
+    const std::int64_t now = clientNowMs();
+    const std::int64_t in
+        = std::clamp(untilMs, now - RedisStateCodec::NEVER, now + RedisStateCodec::NEVER) - now;
     auto reply
-        = call("hold", packed(json { { "provider", provider }, { "until", untilMs }, { "reason", reason } }));
+        = call("hold", packed(json { { "provider", provider }, { "untilIn", in }, { "reason", reason } }));
     if (!reply)
         return reply.error();
     return {};
@@ -587,7 +645,7 @@ Result<bool> RedisQuotaBackend::renewSlot(
 Result<LimiterSnapshot> RedisQuotaBackend::snapshot()
 {
     // Read by the codec from the reply as sent (the snapshot's refusals are only transport ones).
-    auto reply = send("snapshot", {});
+    auto reply = send("snapshot", {}, std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
     if (!reply)
         return reply.error();
     auto s = RedisStateCodec::decodeSnapshot(*reply, m_keys[0], m_keys[1], m_host, m_probe->pidNamespace());
@@ -620,11 +678,15 @@ Result<void> RedisQuotaBackend::record(const std::vector<HistoryEvent>& events)
 
 std::uint32_t RedisQuotaBackend::changeMark() const
 {
-    if (!m_subscription) {
-        auto c = RedisConnection::open(m_address, m_timeout);
+    if (!m_subscription && std::chrono::steady_clock::now() >= m_subscribeAfter) {
+        // Wake-ups are a hint (waiters look again at least every MAX_SLEEP): a server that does
+        // not answer costs one short try now and then, never a waiter's deadline.
+        auto c = RedisConnection::open(m_address, std::min(m_timeout, MIN_ATTEMPT));
         if (c && c->subscribe({ m_channelPrefix + "ring" })) {
             m_subscription = std::make_unique<RedisConnection>(std::move(c).value());
             ++m_rings; // a new subscription may have missed rings: the mark moves
+        } else {
+            m_subscribeAfter = std::chrono::steady_clock::now() + SUBSCRIBE_RETRY;
         }
     }
     if (m_subscription) {

@@ -27,6 +27,8 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <utility>
 
 namespace tollgate {
 
@@ -39,6 +41,20 @@ public:
     static constexpr std::int64_t HISTORY_CAP = 100000;
     // The "format" of the home's marker key, written here and by the script (markHome).
     static constexpr std::int64_t HOME_FORMAT = 1;
+    // A waiter's whole life is bounded by its --timeout plus WAITER_GRACE, even while the
+    // server is stopped (SIGSTOP, a stall) or gone. What may run past the deadline, each bounded:
+    // one attempt at the wake-up subscription (MIN_ATTEMPT, at most once per SUBSCRIBE_RETRY),
+    // the last admission attempt (at least MIN_ATTEMPT: one round trip's room, also for a try),
+    // and the clean-up after it — leaving the queue and giving back what an unanswered attempt
+    // may have taken — which share CLEAN_UP_BUDGET. Whatever clean-up does not get done in
+    // time the server undoes by itself: a queue place ends at its deadline, a slot at its
+    // holder's death (probed) or lease.
+    static constexpr std::chrono::milliseconds MIN_ATTEMPT { 500 };
+    static constexpr std::chrono::milliseconds SUBSCRIBE_RETRY { 1000 };
+    static constexpr std::chrono::milliseconds CLEAN_UP_BUDGET { 500 };
+    static constexpr std::chrono::milliseconds WAITER_GRACE { 2000 };
+    static_assert(
+        2 * MIN_ATTEMPT + CLEAN_UP_BUDGET < WAITER_GRACE, "room for starting and exiting the process");
 
     // Connects (fails closed, naming the URL). `testClock`: decisions use its time instead of
     // the server's (tests only). `timeout` bounds the connect and each admission attempt (a
@@ -92,7 +108,8 @@ public:
     void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override;
     [[nodiscard]] std::chrono::milliseconds maxSleep() const override { return MAX_SLEEP; }
     [[nodiscard]] std::string describe() const override { return m_address.url(); }
-    [[nodiscard]] std::vector<Error> takeWarnings() override { return {}; }
+    // What failed after an operation's commit (its history, a wake-up): the operation happened.
+    [[nodiscard]] std::vector<Error> takeWarnings() override { return std::exchange(m_warnings, {}); }
 
     [[nodiscard]] const std::string& host() const { return m_host; }
 
@@ -105,13 +122,24 @@ private:
     RedisQuotaBackend(RedisAddress address, RedisConnection connection, const ProcessProbe& probe,
         const Clock* testClock, std::string host, std::chrono::milliseconds timeout);
 
+    // How long one operation may wait for its answer (the connection's deadline).
+    enum class Budget {
+        Normal, // at least DEFAULT_TIMEOUT: not lost to a short --timeout
+        Attempt, // an admission attempt: the `attempt` given
+        CleanUp, // leaving the queue, giving back: what remains of CLEAN_UP_BUDGET
+    };
     // Runs one operation (after giving back what lost replies took): the reply map, or the
     // script's refusal as an Error.
-    [[nodiscard]] Result<nlohmann::json> call(const std::string& op, const std::string& args);
+    [[nodiscard]] Result<nlohmann::json> call(const std::string& op, const std::string& args,
+        Budget budget = Budget::Normal, std::chrono::milliseconds attempt = {});
     // One call of the script, as sent: its MessagePack reply, or a transport error.
-    [[nodiscard]] Result<std::string> send(const std::string& op, const std::string& args);
+    [[nodiscard]] Result<std::string> send(
+        const std::string& op, const std::string& args, std::chrono::milliseconds timeout);
+    // The time a clean-up operation may take: what remains of CLEAN_UP_BUDGET, counted from the
+    // first clean-up since the last admission attempt; none left: an error (not sent).
+    [[nodiscard]] Result<std::chrono::milliseconds> cleanUpTimeout();
     [[nodiscard]] std::int64_t clientNowMs() const;
-    [[nodiscard]] Result<void> abandonUncertain();
+    [[nodiscard]] Result<void> abandonUncertain(Budget budget);
     // A calendar day the script asked for (needday: it has no time-zone database): four
     // consecutive day starts around this host's clock, kept for the next calls.
     [[nodiscard]] Result<void> learnDay(const std::string& dayReset);
@@ -135,6 +163,11 @@ private:
     std::vector<std::pair<std::string, std::uint64_t>> m_uncertain;
     std::uint64_t m_nextRequestId;
     std::map<std::string, std::array<std::int64_t, 4>> m_days; // day reset text -> day starts
+    std::vector<Error> m_warnings; // the script's `warn`s, until taken
+    // When the clean-up after the last admission attempt began (CLEAN_UP_BUDGET counts from it).
+    std::optional<std::chrono::steady_clock::time_point> m_cleanUpFrom;
+    // No new wake-up subscription is tried before this (one that failed is not tried at once again).
+    mutable std::chrono::steady_clock::time_point m_subscribeAfter {};
     mutable std::unique_ptr<RedisConnection> m_subscription;
     mutable std::uint32_t m_rings = 0;
 };

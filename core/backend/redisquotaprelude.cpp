@@ -159,6 +159,19 @@ int main(int argc, char** argv)
     p.number("HOLD_NOTE_MS", QuotaPolicy::HOLD_NOTE_MS, "QuotaPolicy::HOLD_NOTE_MS");
     p.number("MAX_BACKOFF_MS", QuotaLimits::MAX_BACKOFF_MS, "QuotaLimits::MAX_BACKOFF_MS");
     p.number("MAX_HOLD_MS", QuotaLimits::MAX_HOLD_MS, "QuotaLimits::MAX_HOLD_MS");
+    // The ranges of a provider's limits the script checks before it enforces them (limitsProblem).
+    p.number("LIMIT_MAX_COUNT", QuotaLimits::MAX_COUNT, "QuotaLimits::MAX_COUNT");
+    p.number("LIMIT_MAX_PARALLEL", QuotaLimits::MAX_PARALLEL, "QuotaLimits::MAX_PARALLEL");
+    p.number("LIMIT_MIN_WINDOW_MS", QuotaLimits::MIN_WINDOW_MS, "QuotaLimits::MIN_WINDOW_MS");
+    p.number("LIMIT_MAX_WINDOW_MS", QuotaLimits::MAX_WINDOW_MS, "QuotaLimits::MAX_WINDOW_MS");
+    p.number("LIMIT_MIN_HOLD_MS", QuotaLimits::MIN_HOLD_MS, "QuotaLimits::MIN_HOLD_MS");
+    p.number(
+        "LIMIT_MAX_MODELS", static_cast<std::int64_t>(QuotaLimits::MAX_MODELS), "QuotaLimits::MAX_MODELS");
+    p.number("LIMIT_MAX_PATTERNS", static_cast<std::int64_t>(QuotaLimits::MAX_PATTERNS),
+        "QuotaLimits::MAX_PATTERNS");
+    p.number(
+        "LIMIT_MAX_PATTERN", static_cast<std::int64_t>(QuotaLimits::MAX_PATTERN), "QuotaLimits::MAX_PATTERN");
+    p.number("LIMIT_MAX_STARS", static_cast<std::int64_t>(QuotaLimits::MAX_STARS), "QuotaLimits::MAX_STARS");
     p.number(
         "MAX_PROVIDERS", static_cast<std::int64_t>(QuotaLimits::MAX_PROVIDERS), "QuotaLimits::MAX_PROVIDERS");
     p.number("MAX_WAITERS", static_cast<std::int64_t>(QuotaState::MAX_WAITERS), "QuotaState::MAX_WAITERS");
