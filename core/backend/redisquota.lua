@@ -1537,7 +1537,8 @@ function ops.remaining()
     local l, refusal = knownLimits(a.provider)
     if refusal then return refusal end
     local p = providerOf(a.provider, l)
-    local untilMs = math.min(clamp(a['until'], -NEVER, NEVER), plus(now, MAX_STOP_MS))
+    -- The reset comes as a distance from the client's now (its clock may be off): placed on ours.
+    local untilMs = math.min(plus(now, clamp(a.untilIn or 0, -NEVER, NEVER)), plus(now, MAX_STOP_MS))
     -- What was admitted after the answered request's fence, the word may not count.
     local g = global()
     local since = 0

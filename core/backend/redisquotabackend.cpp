@@ -532,9 +532,13 @@ Result<void> RedisQuotaBackend::holdUntil(
 Result<void> RedisQuotaBackend::noteRemaining(const std::string& provider, const std::string& model,
     std::int64_t left, std::int64_t untilMs, std::uint64_t fence)
 {
+    // The reset as a distance from this host's now, placed on the server's clock (as holdUntil).
+    const std::int64_t now = clientNowMs();
+    const std::int64_t in
+        = std::clamp(untilMs, now - RedisStateCodec::NEVER, now + RedisStateCodec::NEVER) - now;
     auto reply = call("remaining",
         packed(json { { "provider", provider }, { "model", model },
-            { "left", std::clamp<std::int64_t>(left, 0, std::int64_t(1) << 40) }, { "until", untilMs },
+            { "left", std::clamp<std::int64_t>(left, 0, std::int64_t(1) << 40) }, { "untilIn", in },
             { "fence", std::min<std::uint64_t>(fence, std::uint64_t(1) << 53) } }));
     if (!reply)
         return reply.error();
