@@ -263,8 +263,14 @@ Result<std::optional<std::string>> RedisConnection::password()
         return std::optional<std::string>();
     auto pw = SecretFile::read(
         file, "the Redis password file (TOLLGATE_REDIS_PASSWORD_FILE)", MAX_PASSWORD_BYTES);
-    if (!pw)
-        return pw.error();
+    if (!pw) {
+        // Whatever is wrong with the file (missing, mistyped, empty, not ours), the home cannot
+        // be reached: a failure (exit 3), never "not found" — readers take that for a home
+        // where nothing has run, and a backup job would export an empty one (issue 27).
+        Error e = pw.error();
+        e.kind = ErrorKind::Permission;
+        return e;
+    }
     return std::optional<std::string>(std::move(pw).value());
 }
 
@@ -326,7 +332,7 @@ Result<void> RedisConnection::reconnect(std::chrono::steady_clock::time_point de
         }
     } else if (!d.address.user.empty()) {
         d.context.reset();
-        return Error::make(ErrorKind::Usage, url,
+        return Error::make(ErrorKind::Permission, url,
             "a Redis user is named but no password is set (TOLLGATE_REDIS_PASSWORD or "
             "TOLLGATE_REDIS_PASSWORD_FILE)");
     }
@@ -336,7 +342,7 @@ Result<void> RedisConnection::reconnect(std::chrono::steady_clock::time_point de
             return r.error();
         if (r->type == RedisReply::Type::Error) {
             d.context.reset();
-            return Error::make(ErrorKind::Usage, url,
+            return Error::make(ErrorKind::Io, url,
                 "Redis refused database " + std::to_string(d.address.db) + ": " + r->text);
         }
     }
@@ -367,9 +373,17 @@ Result<RedisReply> RedisConnection::command(const std::vector<std::string>& argv
             return r.error();
     }
     auto reply = m_impl->raw(argv, deadline);
-    if (reply && reply->type == RedisReply::Type::Error && reply->text.rfind("NOAUTH", 0) == 0)
+    // A server that wants a password answers a client that gave none with NOAUTH — or, when
+    // the command has more than 10 parts or a part longer than 16 KiB (a script call, a
+    // function load), with "Protocol error: unauthenticated ..." and closes the connection.
+    // Either way the hint is the same.
+    if (reply && reply->type == RedisReply::Type::Error
+        && (reply->text.rfind("NOAUTH", 0) == 0
+            || reply->text.rfind("ERR Protocol error: unauthenticated", 0) == 0)) {
+        m_impl->context.reset();
         return Error::make(ErrorKind::Permission, url(),
             "Redis requires a password: set TOLLGATE_REDIS_PASSWORD or TOLLGATE_REDIS_PASSWORD_FILE");
+    }
     return reply;
 }
 
