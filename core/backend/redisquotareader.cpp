@@ -1,6 +1,7 @@
 #include "backend/redisquotareader.h"
 
 #include "backend/redisquotabackend.h"
+#include "history/historyreader.h"
 #include "store/redisstatecodec.h"
 #include "system/hostidentity.h"
 #include "system/processprobe.h"
@@ -62,7 +63,9 @@ public:
                 const auto& fields = entry.elements[1].elements;
                 bool parsed = false;
                 for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-                    if (fields[i].text != "e")
+                    // A line longer than any event (planted) is skipped and counted, as the file
+                    // home's reader does, never decoded.
+                    if (fields[i].text != "e" || fields[i + 1].text.size() > HistoryReader::MAX_LINE)
                         continue;
                     if (auto e = HistoryEvent::fromJsonLine(fields[i + 1].text)) {
                         out.events.push_back(std::move(e).value());
