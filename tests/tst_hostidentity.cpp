@@ -183,7 +183,7 @@ void TestHostIdentity::aCloneDoesNotReclaimTheSlotsOfItsTwin()
     // holder of a slot taken with --slot is that shell).
     auto inClone = [&](const QString& boot, const QString& args) {
         const QString script = QStringLiteral("mount --bind '%1' /proc/sys/kernel/random/boot_id || exit 99; "
-                                              "'%2' %3 --home '%4'; code=$?; exit $code")
+                                              "'%2' --home '%4' %3; code=$?; exit $code")
                                    .arg(boot, cli, args, home);
         return TestSupport::run(QStringLiteral("unshare"),
             { QStringLiteral("--mount"), QStringLiteral("--propagation"), QStringLiteral("private"),

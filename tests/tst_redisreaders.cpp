@@ -1,18 +1,23 @@
 // The commands that only read a Redis home — status, limits show, limits export, history — as
 // real CLI processes against a redis-server the test starts. What must hold: a home that cannot
 // be reached or logged into is a failure (exit 3 naming the problem), never an empty home ("nothing
-// has run here", an empty export with exit 0: a backup job would silently empty its backup).
+// has run here", an empty export with exit 0: a backup job would silently empty its backup); a
+// look writes nothing, so it works while Redis holds writers (CLIENT PAUSE WRITE) and on a
+// read-only replica; holders and waiters of other hosts are named by their host; a lost state is
+// shown as the next call will see it.
 
 #include "helpers/redisserver.h"
 #include "testsupport.h"
 
 #include <QFile>
 #include <QJsonDocument>
+#include <QJsonArray>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace {
 
@@ -28,6 +33,9 @@ private Q_SLOTS:
     void cleanup();
     void aHomeThatCannotBeLoggedIntoIsAFailureForReaders_data();
     void aHomeThatCannotBeLoggedIntoIsAFailureForReaders();
+    void aLookWritesNothing();
+    void holdersAndWaitersOfOtherHostsAreNamed();
+    void aLostStateIsShownAsTheNextCallSeesIt();
 
 private:
     // The CLI with `--home HOME` after the command words and `env` over the test's environment
@@ -72,6 +80,21 @@ private:
             qFatal("cannot chmod %s", qPrintable(path));
         return path;
     }
+
+    // redis-cli against the test's server.
+    Ran redisCli(const RedisServer& server, const QStringList& args) const
+    {
+        return TestSupport::run(QStringLiteral("redis-cli"),
+            QStringList { QStringLiteral("-p"), QString::number(server.port()) } + args, 20000);
+    }
+    void startServer()
+    {
+        m_redis = std::make_unique<RedisServer>();
+        QString why;
+        QVERIFY2(m_redis->start({}, &why), qPrintable(why));
+        m_home = QString::fromStdString(m_redis->url()) + QStringLiteral("?prefix=readers");
+    }
+    static QJsonObject object(const QByteArray& out) { return QJsonDocument::fromJson(out).object(); }
 
     std::unique_ptr<QTemporaryDir> m_dir;
     std::unique_ptr<RedisServer> m_redis;
@@ -152,6 +175,141 @@ void TestRedisReaders::aHomeThatCannotBeLoggedIntoIsAFailureForReaders()
     // With the right password the same readers see the home.
     const Ran seen = cli({ QStringLiteral("limits"), QStringLiteral("export") }, right);
     QVERIFY2(seen.code == 0 && seen.out.contains("\"api\""), seen.err.constData());
+}
+
+void TestRedisReaders::aLookWritesNothing()
+{
+    // Before issue 27 every look was an FCALL of a function that may write: Redis held it under
+    // CLIENT PAUSE WRITE (status timed out, exit 3) and a replica refused it (READONLY).
+    startServer();
+    for (const QStringList& args : { QStringList { QStringLiteral("limits"), QStringLiteral("set"),
+                                         QStringLiteral("api"), QStringLiteral("--requests"), QStringLiteral("5") },
+             QStringList { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                 QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("5") } }) {
+        const Ran r = cli(args);
+        QVERIFY2(r.code == 0, r.err.constData());
+    }
+    const QList<QStringList> looks { { QStringLiteral("status") }, { QStringLiteral("status"), QStringLiteral("--json") },
+        { QStringLiteral("limits"), QStringLiteral("show") }, { QStringLiteral("limits"), QStringLiteral("export") },
+        { QStringLiteral("history") } };
+    auto looksWork = [&](const char* where) {
+        for (const QStringList& args : looks) {
+            const Ran r = cli(args);
+            const QByteArray what = QByteArray(where) + ": " + args.join(QLatin1Char(' ')).toUtf8() + " -> "
+                + QByteArray::number(r.code) + ": " + r.err + r.out.left(500);
+            QVERIFY2(r.code == 0, what.constData());
+            QVERIFY2(r.out.contains("api"), what.constData());
+        }
+        const QJsonObject doc = object(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out);
+        QCOMPARE(doc.value(QStringLiteral("providers")).toArray().first().toObject().value(QStringLiteral("used_requests")).toInt(), 1);
+    };
+
+    // Writers held for 60 s (each look has 2 s: one held would fail it), then let go.
+    const Ran paused = redisCli(*m_redis, { QStringLiteral("CLIENT"), QStringLiteral("PAUSE"), QStringLiteral("60000"),
+        QStringLiteral("WRITE") });
+    QVERIFY2(paused.code == 0 && paused.out.contains("OK"), paused.err.constData());
+    looksWork("under CLIENT PAUSE WRITE");
+    QVERIFY(redisCli(*m_redis, { QStringLiteral("CLIENT"), QStringLiteral("UNPAUSE") }).code == 0);
+
+    // A read-only replica of the server, once it has the data.
+    RedisServer replica;
+    QString why;
+    QVERIFY2(replica.start({ QStringLiteral("--replicaof"), QStringLiteral("127.0.0.1"), QString::number(m_redis->port()) },
+                 &why),
+        qPrintable(why));
+    QTRY_VERIFY_WITH_TIMEOUT(redisCli(replica, { QStringLiteral("INFO"), QStringLiteral("replication") })
+                                 .out.contains("master_link_status:up"),
+        30000);
+    QTRY_VERIFY_WITH_TIMEOUT(redisCli(replica, { QStringLiteral("EXISTS"), QStringLiteral("{readers}:limits") })
+                                 .out.trimmed()
+            == "1",
+        30000);
+    m_home = QString::fromStdString(replica.url()) + QStringLiteral("?prefix=readers");
+    looksWork("on a read-only replica");
+    // And a writer there fails, naming why (no admission on a replica).
+    const Ran refused = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("1") });
+    QVERIFY2(refused.code == 3 && refused.err.contains("READONLY"), refused.err.constData());
+}
+
+void TestRedisReaders::holdersAndWaitersOfOtherHostsAreNamed()
+{
+    // Another host: a pid namespace and a UTS namespace of its own (a container), named
+    // "build-box". Its holder and its waiter must be shown with that name, not as "an unknown
+    // pid namespace" and a bare pid.
+    if (::geteuid() != 0)
+        QSKIP("needs root (pid and UTS namespaces)");
+    startServer();
+    const Ran set = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+        QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+    QVERIFY2(set.code == 0, set.err.constData());
+    auto elsewhere = [&](const QString& args) {
+        const QString script = QStringLiteral("hostname build-box && exec '%1' --home '%3' %2")
+                                   .arg(QStringLiteral(TOLLGATE_CLI_PATH), args, m_home);
+        return TestSupport::startChild(QStringLiteral("unshare"),
+            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"), QStringLiteral("--uts"),
+                QStringLiteral("sh"), QStringLiteral("-c"), script });
+    };
+    auto holder = elsewhere(QStringLiteral("run api --caller far -- sleep 60"));
+    QVERIFY(holder);
+    auto statusJson = [&] { return object(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out); };
+    auto provider = [&] { return statusJson().value(QStringLiteral("providers")).toArray().first().toObject(); };
+    QTRY_VERIFY_WITH_TIMEOUT(provider().value(QStringLiteral("slots")).toArray().size() == 1, 20000);
+    auto waiter = elsewhere(QStringLiteral("acquire api --caller farwaiter --slot --timeout 60"));
+    QVERIFY(waiter);
+    QTRY_VERIFY_WITH_TIMEOUT(provider().value(QStringLiteral("queue")).toArray().size() == 1, 20000);
+
+    const QJsonObject p = provider();
+    const QJsonObject slot = p.value(QStringLiteral("slots")).toArray().first().toObject();
+    const QJsonObject queued = p.value(QStringLiteral("queue")).toArray().first().toObject();
+    QCOMPARE(slot.value(QStringLiteral("host_name")).toString(), QStringLiteral("build-box"));
+    QCOMPARE(slot.value(QStringLiteral("pid_namespace")).toString(), QStringLiteral("other"));
+    QCOMPARE(slot.value(QStringLiteral("host_is_ours")).toBool(), false);
+    QCOMPARE(queued.value(QStringLiteral("host_name")).toString(), QStringLiteral("build-box"));
+    const Ran words = cli({ QStringLiteral("status") });
+    QVERIFY2(words.code == 0, words.err.constData());
+    QVERIFY2(words.out.contains("far (pid ") && words.out.contains(" on host build-box, lease "), words.out.constData());
+    QVERIFY2(words.out.contains("waiting: farwaiter (pid ") && words.out.contains("on host build-box,"),
+        words.out.constData());
+    QVERIFY2(!words.out.contains("unknown pid namespace"), words.out.constData());
+}
+
+void TestRedisReaders::aLostStateIsShownAsTheNextCallSeesIt()
+{
+    startServer();
+    const Ran set = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+        QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600"),
+        QStringLiteral("--parallel"), QStringLiteral("2") });
+    QVERIFY2(set.code == 0, set.err.constData());
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
+                     QStringLiteral("--timeout"), QStringLiteral("5") })
+                 .code,
+        0);
+    // The state key lost (an eviction, a DEL): the next call restarts the provider with its window
+    // full. status must say so, not "4 requests left".
+    QVERIFY(redisCli(*m_redis, { QStringLiteral("DEL"), QStringLiteral("{readers}:state") }).code == 0);
+    const QJsonObject p = object(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out)
+                              .value(QStringLiteral("providers"))
+                              .toArray()
+                              .first()
+                              .toObject();
+    QCOMPARE(p.value(QStringLiteral("state_lost")).toBool(), true);
+    const QJsonObject capacity = p.value(QStringLiteral("capacity")).toObject();
+    QCOMPARE(capacity.value(QStringLiteral("level")).toString(), QStringLiteral("blocked"));
+    QCOMPARE(capacity.value(QStringLiteral("requests_left")).toInt(), 0);
+    const Ran words = cli({ QStringLiteral("status") });
+    QVERIFY2(words.out.contains("STATE LOST") && words.out.contains("5/5 requests"), words.out.constData());
+    // ... which is what the next call finds.
+    const Ran next = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") });
+    QVERIFY2(next.code == 1, next.err.constData());
+
+    // Everything lost (a restart without persistence, FLUSHALL): said as a possibility, with the way back.
+    QVERIFY(redisCli(*m_redis, { QStringLiteral("FLUSHALL") }).code == 0);
+    const Ran empty = cli({ QStringLiteral("status") });
+    QVERIFY2(empty.code == 0, empty.err.constData());
+    QVERIFY2(empty.out.contains("Redis lost its data") && empty.out.contains("tollgate limits import"),
+        empty.out.constData());
 }
 
 QTEST_GUILESS_MAIN(TestRedisReaders)

@@ -1807,8 +1807,21 @@ end
 
 -- Loaded as a function library (FUNCTION LOAD, with the name the client puts in front: the
 -- definitions above run once) or run whole by EVALSHA where functions are not allowed.
+-- The looks that write nothing (status, the dashboard) also go through FUNCTION_NAME_ro,
+-- flagged no-writes and called by FCALL_RO (RedisConnection::callReadOnly): Redis runs it on a
+-- read-only replica and while it holds writers (CLIENT PAUSE WRITE, a failover). Any other
+-- operation is refused there; a write in it would be refused by Redis anyway.
+local READ_ONLY_OPS = { snapshot = true }
+local function mainReadOnly(keys, args)
+    if not READ_ONLY_OPS[args[1]] then
+        return refuse('usage', 'operation ' .. tostring(args[1]) .. ' writes: not through the read-only function')
+    end
+    return main(keys, args)
+end
 if redis.register_function then
     redis.register_function(FUNCTION_NAME, main)
+    redis.register_function({ function_name = FUNCTION_NAME .. '_ro', callback = mainReadOnly,
+        flags = { 'no-writes' } })
 else
     return main(evalKeys, evalArgv)
 end

@@ -179,6 +179,7 @@ struct RedisConnection::Impl
     std::map<std::string, std::string> shas; // script text -> SHA1 the server gave
     std::map<std::string, std::string> functions; // library text -> its function's name
     bool functionsRefused = false; // this server (or our user) has no FUNCTION/FCALL
+    bool readOnlyRefused = false; // ... nor EVALSHA_RO (before Redis 7, or an ACL)
 
     // One command and its whole reply before `deadline`: the command is written and the
     // reply read without blocking, polling against that one deadline, so a server that
@@ -405,6 +406,12 @@ Result<std::int64_t> RedisConnection::serverTimeMs()
 Result<RedisReply> RedisConnection::eval(
     const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    return evalAs("EVALSHA", script, keys, args);
+}
+
+Result<RedisReply> RedisConnection::evalAs(const char* verb, const std::string& script,
+    const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = m_impl->shas.find(script);
         if (it == m_impl->shas.end() && attempt == 0)
@@ -417,7 +424,7 @@ Result<RedisReply> RedisConnection::eval(
                 return Error::make(ErrorKind::Io, url(), "Redis did not load a script: " + loaded->text);
             it = m_impl->shas.emplace(script, loaded->text).first;
         }
-        std::vector<std::string> argv { "EVALSHA", it->second, std::to_string(keys.size()) };
+        std::vector<std::string> argv { verb, it->second, std::to_string(keys.size()) };
         argv.insert(argv.end(), keys.begin(), keys.end());
         argv.insert(argv.end(), args.begin(), args.end());
         auto r = command(argv);
@@ -440,7 +447,8 @@ bool startsWith(const std::string& text, const char* prefix)
     return text.rfind(prefix, 0) == 0;
 }
 
-// Errors that mean "this server or user cannot use functions" (nothing ran): fall back to EVALSHA.
+// Errors that mean "this server or user cannot use functions" (nothing ran): fall back to
+// EVALSHA.
 bool functionsRefused(const RedisReply& r)
 {
     return r.type == RedisReply::Type::Error
@@ -452,13 +460,31 @@ bool functionsRefused(const RedisReply& r)
 Result<RedisReply> RedisConnection::callFunction(
     const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    return invoke(library, keys, args, false);
+}
+
+Result<RedisReply> RedisConnection::callReadOnly(
+    const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
+    return invoke(library, keys, args, true);
+}
+
+Result<RedisReply> RedisConnection::invoke(const std::string& library, const std::vector<std::string>& keys,
+    const std::vector<std::string>& args, bool readOnly)
+{
+    // The read-only way where the server has none (before Redis 7) or the user may not take it:
+    // the ordinary one, which writes nothing either but is held by CLIENT PAUSE WRITE and refused
+    // by a replica — as every look was before.
+    if (readOnly && m_impl->readOnlyRefused)
+        readOnly = false;
     if (m_impl->functionsRefused)
-        return eval(library, keys, args);
+        return evalReadOnlyOr(library, keys, args, readOnly);
     auto it = m_impl->functions.find(library);
     if (it == m_impl->functions.end())
         it = m_impl->functions.emplace(library, "tollgate_" + scriptSha(library).substr(0, 16)).first;
     const std::string& name = it->second;
-    std::vector<std::string> argv { "FCALL", name, std::to_string(keys.size()) };
+    std::vector<std::string> argv { readOnly ? "FCALL_RO" : "FCALL", readOnly ? name + "_ro" : name,
+        std::to_string(keys.size()) };
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -466,8 +492,9 @@ Result<RedisReply> RedisConnection::callFunction(
         if (!r)
             return r;
         if (functionsRefused(*r)) {
-            m_impl->functionsRefused = true;
-            return eval(library, keys, args);
+            if (!readOnly) // FCALL_RO alone may be refused (an ACL): keep FCALL for the writers
+                m_impl->functionsRefused = true;
+            return evalReadOnlyOr(library, keys, args, readOnly);
         }
         // Not loaded on this server (a new server, a restart without persistence, FUNCTION
         // FLUSH): nothing ran. Load it and call again.
@@ -479,8 +506,13 @@ Result<RedisReply> RedisConnection::callFunction(
                 return loaded.error();
             if (functionsRefused(*loaded)) {
                 m_impl->functionsRefused = true;
-                return eval(library, keys, args);
+                return evalReadOnlyOr(library, keys, args, readOnly);
             }
+            // A replica loads no library (its primary's arrive by replication): a look there
+            // runs the text by EVALSHA_RO; this connection keeps trying FCALL (a failover may
+            // make the server a primary).
+            if (readOnly && loaded->type == RedisReply::Type::Error && startsWith(loaded->text, "READONLY"))
+                return evalReadOnlyOr(library, keys, args, readOnly);
             // "already exists": another client loaded it in between, as wanted.
             if (loaded->type == RedisReply::Type::Error
                 && loaded->text.find("already exists") == std::string::npos)
@@ -491,6 +523,19 @@ Result<RedisReply> RedisConnection::callFunction(
         return r;
     }
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting Tollgate's function library");
+}
+
+Result<RedisReply> RedisConnection::evalReadOnlyOr(const std::string& library,
+    const std::vector<std::string>& keys, const std::vector<std::string>& args, bool readOnly)
+{
+    if (!readOnly)
+        return eval(library, keys, args);
+    auto r = evalAs("EVALSHA_RO", library, keys, args);
+    if (r && functionsRefused(*r)) {
+        m_impl->readOnlyRefused = true;
+        return eval(library, keys, args);
+    }
+    return r;
 }
 
 std::uint64_t RedisConnection::commandsSent()

@@ -1,9 +1,10 @@
 #include "system/hostidentity.h"
 
-#include "base/textsanitizer.h"
 #include "system/fd.h"
 
+#include <cctype>
 #include <cstdio>
+#include <initializer_list>
 #include <optional>
 #include <fcntl.h>
 #include <openssl/sha.h>
@@ -106,15 +107,99 @@ Result<std::string> HostIdentity::current(std::uint64_t pidNamespace, const Sour
         return Error::make(boot.error().kind, sources.bootIdFile,
             "no boot id, so this host cannot be told from a clone that shares its machine id: "
                 + boot.error().describe());
-    return make(*machine, *boot, pidNamespace);
+    return make(*machine, *boot, pidNamespace) + " " + hostName(sources);
 }
 
 std::string HostIdentity::hostName()
 {
-    utsname u {};
-    if (::uname(&u) != 0)
-        return "unknown";
-    return TextSanitizer::clean(u.nodename, 64);
+    return hostName(Sources {});
+}
+
+namespace {
+
+// The first run of exactly 64 hex digits in `text` that follows one of `after` (the places
+// runtimes name a container: ".../docker/<id>", "docker-<id>.scope", "libpod-<id>",
+// "cri-containerd-<id>", ".../containers/<id>/..."), else empty.
+std::string hexRunAfter(std::string_view text, std::initializer_list<std::string_view> after)
+{
+    for (std::string_view marker : after) {
+        for (auto at = text.find(marker); at != std::string_view::npos; at = text.find(marker, at + 1)) {
+            const std::size_t start = at + marker.size();
+            std::size_t end = start;
+            while (end < text.size() && lowerHex(text[end]))
+                ++end;
+            if (end - start == 64 && (end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end]))))
+                return std::string(text.substr(start, 64));
+        }
+    }
+    return {};
+}
+
+std::string readSmall(const std::string& path)
+{
+    auto fd = Fd::openRegular(path, O_RDONLY);
+    if (!fd)
+        return {};
+    auto text = fd->readAll(256 * 1024); // a mountinfo of many mounts; past it, no container id
+    return text ? std::move(text).value() : std::string();
+}
+
+} // namespace
+
+std::string HostIdentity::containerId(std::string_view cgroup, std::string_view mountInfo)
+{
+    std::string id = hexRunAfter(cgroup, { "/docker/", "docker-", "libpod-", "cri-containerd-", "crio-", "/kubepods/" });
+    if (id.empty()) {
+        // kubepods paths end with the id after a pod segment: any 64-hex segment after "/".
+        if (cgroup.find("kubepods") != std::string_view::npos)
+            id = hexRunAfter(cgroup, { "/" });
+    }
+    if (id.empty())
+        id = hexRunAfter(mountInfo, { "/containers/" });
+    return id;
+}
+
+std::string HostIdentity::hostName(const Sources& sources)
+{
+    std::string node = sources.nodeName;
+    if (node.empty()) {
+        utsname u {};
+        node = ::uname(&u) == 0 ? std::string(u.nodename) : std::string("unknown");
+    }
+    // Only characters that need no quoting anywhere it is shown, and never a space (which ends
+    // the id part of a host id).
+    std::string name;
+    for (char c : node.substr(0, MAX_NAME))
+        name += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ? c : '_';
+    if (name.empty())
+        name = "unknown";
+    const std::string container
+        = containerId(readSmall(sources.cgroupFile), readSmall(sources.mountInfoFile)).substr(0, 12);
+    if (!container.empty() && name != container)
+        name += "/" + container;
+    return name;
+}
+
+std::string HostIdentity::nameOf(std::string_view hostId)
+{
+    const auto space = hostId.find(' ');
+    return space == std::string_view::npos ? std::string() : std::string(hostId.substr(space + 1));
+}
+
+std::string HostIdentity::shortName(std::string_view hostId)
+{
+    if (std::string name = nameOf(hostId); !name.empty())
+        return name;
+    const std::string_view id = hostId.substr(0, hostId.find(' '));
+    const auto dash = id.rfind('-');
+    if (id.size() <= 16 || dash == std::string_view::npos || dash < 8)
+        return std::string(id);
+    return std::string(id.substr(0, 8)) + "…" + std::string(id.substr(dash));
+}
+
+std::string HostIdentity::describe(std::string_view hostId)
+{
+    return nameOf(hostId).empty() ? "another host (" + shortName(hostId) + ")" : "host " + shortName(hostId);
 }
 
 } // namespace tollgate
