@@ -10,8 +10,8 @@
 #include "testsupport.h"
 
 #include <QFile>
-#include <QJsonDocument>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
 #include <QTemporaryDir>
@@ -119,11 +119,16 @@ void TestRedisReaders::aHomeThatCannotBeLoggedIntoIsAFailureForReaders_data()
     // How the password is (not) given, and what the failure must say.
     QTest::addColumn<QString>("how");
     QTest::addColumn<QString>("says");
-    QTest::newRow("a mistyped password file") << "missing" << "/no-such-password-file";
-    QTest::newRow("an empty password file") << "empty" << "is empty";
-    QTest::newRow("a password file others can read") << "open" << "chmod 600";
-    QTest::newRow("a wrong password") << "wrong" << "refused the password";
-    QTest::newRow("no password at all") << "none" << "requires a password";
+    QTest::newRow("a mistyped password file") << "missing"
+                                              << "/no-such-password-file";
+    QTest::newRow("an empty password file") << "empty"
+                                            << "is empty";
+    QTest::newRow("a password file others can read") << "open"
+                                                     << "chmod 600";
+    QTest::newRow("a wrong password") << "wrong"
+                                      << "refused the password";
+    QTest::newRow("no password at all") << "none"
+                                        << "requires a password";
 }
 
 void TestRedisReaders::aHomeThatCannotBeLoggedIntoIsAFailureForReaders()
@@ -132,7 +137,8 @@ void TestRedisReaders::aHomeThatCannotBeLoggedIntoIsAFailureForReaders()
     QFETCH(QString, says);
     m_redis = std::make_unique<RedisServer>();
     QString why;
-    QVERIFY2(m_redis->start({ QStringLiteral("--requirepass"), QStringLiteral("r1ght-pw") }, &why), qPrintable(why));
+    QVERIFY2(m_redis->start({ QStringLiteral("--requirepass"), QStringLiteral("r1ght-pw") }, &why),
+        qPrintable(why));
     m_home = QString::fromStdString(m_redis->url()) + QStringLiteral("?prefix=readers");
     const QMap<QString, QString> right { { QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE"),
         writeFile(QStringLiteral("right"), "r1ght-pw\n", 0600) } };
@@ -144,17 +150,21 @@ void TestRedisReaders::aHomeThatCannotBeLoggedIntoIsAFailureForReaders()
 
     QMap<QString, QString> env;
     if (how == QStringLiteral("missing"))
-        env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")] = m_dir->path() + QStringLiteral("/no-such-password-file");
+        env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")]
+            = m_dir->path() + QStringLiteral("/no-such-password-file");
     else if (how == QStringLiteral("empty"))
         env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")] = writeFile(QStringLiteral("empty"), "\n", 0600);
     else if (how == QStringLiteral("open"))
-        env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")] = writeFile(QStringLiteral("open"), "r1ght-pw\n", 0644);
+        env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")]
+            = writeFile(QStringLiteral("open"), "r1ght-pw\n", 0644);
     else if (how == QStringLiteral("wrong"))
-        env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")] = writeFile(QStringLiteral("wrong"), "wr0ng-pw\n", 0600);
+        env[QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE")]
+            = writeFile(QStringLiteral("wrong"), "wr0ng-pw\n", 0600);
 
     const QList<QStringList> readers { { QStringLiteral("status") },
         { QStringLiteral("status"), QStringLiteral("--json") },
-        { QStringLiteral("limits"), QStringLiteral("show") }, { QStringLiteral("limits"), QStringLiteral("export") },
+        { QStringLiteral("limits"), QStringLiteral("show") },
+        { QStringLiteral("limits"), QStringLiteral("export") },
         { QStringLiteral("limits"), QStringLiteral("export"), QStringLiteral("api") },
         { QStringLiteral("history") }, { QStringLiteral("history"), QStringLiteral("--json") } };
     for (const QStringList& args : readers) {
@@ -165,7 +175,8 @@ void TestRedisReaders::aHomeThatCannotBeLoggedIntoIsAFailureForReaders()
         QVERIFY2(r.err.contains(says.toUtf8()), what.constData());
         QVERIFY2(!r.err.contains("nothing has run") && !r.out.contains("nothing has run"), what.constData());
         QVERIFY2(!r.out.contains("\"providers\""), what.constData()); // no (empty) export, no status
-        QVERIFY2(!r.err.contains("Protocol error"), what.constData()); // the server's words for "log in first"
+        QVERIFY2(
+            !r.err.contains("Protocol error"), what.constData()); // the server's words for "log in first"
         QVERIFY2(!r.err.contains("wr0ng-pw") && !r.out.contains("wr0ng-pw"), what.constData());
         if (args.contains(QStringLiteral("--json"))) {
             const QJsonObject doc = QJsonDocument::fromJson(r.out).object();
@@ -182,16 +193,18 @@ void TestRedisReaders::aLookWritesNothing()
     // Before issue 27 every look was an FCALL of a function that may write: Redis held it under
     // CLIENT PAUSE WRITE (status timed out, exit 3) and a replica refused it (READONLY).
     startServer();
-    for (const QStringList& args : { QStringList { QStringLiteral("limits"), QStringLiteral("set"),
-                                         QStringLiteral("api"), QStringLiteral("--requests"), QStringLiteral("5") },
-             QStringList { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-                 QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("5") } }) {
+    for (const QStringList& args :
+        { QStringList { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+              QStringLiteral("--requests"), QStringLiteral("5") },
+            QStringList { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("5") } }) {
         const Ran r = cli(args);
         QVERIFY2(r.code == 0, r.err.constData());
     }
-    const QList<QStringList> looks { { QStringLiteral("status") }, { QStringLiteral("status"), QStringLiteral("--json") },
-        { QStringLiteral("limits"), QStringLiteral("show") }, { QStringLiteral("limits"), QStringLiteral("export") },
-        { QStringLiteral("history") } };
+    const QList<QStringList> looks { { QStringLiteral("status") },
+        { QStringLiteral("status"), QStringLiteral("--json") },
+        { QStringLiteral("limits"), QStringLiteral("show") },
+        { QStringLiteral("limits"), QStringLiteral("export") }, { QStringLiteral("history") } };
     auto looksWork = [&](const char* where) {
         for (const QStringList& args : looks) {
             const Ran r = cli(args);
@@ -201,12 +214,19 @@ void TestRedisReaders::aLookWritesNothing()
             QVERIFY2(r.out.contains("api"), what.constData());
         }
         const QJsonObject doc = object(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out);
-        QCOMPARE(doc.value(QStringLiteral("providers")).toArray().first().toObject().value(QStringLiteral("used_requests")).toInt(), 1);
+        QCOMPARE(doc.value(QStringLiteral("providers"))
+                     .toArray()
+                     .first()
+                     .toObject()
+                     .value(QStringLiteral("used_requests"))
+                     .toInt(),
+            1);
     };
 
     // Writers held for 60 s (each look has 2 s: one held would fail it), then let go.
-    const Ran paused = redisCli(*m_redis, { QStringLiteral("CLIENT"), QStringLiteral("PAUSE"), QStringLiteral("60000"),
-        QStringLiteral("WRITE") });
+    const Ran paused = redisCli(*m_redis,
+        { QStringLiteral("CLIENT"), QStringLiteral("PAUSE"), QStringLiteral("60000"),
+            QStringLiteral("WRITE") });
     QVERIFY2(paused.code == 0 && paused.out.contains("OK"), paused.err.constData());
     looksWork("under CLIENT PAUSE WRITE");
     QVERIFY(redisCli(*m_redis, { QStringLiteral("CLIENT"), QStringLiteral("UNPAUSE") }).code == 0);
@@ -214,14 +234,15 @@ void TestRedisReaders::aLookWritesNothing()
     // A read-only replica of the server, once it has the data.
     RedisServer replica;
     QString why;
-    QVERIFY2(replica.start({ QStringLiteral("--replicaof"), QStringLiteral("127.0.0.1"), QString::number(m_redis->port()) },
+    QVERIFY2(replica.start({ QStringLiteral("--replicaof"), QStringLiteral("127.0.0.1"),
+                               QString::number(m_redis->port()) },
                  &why),
         qPrintable(why));
     QTRY_VERIFY_WITH_TIMEOUT(redisCli(replica, { QStringLiteral("INFO"), QStringLiteral("replication") })
                                  .out.contains("master_link_status:up"),
         30000);
-    QTRY_VERIFY_WITH_TIMEOUT(redisCli(replica, { QStringLiteral("EXISTS"), QStringLiteral("{readers}:limits") })
-                                 .out.trimmed()
+    QTRY_VERIFY_WITH_TIMEOUT(
+        redisCli(replica, { QStringLiteral("EXISTS"), QStringLiteral("{readers}:limits") }).out.trimmed()
             == "1",
         30000);
     m_home = QString::fromStdString(replica.url()) + QStringLiteral("?prefix=readers");
@@ -241,19 +262,21 @@ void TestRedisReaders::holdersAndWaitersOfOtherHostsAreNamed()
         QSKIP("needs root (pid and UTS namespaces)");
     startServer();
     const Ran set = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
-        QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("1") });
+        QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
     QVERIFY2(set.code == 0, set.err.constData());
     auto elsewhere = [&](const QString& args) {
         const QString script = QStringLiteral("hostname build-box && exec '%1' --home '%3' %2")
                                    .arg(QStringLiteral(TOLLGATE_CLI_PATH), args, m_home);
         return TestSupport::startChild(QStringLiteral("unshare"),
-            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"), QStringLiteral("--uts"),
-                QStringLiteral("sh"), QStringLiteral("-c"), script });
+            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
+                QStringLiteral("--uts"), QStringLiteral("sh"), QStringLiteral("-c"), script });
     };
     auto holder = elsewhere(QStringLiteral("run api --caller far -- sleep 60"));
     QVERIFY(holder);
     auto statusJson = [&] { return object(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out); };
-    auto provider = [&] { return statusJson().value(QStringLiteral("providers")).toArray().first().toObject(); };
+    auto provider
+        = [&] { return statusJson().value(QStringLiteral("providers")).toArray().first().toObject(); };
     QTRY_VERIFY_WITH_TIMEOUT(provider().value(QStringLiteral("slots")).toArray().size() == 1, 20000);
     auto waiter = elsewhere(QStringLiteral("acquire api --caller farwaiter --slot --timeout 60"));
     QVERIFY(waiter);
@@ -268,7 +291,8 @@ void TestRedisReaders::holdersAndWaitersOfOtherHostsAreNamed()
     QCOMPARE(queued.value(QStringLiteral("host_name")).toString(), QStringLiteral("build-box"));
     const Ran words = cli({ QStringLiteral("status") });
     QVERIFY2(words.code == 0, words.err.constData());
-    QVERIFY2(words.out.contains("far (pid ") && words.out.contains(" on host build-box, lease "), words.out.constData());
+    QVERIFY2(words.out.contains("far (pid ") && words.out.contains(" on host build-box, lease "),
+        words.out.constData());
     QVERIFY2(words.out.contains("waiting: farwaiter (pid ") && words.out.contains("on host build-box,"),
         words.out.constData());
     QVERIFY2(!words.out.contains("unknown pid namespace"), words.out.constData());
@@ -281,8 +305,8 @@ void TestRedisReaders::aLostStateIsShownAsTheNextCallSeesIt()
         QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600"),
         QStringLiteral("--parallel"), QStringLiteral("2") });
     QVERIFY2(set.code == 0, set.err.constData());
-    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
-                     QStringLiteral("--timeout"), QStringLiteral("5") })
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+                     QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("5") })
                  .code,
         0);
     // The state key lost (an eviction, a DEL): the next call restarts the provider with its window

@@ -87,9 +87,11 @@ void TestRedisValueSizes::init()
         QString why;
         QVERIFY2(m_own->start({}, &why), qPrintable(why));
     }
-    m_home.url = m_own->url() + "?prefix=" + RedisServer::uniquePrefix(QStringLiteral("sizes"), ++m_homes).toStdString();
+    m_home.url = m_own->url()
+        + "?prefix=" + RedisServer::uniquePrefix(QStringLiteral("sizes"), ++m_homes).toStdString();
     const Ran set = cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
-        QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--parallel"), QStringLiteral("2") });
+        QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--parallel"),
+        QStringLiteral("2") });
     QVERIFY2(set.code == 0, set.err.constData());
 }
 
@@ -101,25 +103,28 @@ void TestRedisValueSizes::cleanup()
 void TestRedisValueSizes::aHugeLimitsValueIsRefusedByNameUnread()
 {
     // Valid JSON with every field a provider needs, padded: decoded, it would pass for limits.
-    const std::string huge = "{\"r\":500,\"w\":60000,\"h\":100,\"bb\":60000,\"bc\":900000,\"mh\":600000,\"pad\":\""
+    const std::string huge
+        = "{\"r\":500,\"w\":60000,\"h\":100,\"bb\":60000,\"bc\":900000,\"mh\":600000,\"pad\":\""
         + std::string(BIG, 'x') + "\"}";
     plant(key("limits"), "api", huge);
     const QByteArray size = QByteArray::number(static_cast<qint64>(huge.size()));
     const QByteArray field = QByteArray::fromStdString(key("limits")) + " field api";
 
     const qint64 before = bytesSent();
-    const QList<QStringList> commands { { QStringLiteral("status") }, { QStringLiteral("status"), QStringLiteral("--json") },
-        { QStringLiteral("limits"), QStringLiteral("show") }, { QStringLiteral("limits"), QStringLiteral("export") },
+    const QList<QStringList> commands { { QStringLiteral("status") },
+        { QStringLiteral("status"), QStringLiteral("--json") },
+        { QStringLiteral("limits"), QStringLiteral("show") },
+        { QStringLiteral("limits"), QStringLiteral("export") },
         { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
             QStringLiteral("--timeout"), QStringLiteral("0") },
         { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("c"),
             QStringLiteral("--timeout"), QStringLiteral("0"), QStringLiteral("--"), QStringLiteral("true") },
-        { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
-            QStringLiteral("6") } };
+        { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+            QStringLiteral("--requests"), QStringLiteral("6") } };
     for (const QStringList& args : commands) {
         const Ran r = cli(args);
-        const QByteArray what = args.join(QLatin1Char(' ')).toUtf8() + " -> " + QByteArray::number(r.code) + ": "
-            + r.err.left(2000) + r.out.left(2000);
+        const QByteArray what = args.join(QLatin1Char(' ')).toUtf8() + " -> " + QByteArray::number(r.code)
+            + ": " + r.err.left(2000) + r.out.left(2000);
         QVERIFY2(r.code == 3, what.constData()); // fail closed: nothing admitted on limits nobody can read
         QVERIFY2(r.err.contains(size) && r.err.contains("bytes"), what.constData()); // its size
         QVERIFY2(r.err.contains(QByteArray::fromStdString(key("limits"))), what.constData()); // its key
@@ -153,7 +158,8 @@ void TestRedisValueSizes::aHugeStateValueIsSetAsideUnread()
     const qint64 before = bytesSent();
     const Ran look = cli({ QStringLiteral("status") });
     QVERIFY2(look.code == 3, look.err.constData());
-    QVERIFY2(look.err.contains(QByteArray::fromStdString(key("state")) + " field p:api"), look.err.constData());
+    QVERIFY2(
+        look.err.contains(QByteArray::fromStdString(key("state")) + " field p:api"), look.err.constData());
     QVERIFY2(look.err.contains(QByteArray::number(BIG) + " bytes"), look.err.constData());
     const Ran refused = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
         QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") });

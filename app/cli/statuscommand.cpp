@@ -50,7 +50,7 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
         return v;
     }
     v.text = "pid " + std::to_string(s.pid)
-        + (!h.host.empty()                     ? " on " + h.host + ", "
+        + (!h.host.empty()                         ? " on " + h.host + ", "
                 : h.ns == HolderNamespace::Unknown ? std::string(" in an unknown pid namespace, ")
                                                    : std::string(" in another pid namespace, "))
         + (h.whyGone.empty() ? "lease " + wholeSeconds(h.leaseLeftMs) + " left" : h.whyGone) + ", " + held
@@ -386,7 +386,8 @@ int statusOfHome(QuotaSession& c, json& out)
     for (const auto& [name, l] : view->limits.providers()) {
         // Core's summary of the provider (the dashboard and status --watch show the same).
         const ProviderCapacity cap = Capacity::forProvider(state, name, &l, now, &c.probe());
-        const bool lost = std::find(view->lostStates.begin(), view->lostStates.end(), name) != view->lostStates.end();
+        const bool lost
+            = std::find(view->lostStates.begin(), view->lostStates.end(), name) != view->lostStates.end();
         const ProviderLook look { name, l, *state.provider(name), cap, now, lost };
         providers.push_back(providerJson(c.probe(), look));
         sayUsage(c.console(), look);

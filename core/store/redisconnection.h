@@ -120,8 +120,8 @@ private:
     struct Impl;
     explicit RedisConnection(std::unique_ptr<Impl> impl);
     Result<void> reconnect(std::chrono::steady_clock::time_point deadline);
-    Result<RedisReply> evalAs(const char* command, const std::string& script, const std::vector<std::string>& keys,
-        const std::vector<std::string>& args);
+    Result<RedisReply> evalAs(const char* command, const std::string& script,
+        const std::vector<std::string>& keys, const std::vector<std::string>& args);
     Result<RedisReply> invoke(const std::string& library, const std::vector<std::string>& keys,
         const std::vector<std::string>& args, bool readOnly);
     Result<RedisReply> evalReadOnlyOr(const std::string& library, const std::vector<std::string>& keys,

@@ -4,10 +4,10 @@
 
 #include <cctype>
 #include <cstdio>
-#include <initializer_list>
-#include <optional>
 #include <fcntl.h>
+#include <initializer_list>
 #include <openssl/sha.h>
+#include <optional>
 #include <sys/utsname.h>
 
 namespace tollgate {
@@ -63,7 +63,8 @@ Result<std::string> HostIdentity::readBootId(const std::string& path)
     return id;
 }
 
-std::string HostIdentity::make(std::string_view machineId, std::string_view bootId, std::uint64_t pidNamespace)
+std::string HostIdentity::make(
+    std::string_view machineId, std::string_view bootId, std::uint64_t pidNamespace)
 {
     // SHA-256 of both, cut to 128 bits: as long as a machine id was, and it does not show the
     // machine id itself to everyone who can read the home.
@@ -99,7 +100,8 @@ Result<std::string> HostIdentity::current(std::uint64_t pidNamespace, const Sour
         tried += (tried.empty() ? "" : "; ") + id.error().describe();
     }
     if (!machine)
-        return Error::make(ErrorKind::NotFound, sources.machineIdFiles.empty() ? "" : sources.machineIdFiles.front(),
+        return Error::make(ErrorKind::NotFound,
+            sources.machineIdFiles.empty() ? "" : sources.machineIdFiles.front(),
             "no machine id, so this host cannot be told from others (" + tried
                 + "); create one with systemd-machine-id-setup or dbus-uuidgen --ensure");
     auto boot = readBootId(sources.bootIdFile);
@@ -128,7 +130,8 @@ std::string hexRunAfter(std::string_view text, std::initializer_list<std::string
             std::size_t end = start;
             while (end < text.size() && lowerHex(text[end]))
                 ++end;
-            if (end - start == 64 && (end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end]))))
+            if (end - start == 64
+                && (end == text.size() || !std::isalnum(static_cast<unsigned char>(text[end]))))
                 return std::string(text.substr(start, 64));
         }
     }
@@ -148,7 +151,8 @@ std::string readSmall(const std::string& path)
 
 std::string HostIdentity::containerId(std::string_view cgroup, std::string_view mountInfo)
 {
-    std::string id = hexRunAfter(cgroup, { "/docker/", "docker-", "libpod-", "cri-containerd-", "crio-", "/kubepods/" });
+    std::string id
+        = hexRunAfter(cgroup, { "/docker/", "docker-", "libpod-", "cri-containerd-", "crio-", "/kubepods/" });
     if (id.empty()) {
         // kubepods paths end with the id after a pod segment: any 64-hex segment after "/".
         if (cgroup.find("kubepods") != std::string_view::npos)
