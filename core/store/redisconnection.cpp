@@ -532,8 +532,10 @@ Result<RedisReply> RedisConnection::evalReadOnlyOr(const std::string& library,
         return eval(library, keys, args);
     auto r = evalAs("EVALSHA_RO", library, keys, args);
     if (r && functionsRefused(*r)) {
+        // Neither read-only way (before Redis 7, or an ACL without them): the ordinary one, by
+        // FCALL where that is allowed.
         m_impl->readOnlyRefused = true;
-        return eval(library, keys, args);
+        return invoke(library, keys, args, false);
     }
     return r;
 }
