@@ -269,8 +269,11 @@ void TestRedisReaders::holdersAndWaitersOfOtherHostsAreNamed()
         const QString script = QStringLiteral("hostname build-box && exec '%1' --home '%3' %2")
                                    .arg(QStringLiteral(TOLLGATE_CLI_PATH), args, m_home);
         return TestSupport::startChild(QStringLiteral("unshare"),
-            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
-                QStringLiteral("--uts"), QStringLiteral("sh"), QStringLiteral("-c"), script });
+            // --kill-child: the namespace's first process, and with it all of the namespace, dies
+            // with unshare, which the test kills at its end.
+            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--kill-child"),
+                QStringLiteral("--mount-proc"), QStringLiteral("--uts"), QStringLiteral("sh"),
+                QStringLiteral("-c"), script });
     };
     auto holder = elsewhere(QStringLiteral("run api --caller far -- sleep 60"));
     QVERIFY(holder);
