@@ -425,6 +425,17 @@ void TestCli::homeUrlsAreParsedNotTakenAsDirectories_data()
     QTest::newRow("password") << "redis://u:hunter2@cache" << 2 << "TOLLGATE_REDIS_PASSWORD";
     QTest::newRow("other scheme") << "http://cache" << 2 << "unknown kind of home";
     QTest::newRow("one slash") << "redis:/cache" << 2 << "looks like a URL";
+    // A password in any shape of home string is refused first and never repeated, neither on
+    // stderr nor in --json's "error" and "path" (only redis:// was masked before).
+    const char* refused = "a password in the home is refused";
+    QTest::newRow("password, tls") << "rediss://u:hunter2@cache" << 2 << refused;
+    QTest::newRow("password, http") << "http://u:hunter2@cache" << 2 << refused;
+    QTest::newRow("password, unix") << "unix://u:hunter2@/run/redis.sock" << 2 << refused;
+    QTest::newRow("password, leading space") << " redis://u:hunter2@cache" << 2 << refused;
+    QTest::newRow("password, one slash") << "redis:/u:hunter2@cache" << 2 << refused;
+    QTest::newRow("password, no slash") << "redis:u:hunter2@cache" << 2 << refused;
+    QTest::newRow("password, no scheme") << "u:hunter2@cache:6379" << 2 << refused;
+    QTest::newRow("password with @ and /") << "redis://u:hun/ter2@hunter2@cache" << 2 << refused;
 }
 
 void TestCli::homeUrlsAreParsedNotTakenAsDirectories()
@@ -453,14 +464,19 @@ void TestCli::homeUrlsAreParsedNotTakenAsDirectories()
                 env.insert(QStringLiteral("TOLLGATE_HOME"), home);
             else
                 args = QStringList { QStringLiteral("--home"), home } + command;
+            if (viaEnv)
+                args.insert(1, QStringLiteral("--json")); // the error document too
             p.setProcessEnvironment(env);
             p.start(QStringLiteral(TOLLGATE_CLI_PATH), args);
             QVERIFY(p.waitForFinished(30000));
             const QByteArray err = p.readAllStandardError();
-            const QByteArray what = (args.join(QLatin1Char(' ')) + QStringLiteral(": ")).toUtf8() + err;
+            const QByteArray out = p.readAllStandardOutput();
+            const QByteArray what = (args.join(QLatin1Char(' ')) + QStringLiteral(": ")).toUtf8() + err + out;
             QVERIFY2(p.exitCode() == code, what.constData());
             QVERIFY2(err.contains(says.toUtf8()), what.constData());
-            QVERIFY2(!err.contains("hunter2"), what.constData());
+            QVERIFY2(!err.contains("hunter2") && !out.contains("hunter2"), what.constData());
+            if (viaEnv)
+                QVERIFY2(object(out).value(QStringLiteral("code")).toInt() == code, what.constData());
             QVERIFY2(QDir(cwd).entryList(QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden).isEmpty(),
                 what.constData());
         }

@@ -1,6 +1,7 @@
 // HomeSpec: what a home string names. A URL is a Redis home or refused by name, never taken
 // as a relative directory; a password never rides in the string.
 
+#include "base/secretmask.h"
 #include "store/homespec.h"
 
 #include <QTest>
@@ -19,6 +20,10 @@ private Q_SLOTS:
     void refused_data();
     void refused();
     void resolveOrder();
+    void masksAnyUserinfo_data();
+    void masksAnyUserinfo();
+    void everyShapeOfPasswordIsRefusedMasked_data();
+    void everyShapeOfPasswordIsRefusedMasked();
 };
 
 void TestHomeSpec::directories_data()
@@ -162,6 +167,73 @@ void TestHomeSpec::resolveOrder()
     auto home = HomeSpec::resolve(std::nullopt);
     QVERIFY(home.ok());
     QCOMPARE(QString::fromStdString(home->dir()), QStringLiteral("/home/u/.local/state/tollgate"));
+}
+
+void TestHomeSpec::masksAnyUserinfo_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("shown");
+    QTest::newRow("redis") << "redis://u:pw@h" << "redis://u:***@h";
+    QTest::newRow("rediss") << "rediss://u:pw@h:6380" << "rediss://u:***@h:6380";
+    QTest::newRow("http") << "http://u:pw@h/x" << "http://u:***@h/x";
+    QTest::newRow("unix") << "unix://u:pw@/run/r.sock" << "unix://u:***@/run/r.sock";
+    QTest::newRow("leading space") << "  redis://u:pw@h" << "  redis://u:***@h";
+    QTest::newRow("one slash") << "redis:/u:pw@h" << "redis:/u:***@h";
+    QTest::newRow("three slashes") << "redis:///u:pw@h" << "redis:///u:***@h";
+    QTest::newRow("no slash") << "redis:u:pw@h" << "redis:***@h";
+    QTest::newRow("no scheme") << "u:pw@h:6379" << "u:***@h:6379";
+    QTest::newRow("no user") << "redis://:pw@h" << "redis://:***@h";
+    QTest::newRow("empty password") << "redis://u:@h" << "redis://u:***@h";
+    QTest::newRow("@ / ? # % in the password") << "redis://u:a@b/c?d#e%f@h" << "redis://u:***@h";
+    QTest::newRow("upper case") << "REDISS://u:pw@h" << "REDISS://u:***@h";
+    QTest::newRow("a user alone") << "redis://u@h" << "redis://u@h";
+    QTest::newRow("no userinfo") << "redis://h:6379/0" << "redis://h:6379/0";
+    QTest::newRow("a path") << "/data/a:b@c" << "/data/a:b@c";
+    QTest::newRow("a url's path") << "http://h/a:b@c" << "http://h/a:b@c";
+    QTest::newRow("a url inside") << "x/redis://u:pw@h" << "x/redis://u:***@h";
+    QTest::newRow("empty") << "" << "";
+}
+
+void TestHomeSpec::masksAnyUserinfo()
+{
+    QFETCH(QString, text);
+    QFETCH(QString, shown);
+    QCOMPARE(QString::fromStdString(SecretMask::userinfo(text.toStdString())), shown);
+    QCOMPARE(SecretMask::holdsPassword(text.toStdString()), text != shown);
+}
+
+void TestHomeSpec::everyShapeOfPasswordIsRefusedMasked_data()
+{
+    QTest::addColumn<QString>("text");
+    QTest::newRow("redis") << "redis://u:hunter2@h";
+    QTest::newRow("rediss") << "rediss://u:hunter2@h";
+    QTest::newRow("http") << "http://u:hunter2@h";
+    QTest::newRow("unix") << "unix://u:hunter2@/run/r.sock";
+    QTest::newRow("leading space") << " redis://u:hunter2@h";
+    QTest::newRow("trailing space") << "redis://u:hunter2@h ";
+    QTest::newRow("one slash") << "redis:/u:hunter2@h";
+    QTest::newRow("no slash") << "redis:u:hunter2@h";
+    QTest::newRow("no scheme") << "u:hunter2@h:6379";
+    QTest::newRow("url inside a path") << "x/redis://u:hunter2@h";
+    QTest::newRow("after a NUL") << QStringLiteral("redis://u:hunter2@h") + QChar(0) + QStringLiteral("x");
+}
+
+void TestHomeSpec::everyShapeOfPasswordIsRefusedMasked()
+{
+    // Refused, and neither the path nor the message of the error (what --json prints as
+    // "path" and "error") repeats it.
+    QFETCH(QString, text);
+    const std::string raw = text.toUtf8().toStdString();
+    auto spec = HomeSpec::parse(raw);
+    QVERIFY2(!spec.ok(), raw.c_str());
+    const std::string all = spec.error().path + "\n" + spec.error().message;
+    QVERIFY2(all.find("hunter2") == std::string::npos, all.c_str());
+    QVERIFY2(all.find("***") != std::string::npos, all.c_str());
+    qputenv("TOLLGATE_HOME", QByteArray::fromStdString(raw.substr(0, raw.find('\0'))));
+    auto resolved = HomeSpec::resolve(std::nullopt);
+    qunsetenv("TOLLGATE_HOME");
+    QVERIFY(!resolved.ok());
+    QVERIFY(resolved.error().describe().find("hunter2") == std::string::npos);
 }
 
 QTEST_APPLESS_MAIN(TestHomeSpec)

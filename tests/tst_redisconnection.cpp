@@ -31,6 +31,8 @@ private Q_SLOTS:
     void serverTimeIsTheClock();
     void scriptsAreReloadedAfterTheServerForgetsThem();
     void functionsAreLoadedOnceReloadedAndFallBackWhereRefused();
+    void readOnlyCallsTakeEveryWayTheUserIsAllowed_data();
+    void readOnlyCallsTakeEveryWayTheUserIsAllowed();
     void databaseIsSelected();
     void keysOfAHomeShareOneHashTag();
     void passwordFromTheEnvironment();
@@ -177,6 +179,65 @@ end
     QVERIFY(listed.ok());
     QCOMPARE(listed->elements.size(), std::size_t(0));
     QVERIFY(c->command({ "ACL", "DELUSER", "nofunctions" }).ok());
+}
+
+void TestRedisConnection::readOnlyCallsTakeEveryWayTheUserIsAllowed_data()
+{
+    // What the ACL takes away, and the command the look must then be made with.
+    QTest::addColumn<QStringList>("denied");
+    QTest::addColumn<QString>("by");
+    QTest::newRow("everything allowed") << QStringList {} << "fcall_ro";
+    QTest::newRow("no FCALL_RO") << QStringList { QStringLiteral("-fcall_ro") } << "evalsha_ro";
+    QTest::newRow("no functions at all") << QStringList { QStringLiteral("-fcall"), QStringLiteral("-fcall_ro"),
+        QStringLiteral("-function") } << "evalsha_ro";
+    QTest::newRow("no read-only commands") << QStringList { QStringLiteral("-fcall_ro"), QStringLiteral("-evalsha_ro") }
+                                           << "fcall";
+    QTest::newRow("nothing but EVALSHA") << QStringList { QStringLiteral("-fcall_ro"), QStringLiteral("-evalsha_ro"),
+        QStringLiteral("-fcall"), QStringLiteral("-function") } << "evalsha";
+}
+
+void TestRedisConnection::readOnlyCallsTakeEveryWayTheUserIsAllowed()
+{
+    // The shape of core/backend/redisquota.lua: a read-only FUNCTION_NAME_ro beside FUNCTION_NAME.
+    QFETCH(QStringList, denied);
+    QFETCH(QString, by);
+    const std::string library = R"(
+local function main(keys, args)
+    return 'seen ' .. tostring(redis.call('EXISTS', keys[1])) .. args[1]
+end
+if redis.register_function then
+    redis.register_function(FUNCTION_NAME, main)
+    redis.register_function({ function_name = FUNCTION_NAME .. '_ro', callback = main, flags = { 'no-writes' } })
+else
+    return main(KEYS, ARGV)
+end
+)";
+    auto admin = RedisConnection::open(address(m_server.port()));
+    QVERIFY(admin.ok());
+    QVERIFY(admin->command({ "FUNCTION", "FLUSH" }).ok());
+    QVERIFY(admin->command({ "SCRIPT", "FLUSH" }).ok());
+    QVERIFY(admin->command({ "CONFIG", "RESETSTAT" }).ok());
+    std::vector<std::string> acl { "ACL", "SETUSER", "looker", "reset", "on", ">look-pw", "~*", "&*", "+@all" };
+    for (const QString& d : denied)
+        acl.push_back(d.toStdString());
+    QVERIFY(admin->command(acl).ok());
+    qputenv("TOLLGATE_REDIS_PASSWORD", "look-pw");
+    RedisAddress limited = address(m_server.port());
+    limited.user = "looker";
+    auto c = RedisConnection::open(limited);
+    QVERIFY2(c.ok(), c.ok() ? "" : c.error().describe().c_str());
+    for (const char* arg : { "!", "?" }) { // twice: the way found is kept
+        auto r = c->callReadOnly(library, { "{t}:k" }, { arg });
+        QVERIFY2(r.ok(), r.ok() ? "" : r.error().describe().c_str());
+        QCOMPARE(QString::fromStdString(r->text), QStringLiteral("seen 0") + QLatin1String(arg));
+    }
+    auto info = admin->command({ "INFO", "commandstats" });
+    QVERIFY(info.ok());
+    const std::string wanted = "cmdstat_" + by.toStdString() + ":calls=";
+    const auto at = info->text.find(wanted);
+    QVERIFY2(at != std::string::npos, info->text.c_str());
+    QVERIFY2(std::atoll(info->text.c_str() + at + wanted.size()) >= 2, info->text.c_str());
+    QVERIFY(admin->command({ "ACL", "DELUSER", "looker" }).ok());
 }
 
 void TestRedisConnection::databaseIsSelected()

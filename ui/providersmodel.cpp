@@ -3,6 +3,7 @@
 #include "learnedlimits.h"
 #include "quota/capacity.h"
 #include "quota/quotapolicy.h"
+#include "system/hostidentity.h"
 
 #include <QBrush>
 #include <QColor>
@@ -212,11 +213,15 @@ void ProvidersModel::rebuild()
         auto wc = text(waiting ? QString::number(waiting) : QString(), waiting);
         if (p && !p->queue.empty()) {
             QStringList who;
-            for (const Waiter& w : p->queue)
+            for (const Waiter& w : p->queue) {
+                // A waiter of another host (a Redis home) is named with its host, as status does;
+                // the codec gives the waiters of this host our pid namespace, others none.
+                const QString pid = w.host.empty() || w.pidNs != 0
+                    ? QString::number(w.pid)
+                    : QStringLiteral("%1 @ %2").arg(w.pid).arg(qs(HostIdentity::shortName(w.host)));
                 who.append(tr("%1 (pid %2): %3")
-                               .arg(qs(w.caller))
-                               .arg(w.pid)
-                               .arg(QLatin1String(waitReasonName(w.reason))));
+                               .arg(qs(w.caller), pid, QLatin1String(waitReasonName(w.reason))));
+            }
             wc.insert(Qt::ToolTipRole, who.join(QLatin1Char('\n')));
         }
         row.cells[Waiting] = wc;

@@ -8,6 +8,7 @@
 #include "lock/lockfile.h"
 #include "quota/holderstatus.h"
 #include "quota/quotapolicy.h"
+#include "system/hostidentity.h"
 
 #include <QDir>
 #include <QFile>
@@ -202,10 +203,8 @@ bool addSlotHolders(DashboardSnapshot& s, const ProcessProbe& probe, const Previ
             h.key = QStringLiteral("slot:%1:%2").arg(provider).arg(slot.fence);
             h.pid = slot.pid;
             // The codec gives slots of this host our pid namespace; any other is elsewhere.
-            if (!slot.host.empty() && !QuotaPolicy::sameNamespace(slot.pidNs, probe)) {
-                const QString id = qs(slot.host);
-                h.host = id.left(8) + QStringLiteral("…") + id.mid(id.lastIndexOf(QLatin1Char('-')));
-            }
+            if (!slot.host.empty() && !QuotaPolicy::sameNamespace(slot.pidNs, probe))
+                h.host = qs(HostIdentity::shortName(slot.host)); // its name (core's words)
             h.who = slot.pid == 0 ? QObject::tr("(placeholder after a lost state)") : qs(slot.caller);
             h.model = qs(slot.model);
             h.sinceMs = slot.acquiredMs;

@@ -109,6 +109,16 @@ StopCode QuotaSession::openExisting(bool& exists)
 
 void QuotaSession::sayNoHome() const
 {
+    // A directory that is not there has never been a home. A Redis home with no limits, no
+    // state and no marker may be new — or a server that lost everything (a restart without
+    // persistence, FLUSHALL): say both, and how to come back from the second.
+    if (m_home.rfind("redis://", 0) == 0) {
+        m_console.say("no Tollgate home at " + m_home
+            + ": no limits, no state — a new home (nothing has run here), or Redis lost its data (a restart "
+              "without persistence, a flush); if it ran before, restore the limits with: tollgate limits "
+              "import FILE");
+        return;
+    }
     m_console.say("no Tollgate home at " + m_home + " yet (nothing has run here)");
 }
 

@@ -49,8 +49,10 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
             + (h.whyGone.empty() ? std::string(holderStateName(h.state)) : h.whyGone);
         return v;
     }
-    v.text = "pid " + std::to_string(s.pid) + " in "
-        + (h.ns == HolderNamespace::Unknown ? "an unknown" : "another") + " pid namespace, "
+    v.text = "pid " + std::to_string(s.pid)
+        + (!h.host.empty()                         ? " on " + h.host + ", "
+                : h.ns == HolderNamespace::Unknown ? std::string(" in an unknown pid namespace, ")
+                                                   : std::string(" in another pid namespace, "))
         + (h.whyGone.empty() ? "lease " + wholeSeconds(h.leaseLeftMs) + " left" : h.whyGone) + ", " + held
         + (h.state == HolderState::Overdue ? ", overdue" : "");
     return v;
@@ -142,6 +144,18 @@ json planJson(const ProviderCapacity& cap, std::int64_t now)
         { "age_ms", std::max<std::int64_t>(0, now - u.atMs) } };
 }
 
+// A holder's or waiter's host on a Redis home: "host_id", and "host_name" for people (null for
+// an id written by a version that recorded none); "host_is_ours". Nothing on a directory home.
+void hostFields(json& j, const std::string& host, bool ours)
+{
+    if (host.empty())
+        return;
+    j["host_id"] = host.substr(0, host.find(' '));
+    const std::string name = HostIdentity::nameOf(host);
+    j["host_name"] = name.empty() ? json(nullptr) : json(name);
+    j["host_is_ours"] = ours;
+}
+
 json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const ProviderLimits& l, std::int64_t now)
 {
     json slots = json::array();
@@ -155,6 +169,7 @@ json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const Provide
         const HolderStatus h = holderView(probe, s, l, now).status;
         sj["state"] = holderStateName(h.state);
         sj["pid_namespace"] = holderNamespaceName(h.ns);
+        hostFields(sj, s.host, h.ns == HolderNamespace::Ours);
         if (h.ns != HolderNamespace::Ours && s.pid != 0)
             sj["lease_remaining_ms"] = h.leaseLeftMs;
         slots.push_back(sj);
@@ -162,13 +177,14 @@ json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const Provide
     return slots;
 }
 
-json queueJson(const ProviderState& ps, std::int64_t now)
+json queueJson(const ProcessProbe& probe, const ProviderState& ps, std::int64_t now)
 {
     json waiters = json::array();
     for (const auto& w : ps.queue) {
         json wj;
         wj["caller"] = w.caller;
         wj["pid"] = w.pid;
+        hostFields(wj, w.host, QuotaPolicy::sameNamespace(w.pidNs, probe));
         wj["waiting_ms"] = now - w.enqueuedMs;
         wj["reason"] = waitReasonName(w.reason);
         waiters.push_back(wj);
@@ -233,6 +249,7 @@ struct ProviderLook
     const ProviderState& state;
     const ProviderCapacity& capacity;
     std::int64_t now;
+    bool stateLost = false; // shown as the next call restarts it (QuotaView::lostStates)
 };
 
 json providerJson(const ProcessProbe& probe, const ProviderLook& p)
@@ -268,7 +285,8 @@ json providerJson(const ProcessProbe& probe, const ProviderLook& p)
     j["limit_notices"] = cap.limitNotices;
     j["plan"] = planJson(cap, p.now);
     j["slots"] = slotsJson(probe, p.state, p.limits, p.now);
-    j["queue"] = queueJson(p.state, p.now);
+    j["queue"] = queueJson(probe, p.state, p.now);
+    j["state_lost"] = p.stateLost;
     return j;
 }
 
@@ -316,6 +334,10 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Prov
 {
     const ProviderState& ps = p.state;
     const std::int64_t now = p.now;
+    if (p.stateLost)
+        console.say("  STATE LOST: Redis has no state for '" + p.name
+            + "' (a restart without persistence, a flush, an eviction); shown as the next call restarts it: "
+              "every window full for one window, slots held by placeholders");
     for (const auto& notice : p.capacity.limitNotices)
         console.say("  NOTE " + notice + " (reported "
             + QuotaFormat::seconds(std::max<std::int64_t>(0, now - p.capacity.reportedAtMs)) + " ago)");
@@ -346,9 +368,12 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Prov
     for (const auto& s : ps.slots)
         console.say("  slot fence " + std::to_string(s.fence) + ": " + s.caller + " ("
             + holderView(probe, s, p.limits, now).text + ")");
-    for (const auto& w : ps.queue)
-        console.say("  waiting: " + w.caller + " (pid " + std::to_string(w.pid) + ", "
+    for (const auto& w : ps.queue) {
+        const bool elsewhere = !w.host.empty() && !QuotaPolicy::sameNamespace(w.pidNs, probe);
+        console.say("  waiting: " + w.caller + " (pid " + std::to_string(w.pid)
+            + (elsewhere ? " on " + HostIdentity::describe(w.host) : std::string()) + ", "
             + QuotaFormat::seconds(now - w.enqueuedMs) + ", " + waitReasonName(w.reason) + ")");
+    }
 }
 
 // status on a home that exists: every provider, in JSON and in words.
@@ -372,7 +397,9 @@ int statusOfHome(QuotaSession& c, json& out)
     for (const auto& [name, l] : view->limits.providers()) {
         // Core's summary of the provider (the dashboard and status --watch show the same).
         const ProviderCapacity cap = Capacity::forProvider(state, name, &l, now, &c.probe());
-        const ProviderLook look { name, l, *state.provider(name), cap, now };
+        const bool lost
+            = std::find(view->lostStates.begin(), view->lostStates.end(), name) != view->lostStates.end();
+        const ProviderLook look { name, l, *state.provider(name), cap, now, lost };
         providers.push_back(providerJson(c.probe(), look));
         sayUsage(c.console(), look);
         sayConditions(c.console(), c.probe(), look);

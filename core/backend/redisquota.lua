@@ -377,6 +377,12 @@ local function limitsProblem(provider, l)
 end
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
+    -- The length first (O(1)): a planted 10 MB value must not be copied and decoded by every call.
+    local bytes = redis.call('HSTRLEN', KEYS[1], provider)
+    if bytes > MAX_LIMITS_BYTES then
+        return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' hold ' .. bytes
+            .. ' bytes, more than the ' .. MAX_LIMITS_BYTES .. ' a provider\'s limits may have; refused unread'
+    end
     local raw = redis.call('HGET', KEYS[1], provider)
     local l = false
     if raw then
@@ -567,6 +573,7 @@ local function decode(field, raw, valid)
         decodedCount = decodedCount - 1
         if kept.raw == raw then return kept.v end
     end
+    if #raw > MAX_STATE_BYTES then return false end -- never decoded: set aside as one that did not
     local ok, v = pcall(cmsgpack.unpack, raw)
     if ok and valid(v) then return v end
     return false
@@ -1911,9 +1918,36 @@ function ops.record()
     return reply({})
 end
 
+-- A look (status, the dashboard): the limits and the state as stored, and whether the home's
+-- marker is there. Writes nothing. A value larger than a value may be is not returned but named
+-- with its size in `oversize` (and a hash with more fields than a home has, with its count), so
+-- that a planted value costs neither Redis nor the client its copy and decoding. `limitsOnly`:
+-- the limits alone (a writer that needs only them).
+local function boundedHash(key, maxBytes, oversize)
+    local out = {}
+    local fields = redis.call('HLEN', key)
+    if fields > MAX_HASH_FIELDS then
+        oversize[#oversize + 1] = { k = key, f = '', n = fields }
+        return out
+    end
+    for _, name in ipairs(redis.call('HKEYS', key)) do
+        local bytes = redis.call('HSTRLEN', key, name)
+        if bytes > maxBytes then
+            oversize[#oversize + 1] = { k = key, f = name, n = bytes }
+        else
+            out[#out + 1] = name
+            out[#out + 1] = redis.call('HGET', key, name)
+        end
+    end
+    return out
+end
 function ops.snapshot()
-    return reply({ now = now, limits = redis.call('HGETALL', KEYS[1]), state = redis.call('HGETALL', KEYS[2]),
-        home = redis.call('EXISTS', KEYS[4]) })
+    local oversize = {}
+    local limits = boundedHash(KEYS[1], MAX_LIMITS_BYTES, oversize)
+    local state = {}
+    if not a.limitsOnly then state = boundedHash(KEYS[2], MAX_STATE_BYTES, oversize) end
+    return reply({ now = now, limits = limits, state = state, home = redis.call('EXISTS', KEYS[4]),
+        oversize = oversize })
 end
 
 -- What can make an operation fail half-way (Redis does not roll a script back), checked before
@@ -1986,8 +2020,21 @@ end
 
 -- Loaded as a function library (FUNCTION LOAD, with the name the client puts in front: the
 -- definitions above run once) or run whole by EVALSHA where functions are not allowed.
+-- The looks that write nothing (status, the dashboard) also go through FUNCTION_NAME_ro,
+-- flagged no-writes and called by FCALL_RO (RedisConnection::callReadOnly): Redis runs it on a
+-- read-only replica and while it holds writers (CLIENT PAUSE WRITE, a failover). Any other
+-- operation is refused there; a write in it would be refused by Redis anyway.
+local READ_ONLY_OPS = { snapshot = true }
+local function mainReadOnly(keys, args)
+    if not READ_ONLY_OPS[args[1]] then
+        return refuse('usage', 'operation ' .. tostring(args[1]) .. ' writes: not through the read-only function')
+    end
+    return main(keys, args)
+end
 if redis.register_function then
     redis.register_function(FUNCTION_NAME, main)
+    redis.register_function({ function_name = FUNCTION_NAME .. '_ro', callback = mainReadOnly,
+        flags = { 'no-writes' } })
 else
     return main(evalKeys, evalArgv)
 end

@@ -409,22 +409,17 @@ Result<void> RedisQuotaBackend::reportSuccess(const std::string& provider, const
 
 Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
 {
-    const std::string key = m_keys[0];
-    auto r = m_connection.command({ "HGETALL", key });
-    if (!r)
-        return r.error();
-    if (r->type != RedisReply::Type::Array)
-        return Error::make(ErrorKind::Io, m_address.url(), "Redis refused to read the limits: " + r->text);
-    QuotaLimits out;
-    for (std::size_t i = 0; i + 1 < r->elements.size(); i += 2) {
-        const std::string& provider = r->elements[i].text;
-        auto l = RedisStateCodec::parseCompactLimits(provider, r->elements[i + 1].text, key);
-        if (!l)
-            return l.error();
-        if (auto set = out.set(provider, *l); !set)
-            return Error::make(ErrorKind::Corrupt, key, set.error().message);
-    }
-    return out;
+    // Through the script's look, which returns no value larger than a provider's limits may be
+    // (a planted one is named with its size instead: never copied here, never decoded).
+    auto text = send("snapshot", packed(json { { "limitsOnly", true } }));
+    if (!text)
+        return text.error();
+    auto s = RedisStateCodec::decodeSnapshot(*text, m_keys[0], m_keys[1], "", 0);
+    if (!s)
+        return s.error();
+    if (s->limitsCorrupt)
+        return Error::make(ErrorKind::Corrupt, s->corruptKey, s->corruptReason);
+    return std::move(s->limits);
 }
 
 namespace {

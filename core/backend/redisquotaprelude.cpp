@@ -180,6 +180,9 @@ int main(int argc, char** argv)
     p.number("MAX_PERMILLE", PlanUsage::MAX_PERMILLE, "PlanUsage::MAX_PERMILLE");
     p.number("REPORT_REFRESH_MS", LimitMismatch::REFRESH_MS, "LimitMismatch::REFRESH_MS");
     p.number("NEVER", RedisStateCodec::NEVER, "RedisStateCodec::NEVER (2^53: no time)");
+    p.number("MAX_LIMITS_BYTES", RedisStateCodec::MAX_LIMITS_BYTES, "RedisStateCodec::MAX_LIMITS_BYTES");
+    p.number("MAX_STATE_BYTES", RedisStateCodec::MAX_STATE_BYTES, "RedisStateCodec::MAX_STATE_BYTES");
+    p.number("MAX_HASH_FIELDS", RedisStateCodec::MAX_HASH_FIELDS, "RedisStateCodec::MAX_HASH_FIELDS");
     p.number("HOME_FORMAT", RedisQuotaBackend::HOME_FORMAT, "RedisQuotaBackend::HOME_FORMAT");
 
     // The defaults of a provider's limits (the script's DEFAULT_LIMITS).

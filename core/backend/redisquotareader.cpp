@@ -1,6 +1,8 @@
 #include "backend/redisquotareader.h"
 
 #include "backend/redisquotabackend.h"
+#include "history/historyreader.h"
+#include "quota/quotapolicy.h"
 #include "store/redisstatecodec.h"
 #include "system/hostidentity.h"
 #include "system/processprobe.h"
@@ -62,7 +64,9 @@ public:
                 const auto& fields = entry.elements[1].elements;
                 bool parsed = false;
                 for (std::size_t i = 0; i + 1 < fields.size(); i += 2) {
-                    if (fields[i].text != "e")
+                    // A line longer than any event (planted) is skipped and counted, as the file
+                    // home's reader does, never decoded.
+                    if (fields[i].text != "e" || fields[i + 1].text.size() > HistoryReader::MAX_LINE)
                         continue;
                     if (auto e = HistoryEvent::fromJsonLine(fields[i + 1].text)) {
                         out.events.push_back(std::move(e).value());
@@ -136,7 +140,7 @@ Result<QuotaView> RedisQuotaReader::snapshot()
             return c.error();
         m_connection = std::make_unique<RedisConnection>(std::move(c).value());
     }
-    auto r = m_connection->callFunction(REDIS_QUOTA_SCRIPT, RedisQuotaBackend::keys(m_address),
+    auto r = m_connection->callReadOnly(REDIS_QUOTA_SCRIPT, RedisQuotaBackend::keys(m_address),
         { "snapshot", "", RedisQuotaBackend::channelPrefix(m_address), "0", "" });
     if (!r)
         return r.error();
@@ -150,6 +154,22 @@ Result<QuotaView> RedisQuotaReader::snapshot()
         return Error::make(
             ErrorKind::NotFound, m_address.url(), "no Tollgate home here yet (nothing has run here)");
     QuotaView view;
+    // A provider with limits but no state lost it: every operation restarts such a provider
+    // conservatively before it decides anything (the script's fillConservatively, the same rule as
+    // QuotaPolicy's). A look shows it so, at the server's time, instead of free capacity that the
+    // next admission will not give. One whose state is there but unreadable is reported as
+    // corrupt instead (corruptKey).
+    if (!s->limits.providers().empty() && !s->limitsCorrupt) {
+        QuotaState state = s->state.value_or(QuotaState {});
+        for (const auto& [name, limits] : s->limits.providers()) {
+            if (state.provider(name) || s->corruptKey == keys[1] + " field p:" + name)
+                continue;
+            QuotaPolicy::fillConservatively(state.ensureProvider(name), limits, s->nowMs);
+            view.lostStates.push_back(name);
+        }
+        if (!view.lostStates.empty())
+            s->state = std::move(state);
+    }
     view.limits = std::move(s->limits);
     view.state = std::move(s->state);
     view.corruptFile = s->corruptKey;

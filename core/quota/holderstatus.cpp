@@ -1,6 +1,7 @@
 #include "quota/holderstatus.h"
 
 #include "quota/quotapolicy.h"
+#include "system/hostidentity.h"
 
 #include <algorithm>
 
@@ -42,7 +43,13 @@ HolderStatus HolderStatus::judge(
     HolderStatus h;
     h.heldMs = std::max<std::int64_t>(0, nowMs - s.acquiredMs);
     const bool ours = QuotaPolicy::sameNamespace(s.pidNs, probe);
-    h.ns = ours ? HolderNamespace::Ours : (s.pidNs == 0 ? HolderNamespace::Unknown : HolderNamespace::Other);
+    // A holder recorded with a host that is not ours (a Redis home) is of another pid namespace
+    // for sure: the host id includes it.
+    const bool elsewhere = !ours && !s.host.empty();
+    h.ns = ours ? HolderNamespace::Ours
+                : (s.pidNs != 0 || elsewhere ? HolderNamespace::Other : HolderNamespace::Unknown);
+    if (elsewhere)
+        h.host = HostIdentity::describe(s.host);
     h.whyGone = QuotaPolicy::whyHolderGone(s, l, nowMs, probe, cheap);
     if (!ours && s.pid != 0)
         h.leaseLeftMs = std::max<std::int64_t>(0, QuotaPolicy::leaseEnd(s, l) - nowMs);

@@ -34,6 +34,9 @@ struct HolderStatus
     std::int64_t heldMs = 0; // ≥ 0
     std::int64_t leaseLeftMs = 0; // for a holder outside our namespace, ≥ 0
     std::string whyGone; // set when Gone
+    // A holder of another host on a Redis home, for people: "host build-box/3f2a9c1e0b7d"
+    // (HostIdentity::describe); empty for our own holders and on a directory home.
+    std::string host;
 
     // cheap: only kill(pid, 0), no /proc reads (see QuotaPolicy::whyHolderGone).
     [[nodiscard]] static HolderStatus judge(const Slot& s, const ProviderLimits& l, std::int64_t nowMs,

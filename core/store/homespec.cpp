@@ -1,5 +1,6 @@
 #include "store/homespec.h"
 
+#include "base/secretmask.h"
 #include "system/pathpolicy.h"
 
 #include <cctype>
@@ -88,24 +89,11 @@ bool prefixChar(char c)
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_' || c == ':';
 }
 
-Result<RedisAddress> parseRedis(std::string_view original)
+// `text` holds no password: HomeSpec::parse refused it before.
+Result<RedisAddress> parseRedis(std::string_view text)
 {
     RedisAddress a;
-    // A password is refused before anything else is looked at, and no refusal repeats it:
-    // whatever lies between "://" and the last '@' (a password may hold '/', '?', '#', '%')
-    // is shown as USER:*** (stderr ends up in logs).
-    const std::size_t start = original.find("://") + 3;
-    if (const auto at = original.rfind('@'); at != std::string_view::npos && at > start) {
-        const std::string_view userinfo = original.substr(start, at - start);
-        if (const auto colon = userinfo.find(':'); colon != std::string_view::npos) {
-            const std::string shown = std::string(original.substr(0, start)) + std::string(userinfo.substr(0, colon))
-                + ":***@" + std::string(original.substr(at + 1));
-            return bad(shown,
-                "a password in the home URL is refused (the command line shows in `ps` and in shell history): "
-                "give it in TOLLGATE_REDIS_PASSWORD or in a 0600 file named by TOLLGATE_REDIS_PASSWORD_FILE");
-        }
-    }
-    const std::string_view text = original;
+    const std::size_t start = text.find("://") + 3;
     std::string_view rest = text.substr(start);
     if (rest.find('%') != std::string_view::npos)
         return bad(text, "percent-encoding is not supported in a Redis home; write the URL as " + std::string(FORM));
@@ -243,9 +231,35 @@ Result<HomeSpec> HomeSpec::resolve(const std::optional<std::string>& explicitHom
 
 Result<HomeSpec> HomeSpec::parse(std::string_view text)
 {
+    auto spec = parseUnmasked(text);
+    if (spec)
+        return spec;
+    // Every refusal names the text, and some quote it inside the message too: whatever the
+    // branch, what reaches the user goes through the one mask (stderr and --json end up in
+    // logs).
+    Error e = spec.error();
+    const std::string masked = SecretMask::userinfo(text);
+    if (masked != text) {
+        for (std::string* field : { &e.path, &e.message }) {
+            for (auto at = field->find(text); at != std::string::npos; at = field->find(text, at + masked.size()))
+                field->replace(at, text.size(), masked);
+        }
+    }
+    e.path = SecretMask::userinfo(e.path);
+    return e;
+}
+
+Result<HomeSpec> HomeSpec::parseUnmasked(std::string_view text)
+{
     HomeSpec spec;
     if (text.find('\0') != std::string_view::npos)
         return bad(text.substr(0, text.find('\0')), "the home contains a NUL byte; refused");
+    // A password is refused before anything else is looked at, in any shape of home string
+    // ("rediss://u:pw@h", " redis://u:pw@h", "redis:/u:pw@h", "u:pw@h:6379"), and shown masked.
+    if (SecretMask::holdsPassword(text))
+        return bad(SecretMask::userinfo(text),
+            "a password in the home is refused (the command line shows in `ps` and in shell history): "
+            "give it in TOLLGATE_REDIS_PASSWORD or in a 0600 file named by TOLLGATE_REDIS_PASSWORD_FILE");
     const std::string_view scheme = schemeOf(text);
     if (!scheme.empty()) {
         if (text.substr(scheme.size(), 3) != "://")

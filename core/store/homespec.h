@@ -12,7 +12,8 @@
 // and in shell history): it comes from TOLLGATE_REDIS_PASSWORD or the 0600 file named by
 // TOLLGATE_REDIS_PASSWORD_FILE, read when the store connects. `rediss://` (TLS) is refused by
 // name: Debian's hiredis 0.14 has no TLS, and falling back to plain text would send the
-// password in the clear.
+// password in the clear. A refusal never repeats a password, whatever the shape of the string
+// (SecretMask).
 
 #include "base/result.h"
 
@@ -65,6 +66,9 @@ public:
     [[nodiscard]] bool isDefault() const { return m_default; }
 
 private:
+    // parse() without the final mask of its refusals.
+    [[nodiscard]] static Result<HomeSpec> parseUnmasked(std::string_view text);
+
     Kind m_kind = Kind::Directory;
     bool m_default = false;
     std::string m_dir;

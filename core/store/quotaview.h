@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tollgate {
 
@@ -18,6 +19,11 @@ struct QuotaView
     std::string corruptFile;
     std::string corruptReason;
     bool limitsCorrupt = false; // what does not parse is the limits (else the state)
+    // Providers with limits whose state is missing (a Redis home that lost its state key or a
+    // provider's field: a restart without persistence, a flush, an eviction). `state` shows them
+    // as the next operation will restart them (QuotaPolicy::fillConservatively at the server's
+    // time), not as the empty windows the missing data suggests.
+    std::vector<std::string> lostStates;
 };
 
 } // namespace tollgate

@@ -179,6 +179,7 @@ struct RedisConnection::Impl
     std::map<std::string, std::string> shas; // script text -> SHA1 the server gave
     std::map<std::string, std::string> functions; // library text -> its function's name
     bool functionsRefused = false; // this server (or our user) has no FUNCTION/FCALL
+    bool readOnlyRefused = false; // ... nor EVALSHA_RO (before Redis 7, or an ACL)
 
     // One command and its whole reply before `deadline`: the command is written and the
     // reply read without blocking, polling against that one deadline, so a server that
@@ -263,8 +264,14 @@ Result<std::optional<std::string>> RedisConnection::password()
         return std::optional<std::string>();
     auto pw = SecretFile::read(
         file, "the Redis password file (TOLLGATE_REDIS_PASSWORD_FILE)", MAX_PASSWORD_BYTES);
-    if (!pw)
-        return pw.error();
+    if (!pw) {
+        // Whatever is wrong with the file (missing, mistyped, empty, not ours), the home cannot
+        // be reached: a failure (exit 3), never "not found" — readers take that for a home
+        // where nothing has run, and a backup job would export an empty one (issue 27).
+        Error e = pw.error();
+        e.kind = ErrorKind::Permission;
+        return e;
+    }
     return std::optional<std::string>(std::move(pw).value());
 }
 
@@ -326,7 +333,7 @@ Result<void> RedisConnection::reconnect(std::chrono::steady_clock::time_point de
         }
     } else if (!d.address.user.empty()) {
         d.context.reset();
-        return Error::make(ErrorKind::Usage, url,
+        return Error::make(ErrorKind::Permission, url,
             "a Redis user is named but no password is set (TOLLGATE_REDIS_PASSWORD or "
             "TOLLGATE_REDIS_PASSWORD_FILE)");
     }
@@ -336,7 +343,7 @@ Result<void> RedisConnection::reconnect(std::chrono::steady_clock::time_point de
             return r.error();
         if (r->type == RedisReply::Type::Error) {
             d.context.reset();
-            return Error::make(ErrorKind::Usage, url,
+            return Error::make(ErrorKind::Io, url,
                 "Redis refused database " + std::to_string(d.address.db) + ": " + r->text);
         }
     }
@@ -367,9 +374,17 @@ Result<RedisReply> RedisConnection::command(const std::vector<std::string>& argv
             return r.error();
     }
     auto reply = m_impl->raw(argv, deadline);
-    if (reply && reply->type == RedisReply::Type::Error && reply->text.rfind("NOAUTH", 0) == 0)
+    // A server that wants a password answers a client that gave none with NOAUTH — or, when
+    // the command has more than 10 parts or a part longer than 16 KiB (a script call, a
+    // function load), with "Protocol error: unauthenticated ..." and closes the connection.
+    // Either way the hint is the same.
+    if (reply && reply->type == RedisReply::Type::Error
+        && (reply->text.rfind("NOAUTH", 0) == 0
+            || reply->text.rfind("ERR Protocol error: unauthenticated", 0) == 0)) {
+        m_impl->context.reset();
         return Error::make(ErrorKind::Permission, url(),
             "Redis requires a password: set TOLLGATE_REDIS_PASSWORD or TOLLGATE_REDIS_PASSWORD_FILE");
+    }
     return reply;
 }
 
@@ -391,6 +406,12 @@ Result<std::int64_t> RedisConnection::serverTimeMs()
 Result<RedisReply> RedisConnection::eval(
     const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    return evalAs("EVALSHA", script, keys, args);
+}
+
+Result<RedisReply> RedisConnection::evalAs(const char* verb, const std::string& script,
+    const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
     for (int attempt = 0; attempt < 2; ++attempt) {
         auto it = m_impl->shas.find(script);
         if (it == m_impl->shas.end() && attempt == 0)
@@ -403,7 +424,7 @@ Result<RedisReply> RedisConnection::eval(
                 return Error::make(ErrorKind::Io, url(), "Redis did not load a script: " + loaded->text);
             it = m_impl->shas.emplace(script, loaded->text).first;
         }
-        std::vector<std::string> argv { "EVALSHA", it->second, std::to_string(keys.size()) };
+        std::vector<std::string> argv { verb, it->second, std::to_string(keys.size()) };
         argv.insert(argv.end(), keys.begin(), keys.end());
         argv.insert(argv.end(), args.begin(), args.end());
         auto r = command(argv);
@@ -426,7 +447,8 @@ bool startsWith(const std::string& text, const char* prefix)
     return text.rfind(prefix, 0) == 0;
 }
 
-// Errors that mean "this server or user cannot use functions" (nothing ran): fall back to EVALSHA.
+// Errors that mean "this server or user cannot use functions" (nothing ran): fall back to
+// EVALSHA.
 bool functionsRefused(const RedisReply& r)
 {
     return r.type == RedisReply::Type::Error
@@ -438,13 +460,31 @@ bool functionsRefused(const RedisReply& r)
 Result<RedisReply> RedisConnection::callFunction(
     const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    return invoke(library, keys, args, false);
+}
+
+Result<RedisReply> RedisConnection::callReadOnly(
+    const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
+    return invoke(library, keys, args, true);
+}
+
+Result<RedisReply> RedisConnection::invoke(const std::string& library, const std::vector<std::string>& keys,
+    const std::vector<std::string>& args, bool readOnly)
+{
+    // The read-only way where the server has none (before Redis 7) or the user may not take it:
+    // the ordinary one, which writes nothing either but is held by CLIENT PAUSE WRITE and refused
+    // by a replica — as every look was before.
+    if (readOnly && m_impl->readOnlyRefused)
+        readOnly = false;
     if (m_impl->functionsRefused)
-        return eval(library, keys, args);
+        return evalReadOnlyOr(library, keys, args, readOnly);
     auto it = m_impl->functions.find(library);
     if (it == m_impl->functions.end())
         it = m_impl->functions.emplace(library, "tollgate_" + scriptSha(library).substr(0, 16)).first;
     const std::string& name = it->second;
-    std::vector<std::string> argv { "FCALL", name, std::to_string(keys.size()) };
+    std::vector<std::string> argv { readOnly ? "FCALL_RO" : "FCALL", readOnly ? name + "_ro" : name,
+        std::to_string(keys.size()) };
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -452,8 +492,9 @@ Result<RedisReply> RedisConnection::callFunction(
         if (!r)
             return r;
         if (functionsRefused(*r)) {
-            m_impl->functionsRefused = true;
-            return eval(library, keys, args);
+            if (!readOnly) // FCALL_RO alone may be refused (an ACL): keep FCALL for the writers
+                m_impl->functionsRefused = true;
+            return evalReadOnlyOr(library, keys, args, readOnly);
         }
         // Not loaded on this server (a new server, a restart without persistence, FUNCTION
         // FLUSH): nothing ran. Load it and call again.
@@ -465,8 +506,13 @@ Result<RedisReply> RedisConnection::callFunction(
                 return loaded.error();
             if (functionsRefused(*loaded)) {
                 m_impl->functionsRefused = true;
-                return eval(library, keys, args);
+                return evalReadOnlyOr(library, keys, args, readOnly);
             }
+            // A replica loads no library (its primary's arrive by replication): a look there
+            // runs the text by EVALSHA_RO; this connection keeps trying FCALL (a failover may
+            // make the server a primary).
+            if (readOnly && loaded->type == RedisReply::Type::Error && startsWith(loaded->text, "READONLY"))
+                return evalReadOnlyOr(library, keys, args, readOnly);
             // "already exists": another client loaded it in between, as wanted.
             if (loaded->type == RedisReply::Type::Error
                 && loaded->text.find("already exists") == std::string::npos)
@@ -477,6 +523,21 @@ Result<RedisReply> RedisConnection::callFunction(
         return r;
     }
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting Tollgate's function library");
+}
+
+Result<RedisReply> RedisConnection::evalReadOnlyOr(const std::string& library,
+    const std::vector<std::string>& keys, const std::vector<std::string>& args, bool readOnly)
+{
+    if (!readOnly)
+        return eval(library, keys, args);
+    auto r = evalAs("EVALSHA_RO", library, keys, args);
+    if (r && functionsRefused(*r)) {
+        // Neither read-only way (before Redis 7, or an ACL without them): the ordinary one, by
+        // FCALL where that is allowed.
+        m_impl->readOnlyRefused = true;
+        return invoke(library, keys, args, false);
+    }
+    return r;
 }
 
 std::uint64_t RedisConnection::commandsSent()

@@ -25,6 +25,8 @@
 //   restart without persistence, FUNCTION FLUSH) ran nothing and loads it again. Where
 //   functions are refused (an ACL without FUNCTION/FCALL, a server before Redis 7) the same
 //   text runs by EVALSHA: slower, never different.
+// - A look that writes nothing (callReadOnly) goes by FCALL_RO / EVALSHA_RO, which Redis lets
+//   run on a read-only replica and under CLIENT PAUSE WRITE: `status` is not a writing call.
 
 #include "base/result.h"
 #include "store/homespec.h"
@@ -82,6 +84,12 @@ public:
     // first when the server does not have it; EVALSHA where functions are refused.
     [[nodiscard]] Result<RedisReply> callFunction(const std::string& library,
         const std::vector<std::string>& keys, const std::vector<std::string>& args);
+    // The same for a call that writes nothing: the library's FUNCTION_NAME_ro (registered with
+    // the no-writes flag) by FCALL_RO, else the text by EVALSHA_RO. Such a call runs on a
+    // read-only replica and while the server holds writers (CLIENT PAUSE WRITE, a failover);
+    // on a server without either (before Redis 7) it is an ordinary call.
+    [[nodiscard]] Result<RedisReply> callReadOnly(const std::string& library,
+        const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
     // Pub/sub: after subscribe() the connection only receives (no command() any more).
     // fd() becomes readable when a message may have arrived; takeMessages() counts the
@@ -112,6 +120,12 @@ private:
     struct Impl;
     explicit RedisConnection(std::unique_ptr<Impl> impl);
     Result<void> reconnect(std::chrono::steady_clock::time_point deadline);
+    Result<RedisReply> evalAs(const char* command, const std::string& script,
+        const std::vector<std::string>& keys, const std::vector<std::string>& args);
+    Result<RedisReply> invoke(const std::string& library, const std::vector<std::string>& keys,
+        const std::vector<std::string>& args, bool readOnly);
+    Result<RedisReply> evalReadOnlyOr(const std::string& library, const std::vector<std::string>& keys,
+        const std::vector<std::string>& args, bool readOnly);
     std::unique_ptr<Impl> m_impl;
 };
 

@@ -81,6 +81,13 @@ Error corrupt(const std::string& key, const std::string& what)
     return Error::make(ErrorKind::Corrupt, key, what);
 }
 
+// "holds 10485760 bytes, more than the 262144 a provider's limits may have; refused unread".
+std::string tooLarge(std::size_t bytes, std::int64_t max, const char* what)
+{
+    return "holds " + std::to_string(bytes) + " bytes, more than the " + std::to_string(max) + " " + what
+        + " may have; refused unread";
+}
+
 // One window of the script's state: w, b (SLOTS × index, requests, tokens) and, while its
 // scope splits tokens, x (SLOTS × input, output). false: malformed or out of bounds.
 bool windowOf(const json& o, RollingWindow& window, bool& split)
@@ -239,8 +246,10 @@ std::string RedisStateCodec::compactLimits(const ProviderLimits& l)
 Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
     const std::string& provider, std::string_view textIn, const std::string& key)
 {
-    const json j = json::parse(textIn.begin(), textIn.end(), nullptr, false);
     const std::string where = key + " field " + provider;
+    if (static_cast<std::int64_t>(textIn.size()) > MAX_LIMITS_BYTES)
+        return corrupt(where, tooLarge(textIn.size(), MAX_LIMITS_BYTES, "a provider's limits"));
+    const json j = json::parse(textIn.begin(), textIn.end(), nullptr, false);
     if (!j.is_object())
         return corrupt(where, "the limits are not a JSON object");
     ProviderLimits l;
@@ -361,6 +370,8 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
 Result<ProviderState> RedisStateCodec::decodeProvider(
     std::string_view blob, const std::string& myHost, std::uint64_t myPidNs)
 {
+    if (static_cast<std::int64_t>(blob.size()) > MAX_STATE_BYTES)
+        return corrupt("", tooLarge(blob.size(), MAX_STATE_BYTES, "a provider's state"));
     const json j = parseMsgpack(blob);
     auto bad = [](const std::string& what) { return corrupt("", what); };
     if (!j.is_object())
@@ -511,6 +522,26 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
     if (!limits || !state || !integer(j, "now", out.nowMs) || !integer(j, "home", home))
         return corrupt(stateKey, "the Redis script answered a snapshot with something else");
     out.homeExists = home != 0;
+    // Values the script would not return, being larger than a value may be (or a hash with more
+    // fields than a home has): named with their size, the limits then counting as corrupt.
+    if (const json* oversize = list(j, "oversize")) {
+        for (const json& o : *oversize) {
+            std::string key;
+            std::string field;
+            std::int64_t n = 0;
+            if (!o.is_object() || !text(o, "k", key) || !text(o, "f", field) || !integer(o, "n", n))
+                return corrupt(stateKey, "the Redis script answered a snapshot with something else");
+            const bool isLimits = key == limitsKey;
+            out.corruptKey = field.empty() ? key : key + " field " + field;
+            out.corruptReason = field.empty()
+                ? "has " + std::to_string(n) + " fields, more than the " + std::to_string(MAX_HASH_FIELDS)
+                    + " a home's hash may have; refused unread"
+                : tooLarge(static_cast<std::size_t>(n), isLimits ? MAX_LIMITS_BYTES : MAX_STATE_BYTES,
+                    isLimits ? "a provider's limits" : "a field of the state");
+            if (isLimits)
+                out.limitsCorrupt = true;
+        }
+    }
     for (std::size_t i = 0; i + 1 < limits->size(); i += 2) {
         const json& name = (*limits)[i];
         const json& value = (*limits)[i + 1];

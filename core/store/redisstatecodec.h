@@ -36,6 +36,18 @@ public:
     // holds every integer; no real time comes near it.
     static constexpr std::int64_t NEVER = std::int64_t(1) << 53;
 
+    // The most bytes a stored value may have (issue 27: a 10 MB value planted in the limits key
+    // made every call decode it, 1.7 s of Redis each). Larger ones are refused by name and size
+    // before anything decodes them: here, and in the script (redisquota.lua checks the length
+    // before it decodes; a snapshot names them instead of returning them). The largest real
+    // values lie far below: one provider's limits with every class and pattern ~80 KiB, one
+    // provider's state with every slot and waiter well under 1 MiB (what a state file holds for
+    // all providers together).
+    static constexpr std::int64_t MAX_LIMITS_BYTES = 256 * 1024; // one provider's limits (JSON)
+    static constexpr std::int64_t MAX_STATE_BYTES = 2 * 1024 * 1024; // one field of the state hash
+    // Fields of the limits or state hash a look reads at most (real ones: 64 providers, plus "g").
+    static constexpr std::int64_t MAX_HASH_FIELDS = 1024;
+
     // The limits as the script stores and compares them: deterministic (same limits, same
     // bytes), so a compare-and-set is a string comparison on the server.
     [[nodiscard]] static std::string compactLimits(const ProviderLimits& limits);

@@ -12,8 +12,12 @@ namespace tollgate {
 Result<std::string> SecretFile::read(const std::string& path, const std::string& what, std::size_t maxBytes)
 {
     auto fd = Fd::openRegular(path, O_RDONLY);
-    if (!fd)
-        return Error::make(fd.error().kind, path, "cannot read " + what + ": " + fd.error().message);
+    if (!fd) {
+        Error e = fd.error(); // its kind and errno ("No such file or directory" says what to fix)
+        e.path = path;
+        e.message = "cannot read " + what + ": " + e.message;
+        return e;
+    }
     struct stat st
     {
     };
