@@ -411,7 +411,7 @@ Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
 {
     // Through the script's look, which returns no value larger than a provider's limits may be
     // (a planted one is named with its size instead: never copied here, never decoded).
-    auto text = send("snapshot", packed(json { { "limitsOnly", true } }));
+    auto text = send("snapshot", packed(json { { "limitsOnly", true } }), std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
     if (!text)
         return text.error();
     auto s = RedisStateCodec::decodeSnapshot(*text, m_keys[0], m_keys[1], "", 0);
