@@ -639,17 +639,32 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
 }
 
 Result<bool> LocalQuotaBackend::renewSlot(
-    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder)
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         found = false; // an output, overwritten on every run
         ProviderState* p = nullptr;
         const auto it = findSlot(tx.state, provider, fence, p);
-        if (!p)
-            return {};
         const std::int64_t now = nowMs();
-        it->leaseUntilMs = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
+        const std::int64_t until
+            = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
+        if (!p) {
+            // Lost with the state (started again with placeholders): taken back if a
+            // placeholder of that reset is left.
+            ProviderState* q = tx.state.provider(provider);
+            if (!holder || !q)
+                return {};
+            Slot back = *holder;
+            back.fence = fence;
+            back.leaseUntilMs = until;
+            if (!QuotaPolicy::reestablish(*q, back))
+                return {};
+            found = true;
+            tx.changed = true;
+            return {};
+        }
+        it->leaseUntilMs = until;
         found = true;
         tx.changed = true;
         return {};

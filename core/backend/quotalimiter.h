@@ -128,7 +128,7 @@ public:
     // Extends the slot's lease to now + leaseMs (what readers in other pid namespaces go by).
     // false: no such slot any more (released by hand, or reclaimed).
     [[nodiscard]] Result<bool> renewSlot(
-        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs);
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder = nullptr);
     [[nodiscard]] Result<LimiterSnapshot> snapshot();
     // Records events made outside the quota (the dashboard's lock-file actions).
     [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events);
