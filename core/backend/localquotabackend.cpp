@@ -275,6 +275,17 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
                 continue;
             if (auto set = all.set(name, l); !set)
                 return set;
+            if (!current && !tx.state.provider(name)) {
+                // Imported without a state: a restore, or the limits of a quota used elsewhere.
+                // What was spent is not known, so it starts as a lost state does (as the Redis
+                // script's importLimits); fences from now on lie above the reset's time in µs.
+                QuotaPolicy::fillConservatively(tx.state.ensureProvider(name), l, now);
+                tx.state.nextFence = std::max<std::uint64_t>(tx.state.nextFence, static_cast<std::uint64_t>(now) * 1000);
+                HistoryEvent reset = event(now, EventType::Reset, name, "");
+                reset.reason = "imported without a state (a restore): windows start full, slots held until their "
+                               "holders renew";
+                tx.events.push_back(std::move(reset));
+            }
             QuotaPolicy::syncProvider(tx.state.ensureProvider(name), l, now);
             HistoryEvent e = event(now, EventType::Limits, name, "");
             e.reason = HistoryEvent::byWhom(current ? "changed by an import" : "added by an import", who);
