@@ -49,6 +49,7 @@ private Q_SLOTS:
     void lostStateKeepsTheSlotsOfRunningHolders();
     void aLostHomeIsRestoredConservatively_data();
     void aLostHomeIsRestoredConservatively();
+    void aStateThatWentBackInTimeIsTreatedAsLost();
 
 private:
     Ran cli(const QStringList& args, int limitMs = 60000) const
@@ -571,6 +572,40 @@ void TestRedisFaults::aLostHomeIsRestoredConservatively()
     const QString marker = m_dir->path() + QStringLiteral("/ran");
     QCOMPARE(tryRun(QStringLiteral("newcomer"), marker, QStringLiteral("3")).code, 1);
     QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the home was restored");
+}
+
+// Issue 27, item 2, a failover to a replica that lagged: the state goes back to a copy from
+// before two `run`s took both slots (DUMP, then RESTORE over it, as a promoted replica that
+// missed the last writes would have it). Before, the copy showed both slots free for good (the
+// holders' renewals found nothing), and a third command ran beside the two. Now a holder's
+// renewal names a fence the state has not issued yet: the state is taken as lost (windows full,
+// slots held) and the holders take theirs back. (A newcomer served before the first renewal —
+// within a third of a lease — can still take a slot the copy shows free: RELIABILITY.md.)
+void TestRedisFaults::aStateThatWentBackInTimeIsTreatedAsLost()
+{
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--window"),
+        QStringLiteral("20"), QStringLiteral("--parallel"), QStringLiteral("2") });
+    QCOMPARE(cli(tryAcquire()).code, 0);
+    auto c = RedisConnection::open(address());
+    QVERIFY(c.ok());
+    const std::string state = RedisConnection::key(address(), "state");
+    auto old = c->command({ "DUMP", state });
+    QVERIFY(old.ok() && old->type == RedisReply::Type::String);
+    auto a = startHolder(QStringLiteral("held-a"), 1500, false);
+    auto b = startHolder(QStringLiteral("held-b"), 1500, false);
+    QVERIFY(a && b);
+    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
+    auto restored = c->command({ "RESTORE", state, "0", old->text, "REPLACE" });
+    QVERIFY2(restored.ok() && restored->type != RedisReply::Type::Error, restored.ok() ? restored->text.c_str() : "");
+    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
+    const QString marker = m_dir->path() + QStringLiteral("/ran");
+    const Ran r = tryRun(QStringLiteral("newcomer"), marker, QStringLiteral("4"));
+    QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the state went back in time");
+    QCOMPARE(r.code, 1);
+    auto lost = c->command({ "HGET", state, "lost" });
+    QVERIFY(lost.ok() && lost->type == RedisReply::Type::String);
+    QVERIFY2(lost->text.find("back in time") != std::string::npos, lost->text.c_str());
 }
 
 QTEST_GUILESS_MAIN(TestRedisFaults)

@@ -1864,6 +1864,30 @@ function ops.renewSlot()
         end
     end
     p = providerOf(a.provider, l)
+    -- A fence this state has not issued yet: the state went back in time (a failover to a
+    -- replica that lagged, an older copy restored), so what it misses since is unknown: it is
+    -- taken as lost, as above. Fences go on above the holder's, so none is issued twice.
+    local g = global()
+    if a.fence >= g.nf then
+        local why = 'a holder renewed fence ' .. string.format('%d', a.fence) .. ' of \'' .. a.provider
+            .. '\', which this state has not issued yet: the data went back in time (a failover to a replica'
+            .. ' that lagged, an older copy restored); windows restart full, slots held until their holders renew'
+        markLost(why)
+        local e = event(EVENT.RESET, a.provider)
+        e.reason = why
+        g.nf = math.max(a.fence + 1, now * 1000)
+        dirty['g'] = g
+        fillConservatively(p, l, now)
+        touch(p)
+        -- Its slot is recorded even when the old slots leave no placeholder: it runs.
+        local free = false
+        for _, s in ipairs(p.sl) do
+            if s.pid == 0 then free = true end
+        end
+        if not free and #p.sl < MAX_SLOTS then
+            p.sl[#p.sl + 1] = { f = 0, pid = 0, a = now, n = 0, c = '', m = '', h = '', st = 0, lu = now, ll = 1 }
+        end
+    end
     for _, s in ipairs(p.sl) do
         if s.pid == 0 and s.a > 0 and a.fence < s.a * 1000 then
             s.f = a.fence
