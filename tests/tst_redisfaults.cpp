@@ -249,7 +249,7 @@ void TestRedisFaults::lostStateRestartsConservatively()
 {
     QVERIFY(startRedis(false));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--window"),
-        QStringLiteral("600") });
+        QStringLiteral("600"), QStringLiteral("--parallel"), QStringLiteral("1") });
     const QStringList acquire = tryAcquire();
     QCOMPARE(cli(acquire).code, 0);
     // The state goes (an eviction, a partial restore); the limits stay.
@@ -265,6 +265,13 @@ void TestRedisFaults::lostStateRestartsConservatively()
     QVERIFY2(
         r.out.contains("\"type\":\"reset\"") && r.out.contains("was missing from Redis"), r.out.constData());
     QVERIFY(cli({ QStringLiteral("limits"), QStringLiteral("show") }).out.contains("5 requests"));
+    // The slot is held by a placeholder (nobody is running to take it back); the user may
+    // free it by hand, by fence 0.
+    r = cli({ QStringLiteral("status") });
+    QVERIFY2(r.out.contains("1/1 slots") && r.out.contains("placeholder"), r.out.constData());
+    r = cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QStringLiteral("0") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    QVERIFY(cli({ QStringLiteral("status") }).out.contains("0/1 slots"));
 }
 
 void TestRedisFaults::forgedValuesAreSetAsideOrRefused()
