@@ -45,6 +45,7 @@ private Q_SLOTS:
     void forgedFarFutureTimesAreBounded();
     void killStormWithRedisRestart();
     void aSlowRedisFailsTheCommandWithinItsTimeout();
+    void aStallLongerThanTheLeaseCostsNoHolderItsSlot_data();
     void aStallLongerThanTheLeaseCostsNoHolderItsSlot();
     void lostStateKeepsTheSlotsOfRunningHolders();
     void aLostHomeIsRestoredConservatively_data();
@@ -459,8 +460,16 @@ void TestRedisFaults::aSlowRedisFailsTheCommandWithinItsTimeout()
 // holder. Now the stall is not counted against the lease (only a third of it is, what a live
 // holder may let pass between renewals), the holder renews and keeps its slot, and once it
 // dies its slot is freed as before.
+void TestRedisFaults::aStallLongerThanTheLeaseCostsNoHolderItsSlot_data()
+{
+    QTest::addColumn<bool>("stop");
+    QTest::newRow("SIGSTOP") << true;
+    QTest::newRow("CLIENT PAUSE") << false; // the server runs on, serving nobody
+}
+
 void TestRedisFaults::aStallLongerThanTheLeaseCostsNoHolderItsSlot()
 {
+    QFETCH(bool, stop);
     if (!canUnsharePid())
         QSKIP("cannot create a pid namespace here (unshare --pid --fork --mount-proc needs root or user namespaces)");
     QVERIFY(startRedis(false));
@@ -474,9 +483,16 @@ void TestRedisFaults::aStallLongerThanTheLeaseCostsNoHolderItsSlot()
     QVERIFY(!runners.empty());
     for (pid_t pid : runners)
         ::kill(pid, SIGSTOP);
-    m_redis->pause();
-    QTest::qWait(8000); // the stall under test: nearly three leases of 3 s
-    m_redis->resume();
+    if (stop) {
+        m_redis->pause();
+        QTest::qWait(8000); // the stall under test: nearly three leases of 3 s
+        m_redis->resume();
+    } else {
+        auto c = RedisConnection::open(address());
+        QVERIFY(c.ok());
+        QVERIFY(c->command({ "CLIENT", "PAUSE", "8000", "ALL" }).ok());
+        QTest::qWait(8500); // the pause under test, and its end
+    }
     const QString marker = m_dir->path() + QStringLiteral("/ran");
     const Ran first = tryRun(QStringLiteral("newcomer"), marker);
     for (pid_t pid : runners)
