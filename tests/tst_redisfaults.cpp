@@ -493,6 +493,8 @@ void TestRedisFaults::aStallLongerThanTheLeaseCostsNoHolderItsSlot()
         QVERIFY(c->command({ "CLIENT", "PAUSE", "8000", "ALL" }).ok());
         QTest::qWait(8500); // the pause under test, and its end
     }
+    // status (which writes nothing) judges as the next call will: the holder still holds.
+    QCOMPARE(slotCallers(), QStringList { QString::fromLatin1(tag) });
     const QString marker = m_dir->path() + QStringLiteral("/ran");
     const Ran first = tryRun(QStringLiteral("newcomer"), marker);
     for (pid_t pid : runners)

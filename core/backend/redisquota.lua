@@ -1957,7 +1957,7 @@ end
 
 function ops.snapshot()
     return reply({ now = now, limits = redis.call('HGETALL', KEYS[1]), state = redis.call('HGETALL', KEYS[2]),
-        home = redis.call('EXISTS', KEYS[4]) })
+        home = redis.call('EXISTS', KEYS[4]), stall = serverClock })
 end
 
 local function main(keys, args)
