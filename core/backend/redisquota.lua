@@ -1882,7 +1882,7 @@ function ops.renewSlot()
         -- Its slot is recorded even when the old slots leave no placeholder: it runs.
         local free = false
         for _, s in ipairs(p.sl) do
-            if s.pid == 0 then free = true end
+            if s.pid == 0 and a.fence < s.a * 1000 then free = true end
         end
         if not free and #p.sl < MAX_SLOTS then
             p.sl[#p.sl + 1] = { f = 0, pid = 0, a = now, n = 0, c = '', m = '', h = '', st = 0, lu = now, ll = 1 }
