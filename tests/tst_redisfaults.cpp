@@ -97,10 +97,10 @@ private:
     // of it), in a new pid namespace (another host: judged by its lease) when `elsewhere`.
     TestSupport::Child startHolder(const QString& caller, int leaseMs, bool elsewhere) const
     {
-        QStringList args { QStringLiteral("TOLLGATE_TEST_LEASE_MS=%1").arg(leaseMs), QStringLiteral(TOLLGATE_CLI_PATH),
-            QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"), QStringLiteral("--caller"),
-            caller, QStringLiteral("--timeout"), QStringLiteral("10"), QStringLiteral("--"), QStringLiteral("sleep"),
-            QStringLiteral("600") };
+        QStringList args { QStringLiteral("TOLLGATE_TEST_LEASE_MS=%1").arg(leaseMs),
+            QStringLiteral(TOLLGATE_CLI_PATH), QStringLiteral("run"), QStringLiteral("--home"), m_home,
+            QStringLiteral("api"), QStringLiteral("--caller"), caller, QStringLiteral("--timeout"),
+            QStringLiteral("10"), QStringLiteral("--"), QStringLiteral("sleep"), QStringLiteral("600") };
         if (!elsewhere)
             return TestSupport::startChild(QStringLiteral("env"), args);
         return TestSupport::startChild(QStringLiteral("unshare"),
@@ -113,7 +113,8 @@ private:
     {
         const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
         QStringList out;
-        const QJsonArray providers = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("providers")).toArray();
+        const QJsonArray providers
+            = QJsonDocument::fromJson(r.out).object().value(QStringLiteral("providers")).toArray();
         for (const auto& p : providers) {
             for (const auto& s : p.toObject().value(QStringLiteral("slots")).toArray())
                 out << s.toObject().value(QStringLiteral("caller")).toString();
@@ -125,7 +126,8 @@ private:
     static std::vector<pid_t> tollgatesWith(const QByteArray& tag)
     {
         std::vector<pid_t> out;
-        for (const QString& entry : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        for (const QString& entry :
+            QDir(QStringLiteral("/proc")).entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
             bool ok = false;
             const qint64 pid = entry.toLongLong(&ok);
             QFile f(QStringLiteral("/proc/%1/cmdline").arg(pid));
@@ -138,17 +140,19 @@ private:
         return out;
     }
     // `run api` as a try whose command leaves `marker` when it runs.
-    Ran tryRun(const QString& caller, const QString& marker, const QString& timeout = QStringLiteral("0")) const
+    Ran tryRun(
+        const QString& caller, const QString& marker, const QString& timeout = QStringLiteral("0")) const
     {
         return cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), caller,
-            QStringLiteral("--timeout"), timeout, QStringLiteral("--"), QStringLiteral("sh"), QStringLiteral("-c"),
-            QStringLiteral("echo ran >> \"$0\""), marker });
+            QStringLiteral("--timeout"), timeout, QStringLiteral("--"), QStringLiteral("sh"),
+            QStringLiteral("-c"), QStringLiteral("echo ran >> \"$0\""), marker });
     }
     static bool canUnsharePid()
     {
         QProcess p;
         p.start(QStringLiteral("unshare"),
-            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"), QStringLiteral("true") });
+            { QStringLiteral("--pid"), QStringLiteral("--fork"), QStringLiteral("--mount-proc"),
+                QStringLiteral("true") });
         return p.waitForFinished(10000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
     }
 
@@ -270,7 +274,8 @@ void TestRedisFaults::lostStateRestartsConservatively()
     // free it by hand, by fence 0.
     r = cli({ QStringLiteral("status") });
     QVERIFY2(r.out.contains("1/1 slots") && r.out.contains("placeholder"), r.out.constData());
-    r = cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QStringLiteral("0") });
+    r = cli(
+        { QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"), QStringLiteral("0") });
     QVERIFY2(r.code == 0, r.err.constData());
     QVERIFY(cli({ QStringLiteral("status") }).out.contains("0/1 slots"));
 }
@@ -471,7 +476,8 @@ void TestRedisFaults::aStallLongerThanTheLeaseCostsNoHolderItsSlot()
 {
     QFETCH(bool, stop);
     if (!canUnsharePid())
-        QSKIP("cannot create a pid namespace here (unshare --pid --fork --mount-proc needs root or user namespaces)");
+        QSKIP("cannot create a pid namespace here (unshare --pid --fork --mount-proc needs root or user "
+              "namespaces)");
     QVERIFY(startRedis(false));
     setLimits({ QStringLiteral("--requests"), QStringLiteral("1000"), QStringLiteral("--parallel"),
         QStringLiteral("1") });
@@ -503,7 +509,8 @@ void TestRedisFaults::aStallLongerThanTheLeaseCostsNoHolderItsSlot()
     QCOMPARE(first.code, 1);
     // The holder renews again and keeps the slot for more than two more leases.
     const Ran waited = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
-        QStringLiteral("waiter"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("7") });
+        QStringLiteral("waiter"), QStringLiteral("--slot"), QStringLiteral("--timeout"),
+        QStringLiteral("7") });
     QCOMPARE(waited.code, 1);
     QCOMPARE(slotCallers(), QStringList { QString::fromLatin1(tag) });
     // A dead holder is still freed by its lease: the stall made no lease endless.
@@ -525,7 +532,8 @@ void TestRedisFaults::lostStateKeepsTheSlotsOfRunningHolders()
     auto a = startHolder(QStringLiteral("held-a"), 1500, false);
     auto b = startHolder(QStringLiteral("held-b"), 1500, false);
     QVERIFY(a && b);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(
+        slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
     auto c = RedisConnection::open(address());
     QVERIFY(c.ok());
     auto del = c->command({ "DEL", RedisConnection::key(address(), "state") });
@@ -536,7 +544,8 @@ void TestRedisFaults::lostStateKeepsTheSlotsOfRunningHolders()
     const Ran r = tryRun(QStringLiteral("newcomer"), marker, QStringLiteral("6"));
     QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the state was lost");
     QCOMPARE(r.code, 1);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(
+        slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
     auto lost = c->command({ "HGET", RedisConnection::key(address(), "state"), "lost" });
     QVERIFY(lost.ok() && lost->type == RedisReply::Type::String);
     QVERIFY2(lost->text.find("\"at\":") != std::string::npos, lost->text.c_str());
@@ -571,7 +580,8 @@ void TestRedisFaults::aLostHomeIsRestoredConservatively()
     auto a = startHolder(QStringLiteral("held-a"), 1500, false);
     auto b = startHolder(QStringLiteral("held-b"), 1500, false);
     QVERIFY(a && b);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(
+        slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
     const Ran exported = cli({ QStringLiteral("limits"), QStringLiteral("export") });
     QCOMPARE(exported.code, 0);
     if (restart) {
@@ -593,7 +603,8 @@ void TestRedisFaults::aLostHomeIsRestoredConservatively()
     const Ran more = cli(tryAcquire());
     QVERIFY2(more.code == 1, more.err.constData());
     // The running holders hold their slots again, and nobody else gets one meanwhile.
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(
+        slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
     const QString marker = m_dir->path() + QStringLiteral("/ran");
     QCOMPARE(tryRun(QStringLiteral("newcomer"), marker, QStringLiteral("3")).code, 1);
     QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the home was restored");
@@ -620,10 +631,13 @@ void TestRedisFaults::aStateThatWentBackInTimeIsTreatedAsLost()
     auto a = startHolder(QStringLiteral("held-a"), 1500, false);
     auto b = startHolder(QStringLiteral("held-b"), 1500, false);
     QVERIFY(a && b);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
+    QTRY_COMPARE_WITH_TIMEOUT(
+        slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 20000);
     auto restored = c->command({ "RESTORE", state, "0", old->text, "REPLACE" });
-    QVERIFY2(restored.ok() && restored->type != RedisReply::Type::Error, restored.ok() ? restored->text.c_str() : "");
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
+    QVERIFY2(restored.ok() && restored->type != RedisReply::Type::Error,
+        restored.ok() ? restored->text.c_str() : "");
+    QTRY_COMPARE_WITH_TIMEOUT(
+        slotCallers(), (QStringList { QStringLiteral("held-a"), QStringLiteral("held-b") }), 10000);
     const QString marker = m_dir->path() + QStringLiteral("/ran");
     const Ran r = tryRun(QStringLiteral("newcomer"), marker, QStringLiteral("4"));
     QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the state went back in time");

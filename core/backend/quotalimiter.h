@@ -60,7 +60,8 @@ public:
     // The lease of a holder that renews it (`tollgate run`, every RUN_LEASE / 3): how long a
     // slot held from another pid namespace outlives its holder at most.
     static constexpr std::chrono::milliseconds RUN_LEASE { 30000 };
-    static_assert(RUN_LEASE.count() == QuotaPolicy::RENEWED_LEASE_MS, "the policy's placeholders and stalls go by it");
+    static_assert(
+        RUN_LEASE.count() == QuotaPolicy::RENEWED_LEASE_MS, "the policy's placeholders and stalls go by it");
 
     QuotaLimiter(QuotaBackend& backend, const Clock& clock, const ProcessProbe& probe);
     // On a local store (file, memory): the policy runs here, in the store's transactions.
