@@ -214,14 +214,16 @@ void TestCapacity::slotsInUseAndFree()
     // The stored state is not touched.
     QCOMPARE(m_state.provider("p")->slots.size(), std::size_t(2));
 
-    // Placeholders after a lost state expire after one window: a time-bound block.
+    // Placeholders after a lost state expire after the longest a live holder may go without
+    // renewing (placeholderHoldMs): a time-bound block.
     m_state = QuotaState {};
     QuotaPolicy::fillConservatively(m_state.ensureProvider("p"), m_limits, T0);
     c = at(T0 + 2000);
     QCOMPARE(c.slotsInUse, 2);
     QCOMPARE(c.blockedBy, WaitReason::Slots);
-    QCOMPARE(c.blockedUntilMs, std::optional<std::int64_t>(T0 + WINDOW_MS));
-    QCOMPARE(c.nextCallInMs, WINDOW_MS - 2000);
+    const std::int64_t hold = QuotaPolicy::placeholderHoldMs(m_limits);
+    QCOMPARE(c.blockedUntilMs, std::optional<std::int64_t>(T0 + hold));
+    QCOMPARE(c.nextCallInMs, hold - 2000);
 }
 
 void TestCapacity::tokensLeftAndWhenTheyFree()

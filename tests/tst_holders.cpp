@@ -34,6 +34,7 @@ private Q_SLOTS:
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
     void holderInAnotherTimeNamespaceIsNotTakenForDead();
     void anotherPidNamespaceIsAnotherHost();
+    void runningHoldersTakeBackTheSlotsOfALostState();
 
 private:
     struct Ran
@@ -499,6 +500,45 @@ void TestHolders::holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews()
     for (const auto& e : history())
         reclaimed = reclaimed || (e.type == tollgate::EventType::Reclaim && e.caller == "in-ns-a");
     QVERIFY(reclaimed);
+}
+
+// Issue 27, item 2, on a directory home: state.bin removed while two `run`s hold both slots
+// (--parallel 2, a 2 s window). The next transaction starts conservatively, with placeholders
+// in both slots. Before, they expired after one window and a third command ran beside the two.
+// Now they hold for the maximum hold time and the runs take their slots back as they renew
+// (LocalQuotaBackend::renewSlot, QuotaPolicy::reestablish).
+void TestHolders::runningHoldersTakeBackTheSlotsOfALostState()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--window"),
+                     QStringLiteral("2"), QStringLiteral("--parallel"), QStringLiteral("2") })
+                 .code,
+        0);
+    const QString cliPath = QStringLiteral(TOLLGATE_CLI_PATH);
+    for (const char* who : { "held-a", "held-b" }) {
+        start(cliPath,
+            withHome({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+                QString::fromLatin1(who), QStringLiteral("--"), QStringLiteral("sleep"), uniqueSleep() }),
+            { QStringLiteral("TOLLGATE_TEST_LEASE_MS=1500") });
+    }
+    auto callers = [&] {
+        QStringList out;
+        for (const auto& s : providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray())
+            out << s.toObject().value(QStringLiteral("caller")).toString();
+        out.sort();
+        return out;
+    };
+    const QStringList both { QStringLiteral("held-a"), QStringLiteral("held-b") };
+    QTRY_COMPARE_WITH_TIMEOUT(callers(), both, 20000);
+    QVERIFY(QFile::remove(m_home + QStringLiteral("/state.bin")));
+    // Waits for three windows: the placeholders outlast them and the holders take their slots back.
+    const QString marker = m_dir->path() + QStringLiteral("/ran");
+    const auto r = cli({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("newcomer"), QStringLiteral("--timeout"), QStringLiteral("6"), QStringLiteral("--"),
+        QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("echo ran > \"$0\""), marker });
+    QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the state was lost");
+    QCOMPARE(r.code, 1);
+    QTRY_COMPARE_WITH_TIMEOUT(callers(), both, 10000);
 }
 
 QTEST_GUILESS_MAIN(TestHolders)

@@ -469,9 +469,29 @@ void TestQuotaPolicy::conservativeFillAdmitsNothingForAWindow()
     QVERIFY(!admit(req("a"), 1000)->admitted);
     QVERIFY(!admit(req("a"), 30000)->admitted);
     std::vector<HistoryEvent> events;
+    // Placeholders outlast the window: they hold for as long as a live holder may go without
+    // renewing (the maximum hold time), so a running holder can take its slot back first.
+    const std::int64_t hold = QuotaPolicy::placeholderHoldMs(m_limits);
+    QVERIFY(hold >= m_limits.maxHoldMs && hold > m_limits.windowMs);
     QuotaPolicy::reclaimSlots(provider(), m_limits, 1000 + 60000 + 3000, m_probe, false, "", events);
-    QVERIFY(provider().slots.empty()); // placeholders expire after one window
-    QVERIFY(admit(req("a", 0, true), 1000 + 60000 + 3000)->admitted);
+    QCOMPARE(provider().slots.size(), std::size_t(2));
+    QVERIFY(admit(req("a", 0), 1000 + 60000 + 3000)->admitted); // the window is free again
+    QVERIFY(!admit(req("a", 0, true), 1000 + 60000 + 3000)->admitted); // the slots are not
+    // A holder admitted before the reset (a fence below its time in µs) takes one back.
+    Slot held;
+    held.fence = 999999;
+    held.pid = 4242;
+    held.caller = "still running";
+    held.leaseUntilMs = 1000 + hold + 30000; // it renews on
+    QVERIFY(QuotaPolicy::reestablish(provider(), held));
+    Slot later = held;
+    later.fence = 1000 * 1000 + 5; // issued after the reset: released by hand, stays gone
+    QVERIFY(!QuotaPolicy::reestablish(provider(), later));
+    QCOMPARE(provider().slots.size(), std::size_t(2));
+    QuotaPolicy::reclaimSlots(provider(), m_limits, 1000 + hold, m_probe, false, "", events);
+    QCOMPARE(provider().slots.size(), std::size_t(1)); // the placeholder left expired
+    QCOMPARE(provider().slots[0].caller, std::string("still running"));
+    QVERIFY(admit(req("a", 0, true), 1000 + hold)->admitted);
 }
 
 // Issue defect 11: the pid of a holder in another pid namespace names nothing here (or an

@@ -190,25 +190,45 @@ std::string readRetryAfterFile(QuotaSession& c, const std::string& path)
 
 // Runs the admitted command in its keeper, renewing the slot's lease while it runs, and gives
 // the slot back after. Returns the command's exit code.
+//
+// The lease is renewed every third of it; a renewal that fails (the store did not answer: a
+// stalled or restarting Redis) is tried again every sixth, at most every second, so that the
+// slot's lease is renewed within moments of the store coming back (the script discounts the
+// stall, but only down to a third of the lease: see redisquota.lua, "Stalls"). A slot found gone
+// is renewed on too: after a lost state the renewal takes it back (QuotaPolicy::reestablish).
 int runAdmitted(QuotaSession& c, ChildRunner::Keeper& keeper, const AdmitRequest& request, Permit& permit,
     const std::string& retryPath, std::chrono::milliseconds lease)
 {
+    using Steady = std::chrono::steady_clock;
+    const auto every = lease / 3;
+    const auto tick = std::max(std::chrono::milliseconds(10), std::min(std::chrono::milliseconds(1000), lease / 6));
+    auto lastTry = Steady::now();
+    bool failing = false;
     const int code = ChildRunner::start(
         keeper,
         { { "TOLLGATE_PROVIDER", request.provider },
             { "TOLLGATE_CALLER", QuotaLimiter::sanitizeCaller(request.caller) },
             { "TOLLGATE_MODEL", request.model }, { "TOLLGATE_FENCE", std::to_string(permit.fence()) },
             { "TOLLGATE_HOME", c.home() }, { "TOLLGATE_RETRY_AFTER_FILE", retryPath } },
-        [&, warned = false]() mutable {
+        [&, warned = false, lost = false]() mutable {
+            const auto now = Steady::now();
+            if (now - lastTry < (failing ? tick : every))
+                return;
+            lastTry = now;
             auto held = permit.renew();
+            failing = !held;
             if (!held && !warned)
                 c.console().warn("could not renew the slot's lease: " + held.error().describe());
             else if (held && !*held && !warned)
                 c.console().warn("the slot (fence " + std::to_string(permit.fence())
                     + ") was taken away (released by hand or reclaimed); the command runs on without it");
+            else if (held && *held && lost)
+                c.console().warn("the slot (fence " + std::to_string(permit.fence())
+                    + ") is held again (taken back after the store lost it)");
             warned = warned || !held || !*held;
+            lost = held && !*held ? true : (held ? false : lost);
         },
-        lease / 3);
+        tick);
     if (auto r = permit.release(); !r)
         c.console().warn("could not give the slot back: " + r.error().describe());
     return code;

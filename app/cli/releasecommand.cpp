@@ -84,7 +84,8 @@ void ReleaseCommand::addTo(CLI::App& app, QuotaContext& context)
     CLI::App* release = context.addCommand(&app, "release", "free one slot by its fence", cmdRelease);
     context.addProvider(release, "the provider");
     CliOptions::addInteger(
-        release, "--fence", o.fence, 1, INT64_MAX, "the fence printed by acquire (required)");
+        release, "--fence", o.fence, 0, INT64_MAX,
+        "the fence printed by acquire (required); 0 frees one placeholder of a lost state (status shows them)");
 }
 
 } // namespace tollgate::cli

@@ -275,6 +275,17 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
                 continue;
             if (auto set = all.set(name, l); !set)
                 return set;
+            if (!current && !tx.state.provider(name)) {
+                // Imported without a state: a restore, or the limits of a quota used elsewhere.
+                // What was spent is not known, so it starts as a lost state does (as the Redis
+                // script's importLimits); fences from now on lie above the reset's time in µs.
+                QuotaPolicy::fillConservatively(tx.state.ensureProvider(name), l, now);
+                tx.state.nextFence = std::max<std::uint64_t>(tx.state.nextFence, static_cast<std::uint64_t>(now) * 1000);
+                HistoryEvent reset = event(now, EventType::Reset, name, "");
+                reset.reason = "imported without a state (a restore): windows start full, slots held until their "
+                               "holders renew";
+                tx.events.push_back(std::move(reset));
+            }
             QuotaPolicy::syncProvider(tx.state.ensureProvider(name), l, now);
             HistoryEvent e = event(now, EventType::Limits, name, "");
             e.reason = HistoryEvent::byWhom(current ? "changed by an import" : "added by an import", who);
@@ -662,17 +673,32 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
 }
 
 Result<bool> LocalQuotaBackend::renewSlot(
-    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder)
 {
     bool found = false;
     auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
         found = false; // an output, overwritten on every run
         ProviderState* p = nullptr;
         const auto it = findSlot(tx.state, provider, fence, p);
-        if (!p)
-            return {};
         const std::int64_t now = nowMs();
-        it->leaseUntilMs = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
+        const std::int64_t until
+            = leaseMs > INT64_MAX - now ? INT64_MAX : now + std::max<std::int64_t>(1, leaseMs);
+        if (!p) {
+            // Lost with the state (started again with placeholders): taken back if a
+            // placeholder of that reset is left.
+            ProviderState* q = tx.state.provider(provider);
+            if (!holder || !q)
+                return {};
+            Slot back = *holder;
+            back.fence = fence;
+            back.leaseUntilMs = until;
+            if (!QuotaPolicy::reestablish(*q, back))
+                return {};
+            found = true;
+            tx.changed = true;
+            return {};
+        }
+        it->leaseUntilMs = until;
         found = true;
         tx.changed = true;
         return {};

@@ -23,6 +23,9 @@ Permit::Permit(Permit&& other) noexcept
     , m_inputTokens(other.m_inputTokens)
     , m_outputTokens(other.m_outputTokens)
     , m_caller(std::move(other.m_caller))
+    , m_holderPid(other.m_holderPid)
+    , m_holderPidNs(other.m_holderPidNs)
+    , m_holderStartTicks(other.m_holderStartTicks)
 {
     other.m_limiter = nullptr;
 }
@@ -44,6 +47,9 @@ Permit& Permit::operator=(Permit&& other) noexcept
         m_inputTokens = other.m_inputTokens;
         m_outputTokens = other.m_outputTokens;
         m_caller = std::move(other.m_caller);
+        m_holderPid = other.m_holderPid;
+        m_holderPidNs = other.m_holderPidNs;
+        m_holderStartTicks = other.m_holderStartTicks;
         other.m_limiter = nullptr;
     }
     return *this;
@@ -97,7 +103,18 @@ Result<bool> Permit::renew()
 {
     if (!holdsSlot())
         return false;
-    return m_limiter->renewSlot(m_provider, m_fence, m_leaseMs);
+    Slot holder;
+    holder.fence = m_fence;
+    holder.pid = m_holderPid;
+    holder.acquiredMs = m_admittedAtMs;
+    holder.tokens = m_tokens;
+    holder.caller = m_caller;
+    holder.model = m_model;
+    holder.pidNs = m_holderPidNs;
+    holder.startTicks = m_holderStartTicks;
+    holder.inputTokens = m_inputTokens;
+    holder.outputTokens = m_outputTokens;
+    return m_limiter->renewSlot(m_provider, m_fence, m_leaseMs, &holder);
 }
 
 } // namespace tollgate

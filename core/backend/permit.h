@@ -80,6 +80,11 @@ private:
     std::int64_t m_inputTokens = 0; // its split, when it had one (AdmitRequest)
     std::int64_t m_outputTokens = 0;
     std::string m_caller;
+    // The slot's holder (AdmitRequest::pid, its namespace and start), for renew(): a slot the
+    // state lost is taken back in its name.
+    std::int64_t m_holderPid = 0;
+    std::uint64_t m_holderPidNs = 0;
+    std::uint64_t m_holderStartTicks = 0;
 };
 
 } // namespace tollgate

@@ -162,8 +162,11 @@ public:
     [[nodiscard]] virtual Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who)
         = 0;
+    // Extends the slot's lease to now + leaseMs. `holder` (may be null): who holds it, so that a
+    // slot the state lost (a state started again conservatively) is taken back from its
+    // placeholders (QuotaPolicy::reestablish). false: the slot is gone and was not taken back.
     [[nodiscard]] virtual Result<bool> renewSlot(
-        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder)
         = 0;
     [[nodiscard]] virtual Result<LimiterSnapshot> snapshot() = 0;
     // Appends events made outside the quota (the dashboard's lock-file actions) to the history.

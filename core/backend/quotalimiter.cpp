@@ -161,6 +161,9 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             permit.m_inputTokens = r.inputTokens;
             permit.m_outputTokens = r.outputTokens;
             permit.m_caller = r.caller;
+            permit.m_holderPid = r.pid;
+            permit.m_holderPidNs = r.pidNs;
+            permit.m_holderStartTicks = r.startTicks;
             return permit;
         }
         step.ticket = decision.ticket;
@@ -355,9 +358,10 @@ Result<bool> QuotaLimiter::releaseSlot(
     return m_backend->releaseSlot(provider, fence, who);
 }
 
-Result<bool> QuotaLimiter::renewSlot(const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+Result<bool> QuotaLimiter::renewSlot(
+    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder)
 {
-    return m_backend->renewSlot(provider, fence, leaseMs);
+    return m_backend->renewSlot(provider, fence, leaseMs, holder);
 }
 
 Result<LimiterSnapshot> QuotaLimiter::snapshot()

@@ -60,6 +60,8 @@ public:
     // The lease of a holder that renews it (`tollgate run`, every RUN_LEASE / 3): how long a
     // slot held from another pid namespace outlives its holder at most.
     static constexpr std::chrono::milliseconds RUN_LEASE { 30000 };
+    static_assert(
+        RUN_LEASE.count() == QuotaPolicy::RENEWED_LEASE_MS, "the policy's placeholders and stalls go by it");
 
     QuotaLimiter(QuotaBackend& backend, const Clock& clock, const ProcessProbe& probe);
     // On a local store (file, memory): the policy runs here, in the store's transactions.
@@ -134,7 +136,7 @@ public:
     // Extends the slot's lease to now + leaseMs (what readers in other pid namespaces go by).
     // false: no such slot any more (released by hand, or reclaimed).
     [[nodiscard]] Result<bool> renewSlot(
-        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs);
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder = nullptr);
     [[nodiscard]] Result<LimiterSnapshot> snapshot();
     // Records events made outside the quota (the dashboard's lock-file actions).
     [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events);

@@ -38,7 +38,11 @@
 --   alive unless the caller names it dead (deadF: fences, deadT: tickets), after probing it;
 --   one of another host is alive until its lease ends.
 -- - A provider with limits but no state lost its state (a restart without persistence, an
---   eviction): it restarts conservatively, windows full, as a corrupt state file does.
+--   eviction): it restarts conservatively, windows full, as a corrupt state file does, and
+--   its slots held by placeholders that running holders take back (see "Lost data" below).
+-- - Stalls: leases are judged on the server's clock, which runs on while the server does not
+--   (SIGSTOP, CLIENT PAUSE, a long load): time in which a provider was served no call does
+--   not count against its leases beyond what a live holder may let pass (see "Stalls").
 
 -- @TOLLGATE_GENERATED_CONSTANTS@
 -- Two numbers the C++ writes as bare literals (no name to generate them from):
@@ -51,6 +55,8 @@ local evalKeys, evalArgv -- run by EVALSHA: the globals, read before the locals 
 if not redis.register_function then evalKeys, evalArgv = KEYS, ARGV end
 local KEYS, ARGV
 local op, now, channel, historyCap, a, myHost, deadF, deadT
+-- now is the server's own TIME (not a test's clock): only then is a gap in it a stall.
+local serverClock
 -- Calendar days: { [day reset text] = { b0, b1, b2, b3 } }, consecutive day starts the client
 -- computed with the time-zone database around its clock (ARGV[6]); the script takes the day
 -- that holds its own `now`. A day it was not given ends the operation before it writes
@@ -587,17 +593,27 @@ local function global()
     if g == false then
         setAside('g', raw, 'the global state in ' .. KEYS[2] .. ' did not decode; set aside in ' .. KEYS[5])
         -- Fences and tickets only grow: restart them past any time-based value seen so far.
-        g = { nf = now * 1000, nt = now * 1000, pz = false, pr = '', pat = 0 }
+        g = { nf = now * 1000, nt = now * 1000, pz = false, pr = '', pat = 0, f0 = now * 1000 }
         dirty['g'] = g
     elseif g == nil then
         -- A new home, or one whose data Redis lost. Fences and tickets start from the server's
         -- clock (in µs), so they still only grow across a loss: no caller holding an old fence
         -- can be mistaken for a newer one.
-        g = { nf = now * 1000, nt = now * 1000, pz = false, pr = '', pat = 0 }
+        g = { nf = now * 1000, nt = now * 1000, pz = false, pr = '', pat = 0, f0 = now * 1000 }
         dirty['g'] = g
     end
     globalState = g
     return g
+end
+
+-- Whether a fence was issued before this state began (f0: its first fence; a state without
+-- one, or none at all, issued nothing it can vouch for): a holder of such a fence that the
+-- state does not know lost its slot with the state's previous life.
+local function issuedBefore(fence)
+    local raw = redis.call('HEXISTS', KEYS[2], 'g')
+    if raw == 0 and not globalState then return true end
+    local g = global()
+    return type(g.f0) == 'number' and fence < g.f0
 end
 
 local function newProvider(name)
@@ -711,14 +727,121 @@ local function fillConservatively(p, l, t)
         end
     end
     if l.par then
+        -- Held as long as a live holder may go without vouching for itself
+        -- (QuotaPolicy::placeholderHoldMs); holders still running take them back (reestablish).
+        local hold = math.max(l.mh or DEFAULT_MAX_HOLD_MS, RENEWED_LEASE_MS)
         while #p.sl < l.par do
             p.sl[#p.sl + 1] = { f = 0, pid = 0, a = t, n = 0, c = '(unknown: state was reset)', m = '', h = '',
-                st = 0, lu = 0 }
+                st = 0, lu = plus(t, hold), ll = hold }
         end
     end
 end
 
+-- Lost data ------------------------------------------------------------------------------------
+--
+-- A provider whose state is gone while its limits are not (DEL, an eviction, a state set aside)
+-- lost it; so did a home from which a holder that still runs renews a slot the home no longer
+-- knows (FLUSHDB, a restart without persistence: the limits went too, and come back by an
+-- import). Either way, what the lost state held is unknown, so the provider restarts as if its
+-- limits had been spent just now (windows full for one window) and with every parallel slot
+-- held by a placeholder (pid 0) until the longest a live holder may go without vouching for
+-- itself; a `run` still running takes its slot back from a placeholder when it renews its lease
+-- (its fence is older than the reset: fences restart at the reset's time in µs). Limits
+-- imported into a provider that has no state are a restore (or limits of a quota used
+-- elsewhere): they start the same way.
+--
+-- The marker of the last loss found, for status: field LOST_FIELD of the state hash, JSON
+-- {"at": ms, "reason": text}. It lives in the state key, so a later loss takes it too, and the
+-- next detection writes it again.
+local LOST_FIELD = 'lost'
+local lostNote -- per call: the marker to write with the rest (commit)
+local function markLost(why)
+    lostNote = cjson.encode({ at = now, reason = why })
+end
+-- When the home last lost data, if known (0: never found).
+local function lostAt()
+    local raw = redis.call('HGET', KEYS[2], LOST_FIELD)
+    if not raw then return 0 end
+    local ok, v = pcall(cjson.decode, raw)
+    if ok and type(v) == 'table' and type(v.at) == 'number' then return v.at end
+    return 0
+end
+
+-- Stalls -----------------------------------------------------------------------------------------
+--
+-- Leases run on the server's clock, which runs on while the server does not: stopped
+-- (SIGSTOP), paused (CLIENT PAUSE), loading a large file, or unreachable. Without care every
+-- lease of another host runs out during a stall longer than it, and the first call after it —
+-- any host's — frees slots whose holders still run (their renewals could not get through).
+-- So each provider's state keeps sv, the server time of the last call that served it (written
+-- at most every SERVED_STEP_MS, which only makes a gap look longer). A gap in it is time in
+-- which nobody's call for the provider was served; a live holder renews every third of its
+-- lease (run: 10 s of 30 s), so a longer gap is a stall, or its holder is dead, and no more than
+-- a third of the lease may be counted for it: every lease is moved on by the rest of the gap
+-- before anything is judged. A dead holder is still freed: each call counts up to a third of
+-- its lease, so its lease runs out after calls that come as often as it would have renewed.
+-- Waiters (looking every few seconds, renewing when a third of their lease is gone) alike, by a
+-- third of theirs; their deadline (real time) bounds them anyway. Only with the server's own
+-- clock: a test's clock that jumps is no stall.
+local SERVED_STEP_MS = 1000
+local function discountStall(p, t)
+    if not serverClock then return false end
+    local changed = false
+    local last = p.sv
+    if type(last) == 'number' and last < t then
+        local gap = t - last
+        for _, s in ipairs(p.sl) do
+            if s.lu ~= 0 then
+                local length = s.ll
+                if type(length) ~= 'number' or length < 1 then length = RENEWED_LEASE_MS end
+                if s.pid == 0 then length = RENEWED_LEASE_MS end -- stands for run holders
+                local more = gap - math.floor(length / 3)
+                if more > 0 then
+                    s.lu = plus(s.lu, more)
+                    changed = true
+                end
+            end
+        end
+        local more = gap - math.floor(WAITER_LEASE_MS / 3)
+        if more > 0 then
+            for _, w in ipairs(p.q) do
+                if w.lu ~= 0 then
+                    w.lu = plus(w.lu, more)
+                    changed = true
+                end
+            end
+        end
+    end
+    if type(last) ~= 'number' or t - last >= SERVED_STEP_MS or last > t then
+        p.sv = t
+        changed = true
+    end
+    return changed
+end
+
 local providerStates -- per call (main)
+-- A new state for provider `name` (limits l) after a lost one; `why`: the reset event's
+-- reason (nil: already recorded).
+local function restartConservatively(name, l, why)
+    local p = newProvider(name)
+    if serverClock then p.sv = now end
+    if why then
+        local e = event(EVENT.RESET, name)
+        e.reason = why
+    end
+    -- Fences issued from now on are above now × 1000 µs, so a holder's older fence tells a
+    -- slot the reset lost (taken back from a placeholder) from one issued since.
+    local g = global()
+    if g.nf < now * 1000 then
+        g.nf = now * 1000
+        dirty['g'] = g
+    end
+    fillConservatively(p, l, now)
+    dirty['p:' .. name] = p
+    providerStates[name] = p
+    return p
+end
+
 -- The provider's state, with `l` its limits (false: none). Missing with limits: lost, so it
 -- restarts conservatively; one that does not decode is set aside first.
 local function providerOf(name, l)
@@ -727,16 +850,23 @@ local function providerOf(name, l)
     local raw = redis.call('HGET', KEYS[2], field)
     local p = decode(field, raw, validProvider)
     if p == false then
-        setAside(field, raw, 'the state of \'' .. name .. '\' in ' .. KEYS[2]
-            .. ' did not decode; set aside in ' .. KEYS[5] .. ', restarting conservatively')
+        local why = 'the state of \'' .. name .. '\' in ' .. KEYS[2]
+            .. ' did not decode; set aside in ' .. KEYS[5] .. ', restarting conservatively'
+        setAside(field, raw, why)
+        markLost(why)
+        if l then return restartConservatively(name, l, nil) end
     elseif p == nil and l then
-        local e = event(EVENT.RESET, name)
-        e.reason = 'the state of \'' .. name .. '\' was missing from Redis (lost: a restart without persistence,'
-            .. ' a flush or an eviction); windows restart full'
+        local why = 'the state of \'' .. name .. '\' was missing from Redis (lost: a restart without persistence,'
+            .. ' a flush or an eviction); windows restart full, slots held until their holders renew'
+        markLost(why)
+        return restartConservatively(name, l, why)
     end
     if not p then
         p = newProvider(name)
+        if serverClock then p.sv = now end
         if l then fillConservatively(p, l, now) end
+        dirty[field] = p
+    elseif discountStall(p, now) then
         dirty[field] = p
     end
     providerStates[name] = p
@@ -748,13 +878,18 @@ end
 
 -- Liveness (see the invariants above) -------------------------------------------------------
 
+-- QuotaPolicy::placeholderEnd: its lease (one window for one from before placeholders had one).
+local function placeholderEnd(s, l)
+    if s.lu ~= 0 then return s.lu end
+    return plus(s.a, l.w)
+end
 local function leaseEnd(s, l)
     if s.lu ~= 0 then return s.lu end
     return plus(s.a, l.mh)
 end
 local function whyHolderGone(s, l, t)
     if s.pid == 0 then
-        if t < plus(s.a, l.w) then return '' end
+        if t < placeholderEnd(s, l) then return '' end
         return 'placeholder expired'
     end
     if s.h == myHost and myHost ~= '' then
@@ -1045,7 +1180,7 @@ local function evaluate(g, p, l, r, ticket, t)
     if r.slot and l.par and #p.sl >= l.par then
         d.reason = R_SLOTS
         for _, s in ipairs(p.sl) do
-            if s.pid == 0 then d.retryAt = math.min(d.retryAt, plus(s.a, l.w)) end
+            if s.pid == 0 then d.retryAt = math.min(d.retryAt, placeholderEnd(s, l)) end
         end
         return d
     end
@@ -1107,7 +1242,7 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
         local lease = l.mh
         if r.lease > 0 then lease = r.lease end
         local slot = { f = d.fence, pid = r.pid, a = t, n = r.tokens, c = r.caller, m = r.model, h = myHost,
-            st = r.st, lu = plus(t, lease), rid = r.rid }
+            st = r.st, lu = plus(t, lease), ll = lease, rid = r.rid }
         -- The estimate's split (Slot::inputTokens / outputTokens), only when there is one.
         local ein, eout = clamp(r['in'] or 0, 0, MAX_BUCKET_COUNT), clamp(r.out or 0, 0, MAX_BUCKET_COUNT)
         if ein > 0 or eout > 0 then slot.ei, slot.eo = ein, eout end
@@ -1166,6 +1301,10 @@ local function commit()
             decodedCount = decodedCount + 1
         end
         decoded[key] = { raw = raw, v = v }
+    end
+    if lostNote then
+        args[#args + 1] = LOST_FIELD
+        args[#args + 1] = lostNote
     end
     -- The state is the commit point: once it is written the operation happened. What follows
     -- it (the history, the wake-ups) was checked by preflight() but may still fail (a stream
@@ -1373,6 +1512,13 @@ function ops.success()
     return reply({})
 end
 
+-- Limits set for a provider without a state while the home's last loss is recent (within the
+-- time its placeholders would hold): it lost them too, and starts conservatively.
+local function recentlyLost(l)
+    local at = lostAt()
+    return at > 0 and now - at < math.max(l.mh or DEFAULT_MAX_HOLD_MS, RENEWED_LEASE_MS, l.w or 0)
+end
+
 function ops.setLimits()
     local current = redis.call('HGET', KEYS[1], a.provider)
     if a.expect == 1 and current then return reply({ set = false, found = current }) end
@@ -1385,8 +1531,12 @@ function ops.setLimits()
     local p
     if current or redis.call('HEXISTS', KEYS[2], field) == 1 then
         p = providerOf(a.provider, l)
+    elseif recentlyLost(l) then
+        p = restartConservatively(a.provider, l, 'limits set after this home lost its data: windows start full, '
+            .. 'slots held until their holders renew')
     else
         p = newProvider(a.provider) -- a new provider starts empty
+        if serverClock then p.sv = now end
         providerStates[a.provider] = p
     end
     syncProvider(p, l, now)
@@ -1449,8 +1599,9 @@ function ops.importLimits()
             if current or redis.call('HEXISTS', KEYS[2], 'p:' .. name) == 1 then
                 p = providerOf(name, l)
             else
-                p = newProvider(name)
-                providerStates[name] = p
+                -- A restore, or the limits of a quota used elsewhere: what was spent is not known.
+                p = restartConservatively(name, l, 'imported without a state (a restore): windows start full, '
+                    .. 'slots held until their holders renew')
             end
             syncProvider(p, l, now)
             touch(p)
@@ -1864,12 +2015,83 @@ function ops.finishAdmission()
 end
 
 function ops.renewSlot()
+    local lease = math.max(1, a.lease)
     local p, i = slotOf(a.provider, a.fence)
-    if not p then return reply({ found = false }) end
-    p.sl[i].lu = plus(now, math.max(1, a.lease))
-    touch(p)
+    if p then
+        p.sl[i].lu = plus(now, lease)
+        p.sl[i].ll = lease
+        touch(p)
+        commit()
+        return reply({ found = true })
+    end
+    -- A slot the home does not know, renewed by a holder that still runs. Its fence is older
+    -- than the state's last reset: the state was lost with it, and it takes a placeholder of
+    -- that reset back (QuotaPolicy::reestablish). A home without the provider's limits or state
+    -- (a flush, a restart without persistence) lost its data: that is noted, so that the limits
+    -- restored meanwhile start conservatively; the holder renews again and takes its slot back
+    -- from their placeholders.
+    local h = a.holder
+    if type(h) ~= 'table' or not isInt(h.pid, 1, NEVER) or not isInt(h.a, 0, NEVER) or not isInt(h.n, 0, NEVER)
+        or type(h.c) ~= 'string' or #h.c > 512 or type(h.m) ~= 'string' or #h.m > 512 or not isInt(h.st, 0, NEVER)
+        or not isInt(a.fence, 1, NEVER) then
+        return reply({ found = false })
+    end
+    local l = limitsOf(a.provider)
+    local known = l and redis.call('HEXISTS', KEYS[2], 'p:' .. a.provider) == 1
+    if not known then
+        if issuedBefore(a.fence) and lostAt() == 0 then
+            markLost('a holder (fence ' .. string.format('%d', a.fence) .. ' of \'' .. a.provider
+                .. '\') renewed a slot this home no longer knows: its data was lost')
+        end
+        if not l then
+            commit()
+            return reply({ found = false })
+        end
+    end
+    p = providerOf(a.provider, l)
+    -- A fence this state has not issued yet: the state went back in time (a failover to a
+    -- replica that lagged, an older copy restored), so what it misses since is unknown: it is
+    -- taken as lost, as above. Fences go on above the holder's, so none is issued twice.
+    local g = global()
+    if a.fence >= g.nf then
+        local why = 'a holder renewed fence ' .. string.format('%d', a.fence) .. ' of \'' .. a.provider
+            .. '\', which this state has not issued yet: the data went back in time (a failover to a replica'
+            .. ' that lagged, an older copy restored); windows restart full, slots held until their holders renew'
+        markLost(why)
+        local e = event(EVENT.RESET, a.provider)
+        e.reason = why
+        g.nf = math.max(a.fence + 1, now * 1000)
+        dirty['g'] = g
+        fillConservatively(p, l, now)
+        touch(p)
+        -- Its slot is recorded even when the old slots leave no placeholder: it runs.
+        local free = false
+        for _, s in ipairs(p.sl) do
+            if s.pid == 0 and a.fence < s.a * 1000 then free = true end
+        end
+        if not free and #p.sl < MAX_SLOTS then
+            p.sl[#p.sl + 1] = { f = 0, pid = 0, a = now, n = 0, c = '', m = '', h = '', st = 0, lu = now, ll = 1 }
+        end
+    end
+    for _, s in ipairs(p.sl) do
+        if s.pid == 0 and s.a > 0 and a.fence < s.a * 1000 then
+            s.f = a.fence
+            s.pid = h.pid
+            s.a = h.a
+            s.n = h.n
+            s.c = h.c
+            s.m = h.m
+            s.h = myHost
+            s.st = h.st
+            s.lu = plus(now, lease)
+            s.ll = lease
+            touch(p)
+            commit()
+            return reply({ found = true })
+        end
+    end
     commit()
-    return reply({ found = true })
+    return reply({ found = false })
 end
 
 -- Admissions whose reply the caller never got (the connection broke after the call reached
@@ -1947,7 +2169,7 @@ function ops.snapshot()
     local state = {}
     if not a.limitsOnly then state = boundedHash(KEYS[2], MAX_STATE_BYTES, oversize) end
     return reply({ now = now, limits = limits, state = state, home = redis.call('EXISTS', KEYS[4]),
-        oversize = oversize })
+        oversize = oversize, stall = serverClock })
 end
 
 -- What can make an operation fail half-way (Redis does not roll a script back), checked before
@@ -1983,7 +2205,9 @@ end
 local function main(keys, args)
     KEYS, ARGV = keys, args
     op = ARGV[1]
-    if ARGV[2] ~= '' then
+    serverClock = ARGV[2] == ''
+    lostNote = nil
+    if not serverClock then
         now = tonumber(ARGV[2])
     else
         local t = redis.call('TIME')
@@ -2023,8 +2247,8 @@ end
 -- The looks that write nothing (status, the dashboard) also go through FUNCTION_NAME_ro,
 -- flagged no-writes and called by FCALL_RO (RedisConnection::callReadOnly): Redis runs it on a
 -- read-only replica and while it holds writers (CLIENT PAUSE WRITE, a failover). Any other
--- operation is refused there; a write in it would be refused by Redis anyway.
-local READ_ONLY_OPS = { snapshot = true }
+-- operation is refused there; a write in it would be refused by Redis anyway (READ_ONLY_OPS,
+-- the operations preflight() lets through unchecked, above).
 local function mainReadOnly(keys, args)
     if not READ_ONLY_OPS[args[1]] then
         return refuse('usage', 'operation ' .. tostring(args[1]) .. ' writes: not through the read-only function')

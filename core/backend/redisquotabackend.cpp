@@ -631,10 +631,16 @@ Result<bool> RedisQuotaBackend::noteReportedLimits(const std::string& provider, 
 }
 
 Result<bool> RedisQuotaBackend::renewSlot(
-    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs)
+    const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder)
 {
-    auto reply = call(
-        "renewSlot", packed(json { { "provider", provider }, { "fence", fence }, { "lease", leaseMs } }));
+    json a { { "provider", provider }, { "fence", fence }, { "lease", leaseMs } };
+    // Who holds it (a holder of this host: the script stores our host id with it), so that a
+    // slot lost with the state is taken back from a placeholder in its name.
+    if (holder)
+        a["holder"] = json { { "pid", holder->pid }, { "a", holder->acquiredMs }, { "n", holder->tokens },
+            { "c", holder->caller }, { "m", holder->model }, { "st", holder->startTicks } };
+    a["host"] = m_host;
+    auto reply = call("renewSlot", packed(a));
     if (!reply)
         return reply.error();
     const json& j = *reply;

@@ -100,7 +100,7 @@ public:
     [[nodiscard]] Result<bool> releaseSlot(
         const std::string& provider, std::uint64_t fence, const std::string& who) override;
     [[nodiscard]] Result<bool> renewSlot(
-        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs) override;
+        const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder) override;
     [[nodiscard]] Result<LimiterSnapshot> snapshot() override;
     [[nodiscard]] Result<void> record(const std::vector<HistoryEvent>& events) override;
 

@@ -286,10 +286,32 @@ void QuotaPolicy::fillConservatively(ProviderState& p, const ProviderLimits& l, 
             Slot placeholder;
             placeholder.pid = 0;
             placeholder.acquiredMs = nowMs;
+            placeholder.leaseUntilMs = IntMath::plusSaturated(nowMs, placeholderHoldMs(l));
             placeholder.caller = "(unknown: state was reset)";
             p.slots.push_back(placeholder);
         }
     }
+}
+
+std::int64_t QuotaPolicy::placeholderEnd(const Slot& s, const ProviderLimits& l)
+{
+    // A placeholder from before its lease was written (one window, as it then was).
+    if (s.leaseUntilMs == 0)
+        return IntMath::plusSaturated(s.acquiredMs, l.windowMs);
+    return s.leaseUntilMs;
+}
+
+bool QuotaPolicy::reestablish(ProviderState& p, const Slot& held)
+{
+    for (Slot& s : p.slots) {
+        // Fences issued after a reset start at its time in µs (acquiredMs × 1000): an older
+        // fence was issued before it.
+        if (s.pid != 0 || s.acquiredMs <= 0 || held.fence >= static_cast<std::uint64_t>(s.acquiredMs) * 1000)
+            continue;
+        s = held;
+        return true;
+    }
+    return false;
 }
 
 bool QuotaPolicy::pruneQueueHead(
@@ -332,7 +354,7 @@ std::string QuotaPolicy::whyHolderGone(
     const Slot& s, const ProviderLimits& l, std::int64_t nowMs, const ProcessProbe& probe, bool cheap)
 {
     if (s.pid == 0)
-        return nowMs < IntMath::plusSaturated(s.acquiredMs, l.windowMs) ? "" : "placeholder expired";
+        return nowMs < placeholderEnd(s, l) ? "" : "placeholder expired";
     if (sameNamespace(s.pidNs, probe)) {
         if (cheap)
             return probe.exists(s.pid) ? "" : "holder died";
@@ -573,7 +595,7 @@ AdmitDecision QuotaPolicy::evaluate(const QuotaState& s, const ProviderState& p,
         d.reason = WaitReason::Slots;
         for (const auto& slot : p.slots) {
             if (slot.pid == 0)
-                d.retryAtMs = std::min(d.retryAtMs, IntMath::plusSaturated(slot.acquiredMs, l.windowMs));
+                d.retryAtMs = std::min(d.retryAtMs, placeholderEnd(slot, l));
         }
         return d;
     }

@@ -21,6 +21,7 @@
 #include "quota/retryafter.h"
 #include "system/processprobe.h"
 
+#include <algorithm>
 #include <climits>
 #include <optional>
 #include <vector>
@@ -83,6 +84,29 @@ public:
     // A hold that moves the end of the one in force on by no more than this is the same hold
     // (applyHold: extended without a history event).
     static constexpr std::int64_t HOLD_NOTE_MS = 1000;
+    // The lease of a holder that renews it (`tollgate run`, QuotaLimiter::RUN_LEASE), renewed
+    // every third of it.
+    static constexpr std::int64_t RENEWED_LEASE_MS = 30000;
+
+    // How long the placeholders of a lost state hold their slots: as long as a live holder
+    // may go without vouching for itself — the maximum hold time (the lease of `acquire
+    // --slot`, which never renews), and at least one renewed lease, so that every running
+    // `tollgate run` has renewed, and so taken its slot back (reestablish), before the rest
+    // are freed.
+    [[nodiscard]] static std::int64_t placeholderHoldMs(const ProviderLimits& l)
+    {
+        return std::max(l.maxHoldMs, RENEWED_LEASE_MS);
+    }
+    // A holder renews (QuotaLimiter::renewSlot) a slot the state no longer has: the state was
+    // lost and started again with placeholders (fillConservatively), and this holder, admitted
+    // before that (its fence is below every fence issued since, which start at the reset's
+    // time in µs), still runs. It takes one of those placeholders back, before anyone else
+    // can be admitted into it. false: no placeholder of a reset after its admission (the slot
+    // was released by hand or reclaimed: it stays gone).
+    static bool reestablish(ProviderState& p, const Slot& held);
+    // When a placeholder stops holding its slot: its lease end (a placeholder from before
+    // placeholders had one: one window after the reset).
+    [[nodiscard]] static std::int64_t placeholderEnd(const Slot& s, const ProviderLimits& l);
 
     // The backoff end as judged at nowMs: never more than MAX_STOP_MS ahead.
     [[nodiscard]] static std::int64_t backoffUntil(const ProviderState& p, std::int64_t nowMs);
@@ -121,8 +145,9 @@ public:
         QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe);
     // Makes the provider's windows match its limits (creates, rescales, drops scopes).
     static bool syncProvider(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
-    // A fresh state after a lost one: windows full, parallel slots taken by placeholders that
-    // expire after one window, so nothing is admitted beyond what the limits allow.
+    // A fresh state after a lost one: windows full (as if the limits had been spent just now,
+    // so for one window nothing is admitted), parallel slots taken by placeholders (pid 0)
+    // held for placeholderHoldMs (their lease end), which holders still running take back.
     static void fillConservatively(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
 
     // Removes queue entries from the front whose process is gone or whose deadline is long past.

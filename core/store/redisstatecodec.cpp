@@ -1,6 +1,8 @@
 #include "store/redisstatecodec.h"
 
+#include "base/intmath.h"
 #include "quota/limitmismatch.h"
+#include "quota/quotapolicy.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -368,7 +370,7 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
 }
 
 Result<ProviderState> RedisStateCodec::decodeProvider(
-    std::string_view blob, const std::string& myHost, std::uint64_t myPidNs)
+    std::string_view blob, const std::string& myHost, std::uint64_t myPidNs, std::int64_t stallNowMs)
 {
     if (static_cast<std::int64_t>(blob.size()) > MAX_STATE_BYTES)
         return corrupt("", tooLarge(blob.size(), MAX_STATE_BYTES, "a provider's state"));
@@ -433,6 +435,16 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
             return bad("a provider state's plan usage is not whole numbers in range");
         u.status = static_cast<PlanUsage::Status>(status);
     }
+    // The gap since a call last served the provider (redisquota.lua, "Stalls"): what of it is
+    // longer than a third of a lease is not counted against that lease, as the script does
+    // before it judges; a reader shows what the next call will act on.
+    std::int64_t gap = 0;
+    if (std::int64_t served = 0; stallNowMs > 0 && integer(j, "sv", served) && served > 0 && served < stallNowMs)
+        gap = stallNowMs - served;
+    auto discounted = [gap](std::int64_t leaseUntilMs, std::int64_t leaseMs) {
+        const std::int64_t more = gap - leaseMs / 3;
+        return leaseUntilMs == 0 || more <= 0 ? leaseUntilMs : IntMath::plusSaturated(leaseUntilMs, more);
+    };
     const json* scopes = list(j, "sc");
     const json* slots = list(j, "sl");
     const json* queue = list(j, "q");
@@ -482,6 +494,12 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         s.fence = static_cast<std::uint64_t>(std::max<std::int64_t>(0, fence));
         s.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
         s.leaseUntilMs = time(s.leaseUntilMs);
+        if (gap > 0) {
+            std::int64_t length = 0;
+            if (s.pid == 0 || !sj.contains("ll") || !integer(sj, "ll", length) || length < 1)
+                length = QuotaPolicy::RENEWED_LEASE_MS; // a placeholder stands for renewing holders
+            s.leaseUntilMs = discounted(s.leaseUntilMs, length);
+        }
         s.pidNs = !s.host.empty() && s.host == myHost ? myPidNs : 0;
         // The estimate's split: absent in a slot without one (and in every state before it).
         for (auto [key, out] : { std::pair { "ei", &s.inputTokens }, std::pair { "eo", &s.outputTokens } }) {
@@ -505,6 +523,7 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         w.ticket = static_cast<std::uint64_t>(std::max<std::int64_t>(0, ticket));
         w.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
         w.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(reason, 0, 6));
+        w.leaseUntilMs = discounted(w.leaseUntilMs, QuotaPolicy::WAITER_LEASE_MS);
         w.pidNs = !w.host.empty() && w.host == myHost ? myPidNs : 0;
         p.queue.push_back(std::move(w));
     }
@@ -542,6 +561,10 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
                 out.limitsCorrupt = true;
         }
     }
+    // Taken on the server's own clock (not a test's): its gaps are stalls (decodeProvider).
+    bool serverClock = false;
+    if (j.contains("stall") && !flag(j, "stall", serverClock))
+        serverClock = false;
     for (std::size_t i = 0; i + 1 < limits->size(); i += 2) {
         const json& name = (*limits)[i];
         const json& value = (*limits)[i + 1];
@@ -592,7 +615,7 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
             s.nextFence = static_cast<std::uint64_t>(std::max<std::int64_t>(1, nf));
             s.nextTicket = static_cast<std::uint64_t>(std::max<std::int64_t>(1, nt));
         } else if (field.rfind("p:", 0) == 0) {
-            auto p = decodeProvider(blob, myHost, myPidNs);
+            auto p = decodeProvider(blob, myHost, myPidNs, serverClock ? out.nowMs : 0);
             if (!p) {
                 out.corruptKey = stateKey + " field " + field;
                 out.corruptReason = p.error().message;

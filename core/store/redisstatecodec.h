@@ -56,8 +56,10 @@ public:
 
     // A provider state as stored by the script. Slots and waiters of `myHost` get `myPidNs`
     // (so QuotaPolicy probes them here); those of other hosts get none (judged by lease).
+    // stallNowMs (> 0: the server's own time): leases are moved on over the gap since the
+    // provider was last served, as the script does before it judges (redisquota.lua, "Stalls").
     [[nodiscard]] static Result<ProviderState> decodeProvider(
-        std::string_view blob, const std::string& myHost, std::uint64_t myPidNs);
+        std::string_view blob, const std::string& myHost, std::uint64_t myPidNs, std::int64_t stallNowMs = 0);
 
     // The reply of the script's snapshot operation.
     [[nodiscard]] static Result<RedisSnapshot> decodeSnapshot(std::string_view reply,
