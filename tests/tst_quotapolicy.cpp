@@ -300,6 +300,12 @@ void TestQuotaPolicy::neverMoreThanTheProviderSaysRemain()
     QVERIFY(!admit(req("d"), 600)->admitted);
     QVERIFY(admit(req("d"), 10000)->admitted); // the reset: Tollgate's own limits again
     QVERIFY(admit(req("e"), 10001)->admitted);
+    // A word whose reset is already past clears the one kept: the budget has refilled since.
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 11000, "", 0, 15000));
+    QVERIFY(!admit(req("f"), 11001)->admitted);
+    QVERIFY(QuotaPolicy::applyRemaining(p, m_limits, 11002, "", 0, 11000));
+    QCOMPARE(p.remainingUntilMs, std::int64_t(0));
+    QVERIFY(admit(req("f"), 11003)->admitted);
 
     // A class's word: opus's requests are capped, another model's are not.
     auto opus = req("o");

@@ -387,7 +387,7 @@ Result<void> LocalQuotaBackend::noteRemaining(const std::string& provider, const
             : 0;
         if (QuotaPolicy::applyRemaining(p, **l, nowMs(), model, left - since, untilMs)) {
             tx.changed = true;
-            tx.ring = left > 0; // waiters held by the word before may go now
+            tx.ring = left > 0 || p.remainingUntilMs == 0; // waiters held by the word before may go now
         }
         return {};
     });

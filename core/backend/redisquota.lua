@@ -1714,6 +1714,11 @@ function ops.remaining()
         p.ql, p.qu, p.qs = left, untilMs, scope
         touch(p)
         ring = left > 0 -- waiters held by the word before may go now
+    elseif untilMs <= now and p.qu and p.qu > now then
+        -- A reset already past: the budget has refilled since, so the word kept binds no more.
+        p.ql, p.qu, p.qs = nil, nil, nil
+        touch(p)
+        ring = true
     end
     commit()
     return reply({})
@@ -1732,7 +1737,7 @@ function ops.hold()
         p.bu = untilMs
         p.pu = math.max(p.pu, plus(untilMs, l.w))
         -- QuotaPolicy::applyHold: one request for the window after it, until an answer says more.
-        p.ql, p.qu, p.qs = 1, plus(untilMs, l.w), ''
+        p.ql, p.qu, p.qs = 1, plus(untilMs, math.min(l.w, POST_HOLD_MS)), ''
         touch(p)
         if inForce <= now or untilMs - inForce > HOLD_NOTE_MS then
             local e = event(EVENT.HOLD, a.provider)

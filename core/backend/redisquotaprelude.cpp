@@ -157,6 +157,7 @@ int main(int argc, char** argv)
     p.number("MAX_JITTER_MS", QuotaPolicy::MAX_JITTER_MS, "QuotaPolicy::MAX_JITTER_MS");
     p.number("MAX_STOP_MS", QuotaPolicy::MAX_STOP_MS, "QuotaPolicy::MAX_STOP_MS");
     p.number("HOLD_NOTE_MS", QuotaPolicy::HOLD_NOTE_MS, "QuotaPolicy::HOLD_NOTE_MS");
+    p.number("POST_HOLD_MS", QuotaPolicy::POST_HOLD_MS, "QuotaPolicy::POST_HOLD_MS");
     p.number("RENEWED_LEASE_MS", QuotaPolicy::RENEWED_LEASE_MS, "QuotaPolicy::RENEWED_LEASE_MS");
     p.number("MAX_BACKOFF_MS", QuotaLimits::MAX_BACKOFF_MS, "QuotaLimits::MAX_BACKOFF_MS");
     p.number("MAX_HOLD_MS", QuotaLimits::MAX_HOLD_MS, "QuotaLimits::MAX_HOLD_MS");

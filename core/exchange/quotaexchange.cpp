@@ -199,10 +199,16 @@ QuotaExchange::HeaderLesson QuotaExchange::readHeaders(const HttpHeaders& header
             lesson.holdWhat += " (its reset, " + secondsFrom(*until, lesson.nowMs)
                 + ", is cut to 3 min: the budgets its headers state are per minute)";
     }
-    if (const ProviderBudget& b = report.requests;
-        b.remaining && *b.remaining > 0 && b.resetAtMs && *b.resetAtMs > lesson.nowMs) {
-        lesson.requestsLeft = *b.remaining;
-        lesson.requestsUntilMs = std::min(*b.resetAtMs, lesson.nowMs + MAX_HEADER_HOLD_MS);
+    // What remains of the requests until the reset (0 with a reset ahead is the hold above); a
+    // reset already past clears the word kept: the budget has refilled since.
+    if (const ProviderBudget& b = report.requests; b.remaining && b.resetAtMs) {
+        if (*b.resetAtMs <= lesson.nowMs) {
+            lesson.requestsLeft = 0;
+            lesson.requestsUntilMs = *b.resetAtMs;
+        } else if (*b.remaining > 0) {
+            lesson.requestsLeft = *b.remaining;
+            lesson.requestsUntilMs = std::min(*b.resetAtMs, lesson.nowMs + MAX_HEADER_HOLD_MS);
+        }
     }
     readSubscription(report.subscription, lesson);
     // The provider's own limits (per minute, as both document them): kept for status and the

@@ -732,7 +732,7 @@ QuotaPolicy::HoldChange QuotaPolicy::applyHold(
     p.backoffUntilMs = until;
     p.paceUntilMs = std::max(p.paceUntilMs, IntMath::plusSaturated(until, l.windowMs));
     p.remainingRequests = 1;
-    p.remainingUntilMs = IntMath::plusSaturated(until, l.windowMs);
+    p.remainingUntilMs = IntMath::plusSaturated(until, std::min<std::int64_t>(l.windowMs, POST_HOLD_MS));
     p.remainingScope.clear();
     return { true, inForce <= nowMs || until - inForce > HOLD_NOTE_MS };
 }
@@ -743,8 +743,15 @@ bool QuotaPolicy::applyRemaining(ProviderState& p, const ProviderLimits& l, std:
     const auto classes = l.classesOf(model);
     const std::string scope = classes.empty() ? std::string() : classes.front();
     const std::int64_t until = std::min(untilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
-    if (until <= nowMs)
-        return false;
+    if (until <= nowMs) {
+        // A reset already past: the budget has refilled since, so the word kept binds no more.
+        if (p.remainingUntilMs <= nowMs)
+            return false;
+        p.remainingRequests = 0;
+        p.remainingUntilMs = 0;
+        p.remainingScope.clear();
+        return true;
+    }
     const std::int64_t count = std::clamp<std::int64_t>(left, 0, std::int64_t(1) << 40);
     if (p.remainingRequests == count && p.remainingUntilMs == until && p.remainingScope == scope)
         return false;

@@ -84,6 +84,10 @@ public:
     // A hold that moves the end of the one in force on by no more than this is the same hold
     // (applyHold: extended without a history event).
     static constexpr std::int64_t HOLD_NOTE_MS = 1000;
+    // After a hold, one request goes until an answer restates what remains, for at most this
+    // (or the window, if shorter): an answer that states nothing must not stop callers for a
+    // long window's length.
+    static constexpr std::int64_t POST_HOLD_MS = 60000;
     // The lease of a holder that renews it (`tollgate run`, QuotaLimiter::RUN_LEASE), renewed
     // every third of it.
     static constexpr std::int64_t RENEWED_LEASE_MS = 30000;
@@ -210,8 +214,10 @@ public:
     // until then at most that many more admissions of the model's scope (its first class; none:
     // the whole provider), each admission taking one. The latest word replaces the one kept: it
     // counts every request the provider received, those still in flight included. A hold
-    // (applyHold) leaves one request to the whole provider for the window after its end: the
-    // reset frees room for the next request, and the next answer says how much more. false: nothing changed (a time already past, the same word).
+    // (applyHold) leaves one request to the whole provider after its end: the reset frees room
+    // for the next request, and the next answer says how much more (for at most POST_HOLD_MS).
+    // A word whose reset is already past clears the one kept (the budget has refilled since).
+    // false: nothing changed.
     static bool applyRemaining(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
         std::string_view model, std::int64_t left, std::int64_t untilMs);
     // Whether the kept remainder applies to a request for `model` now (in force, and the model's
