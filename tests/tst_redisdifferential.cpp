@@ -950,7 +950,7 @@ void TestRedisDifferential::providerCap(Twins& t)
     QVERIFY2(t.both(
                  "an import past the cap",
                  [&](Side& side) {
-                     auto r = side.backend->importLimits(incoming, false, "test");
+                     auto r = side.backend->importLimits(incoming, false, "test", false);
                      return r ? "imported " + std::to_string(r->size()) : "error: " + r.error().message;
                  },
                  &out),
@@ -959,7 +959,7 @@ void TestRedisDifferential::providerCap(Twins& t)
     QVERIFY2(t.both(
                  "an import that replaces all",
                  [&](Side& side) {
-                     auto r = side.backend->importLimits(incoming, true, "test");
+                     auto r = side.backend->importLimits(incoming, true, "test", false);
                      return r ? "imported " + std::to_string(r->size()) : "error: " + r.error().message;
                  },
                  &out),

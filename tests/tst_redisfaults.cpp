@@ -53,6 +53,7 @@ private Q_SLOTS:
     void aLostHomeIsRestoredConservatively_data();
     void aLostHomeIsRestoredConservatively();
     void aStateThatWentBackInTimeIsTreatedAsLost();
+    void anImportIntoANewHomeCanStartFresh();
 
 private:
     Ran cli(const QStringList& args, int limitMs = 60000) const
@@ -422,6 +423,34 @@ void TestRedisFaults::hostileValuesInNewerFieldsAreSetAside()
         QVERIFY(kept.ok());
         QCOMPARE(kept->text, std::string(bad));
     }
+}
+
+// An import into a home with no state restarts conservatively (a restore: what was spent is not
+// known), which would stop a new user's first `run` for a window and hold the slots for the
+// maximum hold time. `limits import --fresh` says the quota is used nowhere else: it starts
+// empty. Both homes alike.
+void TestRedisFaults::anImportIntoANewHomeCanStartFresh()
+{
+    QVERIFY(startRedis(false));
+    QFile doc(m_dir->path() + QStringLiteral("/limits.json"));
+    QVERIFY(doc.open(QIODevice::WriteOnly));
+    doc.write(R"({"providers":{"api":{"requests":5,"window_seconds":600,"parallel":2}},"version":1})");
+    doc.close();
+    const QString redisHome = m_home;
+    for (const QString& home : { redisHome, m_dir->path() + QStringLiteral("/dir-home") }) {
+        for (const bool fresh : { false, true }) {
+            const QString prefix = fresh ? QStringLiteral("fresh") : QStringLiteral("restore");
+            m_home = home == redisHome ? m_url + QStringLiteral("?prefix=") + prefix : home + QLatin1Char('-') + prefix;
+            QStringList import { QStringLiteral("limits"), QStringLiteral("import"), doc.fileName() };
+            if (fresh)
+                import << QStringLiteral("--fresh");
+            Ran r = cli(import);
+            QVERIFY2(r.code == 0, r.err.constData());
+            r = cli(tryAcquire());
+            QVERIFY2(r.code == (fresh ? 0 : 1), qPrintable(m_home + QStringLiteral(": ") + QString::fromUtf8(r.err)));
+        }
+    }
+    m_home = redisHome;
 }
 
 void TestRedisFaults::killStormWithRedisRestart()

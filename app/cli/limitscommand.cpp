@@ -228,7 +228,7 @@ int cmdLimitsImport(const QuotaContext& context)
             "names no provider: with --replace that would remove every limit (use limits remove)"));
     if (auto stop = c.open())
         return *stop;
-    auto changed = c.limiter().importLimits(*incoming, o.replace, QuotaSession::who());
+    auto changed = c.limiter().importLimits(*incoming, o.replace, QuotaSession::who(), o.fresh);
     if (!changed)
         return c.console().fail(changed.error());
     json out;
@@ -678,6 +678,9 @@ void LimitsCommand::addTo(CLI::App& app, QuotaContext& context)
         cmdLimitsImport);
     importCmd->add_option("FILE", o.importFile, "the limits document, or - for standard input")->required();
     importCmd->add_flag("--replace", o.replace, "also remove the providers FILE does not name");
+    importCmd->add_flag("--fresh", o.fresh,
+        "a new home whose quota is used nowhere else: providers new to it start empty, not "
+        "conservatively (windows full, slots held) as after a loss");
     CLI::App* remove = context.addCommand(
         limits, "remove", "remove PROVIDER's limits, or only those of one model", cmdLimitsRemove);
     context.addProvider(remove, "the provider");

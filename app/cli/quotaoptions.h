@@ -39,6 +39,7 @@ struct QuotaOptions
     // limits import FILE [--replace]
     std::string importFile;
     bool replace = false;
+    bool fresh = false; // limits import --fresh: new providers start empty
     // status --watch [SECONDS]: watchGiven when the option was given at all (its value is optional).
     std::optional<std::string> watch;
     bool watchGiven = false;

@@ -244,7 +244,7 @@ Result<void> LocalQuotaBackend::removeLimits(const std::string& provider, const 
 }
 
 Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
-    const QuotaLimits& incoming, bool replace, const std::string& who)
+    const QuotaLimits& incoming, bool replace, const std::string& who, bool fresh)
 {
     for (const auto& [name, l] : incoming.providers()) {
         if (auto v = QuotaLimits::validate(name, l); !v)
@@ -275,7 +275,7 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
                 continue;
             if (auto set = all.set(name, l); !set)
                 return set;
-            if (!current && !tx.state.provider(name)) {
+            if (!current && !tx.state.provider(name) && !fresh) {
                 // Imported without a state: a restore, or the limits of a quota used elsewhere.
                 // What was spent is not known, so it starts as a lost state does (as the Redis
                 // script's importLimits); fences from now on lie above the reset's time in µs.

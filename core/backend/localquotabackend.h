@@ -47,7 +47,7 @@ public:
         std::optional<ProviderLimits>* found, const std::string& description) override;
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who) override;
     [[nodiscard]] Result<std::vector<std::string>> importLimits(
-        const QuotaLimits& incoming, bool replace, const std::string& who) override;
+        const QuotaLimits& incoming, bool replace, const std::string& who, bool fresh) override;
     [[nodiscard]] Result<void> pause(const std::string& provider, const std::string& stored,
         const std::string& why, const std::string& who) override;
     [[nodiscard]] Result<void> resume(const std::string& provider, const std::string& who) override;

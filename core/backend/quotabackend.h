@@ -109,9 +109,11 @@ public:
         = 0;
     [[nodiscard]] virtual Result<void> removeLimits(const std::string& provider, const std::string& who) = 0;
     // Sets every provider of `incoming` in one operation (limits moved from another home);
-    // with `replace`, providers not in `incoming` are removed. Returns the providers changed.
+    // with `replace`, providers not in `incoming` are removed. A provider new to the home with
+    // no state starts conservatively (a restore: what was spent is unknown), or empty with
+    // `fresh` (the user says its quota is used nowhere else). Returns the providers changed.
     [[nodiscard]] virtual Result<std::vector<std::string>> importLimits(
-        const QuotaLimits& incoming, bool replace, const std::string& who)
+        const QuotaLimits& incoming, bool replace, const std::string& who, bool fresh)
         = 0;
     // stored: the pause reason kept in the state; why: the history's reason before "(by who)".
     [[nodiscard]] virtual Result<void> pause(const std::string& provider, const std::string& stored,

@@ -277,9 +277,9 @@ Result<void> QuotaLimiter::removeLimits(const std::string& provider, const std::
 }
 
 Result<std::vector<std::string>> QuotaLimiter::importLimits(
-    const QuotaLimits& incoming, bool replace, const std::string& who)
+    const QuotaLimits& incoming, bool replace, const std::string& who, bool fresh)
 {
-    return m_backend->importLimits(incoming, replace, who);
+    return m_backend->importLimits(incoming, replace, who, fresh);
 }
 
 Result<void> QuotaLimiter::pause(

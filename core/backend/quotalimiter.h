@@ -101,7 +101,7 @@ public:
     [[nodiscard]] Result<void> removeLimits(const std::string& provider, const std::string& who);
     // Sets every provider of `incoming` at once (see QuotaBackend::importLimits).
     [[nodiscard]] Result<std::vector<std::string>> importLimits(
-        const QuotaLimits& incoming, bool replace, const std::string& who);
+        const QuotaLimits& incoming, bool replace, const std::string& who, bool fresh = false);
     // provider empty: everything. The history's reason is "REASON (by WHO)", or "by WHO"
     // without a reason (then also the stored pause reason).
     [[nodiscard]] Result<void> pause(

@@ -1598,6 +1598,12 @@ function ops.importLimits()
             local p
             if current or redis.call('HEXISTS', KEYS[2], 'p:' .. name) == 1 then
                 p = providerOf(name, l)
+            elseif a.fresh then
+                -- The user says this quota is used nowhere else (a new home): it starts empty.
+                p = newProvider(name)
+                if serverClock then p.sv = now end
+                dirty['p:' .. name] = p
+                providerStates[name] = p
             else
                 -- A restore, or the limits of a quota used elsewhere: what was spent is not known.
                 p = restartConservatively(name, l, 'imported without a state (a restore): windows start full, '

@@ -463,7 +463,7 @@ Result<void> RedisQuotaBackend::removeLimits(const std::string& provider, const 
 }
 
 Result<std::vector<std::string>> RedisQuotaBackend::importLimits(
-    const QuotaLimits& incoming, bool replace, const std::string& who)
+    const QuotaLimits& incoming, bool replace, const std::string& who, bool fresh)
 {
     json names = json::array();
     json values = json::array();
@@ -474,7 +474,8 @@ Result<std::vector<std::string>> RedisQuotaBackend::importLimits(
         values.push_back(RedisStateCodec::compactLimits(l));
     }
     auto reply = call("importLimits",
-        packed(json { { "replace", replace }, { "who", who }, { "names", names }, { "values", values } }));
+        packed(json { { "replace", replace }, { "who", who }, { "names", names }, { "values", values },
+            { "fresh", fresh } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;

@@ -122,7 +122,7 @@ _tollgate()
         show | adopt) opts="$common" positional=provider ;;
         remove) opts="$common --model" positional=provider ;;
         export) opts="$common" positional=provider ;;
-        import) opts="$common --replace" positional=file ;;
+        import) opts="$common --replace --fresh" positional=file ;;
         esac
         ;;
     lock)
