@@ -1,6 +1,6 @@
 #include "quota/quotastate.h"
 
-#include "quota/quotalimits.h"
+#include "base/textsanitizer.h"
 
 #include <bit>
 #include <cstring>
@@ -409,7 +409,8 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
                 return bad(r, "truncated provider");
             if (p.remainingRequests < 0 || p.remainingRequests > (std::int64_t(1) << 40) || p.remainingUntilMs < 0
                 || p.remainingUntilMs > RollingWindow::MAX_TIME_MS
-                || (!p.remainingScope.empty() && !QuotaLimits::validateName("model", p.remainingScope)))
+                || p.remainingScope.size() > MAX_TEXT
+                || TextSanitizer::clean(p.remainingScope, MAX_TEXT) != p.remainingScope)
                 return bad(r, "invalid stated remainder");
         }
         if (!r.u16(nScopes))
