@@ -330,6 +330,16 @@ void TestRedisReaders::aLostStateIsShownAsTheNextCallSeesIt()
     const Ran next = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
         QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") });
     QVERIFY2(next.code == 1, next.err.constData());
+    // That call found the loss and marked it: status says when, and what was found.
+    const QJsonObject marked = object(cli({ QStringLiteral("status"), QStringLiteral("--json") }).out)
+                                   .value(QStringLiteral("data_lost"))
+                                   .toObject();
+    QVERIFY(marked.value(QStringLiteral("at_ms")).toInteger() > 0);
+    QVERIFY2(marked.value(QStringLiteral("reason")).toString().contains(QStringLiteral("missing")),
+        qPrintable(marked.value(QStringLiteral("reason")).toString()));
+    const Ran said = cli({ QStringLiteral("status") });
+    QVERIFY2(said.out.contains("DATA LOST") && said.out.contains("ago: the state of 'api' was missing"),
+        said.out.constData());
 
     // Everything lost (a restart without persistence, FLUSHALL): said as a possibility, with the way back.
     QVERIFY(redisCli(*m_redis, { QStringLiteral("FLUSHALL") }).code == 0);

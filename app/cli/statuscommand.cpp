@@ -394,6 +394,13 @@ int statusOfHome(QuotaSession& c, json& out)
     if (state.pausedAll)
         c.console().say(
             "ALL PAUSED" + (state.pauseReason.empty() ? std::string() : ": " + state.pauseReason));
+    if (view->dataLostAtMs > 0) {
+        c.console().say("DATA LOST " + QuotaFormat::seconds(std::max<std::int64_t>(0, now - view->dataLostAtMs))
+            + " ago: " + view->dataLostReason);
+        out["data_lost"] = json { { "at_ms", view->dataLostAtMs }, { "reason", view->dataLostReason } };
+    } else {
+        out["data_lost"] = nullptr;
+    }
     for (const auto& [name, l] : view->limits.providers()) {
         // Core's summary of the provider (the dashboard and status --watch show the same).
         const ProviderCapacity cap = Capacity::forProvider(state, name, &l, now, &c.probe());

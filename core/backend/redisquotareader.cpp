@@ -175,6 +175,8 @@ Result<QuotaView> RedisQuotaReader::snapshot()
     view.corruptFile = s->corruptKey;
     view.corruptReason = s->corruptReason;
     view.limitsCorrupt = s->limitsCorrupt;
+    view.dataLostAtMs = s->dataLostAtMs;
+    view.dataLostReason = std::move(s->dataLostReason);
     return view;
 }
 

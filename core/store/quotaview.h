@@ -24,6 +24,9 @@ struct QuotaView
     // as the next operation will restart them (QuotaPolicy::fillConservatively at the server's
     // time), not as the empty windows the missing data suggests.
     std::vector<std::string> lostStates;
+    // When the home last lost data, and what was found (a Redis home's marker); 0: not known.
+    std::int64_t dataLostAtMs = 0;
+    std::string dataLostReason;
 };
 
 } // namespace tollgate

@@ -1,6 +1,7 @@
 #include "store/redisstatecodec.h"
 
 #include "base/intmath.h"
+#include "base/textsanitizer.h"
 #include "quota/limitmismatch.h"
 #include "quota/quotapolicy.h"
 
@@ -623,6 +624,16 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
             }
             if (s.providers.size() < QuotaState::MAX_PROVIDERS)
                 s.providers.push_back(std::move(p).value());
+        } else if (field == "lost") {
+            // JSON {"at": ms, "reason": text} (markLost). Shown, never trusted: one that does not
+            // read is left out, not a reason to refuse the rest.
+            const json m = json::parse(blob, nullptr, false);
+            std::int64_t at = 0;
+            std::string reason;
+            if (m.is_object() && integer(m, "at", at) && text(m, "reason", reason) && at > 0 && at < NEVER) {
+                out.dataLostAtMs = at;
+                out.dataLostReason = TextSanitizer::clean(reason, 512);
+            }
         }
     }
     out.state = std::move(s);

@@ -27,6 +27,10 @@ struct RedisSnapshot
     std::string corruptKey; // what did not parse, and why (empty: all did)
     std::string corruptReason;
     bool limitsCorrupt = false;
+    // The script's marker of the last loss it found (field `lost` of the state hash): when, and
+    // what it found. 0: none kept (never lost, or lost again with the marker).
+    std::int64_t dataLostAtMs = 0;
+    std::string dataLostReason;
 };
 
 class RedisStateCodec
