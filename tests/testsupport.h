@@ -128,7 +128,14 @@ public:
     };
     static Ran run(const QString& program, const QStringList& args, int limitMs = 60000)
     {
+        return run(program, args, QProcessEnvironment::systemEnvironment(), limitMs);
+    }
+    // The same with an environment of its own (a password, a variable removed).
+    static Ran run(const QString& program, const QStringList& args, const QProcessEnvironment& env,
+        int limitMs = 60000)
+    {
         QProcess p;
+        p.setProcessEnvironment(env);
         p.start(program, args);
         if (!p.waitForStarted(10000))
             return { -3, {}, "did not start" };

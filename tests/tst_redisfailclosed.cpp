@@ -72,20 +72,9 @@ private:
             = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
         all.insert(at, QStringLiteral("--home"));
         all.insert(at + 1, userHome(user));
-        QProcess p;
         QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
         env.insert(QStringLiteral("TOLLGATE_REDIS_PASSWORD"), QStringLiteral("pw"));
-        p.setProcessEnvironment(env);
-        p.start(QStringLiteral(TOLLGATE_CLI_PATH), all);
-        if (!p.waitForStarted(10000))
-            return { -3, {}, "did not start" };
-        if (!p.waitForFinished(limitMs)) {
-            p.kill();
-            p.waitForFinished(10000);
-            return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
-        }
-        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError() };
+        return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), all, env, limitMs);
     }
     [[nodiscard]] QString userHome(const QString& user) const
     {

@@ -47,7 +47,6 @@ private:
             = std::min<qsizetype>(args.first() == QStringLiteral("limits") ? 2 : 1, all.size());
         all.insert(at, QStringLiteral("--home"));
         all.insert(at + 1, m_home);
-        QProcess p;
         QProcessEnvironment e = QProcessEnvironment::systemEnvironment();
         e.remove(QStringLiteral("TOLLGATE_REDIS_PASSWORD"));
         e.remove(QStringLiteral("TOLLGATE_REDIS_PASSWORD_FILE"));
@@ -57,17 +56,7 @@ private:
             else
                 e.insert(it.key(), it.value());
         }
-        p.setProcessEnvironment(e);
-        p.start(QStringLiteral(TOLLGATE_CLI_PATH), all);
-        if (!p.waitForStarted(10000))
-            return { -3, {}, "did not start" };
-        if (!p.waitForFinished(limitMs)) {
-            p.kill();
-            p.waitForFinished(10000);
-            return { -2, p.readAllStandardOutput(), p.readAllStandardError() };
-        }
-        return { p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, p.readAllStandardOutput(),
-            p.readAllStandardError() };
+        return TestSupport::run(QStringLiteral(TOLLGATE_CLI_PATH), all, e, limitMs);
     }
     QString writeFile(const QString& name, const QByteArray& bytes, mode_t mode) const
     {

@@ -1127,15 +1127,18 @@ local function scopeAllows(sc, b, l, cost, how, t, d)
     return false
 end
 
+-- LimitLearning::scopeOf: the first class, by name, the model is in ('' none).
+local function scopeOf(l, model)
+    for _, m in ipairs(sortedKeys(l.m or {})) do
+        if classMatches(m, l.m[m], model) then return m end
+    end
+    return ''
+end
 -- QuotaPolicy::remainderApplies: the provider's stated remainder is in force for this model
--- (its scope is the provider, or the first class, by name, the model is in).
+-- (its scope is the provider, or the model's scope).
 local function remainderApplies(p, l, model, t)
     if not p.qu or t >= p.qu then return false end
-    if p.qs == '' then return true end
-    for _, m in ipairs(sortedKeys(l.m or {})) do
-        if classMatches(m, l.m[m], model) then return m == p.qs end
-    end
-    return false
+    return p.qs == '' or scopeOf(l, model) == p.qs
 end
 
 local function evaluate(g, p, l, r, ticket, t)
@@ -1709,13 +1712,7 @@ function ops.remaining()
     local fence = a.fence or 0
     if fence > 0 and g.nf - 1 > fence then since = math.min(g.nf - 1 - fence, MAX_REPORTED) end
     local left = clamp(a.left - since, 0, MAX_REPORTED)
-    local scope = ''
-    for _, m in ipairs(sortedKeys(l.m or {})) do
-        if classMatches(m, l.m[m], a.model) then
-            scope = m
-            break
-        end
-    end
+    local scope = scopeOf(l, a.model)
     if untilMs > now and (p.ql ~= left or p.qu ~= untilMs or p.qs ~= scope) then
         p.ql, p.qu, p.qs = left, untilMs, scope
         touch(p)

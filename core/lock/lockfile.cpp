@@ -1,6 +1,6 @@
-#include "base/intmath.h"
 #include "lock/lockfile.h"
 
+#include "base/intmath.h"
 #include "system/fd.h"
 #include "system/flockguard.h"
 #include "system/pathpolicy.h"

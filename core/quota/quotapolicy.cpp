@@ -1,5 +1,7 @@
-#include "base/intmath.h"
 #include "quota/quotapolicy.h"
+
+#include "base/intmath.h"
+#include "quota/limitlearning.h"
 
 #include <algorithm>
 
@@ -740,8 +742,7 @@ QuotaPolicy::HoldChange QuotaPolicy::applyHold(
 bool QuotaPolicy::applyRemaining(ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
     std::string_view model, std::int64_t left, std::int64_t untilMs)
 {
-    const auto classes = l.classesOf(model);
-    const std::string scope = classes.empty() ? std::string() : classes.front();
+    const std::string scope = LimitLearning::scopeOf(l, model);
     const std::int64_t until = std::min(untilMs, IntMath::plusSaturated(nowMs, MAX_STOP_MS));
     if (until <= nowMs) {
         // A reset already past: the budget has refilled since, so the word kept binds no more.
@@ -766,10 +767,7 @@ bool QuotaPolicy::remainderApplies(
 {
     if (nowMs >= p.remainingUntilMs)
         return false;
-    if (p.remainingScope.empty())
-        return true;
-    const auto classes = l.classesOf(model);
-    return !classes.empty() && classes.front() == p.remainingScope;
+    return p.remainingScope.empty() || LimitLearning::scopeOf(l, model) == p.remainingScope;
 }
 
 std::int64_t QuotaPolicy::backoffUntil(const ProviderState& p, std::int64_t nowMs)

@@ -1,6 +1,6 @@
-#include "base/intmath.h"
 #include "quota/retryafter.h"
 
+#include "base/intmath.h"
 #include "base/textsanitizer.h"
 
 #include <array>

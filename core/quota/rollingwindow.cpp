@@ -1,5 +1,6 @@
-#include "base/intmath.h"
 #include "quota/rollingwindow.h"
+
+#include "base/intmath.h"
 
 #include <algorithm>
 #include <climits>
