@@ -3,8 +3,9 @@
 # Markdown: what the machine is, the table of numbers, and the targets with pass/fail.
 # Installs missing Debian packages itself (with sudo when not root), builds into its own
 # directory ./build-bench (Release, no GUI, no tests, no Qt), and takes about 30 s to run
-# once built. The Redis rows start and stop a private redis-server on a loopback port; when
-# redis-server or hiredis is missing they are skipped and the output says so.
+# once built (a full run adds bench/rediswaiters.sh, about 2 min). The Redis rows start and
+# stop a private redis-server on a loopback port; when redis-server or hiredis is missing they
+# are skipped and the output says so.
 #
 #   scripts/bench.sh                      # everything
 #   scripts/bench.sh --only acquire,floor # arguments go to tollgate-bench (see --help)
@@ -81,3 +82,14 @@ echo
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-bench.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 TMPDIR=$WORK "$BENCH" "${REDIS_ARGS[@]}" "$@"
+
+# The Redis home with a crowd of waiters (issue 27): script calls and server CPU per admission
+# from 1 to 200 waiters, with the CLI (`tollgate run`). Only in a full run (no --only), and only
+# where redis-server is installed; it builds the CLI into the bench's directory.
+if [ $# -eq 0 ] && ((${#REDIS_ARGS[@]})) && command -v redis-cli >/dev/null; then
+    cmake --build "$BUILD_DIR" -j"$JOBS" --target tollgate >&2
+    echo
+    echo "### The Redis home with a crowd of waiters (bench/rediswaiters.sh; target: calls per admission flat, Redis CPU per admission within 1.5x from 1 to 200 waiters)"
+    echo
+    TMPDIR=$WORK "$ROOT/bench/rediswaiters.sh" "$BUILD_DIR"
+fi

@@ -110,6 +110,8 @@ public:
                 log.errors.append(line);
                 continue;
             }
+            if (line.startsWith("refused ")) // the quota was spent: the worker stopped there
+                continue;
             const QList<QByteArray> v = line.split(' ');
             if (v.size() < 6)
                 continue; // a line cut off by a kill
@@ -131,8 +133,8 @@ public:
         return run(program, args, QProcessEnvironment::systemEnvironment(), limitMs);
     }
     // The same with an environment of its own (a password, a variable removed).
-    static Ran run(const QString& program, const QStringList& args, const QProcessEnvironment& env,
-        int limitMs = 60000)
+    static Ran run(
+        const QString& program, const QStringList& args, const QProcessEnvironment& env, int limitMs = 60000)
     {
         QProcess p;
         p.setProcessEnvironment(env);

@@ -14,6 +14,7 @@
 // (core/backend/redisquotaprelude.cpp); scriptCarriesTheHeadersConstants checks that they were.
 
 #include "backend/quotabackend.h"
+#include "backend/redisquotabackend.h"
 #include "backend/storefactory.h"
 #include "base/manualclock.h"
 #include "helpers/redisserver.h"
@@ -76,10 +77,11 @@ std::string picture(LimiterSnapshot s, const ProcessProbe& probe)
             + "r/" + std::to_string(p->reportedTokens) + "t/" + std::to_string(p->reportedInputTokens) + "i/"
             + std::to_string(p->reportedOutputTokens) + "o[" + p->reportedScope + "]@"
             + std::to_string(p->reportedAtMs) + " plan=" + std::to_string(p->plan.atMs) + "/"
-            + std::to_string(static_cast<int>(p->plan.status)) + "/" + std::to_string(p->plan.fiveHourPermille) + "/"
-            + std::to_string(p->plan.fiveHourResetMs) + "/" + std::to_string(p->plan.sevenDayPermille) + "/"
-            + std::to_string(p->plan.sevenDayResetMs) + " left=" + std::to_string(p->remainingRequests) + "@"
-            + std::to_string(p->remainingUntilMs) + "[" + p->remainingScope + "]";
+            + std::to_string(static_cast<int>(p->plan.status)) + "/"
+            + std::to_string(p->plan.fiveHourPermille) + "/" + std::to_string(p->plan.fiveHourResetMs) + "/"
+            + std::to_string(p->plan.sevenDayPermille) + "/" + std::to_string(p->plan.sevenDayResetMs)
+            + " left=" + std::to_string(p->remainingRequests) + "@" + std::to_string(p->remainingUntilMs)
+            + "[" + p->remainingScope + "]";
         for (const auto& sc : p->scopes) {
             const auto u = sc.window.usage(s.nowMs);
             out += " [" + sc.model + " " + std::to_string(sc.window.windowMs()) + "ms "
@@ -507,8 +509,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 out = b.holdUntil(provider, nowMs + correctionAt % 20000 - 5000, "held").ok() ? "held"
                                                                                               : "error";
             } else if (what < 92) { // the proxy heard the provider's own limits (per minute)
-                const ReportedLimits reported { reportedRequests, reportedTokens, reportedInput, reportedOutput,
-                    reportedScope };
+                const ReportedLimits reported { reportedRequests, reportedTokens, reportedInput,
+                    reportedOutput, reportedScope };
                 auto r = b.noteReportedLimits(provider, reported, plan, "c");
                 out = r ? (*r ? "noted" : "same") : "error: " + r.error().message;
             } else if (what < 96) { // the proxy corrects an estimate with the answer's usage
@@ -533,8 +535,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
                 }
             } else if (what < 99) { // the proxy heard how many requests remain until the reset
                 out = b.noteRemaining(provider, admit.request.model, heldIndex % 4,
-                            nowMs + correctionAt % 20000 - 5000,
-                            side.firstFence == 0 ? 0 : side.firstFence + correctionAt % 40)
+                           nowMs + correctionAt % 20000 - 5000,
+                           side.firstFence == 0 ? 0 : side.firstFence + correctionAt % 40)
                           .ok()
                     ? "remaining"
                     : "error";
@@ -1072,7 +1074,11 @@ void TestRedisDifferential::scriptCarriesTheHeadersConstants()
         { "MAX_WINDOW_MS", RollingWindow::MAX_WINDOW_MS },
         { "MAX_BUCKET_COUNT", RollingWindow::MAX_BUCKET_COUNT },
         { "GHOST_GRACE_MS", QuotaPolicy::GHOST_GRACE_MS },
-        { "WAITER_LEASE_MS", QuotaPolicy::WAITER_LEASE_MS },
+        // The Redis home's waiters have their own lease and looks (RedisQuotaBackend "Waking").
+        { "WAITER_LEASE_MS", RedisQuotaBackend::QUEUE_LEASE.count() },
+        { "HEAD_LOOK_MS", RedisQuotaBackend::HEAD_LOOK.count() },
+        { "HEAD_GRACE_MS", RedisQuotaBackend::HEAD_GRACE.count() },
+        { "QUEUE_LOOK_MS", RedisQuotaBackend::QUEUE_LOOK.count() },
         { "MAX_JITTER_MS", QuotaPolicy::MAX_JITTER_MS },
         { "MAX_STOP_MS", QuotaPolicy::MAX_STOP_MS },
         { "MAX_BACKOFF_MS", QuotaLimits::MAX_BACKOFF_MS },

@@ -22,9 +22,9 @@
 #include <QProcess>
 #include <QRegularExpression>
 #include <QStandardPaths>
-#include <QThread>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QThread>
 #include <algorithm>
 #include <csignal>
 #include <unistd.h>
@@ -51,15 +51,15 @@ struct Namespace
     {
         unshare = std::make_unique<QProcess>();
         unshare->start(QStringLiteral("unshare"),
-            what + QStringList { QStringLiteral("--fork"), QStringLiteral("--kill-child"), QStringLiteral("sleep"),
-                       QStringLiteral("3600") });
+            what
+                + QStringList { QStringLiteral("--fork"), QStringLiteral("--kill-child"),
+                    QStringLiteral("sleep"), QStringLiteral("3600") });
         if (!unshare->waitForStarted(10000)) {
             why = QStringLiteral("unshare did not start");
             return false;
         }
         // The child (the sleep) appears in /proc/<unshare>/task/<unshare>/children.
-        const QString children
-            = QStringLiteral("/proc/%1/task/%1/children").arg(unshare->processId());
+        const QString children = QStringLiteral("/proc/%1/task/%1/children").arg(unshare->processId());
         for (int i = 0; i < 1000 && pid == 0; ++i) {
             if (unshare->state() != QProcess::Running) {
                 why = QString::fromLocal8Bit(unshare->readAllStandardError()).trimmed();
@@ -98,6 +98,7 @@ private Q_SLOTS:
     void cleanupTestCase();
     void twoHostsShareOneQuotaWithoutOverrun();
     void aServerStallUnderParallelOverrunsNothing();
+    void aSilentHeadIsPassedWithinSecondsAndKeepsItsPlace();
     void killingAHostReleasesItsSlotsWithinOneLease();
 
 private:
@@ -105,9 +106,9 @@ private:
     QStringList inHost(int h, const QStringList& tollgateArgs) const
     {
         return QStringList { QStringLiteral("-t"), QString::number(m_hosts[h].pid), QStringLiteral("-n"),
-                   QStringLiteral("-p"), QStringLiteral("-m"), QStringLiteral("--"), QStringLiteral("env"),
-                   QStringLiteral("TOLLGATE_HOME=") + m_home, QStringLiteral(TOLLGATE_CLI_PATH) }
-            + tollgateArgs;
+            QStringLiteral("-p"), QStringLiteral("-m"), QStringLiteral("--"), QStringLiteral("env"),
+            QStringLiteral("TOLLGATE_HOME=") + m_home, QStringLiteral(TOLLGATE_CLI_PATH) }
+        + tollgateArgs;
     }
     Ran tollgate(int h, const QStringList& args, int limitMs = TIMEOUT_MS) const
     {
@@ -150,44 +151,49 @@ bool TestRedisMultiHost::setup(QString& why)
         return false;
     auto inLab = [&](const QStringList& args) {
         return run(QStringLiteral("nsenter"),
-            QStringList { QStringLiteral("-t"), QString::number(m_lab.pid), QStringLiteral("-n"), QStringLiteral("--") }
+            QStringList {
+                QStringLiteral("-t"), QString::number(m_lab.pid), QStringLiteral("-n"), QStringLiteral("--") }
                 + args);
     };
     if (inLab({ QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"), QStringLiteral("lo"),
-            QStringLiteral("up") })
+                  QStringLiteral("up") })
             .code
         != 0) {
         why = QStringLiteral("cannot configure a network namespace");
         return false;
     }
     for (int h = 0; h < 2; ++h) {
-        if (!m_hosts[h].start({ QStringLiteral("--net"), QStringLiteral("--pid"), QStringLiteral("--mount-proc") }, why))
+        if (!m_hosts[h].start(
+                { QStringLiteral("--net"), QStringLiteral("--pid"), QStringLiteral("--mount-proc") }, why))
             return false;
         const QString lab = QStringLiteral("10.77.%1.1").arg(h + 1);
         const QString host = QStringLiteral("10.77.%1.2").arg(h + 1);
         const QString veth = QStringLiteral("tg%1").arg(h);
-        Ran r = inLab({ QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("add"), veth, QStringLiteral("type"),
-            QStringLiteral("veth"), QStringLiteral("peer"), QStringLiteral("name"), QStringLiteral("eth0"),
-            QStringLiteral("netns"), QString::number(m_hosts[h].pid) });
+        Ran r = inLab({ QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("add"), veth,
+            QStringLiteral("type"), QStringLiteral("veth"), QStringLiteral("peer"), QStringLiteral("name"),
+            QStringLiteral("eth0"), QStringLiteral("netns"), QString::number(m_hosts[h].pid) });
         if (r.code != 0) {
             why = QStringLiteral("cannot make a veth pair: ") + QString::fromLocal8Bit(r.err).trimmed();
             return false;
         }
-        inLab({ QStringLiteral("ip"), QStringLiteral("addr"), QStringLiteral("add"), lab + QStringLiteral("/24"),
-            QStringLiteral("dev"), veth });
-        inLab({ QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"), veth, QStringLiteral("up") });
-        for (const QStringList& cmd : { QStringList { QStringLiteral("ip"), QStringLiteral("addr"), QStringLiteral("add"),
-                                            host + QStringLiteral("/24"), QStringLiteral("dev"), QStringLiteral("eth0") },
-                 QStringList { QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"), QStringLiteral("eth0"),
-                     QStringLiteral("up") },
-                 QStringList { QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"), QStringLiteral("lo"),
-                     QStringLiteral("up") } }) {
+        inLab({ QStringLiteral("ip"), QStringLiteral("addr"), QStringLiteral("add"),
+            lab + QStringLiteral("/24"), QStringLiteral("dev"), veth });
+        inLab({ QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"), veth,
+            QStringLiteral("up") });
+        for (const QStringList& cmd :
+            { QStringList { QStringLiteral("ip"), QStringLiteral("addr"), QStringLiteral("add"),
+                  host + QStringLiteral("/24"), QStringLiteral("dev"), QStringLiteral("eth0") },
+                QStringList { QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"),
+                    QStringLiteral("eth0"), QStringLiteral("up") },
+                QStringList { QStringLiteral("ip"), QStringLiteral("link"), QStringLiteral("set"),
+                    QStringLiteral("lo"), QStringLiteral("up") } }) {
             r = run(QStringLiteral("nsenter"),
                 QStringList { QStringLiteral("-t"), QString::number(m_hosts[h].pid), QStringLiteral("-n"),
                     QStringLiteral("--") }
                     + cmd);
             if (r.code != 0) {
-                why = QStringLiteral("cannot configure a host's network: ") + QString::fromLocal8Bit(r.err).trimmed();
+                why = QStringLiteral("cannot configure a host's network: ")
+                    + QString::fromLocal8Bit(r.err).trimmed();
                 return false;
             }
         }
@@ -238,9 +244,10 @@ void TestRedisMultiHost::twoHostsShareOneQuotaWithoutOverrun()
     ready.start();
     Ran r;
     for (;;) { // redis-server is up a moment after it started: poll with a deadline
-        r = tollgate(0, { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
-            QStringLiteral("--requests"), QStringLiteral("8"), QStringLiteral("--window"), QStringLiteral("600"),
-            QStringLiteral("--parallel"), QStringLiteral("2") });
+        r = tollgate(0,
+            { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                QStringLiteral("--requests"), QStringLiteral("8"), QStringLiteral("--window"),
+                QStringLiteral("600"), QStringLiteral("--parallel"), QStringLiteral("2") });
         if (r.code != 3 || ready.elapsed() > 10000)
             break;
         QThread::msleep(50);
@@ -256,11 +263,15 @@ void TestRedisMultiHost::twoHostsShareOneQuotaWithoutOverrun()
                 home.replace(QStringLiteral("10.77.1.1"), QStringLiteral("10.77.2.1"));
             auto p = std::make_unique<QProcess>();
             QStringList args = inHost(h, {});
-            args.replaceInStrings(QRegularExpression(QStringLiteral("^TOLLGATE_HOME=.*")), QStringLiteral("TOLLGATE_HOME=") + home);
+            args.replaceInStrings(QRegularExpression(QStringLiteral("^TOLLGATE_HOME=.*")),
+                QStringLiteral("TOLLGATE_HOME=") + home);
             args << QStringLiteral("run") << QStringLiteral("api") << QStringLiteral("--caller")
-                 << QStringLiteral("h%1-%2").arg(h).arg(i) << QStringLiteral("--timeout") << QStringLiteral("8")
-                 << QStringLiteral("--") << QStringLiteral("sh") << QStringLiteral("-c")
-                 << QStringLiteral("echo \"+ $(date +%s%N)\" >> %1; sleep 0.3; echo \"- $(date +%s%N)\" >> %1").arg(log);
+                 << QStringLiteral("h%1-%2").arg(h).arg(i) << QStringLiteral("--timeout")
+                 << QStringLiteral("8") << QStringLiteral("--") << QStringLiteral("sh")
+                 << QStringLiteral("-c")
+                 << QStringLiteral(
+                        "echo \"+ $(date +%s%N)\" >> %1; sleep 0.3; echo \"- $(date +%s%N)\" >> %1")
+                        .arg(log);
             p->start(QStringLiteral("nsenter"), args);
             QVERIFY(p->waitForStarted(10000));
             callers.push_back(std::move(p));
@@ -312,8 +323,10 @@ void TestRedisMultiHost::aServerStallUnderParallelOverrunsNothing()
     ready.start();
     Ran r;
     for (;;) { // redis-server may still be starting (this test run alone): poll with a deadline
-        r = tollgate(0, { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
-            QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"), QStringLiteral("2") });
+        r = tollgate(0,
+            { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
+                QStringLiteral("2") });
         if (r.code != 3 || ready.elapsed() > 10000)
             break;
         QThread::msleep(50);
@@ -324,9 +337,9 @@ void TestRedisMultiHost::aServerStallUnderParallelOverrunsNothing()
     for (int i = 0; i < 2; ++i) {
         auto p = std::make_unique<QProcess>();
         QStringList args = inHost(0,
-            { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QString::fromLatin1(tag),
-                QStringLiteral("--timeout"), QStringLiteral("10"), QStringLiteral("--"), QStringLiteral("sleep"),
-                QStringLiteral("600") });
+            { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+                QString::fromLatin1(tag), QStringLiteral("--timeout"), QStringLiteral("10"),
+                QStringLiteral("--"), QStringLiteral("sleep"), QStringLiteral("600") });
         args.insert(args.indexOf(QStringLiteral("env")) + 1, QStringLiteral("TOLLGATE_TEST_LEASE_MS=3000"));
         p->start(QStringLiteral("nsenter"), args);
         QVERIFY(p->waitForStarted(10000));
@@ -339,8 +352,12 @@ void TestRedisMultiHost::aServerStallUnderParallelOverrunsNothing()
         const QJsonObject s = status(1);
         m_home = saved;
         QStringList callers;
-        for (const auto& slot :
-            s.value(QStringLiteral("providers")).toArray().at(0).toObject().value(QStringLiteral("slots")).toArray())
+        for (const auto& slot : s.value(QStringLiteral("providers"))
+                                    .toArray()
+                                    .at(0)
+                                    .toObject()
+                                    .value(QStringLiteral("slots"))
+                                    .toArray())
             callers << slot.toObject().value(QStringLiteral("caller")).toString();
         return callers;
     };
@@ -364,8 +381,8 @@ void TestRedisMultiHost::aServerStallUnderParallelOverrunsNothing()
     QProcess loop;
     loop.start(QStringLiteral("nsenter"),
         { QStringLiteral("-t"), QString::number(m_hosts[1].pid), QStringLiteral("-n"), QStringLiteral("-p"),
-            QStringLiteral("-m"), QStringLiteral("--"), QStringLiteral("env"), QStringLiteral("TOLLGATE_HOME=") + homeB,
-            QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("-m"), QStringLiteral("--"), QStringLiteral("env"),
+            QStringLiteral("TOLLGATE_HOME=") + homeB, QStringLiteral("sh"), QStringLiteral("-c"),
             QStringLiteral("n=0; while [ ! -e \"$1\" ]; do \"$2\" run api --caller b --timeout 0 -- sh -c "
                            "'echo ran >> \"$0\"' \"$3\" 2>/dev/null; n=$((n+1)); done; echo $n"),
             QStringLiteral("sh"), stop, QStringLiteral(TOLLGATE_CLI_PATH), log });
@@ -393,11 +410,121 @@ void TestRedisMultiHost::aServerStallUnderParallelOverrunsNothing()
         p->waitForFinished(10000);
 }
 
+// Issue 27, item 6: the head of the queue, on host 1, stops answering (SIGSTOP: its
+// connection stays open, so its wake-up still reaches a subscriber, as when its host dies
+// with the connection up). A slot frees: the waiter behind it, on host 0, must not sit out
+// the head's lease (180 s; it was 15 s, and a free slot sat idle that long): it is admitted
+// within its --timeout of 10 s. The silent head keeps its place: resumed, it is admitted
+// before a caller that queued after it.
+void TestRedisMultiHost::aSilentHeadIsPassedWithinSecondsAndKeepsItsPlace()
+{
+    m_home = QStringLiteral("redis://10.77.1.1:6379?prefix=head%1").arg(++m_homes);
+    const QString homeB = QString(m_home).replace(QStringLiteral("10.77.1.1"), QStringLiteral("10.77.2.1"));
+    Ran r = tollgate(0,
+        { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+            QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
+            QStringLiteral("1") });
+    QVERIFY2(r.code == 0, r.err.constData());
+    auto provider = [&] { return status(0).value(QStringLiteral("providers")).toArray().at(0).toObject(); };
+    auto start = [&](int h, const QString& caller, const QString& timeout, const QStringList& command) {
+        auto p = std::make_unique<QProcess>();
+        QString saved = m_home;
+        if (h == 1)
+            m_home = homeB;
+        p->start(QStringLiteral("nsenter"),
+            inHost(h,
+                QStringList { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+                    caller, QStringLiteral("--timeout"), timeout, QStringLiteral("--") }
+                    + command));
+        m_home = saved;
+        return p;
+    };
+    auto holdSlot = [&](const QString& caller) {
+        auto p = start(0, caller, QStringLiteral("30"), { QStringLiteral("sleep"), QStringLiteral("600") });
+        return p;
+    };
+    auto fenceOf = [&](const QString& caller) -> qint64 {
+        for (const auto& s : provider().value(QStringLiteral("slots")).toArray())
+            if (s.toObject().value(QStringLiteral("caller")).toString() == caller)
+                return s.toObject().value(QStringLiteral("fence")).toInteger();
+        return 0;
+    };
+    auto release = [&](const QString& caller) {
+        const Ran rel = tollgate(0,
+            { QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"),
+                QString::number(fenceOf(caller)) });
+        return rel.code == 0;
+    };
+    auto waiting = [&] { return provider().value(QStringLiteral("waiting")).toInt(); };
+    // nsenter forks the command into the host's pid namespace: the command is its child.
+    auto commandPid = [](const QProcess& p) -> pid_t {
+        QFile f(QStringLiteral("/proc/%1/task/%1/children").arg(p.processId()));
+        return f.open(QIODevice::ReadOnly)
+            ? static_cast<pid_t>(f.readAll().trimmed().split(' ').value(0).toInt())
+            : 0;
+    };
+    auto holder = holdSlot(QStringLiteral("holder"));
+    QVERIFY(holder->waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(fenceOf(QStringLiteral("holder")) != 0, 20000);
+
+    auto head = start(1, QStringLiteral("head"), QStringLiteral("120"), { QStringLiteral("true") });
+    QVERIFY(head->waitForStarted(10000));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 20000);
+    pid_t headPid = 0;
+    QTRY_VERIFY_WITH_TIMEOUT((headPid = commandPid(*head)) > 0, 10000);
+    auto second = start(0, QStringLiteral("second"), QStringLiteral("10"), { QStringLiteral("true") });
+    QVERIFY(second->waitForStarted(10000));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 20000);
+
+    QCOMPARE(::kill(headPid, SIGSTOP), 0);
+    QVERIFY(release(QStringLiteral("holder")));
+    QVERIFY2(second->waitForFinished(60000), "the second waiter never ended");
+    QVERIFY2(second->exitCode() == 0, second->readAllStandardError().constData());
+    QVERIFY2(head->state() == QProcess::Running, "the stopped head ended");
+
+    // The head is still queued, first; a newcomer queues behind it. Resumed, the head is
+    // admitted first when the slot frees.
+    auto holder2 = holdSlot(QStringLiteral("holder2"));
+    QTRY_VERIFY_WITH_TIMEOUT(fenceOf(QStringLiteral("holder2")) != 0, 20000);
+    auto third = start(0, QStringLiteral("third"), QStringLiteral("60"), { QStringLiteral("true") });
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 20000);
+    // nsenter stops itself when its child stops (and continues it when continued): both.
+    QCOMPARE(::kill(static_cast<pid_t>(head->processId()), SIGCONT), 0);
+    QCOMPARE(::kill(headPid, SIGCONT), 0);
+    QVERIFY(release(QStringLiteral("holder2")));
+    if (!head->waitForFinished(60000)) {
+        const Ran h = tollgate(0, { QStringLiteral("history") });
+        const Ran st = tollgate(0, { QStringLiteral("status") });
+        QFAIL(qPrintable(QStringLiteral("the resumed head never ended: ")
+            + QString::fromLocal8Bit(
+                head->readAllStandardError() + "\n" + st.out + "\n" + h.out.right(3000))));
+    }
+    QVERIFY2(head->exitCode() == 0, head->readAllStandardError().constData());
+    QVERIFY2(third->waitForFinished(60000), "the third waiter never ended");
+    QVERIFY2(third->exitCode() == 0, third->readAllStandardError().constData());
+    r = tollgate(0, { QStringLiteral("history"), QStringLiteral("--json") });
+    QStringList admitted;
+    for (const auto& v : QJsonDocument::fromJson(r.out).array()) {
+        const QJsonObject e = v.toObject();
+        if (e.value(QStringLiteral("type")).toString() == QStringLiteral("admit"))
+            admitted << e.value(QStringLiteral("caller")).toString();
+    }
+    QCOMPARE(admitted,
+        (QStringList { QStringLiteral("holder"), QStringLiteral("second"), QStringLiteral("holder2"),
+            QStringLiteral("head"), QStringLiteral("third") }));
+    for (auto* p : { holder.get(), holder2.get() }) {
+        p->kill(); // nsenter; its `run` holds a released slot, gone with host 0 in the next test
+        p->waitForFinished(10000);
+    }
+}
+
 void TestRedisMultiHost::killingAHostReleasesItsSlotsWithinOneLease()
 {
     m_home = QStringLiteral("redis://10.77.1.1:6379?prefix=kill%1").arg(++m_homes);
-    Ran r = tollgate(0, { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
-        QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"), QStringLiteral("2") });
+    Ran r = tollgate(0,
+        { QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+            QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+            QStringLiteral("2") });
     QVERIFY2(r.code == 0, r.err.constData());
     // Host 0 takes both slots with `run` (which renews a 30 s lease) and hangs on to them.
     std::vector<std::unique_ptr<QProcess>> holders;
@@ -405,9 +532,9 @@ void TestRedisMultiHost::killingAHostReleasesItsSlotsWithinOneLease()
         auto p = std::make_unique<QProcess>();
         p->start(QStringLiteral("nsenter"),
             inHost(0,
-                { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("doomed"),
-                    QStringLiteral("--timeout"), QStringLiteral("10"), QStringLiteral("--"), QStringLiteral("sleep"),
-                    QStringLiteral("600") }));
+                { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+                    QStringLiteral("doomed"), QStringLiteral("--timeout"), QStringLiteral("10"),
+                    QStringLiteral("--"), QStringLiteral("sleep"), QStringLiteral("600") }));
         QVERIFY(p->waitForStarted(10000));
         holders.push_back(std::move(p));
     }
@@ -417,13 +544,19 @@ void TestRedisMultiHost::killingAHostReleasesItsSlotsWithinOneLease()
         m_home = homeB;
         const QJsonObject s = status(1);
         m_home = saved;
-        return s.value(QStringLiteral("providers")).toArray().at(0).toObject().value(QStringLiteral("slots")).toArray();
+        return s.value(QStringLiteral("providers"))
+            .toArray()
+            .at(0)
+            .toObject()
+            .value(QStringLiteral("slots"))
+            .toArray();
     };
     QTRY_COMPARE_WITH_TIMEOUT(slotsHeld().size(), 2, 20000);
     // From host 1 the holders are another host's: held by their lease, not judged by pid.
     m_home = homeB;
-    r = tollgate(1, { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("b"),
-        QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0") });
+    r = tollgate(1,
+        { QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"), QStringLiteral("b"),
+            QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0") });
     QCOMPARE(r.code, 1);
 
     // Every process of host 0 dies at once (its pid namespace's init is killed).

@@ -280,10 +280,12 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
                 // What was spent is not known, so it starts as a lost state does (as the Redis
                 // script's importLimits); fences from now on lie above the reset's time in µs.
                 QuotaPolicy::fillConservatively(tx.state.ensureProvider(name), l, now);
-                tx.state.nextFence = std::max<std::uint64_t>(tx.state.nextFence, static_cast<std::uint64_t>(now) * 1000);
+                tx.state.nextFence
+                    = std::max<std::uint64_t>(tx.state.nextFence, static_cast<std::uint64_t>(now) * 1000);
                 HistoryEvent reset = event(now, EventType::Reset, name, "");
-                reset.reason = "imported without a state (a restore): windows start full, slots held until their "
-                               "holders renew";
+                reset.reason
+                    = "imported without a state (a restore): windows start full, slots held until their "
+                      "holders renew";
                 tx.events.push_back(std::move(reset));
             }
             QuotaPolicy::syncProvider(tx.state.ensureProvider(name), l, now);
@@ -415,8 +417,8 @@ Result<void> LocalQuotaBackend::holdUntil(
     });
 }
 
-Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
-    const PlanUsage& plan, const std::string& caller)
+Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider,
+    const ReportedLimits& reported, const PlanUsage& plan, const std::string& caller)
 {
     bool written = false;
     auto done = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {

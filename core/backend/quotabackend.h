@@ -61,6 +61,9 @@ struct AdmitOutcome
     AdmitDecision decision;
     std::int64_t leaseMs = 0; // the lease of the slot taken (the holder renews it)
     std::int64_t nowMs = 0; // the backend's time of the decision
+    // When a queued caller must look again at the latest, as a distance from the decision
+    // (RedisQuotaBackend: its turn and its lease depend on it); -1: maxSleep() bounds it.
+    std::int64_t lookAgainInMs = -1;
 };
 
 // How an admitted call ended (QuotaBackend::finishAdmission).
@@ -92,11 +95,15 @@ public:
 
     [[nodiscard]] virtual Result<AdmitOutcome> admit(const AdmitStep& step) = 0;
     // Leaves the queue; with `gaveUp`, records that the caller gave up (reason: why it waited).
-    [[nodiscard]] virtual Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why) = 0;
+    [[nodiscard]] virtual Result<void> leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
+        = 0;
     // jitterDraw: a uniform random number drawn by the caller (the backend takes its share).
-    [[nodiscard]] virtual Result<std::int64_t> report429(const std::string& provider, const std::string& caller,
-        std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw, std::int64_t pid) = 0;
-    [[nodiscard]] virtual Result<void> reportSuccess(const std::string& provider, const std::string& caller) = 0;
+    [[nodiscard]] virtual Result<std::int64_t> report429(const std::string& provider,
+        const std::string& caller, std::optional<std::int64_t> retryAfterMs, std::uint64_t jitterDraw,
+        std::int64_t pid)
+        = 0;
+    [[nodiscard]] virtual Result<void> reportSuccess(const std::string& provider, const std::string& caller)
+        = 0;
 
     [[nodiscard]] Result<QuotaLimits> limits() { return limits(StoreWait {}); }
     // `wait`: as AdmitStep::storeWait.
@@ -126,7 +133,8 @@ public:
     // without counting a 429; a time at or before the backoff already in force changes nothing
     // and records nothing (every answer may repeat it).
     [[nodiscard]] virtual Result<void> holdUntil(
-        const std::string& provider, std::int64_t untilMs, const std::string& reason) = 0;
+        const std::string& provider, std::int64_t untilMs, const std::string& reason)
+        = 0;
     // The provider's answer to a request for `model`, admitted with `fence` (0: unknown), said
     // `left` requests remain until `untilMs` (its rate-limit headers): no more admissions of the
     // model's class (its first; none: the provider's) than that, less those admitted after the
@@ -151,7 +159,8 @@ public:
     // in the provider's window and, when `model` has one, the model's. No history event
     // (the admission already has one); a time in the future changes nothing.
     [[nodiscard]] virtual Result<void> correctTokens(const std::string& provider, const std::string& model,
-        std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used) = 0;
+        std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
+        = 0;
     // The end of an admitted call, in one transaction: its slot is freed (a release event),
     // what it really used replaces its estimate (as correctTokens does) and a success resets
     // the 429 count with an ok event (as reportSuccess does). Returns whether the slot of
@@ -180,7 +189,10 @@ public:
     virtual void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const = 0;
     // The longest a waiter sleeps without a ring (the one event nobody rings for is a slot
     // holder's death); each look is one operation on the store.
-    [[nodiscard]] virtual std::chrono::milliseconds maxSleep() const { return std::chrono::milliseconds(250); }
+    [[nodiscard]] virtual std::chrono::milliseconds maxSleep() const
+    {
+        return std::chrono::milliseconds(250);
+    }
     [[nodiscard]] virtual std::string describe() const = 0;
     // Problems that did not undo a committed operation (see QuotaStore::takeWarnings).
     [[nodiscard]] virtual std::vector<Error> takeWarnings() = 0;

@@ -1,5 +1,6 @@
 #include "backend/quotalimiter.h"
 
+#include "base/intmath.h"
 #include "base/textsanitizer.h"
 
 #include <algorithm>
@@ -198,8 +199,14 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
                     + "': " + waitReasonName(decision.reason));
         }
         std::int64_t sleepMs = std::min<std::int64_t>(deadlineMs - now, m_backend->maxSleep().count());
+        // The backend's times are distances from its decision (its clock may not be ours),
+        // counted from when we asked.
         if (decision.retryAtMs != INT64_MAX)
-            sleepMs = std::min(sleepMs, std::max<std::int64_t>(0, decision.retryAtMs - now));
+            sleepMs = std::min(sleepMs,
+                std::max<std::int64_t>(
+                    0, IntMath::plusSaturated(asked, decision.retryAtMs - outcome->nowMs) - now));
+        if (outcome->lookAgainInMs >= 0)
+            sleepMs = std::min(sleepMs, std::max<std::int64_t>(0, asked + outcome->lookAgainInMs - now));
         // Sleep at least a little when the policy says "now": the next bucket edge is a ms off.
         m_backend->waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)));
     }
@@ -327,7 +334,8 @@ Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, const
 Result<bool> QuotaLimiter::noteReportedLimits(const std::string& provider, std::int64_t requestsPerMin,
     std::int64_t tokensPerMin, const std::string& caller)
 {
-    return noteReportedLimits(provider, ReportedLimits { requestsPerMin, tokensPerMin, -1, -1, {} }, PlanUsage {}, caller);
+    return noteReportedLimits(
+        provider, ReportedLimits { requestsPerMin, tokensPerMin, -1, -1, {} }, PlanUsage {}, caller);
 }
 
 Result<void> QuotaLimiter::correctTokens(const std::string& provider, const std::string& model,

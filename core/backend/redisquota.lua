@@ -63,6 +63,8 @@ local serverClock
 -- anything, asking for it (needday): the client computes it and calls again.
 local daySpans
 local events, ring, dirty, limitsCache -- dirty: state fields to write, field -> table
+-- The caller's queue ticket (ops.admit), never rung: it hears the reply.
+local callerTicket
 -- What failed after the commit point (the history, a wake-up): the operation happened, the
 -- reply says so and carries these (warn), the client shows them as warnings.
 local afterCommit
@@ -501,6 +503,52 @@ local SLOT_SPEC = { f = 'int', pid = 'int', a = 'int', n = 'int', c = 'string', 
 local WAITER_SPEC = { tk = 'int', pid = 'int', e = 'int', d = 'int', n = 'int', c = 'string', m = 'string',
     s = 'boolean', r = 'int', h = 'string', st = 'int', lu = 'int' }
 
+-- Each waiter's own encoding, kept until it changes: a provider's state is written whole, and
+-- with a long queue encoding every waiter again was most of an admission's cost (a queue of
+-- 200: 5x that of an empty one). Every change to a waiter's fields goes through W.changed (or
+-- makes a new table); packProvider splices the kept encodings into the provider's. Functions
+-- may not set metatables (no weak keys): waiters that left keep their entry until the table,
+-- past MAX_PACKED entries, starts over.
+-- (The queue's helpers are fields of W: the script's main chunk is near Lua's 200 locals.)
+local W = { packed = {}, count = 0, MAX_PACKED = 4096 }
+function W.changed(w)
+    W.packed[w] = nil
+end
+function W.packProvider(p)
+    local q = p.q
+    p.q = nil
+    local rest = cmsgpack.pack(p) -- a map of the other fields (fewer than 65536)
+    p.q = q
+    local b0 = string.byte(rest, 1)
+    local skip, n
+    if b0 >= 0x80 and b0 <= 0x8f then
+        skip, n = 1, b0 - 0x80
+    else -- 0xde: map 16
+        skip, n = 3, string.byte(rest, 2) * 256 + string.byte(rest, 3)
+    end
+    n = n + 1
+    local parts = { n < 16 and string.char(0x80 + n) or string.char(0xde, math.floor(n / 256), n % 256),
+        string.sub(rest, skip + 1), cmsgpack.pack('q'),
+        -- n <= MAX_WAITERS < 65536
+        #q < 16 and string.char(0x90 + #q) or string.char(0xdc, math.floor(#q / 256), #q % 256) }
+    for _, w in ipairs(q) do
+        local raw = W.packed[w]
+        if not raw then
+            raw = cmsgpack.pack(w)
+            if W.count >= W.MAX_PACKED then W.packed, W.count = {}, 0 end
+            W.packed[w] = raw
+            W.count = W.count + 1
+        end
+        parts[#parts + 1] = raw
+    end
+    return table.concat(parts)
+end
+
+-- A waiter's wake key (RedisQuotaBackend::m_wakeKey): its channel is channel .. 'w:' .. key.
+function W.validKey(k)
+    return type(k) == 'string' and #k >= 1 and #k <= 64 and not string.find(k, '[^%w%-_.]')
+end
+
 local function validProvider(p)
     if not checkFields(p, PROVIDER_SPEC) or #p.sl > MAX_SLOTS or #p.q > MAX_WAITERS then return false end
     -- The provider's reported limits (noteLimits) are optional: a state from before them has none.
@@ -545,8 +593,16 @@ local function validProvider(p)
             return false
         end
     end
+    if (p.wt ~= nil and not isInt(p.wt, 0, NEVER)) or (p.hw ~= nil and not isInt(p.hw, -NEVER, NEVER)) then
+        return false
+    end
     for _, w in ipairs(p.q) do
         if not checkFields(w, WAITER_SPEC) then return false end
+        -- Its wake key, when its turn came (hs), last seen (sn), its wake-up reached nobody (nr).
+        if (w.wk ~= nil and not W.validKey(w.wk)) or (w.hs ~= nil and not isInt(w.hs, -NEVER, NEVER))
+            or (w.sn ~= nil and not isInt(w.sn, -NEVER, NEVER)) or (w.nr ~= nil and not isInt(w.nr, -NEVER, NEVER)) then
+            return false
+        end
     end
     return true
 end
@@ -561,10 +617,14 @@ end
 -- loaded again), by the exact string they were decoded from or encoded to, so an operation
 -- neither decodes nor validates the state the previous one wrote (most of a call's time).
 -- A value is taken out when a call reads it (the call may change it, and may stop before it
--- writes) and put back only by commit(), beside the encoding it wrote; any other writer, a
--- restart or a set-aside changes the string, and then it is decoded and validated as ever.
+-- writes) and put back only by commit(): beside the encoding it wrote, or, read and not
+-- written, beside the string it was read from (every change to a state marks it dirty, so one
+-- not dirty is as read: a look that writes nothing costs the next call nothing). Any other
+-- writer, a restart or a set-aside changes the string, and then it is decoded and validated
+-- as ever.
 -- Under EVALSHA the script runs whole each time and starts with an empty cache.
 local decoded, decodedCount = {}, 0
+local readThisCall -- field -> { raw, v }: the states this call decoded or took from the cache
 local MAX_DECODED = 256 -- states kept at most (homes x providers); past it, start over
 local function cacheKey(field)
     return KEYS[2] .. '\n' .. field
@@ -577,12 +637,26 @@ local function decode(field, raw, valid)
     if kept then
         decoded[key] = nil
         decodedCount = decodedCount - 1
-        if kept.raw == raw then return kept.v end
+        if kept.raw == raw then
+            readThisCall[field] = { raw = raw, v = kept.v }
+            return kept.v
+        end
     end
     if #raw > MAX_STATE_BYTES then return false end -- never decoded: set aside as one that did not
     local ok, v = pcall(cmsgpack.unpack, raw)
-    if ok and valid(v) then return v end
+    if ok and valid(v) then
+        readThisCall[field] = { raw = raw, v = v }
+        return v
+    end
     return false
+end
+local function keepDecoded(field, raw, v)
+    local key = cacheKey(field)
+    if decoded[key] == nil then
+        if decodedCount >= MAX_DECODED then decoded, decodedCount = {}, 0 end
+        decodedCount = decodedCount + 1
+    end
+    decoded[key] = { raw = raw, v = v }
 end
 
 local globalState -- per call (main)
@@ -807,6 +881,19 @@ local function discountStall(p, t)
             for _, w in ipairs(p.q) do
                 if w.lu ~= 0 then
                     w.lu = plus(w.lu, more)
+                    W.changed(w)
+                    changed = true
+                end
+            end
+        end
+        -- A head looks every HEAD_LOOK_MS: a gap longer than its grace allows for is not its fault.
+        more = gap - (HEAD_GRACE_MS - HEAD_LOOK_MS)
+        if more > 0 then
+            for _, w in ipairs(p.q) do
+                if w.hs then
+                    w.hs = math.min(plus(w.hs, more), t)
+                    if w.sn then w.sn = math.min(plus(w.sn, more), t) end
+                    W.changed(w)
                     changed = true
                 end
             end
@@ -966,7 +1053,30 @@ local function renewWaiter(p, ticket, t)
         if w.tk == ticket then
             if w.lu - t > math.floor(WAITER_LEASE_MS * 2 / 3) then return false end
             w.lu = t + WAITER_LEASE_MS
+            W.changed(w)
             return true
+        end
+    end
+    return false
+end
+-- A waiter that looks: seen now (sn, at most every SEEN_STEP_MS: a look that changes nothing
+-- else writes nothing), reachable again, at its current wake key.
+W.SEEN_STEP_MS = 250
+function W.saw(p, ticket, t, wake)
+    if not W.validKey(wake) then wake = nil end
+    for _, w in ipairs(p.q) do
+        if w.tk == ticket then
+            local changed = false
+            if w.nr or w.wk ~= wake then
+                w.nr, w.wk = nil, wake
+                changed = true
+            end
+            if not w.sn or t - w.sn >= W.SEEN_STEP_MS or w.sn > t then
+                w.sn = t
+                changed = true
+            end
+            if changed then W.changed(w) end
+            return changed
         end
     end
     return false
@@ -981,6 +1091,35 @@ local function dequeue(p, ticket)
     return false
 end
 
+-- The head of the queue (RedisQuotaBackend's "Waking" and "A dead head is passed") ----------------
+--
+-- The queue is strict FIFO: only its head may be admitted. A waiter that does not answer its
+-- turn is passed, not removed: it keeps its place and is the head again when it next looks.
+-- Passed: its wake-up reached no subscriber since it last looked (nr: its process, or at least
+-- its connection, is gone), or, of another host than the caller's (this host's are probed by
+-- the caller), its turn came (hs) and it has not been seen (sn) for HEAD_GRACE_MS since.
+function W.passed(w, t)
+    if w.nr or deadT[w.tk] then return true end
+    if w.h == myHost and myHost ~= '' then return false end
+    if not w.hs then return false end -- its turn has not come: nobody could expect it yet
+    return t > plus(math.max(w.sn or w.e, w.hs), HEAD_GRACE_MS)
+end
+-- The index of the waiter whose turn it is (the caller's own entry, `ticket`, is never
+-- passed: it is here); nil when every waiter is passed.
+function W.head(p, t, ticket)
+    for i, w in ipairs(p.q) do
+        if w.tk == ticket or not W.passed(w, t) then return i end
+    end
+    return nil
+end
+-- The waiter after the head, not passed: the watcher, who looks when the head would go stale.
+function W.watcher(p, h, t)
+    for i = h + 1, #p.q do
+        if not W.passed(p.q[i], t) then return i end
+    end
+    return nil
+end
+
 -- Policy ---------------------------------------------------------------------------------------
 
 local function backoffUntil(p, t)
@@ -991,6 +1130,7 @@ local function boundTimes(g, p, l, t)
     local function atMost(obj, key, max)
         if obj[key] > max then
             obj[key] = max
+            W.changed(obj)
             changed = true
         end
     end
@@ -1013,9 +1153,16 @@ local function boundTimes(g, p, l, t)
         atMost(s, 'a', t)
         atMost(s, 'lu', slotLease)
     end
-    for _, w in ipairs(p.q) do
-        atMost(w, 'e', t)
-        atMost(w, 'lu', plus(t, WAITER_LEASE_MS))
+    -- The waiters' times were all stamped at or before hw (the latest now that wrote this
+    -- state), so they are within bounds unless the clock went back since: only then all of
+    -- them are looked at (a long queue made this loop a real part of every call).
+    if p.hw == nil or t < p.hw then
+        for _, w in ipairs(p.q) do
+            atMost(w, 'e', t)
+            atMost(w, 'lu', plus(t, WAITER_LEASE_MS))
+            if w.sn then atMost(w, 'sn', t) end
+            if w.hs then atMost(w, 'hs', t) end
+        end
     end
     for _, sc in ipairs(p.sc) do
         if boundFuture(sc, t) then changed = true end
@@ -1153,9 +1300,12 @@ local function evaluate(g, p, l, r, ticket, t)
         d.retryAt = be
         return d
     end
-    if #p.q > 0 and (ticket == 0 or p.q[1].tk ~= ticket) then
-        d.reason = R_QUEUE
-        return d
+    if #p.q > 0 then
+        local h = W.head(p, t, ticket)
+        if h and p.q[h].tk ~= ticket then
+            d.reason = R_QUEUE
+            return d
+        end
     end
     local paceEnd = math.min(p.pu, plus(be, l.w))
     if t < paceEnd and l.r then
@@ -1196,7 +1346,11 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
     if not d.admitted then
         if ticket ~= 0 then
             for _, w in ipairs(p.q) do
-                if w.tk == ticket then w.r = d.reason end
+                if w.tk == ticket and w.r ~= d.reason then
+                    w.r = d.reason
+                    W.changed(w)
+                    dirty['p:' .. p.n] = p
+                end
             end
         elseif enqueue then
             if #p.q >= MAX_WAITERS then
@@ -1209,7 +1363,8 @@ local function admitApply(g, p, l, r, ticket, t, enqueue)
             -- must not be taken for a ghost past its deadline and lose its place).
             local deadline = plus(t, clamp(r.deadlineIn or 0, -NEVER, NEVER))
             local w = { tk = g.nt, pid = wpid, e = t, d = deadline, n = r.tokens, c = r.caller, m = r.model,
-                s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS, rid = r.rid }
+                s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS, rid = r.rid, sn = t }
+            if W.validKey(r.wake) then w.wk = r.wake end
             g.nt = g.nt + 1
             dirty['g'] = g
             p.q[#p.q + 1] = w
@@ -1292,18 +1447,71 @@ local function eventLine(e)
     return '{' .. table.concat(parts, ',') .. '}'
 end
 
+-- Wake-ups: after an operation that may have freed capacity (ring), the head of each queue it
+-- touched, and only it (the queue is FIFO: nobody else could go). A head whose wake-up reaches
+-- no subscriber is passed (nr) and the next one rung, a few per call. A head's turn starts
+-- (hs) when it is first found at the head. Its watcher (the next waiter) is rung once per
+-- head (p.wt), and then looks whenever the head would go stale: a head may die where no
+-- ring will find it out (waiting for time, or for slots held by the dead; with its host, its
+-- connection still open), and only a look can probe it (this host) or pass it (another).
+W.MAX_PASSES = 8
+function W.publish(name)
+    local r = redis.pcall('PUBLISH', channel .. name, '1')
+    if type(r) == 'table' and r.err then
+        afterCommit[#afterCommit + 1] = 'waiters not woken on ' .. channel .. name .. ': ' .. r.err
+        return -1
+    end
+    return r
+end
+function W.wake(p)
+    local h
+    local passes = 0
+    while true do
+        h = W.head(p, now, callerTicket)
+        if not h then return end
+        local w = p.q[h]
+        local told = ring
+        if not w.hs then
+            w.hs = now
+            W.changed(w)
+            touch(p)
+            told = true
+        end
+        if not told or w.tk == callerTicket or not w.wk or passes >= W.MAX_PASSES then break end
+        if W.publish('w:' .. w.wk) ~= 0 then break end
+        w.nr = now
+        W.changed(w)
+        touch(p)
+        passes = passes + 1
+    end
+    local wi = W.watcher(p, h, now)
+    if not wi then return end
+    local x = p.q[wi]
+    if p.wt == x.tk then return end
+    p.wt = x.tk
+    touch(p)
+    if x.tk ~= callerTicket and x.wk then W.publish('w:' .. x.wk) end
+end
+
 local function commit()
+    for _, p in pairs(providerStates) do
+        if #p.q > 0 then W.wake(p) end
+    end
     local args = {}
     for field, v in pairs(dirty) do
-        local raw = cmsgpack.pack(v)
+        local raw
+        if field == 'g' then
+            raw = cmsgpack.pack(v)
+        else
+            if v.hw == nil or v.hw < now then v.hw = now end
+            raw = W.packProvider(v)
+        end
         args[#args + 1] = field
         args[#args + 1] = raw
-        local key = cacheKey(field)
-        if decoded[key] == nil then
-            if decodedCount >= MAX_DECODED then decoded, decodedCount = {}, 0 end
-            decodedCount = decodedCount + 1
-        end
-        decoded[key] = { raw = raw, v = v }
+        keepDecoded(field, raw, v)
+    end
+    for field, r in pairs(readThisCall) do
+        if dirty[field] == nil then keepDecoded(field, r.raw, r.v) end
     end
     if lostNote then
         args[#args + 1] = LOST_FIELD
@@ -1332,7 +1540,6 @@ local function commit()
             afterCommit[#afterCommit + 1] = 'waiters not woken on ' .. channel .. name .. ': ' .. r.err
         end
     end
-    if ring then wake('ring') end
     if #args > 0 or #events > 0 then wake('changed') end
 end
 
@@ -1386,6 +1593,7 @@ function ops.admit()
         if not queued then ticket = 0 end -- judged a ghost while we lived: queue again
     end
     if ticket ~= 0 and renewWaiter(p, ticket, now) then changed = true end
+    if ticket ~= 0 and W.saw(p, ticket, now, a.wake) then changed = true end
     local lease = l.mh
     if a.lease > 0 then lease = a.lease end
     local d, err = admitApply(g, p, l, a, ticket, now, a.enqueue)
@@ -1407,7 +1615,7 @@ function ops.admit()
             end
         end
     elseif not d.admitted and d.reason == R_QUEUE and #p.q > 0 then
-        local w = p.q[1]
+        local w = p.q[W.head(p, now, d.ticket) or 1]
         if w.h == myHost and not deadT[w.tk] then
             suspects[#suspects + 1] = { k = 'w', id = w.tk, pid = w.pid, st = w.st }
         end
@@ -1426,12 +1634,34 @@ function ops.admit()
     elseif d.ticket ~= ticket then
         changed = true -- newly queued
     end
+    -- When this waiter looks again at the latest (lookIn): the head soon (the watcher judges it
+    -- by its looks), the watcher when the head would go stale, the rest every QUEUE_LOOK_MS.
+    local lookIn = -1
+    if not d.admitted and d.ticket ~= 0 then
+        callerTicket = d.ticket
+        lookIn = QUEUE_LOOK_MS
+        local h = W.head(p, now, d.ticket)
+        if h and p.q[h].tk == d.ticket then
+            lookIn = HEAD_LOOK_MS
+        elseif h then
+            local wi = W.watcher(p, h, now)
+            if wi and p.q[wi].tk == d.ticket then
+                local hw = p.q[h]
+                lookIn = clamp(plus(math.max(hw.sn or hw.e, hw.hs or now), HEAD_GRACE_MS) + 1 - now, HEAD_LOOK_MS,
+                    HEAD_GRACE_MS + 1)
+                if p.wt ~= d.ticket then
+                    p.wt = d.ticket
+                    changed = true
+                end
+            end
+        end
+    end
     if changed then touch(p) end
     commit()
     local retryAt = d.retryAt
     if retryAt >= NEVER then retryAt = -1 end
     return reply({ admitted = d.admitted, reason = d.reason, retryAt = retryAt, fence = d.fence, ticket = d.ticket,
-        slotTaken = d.slotTaken, lease = lease, now = now, suspects = suspects })
+        slotTaken = d.slotTaken, lease = lease, now = now, suspects = suspects, lookIn = lookIn })
 end
 
 function ops.leave()
@@ -2200,7 +2430,7 @@ local function preflight()
     if not redis.acl_check_cmd then return nil end -- before Redis 7: no channel permissions
     local needs = { { 'HSET', KEYS[1], 'f', 'v' }, { 'HDEL', KEYS[1], 'f' }, { 'HSET', KEYS[2], 'f', 'v' },
         { 'HDEL', KEYS[2], 'f' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' }, { 'SET', KEYS[4], 'v' },
-        { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'ring', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
+        { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'w:x', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
     for _, c in ipairs(needs) do
         if not redis.acl_check_cmd(unpack(c)) then
             return refuse('denied', 'this Redis user may not run ' .. c[1] .. ' on ' .. c[2]
@@ -2232,6 +2462,8 @@ local function main(keys, args)
     for _, f in ipairs(a.deadF or {}) do deadF[f] = true end
     for _, t in ipairs(a.deadT or {}) do deadT[t] = true end
     events, ring, dirty, limitsCache = {}, false, {}, {}
+    callerTicket = 0
+    readThisCall = {}
     globalState, providerStates = nil, {}
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end

@@ -5,9 +5,11 @@
 #include "system/hostidentity.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <poll.h>
 #include <random>
+#include <unistd.h>
 
 namespace tollgate {
 
@@ -89,6 +91,12 @@ RedisQuotaBackend::RedisQuotaBackend(RedisAddress address, RedisConnection conne
     , m_timeout(timeout)
     , m_nextRequestId(std::random_device {}() & ((std::uint64_t(1) << 40) - 1))
 {
+    // Unique among the home's listeners: this process and a random part (two backends of one
+    // process each have their own).
+    std::random_device random;
+    char key[48];
+    std::snprintf(key, sizeof key, "%ld-%08x%08x", static_cast<long>(::getpid()), random(), random());
+    m_wakeKey = key;
 }
 
 Result<void> RedisQuotaBackend::abandonUncertain(Budget budget)
@@ -312,6 +320,9 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
         { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
         { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNow - step.startMs },
         { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
+    // Rung on its own channel only while it listens there (else it looks every MAX_SLEEP).
+    if (m_subscription)
+        a["wake"] = m_wakeKey;
     std::vector<std::uint64_t> deadF;
     std::vector<std::uint64_t> deadT;
     // The attempt ends by the caller's deadline (the last look, at the deadline, still gets one
@@ -351,6 +362,7 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
         out.decision.slotTaken = boolOf(j, "slotTaken");
         out.leaseMs = intOf(j, "lease");
         out.nowMs = intOf(j, "now");
+        out.lookAgainInMs = std::clamp<std::int64_t>(intOf(j, "lookIn", -1), -1, QUEUE_LOOK.count());
         bool named = false;
         if (auto s = j.find("suspects"); s != j.end() && s->is_array() && round < 8) {
             for (const auto& who : *s) {
@@ -411,7 +423,8 @@ Result<QuotaLimits> RedisQuotaBackend::limits(const StoreWait& /*wait*/)
 {
     // Through the script's look, which returns no value larger than a provider's limits may be
     // (a planted one is named with its size instead: never copied here, never decoded).
-    auto text = send("snapshot", packed(json { { "limitsOnly", true } }), std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
+    auto text = send("snapshot", packed(json { { "limitsOnly", true } }),
+        std::max(m_timeout, RedisConnection::DEFAULT_TIMEOUT));
     if (!text)
         return text.error();
     auto s = RedisStateCodec::decodeSnapshot(*text, m_keys[0], m_keys[1], "", 0);
@@ -433,7 +446,8 @@ Result<bool> RedisQuotaBackend::setLimits(const std::string& provider,
     if (auto v = QuotaLimits::validate(provider, limits); !v)
         return v.error();
     json a = { { "provider", provider }, { "limits", RedisStateCodec::compactLimits(limits) },
-        { "reason", HistoryEvent::byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
+        { "reason",
+            HistoryEvent::byWhom(description.empty() ? QuotaLimits::summary(limits) : description, who) },
         { "expect", expected == nullptr ? 0 : (expected->has_value() ? 2 : 1) } };
     if (expected && expected->has_value())
         a["expected"] = RedisStateCodec::compactLimits(**expected);
@@ -486,7 +500,8 @@ Result<void> RedisQuotaBackend::pause(
     const std::string& provider, const std::string& stored, const std::string& why, const std::string& who)
 {
     auto reply = call("pause",
-        packed(json { { "provider", provider }, { "stored", stored }, { "reason", HistoryEvent::byWhom(why, who) } }));
+        packed(json {
+            { "provider", provider }, { "stored", stored }, { "reason", HistoryEvent::byWhom(why, who) } }));
     if (!reply)
         return reply.error();
     return {};
@@ -614,13 +629,13 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
     return boolOf(j, "found");
 }
 
-Result<bool> RedisQuotaBackend::noteReportedLimits(const std::string& provider, const ReportedLimits& reported,
-    const PlanUsage& plan, const std::string& caller)
+Result<bool> RedisQuotaBackend::noteReportedLimits(const std::string& provider,
+    const ReportedLimits& reported, const PlanUsage& plan, const std::string& caller)
 {
     auto bound = [](std::int64_t v) { return v < 0 ? -1 : std::min(v, LimitMismatch::MAX_REPORTED); };
-    json a { { "provider", provider }, { "requests", bound(reported.requests) }, { "tokens", bound(reported.tokens) },
-        { "input", bound(reported.inputTokens) }, { "output", bound(reported.outputTokens) },
-        { "scope", reported.scope }, { "caller", caller } };
+    json a { { "provider", provider }, { "requests", bound(reported.requests) },
+        { "tokens", bound(reported.tokens) }, { "input", bound(reported.inputTokens) },
+        { "output", bound(reported.outputTokens) }, { "scope", reported.scope }, { "caller", caller } };
     if (plan.atMs != 0)
         a["plan"] = json { { "s", static_cast<int>(plan.status) }, { "f", plan.fiveHourPermille },
             { "fr", plan.fiveHourResetMs }, { "v", plan.sevenDayPermille }, { "vr", plan.sevenDayResetMs } };
@@ -688,7 +703,7 @@ std::uint32_t RedisQuotaBackend::changeMark() const
         // Wake-ups are a hint (waiters look again at least every MAX_SLEEP): a server that does
         // not answer costs one short try now and then, never a waiter's deadline.
         auto c = RedisConnection::open(m_address, std::min(m_timeout, MIN_ATTEMPT));
-        if (c && c->subscribe({ m_channelPrefix + "ring" })) {
+        if (c && c->subscribe({ m_channelPrefix + "w:" + m_wakeKey })) {
             m_subscription = std::make_unique<RedisConnection>(std::move(c).value());
             ++m_rings; // a new subscription may have missed rings: the mark moves
         } else {

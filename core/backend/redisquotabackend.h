@@ -12,9 +12,15 @@
 // - Liveness: the script judges holders and waiters of other hosts by their leases; those of
 //   this host (HostIdentity: machine id + pid namespace) it reports back when they stand in
 //   the way, this process probes them, and names the dead ones in a second call.
-// - Waking: waiters subscribe to the home's "ring" channel (pub/sub), published by every
-//   operation after which capacity may have appeared; their computed retry time is the
-//   fallback, and they look again at least every MAX_SLEEP (which also renews their lease).
+// - Waking: each backend subscribes to a channel of its own ("w:" and its wake key) and
+//   sends the key with its admissions. The queue is strict FIFO, so after an operation that
+//   may have freed capacity the script wakes only the head of the queue and the waiter after
+//   it (the watcher): the cost of an admission does not grow with the crowd. The head looks
+//   again every HEAD_LOOK, the watcher when the head would go stale, the rest every
+//   QUEUE_LOOK (renewing a lease of 3 × QUEUE_LOOK); without a subscription every MAX_SLEEP.
+// - A dead head is passed, not removed: one of another host not seen for HEAD_GRACE, or one
+//   whose wake-up reached no subscriber, no longer blocks the queue; it keeps its place, and
+//   is the head again as soon as it looks (a live but slow head loses nothing).
 // - Time: the server's TIME; a test may pass a clock whose time is sent with every call.
 
 #include "backend/quotabackend.h"
@@ -35,8 +41,17 @@ namespace tollgate {
 class RedisQuotaBackend final : public QuotaBackend
 {
 public:
-    // Waiters look again at least this often without a ring (and so renew their lease).
+    // Waiters without a wake-up subscription look again at least this often.
     static constexpr std::chrono::milliseconds MAX_SLEEP { 5000 };
+    // The head of a queue looks again at least this often (it may go at any ring; the watcher
+    // judges it by these looks); a head of another host not seen for HEAD_GRACE is passed.
+    static constexpr std::chrono::milliseconds HEAD_LOOK { 1000 };
+    static constexpr std::chrono::milliseconds HEAD_GRACE { 3000 };
+    // Waiters behind the head look this often (rung when their turn comes); their lease is
+    // three looks, so a dead one leaves the queue within QUEUE_LEASE.
+    static constexpr std::chrono::milliseconds QUEUE_LOOK { 60000 };
+    static constexpr std::chrono::milliseconds QUEUE_LEASE { 3 * QUEUE_LOOK };
+    static_assert(HEAD_LOOK * 2 < HEAD_GRACE, "a live head is seen twice within its grace");
     // Events kept in the history stream (XADD MAXLEN ~: a little more may stay).
     static constexpr std::int64_t HISTORY_CAP = 100000;
     // The "format" of the home's marker key, written here and by the script (markHome).
@@ -106,7 +121,10 @@ public:
 
     [[nodiscard]] std::uint32_t changeMark() const override;
     void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override;
-    [[nodiscard]] std::chrono::milliseconds maxSleep() const override { return MAX_SLEEP; }
+    [[nodiscard]] std::chrono::milliseconds maxSleep() const override
+    {
+        return m_subscription ? QUEUE_LOOK : MAX_SLEEP;
+    }
     [[nodiscard]] std::string describe() const override { return m_address.url(); }
     // What failed after an operation's commit (its history, a wake-up): the operation happened.
     [[nodiscard]] std::vector<Error> takeWarnings() override { return std::exchange(m_warnings, {}); }
@@ -169,6 +187,7 @@ private:
     // No new wake-up subscription is tried before this (one that failed is not tried at once again).
     mutable std::chrono::steady_clock::time_point m_subscribeAfter {};
     mutable std::unique_ptr<RedisConnection> m_subscription;
+    std::string m_wakeKey; // this backend's channel is m_channelPrefix + "w:" + m_wakeKey
     mutable std::uint32_t m_rings = 0;
 };
 

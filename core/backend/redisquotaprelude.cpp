@@ -153,7 +153,10 @@ int main(int argc, char** argv)
     p.number("MAX_WINDOW_MS", RollingWindow::MAX_WINDOW_MS, "RollingWindow::MAX_WINDOW_MS");
     p.number("MAX_BUCKET_COUNT", RollingWindow::MAX_BUCKET_COUNT, "RollingWindow::MAX_BUCKET_COUNT");
     p.number("GHOST_GRACE_MS", QuotaPolicy::GHOST_GRACE_MS, "QuotaPolicy::GHOST_GRACE_MS");
-    p.number("WAITER_LEASE_MS", QuotaPolicy::WAITER_LEASE_MS, "QuotaPolicy::WAITER_LEASE_MS");
+    p.number("HEAD_LOOK_MS", RedisQuotaBackend::HEAD_LOOK.count(), "RedisQuotaBackend::HEAD_LOOK");
+    p.number("HEAD_GRACE_MS", RedisQuotaBackend::HEAD_GRACE.count(), "RedisQuotaBackend::HEAD_GRACE");
+    p.number("QUEUE_LOOK_MS", RedisQuotaBackend::QUEUE_LOOK.count(), "RedisQuotaBackend::QUEUE_LOOK");
+    p.number("WAITER_LEASE_MS", RedisQuotaBackend::QUEUE_LEASE.count(), "RedisQuotaBackend::QUEUE_LEASE");
     p.number("MAX_JITTER_MS", QuotaPolicy::MAX_JITTER_MS, "QuotaPolicy::MAX_JITTER_MS");
     p.number("MAX_STOP_MS", QuotaPolicy::MAX_STOP_MS, "QuotaPolicy::MAX_STOP_MS");
     p.number("HOLD_NOTE_MS", QuotaPolicy::HOLD_NOTE_MS, "QuotaPolicy::HOLD_NOTE_MS");

@@ -18,8 +18,8 @@ namespace tollgate {
 class RedisQuotaReader final : public QuotaReader
 {
 public:
-    explicit RedisQuotaReader(RedisAddress address,
-        std::chrono::milliseconds timeout = RedisConnection::DEFAULT_TIMEOUT);
+    explicit RedisQuotaReader(
+        RedisAddress address, std::chrono::milliseconds timeout = RedisConnection::DEFAULT_TIMEOUT);
 
     [[nodiscard]] Result<QuotaView> snapshot() override;
     [[nodiscard]] std::unique_ptr<HistoryCursor> history() const override;

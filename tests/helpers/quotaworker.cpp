@@ -79,6 +79,12 @@ int main(int argc, char** argv)
         const long long asked = nowUs();
         auto permit = limiter.acquire(r, clock.now() + std::chrono::seconds(120));
         const long long admitted = nowUs();
+        if (!permit && permit.error().path.empty() && retry) {
+            // Refused by the quota itself (its window spent until past the deadline), not by
+            // a store that did not answer: this worker is done.
+            std::fprintf(log, "refused %s\n", permit.error().describe().c_str());
+            break;
+        }
         if (!permit) {
             std::fprintf(stderr, "acquire: %s\n", permit.error().describe().c_str());
             if (retry && std::chrono::steady_clock::now() < giveUpAt) {
