@@ -1048,38 +1048,36 @@ local function pruneQueueHead(p, t)
     end
     return changed
 end
-local function renewWaiter(p, ticket, t)
+-- The caller's own queue entry, found once per call (each look over a long queue costs).
+function W.find(p, ticket)
+    if ticket == 0 then return nil end
     for _, w in ipairs(p.q) do
-        if w.tk == ticket then
-            if w.lu - t > math.floor(WAITER_LEASE_MS * 2 / 3) then return false end
-            w.lu = t + WAITER_LEASE_MS
-            W.changed(w)
-            return true
-        end
+        if w.tk == ticket then return w end
     end
-    return false
+    return nil
+end
+local function renewWaiter(w, t)
+    if w.lu - t > math.floor(WAITER_LEASE_MS * 2 / 3) then return false end
+    w.lu = t + WAITER_LEASE_MS
+    W.changed(w)
+    return true
 end
 -- A waiter that looks: seen now (sn, at most every SEEN_STEP_MS: a look that changes nothing
 -- else writes nothing), reachable again, at its current wake key.
 W.SEEN_STEP_MS = 250
-function W.saw(p, ticket, t, wake)
+function W.saw(w, t, wake)
     if not W.validKey(wake) then wake = nil end
-    for _, w in ipairs(p.q) do
-        if w.tk == ticket then
-            local changed = false
-            if w.nr or w.wk ~= wake then
-                w.nr, w.wk = nil, wake
-                changed = true
-            end
-            if not w.sn or t - w.sn >= W.SEEN_STEP_MS or w.sn > t then
-                w.sn = t
-                changed = true
-            end
-            if changed then W.changed(w) end
-            return changed
-        end
+    local changed = false
+    if w.nr or w.wk ~= wake then
+        w.nr, w.wk = nil, wake
+        changed = true
     end
-    return false
+    if not w.sn or t - w.sn >= W.SEEN_STEP_MS or w.sn > t then
+        w.sn = t
+        changed = true
+    end
+    if changed then W.changed(w) end
+    return changed
 end
 local function dequeue(p, ticket)
     for i, w in ipairs(p.q) do
@@ -1341,16 +1339,15 @@ local function evaluate(g, p, l, r, ticket, t)
     return d
 end
 
-local function admitApply(g, p, l, r, ticket, t, enqueue)
+-- me: the caller's queue entry (ticket's), when it has one.
+local function admitApply(g, p, l, r, ticket, t, enqueue, me)
     local d = evaluate(g, p, l, r, ticket, t)
     if not d.admitted then
         if ticket ~= 0 then
-            for _, w in ipairs(p.q) do
-                if w.tk == ticket and w.r ~= d.reason then
-                    w.r = d.reason
-                    W.changed(w)
-                    dirty['p:' .. p.n] = p
-                end
+            if me and me.r ~= d.reason then
+                me.r = d.reason
+                W.changed(me)
+                dirty['p:' .. p.n] = p
             end
         elseif enqueue then
             if #p.q >= MAX_WAITERS then
@@ -1585,23 +1582,18 @@ function ops.admit()
         ring = true
     end
     local ticket = a.ticket
-    if ticket ~= 0 then
-        local queued = false
-        for _, w in ipairs(p.q) do
-            if w.tk == ticket then queued = true end
-        end
-        if not queued then ticket = 0 end -- judged a ghost while we lived: queue again
-    end
-    if ticket ~= 0 and renewWaiter(p, ticket, now) then changed = true end
-    if ticket ~= 0 and W.saw(p, ticket, now, a.wake) then changed = true end
+    local me = W.find(p, ticket)
+    if not me then ticket = 0 end -- not queued, or judged a ghost while we lived: queue again
+    if me and renewWaiter(me, now) then changed = true end
+    if me and W.saw(me, now, a.wake) then changed = true end
     local lease = l.mh
     if a.lease > 0 then lease = a.lease end
-    local d, err = admitApply(g, p, l, a, ticket, now, a.enqueue)
+    local d, err = admitApply(g, p, l, a, ticket, now, a.enqueue, me)
     if not d then return refuse('busy', err) end
     if not d.admitted and d.reason == R_SLOTS and a.slot then
         if reclaimSlots(p, l, now, false, '') > 0 then
             changed = true
-            d, err = admitApply(g, p, l, a, d.ticket, now, a.enqueue)
+            d, err = admitApply(g, p, l, a, d.ticket, now, a.enqueue, W.find(p, d.ticket))
             if not d then return refuse('busy', err) end
         end
     end

@@ -27,6 +27,7 @@
 #include "base/clock.h"
 #include "store/homespec.h"
 #include "store/redisconnection.h"
+#include "store/redisstatecodec.h"
 #include "system/processprobe.h"
 
 #include <array>
@@ -51,6 +52,7 @@ public:
     // three looks, so a dead one leaves the queue within QUEUE_LEASE.
     static constexpr std::chrono::milliseconds QUEUE_LOOK { 60000 };
     static constexpr std::chrono::milliseconds QUEUE_LEASE { 3 * QUEUE_LOOK };
+    static_assert(QUEUE_LEASE.count() == RedisStateCodec::WAITER_LEASE_MS, "the reader's copy");
     static_assert(HEAD_LOOK * 2 < HEAD_GRACE, "a live head is seen twice within its grace");
     // Events kept in the history stream (XADD MAXLEN ~: a little more may stay).
     static constexpr std::int64_t HISTORY_CAP = 100000;

@@ -524,7 +524,7 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         w.ticket = static_cast<std::uint64_t>(std::max<std::int64_t>(0, ticket));
         w.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
         w.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(reason, 0, 6));
-        w.leaseUntilMs = discounted(w.leaseUntilMs, QuotaPolicy::WAITER_LEASE_MS);
+        w.leaseUntilMs = discounted(w.leaseUntilMs, WAITER_LEASE_MS);
         w.pidNs = !w.host.empty() && w.host == myHost ? myPidNs : 0;
         p.queue.push_back(std::move(w));
     }

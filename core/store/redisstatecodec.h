@@ -39,6 +39,9 @@ public:
     // The script's "no time" (INT64_MAX in C++): 2^53, beyond which a Lua number no longer
     // holds every integer; no real time comes near it.
     static constexpr std::int64_t NEVER = std::int64_t(1) << 53;
+    // A waiter's lease on a Redis home (RedisQuotaBackend::QUEUE_LEASE): a reader discounts a
+    // stall by a third of it, as the script does.
+    static constexpr std::int64_t WAITER_LEASE_MS = 180000;
 
     // The most bytes a stored value may have (issue 27: a 10 MB value planted in the limits key
     // made every call decode it, 1.7 s of Redis each). Larger ones are refused by name and size
