@@ -45,7 +45,8 @@ QString planText(const ProviderCapacity& c, std::int64_t nowMs)
     auto window = [&](const QString& name, std::int64_t permille, std::int64_t resetMs) -> QString {
         if (permille < 0 && resetMs == 0)
             return {};
-        QString w = name + (permille < 0 ? QStringLiteral(" ?") : QStringLiteral(" %1%").arg((permille + 5) / 10));
+        QString w
+            = name + (permille < 0 ? QStringLiteral(" ?") : QStringLiteral(" %1%").arg((permille + 5) / 10));
         if (resetMs > nowMs)
             w += QObject::tr(" (resets in %1)").arg(longDuration(resetMs - nowMs));
         return w;
@@ -60,12 +61,14 @@ QString planText(const ProviderCapacity& c, std::int64_t nowMs)
     if (u.status == PlanUsage::Status::Warning)
         line += (line.isEmpty() ? QString() : QStringLiteral("; ")) + QObject::tr("nearly used up");
     else if (u.status == PlanUsage::Status::Rejected)
-        line += (line.isEmpty() ? QString() : QStringLiteral("; ")) + QObject::tr("USED UP: callers held until the reset");
+        line += (line.isEmpty() ? QString() : QStringLiteral("; "))
+            + QObject::tr("USED UP: callers held until the reset");
     if (line.isEmpty())
         return {};
     line = QObject::tr("plan: %1").arg(line);
     if (!c.planCurrent)
-        line += QObject::tr(" (stated %1 ago, before a reset)").arg(longDuration(std::max<std::int64_t>(0, nowMs - u.atMs)));
+        line += QObject::tr(" (stated %1 ago, before a reset)")
+                    .arg(longDuration(std::max<std::int64_t>(0, nowMs - u.atMs)));
     return line;
 }
 
@@ -165,8 +168,8 @@ QString dayWords(const ProviderLimits* limits)
 // and when more frees up — requests and tokens per window first (their fields), then input
 // and output tokens per window and every per-day budget (WindowCapacity::budgets), in core's
 // order. `limits` is the provider's (for the day's kind and when it resets).
-QStringList windowLines(const WindowCapacity& w, const QString& prefix, const ProviderLimits* limits,
-    std::int64_t nowMs)
+QStringList windowLines(
+    const WindowCapacity& w, const QString& prefix, const ProviderLimits* limits, std::int64_t nowMs)
 {
     QStringList out;
     if (w.requestLimit)
@@ -174,8 +177,7 @@ QStringList windowLines(const WindowCapacity& w, const QString& prefix, const Pr
             + QObject::tr("%1 / %2 requests left per %3")
                   .arg(count(*w.requestsLeft), count(*w.requestLimit), duration(w.windowMs)));
     if (w.tokenLimit)
-        out.append(prefix
-            + QObject::tr("%1 / %2 tokens left").arg(count(*w.tokensLeft), count(*w.tokenLimit))
+        out.append(prefix + QObject::tr("%1 / %2 tokens left").arg(count(*w.tokensLeft), count(*w.tokenLimit))
             + freeSuffix(w.tokensFreeInMs));
     std::int64_t dayEndsAt = 0;
     for (const BudgetCapacity& b : w.budgets) {
@@ -186,7 +188,8 @@ QStringList windowLines(const WindowCapacity& w, const QString& prefix, const Pr
         line += freeSuffix(b.freeInMs);
         out.append(line);
         if (b.perDay && limits && !limits->dayReset.rolling())
-            dayEndsAt = std::max(dayEndsAt, b.dayEndsAtMs > 0 ? b.dayEndsAtMs : limits->dayReset.dayOf(nowMs).endMs);
+            dayEndsAt = std::max(
+                dayEndsAt, b.dayEndsAtMs > 0 ? b.dayEndsAtMs : limits->dayReset.dayOf(nowMs).endMs);
     }
     // A calendar day: when it starts afresh, once, after its budgets (a line of its own keeps
     // the tile narrow enough for three side by side at 1280 px).
@@ -201,9 +204,11 @@ QString usageText(const WindowCapacity& w, const ProviderLimits* limits, std::in
 {
     QStringList window;
     if (w.requestLimit)
-        window.append(QStringLiteral("%1/%2 %3").arg(count(w.requestsUsed), count(*w.requestLimit), QObject::tr("requests")));
+        window.append(QStringLiteral("%1/%2 %3")
+                          .arg(count(w.requestsUsed), count(*w.requestLimit), QObject::tr("requests")));
     if (w.tokenLimit)
-        window.append(QStringLiteral("%1/%2 %3").arg(count(w.tokensUsed), count(*w.tokenLimit), QObject::tr("tokens")));
+        window.append(
+            QStringLiteral("%1/%2 %3").arg(count(w.tokensUsed), count(*w.tokenLimit), QObject::tr("tokens")));
     QStringList day;
     for (const BudgetCapacity& b : w.budgets)
         (b.perDay ? day : window)
@@ -262,7 +267,7 @@ CapacityModel::CapacityModel(QObject* parent)
 void CapacityModel::setSnapshot(const DashboardSnapshot& snapshot, qint64 nowMs)
 {
     m_limits = snapshot.limits;
-    m_state = snapshot.hasState ? snapshot.state : QuotaState {};
+    m_state = snapshot.hasState ? snapshot.liveState.value_or(snapshot.state) : QuotaState {};
     m_hasState = snapshot.hasState;
     m_nowMs = nowMs;
     rebuild();

@@ -15,6 +15,7 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <optional>
 #include <vector>
 
 namespace tollgate::ui {
@@ -63,6 +64,11 @@ struct DashboardSnapshot
     QString corruptReason;
     bool hasState = false; // state.bin was read (false: missing, empty or corrupt)
     QuotaState state;
+    // The state as the next acquire will judge it (Capacity::discountGone: slots of holders
+    // gone, ghost queue heads taken out), made where pids may be probed; capacity (tiles, the
+    // providers' figures) comes from it, so the window says what `status` says. Unset (a
+    // snapshot not made by the observer): `state`.
+    std::optional<QuotaState> liveState;
     QuotaLimits limits;
     qint64 nowMs = 0; // wall clock when the snapshot was taken
     QList<HolderInfo> holders;

@@ -26,11 +26,11 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
-#include <QFormLayout>
-#include <QDateTime>
 #include <QFile>
+#include <QFormLayout>
 #include <QFrame>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -100,7 +100,8 @@ std::optional<LimitsModel::NewClass> askNewClass(const QString& provider, QWidge
     QHash<int, QLineEdit*> edits;
     for (const auto& [column, label] : fields) {
         auto* e = new QLineEdit(&dialog);
-        e->setPlaceholderText(column == LimitsModel::Window ? QObject::tr("the provider's") : QObject::tr("none"));
+        e->setPlaceholderText(
+            column == LimitsModel::Window ? QObject::tr("the provider's") : QObject::tr("none"));
         form->addRow(label, e);
         edits.insert(column, e);
     }
@@ -989,9 +990,10 @@ void MainWindow::addLearningActions(QMenu* menu, const QString& provider)
     // Enabled only when the provider stated figures that differ from the limits set.
     const auto adoption = m_controller->adoptionOf(provider);
     adopt->setEnabled(adoption.has_value());
-    adopt->setToolTip(adoption ? tr("Set the limits the provider's answers last stated: %1")
-                                     .arg(LearnedLimits::changeLines(adoption->lesson).join(QStringLiteral(", ")))
-                               : tr("The provider has stated no limits that differ from these"));
+    adopt->setToolTip(adoption
+            ? tr("Set the limits the provider's answers last stated: %1")
+                  .arg(LearnedLimits::changeLines(adoption->lesson).join(QStringLiteral(", ")))
+            : tr("The provider has stated no limits that differ from these"));
     connect(adopt, &QAction::triggered, this, [this, provider] { adoptProviderLimits(provider); });
 }
 
@@ -1005,7 +1007,8 @@ void MainWindow::adoptProviderLimits(const QString& provider)
     // Computed afresh from the limits and state shown now, not when the menu opened.
     const auto adoption = m_controller->adoptionOf(provider);
     if (!adoption) {
-        showMessage(tr("%1: the limits are already the provider's (or it stated none).").arg(provider), false);
+        showMessage(
+            tr("%1: the limits are already the provider's (or it stated none).").arg(provider), false);
         return;
     }
     QString text = tr("Use the limits the provider's answers last stated for %1?\n\n%2")
@@ -1157,18 +1160,20 @@ void MainWindow::updateLimitRates()
 
 void MainWindow::editSelectedLimit()
 {
+    // F2 edits the selected cell, and only it: a cell that is no limit is not swapped for one
+    // (it used to fall back to the requests limit, so a user fixing tokens set requests).
+    const QString pick = tr("Select the limit to edit (a cell of its column), then press F2.");
     if (m_providersTabs->currentWidget() == m_limitsView && isPanelVisible(QStringLiteral("providers"))) {
-        QModelIndex index = m_limitsView->currentIndex();
-        if (!index.isValid() || !(index.flags() & Qt::ItemIsEditable)) {
-            const int row = index.isValid() ? index.row() : 0;
-            index = m_limitsView->model()->index(row, LimitsModel::Requests);
-        }
-        if (!index.isValid()) {
+        const QModelIndex index = m_limitsView->currentIndex();
+        if (m_limitsView->model()->rowCount() == 0) {
             showMessage(tr("No provider has limits yet."), true);
             return;
         }
+        if (!index.isValid() || !(index.flags() & Qt::ItemIsEditable)) {
+            showMessage(pick, true);
+            return;
+        }
         m_limitsView->setFocus();
-        m_limitsView->setCurrentIndex(index);
         m_limitsView->edit(index);
         return;
     }
@@ -1180,13 +1185,16 @@ void MainWindow::editSelectedLimit()
         return;
     }
     setPanelVisible(QStringLiteral("providers"), true);
+    // The selected cell's column, read before selectKey (which makes column 0 current).
+    const QModelIndex current = m_providersView->currentIndex();
+    const int column = current.isValid() ? current.column() : -1;
     m_providersView->selectKey(provider);
     const int row = m_providersView->rowOfKey(provider);
-    int column = m_providersView->currentIndex().column();
-    if (!(m_controller->providers()->flags(m_controller->providers()->index(row, column))
-            & Qt::ItemIsEditable))
-        column = ProvidersModel::RequestLimit;
     const QModelIndex index = m_providersView->model()->index(row, column);
+    if (column < 0 || !(index.flags() & Qt::ItemIsEditable)) {
+        showMessage(pick, true);
+        return;
+    }
     m_providersView->setFocus();
     m_providersView->setCurrentIndex(index);
     m_providersView->edit(index);
@@ -1402,11 +1410,14 @@ void MainWindow::onPlanAlert(const PlanAlerts::Alert& alert)
     const bool rejected = alert.plan.status == PlanUsage::Status::Rejected;
     QString when;
     if (alert.windowResetMs > 0)
-        when = tr(" until %1").arg(QDateTime::fromMSecsSinceEpoch(alert.windowResetMs).toString(QStringLiteral("ddd HH:mm")));
+        when = tr(" until %1")
+                   .arg(QDateTime::fromMSecsSinceEpoch(alert.windowResetMs)
+                            .toString(QStringLiteral("ddd HH:mm")));
     const QString title = rejected ? tr("Tollgate: plan of %1 used up").arg(alert.provider)
                                    : tr("Tollgate: plan of %1 nearly used up").arg(alert.provider);
     const QString text = rejected
-        ? tr("The subscription plan of %1 is used up: tollgate proxy holds every caller%2.").arg(alert.provider, when)
+        ? tr("The subscription plan of %1 is used up: tollgate proxy holds every caller%2.")
+              .arg(alert.provider, when)
         : tr("The subscription plan of %1 is nearly used up (the provider warns)%2.")
               .arg(alert.provider, when.isEmpty() ? QString() : tr("; the window resets%1").arg(when));
     if (m_tray->available())

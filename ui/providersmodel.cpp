@@ -52,7 +52,8 @@ KeyedTableModel::Cell limitCell(const std::optional<std::int64_t>& given, const 
         QFont italic;
         italic.setItalic(true);
         c.insert(Qt::FontRole, italic);
-        tip.append(QObject::tr("From the provider (learned from its answers' headers); edit it to make it yours."));
+        tip.append(
+            QObject::tr("From the provider (learned from its answers' headers); edit it to make it yours."));
     }
     if (l.headroomPercent != 100) {
         tip.append(QObject::tr("%1 %2 after %3% headroom")
@@ -116,6 +117,7 @@ void ProvidersModel::setSnapshot(const DashboardSnapshot& snapshot)
 {
     m_limits = snapshot.limits;
     m_state = snapshot.state;
+    m_liveState = snapshot.liveState.value_or(snapshot.state);
     m_nowMs = snapshot.nowMs;
     rebuild();
 }
@@ -186,7 +188,7 @@ void ProvidersModel::rebuild()
             row.cells[RequestLimit] = text(tr("(no limits)"));
         }
         // The figures are core's summary (Capacity), the same status and status --watch show.
-        const ProviderCapacity c = Capacity::forProvider(m_state, key, l, m_nowMs);
+        const ProviderCapacity c = Capacity::forProvider(m_liveState, key, l, m_nowMs);
         row.cells[RequestsUsed] = usageCell(c.window.requestsUsed, l ? l->requests : std::nullopt, l);
         row.cells[TokensUsed] = usageCell(c.window.tokensUsed, l ? l->tokens : std::nullopt, l);
         const qlonglong slots = static_cast<qlonglong>(c.slotsInUse);
@@ -219,8 +221,8 @@ void ProvidersModel::rebuild()
                 const QString pid = w.host.empty() || w.pidNs != 0
                     ? QString::number(w.pid)
                     : QStringLiteral("%1 @ %2").arg(w.pid).arg(qs(HostIdentity::shortName(w.host)));
-                who.append(tr("%1 (pid %2): %3")
-                               .arg(qs(w.caller), pid, QLatin1String(waitReasonName(w.reason))));
+                who.append(
+                    tr("%1 (pid %2): %3").arg(qs(w.caller), pid, QLatin1String(waitReasonName(w.reason))));
             }
             wc.insert(Qt::ToolTipRole, who.join(QLatin1Char('\n')));
         }

@@ -54,6 +54,7 @@ private:
 
     QuotaLimits m_limits;
     QuotaState m_state;
+    QuotaState m_liveState; // the snapshot's liveState: capacity, as status computes it
     qint64 m_nowMs = 0;
 };
 

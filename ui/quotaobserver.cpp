@@ -6,6 +6,7 @@
 #include "changefeedwatcher.h"
 #include "homewatcher.h"
 #include "lock/lockfile.h"
+#include "quota/capacity.h"
 #include "quota/holderstatus.h"
 #include "quota/quotapolicy.h"
 #include "system/hostidentity.h"
@@ -306,6 +307,8 @@ bool readHomePart(DashboardSnapshot& s, const ProcessProbe& probe, const Previou
             s.status = HomeStatus::Missing;
             return false;
         }
+        s.liveState = s.state;
+        Capacity::discountGone(*s.liveState, s.limits, s.nowMs, probe);
         const bool any
             = !s.limits.providers().empty() || !s.state.providers.empty() || !s.corruptFile.isEmpty();
         s.status = any ? HomeStatus::Ready : HomeStatus::Empty;
@@ -650,8 +653,9 @@ void QuotaObserver::setLimits(const LimitChange& change)
     // Compare-and-set under state.lock (the core's): the edit was made on the limits the
     // window showed, and must not overwrite a change someone else made since.
     std::optional<ProviderLimits> current;
-    const std::string what = !change.description.isEmpty() ? ss(change.description)
-                                                            : ss(change.summary()) + (change.undo ? " (undo)" : "");
+    const std::string what = !change.description.isEmpty()
+        ? ss(change.description)
+        : ss(change.summary()) + (change.undo ? " (undo)" : "");
     auto done = m_limiter->setLimitsIf(provider, change.before, change.after, ss(who()), &current, what);
     const bool changedMeanwhile = done && !*done;
     r.ok = done && *done;

@@ -160,6 +160,14 @@ public:
     // discounted as acquire would reclaim them (it probes pids: not for a GUI thread).
     [[nodiscard]] static ProviderCapacity forProvider(const QuotaState& state, std::string_view provider,
         const ProviderLimits* limits, std::int64_t nowMs, const ProcessProbe* probe = nullptr);
+    // What acquire would reclaim before it judges — slots whose holder is gone, ghost queue
+    // heads — taken out of a copy of the state (after the same sync and time bounds), so that
+    // capacity computed from it without a probe (the dashboard's GUI thread, between
+    // snapshots) is what `status` computes with one. Probes pids: not for a GUI thread.
+    static void discountGone(
+        QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe);
+    static void discountGone(QuotaState& state, ProviderState& p, const ProviderLimits* limits,
+        std::int64_t nowMs, const ProcessProbe& probe);
     // Every provider that has limits or appears in the state, by name. `state` null: no state yet.
     [[nodiscard]] static std::vector<ProviderCapacity> compute(const QuotaState* state,
         const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe* probe = nullptr);

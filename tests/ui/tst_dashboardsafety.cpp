@@ -7,6 +7,7 @@
 
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
+#include "capacitymodel.h"
 #include "dashboardcontroller.h"
 #include "eventsmodel.h"
 #include "history/historyreader.h"
@@ -22,6 +23,9 @@
 #include <QDir>
 #include <QFile>
 #include <QFrame>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QMenu>
 #include <QProcess>
@@ -50,6 +54,7 @@ private Q_SLOTS:
     void pauseWithoutReason();
     void eventsFollowAfterResize();
     void contextMenusOfferWhatApplies();
+    void aDeadHoldersSlotIsFreeAsStatusSays();
 
 private:
     void makeHome();
@@ -570,4 +575,47 @@ void TestDashboardSafety::contextMenusOfferWhatApplies()
 }
 
 QTEST_MAIN(TestDashboardSafety)
+
+// Issue 28, item 3: with the slot of a SIGKILLed holder, the tile said NO SLOT (red) where
+// `tollgate status` said ok, one slot free: the window computed capacity without discounting
+// what the next acquire reclaims. Now both come from core the same way (the observer, which may
+// probe pids, hands the GUI the state as acquire will judge it).
+void TestDashboardSafety::aDeadHoldersSlotIsFreeAsStatusSays()
+{
+    makeHome();
+    ProviderLimits l;
+    l.requests = 60;
+    l.parallel = 1;
+    QVERIFY(m_limiter->setLimits("api", l, "test"));
+    // `acquire --slot` records its parent as the holder: here a shell that then ends, as a
+    // script killed after acquiring.
+    QProcess acquire;
+    acquire.start(QStringLiteral("sh"),
+        { QStringLiteral("-c"),
+            QStringLiteral("\"$0\" acquire api --home \"$1\" --slot --caller killed >/dev/null"),
+            QStringLiteral(TOLLGATE_CLI_PATH), m_home });
+    QVERIFY(acquire.waitForFinished(TIMEOUT_MS));
+    QCOMPARE(acquire.exitCode(), 0);
+
+    QProcess status;
+    status.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("status"), QStringLiteral("--home"), m_home, QStringLiteral("--json") });
+    QVERIFY(status.waitForFinished(TIMEOUT_MS));
+    const QByteArray out = status.readAllStandardOutput();
+    const QJsonObject provider
+        = QJsonDocument::fromJson(out).object().value(QStringLiteral("providers")).toArray().at(0).toObject();
+    const QJsonObject capacity = provider.value(QStringLiteral("capacity")).toObject();
+    QCOMPARE(capacity.value(QStringLiteral("level")).toString(), QStringLiteral("ok"));
+    QCOMPARE(capacity.value(QStringLiteral("slots_free")).toInt(), 1);
+
+    OPEN_WINDOW(w);
+    QTRY_COMPARE_WITH_TIMEOUT(w.capacity()->rows().size(), 1, TIMEOUT_MS);
+    const CapacityModel::Row& tile = w.capacity()->rows().at(0);
+    QCOMPARE(tile.level, CapacityModel::Level::Ok);
+    QVERIFY2(tile.details.contains(QStringLiteral("1 / 1 slots free")),
+        qPrintable(tile.details.join(QLatin1Char('|'))));
+    auto* providers = w.controller()->providers();
+    QCOMPARE(providers->index(0, ProvidersModel::Slots).data().toString(), QStringLiteral("0 / 1"));
+}
+
 #include "tst_dashboardsafety.moc"

@@ -715,9 +715,12 @@ void TestDashboardV2::shortcutsTriggerTheirActions()
     QTest::keyClick(&w, Qt::Key_F, Qt::ControlModifier);
     QTRY_COMPARE(QApplication::focusWidget(), filter);
 
-    // F2: edits the selected provider's limit.
+    // F2: edits the selected cell (here the provider's requests limit; issue 28: it used to
+    // edit that one whichever cell was selected).
     auto* providers = w.findChild<KeyedTableView*>(QStringLiteral("providersView"));
     w.selectProvider(QStringLiteral("api"));
+    providers->setCurrentIndex(
+        providers->model()->index(providers->rowOfKey(QStringLiteral("api")), ProvidersModel::RequestLimit));
     QTest::keyClick(&w, Qt::Key_F2);
     // The cell's editor is open (it has the focus, inside the table).
     auto editing = [providers] {

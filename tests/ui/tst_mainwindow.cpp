@@ -15,6 +15,7 @@
 #include "usagechart.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QCryptographicHash>
 #include <QFile>
 #include <QFrame>
@@ -37,6 +38,7 @@ private Q_SLOTS:
     void liveState();
     void corruptStateShowsBanner();
     void windowActionsReachCore();
+    void f2EditsTheSelectedCellOnly();
     void stormShowsOneBannerWithoutTray();
     void settingsPersist();
 
@@ -186,6 +188,42 @@ void TestMainWindow::corruptStateShowsBanner()
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(f.readAll(), QByteArray(3000, '\x7f'));
     QCOMPARE(QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") }).size(), 0);
+}
+
+// Issue 28, item 1: F2 edited the requests limit whichever cell was selected (a user fixing
+// tokens set requests). It edits the selected cell; on a cell that is no limit it says so.
+void TestMainWindow::f2EditsTheSelectedCellOnly()
+{
+    makeHome();
+    OPEN_WINDOW(w);
+    auto* view = w.findChild<QTableView*>(QStringLiteral("providersView"));
+    QVERIFY(view);
+    QTRY_COMPARE_WITH_TIMEOUT(view->model()->rowCount(), 1, TIMEOUT_MS);
+    auto* f2 = w.findChild<QAction*>(QStringLiteral("actionEditLimit"));
+    QVERIFY(f2);
+    QCOMPARE(f2->shortcut(), QKeySequence(Qt::Key_F2));
+    // The editor that opened, and the cell it edits.
+    auto editorColumn = [&]() -> int {
+        QWidget* focus = QApplication::focusWidget();
+        if (!focus || !view->viewport()->isAncestorOf(focus))
+            return -1;
+        return view->indexAt(focus->geometry().center()).column();
+    };
+    view->setCurrentIndex(view->model()->index(0, ProvidersModel::TokenLimit));
+    f2->trigger();
+    QTRY_COMPARE_WITH_TIMEOUT(editorColumn(), static_cast<int>(ProvidersModel::TokenLimit), TIMEOUT_MS);
+    QCOMPARE(view->currentIndex().column(), static_cast<int>(ProvidersModel::TokenLimit));
+    QTest::keyClick(QApplication::focusWidget(), Qt::Key_Escape); // nothing changed
+
+    // A cell that is no limit (requests used): no editor, and the window says what to do.
+    view->setFocus();
+    view->setCurrentIndex(view->model()->index(0, ProvidersModel::RequestsUsed));
+    f2->trigger();
+    QCOMPARE(editorColumn(), -1);
+    auto* banner = w.findChild<QLabel*>(QStringLiteral("messageBannerText"));
+    QVERIFY(banner);
+    QVERIFY2(banner->text().contains(QStringLiteral("Select the limit to edit")), qPrintable(banner->text()));
+    QCOMPARE(m_limiter->limits()->find("api")->tokens, std::optional<std::int64_t> {});
 }
 
 void TestMainWindow::windowActionsReachCore()
