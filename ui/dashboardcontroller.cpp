@@ -227,7 +227,8 @@ std::optional<DashboardController::Adoption> DashboardController::adoptionOf(con
     const std::optional<ProviderLimits> shown = m_providers->limitsOf(provider);
     if (!shown)
         return std::nullopt;
-    const ProviderState* state = m_snapshot.hasState ? m_snapshot.state.provider(provider.toStdString()) : nullptr;
+    const ProviderState* state
+        = m_snapshot.hasState ? m_snapshot.state.provider(provider.toStdString()) : nullptr;
     auto lesson = LearnedLimits::adoption(*shown, state);
     if (!lesson)
         return std::nullopt;
@@ -308,10 +309,10 @@ void DashboardController::releaseHolder(const HolderInfo& shown, bool confirmed)
         Qt::QueuedConnection);
 }
 
-void DashboardController::cleanStale()
+void DashboardController::cleanStale(const QStringList& lockPaths)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer] { o->cleanStale(); }, Qt::QueuedConnection);
+        m_observer, [o = m_observer, lockPaths] { o->cleanStale(lockPaths); }, Qt::QueuedConnection);
 }
 
 void DashboardController::refreshNow()

@@ -96,7 +96,9 @@ public:
     // Acts on the holder as shown (its row's HolderInfo); a key not shown is refused.
     void releaseHolder(const QString& key, bool confirmed);
     void releaseHolder(const HolderInfo& shown, bool confirmed);
-    void cleanStale();
+    // Releases the slots and queue places of dead holders, and removes the lock files named
+    // (those the user confirmed) that are still stale when judged again: nothing else.
+    void cleanStale(const QStringList& lockPaths);
     void refreshNow(); // asks the worker for a fresh look (also what the tests use)
     void updateCharts(); // re-derives the chart data now
 

@@ -30,6 +30,7 @@
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QFile>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QFrame>
 #include <QGroupBox>
@@ -1541,7 +1542,41 @@ void MainWindow::releaseSelected()
 
 void MainWindow::cleanStale()
 {
-    m_controller->cleanStale();
+    // Counted and named first, from what the window shows, and confirmed: only lock files
+    // shown as stale (old and their holder dead), and the slots of holders that are gone.
+    // The observer judges each again before it acts (a lock that changed is left alone).
+    QStringList locks;
+    int slots = 0;
+    for (const HolderInfo& h : m_controller->snapshot().holders) {
+        if (h.kind == HolderKind::LockFile && h.health == HolderHealth::Stale)
+            locks.append(h.path);
+        else if (h.kind == HolderKind::Slot && h.health == HolderHealth::Dead)
+            ++slots;
+    }
+    if (locks.isEmpty() && slots == 0) {
+        showMessage(
+            tr("Nothing is stale: no slot's holder is gone and no lock file is past its stale age."), false);
+        return;
+    }
+    QStringList parts;
+    if (slots > 0)
+        parts.append(tr("release %n slot(s) whose holder is gone", nullptr, slots));
+    if (!locks.isEmpty())
+        parts.append(tr("remove %n stale lock file(s)", nullptr, static_cast<int>(locks.size())));
+    constexpr int NAMED = 10;
+    QStringList named;
+    for (int i = 0; i < std::min<int>(NAMED, static_cast<int>(locks.size())); ++i)
+        named.append(QFileInfo(locks.at(i)).fileName());
+    if (locks.size() > NAMED)
+        named.append(tr("and %n more", nullptr, static_cast<int>(locks.size()) - NAMED));
+    QString text = tr("Clean stale: %1?").arg(parts.join(tr(" and ")));
+    if (!named.isEmpty())
+        text += QStringLiteral("\n\n") + named.join(QStringLiteral(", "));
+    text += QStringLiteral("\n\n")
+        + tr("Lock files whose holder is dead but younger than the stale age, and corrupt ones, are left.");
+    if (!m_confirm(tr("Clean stale"), text))
+        return;
+    m_controller->cleanStale(locks);
 }
 
 void MainWindow::undoLimitChange()

@@ -898,7 +898,7 @@ void QuotaObserver::releaseLock(const HolderInfo& expected, bool confirmed, Acti
         r.message += QLatin1Char(' ') + tr("Not recorded in the history: %1").arg(notRecorded);
 }
 
-void QuotaObserver::cleanStale()
+void QuotaObserver::cleanStale(const QStringList& lockPaths)
 {
     ActionResult r;
     r.action = QStringLiteral("clean-stale");
@@ -917,8 +917,10 @@ void QuotaObserver::cleanStale()
     std::vector<HistoryEvent> events;
     QStringList cleaned;
     for (const HolderInfo& h : s.holders) {
-        if (h.kind != HolderKind::LockFile
-            || (h.health != HolderHealth::Dead && h.health != HolderHealth::Stale))
+        // Only what the user was shown as stale and confirmed: a lock file whose holder died a
+        // moment ago is "dead" until the stale age (as sema judges it), a corrupt one is no
+        // one's to judge, and one that appeared since was never confirmed.
+        if (h.kind != HolderKind::LockFile || h.health != HolderHealth::Stale || !lockPaths.contains(h.path))
             continue;
         auto lock = LockFile::open(ss(h.path), m_clock, m_probe);
         if (!lock) {
@@ -929,7 +931,7 @@ void QuotaObserver::cleanStale()
         // alive (a forged holder of another user counts as not alive once stale), and older
         // than CLEAN_AGE_SECONDS (a lock whose holder died a moment ago is left to the next look).
         auto outcome = lock->releaseIfSame(h.lock, m_staleSeconds, [](const LockStatus& st) {
-            return !st.corrupt && (!st.holderAlive || st.stale) && st.ageSeconds > CLEAN_AGE_SECONDS;
+            return !st.corrupt && st.stale && st.ageSeconds > CLEAN_AGE_SECONDS;
         });
         if (!outcome) {
             problems.append(QStringLiteral("%1: %2").arg(lockName(h.path), qs(outcome.error().describe())));

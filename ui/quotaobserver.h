@@ -91,7 +91,7 @@ public Q_SLOTS:
     // Acts only on `expected` (same slot fence and holder / same lock file inode and bytes).
     // confirmed=false refuses (with needsConfirmation) when the holder is alive.
     void releaseHolder(const tollgate::ui::HolderInfo& expected, bool confirmed);
-    void cleanStale();
+    void cleanStale(const QStringList& lockPaths); // see DashboardController::cleanStale
 
 Q_SIGNALS:
     void snapshotReady(const tollgate::ui::DashboardSnapshot& snapshot);

@@ -55,6 +55,7 @@ private Q_SLOTS:
     void eventsFollowAfterResize();
     void contextMenusOfferWhatApplies();
     void aDeadHoldersSlotIsFreeAsStatusSays();
+    void cleanStaleCountsAsksAndTakesOnlyWhatIsStale();
 
 private:
     void makeHome();
@@ -331,7 +332,7 @@ void TestDashboardSafety::lockActionsAreRecorded()
     QVERIFY(holder);
     const qint64 dead = TestSupport::deadPid();
     const QString stale = m_locks + QStringLiteral("/crashed.lock");
-    writeLock(stale, dead, m_clock.unixSeconds() - 30, "crashed job");
+    writeLock(stale, dead, m_clock.unixSeconds() - 7200, "crashed job"); // past the stale age
     OPEN_WINDOW(w);
     QTRY_COMPARE_WITH_TIMEOUT(w.controller()->holders()->rowCount(), 2, TIMEOUT_MS);
     w.setConfirmHandler([](const QString&, const QString&) { return true; });
@@ -616,6 +617,50 @@ void TestDashboardSafety::aDeadHoldersSlotIsFreeAsStatusSays()
         qPrintable(tile.details.join(QLatin1Char('|'))));
     auto* providers = w.controller()->providers();
     QCOMPARE(providers->index(0, ProvidersModel::Slots).data().toString(), QStringLiteral("0 / 1"));
+}
+
+// Issue 28, item 4: Clean stale removed lock files shown as "dead" but not "stale" (a holder
+// that died a moment ago), thousands at once, without a count or a question. Now it counts
+// and names what it will take, asks, and takes only lock files shown stale; a corrupt one, a
+// dead-but-young one and a live one stay.
+void TestDashboardSafety::cleanStaleCountsAsksAndTakesOnlyWhatIsStale()
+{
+    const qint64 dead = TestSupport::deadPid();
+    const qint64 now = m_clock.unixSeconds();
+    const QString stale = m_locks + QStringLiteral("/stale.lock");
+    const QString young = m_locks + QStringLiteral("/young.lock");
+    const QString corrupt = m_locks + QStringLiteral("/corrupt.lock");
+    writeLock(stale, dead, now - 7200, "long gone");
+    writeLock(young, dead, now - 30, "just crashed");
+    {
+        QFile f(corrupt);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not a lock file\n");
+    }
+    OPEN_WINDOW(w);
+    QTRY_COMPARE_WITH_TIMEOUT(w.controller()->holders()->rowCount(), 3, TIMEOUT_MS);
+    QString asked;
+    bool answer = false;
+    w.setConfirmHandler([&](const QString&, const QString& text) {
+        asked = text;
+        return answer;
+    });
+    QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
+    w.cleanStale(); // refused: nothing happens
+    QVERIFY2(asked.contains(QStringLiteral("remove 1 stale lock file")), qPrintable(asked));
+    QVERIFY2(asked.contains(QStringLiteral("stale.lock")) && !asked.contains(QStringLiteral("young.lock"))
+            && !asked.contains(QStringLiteral("corrupt.lock")),
+        qPrintable(asked));
+    QVERIFY(!actions.wait(500)); // nothing was sent to act on
+    QVERIFY(QFile::exists(stale));
+
+    answer = true;
+    w.cleanStale();
+    const ActionResult r = nextAction(actions);
+    QVERIFY2(r.ok, qPrintable(r.message));
+    QVERIFY(!QFile::exists(stale));
+    QVERIFY(QFile::exists(young));
+    QVERIFY(QFile::exists(corrupt));
 }
 
 #include "tst_dashboardsafety.moc"
