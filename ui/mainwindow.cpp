@@ -1143,18 +1143,20 @@ void MainWindow::updatePauseToggle()
 
 void MainWindow::updateLimitRates()
 {
-    // The usage chart stacks every provider's callers: its line is the sum of their limits,
-    // each as the sustained rate it allows (limit with headroom over its window).
+    // The usage chart stacks every provider's callers. Its line is a provider's limit, as the
+    // sustained rate it allows (limit with headroom over its window) — only while there is one
+    // provider: the sum of several providers' limits is a limit that exists nowhere (issue 28:
+    // 40/min and 100/min read "70 per 30 s"), and no one of them bounds the sum of all traffic.
+    const auto& providers = m_controller->snapshot().limits.providers();
     double requests = 0;
     double tokens = 0;
-    for (const auto& [name, l] : m_controller->snapshot().limits.providers()) {
+    if (providers.size() == 1) {
+        const ProviderLimits& l = providers.begin()->second;
         const double seconds = static_cast<double>(l.windowMs) / 1000.0;
-        if (seconds <= 0)
-            continue;
-        if (l.requests)
-            requests += static_cast<double>(l.effective(*l.requests)) / seconds;
-        if (l.tokens)
-            tokens += static_cast<double>(l.effective(*l.tokens)) / seconds;
+        if (seconds > 0 && l.requests)
+            requests = static_cast<double>(l.effective(*l.requests)) / seconds;
+        if (seconds > 0 && l.tokens)
+            tokens = static_cast<double>(l.effective(*l.tokens)) / seconds;
     }
     m_usageChart->setLimitRates(requests, tokens);
 }

@@ -39,6 +39,7 @@ private Q_SLOTS:
     void corruptStateShowsBanner();
     void windowActionsReachCore();
     void f2EditsTheSelectedCellOnly();
+    void theUsageChartNeverSumsProvidersLimits();
     void stormShowsOneBannerWithoutTray();
     void settingsPersist();
 
@@ -224,6 +225,24 @@ void TestMainWindow::f2EditsTheSelectedCellOnly()
     QVERIFY(banner);
     QVERIFY2(banner->text().contains(QStringLiteral("Select the limit to edit")), qPrintable(banner->text()));
     QCOMPARE(m_limiter->limits()->find("api")->tokens, std::optional<std::int64_t> {});
+}
+
+// Issue 28, item 2: the per-caller chart stacks every provider's callers, and its limit line
+// was the sum of their limits: "70 per 30 s" for 40/min and 100/min, a limit that exists
+// nowhere. One provider: its limit; two: no line.
+void TestMainWindow::theUsageChartNeverSumsProvidersLimits()
+{
+    makeHome(); // api: 60 requests a minute
+    OPEN_WINDOW(w);
+    auto* usage = w.findChild<UsageChart*>(QStringLiteral("usageChart"));
+    QVERIFY(usage);
+    QTRY_VERIFY_WITH_TIMEOUT(usage->limitLineValue() > 0, TIMEOUT_MS);
+    ProviderLimits other;
+    other.requests = 100;
+    QVERIFY(m_limiter->setLimits("other", other, "test"));
+    QTRY_COMPARE_WITH_TIMEOUT(
+        w.controller()->snapshot().limits.providers().size(), std::size_t(2), TIMEOUT_MS);
+    QTRY_COMPARE_WITH_TIMEOUT(usage->limitLineValue(), 0.0, TIMEOUT_MS);
 }
 
 void TestMainWindow::windowActionsReachCore()
