@@ -59,7 +59,10 @@ bool EventsFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& sourc
         return false;
     if (m_text.isEmpty())
         return true;
+    // Not the time: "429" typed to find rate limits matched every event at .429 s or 04-29.
     for (int c = 0; c < src->columnCount(sourceParent); ++c) {
+        if (c == EventsModel::Time)
+            continue;
         if (src->index(sourceRow, c, sourceParent).data().toString().contains(m_text, Qt::CaseInsensitive))
             return true;
     }

@@ -120,16 +120,20 @@ std::optional<LimitsModel::NewClass> askNewClass(const QString& provider, QWidge
     return out;
 }
 
+// The text colour is set on the label too: a dark palette's light text on the banner's light
+// background would be unreadable.
+QString bannerStyle(const QString& name, const QString& style, const QString& textColor)
+{
+    return QStringLiteral("QFrame#%1 { %2 color: %3; border-radius: 4px; } QFrame#%1 QLabel { color: %3; }")
+        .arg(name, style, textColor);
+}
+
 QFrame* makeBanner(
     QWidget* parent, const QString& name, const QString& style, const QString& textColor, QLabel*& text)
 {
     auto* frame = new QFrame(parent);
     frame->setObjectName(name);
-    // The text colour is set on the label too: a dark palette's light text on the banner's
-    // light background would be unreadable.
-    frame->setStyleSheet(
-        QStringLiteral("QFrame#%1 { %2 color: %3; border-radius: 4px; } QFrame#%1 QLabel { color: %3; }")
-            .arg(name, style, textColor));
+    frame->setStyleSheet(bannerStyle(name, style, textColor));
     auto* layout = new QHBoxLayout(frame);
     layout->setContentsMargins(10, 6, 6, 6);
     text = new QLabel(frame);
@@ -1297,6 +1301,10 @@ void MainWindow::onSnapshot()
     const bool empty = (s.status != HomeStatus::Ready) && s.holders.empty();
     m_emptyState->setText(emptyStateText(s));
     m_stack->setCurrentIndex(empty ? 0 : 1);
+    if (m_messageAboutMissingHome && s.status != HomeStatus::Missing) {
+        m_messageBanner->hide();
+        m_messageAboutMissingHome = false;
+    }
 
     if (!s.corruptFile.isEmpty()) {
         m_corruptBanner->setText(
@@ -1454,9 +1462,19 @@ void MainWindow::showMessage(const QString& text, bool error, bool offerUndo)
 {
     statusBar()->showMessage(text, 10000);
     m_undoButton->setVisible(offerUndo);
+    m_messageAboutMissingHome = false;
     if (error || offerUndo) {
+        // An error in the colours of an error (it shared the pale blue of a success).
+        m_messageBanner->setProperty("error", error);
+        m_messageBanner->setStyleSheet(bannerStyle(QStringLiteral("messageBanner"),
+            error ? QStringLiteral("background: #fde2e1; border: 1px solid #e0a0a0;")
+                  : QStringLiteral("background: #eef3fb; border: 1px solid #a8bfe0;"),
+            error ? QStringLiteral("#7a1010") : QStringLiteral("#1a2a40")));
         m_messageText->setText(text);
         m_messageBanner->show();
+        // Said because there was no home: it goes when the home appears (it stayed on top of
+        // the live data).
+        m_messageAboutMissingHome = error && m_controller->snapshot().status == HomeStatus::Missing;
     } else {
         m_messageBanner->hide();
     }

@@ -188,6 +188,7 @@ private:
     QLabel* m_alertText = nullptr;
     QFrame* m_messageBanner = nullptr;
     QLabel* m_messageText = nullptr;
+    bool m_messageAboutMissingHome = false; // the banner's error was said for want of a home
     QStackedWidget* m_stack = nullptr;
     QLabel* m_emptyState = nullptr;
     QPushButton* m_undoButton = nullptr;

@@ -40,6 +40,7 @@ private Q_SLOTS:
     void windowActionsReachCore();
     void f2EditsTheSelectedCellOnly();
     void theUsageChartNeverSumsProvidersLimits();
+    void anErrorLooksLikeOneAndGoesWhenItsCauseDoes();
     void stormShowsOneBannerWithoutTray();
     void settingsPersist();
 
@@ -243,6 +244,27 @@ void TestMainWindow::theUsageChartNeverSumsProvidersLimits()
     QTRY_COMPARE_WITH_TIMEOUT(
         w.controller()->snapshot().limits.providers().size(), std::size_t(2), TIMEOUT_MS);
     QTRY_COMPARE_WITH_TIMEOUT(usage->limitLineValue(), 0.0, TIMEOUT_MS);
+}
+
+// Issue 28, item 5: "there is no Tollgate home … yet" stayed on top of the live data after the
+// home appeared, in the pale blue of a success. It is shown as an error, and goes when the
+// home appears.
+void TestMainWindow::anErrorLooksLikeOneAndGoesWhenItsCauseDoes()
+{
+    OPEN_WINDOW(w);
+    QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
+    w.findChild<QAction*>(QStringLiteral("actionPauseAll"))->trigger();
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    auto* banner = w.findChild<QFrame*>(QStringLiteral("messageBanner"));
+    QVERIFY(banner);
+    QTRY_VERIFY_WITH_TIMEOUT(banner->isVisible(), TIMEOUT_MS);
+    const QString text = w.findChild<QLabel*>(QStringLiteral("messageBannerText"))->text();
+    QVERIFY2(text.contains(QStringLiteral("no Tollgate home")), qPrintable(text));
+    QVERIFY(banner->property("error").toBool());
+    QVERIFY2(banner->styleSheet().contains(QStringLiteral("#fde2e1")), qPrintable(banner->styleSheet()));
+
+    makeHome(); // a first caller
+    QTRY_VERIFY_WITH_TIMEOUT(!banner->isVisible(), TIMEOUT_MS);
 }
 
 void TestMainWindow::windowActionsReachCore()

@@ -295,6 +295,18 @@ void TestModels::eventsFilter()
     filter.setTypeFilter(QString());
     filter.setTextFilter(QString());
     QCOMPARE(filter.rowCount(), 5);
+
+    // Issue 28, item 10: "429" finds the rate limits, not the events whose time holds 429.
+    EventsModel timed;
+    EventsFilterModel text;
+    text.setSourceModel(&timed);
+    const qint64 at429 = (NOW / 1000) * 1000 + 429; // ….429 s
+    timed.append(
+        { historyEvent(at429, "admit", "api", "indexer"), historyEvent(at429 + 1000, "429", "api", "chat") });
+    QVERIFY(timed.index(0, EventsModel::Time).data().toString().contains(QStringLiteral("429")));
+    text.setTextFilter(QStringLiteral("429"));
+    QCOMPARE(text.rowCount(), 1);
+    QCOMPARE(text.index(0, EventsModel::Caller).data().toString(), QStringLiteral("chat"));
 }
 
 void TestModels::callerAndRateLimitModels()
