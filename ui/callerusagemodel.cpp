@@ -5,8 +5,8 @@
 namespace tollgate::ui {
 
 CallerUsageModel::CallerUsageModel(QObject* parent)
-    : KeyedTableModel(
-        { tr("Caller"), tr("Req/min now"), tr("Requests, 60 min"), tr("Share"), tr("Tokens, 60 min") },
+    : KeyedTableModel({ tr("Caller"), tr("Provider"), tr("Req/min now"), tr("Requests, 60 min"), tr("Share"),
+                          tr("Tokens, 60 min") },
         parent)
 {
 }
@@ -16,9 +16,10 @@ void CallerUsageModel::setTotals(const QVector<UsageHistory::CallerTotals>& tota
     QVector<Row> rows;
     for (const auto& t : totals) {
         Row row;
-        row.key = t.caller;
+        row.key = t.provider + QChar(0x1f) + t.caller;
         row.cells.resize(ColumnCount);
         row.cells[Caller].insert(Qt::DisplayRole, t.caller);
+        row.cells[Provider].insert(Qt::DisplayRole, t.provider);
         row.cells[LastMinute].insert(Qt::DisplayRole, QString::number(t.requestsLastMinute));
         row.cells[LastMinute].insert(SortRole, t.requestsLastMinute);
         row.cells[LastHour].insert(Qt::DisplayRole, QString::number(t.requests));

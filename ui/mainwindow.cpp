@@ -854,7 +854,7 @@ void MainWindow::buildUi()
         if (auto menu = holderMenu(key); !menu->isEmpty())
             menu->exec(m_holdersView->viewport()->mapToGlobal(pos));
     });
-    connectScopeMenu(m_callersView, -1, CallerUsageModel::Caller);
+    connectScopeMenu(m_callersView, CallerUsageModel::Provider, CallerUsageModel::Caller);
     connectScopeMenu(m_rateLimitView, RateLimitCallersModel::Provider, RateLimitCallersModel::Caller);
     connectScopeMenu(m_eventsView, EventsModel::Provider, EventsModel::Caller);
 

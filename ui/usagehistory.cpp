@@ -2,6 +2,7 @@
 
 #include <QObject>
 #include <algorithm>
+#include <tuple>
 
 namespace tollgate::ui {
 
@@ -17,13 +18,29 @@ QString qs(std::string_view s)
     return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
+// A usage entry's key: provider, a unit separator (no provider or caller name holds one:
+// both are sanitised of control characters), caller.
+constexpr QChar SEPARATOR(0x1f);
+QString usageKey(const QString& provider, const QString& caller)
+{
+    return provider + SEPARATOR + caller;
+}
+QString providerOf(const QString& key)
+{
+    return key.left(key.indexOf(SEPARATOR));
+}
+QString callerOf(const QString& key)
+{
+    return key.mid(key.indexOf(SEPARATOR) + 1);
+}
+
 } // namespace
 
 void UsageHistory::add(const std::vector<HistoryEvent>& events)
 {
     for (const HistoryEvent& e : events) {
         if (e.type == EventType::Admit) {
-            const QString caller = qs(e.caller);
+            const QString caller = usageKey(qs(e.provider), qs(e.caller));
             Usage& u = m_usage[minuteOf(e.timeMs)][caller];
             ++u.requests;
             u.tokens += e.tokens;
@@ -78,9 +95,11 @@ QVector<UsageHistory::CallerSeries> UsageHistory::callerSeries(
         if (slot < 0)
             continue;
         for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
-            CallerSeries& s = byCaller[c.key()];
+            // The chart stacks a caller's admissions at every provider in one band.
+            const QString caller = callerOf(c.key());
+            CallerSeries& s = byCaller[caller];
             if (s.perBucket.isEmpty()) {
-                s.caller = c.key();
+                s.caller = caller;
                 s.perBucket.fill(0.0, buckets.count);
             }
             const double v = static_cast<double>(tokens ? c->tokens : c->requests);
@@ -118,7 +137,8 @@ QVector<UsageHistory::CallerTotals> UsageHistory::callerTotals(qint64 nowMs) con
     for (auto it = m_usage.lower_bound(first); it != m_usage.end() && it->first <= last; ++it) {
         for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
             CallerTotals& t = byCaller[c.key()];
-            t.caller = c.key();
+            t.provider = providerOf(c.key());
+            t.caller = callerOf(c.key());
             t.requests += c->requests;
             t.tokens += c->tokens;
             if (it->first == last)
@@ -130,7 +150,8 @@ QVector<UsageHistory::CallerTotals> UsageHistory::callerTotals(qint64 nowMs) con
     for (CallerTotals& t : out)
         t.share = all > 0 ? static_cast<double>(t.requests) / static_cast<double>(all) : 0.0;
     std::sort(out.begin(), out.end(), [](const CallerTotals& a, const CallerTotals& b) {
-        return a.requests != b.requests ? a.requests > b.requests : a.caller < b.caller;
+        return a.requests != b.requests ? a.requests > b.requests
+                                        : std::tie(a.caller, a.provider) < std::tie(b.caller, b.provider);
     });
     return out;
 }

@@ -33,8 +33,11 @@ public:
         QVector<double> perBucket; // one value per bucket asked for, oldest first
         double total = 0;
     };
+    // Per provider and caller: the same caller name at two providers is two rows (they spend
+    // two quotas; summed, the row belonged to neither).
     struct CallerTotals
     {
+        QString provider;
         QString caller;
         qint64 requestsLastMinute = 0;
         qint64 requests = 0; // last 60 minutes
@@ -93,6 +96,7 @@ private:
         QString caller;
     };
 
+    // Keyed by usageKey(provider, caller).
     std::map<qint64, QHash<QString, Usage>> m_usage; // minute -> caller -> admissions (a day)
     std::map<qint64, QHash<QString, Usage>> m_fine; // FINE_MS bucket -> caller (an hour)
     std::deque<Hit> m_hits; // 429s, in arrival order

@@ -321,13 +321,27 @@ void TestModels::callerAndRateLimitModels()
     QAbstractItemModelTester t1(&callers, QAbstractItemModelTester::FailureReportingMode::QtTest);
     callers.setTotals(usage.callerTotals(NOW));
     QCOMPARE(callers.rowCount(), 2);
-    QCOMPARE(callers.keyAt(0), QStringLiteral("indexer"));
+    QCOMPARE(cell(callers, 0, CallerUsageModel::Caller), QStringLiteral("indexer"));
+    QCOMPARE(cell(callers, 0, CallerUsageModel::Provider), QStringLiteral("api"));
     QCOMPARE(cell(callers, 0, CallerUsageModel::LastHour), QStringLiteral("2"));
     QCOMPARE(cell(callers, 0, CallerUsageModel::Tokens), QStringLiteral("150"));
     QCOMPARE(cell(callers, 0, CallerUsageModel::Share), QStringLiteral("67%"));
     // An hour later nobody is left.
     callers.setTotals(usage.callerTotals(NOW + 3'700'000));
     QCOMPARE(callers.rowCount(), 0);
+
+    // Issue 28, item 2: one caller at two providers spends two quotas: two rows, each with its
+    // provider (the table had no provider column and summed them).
+    UsageHistory two;
+    two.add({ historyEvent(NOW - 3000, "admit", "api", "indexer"),
+        historyEvent(NOW - 2000, "admit", "api", "indexer"),
+        historyEvent(NOW - 1000, "admit", "other", "indexer") });
+    callers.setTotals(two.callerTotals(NOW));
+    QCOMPARE(callers.rowCount(), 2);
+    QCOMPARE(cell(callers, 0, CallerUsageModel::Provider), QStringLiteral("api"));
+    QCOMPARE(cell(callers, 0, CallerUsageModel::LastHour), QStringLiteral("2"));
+    QCOMPARE(cell(callers, 1, CallerUsageModel::Provider), QStringLiteral("other"));
+    QCOMPARE(cell(callers, 1, CallerUsageModel::LastHour), QStringLiteral("1"));
 
     RateLimitCallersModel limited;
     QAbstractItemModelTester t2(&limited, QAbstractItemModelTester::FailureReportingMode::QtTest);
