@@ -1358,8 +1358,11 @@ void MainWindow::onAction(const ActionResult& result)
 {
     if (result.needsConfirmation) {
         const QString cmd = result.commandLine.isEmpty() ? tr("(command line unknown)") : result.commandLine;
-        const QString text
-            = tr("%1 is held by pid %2, which is still running:\n%3\n\nForce-release it "
+        const QString text = result.holder.health == HolderHealth::Corrupt
+            ? tr("%1 is corrupt (%2): it names no holder, so nobody can tell whether whoever wrote it "
+                 "still runs.\n\nRemove it anyway?")
+                  .arg(result.holder.path, result.holder.problem)
+            : tr("%1 is held by pid %2, which is still running:\n%3\n\nForce-release it "
                  "anyway? The process keeps running and may still use what it thinks it holds.")
                   .arg(result.message)
                   .arg(result.pid)

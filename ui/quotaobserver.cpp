@@ -857,10 +857,12 @@ void QuotaObserver::releaseLock(const HolderInfo& expected, bool confirmed, Acti
     }
     // Under the inode's flock, by the core: the lock seen (same inode, same bytes), and its
     // holder as the core judges it there.
+    // A corrupt file names no holder: nobody can say it is dead, so it is asked about like a
+    // live one (it was removed without a question, reported as "holder dead").
     bool alive = false;
     auto outcome = lock->releaseIfSame(expected.lock, m_staleSeconds, [&](const LockStatus& s) {
         alive = !s.corrupt && s.holderAlive;
-        return confirmed || !alive;
+        return confirmed || (!alive && !s.corrupt);
     });
     if (!outcome) {
         r.message = tr("%1: %2; nothing done.").arg(lockName(path), qs(outcome.error().describe()));
@@ -889,7 +891,8 @@ void QuotaObserver::releaseLock(const HolderInfo& expected, bool confirmed, Acti
     }
     r.ok = true;
     r.message = tr("%1 released (it was %2, holder %3).")
-                    .arg(lockName(path), holderText(found), alive ? tr("alive") : tr("dead"));
+                    .arg(lockName(path), holderText(found),
+                        found.corrupt ? tr("unknown") : (alive ? tr("alive") : tr("dead")));
     const QString notRecorded = record({ lockEvent(EventType::LockRelease, path, found,
         found.corrupt ? QStringLiteral("unknown")
                       : (alive ? QStringLiteral("alive") : QStringLiteral("dead")),

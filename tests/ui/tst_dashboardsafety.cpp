@@ -56,6 +56,7 @@ private Q_SLOTS:
     void contextMenusOfferWhatApplies();
     void aDeadHoldersSlotIsFreeAsStatusSays();
     void cleanStaleCountsAsksAndTakesOnlyWhatIsStale();
+    void aCorruptLockFileIsRemovedOnlyAfterAsking();
 
 private:
     void makeHome();
@@ -661,6 +662,46 @@ void TestDashboardSafety::cleanStaleCountsAsksAndTakesOnlyWhatIsStale()
     QVERIFY(!QFile::exists(stale));
     QVERIFY(QFile::exists(young));
     QVERIFY(QFile::exists(corrupt));
+}
+
+// Issue 28, item 4: Force release of a corrupt lock file removed it without a question and
+// called its holder "dead", though no pid is known. It asks, naming the file and its fault.
+void TestDashboardSafety::aCorruptLockFileIsRemovedOnlyAfterAsking()
+{
+    const QString corrupt = m_locks + QStringLiteral("/corrupt.lock");
+    {
+        QFile f(corrupt);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("not a lock file\n");
+    }
+    OPEN_WINDOW(w);
+    const QString key = QStringLiteral("lock:") + corrupt;
+    QTRY_VERIFY_WITH_TIMEOUT(w.controller()->holders()->holder(key), TIMEOUT_MS);
+    QString asked;
+    bool answer = false;
+    w.setConfirmHandler([&](const QString&, const QString& text) {
+        asked = text;
+        return answer;
+    });
+    QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
+    w.selectHolder(key);
+    w.releaseSelected();
+    ActionResult r = nextAction(actions);
+    QVERIFY(r.needsConfirmation); // the worker asks instead of removing
+    QTRY_VERIFY_WITH_TIMEOUT(!asked.isEmpty(), TIMEOUT_MS);
+    QVERIFY2(asked.contains(corrupt) && asked.contains(QStringLiteral("corrupt")), qPrintable(asked));
+    QVERIFY(QFile::exists(corrupt));
+
+    answer = true;
+    asked.clear();
+    w.selectHolder(key);
+    w.releaseSelected();
+    r = nextAction(actions);
+    QVERIFY(r.needsConfirmation);
+    r = nextAction(actions); // the confirmed release
+    QVERIFY2(r.ok, qPrintable(r.message));
+    QVERIFY(!QFile::exists(corrupt));
+    QVERIFY2(r.message.contains(QStringLiteral("holder unknown")), qPrintable(r.message));
 }
 
 #include "tst_dashboardsafety.moc"
