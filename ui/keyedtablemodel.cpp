@@ -98,8 +98,24 @@ void KeyedTableModel::reindex(int from)
         m_rowOf.insert(m_rows.at(i).key, i);
 }
 
+void KeyedTableModel::freeze(bool on)
+{
+    m_frozen = std::max(0, m_frozen + (on ? 1 : -1));
+    if (m_frozen > 0 || m_vanished.isEmpty())
+        return;
+    const QSet<QString> vanished = std::exchange(m_vanished, {});
+    removeRowsWhere([&vanished](const QString& key) { return vanished.contains(key); });
+}
+
 void KeyedTableModel::removeRowsWhere(const std::function<bool(const QString&)>& gone)
 {
+    if (m_frozen > 0) {
+        for (const Row& row : std::as_const(m_rows)) {
+            if (gone(row.key))
+                m_vanished.insert(row.key);
+        }
+        return;
+    }
     // From the bottom so earlier indexes stay valid; contiguous runs go in one call.
     int lowest = -1;
     for (int i = static_cast<int>(m_rows.size()) - 1; i >= 0;) {
@@ -151,10 +167,15 @@ void KeyedTableModel::setRows(QVector<Row> rows)
         incoming.insert(rows.at(i).key, i);
     removeRowsWhere([&incoming](const QString& key) { return !incoming.contains(key); });
 
-    // Update the rows that stay, in place.
+    // Update the rows that stay, in place (a row kept only because the model is frozen has
+    // nothing new; one that came back is no longer on its way out).
     for (int i = 0; i < m_rows.size(); ++i) {
         const QString key = m_rows.at(i).key;
-        updateRow(i, rows[incoming.value(key)]);
+        const auto at = incoming.constFind(key);
+        if (at == incoming.constEnd())
+            continue;
+        m_vanished.remove(key);
+        updateRow(i, rows[*at]);
         incoming.remove(key);
     }
 
@@ -174,6 +195,7 @@ void KeyedTableModel::applyChanges(const QSet<QString>& removed, QVector<Row> up
     const int columns = static_cast<int>(m_headers.size());
     QVector<Row> fresh;
     for (Row& row : upserts) {
+        m_vanished.remove(row.key);
         if (const int i = rowOf(row.key); i >= 0)
             updateRow(i, row);
         else

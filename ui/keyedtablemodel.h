@@ -60,6 +60,12 @@ public:
     [[nodiscard]] QString keyAt(int row) const;
     [[nodiscard]] int rowOf(const QString& key) const;
 
+    // While frozen (the pointer over a view of it, a menu of it open) no row moves under the
+    // pointer: rows whose key vanished stay, with their last data, and go when it thaws; new
+    // rows are still appended at the end and rows still change in place. Nested (counted).
+    void freeze(bool on);
+    [[nodiscard]] bool isFrozen() const { return m_frozen > 0; }
+
 Q_SIGNALS:
     // The display of a time-derived column moved (ages, countdowns), for every row: a view
     // repaints the column's visible cells (KeyedTableView does). Not a dataChanged: through a
@@ -83,6 +89,8 @@ private:
 
     QVector<Row> m_rows;
     QHash<QString, int> m_rowOf; // key -> index in m_rows
+    int m_frozen = 0;
+    QSet<QString> m_vanished; // keys gone while frozen, still shown until it thaws
 };
 
 } // namespace tollgate::ui

@@ -36,14 +36,60 @@ KeyedTableView::KeyedTableView(QWidget* parent)
     // A resize while a mouse button is down on the header is the user's; widths set by code
     // (setColumnWidth) are starting widths that a fit may still widen.
     horizontalHeader()->viewport()->installEventFilter(this);
+    viewport()->installEventFilter(this); // Enter and Leave: the rows hold still under the pointer
     connect(horizontalHeader(), &QHeaderView::sectionResized, this, [this](int logical) {
         if (!m_fitting && m_headerPressed)
             m_userSized.insert(logical);
     });
 }
 
+KeyedTableView::~KeyedTableView()
+{
+    while (m_freezes > 0)
+        freezeRows(false);
+}
+
+void KeyedTableView::freezeRows(bool on)
+{
+    const int before = m_freezes;
+    m_freezes = std::max(0, m_freezes + (on ? 1 : -1));
+    if ((before > 0) == (m_freezes > 0))
+        return;
+    QAbstractItemModel* at = model();
+    if (m_freezes > 0) {
+        while (auto* proxy = qobject_cast<QAbstractProxyModel*>(at)) {
+            if (auto* sorting = qobject_cast<QSortFilterProxyModel*>(proxy)) {
+                m_frozenProxies.append({ sorting, sorting->dynamicSortFilter() });
+                sorting->setDynamicSortFilter(false);
+            }
+            at = proxy->sourceModel();
+        }
+        if (auto* keyed = qobject_cast<KeyedTableModel*>(at))
+            keyed->freeze(true);
+        return;
+    }
+    while (auto* proxy = qobject_cast<QAbstractProxyModel*>(at))
+        at = proxy->sourceModel();
+    if (auto* keyed = qobject_cast<KeyedTableModel*>(at))
+        keyed->freeze(false);
+    for (const auto& [proxy, dynamic] : std::as_const(m_frozenProxies)) {
+        if (proxy)
+            proxy->setDynamicSortFilter(dynamic); // true again: it sorts what changed meanwhile
+    }
+    m_frozenProxies.clear();
+}
+
 bool KeyedTableView::eventFilter(QObject* watched, QEvent* event)
 {
+    if (watched == viewport()) {
+        if (event->type() == QEvent::Enter && !m_hovered) {
+            m_hovered = true;
+            freezeRows(true);
+        } else if ((event->type() == QEvent::Leave || event->type() == QEvent::Hide) && m_hovered) {
+            m_hovered = false;
+            freezeRows(false);
+        }
+    }
     if (watched == horizontalHeader()->viewport()) {
         if (event->type() == QEvent::MouseButtonPress)
             m_headerPressed = true;
@@ -145,6 +191,9 @@ void KeyedTableView::fitColumns()
 
 void KeyedTableView::setModel(QAbstractItemModel* model)
 {
+    while (m_freezes > 0) // the old model thaws
+        freezeRows(false);
+    m_hovered = false;
     QTableView::setModel(model);
     setKey(QString());
     disconnect(m_liveColumn);

@@ -23,7 +23,11 @@
 // place: only the visible cells of the column are asked for their text.
 
 #include <QElapsedTimer>
+#include <QList>
+#include <QPair>
+#include <QPointer>
 #include <QSet>
+#include <QSortFilterProxyModel>
 #include <QTableView>
 #include <QTimer>
 
@@ -38,6 +42,7 @@ public:
     static constexpr int MAX_FIT_WIDTH = 420;
 
     explicit KeyedTableView(QWidget* parent = nullptr);
+    ~KeyedTableView() override; // thaws its model (which may outlive it)
 
     void setModel(QAbstractItemModel* model) override;
 
@@ -58,6 +63,13 @@ public:
     [[nodiscard]] int columnFits() const { return m_fits; }
     [[nodiscard]] bool isFitPending() const { return m_fitTimer.isActive(); }
     [[nodiscard]] quint64 cellsMeasured() const { return m_cellsMeasured; }
+
+    // Holds the rows still while the pointer is over the table (done here) or a menu of it is
+    // open (its opener calls this around exec): the source model keeps vanished rows
+    // (KeyedTableModel::freeze) and sorting proxies stop re-sorting, so a click lands on the
+    // row it was aimed at; when it thaws, the rows catch up. Nested (counted).
+    void freezeRows(bool on);
+    [[nodiscard]] bool rowsFrozen() const { return m_freezes > 0; }
 
 Q_SIGNALS:
     void selectedKeyChanged(const QString& key);
@@ -88,6 +100,9 @@ private:
     QSet<int> m_userSized; // logical columns the user resized
     int m_fits = 0;
     quint64 m_cellsMeasured = 0;
+    int m_freezes = 0;
+    bool m_hovered = false; // the pointer's freeze is held
+    QList<QPair<QPointer<QSortFilterProxyModel>, bool>> m_frozenProxies; // their dynamicSortFilter before
 };
 
 } // namespace tollgate::ui

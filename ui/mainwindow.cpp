@@ -128,6 +128,24 @@ QString bannerStyle(const QString& name, const QString& style, const QString& te
         .arg(name, style, textColor);
 }
 
+// A view's rows held still while a menu of it is open (KeyedTableView::freezeRows): the
+// pointer is on the menu, not over the rows, yet the row it was opened on must not move.
+class RowsHeld
+{
+public:
+    explicit RowsHeld(KeyedTableView* view)
+        : m_view(view)
+    {
+        m_view->freezeRows(true);
+    }
+    ~RowsHeld() { m_view->freezeRows(false); }
+    RowsHeld(const RowsHeld&) = delete;
+    RowsHeld& operator=(const RowsHeld&) = delete;
+
+private:
+    KeyedTableView* m_view;
+};
+
 QFrame* makeBanner(
     QWidget* parent, const QString& name, const QString& style, const QString& textColor, QLabel*& text)
 {
@@ -833,8 +851,10 @@ void MainWindow::buildUi()
             return;
         const QString provider = m_controller->providers()->keyAt(index.row());
         m_providersView->selectKey(provider);
-        if (auto menu = providerMenu(provider); !menu->isEmpty())
+        if (auto menu = providerMenu(provider); !menu->isEmpty()) {
+            const RowsHeld held(m_providersView);
             menu->exec(m_providersView->viewport()->mapToGlobal(pos));
+        }
     });
     connect(m_limitsView, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
         const QModelIndex index = m_limitsView->indexAt(pos);
@@ -842,8 +862,10 @@ void MainWindow::buildUi()
             return;
         const QString key = index.data(KeyedTableModel::KeyRole).toString();
         m_limitsView->selectKey(key);
-        if (auto menu = limitsMenu(key); !menu->isEmpty())
+        if (auto menu = limitsMenu(key); !menu->isEmpty()) {
+            const RowsHeld held(m_limitsView);
             menu->exec(m_limitsView->viewport()->mapToGlobal(pos));
+        }
     });
     connect(m_holdersView, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
         const QModelIndex index = m_holdersView->indexAt(pos);
@@ -851,8 +873,10 @@ void MainWindow::buildUi()
             return;
         const QString key = index.data(KeyedTableModel::KeyRole).toString();
         m_holdersView->selectKey(key);
-        if (auto menu = holderMenu(key); !menu->isEmpty())
+        if (auto menu = holderMenu(key); !menu->isEmpty()) {
+            const RowsHeld held(m_holdersView);
             menu->exec(m_holdersView->viewport()->mapToGlobal(pos));
+        }
     });
     connectScopeMenu(m_callersView, CallerUsageModel::Provider, CallerUsageModel::Caller);
     connectScopeMenu(m_rateLimitView, RateLimitCallersModel::Provider, RateLimitCallersModel::Caller);
@@ -898,8 +922,10 @@ void MainWindow::connectScopeMenu(KeyedTableView* view, int providerColumn, int 
                 = providerColumn >= 0 ? index.siblingAtColumn(providerColumn).data().toString() : QString();
             const QString caller
                 = callerColumn >= 0 ? index.siblingAtColumn(callerColumn).data().toString() : QString();
-            if (auto menu = scopeMenu(provider, caller); !menu->isEmpty())
+            if (auto menu = scopeMenu(provider, caller); !menu->isEmpty()) {
+                const RowsHeld held(view);
                 menu->exec(view->viewport()->mapToGlobal(pos));
+            }
         });
 }
 

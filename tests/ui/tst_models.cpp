@@ -5,12 +5,16 @@
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
+#include "keyedtableview.h"
 #include "providersmodel.h"
 #include "ratelimitcallersmodel.h"
 #include "usagehistory.h"
 
 #include <QAbstractItemModelTester>
+#include <QCoreApplication>
+#include <QEvent>
 #include <QSignalSpy>
+#include <QSortFilterProxyModel>
 #include <QTest>
 
 using namespace tollgate;
@@ -26,6 +30,7 @@ private Q_SLOTS:
     void holdersFollowSnapshots();
     void eventsAppendAndCap();
     void eventsFilter();
+    void rowsHoldStillWhileFrozen();
     void callerAndRateLimitModels();
 };
 
@@ -307,6 +312,50 @@ void TestModels::eventsFilter()
     text.setTextFilter(QStringLiteral("429"));
     QCOMPARE(text.rowCount(), 1);
     QCOMPARE(text.index(0, EventsModel::Caller).data().toString(), QStringLiteral("chat"));
+}
+
+// Issue 28, item 4: rows moved under the pointer (a row reappeared where a click was aimed).
+// While frozen, a vanished row stays and new rows go to the end; thawed, the rows catch up.
+// The view freezes while the pointer is over it and stops its sorting proxy meanwhile.
+void TestModels::rowsHoldStillWhileFrozen()
+{
+    auto totals = [](std::initializer_list<const char*> callers) {
+        QVector<UsageHistory::CallerTotals> out;
+        for (const char* c : callers)
+            out.append({ QStringLiteral("api"), QString::fromLatin1(c), 0, 1, 0, 0.5 });
+        return out;
+    };
+    CallerUsageModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setTotals(totals({ "a", "b" }));
+    model.freeze(true);
+    model.setTotals(totals({ "a", "c" }));
+    QCOMPARE(model.rowCount(), 3);
+    QCOMPARE(cell(model, 1, CallerUsageModel::Caller), QStringLiteral("b")); // still where it was
+    QCOMPARE(cell(model, 2, CallerUsageModel::Caller), QStringLiteral("c"));
+    model.setTotals(totals({ "a", "b", "c" })); // b came back: not on its way out any more
+    model.freeze(false);
+    QCOMPARE(model.rowCount(), 3);
+    model.freeze(true);
+    model.setTotals(totals({ "c" }));
+    model.freeze(false);
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(cell(model, 0, CallerUsageModel::Caller), QStringLiteral("c"));
+
+    QSortFilterProxyModel sorted;
+    sorted.setSourceModel(&model);
+    KeyedTableView view;
+    view.setModel(&sorted);
+    QVERIFY(sorted.dynamicSortFilter());
+    QEvent enter(QEvent::Enter);
+    QCoreApplication::sendEvent(view.viewport(), &enter);
+    QVERIFY(view.rowsFrozen() && model.isFrozen() && !sorted.dynamicSortFilter());
+    view.freezeRows(true); // a menu opened on it: the pointer leaves for the menu
+    QEvent leave(QEvent::Leave);
+    QCoreApplication::sendEvent(view.viewport(), &leave);
+    QVERIFY(model.isFrozen());
+    view.freezeRows(false); // the menu closed
+    QVERIFY(!view.rowsFrozen() && !model.isFrozen() && sorted.dynamicSortFilter());
 }
 
 void TestModels::callerAndRateLimitModels()
