@@ -516,6 +516,46 @@ void MainWindow::buildMenus()
         connect(a, &QAction::toggled, this, [this, name](bool on) { setPanelVisible(name, on); });
         m_panelActions.insert(name, a);
     }
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    QAction* keys = help->addAction(tr("&Keyboard shortcuts"));
+    keys->setObjectName(QStringLiteral("actionShortcuts"));
+    keys->setShortcut(QKeySequence(Qt::Key_F1));
+    addAction(keys);
+    connect(keys, &QAction::triggered, this, &MainWindow::showShortcuts);
+}
+
+QString MainWindow::shortcutsText() const
+{
+    // Every action of the window that has a shortcut, from the actions themselves (a list
+    // written by hand would drift from them).
+    QStringList lines;
+    for (const QAction* a : findChildren<QAction*>()) {
+        if (a->shortcut().isEmpty() || a->text().isEmpty())
+            continue;
+        const QString line = QStringLiteral("%1\t%2").arg(
+            a->shortcut().toString(QKeySequence::NativeText), QString(a->text()).remove(QLatin1Char('&')));
+        if (!lines.contains(line))
+            lines.append(line);
+    }
+    lines.sort(Qt::CaseInsensitive);
+    return lines.join(QLatin1Char('\n'));
+}
+
+void MainWindow::showShortcuts()
+{
+    QDialog dialog(this);
+    dialog.setWindowTitle(tr("Keyboard shortcuts"));
+    auto* layout = new QVBoxLayout(&dialog);
+    auto* table = new QLabel(&dialog);
+    table->setObjectName(QStringLiteral("shortcutsList"));
+    table->setTextFormat(Qt::PlainText);
+    table->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    table->setText(shortcutsText());
+    layout->addWidget(table);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
+    connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+    layout->addWidget(buttons);
+    dialog.exec();
 }
 
 void MainWindow::buildUi()

@@ -107,6 +107,8 @@ public:
     void setPanelVisible(const QString& panel, bool visible);
     [[nodiscard]] bool isPanelVisible(const QString& panel) const;
     [[nodiscard]] int newEventsCount() const { return m_newEvents; }
+    // "F2\tEdit limit" lines, one per action with a shortcut (Help → Keyboard shortcuts).
+    [[nodiscard]] QString shortcutsText() const;
 
 public Q_SLOTS:
     void pauseAll();
@@ -116,6 +118,7 @@ public Q_SLOTS:
     void resetBackoffSelected();
     void releaseSelected();
     void cleanStale();
+    void showShortcuts(); // Help → Keyboard shortcuts (F1)
     void undoLimitChange();
     void openSettings();
     void quit();

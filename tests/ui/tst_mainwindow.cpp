@@ -41,6 +41,7 @@ private Q_SLOTS:
     void f2EditsTheSelectedCellOnly();
     void theUsageChartNeverSumsProvidersLimits();
     void anErrorLooksLikeOneAndGoesWhenItsCauseDoes();
+    void helpListsEveryShortcut();
     void stormShowsOneBannerWithoutTray();
     void settingsPersist();
 
@@ -265,6 +266,20 @@ void TestMainWindow::anErrorLooksLikeOneAndGoesWhenItsCauseDoes()
 
     makeHome(); // a first caller
     QTRY_VERIFY_WITH_TIMEOUT(!banner->isVisible(), TIMEOUT_MS);
+}
+
+// Issue 28, item 10: no Help menu, no list of shortcuts. Help → Keyboard shortcuts (F1) lists
+// every action that has one, from the actions themselves.
+void TestMainWindow::helpListsEveryShortcut()
+{
+    OPEN_WINDOW(w);
+    auto* help = w.findChild<QAction*>(QStringLiteral("actionShortcuts"));
+    QVERIFY(help);
+    QCOMPARE(help->shortcut(), QKeySequence(Qt::Key_F1));
+    const QString text = w.shortcutsText();
+    for (const QString& line : { QStringLiteral("F2\tEdit limit"), QStringLiteral("F5\tRefresh"),
+             QStringLiteral("F1\tKeyboard shortcuts"), QStringLiteral("Ctrl+Shift+K\tClean stale") })
+        QVERIFY2(text.contains(line), qPrintable(text));
 }
 
 void TestMainWindow::windowActionsReachCore()
