@@ -299,6 +299,10 @@ void CapacityModel::rebuild()
         Row r;
         r.provider = qs(c.provider);
         r.level = levelOf(c.level);
+        // The provider's own limits differ from the ones set: not green (core's level stays:
+        // the limits set are what the limiter applies; the tile asks the user to look).
+        if (r.level == Level::Ok && !c.limitNotices.empty())
+            r.level = Level::Near;
         r.headline = headlineOf(c);
         if (c.level == CapacityLevel::Blocked) {
             if (c.nextCallInMs != Capacity::NEVER && c.nextCallInMs > 0)

@@ -108,7 +108,7 @@ ProvidersModel::ProvidersModel(QObject* parent)
     : KeyedTableModel(
         { tr("Provider"), tr("Requests limit"), tr("Tokens limit"), tr("Window"), tr("Parallel"),
             tr("Requests in window"), tr("Tokens in window"), tr("Slots in use"), tr("Backoff"),
-            tr("429s in a row"), tr("Waiting"), tr("Paused") },
+            tr("429s in a row"), tr("Waiting"), tr("Paused"), tr("Provider reports") },
         parent)
 {
 }
@@ -239,6 +239,29 @@ void ProvidersModel::rebuild()
         if (!paused.isEmpty())
             pc.insert(Qt::ForegroundRole, QBrush(QColor(0x20, 0x50, 0xb0)));
         row.cells[Paused] = pc;
+        // What the provider's headers say, per minute (issue 28: a limit that differs from the
+        // provider's stayed green with no column for it); amber where it differs, each
+        // difference in the tooltip (the proxy reads them; Use the provider's limits adopts them).
+        QStringList reports;
+        if (c.reportedAtMs != 0) {
+            if (c.reportedRequests >= 0)
+                reports.append(tr("%1 req/min").arg(c.reportedRequests));
+            if (c.reportedTokens >= 0)
+                reports.append(tr("%1 tok/min").arg(c.reportedTokens));
+            if (c.reportedInputTokens >= 0)
+                reports.append(tr("%1 in/min").arg(c.reportedInputTokens));
+            if (c.reportedOutputTokens >= 0)
+                reports.append(tr("%1 out/min").arg(c.reportedOutputTokens));
+        }
+        auto rc = text(reports.join(QStringLiteral(", ")));
+        if (!c.limitNotices.empty()) {
+            QStringList notices;
+            for (const std::string& n : c.limitNotices)
+                notices.append(qs(n));
+            rc.insert(Qt::ForegroundRole, QBrush(QColor(0xb0, 0x60, 0x00)));
+            rc.insert(Qt::ToolTipRole, notices.join(QLatin1Char('\n')));
+        }
+        row.cells[ProviderReports] = rc;
         rows.append(std::move(row));
     }
     setRows(std::move(rows));

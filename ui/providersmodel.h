@@ -29,6 +29,7 @@ public:
         Consecutive429,
         Waiting,
         Paused,
+        ProviderReports, // the provider's own per-minute limits, as its headers said (proxy)
         ColumnCount
     };
 

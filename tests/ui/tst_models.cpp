@@ -2,6 +2,7 @@
 // snapshots and history batches that grow, shrink and change; plus the in-place limit edit.
 
 #include "callerusagemodel.h"
+#include "capacitymodel.h"
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
@@ -31,6 +32,7 @@ private Q_SLOTS:
     void eventsAppendAndCap();
     void eventsFilter();
     void rowsHoldStillWhileFrozen();
+    void aLimitTheProviderContradictsIsShownAndNotGreen();
     void callerAndRateLimitModels();
 };
 
@@ -356,6 +358,36 @@ void TestModels::rowsHoldStillWhileFrozen()
     QVERIFY(model.isFrozen());
     view.freezeRows(false); // the menu closed
     QVERIFY(!view.rowsFrozen() && !model.isFrozen() && sorted.dynamicSortFilter());
+}
+
+// Issue 28, item 9: a provider whose headers report another limit than Tollgate's stayed green,
+// with no column for it. The providers' table shows what it reports (amber, the difference in
+// the tooltip) and its tile is not green.
+void TestModels::aLimitTheProviderContradictsIsShownAndNotGreen()
+{
+    DashboardSnapshot s = snapshotWith({ "alpha" }); // 60 requests a minute set
+    s.hasState = true;
+    ProviderState* p = s.state.provider("alpha");
+    p->reportedAtMs = NOW - 1000;
+    p->reportedRequests = 40;
+    ProvidersModel model;
+    model.setSnapshot(s);
+    const QModelIndex reports = model.index(0, ProvidersModel::ProviderReports);
+    QCOMPARE(reports.data().toString(), QStringLiteral("40 req/min"));
+    QVERIFY(reports.data(Qt::ForegroundRole).isValid());
+    QVERIFY2(reports.data(Qt::ToolTipRole).toString().contains(QStringLiteral("40")),
+        qPrintable(reports.data(Qt::ToolTipRole).toString()));
+    CapacityModel tiles;
+    tiles.setSnapshot(s, NOW);
+    QCOMPARE(tiles.rows().size(), 1);
+    QCOMPARE(tiles.rows().at(0).level, CapacityModel::Level::Near);
+
+    // The same figure as the limit set: nothing to say, green.
+    p->reportedRequests = 60;
+    model.setSnapshot(s);
+    QVERIFY(!model.index(0, ProvidersModel::ProviderReports).data(Qt::ForegroundRole).isValid());
+    tiles.setSnapshot(s, NOW);
+    QCOMPARE(tiles.rows().at(0).level, CapacityModel::Level::Ok);
 }
 
 void TestModels::callerAndRateLimitModels()
