@@ -34,7 +34,11 @@ QRect WindowFit::initial(const QSize& preferred, const QRect& available, const Q
 {
     if (!available.isValid())
         return QRect(QPoint(0, 0), preferred);
-    const QSize room = (available.size() * 0.9).shrunkBy(frame);
+    // A small screen (up to 1600×900) is given whole: at 1280×720 every pixel goes to the
+    // panels (90 % of it, 1152×618, made the tables scroll sideways); a larger one keeps a
+    // margin around the window.
+    const bool small = available.width() <= 1600 || available.height() <= 900;
+    const QSize room = (small ? available.size() : available.size() * 0.9).shrunkBy(frame);
     QRect r(QPoint(0, 0), preferred.boundedTo(room));
     r.moveCenter(available.center());
     return fit(r, available, frame);

@@ -15,7 +15,8 @@ public:
     // wanted: the client area; frame: what the window manager adds around it (title bar);
     // returns the client area to use.
     [[nodiscard]] static QRect fit(const QRect& wanted, const QRect& available, const QMargins& frame = {});
-    // The first-run size: preferred, but at most 90 % of the screen, centred.
+    // The first-run size: preferred, but at most the screen when it is small (up to 1600×900),
+    // else at most 90 % of it; centred.
     [[nodiscard]] static QRect initial(
         const QSize& preferred, const QRect& available, const QMargins& frame = {});
 };

@@ -825,10 +825,16 @@ void TestDashboardV2::windowFitClampsOntoTheScreen()
     // A screen at an offset (the second monitor).
     const QRect second(1920, 0, 1280, 720);
     QVERIFY(second.contains(WindowFit::fit(QRect(0, 0, 1500, 1000), second, frame).marginsAdded(frame)));
-    // First run: at most 90 % of the screen, centred.
+    // First run on a small screen: all of it (issue 28: 1152×618 at 1280×720, the tables
+    // scrolled sideways).
     const QRect first = WindowFit::initial(QSize(1500, 1000), screen, frame);
-    QVERIFY(first.width() <= 1152 && first.height() <= 648 - 30);
+    QCOMPARE(first.size(), QSize(1280, 690));
     QVERIFY(screen.contains(first.marginsAdded(frame)));
+    // On a large one at most 90 %, centred.
+    const QRect large(0, 0, 2560, 1440);
+    const QRect roomy = WindowFit::initial(QSize(3000, 2000), large, frame);
+    QVERIFY(roomy.width() <= 2304 && roomy.height() <= 1296 - 30);
+    QVERIFY(large.contains(roomy.marginsAdded(frame)));
     // Nonsense in: no crash, something sane out.
     QCOMPARE(WindowFit::fit(QRect(), screen, frame), QRect());
     QCOMPARE(WindowFit::fit(QRect(0, 0, 100, 100), QRect(), frame), QRect(0, 0, 100, 100));
