@@ -440,8 +440,7 @@ void TestRedisMultiHost::aSilentHeadIsPassedWithinSecondsAndKeepsItsPlace()
         return p;
     };
     auto holdSlot = [&](const QString& caller) {
-        auto p = start(0, caller, QStringLiteral("30"), { QStringLiteral("sleep"), QStringLiteral("600") });
-        return p;
+        return start(0, caller, QStringLiteral("30"), { QStringLiteral("sleep"), QStringLiteral("600") });
     };
     auto fenceOf = [&](const QString& caller) -> qint64 {
         for (const auto& s : provider().value(QStringLiteral("slots")).toArray())

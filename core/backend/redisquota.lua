@@ -516,6 +516,7 @@ function W.changed(w)
 end
 function W.packProvider(p)
     local q = p.q
+    if #q == 0 then return cmsgpack.pack(p) end -- nothing to splice
     p.q = nil
     local rest = cmsgpack.pack(p) -- a map of the other fields (fewer than 65536)
     p.q = q

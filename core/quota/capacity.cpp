@@ -133,28 +133,30 @@ const char* capacityLevelName(CapacityLevel level)
     return "ok";
 }
 
-void Capacity::discountGone(QuotaState& state, ProviderState& p, const ProviderLimits* limits,
-    std::int64_t nowMs, const ProcessProbe& probe)
+void Capacity::prepare(QuotaState& state, ProviderState& p, const ProviderLimits* limits, std::int64_t nowMs,
+    const ProcessProbe* probe)
 {
     const ProviderLimits none;
     const ProviderLimits& l = limits ? *limits : none;
     if (limits)
         QuotaPolicy::syncProvider(p, l, nowMs);
     QuotaPolicy::boundTimes(state, p, l, nowMs);
+    if (!probe)
+        return;
     std::vector<HistoryEvent> ignored;
-    QuotaPolicy::reclaimVanished(p, nowMs, probe, ignored);
-    QuotaPolicy::pruneQueueHead(p, nowMs, probe, ignored);
+    QuotaPolicy::reclaimVanished(p, nowMs, *probe, ignored);
+    QuotaPolicy::pruneQueueHead(p, nowMs, *probe, ignored);
     // acquire reclaims dead holders only when a slot is what it lacks; discounting them
     // always gives the same verdict (a free slot is only ever looked at then).
     if (limits)
-        QuotaPolicy::reclaimSlots(p, l, nowMs, probe, false, "", ignored);
+        QuotaPolicy::reclaimSlots(p, l, nowMs, *probe, false, "", ignored);
 }
 
 void Capacity::discountGone(
     QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe)
 {
     for (ProviderState& p : state.providers)
-        discountGone(state, p, limits.find(p.name), nowMs, probe);
+        prepare(state, p, limits.find(p.name), nowMs, &probe);
 }
 
 ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view provider,
@@ -172,13 +174,7 @@ ProviderCapacity Capacity::forProvider(const QuotaState& state, std::string_view
     if (const ProviderState* stored = state.provider(provider))
         p = *stored;
     p.name = std::string(provider);
-    if (probe)
-        discountGone(s, p, limits, nowMs, *probe);
-    else {
-        if (limits)
-            QuotaPolicy::syncProvider(p, l, nowMs);
-        QuotaPolicy::boundTimes(s, p, l, nowMs);
-    }
+    prepare(s, p, limits, nowMs, probe);
 
     ProviderCapacity c;
     c.provider = p.name;

@@ -166,11 +166,15 @@ public:
     // snapshots) is what `status` computes with one. Probes pids: not for a GUI thread.
     static void discountGone(
         QuotaState& state, const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe& probe);
-    static void discountGone(QuotaState& state, ProviderState& p, const ProviderLimits* limits,
-        std::int64_t nowMs, const ProcessProbe& probe);
     // Every provider that has limits or appears in the state, by name. `state` null: no state yet.
     [[nodiscard]] static std::vector<ProviderCapacity> compute(const QuotaState* state,
         const QuotaLimits& limits, std::int64_t nowMs, const ProcessProbe* probe = nullptr);
+
+private:
+    // As acquire prepares a provider inside its transaction: limits synced, times bounded,
+    // and with a probe what it would reclaim taken out.
+    static void prepare(QuotaState& state, ProviderState& p, const ProviderLimits* limits, std::int64_t nowMs,
+        const ProcessProbe* probe);
 };
 
 } // namespace tollgate

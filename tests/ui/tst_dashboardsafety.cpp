@@ -89,6 +89,22 @@ void writeLock(const QString& path, qint64 pid, qint64 timestamp, const QByteArr
         + "\n");
 }
 
+void writeCorruptLock(const QString& path)
+{
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("not a lock file\n");
+}
+
+// A confirmation that keeps the question in `asked` and answers `answer` (read when asked).
+MainWindow::ConfirmHandler recordingConfirm(QString& asked, const bool& answer)
+{
+    return [&asked, &answer](const QString&, const QString& text) {
+        asked = text;
+        return answer;
+    };
+}
+
 QString dashboard()
 {
     return QStringLiteral("tollgate-dashboard (pid %1)").arg(ProcessProbe::selfPid());
@@ -633,19 +649,12 @@ void TestDashboardSafety::cleanStaleCountsAsksAndTakesOnlyWhatIsStale()
     const QString corrupt = m_locks + QStringLiteral("/corrupt.lock");
     writeLock(stale, dead, now - 7200, "long gone");
     writeLock(young, dead, now - 30, "just crashed");
-    {
-        QFile f(corrupt);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write("not a lock file\n");
-    }
+    writeCorruptLock(corrupt);
     OPEN_WINDOW(w);
     QTRY_COMPARE_WITH_TIMEOUT(w.controller()->holders()->rowCount(), 3, TIMEOUT_MS);
     QString asked;
     bool answer = false;
-    w.setConfirmHandler([&](const QString&, const QString& text) {
-        asked = text;
-        return answer;
-    });
+    w.setConfirmHandler(recordingConfirm(asked, answer));
     QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
     w.cleanStale(); // refused: nothing happens
     QVERIFY2(asked.contains(QStringLiteral("remove 1 stale lock file")), qPrintable(asked));
@@ -669,20 +678,13 @@ void TestDashboardSafety::cleanStaleCountsAsksAndTakesOnlyWhatIsStale()
 void TestDashboardSafety::aCorruptLockFileIsRemovedOnlyAfterAsking()
 {
     const QString corrupt = m_locks + QStringLiteral("/corrupt.lock");
-    {
-        QFile f(corrupt);
-        QVERIFY(f.open(QIODevice::WriteOnly));
-        f.write("not a lock file\n");
-    }
+    writeCorruptLock(corrupt);
     OPEN_WINDOW(w);
     const QString key = QStringLiteral("lock:") + corrupt;
     QTRY_VERIFY_WITH_TIMEOUT(w.controller()->holders()->holder(key), TIMEOUT_MS);
     QString asked;
     bool answer = false;
-    w.setConfirmHandler([&](const QString&, const QString& text) {
-        asked = text;
-        return answer;
-    });
+    w.setConfirmHandler(recordingConfirm(asked, answer));
     QSignalSpy actions(w.controller(), &DashboardController::actionFinished);
     w.selectHolder(key);
     w.releaseSelected();
