@@ -90,6 +90,17 @@ void DashboardSettings::setHiddenPanels(const QStringList& panels)
     m_settings->setValue(QStringLiteral("window/hiddenPanels"), panels);
 }
 
+Theme::Kind DashboardSettings::theme() const
+{
+    return Theme::parse(m_settings->value(QStringLiteral("window/theme")).toString())
+        .value_or(Theme::Kind::System);
+}
+
+void DashboardSettings::setTheme(Theme::Kind kind)
+{
+    m_settings->setValue(QStringLiteral("window/theme"), Theme::name(kind));
+}
+
 QByteArray DashboardSettings::geometry() const
 {
     return m_settings->value(QStringLiteral("window/geometry")).toByteArray();

@@ -1,9 +1,11 @@
 #pragma once
 
 // DashboardSettings: what the dashboard remembers between runs — window geometry, splitter
-// positions, hidden panels, chart spans, the storm alert threshold, the watched lock directories and the
-// stale age for lock files. Backed by QSettings at an explicit file (tests pass a temporary one), never a
-// global.
+// positions, hidden panels, chart spans, the theme, the storm alert threshold, the watched lock directories
+// and the stale age for lock files. Backed by QSettings at an explicit file (tests pass a temporary one),
+// never a global.
+
+#include "theme.h"
 
 #include <QSettings>
 #include <QStringList>
@@ -40,6 +42,10 @@ public:
     void setSplitterState(const QString& name, const QByteArray& state);
     [[nodiscard]] QStringList hiddenPanels() const;
     void setHiddenPanels(const QStringList& panels);
+
+    // The colours (Settings → Theme); System when unset or unreadable.
+    [[nodiscard]] Theme::Kind theme() const;
+    void setTheme(Theme::Kind kind);
 
     [[nodiscard]] QByteArray geometry() const;
     void setGeometry(const QByteArray& geometry);

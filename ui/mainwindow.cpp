@@ -17,6 +17,7 @@
 #include "ratelimitcallersmodel.h"
 #include "ratelimitchart.h"
 #include "settingsdialog.h"
+#include "theme.h"
 #include "traycontroller.h"
 #include "usagebardelegate.h"
 #include "usagechart.h"
@@ -1677,8 +1678,13 @@ void MainWindow::openSettings()
 {
     SettingsDialog dialog(m_settings.stormThreshold(), m_settings.stormWindowSeconds(),
         m_controller->lockDirs(), m_settings.staleSeconds(), this);
+    dialog.setTheme(m_settings.theme());
     if (dialog.exec() != QDialog::Accepted)
         return;
+    if (dialog.theme() != m_settings.theme()) {
+        m_settings.setTheme(dialog.theme());
+        Theme::apply(dialog.theme());
+    }
     m_settings.setStorm(dialog.stormThreshold(), dialog.stormWindowSeconds());
     m_controller->setStormThreshold(dialog.stormThreshold(), qint64(dialog.stormWindowSeconds()) * 1000);
     m_settings.setStaleSeconds(dialog.staleSeconds());

@@ -1,6 +1,7 @@
 #include "settingsdialog.h"
 
 #include <QCheckBox>
+#include <QComboBox>
 #include <QDialogButtonBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -18,6 +19,12 @@ SettingsDialog::SettingsDialog(int stormThreshold, int stormWindowSeconds, const
 {
     setWindowTitle(tr("Dashboard settings"));
     auto* form = new QFormLayout(this);
+    m_theme = new QComboBox(this);
+    m_theme->setObjectName(QStringLiteral("themeChoice"));
+    m_theme->addItem(tr("System"), Theme::name(Theme::Kind::System));
+    m_theme->addItem(tr("Light"), Theme::name(Theme::Kind::Light));
+    m_theme->addItem(tr("Dark"), Theme::name(Theme::Kind::Dark));
+    form->addRow(tr("&Theme:"), m_theme);
     m_threshold = new QSpinBox(this);
     m_threshold->setRange(1, 1000);
     m_threshold->setValue(stormThreshold);
@@ -91,6 +98,16 @@ void SettingsDialog::accept()
         }
     }
     QDialog::accept();
+}
+
+void SettingsDialog::setTheme(Theme::Kind kind)
+{
+    m_theme->setCurrentIndex(m_theme->findData(Theme::name(kind)));
+}
+
+Theme::Kind SettingsDialog::theme() const
+{
+    return Theme::parse(m_theme->currentData().toString()).value_or(Theme::Kind::System);
 }
 
 int SettingsDialog::stormThreshold() const

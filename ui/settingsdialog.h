@@ -1,17 +1,19 @@
 #pragma once
 
-// SettingsDialog: the storm alert threshold (how many 429s within how many seconds), the
+// SettingsDialog: the theme, the storm alert threshold (how many 429s within how many seconds), the
 // watched lock directories, the age past which a lock of a dead holder is stale, and whether
 // the dashboard starts with the session. The autostart entry is the only setting the dialog
 // applies itself (on OK, through Autostart): it is a file of the desktop's, not a value the
 // window keeps; if it cannot be written the dialog stays open and says why.
 
 #include "autostart.h"
+#include "theme.h"
 
 #include <QDialog>
 
 QT_BEGIN_NAMESPACE
 class QCheckBox;
+class QComboBox;
 class QLabel;
 class QListWidget;
 class QSpinBox;
@@ -32,6 +34,9 @@ public:
     [[nodiscard]] bool startWithSession() const;
     void accept() override;
 
+    void setTheme(Theme::Kind kind);
+    [[nodiscard]] Theme::Kind theme() const;
+
     [[nodiscard]] int stormThreshold() const;
     [[nodiscard]] int stormWindowSeconds() const;
     [[nodiscard]] QStringList lockDirs() const;
@@ -43,6 +48,7 @@ private:
     QSpinBox* m_stale = nullptr; // owned by the widget tree
     QListWidget* m_dirs = nullptr; // owned by the widget tree
     QCheckBox* m_autostartBox = nullptr; // owned by the widget tree
+    QComboBox* m_theme = nullptr; // owned by the widget tree
     QLabel* m_autostartError = nullptr; // owned by the widget tree
     Autostart m_autostart;
 };

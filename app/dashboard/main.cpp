@@ -1,59 +1,26 @@
 // tollgate-dashboard: the desktop window onto Tollgate.
 
+#include "base/textsanitizer.h"
+#include "dashboardsettings.h"
 #include "displaycheck.h"
 #include "keyedtableview.h"
 #include "mainwindow.h"
-#include "base/textsanitizer.h"
 #include "store/homespec.h"
+#include "theme.h"
 #include "traycontroller.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
-#include <QPalette>
 #include <QRegularExpression>
-#include <QStyle>
-#include <QStyleFactory>
 #include <QTimer>
+#include <optional>
 
 namespace {
 
 // --screenshot waits for the first snapshot and history; if the worker hangs (a stopped
 // process holding state.lock), the window is captured as it is rather than never.
 constexpr int SCREENSHOT_DEADLINE_MS = 15000;
-
-// A dark palette like the desktops' dark themes (Fusion's roles, Breeze Dark's tones), so
-// --palette dark shows what a dark desktop gets: the charts and tiles follow the palette.
-QPalette darkPalette()
-{
-    QPalette p;
-    const QColor window(0x2a, 0x2e, 0x32);
-    const QColor base(0x1b, 0x1e, 0x20);
-    const QColor text(0xfc, 0xfc, 0xfc);
-    const QColor disabled(0x7f, 0x8c, 0x8d);
-    p.setColor(QPalette::Window, window);
-    p.setColor(QPalette::WindowText, text);
-    p.setColor(QPalette::Base, base);
-    p.setColor(QPalette::AlternateBase, QColor(0x23, 0x26, 0x29));
-    p.setColor(QPalette::ToolTipBase, QColor(0x31, 0x36, 0x3b));
-    p.setColor(QPalette::ToolTipText, text);
-    p.setColor(QPalette::PlaceholderText, disabled);
-    p.setColor(QPalette::Text, text);
-    p.setColor(QPalette::Button, QColor(0x31, 0x36, 0x3b));
-    p.setColor(QPalette::ButtonText, text);
-    p.setColor(QPalette::BrightText, QColor(0xff, 0x6b, 0x6b));
-    p.setColor(QPalette::Light, QColor(0x40, 0x46, 0x4c));
-    p.setColor(QPalette::Midlight, QColor(0x36, 0x3b, 0x40));
-    p.setColor(QPalette::Mid, QColor(0x5a, 0x61, 0x68));
-    p.setColor(QPalette::Dark, QColor(0x15, 0x17, 0x19));
-    p.setColor(QPalette::Shadow, QColor(0x0c, 0x0d, 0x0e));
-    p.setColor(QPalette::Highlight, QColor(0x3d, 0xae, 0xe9));
-    p.setColor(QPalette::HighlightedText, QColor(0x10, 0x10, 0x10));
-    p.setColor(QPalette::Link, QColor(0x3d, 0xae, 0xe9));
-    for (QPalette::ColorRole role : { QPalette::WindowText, QPalette::Text, QPalette::ButtonText })
-        p.setColor(QPalette::Disabled, role, disabled);
-    return p;
-}
 
 } // namespace
 
@@ -88,8 +55,9 @@ int main(int argc, char** argv)
             "Window size WxH (e.g. 1280x720), for --screenshot; the screen's size does not limit it."),
         QStringLiteral("WxH"));
     QCommandLineOption paletteOption(QStringLiteral("palette"),
-        QStringLiteral("Colours: system (default), light or dark."), QStringLiteral("NAME"),
-        QStringLiteral("system"));
+        QStringLiteral(
+            "Colours for this run: system, light or dark (default: the theme chosen in Settings)."),
+        QStringLiteral("NAME"));
     QCommandLineOption settingsOption(QStringLiteral("settings"),
         QStringLiteral("Settings file (default: ~/.config/tollgate/dashboard.ini)."), QStringLiteral("FILE"));
     parser.addOption(homeOption);
@@ -100,17 +68,19 @@ int main(int argc, char** argv)
     parser.addOption(paletteOption);
     parser.process(app);
 
-    const QString paletteName = parser.value(paletteOption);
-    if (paletteName == QLatin1String("dark") || paletteName == QLatin1String("light")) {
-        // Fusion draws every widget from the palette; the platform style may not.
-        QApplication::setStyle(QStyleFactory::create(QStringLiteral("Fusion")));
-        QApplication::setPalette(
-            paletteName == QLatin1String("dark") ? darkPalette() : QApplication::style()->standardPalette());
-    } else if (paletteName != QLatin1String("system")) {
-        qCritical(
-            "tollgate-dashboard: --palette must be system, light or dark (got %s)", qPrintable(paletteName));
-        return 2;
+    // --palette is for this run; without it, the theme chosen in Settings.
+    std::optional<tollgate::ui::Theme::Kind> theme;
+    if (parser.isSet(paletteOption)) {
+        theme = tollgate::ui::Theme::parse(parser.value(paletteOption));
+        if (!theme) {
+            qCritical("tollgate-dashboard: --palette must be system, light or dark (got %s)",
+                qPrintable(parser.value(paletteOption)));
+            return 2;
+        }
+    } else {
+        theme = tollgate::ui::DashboardSettings(parser.value(settingsOption)).theme();
     }
+    tollgate::ui::Theme::apply(*theme);
     QSize size;
     if (parser.isSet(sizeOption)) {
         const auto m
@@ -132,7 +102,8 @@ int main(int argc, char** argv)
         explicitHome = parser.value(homeOption).toStdString();
     auto home = tollgate::HomeSpec::resolve(explicitHome);
     if (!home) {
-        qCritical("tollgate-dashboard: %s", tollgate::TextSanitizer::clean(home.error().describe(), 2000).c_str());
+        qCritical(
+            "tollgate-dashboard: %s", tollgate::TextSanitizer::clean(home.error().describe(), 2000).c_str());
         return 2;
     }
     tollgate::ui::DashboardOptions options;

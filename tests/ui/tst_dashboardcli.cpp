@@ -9,6 +9,7 @@
 #include <QImage>
 #include <QLibraryInfo>
 #include <QProcess>
+#include <QSettings>
 #include <QProcessEnvironment>
 #include <QStandardPaths>
 #include <QStringList>
@@ -38,6 +39,7 @@ private Q_SLOTS:
     void qtFailingOnAnAnsweringDisplayIsPlainToo();
     void runScriptSaysTheSameWithoutDisplay();
     void screenshotSizeAndPalette();
+    void theThemeChosenInSettingsIsUsedUnlessPaletteSaysOtherwise();
     void badSizeOrPaletteIsAUsageError();
 };
 
@@ -472,6 +474,46 @@ void TestDashboardCli::screenshotSizeAndPalette()
             light = qGray(dark.pixel(x, y)) > 200;
     }
     QVERIFY(light);
+}
+
+void TestDashboardCli::theThemeChosenInSettingsIsUsedUnlessPaletteSaysOtherwise()
+{
+    QTemporaryDir dir;
+    const QString ini = dir.path() + QStringLiteral("/dashboard.ini");
+    {
+        QFile f(ini);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("[window]\ntheme=dark\n");
+    }
+    auto shootGray = [&dir, &ini](const QStringList& extra) {
+        const QString png = dir.path() + QStringLiteral("/shot.png");
+        QFile::remove(png);
+        QProcess p;
+        startDashboard(QStringList { QStringLiteral("--home"), dir.path() + QStringLiteral("/home"),
+                           QStringLiteral("--settings"), ini, QStringLiteral("--size"), QStringLiteral("800x600"),
+                           QStringLiteral("--screenshot"), png }
+                + extra,
+            p);
+        if (!p.waitForFinished(60000) || p.exitCode() != 0)
+            return -1;
+        const QImage img(png);
+        qint64 sum = 0;
+        qint64 n = 0;
+        for (int y = 0; y < img.height(); y += 7) {
+            for (int x = 0; x < img.width(); x += 7) {
+                sum += qGray(img.pixel(x, y));
+                ++n;
+            }
+        }
+        return n > 0 ? int(sum / n) : -1;
+    };
+    const int chosen = shootGray({});
+    QVERIFY2(chosen >= 0 && chosen < 90, qPrintable(QString::number(chosen)));
+    // --palette is for this run only: the window is light, and Settings still say dark.
+    const int light = shootGray({ QStringLiteral("--palette"), QStringLiteral("light") });
+    QVERIFY2(light > 160, qPrintable(QString::number(light)));
+    QSettings saved(ini, QSettings::IniFormat);
+    QCOMPARE(saved.value(QStringLiteral("window/theme")).toString(), QStringLiteral("dark"));
 }
 
 void TestDashboardCli::badSizeOrPaletteIsAUsageError()
