@@ -5,7 +5,9 @@
 #include <QAbstractProxyModel>
 #include <QEvent>
 #include <QHeaderView>
+#include <QHelpEvent>
 #include <QScrollBar>
+#include <QToolTip>
 #include <algorithm>
 
 namespace tollgate::ui {
@@ -82,6 +84,20 @@ void KeyedTableView::freezeRows(bool on)
 bool KeyedTableView::eventFilter(QObject* watched, QEvent* event)
 {
     if (watched == viewport()) {
+        if (event->type() == QEvent::Resize && !m_need.isEmpty())
+            layoutColumns();
+        if (event->type() == QEvent::ToolTip) {
+            // A cell narrowed by the layout shows its whole text on hover, unless the model
+            // has a tooltip of its own.
+            const auto* help = static_cast<QHelpEvent*>(event);
+            const QModelIndex index = indexAt(help->pos());
+            if (index.isValid() && !index.data(Qt::ToolTipRole).isValid()
+                && sizeHintForIndex(index).width() > columnWidth(index.column())) {
+                QToolTip::showText(
+                    help->globalPos(), index.data(Qt::DisplayRole).toString(), viewport(), visualRect(index));
+                return true;
+            }
+        }
         if (event->type() == QEvent::Enter && !m_hovered) {
             m_hovered = true;
             freezeRows(true);
@@ -170,11 +186,8 @@ void KeyedTableView::fitColumns()
     const QList<int> sample = fitSample();
     QHeaderView* header = horizontalHeader();
     const int columns = m->columnCount(rootIndex());
-    m_fitting = true;
     for (int c = 0; c < columns; ++c) {
-        // The stretched last section takes the rest anyway.
-        if (m_userSized.contains(c) || isColumnHidden(c)
-            || (header->stretchLastSection() && header->visualIndex(c) == columns - 1))
+        if (m_userSized.contains(c) || isColumnHidden(c))
             continue;
         int width = header->sectionSizeHint(c);
         for (int r : sample) {
@@ -182,9 +195,60 @@ void KeyedTableView::fitColumns()
             ++m_cellsMeasured;
             width = std::max(width, sizeHintForIndex(index).width() + (showGrid() ? 1 : 0));
         }
-        width = std::min(width, MAX_FIT_WIDTH);
-        if (width > header->sectionSize(c))
-            header->resizeSection(c, width);
+        m_need[c] = std::max(m_need.value(c), std::min(width, MAX_FIT_WIDTH));
+    }
+    layoutColumns();
+}
+
+void KeyedTableView::layoutColumns()
+{
+    QHeaderView* header = horizontalHeader();
+    const int columns = header->count();
+    int room = viewport()->width();
+    QList<int> flex;
+    qint64 needs = 0;
+    for (int c = 0; c < columns; ++c) {
+        if (isColumnHidden(c))
+            continue;
+        if (m_userSized.contains(c) || !m_need.contains(c)) {
+            room -= header->sectionSize(c);
+            continue;
+        }
+        flex.append(c);
+        needs += m_need.value(c);
+    }
+    if (flex.isEmpty() || room <= 0)
+        return;
+    QHash<int, int> width;
+    if (needs <= room) {
+        // Spare width in equal shares (a long value already has its need); the last column
+        // takes the rounding.
+        const qint64 share = (room - needs) / flex.size();
+        int given = 0;
+        for (int c : std::as_const(flex)) {
+            width[c] = m_need.value(c) + static_cast<int>(share);
+            given += width[c];
+        }
+        width[flex.last()] += room - given;
+    } else {
+        // Each column gives way in proportion to what it has above its floor.
+        QHash<int, int> floor;
+        qint64 slack = 0;
+        for (int c : std::as_const(flex)) {
+            floor[c] = std::min(m_need.value(c), std::max(header->sectionSizeHint(c), MIN_GIVE_WIDTH));
+            slack += m_need.value(c) - floor[c];
+        }
+        const qint64 excess = needs - room;
+        for (int c : std::as_const(flex)) {
+            const qint64 give = slack <= excess ? m_need.value(c) - floor[c]
+                                                : ((m_need.value(c) - floor[c]) * excess + slack - 1) / slack;
+            width[c] = m_need.value(c) - static_cast<int>(give);
+        }
+    }
+    m_fitting = true;
+    for (int c : std::as_const(flex)) {
+        if (header->sectionSize(c) != width[c])
+            header->resizeSection(c, width[c]);
     }
     m_fitting = false;
 }
@@ -224,6 +288,7 @@ void KeyedTableView::setModel(QAbstractItemModel* model)
     connect(model, &QAbstractItemModel::modelReset, this, &KeyedTableView::scheduleFit);
     connect(model, &QAbstractItemModel::layoutChanged, this, &KeyedTableView::scheduleFit);
     m_userSized.clear();
+    m_need.clear();
     scheduleFit();
     connect(model, &QAbstractItemModel::rowsInserted, this, [this] {
         if (m_followsEnd && m_following) {

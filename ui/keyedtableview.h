@@ -15,14 +15,19 @@
 // ResizeToContents (which measures every cell of every row on each change), and rows have one
 // fixed height. Widths are fitted to their content from a bounded sample — the header, the
 // rows in view and the last rows, at most FIT_SAMPLE_ROWS — once rows arrive, vanish or the
-// model is reset, at most once per FIT_INTERVAL_MS, never on dataChanged (a tick). A fit only
-// widens a column (no jitter while values flicker), up to MAX_FIT_WIDTH; a column the user
-// resized (with the mouse on the header) is left alone. The last column stretches.
+// model is reset, at most once per FIT_INTERVAL_MS, never on dataChanged (a tick). A column's
+// need only grows (no jitter while values flicker), up to MAX_FIT_WIDTH. The widths then fill
+// the view exactly: spare width is shared in equal parts (no one column takes it all),
+// and when the needs do not fit, the wider columns give way (their text elides, the full text
+// is in the tooltip) down to their header's width, so every column stays on screen before a
+// horizontal scroll bar is needed. That layout is redone, without measuring, whenever the
+// view's width changes. A column the user resized (with the mouse on the header) is left alone.
 //
 // Time-derived columns (KeyedTableModel::liveColumnChanged, e.g. ages) are repainted in
 // place: only the visible cells of the column are asked for their text.
 
 #include <QElapsedTimer>
+#include <QHash>
 #include <QList>
 #include <QPair>
 #include <QPointer>
@@ -40,6 +45,8 @@ public:
     static constexpr int FIT_SAMPLE_ROWS = 40;
     static constexpr int FIT_INTERVAL_MS = 1000;
     static constexpr int MAX_FIT_WIDTH = 420;
+    // A column that gives way keeps at least its header's width, and at least this.
+    static constexpr int MIN_GIVE_WIDTH = 48;
 
     explicit KeyedTableView(QWidget* parent = nullptr);
     ~KeyedTableView() override; // thaws its model (which may outlive it)
@@ -81,6 +88,7 @@ protected:
 private:
     void repaintColumn(int sourceColumn);
     void scheduleFit();
+    void layoutColumns();
     [[nodiscard]] QList<int> fitSample() const;
     void onCurrentChanged(const QModelIndex& current);
     void restoreSelection();
@@ -98,6 +106,7 @@ private:
     bool m_fitting = false;
     bool m_headerPressed = false;
     QSet<int> m_userSized; // logical columns the user resized
+    QHash<int, int> m_need; // logical column -> widest content measured (high-water mark)
     int m_fits = 0;
     quint64 m_cellsMeasured = 0;
     int m_freezes = 0;

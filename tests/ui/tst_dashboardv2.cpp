@@ -79,6 +79,7 @@ private Q_SLOTS:
     void windowFitClampsOntoTheScreen();
     void savedGeometryIsClampedOntoASmallerScreen();
     void windowFitsA1280x720Screen();
+    void everyColumnIsOnScreenAt1280AndNoneTakesTheRestAt1920();
     void splittersAndHiddenPanelsAreRemembered();
 
     // Events.
@@ -890,6 +891,62 @@ void TestDashboardV2::windowFitsA1280x720Screen()
     const int rowBottom = providers->rowViewportPosition(0) + providers->rowHeight(0);
     QVERIFY2(rowBottom <= providers->viewport()->height(),
         qPrintable(QStringLiteral("%1 > %2").arg(rowBottom).arg(providers->viewport()->height())));
+}
+
+void TestDashboardV2::everyColumnIsOnScreenAt1280AndNoneTakesTheRestAt1920()
+{
+    // Issue 28: at 1280 maximised the Waiting and Paused columns needed a horizontal scroll and
+    // the holders' state column was off screen; at 1920 the Paused column took all spare width.
+    ProviderLimits limits = defaultLimits();
+    limits.tokens = 90000;
+    makeHome(limits);
+    QVERIFY(m_limiter->pause("api", "nightly re-index of the search cluster", "test"));
+    writeLock(m_locks + QStringLiteral("/mine.lock"), ProcessProbe::selfPid(), m_clock.unixSeconds(),
+        "a caller with a long tag");
+    OPEN_WINDOW(w);
+    auto* providers = w.findChild<KeyedTableView*>(QStringLiteral("providersView"));
+    auto* holders = w.findChild<KeyedTableView*>(QStringLiteral("holdersView"));
+    QTRY_VERIFY_WITH_TIMEOUT(
+        providers->model()->rowCount() == 1 && holders->model()->rowCount() == 1, TIMEOUT_MS);
+    auto columnsEnd = [](KeyedTableView* v, int upTo) {
+        v->fitColumns();
+        QCoreApplication::processEvents();
+        return v->columnViewportPosition(upTo) + v->columnWidth(upTo);
+    };
+    w.resize(1280, 690);
+    w.resetLayout();
+    QTRY_COMPARE(w.size(), QSize(1280, 690));
+    const int lastProvidersColumn = providers->model()->columnCount() - 1;
+    QTRY_VERIFY2(columnsEnd(providers, lastProvidersColumn) <= providers->viewport()->width(),
+        qPrintable(QStringLiteral("%1 > %2")
+                       .arg(columnsEnd(providers, lastProvidersColumn))
+                       .arg(providers->viewport()->width())));
+    QCOMPARE(providers->horizontalScrollBar()->maximum(), 0);
+    QTRY_VERIFY2(columnsEnd(holders, HoldersModel::Health) <= holders->viewport()->width(),
+        qPrintable(QStringLiteral("%1 > %2")
+                       .arg(columnsEnd(holders, HoldersModel::Health))
+                       .arg(holders->viewport()->width())));
+    // A value that had to give way is whole in its tooltip.
+    const QModelIndex paused = providers->model()->index(0, ProvidersModel::Paused);
+    QVERIFY(paused.data().toString().contains(QStringLiteral("nightly re-index of the search cluster")));
+
+    // At 1920 the spare width is shared in equal parts: no column takes most of it.
+    w.resize(1920, 1050);
+    QTRY_COMPARE(w.size(), QSize(1920, 1050));
+    columnsEnd(providers, lastProvidersColumn);
+    QTRY_COMPARE(columnsEnd(providers, lastProvidersColumn), providers->viewport()->width());
+    QHeaderView* header = providers->horizontalHeader();
+    int least = INT_MAX;
+    int most = 0;
+    for (int c = 0; c <= lastProvidersColumn; ++c) {
+        const int need = std::min(KeyedTableView::MAX_FIT_WIDTH,
+            std::max(header->sectionSizeHint(c),
+                providers->sizeHintForIndex(providers->model()->index(0, c)).width() + 1));
+        least = std::min(least, providers->columnWidth(c) - need);
+        most = std::max(most, providers->columnWidth(c) - need);
+    }
+    QVERIFY2(least > 0 && most - least <= lastProvidersColumn + 1,
+        qPrintable(QStringLiteral("extra width from %1 to %2 px").arg(least).arg(most)));
 }
 
 void TestDashboardV2::splittersAndHiddenPanelsAreRemembered()
