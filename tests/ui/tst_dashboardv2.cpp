@@ -36,7 +36,9 @@
 #include <QMenuBar>
 #include <QPushButton>
 #include <QScreen>
+#include <QHelpEvent>
 #include <QScrollBar>
+#include <QToolTip>
 #include <QSignalSpy>
 #include <QSplitter>
 #include <QTemporaryDir>
@@ -929,6 +931,14 @@ void TestDashboardV2::everyColumnIsOnScreenAt1280AndNoneTakesTheRestAt1920()
     // A value that had to give way is whole in its tooltip.
     const QModelIndex paused = providers->model()->index(0, ProvidersModel::Paused);
     QVERIFY(paused.data().toString().contains(QStringLiteral("nightly re-index of the search cluster")));
+    const QRect cell = providers->visualRect(paused);
+    QVERIFY2(providers->sizeHintForIndex(paused).width() > cell.width(), "the pause reason was not elided");
+    QHelpEvent tip(QEvent::ToolTip, cell.center(), providers->viewport()->mapToGlobal(cell.center()));
+    QCoreApplication::sendEvent(providers->viewport(), &tip);
+    QTRY_VERIFY(QToolTip::isVisible());
+    QVERIFY2(QToolTip::text().contains(QStringLiteral("nightly re-index of the search cluster")),
+        qPrintable(QToolTip::text()));
+    QToolTip::hideText();
 
     // At 1920 the spare width is shared in equal parts: no column takes most of it.
     w.resize(1920, 1050);
