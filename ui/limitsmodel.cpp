@@ -38,7 +38,8 @@ constexpr CountColumn COUNT_COLUMNS[] = {
         "output_tokens" },
     { LimitsModel::RequestsPerDay, LimitField::Requests, "--requests-per-day", "requests per day" },
     { LimitsModel::TokensPerDay, LimitField::Tokens, "--tokens-per-day", "tokens per day" },
-    { LimitsModel::InputTokensPerDay, LimitField::InputTokens, "--input-tokens-per-day", "input tokens per day" },
+    { LimitsModel::InputTokensPerDay, LimitField::InputTokens, "--input-tokens-per-day",
+        "input tokens per day" },
     { LimitsModel::OutputTokensPerDay, LimitField::OutputTokens, "--output-tokens-per-day",
         "output tokens per day" },
     { LimitsModel::Parallel, LimitField::Parallel, "--parallel", "parallel" },
@@ -86,7 +87,9 @@ template <class Limits> auto slotOf(Limits& l, int column) -> decltype(&l.reques
 
 bool providerOnly(int column)
 {
-    return column == LimitsModel::DayResets || column == LimitsModel::Parallel || column == LimitsModel::Headroom
+    return column == LimitsModel::DayResets || column == LimitsModel::Parallel
+        || column == LimitsModel::Headroom || column == LimitsModel::BackoffBase
+        || column == LimitsModel::BackoffCap || column == LimitsModel::MaxHold
         || column == LimitsModel::Learn;
 }
 
@@ -115,8 +118,9 @@ KeyedTableModel::Cell countCell(
     c.insert(Qt::EditRole, QString::number(*given));
     QStringList tip;
     if (learned) {
-        tip.append(QObject::tr("From the provider: its answers' rate-limit headers set this limit (learning is on). "
-                               "Edit it to make it yours."));
+        tip.append(
+            QObject::tr("From the provider: its answers' rate-limit headers set this limit (learning is on). "
+                        "Edit it to make it yours."));
         QFont italic;
         italic.setItalic(true);
         c.insert(Qt::FontRole, italic);
@@ -124,8 +128,10 @@ KeyedTableModel::Cell countCell(
     if (headroom != 100) {
         ProviderLimits l;
         l.headroomPercent = headroom;
-        tip.append(
-            QObject::tr("%1 %2 after %3% headroom").arg(l.effective(*given)).arg(QLatin1String(unit)).arg(headroom));
+        tip.append(QObject::tr("%1 %2 after %3% headroom")
+                       .arg(l.effective(*given))
+                       .arg(QLatin1String(unit))
+                       .arg(headroom));
     }
     if (!tip.isEmpty())
         c.insert(Qt::ToolTipRole, tip.join(QLatin1Char('\n')));
@@ -167,10 +173,11 @@ bool isNone(const QString& t)
 } // namespace
 
 LimitsModel::LimitsModel(QObject* parent)
-    : KeyedTableModel({ tr("Provider"), tr("Class"), tr("Models"), tr("Requests"), tr("Tokens"),
-                          tr("Input tokens"), tr("Output tokens"), tr("Window"), tr("Requests/day"),
-                          tr("Tokens/day"), tr("Input/day"), tr("Output/day"), tr("Day resets"),
-                          tr("Parallel"), tr("Headroom %"), tr("Follows provider") },
+    : KeyedTableModel(
+        { tr("Provider"), tr("Class"), tr("Models"), tr("Requests"), tr("Tokens"), tr("Input tokens"),
+            tr("Output tokens"), tr("Window"), tr("Requests/day"), tr("Tokens/day"), tr("Input/day"),
+            tr("Output/day"), tr("Day resets"), tr("Parallel"), tr("Headroom %"), tr("Backoff from"),
+            tr("Backoff up to"), tr("Max hold"), tr("Follows provider") },
         parent)
 {
 }
@@ -215,8 +222,8 @@ void LimitsModel::rebuild()
         row.cells[Models] = text(QString());
         for (const CountColumn& c : COUNT_COLUMNS) {
             const auto* v = slotOf(l, c.column);
-            row.cells[c.column]
-                = countCell(*v, l.headroomPercent, c.unit, c.learnKey && LearnedLimits::isLearned(l.learned, c.learnKey));
+            row.cells[c.column] = countCell(
+                *v, l.headroomPercent, c.unit, c.learnKey && LearnedLimits::isLearned(l.learned, c.learnKey));
         }
         row.cells[Window] = windowCell(l.windowMs);
         auto reset = text(qs(l.dayReset.text()));
@@ -228,6 +235,19 @@ void LimitsModel::rebuild()
         auto headroom = text(QString::number(l.headroomPercent), static_cast<qlonglong>(l.headroomPercent));
         headroom.insert(Qt::EditRole, QString::number(l.headroomPercent));
         row.cells[Headroom] = headroom;
+        auto timed = [](std::int64_t ms, const QString& tip) {
+            auto cell = windowCell(ms);
+            cell.insert(Qt::ToolTipRole, tip);
+            return cell;
+        };
+        row.cells[BackoffBase] = timed(l.backoffBaseMs,
+            tr("After a 429 every caller waits this long (unless the provider names the time); each 429 in a "
+               "row doubles it (--backoff-base)"));
+        row.cells[BackoffCap]
+            = timed(l.backoffCapMs, tr("The doubled backoff stops growing here (--backoff-cap)"));
+        row.cells[MaxHold] = timed(l.maxHoldMs,
+            tr("A slot held longer than this is shown as overdue, and a dead holder's slot is reclaimed "
+               "(--max-hold)"));
         auto learn = text(l.learn ? tr("yes") : tr("no"), l.learn ? 1 : 0);
         learn.insert(Qt::CheckStateRole, l.learn ? Qt::Checked : Qt::Unchecked);
         learn.insert(Qt::ToolTipRole,
@@ -259,7 +279,8 @@ void LimitsModel::rebuild()
                         col.learnKey && LearnedLimits::isLearned(m.learned, col.learnKey));
             }
             c.cells[Window] = windowCell(m.windowMs);
-            for (int column : { int(DayResets), int(Parallel), int(Headroom), int(Learn) }) {
+            for (int column : { int(DayResets), int(Parallel), int(Headroom), int(BackoffBase),
+                     int(BackoffCap), int(MaxHold), int(Learn) }) {
                 auto cell = text(inherited);
                 cell.insert(Qt::ForegroundRole, QBrush(QPalette().color(QPalette::Disabled, QPalette::Text)));
                 c.cells[column] = cell;
@@ -327,7 +348,8 @@ bool LimitsModel::setData(const QModelIndex& index, const QVariant& value, int r
     return request(provider, *current, edited);
 }
 
-bool LimitsModel::apply(ProviderLimits& edited, ModelLimits* cls, int column, const QString& typed, QString& refusal)
+bool LimitsModel::apply(
+    ProviderLimits& edited, ModelLimits* cls, int column, const QString& typed, QString& refusal)
 {
     const QString raw = typed.trimmed();
     if (const CountColumn* c = countColumn(column)) {
@@ -391,6 +413,39 @@ bool LimitsModel::apply(ProviderLimits& edited, ModelLimits* cls, int column, co
         edited.headroomPercent = *checked;
         return true;
     }
+    case BackoffBase:
+    case BackoffCap:
+    case MaxHold: {
+        if (cls)
+            return false;
+        struct Timed
+        {
+            LimitField field;
+            const char* option;
+            std::int64_t ProviderLimits::*slot;
+        };
+        const Timed t = column == BackoffBase
+            ? Timed { LimitField::BackoffBaseSeconds, "--backoff-base", &ProviderLimits::backoffBaseMs }
+            : column == BackoffCap
+            ? Timed { LimitField::BackoffCapSeconds, "--backoff-cap", &ProviderLimits::backoffCapMs }
+            : Timed { LimitField::MaxHoldSeconds, "--max-hold", &ProviderLimits::maxHoldMs };
+        QString number = raw;
+        if (number.endsWith(QLatin1Char('s')))
+            number = number.chopped(1).trimmed(); // "60 s", as the cell shows it
+        bool ok = false;
+        const double s = number.toDouble(&ok);
+        if (!ok) {
+            refusal = tr("%1 must be a number of seconds (got \"%2\")").arg(QLatin1String(t.option), raw);
+            return false;
+        }
+        auto ms = QuotaLimits::check(t.field, s, t.option);
+        if (!ms) {
+            refusal = qs(ms.error().message);
+            return false;
+        }
+        edited.*t.slot = *ms;
+        return true;
+    }
     case DayResets: {
         if (cls)
             return false;
@@ -413,7 +468,8 @@ bool LimitsModel::apply(ProviderLimits& edited, ModelLimits* cls, int column, co
     return false;
 }
 
-bool LimitsModel::request(const QString& provider, const ProviderLimits& current, const ProviderLimits& edited)
+bool LimitsModel::request(
+    const QString& provider, const ProviderLimits& current, const ProviderLimits& edited)
 {
     if (auto valid = QuotaLimits::validate(provider.toStdString(), edited); !valid) {
         Q_EMIT editRefused(provider, qs(valid.error().message));

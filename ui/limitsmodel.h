@@ -3,7 +3,8 @@
 // LimitsModel: every limit of every provider, in the provider's own terms — one row per
 // provider and one per model class under it (key "provider" or "provider/class": '/' is never
 // in a name) with requests, tokens, input and output tokens per window and per day, the
-// window, the day reset, parallel calls, headroom and a class's model patterns. Fed from the
+// window, the day reset, parallel calls, headroom, the 429 backoff's base and cap, the
+// longest hold of a slot, and a class's model patterns. Fed from the
 // snapshots' limits (rows updated by difference; a snapshot whose limits did not change
 // changes nothing). Every cell a scope has is editable in place; an edit is checked with the
 // core's own rules — QuotaLimits::check for a value (named as the CLI names its option, so the
@@ -42,6 +43,9 @@ public:
         DayResets,
         Parallel,
         Headroom,
+        BackoffBase, // the first 429's backoff, seconds (doubles up to BackoffCap)
+        BackoffCap,
+        MaxHold, // a slot held longer is overdue, seconds
         Learn, // the provider's `learn`: unset per-window limits follow the provider's (checkable)
         ColumnCount
     };
@@ -85,7 +89,8 @@ private:
     bool request(const QString& provider, const ProviderLimits& current, const ProviderLimits& edited);
     // Sets one column's value, as typed, in the provider's limits or (cls) one class's; false
     // with the core's words in `refusal` when the value is refused.
-    static bool apply(ProviderLimits& edited, ModelLimits* cls, int column, const QString& raw, QString& refusal);
+    static bool apply(
+        ProviderLimits& edited, ModelLimits* cls, int column, const QString& raw, QString& refusal);
 
     QuotaLimits m_limits;
     bool m_fed = false;

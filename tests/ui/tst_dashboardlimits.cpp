@@ -49,6 +49,7 @@ private Q_SLOTS:
     void editingAPerDayLimitAndTheDayReset();
     void editingAClassAndItsPatterns();
     void invalidValuesAreRefusedWithTheCoresWords();
+    void backoffAndMaxHoldAreEditedAsTheCliSetsThem();
     void addAndRemoveAClassFromTheWindow();
 
 private:
@@ -101,7 +102,8 @@ AdmitRequest call(std::int64_t input, std::int64_t output, const std::string& mo
 }
 
 // A snapshot as the observer hands it over, built with the limiter's own policy functions.
-DashboardSnapshot snapshotWith(const ProviderLimits& l, const std::vector<std::pair<std::int64_t, AdmitRequest>>& calls)
+DashboardSnapshot snapshotWith(
+    const ProviderLimits& l, const std::vector<std::pair<std::int64_t, AdmitRequest>>& calls)
 {
     DashboardSnapshot s;
     s.hasState = true;
@@ -162,19 +164,24 @@ void TestDashboardLimits::tilesShowInputOutputAndPerDayBudgets()
     const QStringList& d = r->details;
     QVERIFY2(has(d, QStringLiteral("8 / 10 requests left per 32 s")), qPrintable(d.join(QLatin1Char('|'))));
     QVERIFY2(has(d, QStringLiteral("600 / 1,000 input tokens left")), qPrintable(d.join(QLatin1Char('|'))));
-    QVERIFY2(has(d, QStringLiteral("0 / 500 output tokens left, more in 31 s")), qPrintable(d.join(QLatin1Char('|'))));
+    QVERIFY2(has(d, QStringLiteral("0 / 500 output tokens left, more in 31 s")),
+        qPrintable(d.join(QLatin1Char('|'))));
     // Per day, then when the calendar day starts afresh.
     QVERIFY2(has(d, QStringLiteral("98 / 100 requests left today")), qPrintable(d.join(QLatin1Char('|'))));
     QVERIFY2(has(d, QStringLiteral("day resets in 22 h 13 min")), qPrintable(d.join(QLatin1Char('|'))));
-    QVERIFY2(has(d, QStringLiteral("1,500 / 2,000 output tokens left today")), qPrintable(d.join(QLatin1Char('|'))));
+    QVERIFY2(has(d, QStringLiteral("1,500 / 2,000 output tokens left today")),
+        qPrintable(d.join(QLatin1Char('|'))));
     // The class: its tightest budget in the tile, every budget and its patterns in the tooltip.
-    QVERIFY2(has(d, QStringLiteral("class opus: 3 / 4 requests left per 32 s")), qPrintable(d.join(QLatin1Char('|'))));
+    QVERIFY2(has(d, QStringLiteral("class opus: 3 / 4 requests left per 32 s")),
+        qPrintable(d.join(QLatin1Char('|'))));
     QVERIFY2(r->tooltip.contains(QStringLiteral("class opus (claude-opus-4*): 1/4 requests per 32 s")),
         qPrintable(r->tooltip));
     // The tooltip says it as `tollgate status` does: used/limit.
-    QVERIFY2(r->tooltip.contains(QStringLiteral("2/10 requests, 400/1,000 input tokens, 500/500 output tokens per 32 s")),
+    QVERIFY2(r->tooltip.contains(
+                 QStringLiteral("2/10 requests, 400/1,000 input tokens, 500/500 output tokens per 32 s")),
         qPrintable(r->tooltip));
-    QVERIFY2(r->tooltip.contains(QStringLiteral("2/100 requests, 500/2,000 output tokens today (resets at 00:00, in 22 h 13 min)")),
+    QVERIFY2(r->tooltip.contains(QStringLiteral(
+                 "2/100 requests, 500/2,000 output tokens today (resets at 00:00, in 22 h 13 min)")),
         qPrintable(r->tooltip));
     // The tile shows what the model says, every line of it.
     const QString tile = panel.tileText(QStringLiteral("api"));
@@ -200,8 +207,9 @@ void TestDashboardLimits::tileOfARollingDayAndAFullBudget()
     QCOMPARE(r->level, CapacityModel::Level::Blocked);
     // A rolling day: "in 24 h", and a full budget says when the oldest call leaves the day.
     // (A rolling day counts in buckets: when the oldest leaves is a bucket's end, within 24 h.)
-    const auto full = std::find_if(r->details.cbegin(), r->details.cend(),
-        [](const QString& line) { return line.startsWith(QStringLiteral("0 / 2 requests left in 24 h, more in ")); });
+    const auto full = std::find_if(r->details.cbegin(), r->details.cend(), [](const QString& line) {
+        return line.startsWith(QStringLiteral("0 / 2 requests left in 24 h, more in "));
+    });
     QVERIFY2(full != r->details.cend(), qPrintable(r->details.join(QLatin1Char('|'))));
     QVERIFY2(full->contains(QStringLiteral(" h ")), qPrintable(*full));
     QVERIFY2(has(r->details, QStringLiteral("4,980 / 5,000 input tokens left in 24 h")),
@@ -234,8 +242,8 @@ void TestDashboardLimits::tilesLayOutTheirTextFullyAt1280x720()
     w.resetLayout();
     auto* panel = w.findChild<CapacityPanel*>(QStringLiteral("capacityPanel"));
     QTRY_COMPARE_WITH_TIMEOUT(panel->providers().size(), 3, TIMEOUT_MS);
-    QTRY_VERIFY_WITH_TIMEOUT(panel->tileText(QStringLiteral("api")).contains(QStringLiteral("output tokens left")),
-        TIMEOUT_MS);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        panel->tileText(QStringLiteral("api")).contains(QStringLiteral("output tokens left")), TIMEOUT_MS);
     QApplication::processEvents();
     auto* viewport = panel->findChild<QScrollArea*>()->viewport();
     for (QFrame* tile : panel->findChildren<QFrame*>(QStringLiteral("capacityTile"))) {
@@ -252,7 +260,8 @@ void TestDashboardLimits::tilesLayOutTheirTextFullyAt1280x720()
         for (QLabel* label : tile->findChildren<QLabel*>()) {
             if (!label->isVisible())
                 continue;
-            QVERIFY2(label->width() >= label->sizeHint().width() && label->height() >= label->sizeHint().height(),
+            QVERIFY2(
+                label->width() >= label->sizeHint().width() && label->height() >= label->sizeHint().height(),
                 qPrintable(QStringLiteral("%1: %2x%3 < %4x%5")
                                .arg(label->text())
                                .arg(label->width())
@@ -281,7 +290,9 @@ void TestDashboardLimits::classIsShownWithItsPatterns()
     const int opus = model.rowOf(QStringLiteral("api/opus"));
     const int haiku = model.rowOf(QStringLiteral("api/claude-haiku"));
     QVERIFY(p >= 0 && opus >= 0 && haiku >= 0);
-    auto cell = [&](int row, int column, int role = Qt::DisplayRole) { return model.index(row, column).data(role).toString(); };
+    auto cell = [&](int row, int column, int role = Qt::DisplayRole) {
+        return model.index(row, column).data(role).toString();
+    };
     QCOMPARE(cell(opus, LimitsModel::Class), QStringLiteral("opus"));
     QCOMPARE(cell(opus, LimitsModel::Models), QStringLiteral("claude-opus-4*, claude-opus-5*"));
     QCOMPARE(cell(opus, LimitsModel::Requests), QStringLiteral("10"));
@@ -329,7 +340,8 @@ void TestDashboardLimits::editingInputTokensKeepsEverythingElse()
     QVERIFY(actions.wait(TIMEOUT_MS));
     const ActionResult r = actions.takeFirst().at(0).value<ActionResult>();
     QVERIFY2(r.ok, qPrintable(r.message));
-    QVERIFY2(r.message.contains(QStringLiteral("input tokens per window 30000 → 36000")), qPrintable(r.message));
+    QVERIFY2(
+        r.message.contains(QStringLiteral("input tokens per window 30000 → 36000")), qPrintable(r.message));
     ProviderLimits expected = before;
     expected.inputTokens = 36000;
     QCOMPARE(written(), expected); // every other field, class and pattern exactly as it was
@@ -378,7 +390,8 @@ void TestDashboardLimits::editingAPerDayLimitAndTheDayReset()
         model->index(row, LimitsModel::RequestsPerDay).data().toString(), QStringLiteral("6000"), TIMEOUT_MS);
 
     // The day reset: a calendar day in another zone, then rolling.
-    QVERIFY(model->setData(model->index(row, LimitsModel::DayResets), QStringLiteral("00:00@America/Los_Angeles")));
+    QVERIFY(model->setData(
+        model->index(row, LimitsModel::DayResets), QStringLiteral("00:00@America/Los_Angeles")));
     QVERIFY(actions.wait(TIMEOUT_MS));
     const ActionResult r = actions.takeFirst().at(0).value<ActionResult>();
     QVERIFY2(r.ok, qPrintable(r.message));
@@ -416,9 +429,10 @@ void TestDashboardLimits::editingAClassAndItsPatterns()
     expected.models["opus"].outputTokens = 4000;
     QCOMPARE(written(), expected);
 
-    QTRY_COMPARE_WITH_TIMEOUT(model->index(opus, LimitsModel::OutputTokens).data().toString(), QStringLiteral("4000"),
-        TIMEOUT_MS);
-    QVERIFY(model->setData(model->index(opus, LimitsModel::Models), QStringLiteral(" claude-opus-4* ,claude-opus-6*")));
+    QTRY_COMPARE_WITH_TIMEOUT(
+        model->index(opus, LimitsModel::OutputTokens).data().toString(), QStringLiteral("4000"), TIMEOUT_MS);
+    QVERIFY(model->setData(
+        model->index(opus, LimitsModel::Models), QStringLiteral(" claude-opus-4* ,claude-opus-6*")));
     QVERIFY(actions.wait(TIMEOUT_MS));
     const ActionResult r = actions.takeFirst().at(0).value<ActionResult>();
     QVERIFY2(r.ok, qPrintable(r.message));
@@ -448,7 +462,8 @@ void TestDashboardLimits::invalidValuesAreRefusedWithTheCoresWords()
     // A count out of range or fractional: QuotaLimits::check's words, named as the CLI names it.
     QVERIFY(!model->setData(model->index(row, LimitsModel::InputTokens), QStringLiteral("1.5")));
     QCOMPARE(lastRefusal(),
-        QStringLiteral("api: ") + coreSays(QuotaLimits::check(LimitField::InputTokens, 1.5, "--input-tokens")));
+        QStringLiteral("api: ")
+            + coreSays(QuotaLimits::check(LimitField::InputTokens, 1.5, "--input-tokens")));
     QVERIFY(lastRefusal().contains(QStringLiteral("--input-tokens must be a whole number between 1 and")));
     QVERIFY(!model->setData(model->index(row, LimitsModel::OutputTokensPerDay), QStringLiteral("0")));
     QCOMPARE(lastRefusal(),
@@ -456,10 +471,12 @@ void TestDashboardLimits::invalidValuesAreRefusedWithTheCoresWords()
             + coreSays(QuotaLimits::check(LimitField::OutputTokens, 0, "--output-tokens-per-day")));
     QVERIFY(!model->setData(model->index(opus, LimitsModel::Window), QStringLiteral("604801")));
     QCOMPARE(lastRefusal(),
-        QStringLiteral("api: ") + coreSays(QuotaLimits::check(LimitField::WindowSeconds, 604801, "--window")));
+        QStringLiteral("api: ")
+            + coreSays(QuotaLimits::check(LimitField::WindowSeconds, 604801, "--window")));
     QVERIFY(!model->setData(model->index(row, LimitsModel::Headroom), QStringLiteral("101")));
     QCOMPARE(lastRefusal(),
-        QStringLiteral("api: ") + coreSays(QuotaLimits::check(LimitField::HeadroomPercent, 101, "--headroom")));
+        QStringLiteral("api: ")
+            + coreSays(QuotaLimits::check(LimitField::HeadroomPercent, 101, "--headroom")));
     QVERIFY(!model->setData(model->index(row, LimitsModel::Requests), QStringLiteral("many")));
     QVERIFY(lastRefusal().contains(QStringLiteral("--requests must be a whole number")));
 
@@ -467,7 +484,8 @@ void TestDashboardLimits::invalidValuesAreRefusedWithTheCoresWords()
     for (const char* bad : { "25:00", "00:00@Mars/Olympus_Mons" }) {
         QVERIFY(!model->setData(model->index(row, LimitsModel::DayResets), QString::fromLatin1(bad)));
         QCOMPARE(lastRefusal(),
-            QStringLiteral("api: --day-resets: ") + QString::fromStdString(DayReset::parse(bad).error().message));
+            QStringLiteral("api: --day-resets: ")
+                + QString::fromStdString(DayReset::parse(bad).error().message));
     }
 
     // A whole the core refuses (QuotaLimits::validate): a day below its window, a bad pattern.
@@ -483,9 +501,11 @@ void TestDashboardLimits::invalidValuesAreRefusedWithTheCoresWords()
 
     // A class or provider left with no limit at all (as `limits set` refuses).
     QVERIFY(model->rowOf(QStringLiteral("solo/x")) >= 0);
-    QVERIFY(!model->setData(model->index(model->rowOf(QStringLiteral("solo/x")), LimitsModel::Requests), QString()));
+    QVERIFY(!model->setData(
+        model->index(model->rowOf(QStringLiteral("solo/x")), LimitsModel::Requests), QString()));
     QVERIFY2(lastRefusal().contains(QStringLiteral("no limit left")), qPrintable(lastRefusal()));
-    QVERIFY(!model->setData(model->index(model->rowOf(QStringLiteral("solo")), LimitsModel::Requests), QString()));
+    QVERIFY(!model->setData(
+        model->index(model->rowOf(QStringLiteral("solo")), LimitsModel::Requests), QString()));
     QVERIFY2(lastRefusal().contains(QStringLiteral("at least one of --requests")), qPrintable(lastRefusal()));
 
     // Nothing reached the worker; limits.json is byte for byte as it was.
@@ -493,6 +513,57 @@ void TestDashboardLimits::invalidValuesAreRefusedWithTheCoresWords()
     QVERIFY(actions.isEmpty());
     QCOMPARE(written(), richLimits());
     QCOMPARE(limitsDigest(), digest);
+}
+
+void TestDashboardLimits::backoffAndMaxHoldAreEditedAsTheCliSetsThem()
+{
+    const ProviderLimits before = richLimits();
+    makeHome(before);
+    START_CONTROLLER(c);
+    LimitsModel* model = c->limits();
+    QSignalSpy actions(c.get(), &DashboardController::actionFinished);
+    QSignalSpy refused(model, &LimitsModel::editRefused);
+    const int row = model->rowOf(QStringLiteral("api"));
+    const int opus = model->rowOf(QStringLiteral("api/opus"));
+    QCOMPARE(model->index(row, LimitsModel::BackoffBase).data().toString(), QStringLiteral("30 s"));
+    QCOMPARE(model->index(row, LimitsModel::BackoffCap).data().toString(), QStringLiteral("600 s"));
+    QCOMPARE(model->index(row, LimitsModel::MaxHold).data().toString(), QStringLiteral("120 s"));
+    // A class has the provider's: shown so, not editable on its row.
+    for (int column : { LimitsModel::BackoffBase, LimitsModel::BackoffCap, LimitsModel::MaxHold })
+        QVERIFY(!(model->flags(model->index(opus, column)) & Qt::ItemIsEditable));
+
+    ProviderLimits expected = before;
+    // (Within half of the old values: a bigger change asks first, as any limit change does.)
+    QVERIFY(model->setData(model->index(row, LimitsModel::BackoffBase), QStringLiteral("40.5")));
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QVERIFY(actions.takeFirst().at(0).value<ActionResult>().ok);
+    expected.backoffBaseMs = 40500;
+    QCOMPARE(written(), expected);
+    QTRY_COMPARE_WITH_TIMEOUT(
+        model->index(row, LimitsModel::BackoffBase).data().toString(), QStringLiteral("40.5 s"), TIMEOUT_MS);
+    QVERIFY(
+        model->setData(model->index(row, LimitsModel::MaxHold), QStringLiteral("150 s"))); // as the cell reads
+    QVERIFY(actions.wait(TIMEOUT_MS));
+    QVERIFY(actions.takeFirst().at(0).value<ActionResult>().ok);
+    expected.maxHoldMs = 150000;
+    QCOMPARE(written(), expected);
+
+    // Out of range: the core's words under the CLI's option name; a base above the cap: validate's.
+    auto lastRefusal = [&] { return refused.isEmpty() ? QString() : refused.last().at(1).toString(); };
+    QVERIFY(!model->setData(model->index(row, LimitsModel::BackoffCap), QStringLiteral("0")));
+    QCOMPARE(lastRefusal(),
+        QStringLiteral("api: ")
+            + QString::fromStdString(
+                QuotaLimits::check(LimitField::BackoffCapSeconds, 0, "--backoff-cap").error().message));
+    QVERIFY(!model->setData(model->index(row, LimitsModel::MaxHold), QStringLiteral("soon")));
+    QVERIFY2(lastRefusal().contains(QStringLiteral("--max-hold must be a number of seconds")),
+        qPrintable(lastRefusal()));
+    ProviderLimits above = expected;
+    above.backoffBaseMs = 1000 * 1000;
+    QVERIFY(!QuotaLimits::validate("api", above));
+    QVERIFY(!model->setData(model->index(row, LimitsModel::BackoffBase), QStringLiteral("1000")));
+    QCOMPARE(lastRefusal(), QString::fromStdString(QuotaLimits::validate("api", above).error().message));
+    QCOMPARE(written(), expected);
 }
 
 void TestDashboardLimits::addAndRemoveAClassFromTheWindow()
