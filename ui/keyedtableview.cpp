@@ -45,6 +45,21 @@ KeyedTableView::KeyedTableView(QWidget* parent)
     });
 }
 
+KeyedTableView* KeyedTableView::create(QWidget* parent, const QString& name)
+{
+    auto* view = new KeyedTableView(parent);
+    view->setObjectName(name);
+    view->setSelectionBehavior(QAbstractItemView::SelectRows);
+    view->setSelectionMode(QAbstractItemView::SingleSelection);
+    view->verticalHeader()->hide();
+    view->verticalHeader()->setDefaultSectionSize(22);
+    view->setAlternatingRowColors(true);
+    view->setWordWrap(false);
+    // The header and a row: a short screen can give the charts and the log the room.
+    view->setMinimumHeight(48);
+    return view;
+}
+
 KeyedTableView::~KeyedTableView()
 {
     while (m_freezes > 0)

@@ -49,6 +49,9 @@ public:
     static constexpr int MIN_GIVE_WIDTH = 48;
 
     explicit KeyedTableView(QWidget* parent = nullptr);
+    // A view as every table of the dashboard has it: whole rows selected one at a time, no row
+    // numbers, one fixed row height, alternating rows, no wrapping, at least a header and a row.
+    [[nodiscard]] static KeyedTableView* create(QWidget* parent, const QString& name);
     ~KeyedTableView() override; // thaws its model (which may outlive it)
 
     void setModel(QAbstractItemModel* model) override;

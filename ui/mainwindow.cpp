@@ -4,16 +4,20 @@
 #include "capacitymodel.h"
 #include "capacitypanel.h"
 #include "chartspan.h"
+#include "chartspanel.h"
 #include "dashboardcontroller.h"
 #include "eventsfiltermodel.h"
 #include "eventsmodel.h"
+#include "eventspanel.h"
 #include "history/historyevent.h"
 #include "holdersmodel.h"
+#include "holderspanel.h"
 #include "keyedtableview.h"
 #include "learnedlimits.h"
 #include "limitsmodel.h"
 #include "pausedialog.h"
 #include "providersmodel.h"
+#include "providerspanel.h"
 #include "ratelimitcallersmodel.h"
 #include "ratelimitchart.h"
 #include "settingsdialog.h"
@@ -61,22 +65,6 @@
 namespace tollgate::ui {
 
 namespace {
-
-KeyedTableView* makeTable(QWidget* parent, const QString& name)
-{
-    auto* view = new KeyedTableView(parent);
-    view->setObjectName(name);
-    view->setSelectionBehavior(QAbstractItemView::SelectRows);
-    view->setSelectionMode(QAbstractItemView::SingleSelection);
-    view->verticalHeader()->hide();
-    view->verticalHeader()->setDefaultSectionSize(22);
-    view->horizontalHeader()->setStretchLastSection(true);
-    view->setAlternatingRowColors(true);
-    view->setWordWrap(false);
-    // The header and a row: a short screen can give the charts and the log the room.
-    view->setMinimumHeight(48);
-    return view;
-}
 
 // The default ClassPromptHandler: a class's name, its model patterns and its first limits.
 std::optional<LimitsModel::NewClass> askNewClass(const QString& provider, QWidget* parent)
@@ -623,235 +611,57 @@ void MainWindow::buildUi()
             menu->exec(global);
         });
 
-    // Usage (and the common limits) in one tab; every limit of every scope — input and output
-    // tokens, per day, the day reset, model classes — in the other. The tabs are the panel's
-    // title: a group box's title line as well would cost a 1280×720 screen another row.
-    auto* providersBox = new QWidget(page);
-    providersBox->setObjectName(QStringLiteral("providersPanel"));
-    auto* providersLayout = new QVBoxLayout(providersBox);
-    providersLayout->setContentsMargins(4, 2, 4, 2);
-    m_providersTabs = new QTabWidget(providersBox);
-    m_providersTabs->setObjectName(QStringLiteral("providersTabs"));
-    m_providersTabs->setDocumentMode(true);
-    auto* editHint = new QLabel(tr("double-click a limit or press F2 to edit it"), m_providersTabs);
-    editHint->setEnabled(false); // a hint, in the palette's quieter colour
-    m_providersTabs->setCornerWidget(editHint, Qt::TopRightCorner);
-    m_providersView = makeTable(m_providersTabs, QStringLiteral("providersView"));
-    m_providersView->setModel(m_controller->providers());
-    m_providersView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
-    auto* bars = new UsageBarDelegate(m_providersView);
-    m_providersView->setItemDelegateForColumn(ProvidersModel::RequestsUsed, bars);
-    m_providersView->setItemDelegateForColumn(ProvidersModel::TokensUsed, bars);
-    m_providersView->setItemDelegateForColumn(ProvidersModel::Slots, bars);
-    m_providersView->horizontalHeader()->setStretchLastSection(true);
-    m_providersView->setContextMenuPolicy(Qt::CustomContextMenu);
-    m_providersTabs->addTab(m_providersView, tr("P&roviders"));
-    m_limitsView = makeTable(m_providersTabs, QStringLiteral("limitsView"));
-    m_limitsView->setModel(m_controller->limits());
-    m_limitsView->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed);
-    m_limitsView->setContextMenuPolicy(Qt::CustomContextMenu);
-    m_limitsView->setToolTip(tr("Every limit of each provider and model class. Double-click or F2 edits a "
-                                "cell (empty: no limit); right-click adds or removes a class."));
-    m_providersTabs->addTab(m_limitsView, tr("&Limits and classes"));
-    providersLayout->addWidget(m_providersTabs);
+    // The panels build their own widgets; the window wires what they ask for to the
+    // controller, its confirmations and the event scope.
+    auto* providersBox = new ProvidersPanel(m_controller->providers(), m_controller->limits(), page);
+    m_providersTabs = providersBox->tabs();
+    m_providersView = providersBox->providersView();
+    m_limitsView = providersBox->limitsView();
     connect(
         m_controller->providers(), &QAbstractItemModel::rowsInserted, this, &MainWindow::fitProvidersView);
     connect(m_controller->providers(), &QAbstractItemModel::rowsRemoved, this, &MainWindow::fitProvidersView);
     connect(m_controller->limits(), &QAbstractItemModel::rowsInserted, this, &MainWindow::fitProvidersView);
     connect(m_controller->limits(), &QAbstractItemModel::rowsRemoved, this, &MainWindow::fitProvidersView);
 
-    auto* charts = new QSplitter(Qt::Horizontal, page);
-    charts->setObjectName(QStringLiteral("chartsSplitter"));
+    auto* charts = new ChartsPanel(m_controller->callerUsage(), m_controller->rateLimitCallers(),
+        m_settings.usageSpanMs(), m_settings.rateLimitSpanMs(), page);
     m_chartsSplitter = charts;
-    auto* usageBox = new QGroupBox(tr("Per-caller usage"), charts);
-    auto* usageLayout = new QVBoxLayout(usageBox);
-    usageLayout->setContentsMargins(4, 4, 4, 4);
-    auto* usageTop = new QHBoxLayout();
-    m_usageKind = new QComboBox(usageBox);
-    m_usageKind->setObjectName(QStringLiteral("usageKind"));
-    m_usageKind->addItem(tr("Requests"));
-    m_usageKind->addItem(tr("Tokens"));
-    auto* showLabel = new QLabel(tr("S&how:"), usageBox);
-    showLabel->setBuddy(m_usageKind);
-    m_usageSpan = makeSpanBox(usageBox, QStringLiteral("usageSpan"), m_settings.usageSpanMs());
-    auto* usageSpanLabel = new QLabel(tr("&Span:"), usageBox);
-    usageSpanLabel->setBuddy(m_usageSpan);
-    m_usageZoomReset = new QPushButton(tr("Reset zoom"), usageBox);
-    m_usageZoomReset->setObjectName(QStringLiteral("usageZoomReset"));
-    m_usageZoomReset->setEnabled(false);
-    usageTop->addWidget(showLabel);
-    usageTop->addWidget(m_usageKind);
-    usageTop->addWidget(usageSpanLabel);
-    usageTop->addWidget(m_usageSpan);
-    usageTop->addWidget(m_usageZoomReset);
-    usageTop->addStretch(1);
-    m_usageChart = new UsageChart(usageBox);
-    m_usageChart->setObjectName(QStringLiteral("usageChart"));
-    m_usageChart->setSpan(m_settings.usageSpanMs());
-    m_callersView = makeTable(usageBox, QStringLiteral("callersView"));
-    m_callersSorted = new QSortFilterProxyModel(this);
-    m_callersSorted->setSourceModel(m_controller->callerUsage());
-    m_callersSorted->setSortRole(KeyedTableModel::SortRole);
-    m_callersSorted->sort(CallerUsageModel::LastHour, Qt::DescendingOrder);
-    m_callersView->setModel(m_callersSorted);
-    m_callersView->setMinimumHeight(1); // folds away under the chart on a short screen
-    m_callersView->setItemDelegateForColumn(CallerUsageModel::Share, new UsageBarDelegate(m_callersView));
-    m_callersView->horizontalHeader()->setStretchLastSection(true);
-    // Chart over table in a splitter of its own: either can be given the room.
-    auto* usageSplit = new QSplitter(Qt::Vertical, usageBox);
-    usageSplit->setObjectName(QStringLiteral("usageSplitter"));
-    usageSplit->addWidget(m_usageChart);
-    usageSplit->addWidget(m_callersView);
-    usageSplit->setStretchFactor(0, 3);
-    usageSplit->setStretchFactor(1, 1);
-    usageLayout->addLayout(usageTop);
-    usageLayout->addWidget(usageSplit, 1);
-    connect(m_usageKind, &QComboBox::currentIndexChanged, this, [this](int i) {
-        m_usageChart->setShowTokens(i == 1);
-        onCharts();
-    });
-    connect(m_usageSpan, &QComboBox::currentIndexChanged, this, [this] {
-        const qint64 span = m_usageSpan->currentData().toLongLong();
-        m_usageChart->setSpan(span);
-        m_settings.setUsageSpanMs(span);
-        onCharts();
-    });
-    connect(m_usageZoomReset, &QPushButton::clicked, m_usageChart, &TimeChartView::resetZoom);
+    m_usageChart = charts->usageChart();
+    m_rateLimitChart = charts->rateLimitChart();
+    m_callersView = charts->callersView();
+    m_rateLimitView = charts->rateLimitView();
+    connect(charts, &ChartsPanel::usageSpanChanged, this,
+        [this](qint64 span) { m_settings.setUsageSpanMs(span); });
+    connect(charts, &ChartsPanel::rateLimitSpanChanged, this,
+        [this](qint64 span) { m_settings.setRateLimitSpanMs(span); });
+    connect(charts, &ChartsPanel::chartsChanged, this, &MainWindow::onCharts);
     connect(m_usageChart, &TimeChartView::scopeRequested, this, &MainWindow::showEventsOf);
-    connect(m_usageChart, &TimeChartView::zoomChanged, m_usageZoomReset, &QWidget::setEnabled);
-
-    auto* rateBox = new QGroupBox(tr("429 history"), charts);
-    auto* rateLayout = new QVBoxLayout(rateBox);
-    rateLayout->setContentsMargins(4, 4, 4, 4);
-    auto* rateTop = new QHBoxLayout();
-    m_rateLimitSpan = makeSpanBox(rateBox, QStringLiteral("rateLimitSpan"), m_settings.rateLimitSpanMs());
-    auto* rateSpanLabel = new QLabel(tr("S&pan:"), rateBox);
-    rateSpanLabel->setBuddy(m_rateLimitSpan);
-    m_rateZoomReset = new QPushButton(tr("Reset zoom"), rateBox);
-    m_rateZoomReset->setObjectName(QStringLiteral("rateZoomReset"));
-    m_rateZoomReset->setEnabled(false);
-    rateTop->addWidget(rateSpanLabel);
-    rateTop->addWidget(m_rateLimitSpan);
-    rateTop->addWidget(m_rateZoomReset);
-    rateTop->addStretch(1);
-    rateLayout->addLayout(rateTop);
-    m_rateLimitChart = new RateLimitChart(rateBox);
-    m_rateLimitChart->setObjectName(QStringLiteral("rateLimitChart"));
-    m_rateLimitChart->setSpan(m_settings.rateLimitSpanMs());
-    m_rateLimitView = makeTable(rateBox, QStringLiteral("rateLimitView"));
-    m_rateLimitSorted = new QSortFilterProxyModel(this);
-    m_rateLimitSorted->setSourceModel(m_controller->rateLimitCallers());
-    m_rateLimitSorted->setSortRole(KeyedTableModel::SortRole);
-    m_rateLimitSorted->sort(RateLimitCallersModel::Count, Qt::DescendingOrder);
-    m_rateLimitView->setModel(m_rateLimitSorted);
-    m_rateLimitView->setMinimumHeight(1);
-    m_rateLimitView->horizontalHeader()->setStretchLastSection(true);
-    connect(m_rateLimitSpan, &QComboBox::currentIndexChanged, this, [this] {
-        const qint64 span = m_rateLimitSpan->currentData().toLongLong();
-        m_rateLimitChart->setSpan(span);
-        m_settings.setRateLimitSpanMs(span);
-        onCharts();
-    });
-    connect(m_rateZoomReset, &QPushButton::clicked, m_rateLimitChart, &TimeChartView::resetZoom);
-    connect(m_rateLimitChart, &TimeChartView::zoomChanged, m_rateZoomReset, &QWidget::setEnabled);
-    auto* rateSplit = new QSplitter(Qt::Vertical, rateBox);
-    rateSplit->setObjectName(QStringLiteral("rateSplitter"));
-    rateSplit->addWidget(m_rateLimitChart);
-    rateSplit->addWidget(m_rateLimitView);
-    rateSplit->setStretchFactor(0, 3);
-    rateSplit->setStretchFactor(1, 1);
-    rateLayout->addWidget(rateSplit, 1);
 
     auto* bottom = new QSplitter(Qt::Horizontal, page);
     bottom->setObjectName(QStringLiteral("bottomSplitter"));
     m_bottomSplitter = bottom;
-    auto* holdersBox = new QGroupBox(tr("Holders — slots and lock files"), bottom);
-    auto* holdersLayout = new QVBoxLayout(holdersBox);
-    holdersLayout->setContentsMargins(4, 4, 4, 4);
-    m_holdersView = makeTable(holdersBox, QStringLiteral("holdersView"));
-    auto* holdersSorted = new QSortFilterProxyModel(this);
-    holdersSorted->setSourceModel(m_controller->holders());
-    holdersSorted->setSortRole(KeyedTableModel::SortRole);
-    m_holdersView->setModel(holdersSorted);
-    m_holdersView->setSortingEnabled(true);
-    m_holdersView->sortByColumn(HoldersModel::Age, Qt::DescendingOrder);
-    m_holdersView->horizontalHeader()->setStretchLastSection(true);
-    m_holdersView->setContextMenuPolicy(Qt::CustomContextMenu);
+    auto* holdersBox = new HoldersPanel(m_controller->holders(), m_releaseAction, m_cleanStaleAction, bottom);
+    m_holdersView = holdersBox->view();
+    m_releaseButton = holdersBox->releaseButton();
+    connect(holdersBox, &HoldersPanel::releaseRequested, this, &MainWindow::releaseSelected);
+    connect(holdersBox, &HoldersPanel::cleanRequested, this, &MainWindow::cleanStale);
     // Delete releases a holder only while the holders table has the focus: pressed in the
     // event log or a text field it must not release the row selected elsewhere.
     removeAction(m_releaseAction);
     m_releaseAction->setShortcutContext(Qt::WidgetWithChildrenShortcut);
     m_holdersView->addAction(m_releaseAction);
-    auto* holderButtons = new QHBoxLayout();
-    m_releaseButton = new QPushButton(tr("Force release…"), holdersBox);
-    m_releaseButton->setObjectName(QStringLiteral("releaseButton"));
-    m_releaseButton->setToolTip(m_releaseAction->toolTip());
-    auto* cleanButton = new QPushButton(tr("Clean stale"), holdersBox);
-    cleanButton->setObjectName(QStringLiteral("cleanButton"));
-    cleanButton->setToolTip(withShortcut(
-        tr("Release every slot and lock file whose holder is dead"), m_cleanStaleAction->shortcut()));
-    connect(m_releaseButton, &QPushButton::clicked, this, &MainWindow::releaseSelected);
-    connect(cleanButton, &QPushButton::clicked, this, &MainWindow::cleanStale);
-    holderButtons->addWidget(m_releaseButton);
-    holderButtons->addWidget(cleanButton);
-    holderButtons->addStretch(1);
-    holdersLayout->addWidget(m_holdersView, 1);
-    holdersLayout->addLayout(holderButtons);
 
-    auto* eventsBox = new QGroupBox(tr("Events"), bottom);
-    auto* eventsLayout = new QVBoxLayout(eventsBox);
-    eventsLayout->setContentsMargins(4, 4, 4, 4);
-    auto* filters = new QHBoxLayout();
-    m_eventType = new QComboBox(eventsBox);
-    m_eventType->setObjectName(QStringLiteral("eventType"));
-    m_eventType->addItem(tr("All events"), QString());
-    for (const EventType type : allEventTypes()) {
-        const auto name = eventTypeName(type);
-        const QString text = QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
-        m_eventType->addItem(text, text);
-    }
-    m_eventText = new QLineEdit(eventsBox);
-    m_eventText->setObjectName(QStringLiteral("eventText"));
-    m_eventText->setPlaceholderText(tr("Filter: provider, caller, pid, reason… (%1)")
-                                        .arg(m_findAction->shortcut().toString(QKeySequence::NativeText)));
-    m_eventText->setClearButtonEnabled(true);
-    m_scopeChip = new QPushButton(eventsBox);
-    m_scopeChip->setObjectName(QStringLiteral("eventScopeChip"));
-    m_scopeChip->setToolTip(m_clearScopeAction->toolTip());
-    m_scopeChip->hide();
-    connect(m_scopeChip, &QPushButton::clicked, this, &MainWindow::clearEventScope);
-    m_newEventsChip = new QPushButton(eventsBox);
-    m_newEventsChip->setObjectName(QStringLiteral("newEventsChip"));
-    m_newEventsChip->setToolTip(tr("Jump to the newest event and follow the log again (End)"));
-    m_newEventsChip->setStyleSheet(QStringLiteral(
-        "QPushButton#newEventsChip { background: palette(highlight); color: palette(highlighted-text); "
-        "border-radius: 9px; padding: 2px 10px; font-weight: bold; }"));
-    m_newEventsChip->hide();
-    connect(m_newEventsChip, &QPushButton::clicked, this, &MainWindow::followEvents);
-    filters->addWidget(m_eventType);
-    filters->addWidget(m_eventText, 1);
-    filters->addWidget(m_scopeChip);
-    filters->addWidget(m_newEventsChip);
-    m_eventsView = makeTable(eventsBox, QStringLiteral("eventsView"));
-    m_eventsView->setModel(m_controller->filteredEvents());
-    m_eventsView->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-    m_eventsView->setColumnWidth(EventsModel::Time, 170);
-    m_eventsView->setColumnWidth(EventsModel::Type, 90);
-    m_eventsView->setColumnWidth(EventsModel::Provider, 90);
-    m_eventsView->setColumnWidth(EventsModel::Caller, 120);
-    m_eventsView->setColumnWidth(EventsModel::Pid, 70);
-    m_eventsView->setContextMenuPolicy(Qt::CustomContextMenu);
-    eventsLayout->addLayout(filters);
-    eventsLayout->addWidget(m_eventsView, 1);
-    connect(m_eventType, &QComboBox::currentIndexChanged, this,
-        [this] { m_controller->filteredEvents()->setTypeFilter(m_eventType->currentData().toString()); });
-    connect(m_eventText, &QLineEdit::textChanged, m_controller->filteredEvents(),
-        &EventsFilterModel::setTextFilter);
+    auto* eventsBox = new EventsPanel(
+        m_controller->filteredEvents(), m_findAction->shortcut(), m_clearScopeAction->toolTip(), bottom);
+    m_eventsView = eventsBox->view();
+    m_eventType = eventsBox->typeBox();
+    m_eventText = eventsBox->textField();
+    m_scopeChip = eventsBox->scopeChip();
+    m_newEventsChip = eventsBox->newEventsChip();
+    connect(eventsBox, &EventsPanel::clearScopeRequested, this, &MainWindow::clearEventScope);
+    connect(eventsBox, &EventsPanel::followRequested, this, &MainWindow::followEvents);
     connect(
         m_controller->filteredEvents(), &EventsFilterModel::scopeChanged, this, &MainWindow::updateScopeChip);
-    // Follow the log while the user is at its end (also across resizes); leave it alone while
-    // they read older lines, and count what arrives meanwhile on the chip.
-    m_eventsView->setFollowsEnd(true);
     connect(m_controller->filteredEvents(), &QAbstractItemModel::rowsInserted, this,
         [this](const QModelIndex&, int first, int last) { onEventsInserted(last - first + 1); });
     connect(
@@ -923,32 +733,10 @@ void MainWindow::buildUi()
     connectScopeMenu(m_rateLimitView, RateLimitCallersModel::Provider, RateLimitCallersModel::Caller);
     connectScopeMenu(m_eventsView, EventsModel::Provider, EventsModel::Caller);
 
-    // Keyboard order: the panels top to bottom, each view before its buttons.
-    setTabOrder(m_providersView, m_usageKind);
-    setTabOrder(m_usageKind, m_usageSpan);
-    setTabOrder(m_usageSpan, m_usageChart);
-    setTabOrder(m_usageChart, m_callersView);
-    setTabOrder(m_callersView, m_rateLimitSpan);
-    setTabOrder(m_rateLimitSpan, m_rateLimitChart);
-    setTabOrder(m_rateLimitChart, m_rateLimitView);
+    // Keyboard order: the panels top to bottom (each panel orders its own).
+    setTabOrder(m_providersView, charts->usageKind());
     setTabOrder(m_rateLimitView, m_holdersView);
-    setTabOrder(m_holdersView, m_releaseButton);
-    setTabOrder(m_releaseButton, cleanButton);
-    setTabOrder(cleanButton, m_eventType);
-    setTabOrder(m_eventType, m_eventText);
-    setTabOrder(m_eventText, m_eventsView);
-}
-
-QComboBox* MainWindow::makeSpanBox(QWidget* parent, const QString& name, qint64 current)
-{
-    auto* box = new QComboBox(parent);
-    box->setObjectName(name);
-    box->addItem(tr("Auto"), ChartSpan::AUTO);
-    for (qint64 span : ChartSpan::spans())
-        box->addItem(ChartSpan::spanLabel(span), span);
-    box->setToolTip(tr("How far back the chart reaches; Auto shows the data there is"));
-    box->setCurrentIndex(std::max(0, box->findData(ChartSpan::sanitize(current))));
-    return box;
+    setTabOrder(holdersBox->cleanButton(), m_eventType);
 }
 
 void MainWindow::connectScopeMenu(KeyedTableView* view, int providerColumn, int callerColumn)

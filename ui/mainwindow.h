@@ -174,7 +174,6 @@ private:
     void updateScopeChip();
     QAction* makeAction(const QString& name, const QString& text, const QString& tip,
         const QKeySequence& shortcut, const QString& icon);
-    QComboBox* makeSpanBox(QWidget* parent, const QString& name, qint64 current);
     void connectScopeMenu(KeyedTableView* view, int providerColumn, int callerColumn);
 
     DashboardSettings m_settings;
@@ -185,7 +184,8 @@ private:
     ClassPromptHandler m_classPrompt;
     bool m_quitting = false;
 
-    // owned by the widget tree
+    // owned by the widget tree (the views, charts and chips below are the panels'; kept here
+    // because the window's actions act on them)
     QLabel* m_corruptBanner = nullptr;
     QFrame* m_alertBanner = nullptr;
     QLabel* m_alertText = nullptr;
@@ -199,14 +199,8 @@ private:
     KeyedTableView* m_limitsView = nullptr;
     QTabWidget* m_providersTabs = nullptr;
     KeyedTableView* m_callersView = nullptr;
-    QSortFilterProxyModel* m_callersSorted = nullptr;
     UsageChart* m_usageChart = nullptr;
-    QComboBox* m_usageKind = nullptr;
     RateLimitChart* m_rateLimitChart = nullptr;
-    QComboBox* m_usageSpan = nullptr;
-    QComboBox* m_rateLimitSpan = nullptr;
-    QPushButton* m_usageZoomReset = nullptr;
-    QPushButton* m_rateZoomReset = nullptr;
     CapacityModel* m_capacity = nullptr; // child
     CapacityPanel* m_capacityPanel = nullptr;
     QSplitter* m_mainSplitter = nullptr;
@@ -228,7 +222,6 @@ private:
     QAction* m_clearScopeAction = nullptr;
     QAction* m_resetZoomAction = nullptr;
     KeyedTableView* m_rateLimitView = nullptr;
-    QSortFilterProxyModel* m_rateLimitSorted = nullptr;
     KeyedTableView* m_holdersView = nullptr;
     KeyedTableView* m_eventsView = nullptr;
     QPushButton* m_releaseButton = nullptr;
