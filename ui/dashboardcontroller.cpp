@@ -20,6 +20,32 @@ namespace {
 // without cost when nothing happens.
 constexpr int IDLE_CHART_TICKS = 10;
 
+// The snapshot as the provider view shows it: the provider's limits, state and slots only.
+// Lock files belong to no provider and are left out. Global facts (pause all, the home's
+// status, a corrupt file) stay.
+DashboardSnapshot scopedTo(const DashboardSnapshot& full, const QString& provider)
+{
+    DashboardSnapshot s = full;
+    const std::string name = provider.toStdString();
+    std::vector<std::string> others;
+    for (const auto& [n, limits] : s.limits.providers()) {
+        if (n != name)
+            others.push_back(n);
+    }
+    for (const std::string& n : others)
+        s.limits.remove(n);
+    auto keepOnly = [&name](QuotaState& state) {
+        std::erase_if(state.providers, [&name](const ProviderState& p) { return p.name != name; });
+    };
+    keepOnly(s.state);
+    if (s.liveState)
+        keepOnly(*s.liveState);
+    s.holders.removeIf(
+        [&provider](const HolderInfo& h) { return h.kind != HolderKind::Slot || h.provider != provider; });
+    s.holdersRevision = 0; // another subset of the same revision: compare the rows themselves
+    return s;
+}
+
 } // namespace
 
 DashboardController::DashboardController(QString home, QStringList lockDirs, QObject* parent)
@@ -87,9 +113,7 @@ qint64 DashboardController::nowMs() const
 void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)
 {
     m_snapshot = snapshot;
-    m_providers->setSnapshot(snapshot);
-    m_limits->setSnapshot(snapshot);
-    m_holders->setSnapshot(snapshot);
+    showSnapshot();
     updateTrayState();
     Q_EMIT snapshotChanged();
     // After the window has the snapshot: an alert's reader finds the tile saying the same.
@@ -97,6 +121,41 @@ void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)
         for (const PlanAlerts::Alert& alert : m_planAlerts.update(snapshot.state, snapshot.nowMs))
             Q_EMIT planAlert(alert);
     }
+}
+
+void DashboardController::showSnapshot()
+{
+    m_shown = m_scope.isEmpty() ? m_snapshot : scopedTo(m_snapshot, m_scope);
+    m_providers->setSnapshot(m_shown);
+    m_limits->setSnapshot(m_shown);
+    m_holders->setSnapshot(m_shown);
+}
+
+QStringList DashboardController::providerNames() const
+{
+    QStringList out;
+    for (const auto& [name, limits] : m_snapshot.limits.providers())
+        out.append(QString::fromStdString(name));
+    for (const ProviderState& p : m_snapshot.state.providers) {
+        const QString name = QString::fromStdString(p.name);
+        if (!out.contains(name))
+            out.append(name);
+    }
+    out.sort();
+    return out;
+}
+
+void DashboardController::setProviderScope(const QString& provider)
+{
+    if (provider == m_scope)
+        return;
+    m_scope = provider;
+    m_usage.setProviderScope(provider);
+    m_filteredEvents->setProviderFilter(provider);
+    showSnapshot();
+    Q_EMIT snapshotChanged();
+    updateCharts();
+    Q_EMIT providerScopeChanged(provider);
 }
 
 void DashboardController::onHistory(const std::vector<HistoryEvent>& events)

@@ -50,7 +50,17 @@ public:
     [[nodiscard]] QString home() const { return m_home; }
     [[nodiscard]] QStringList lockDirs() const { return m_lockDirs; }
     [[nodiscard]] bool loaded() const { return m_loaded; }
+    // The whole home, as the observer saw it (tray, alerts, pause all, clean stale).
     [[nodiscard]] const DashboardSnapshot& snapshot() const { return m_snapshot; }
+    // What the views show: the whole snapshot, or in the provider view only that provider's
+    // limits, state and slots (no lock files). The models are fed from this one.
+    [[nodiscard]] const DashboardSnapshot& shownSnapshot() const { return m_shown; }
+    // The provider view: one provider in full, or every provider (empty; never a sum of their
+    // limits). The tables, tiles, charts, 429s and the event log follow it.
+    void setProviderScope(const QString& provider);
+    [[nodiscard]] QString providerScope() const { return m_scope; }
+    // Every provider of the home (limits or state), sorted.
+    [[nodiscard]] QStringList providerNames() const;
     [[nodiscard]] const UsageHistory& usage() const { return m_usage; }
     [[nodiscard]] const StormDetector& storms() const { return m_storms; }
     [[nodiscard]] TrayState trayState() const { return m_trayState; }
@@ -104,6 +114,7 @@ public:
 
 Q_SIGNALS:
     void snapshotChanged();
+    void providerScopeChanged(const QString& provider);
     void loadedChanged(); // the first snapshot and its history are in
     void chartsChanged();
     void stormStarted(const tollgate::ui::StormDetector::Storm& storm);
@@ -118,6 +129,7 @@ Q_SIGNALS:
 private:
     void onSnapshot(const DashboardSnapshot& snapshot);
     void onHistory(const std::vector<HistoryEvent>& events);
+    void showSnapshot();
     void onRefreshed();
     void tick();
     void updateTrayState();
@@ -130,6 +142,8 @@ private:
     QuotaObserver* m_observer = nullptr; // lives in m_thread; deleted when it finishes
     QTimer m_tick;
     DashboardSnapshot m_snapshot;
+    DashboardSnapshot m_shown; // m_snapshot, or its m_scope part
+    QString m_scope; // the provider view's provider; empty: all
     bool m_loaded = false;
     bool m_chartsDirty = true;
     qint64 m_lastChartMs = 0;

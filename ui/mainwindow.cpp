@@ -279,9 +279,10 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     restoreState(m_settings.windowState());
     restoreLayout();
 
-    m_capacity->setSnapshot(m_controller->snapshot(), m_controller->nowMs());
+    m_capacity->setSnapshot(m_controller->shownSnapshot(), m_controller->nowMs());
     connect(m_controller, &DashboardController::snapshotChanged, this, [this] {
-        m_capacity->setSnapshot(m_controller->snapshot(), m_controller->nowMs());
+        updateProviderScopes();
+        m_capacity->setSnapshot(m_controller->shownSnapshot(), m_controller->nowMs());
         updatePauseToggle();
         updateLimitRates();
     });
@@ -444,6 +445,21 @@ void MainWindow::buildActions()
     // Small icons beside the text: the style's default (24 px) made the bar taller than the
     // text needs, and at 1280x720 every pixel of height goes to the tables and charts.
     bar->setIconSize(QSize(16, 16));
+    // The provider view: every panel shows one provider in full, or all of them.
+    auto* scopeLabel = new QLabel(tr("Pr&ovider:"), bar);
+    scopeLabel->setContentsMargins(4, 0, 4, 0);
+    m_providerScope = new QComboBox(bar);
+    m_providerScope->setObjectName(QStringLiteral("providerScope"));
+    m_providerScope->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    m_providerScope->setToolTip(tr("Show one provider in full — its tile, limits, callers, 429s, holders and "
+                                   "events — or every provider (their limits are never summed)"));
+    m_providerScope->addItem(tr("All providers"), QString());
+    scopeLabel->setBuddy(m_providerScope);
+    connect(m_providerScope, &QComboBox::activated, this,
+        [this](int i) { m_controller->setProviderScope(m_providerScope->itemData(i).toString()); });
+    bar->addWidget(scopeLabel);
+    bar->addWidget(m_providerScope);
+    bar->addSeparator();
     bar->addAction(m_togglePauseAction);
     bar->addSeparator();
     bar->addAction(m_pauseAction);
@@ -458,7 +474,8 @@ void MainWindow::buildActions()
     bar->addAction(m_settingsAction);
     // The toolbar names them without the mnemonic ampersands and trailing dots of the menu.
     for (QAction* a : bar->actions()) {
-        if (QWidget* w = bar->widgetForAction(a))
+        QWidget* w = bar->widgetForAction(a);
+        if (w && !a->objectName().isEmpty()) // not the Provider box and its label
             w->setObjectName(a->objectName() + QStringLiteral("Button"));
     }
 }
@@ -801,6 +818,14 @@ std::unique_ptr<QMenu> MainWindow::providerMenu(const QString& provider)
         showLimitsTab();
         m_limitsView->selectKey(LimitsModel::keyOf(provider));
     });
+    if (m_controller->providerScope().isEmpty()) {
+        QAction* only = menu->addAction(
+            tr("Show only %1").arg(provider), this, [this, provider] { showProvider(provider); });
+        only->setObjectName(QStringLiteral("showOnlyProvider"));
+    } else {
+        QAction* all = menu->addAction(tr("Show all providers"), this, [this] { showProvider(QString()); });
+        all->setObjectName(QStringLiteral("showAllProviders"));
+    }
     addLearningActions(menu.get(), provider);
     auto scope = scopeMenu(provider, QString());
     if (!scope->isEmpty())
@@ -1000,13 +1025,44 @@ void MainWindow::updatePauseToggle()
         target->shortcut()));
 }
 
+void MainWindow::updateProviderScopes()
+{
+    // Rebuilt only when the providers change: a rebuild while its list is open would close it.
+    const QStringList names = m_controller->providerNames();
+    QStringList shown;
+    for (int i = 1; i < m_providerScope->count(); ++i)
+        shown.append(m_providerScope->itemData(i).toString());
+    QString scope = m_controller->providerScope();
+    if (!scope.isEmpty() && !names.contains(scope)) {
+        scope.clear(); // its provider is gone (limits removed, state reset): back to all
+        m_controller->setProviderScope(scope); // re-enters through snapshotChanged
+        return;
+    }
+    if (names != shown) {
+        const QSignalBlocker quiet(m_providerScope);
+        while (m_providerScope->count() > 1)
+            m_providerScope->removeItem(1);
+        for (const QString& name : names)
+            m_providerScope->addItem(name, name);
+    }
+    m_providerScope->setCurrentIndex(std::max(0, m_providerScope->findData(scope)));
+    if (auto* holders = findChild<HoldersPanel*>())
+        holders->setTitle(
+            scope.isEmpty() ? tr("Holders — slots and lock files") : tr("Holders — slots of %1").arg(scope));
+}
+
+void MainWindow::showProvider(const QString& provider)
+{
+    m_controller->setProviderScope(provider);
+}
+
 void MainWindow::updateLimitRates()
 {
     // The usage chart stacks every provider's callers. Its line is a provider's limit, as the
     // sustained rate it allows (limit with headroom over its window) — only while there is one
     // provider: the sum of several providers' limits is a limit that exists nowhere (issue 28:
     // 40/min and 100/min read "70 per 30 s"), and no one of them bounds the sum of all traffic.
-    const auto& providers = m_controller->snapshot().limits.providers();
+    const auto& providers = m_controller->shownSnapshot().limits.providers();
     double requests = 0;
     double tokens = 0;
     if (providers.size() == 1) {

@@ -86,6 +86,8 @@ public:
     // stays on that item across refreshes and is cleared when it disappears.
     void selectProvider(const QString& provider);
     void selectHolder(const QString& key);
+    // The provider view (the Provider box): one provider in full; empty: every provider.
+    void showProvider(const QString& provider);
     [[nodiscard]] QString selectedProvider() const;
     [[nodiscard]] QString selectedHolder() const;
 
@@ -169,6 +171,7 @@ private:
     void restoreLayout();
     void updatePauseToggle();
     void updateLimitRates();
+    void updateProviderScopes();
     void onEventsInserted(int count);
     void onEventsScrolled();
     void updateScopeChip();
@@ -195,6 +198,7 @@ private:
     QStackedWidget* m_stack = nullptr;
     QLabel* m_emptyState = nullptr;
     QPushButton* m_undoButton = nullptr;
+    QComboBox* m_providerScope = nullptr;
     KeyedTableView* m_providersView = nullptr;
     KeyedTableView* m_limitsView = nullptr;
     QTabWidget* m_providersTabs = nullptr;

@@ -56,6 +56,16 @@ void UsageHistory::add(const std::vector<HistoryEvent>& events)
     }
 }
 
+void UsageHistory::setProviderScope(const QString& provider)
+{
+    m_scope = provider;
+}
+
+bool UsageHistory::inScope(const QString& provider) const
+{
+    return m_scope.isEmpty() || provider == m_scope;
+}
+
 void UsageHistory::clear()
 {
     m_usage.clear();
@@ -95,6 +105,8 @@ QVector<UsageHistory::CallerSeries> UsageHistory::callerSeries(
         if (slot < 0)
             continue;
         for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
+            if (!inScope(providerOf(c.key())))
+                continue;
             // The chart stacks a caller's admissions at every provider in one band.
             const QString caller = callerOf(c.key());
             CallerSeries& s = byCaller[caller];
@@ -136,6 +148,8 @@ QVector<UsageHistory::CallerTotals> UsageHistory::callerTotals(qint64 nowMs) con
     qint64 all = 0;
     for (auto it = m_usage.lower_bound(first); it != m_usage.end() && it->first <= last; ++it) {
         for (auto c = it->second.constBegin(); c != it->second.constEnd(); ++c) {
+            if (!inScope(providerOf(c.key())))
+                continue;
             CallerTotals& t = byCaller[c.key()];
             t.provider = providerOf(c.key());
             t.caller = callerOf(c.key());
@@ -161,7 +175,7 @@ QVector<int> UsageHistory::rateLimits(const ChartSpan::Buckets& buckets) const
     QVector<int> out(std::max(0, buckets.count), 0);
     for (const Hit& h : m_hits) {
         const int slot = buckets.indexOf(h.timeMs);
-        if (slot >= 0)
+        if (slot >= 0 && inScope(h.provider))
             ++out[slot];
     }
     return out;
@@ -171,7 +185,7 @@ QVector<UsageHistory::RateLimited> UsageHistory::rateLimitedBetween(qint64 fromM
 {
     QHash<QString, RateLimited> byKey;
     for (const Hit& h : m_hits) {
-        if (h.timeMs < fromMs || h.timeMs >= toMs)
+        if (h.timeMs < fromMs || h.timeMs >= toMs || !inScope(h.provider))
             continue;
         RateLimited& r = byKey[h.provider + QChar(0) + h.caller];
         r.provider = h.provider;
@@ -214,7 +228,7 @@ QVector<UsageHistory::RateLimited> UsageHistory::rateLimitedCallers(qint64 nowMs
     const qint64 dayAgo = nowMs - qint64(RATE_LIMIT_MINUTES) * MINUTE_MS;
     QHash<QString, RateLimited> byKey;
     for (const Hit& h : m_hits) {
-        if (h.timeMs < dayAgo)
+        if (h.timeMs < dayAgo || !inScope(h.provider))
             continue;
         RateLimited& r = byKey[h.provider + QChar(0) + h.caller];
         r.provider = h.provider;
@@ -236,7 +250,8 @@ QVector<UsageHistory::Marker> UsageHistory::markers(qint64 nowMs) const
     const qint64 dayAgo = nowMs - qint64(RATE_LIMIT_MINUTES) * MINUTE_MS;
     QVector<Marker> out;
     for (const Marker& m : m_markers) {
-        if (m.timeMs >= dayAgo)
+        // A marker of every provider (pause all) is one of the scoped provider's too.
+        if (m.timeMs >= dayAgo && (m.provider.isEmpty() || inScope(m.provider)))
             out.append(m);
     }
     return out;

@@ -62,6 +62,12 @@ public:
     // The name of the band that sums the callers beyond the largest ones.
     [[nodiscard]] static QString othersName();
 
+    // The provider view: every query below answers for this provider only (its callers, its
+    // 429s, its markers and those of every provider); empty: all providers. Kept events are
+    // not dropped, so the scope can change back.
+    void setProviderScope(const QString& provider);
+    [[nodiscard]] QString providerScope() const { return m_scope; }
+
     void add(const std::vector<HistoryEvent>& events);
     void clear();
     void prune(qint64 nowMs);
@@ -96,6 +102,9 @@ private:
         QString caller;
     };
 
+    [[nodiscard]] bool inScope(const QString& provider) const;
+
+    QString m_scope;
     // Keyed by usageKey(provider, caller).
     std::map<qint64, QHash<QString, Usage>> m_usage; // minute -> caller -> admissions (a day)
     std::map<qint64, QHash<QString, Usage>> m_fine; // FINE_MS bucket -> caller (an hour)
