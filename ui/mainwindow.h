@@ -184,6 +184,7 @@ private:
     PauseHandler m_pausePrompt;
     ClassPromptHandler m_classPrompt;
     bool m_quitting = false;
+    bool m_layoutOnLoad = false; // the default layout is made again once the data is there
 
     // owned by the widget tree
     QLabel* m_corruptBanner = nullptr;
