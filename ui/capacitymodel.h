@@ -44,6 +44,7 @@ public:
 
     [[nodiscard]] const QVector<Row>& rows() const { return m_rows; }
     [[nodiscard]] const Row* row(const QString& provider) const;
+    [[nodiscard]] qint64 nowMs() const { return m_nowMs; } // of the rows
 
 Q_SIGNALS:
     void changed(); // rows() differ from before

@@ -1,14 +1,18 @@
 #include "capacitypanel.h"
 
+#include "flowlayout.h"
+
 #include <QContextMenuEvent>
 #include <QEvent>
 #include <QFrame>
 #include <QGridLayout>
-#include <QHBoxLayout>
 #include <QLabel>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <numeric>
 
 namespace tollgate::ui {
 
@@ -23,37 +27,102 @@ CapacityPanel::CapacityPanel(CapacityModel* model, QWidget* parent)
     m_scroll = scroll;
     scroll->setWidgetResizable(true);
     scroll->setFrameShape(QFrame::NoFrame);
-    scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    // Down to the rows that do not fit the panel's share; sideways only for a tile wider
+    // than the whole panel (a very narrow window).
+    scroll->setVerticalScrollBarPolicy(Qt::ScrollBarAsNeeded);
+    scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
     auto* inner = new QWidget(scroll);
-    m_layout = new QHBoxLayout(inner);
+    inner->setObjectName(QStringLiteral("capacityTiles"));
+    m_layout = new FlowLayout(inner);
     m_layout->setContentsMargins(2, 2, 2, 2);
     m_layout->setSpacing(8);
     m_empty = new QLabel(tr("No provider has limits yet."), inner);
     m_layout->addWidget(m_empty);
-    m_layout->addStretch(1);
     scroll->setWidget(inner);
     outer->addWidget(scroll);
+    // A tile's size can change after sync() (its labels shown with the panel, a font): the
+    // share is measured again whenever the tiles' layout is redone.
+    inner->installEventFilter(this);
+    m_holdTimer = new QTimer(this);
+    m_holdTimer->setSingleShot(true);
+    m_holdTimer->setInterval(1000);
+    connect(m_holdTimer, &QTimer::timeout, this, &CapacityPanel::applyOrder);
     connect(m_model, &CapacityModel::changed, this, &CapacityPanel::sync);
     sync();
+}
+
+QStringList CapacityPanel::displayOrder(qint64 nowMs)
+{
+    // Blocked first, then near a limit, then the rest; each group in the model's order. A
+    // tile joins a more urgent group at once and a calmer one only after HOLD_MS there.
+    auto rankOf = [](CapacityModel::Level level) {
+        switch (level) {
+        case CapacityModel::Level::Blocked:
+        case CapacityModel::Level::Unstyled:
+            return 0;
+        case CapacityModel::Level::Near:
+            return 1;
+        case CapacityModel::Level::Ok:
+            break;
+        }
+        return 2;
+    };
+    QStringList groups[3];
+    for (const auto& row : m_model->rows()) {
+        Tile& t = m_tiles[row.provider];
+        const int now = rankOf(row.level);
+        if (now <= t.rank) {
+            t.rank = now;
+            t.calmerSinceMs = -1;
+        } else if (t.calmerSinceMs < 0 || nowMs < t.calmerSinceMs) {
+            t.calmerSinceMs = nowMs;
+        } else if (nowMs - t.calmerSinceMs >= HOLD_MS) {
+            t.rank = now;
+            t.calmerSinceMs = -1;
+        }
+        groups[std::clamp(t.rank, 0, 2)].append(row.provider);
+    }
+    return groups[0] + groups[1] + groups[2];
+}
+
+void CapacityPanel::applyOrder()
+{
+    // The order changes only when a tile changes group (held, see HOLD_MS): the widgets are
+    // moved then, not on every tick.
+    if (const QStringList order = displayOrder(m_model->nowMs()); order != m_order) {
+        QList<QWidget*> frames;
+        for (const QString& provider : order)
+            frames.append(m_tiles[provider].frame);
+        m_layout->reorder(frames);
+        m_order = order;
+    }
+    // A tile waiting to move back is looked at again even when no text changes meanwhile.
+    const bool waiting
+        = std::any_of(m_tiles.cbegin(), m_tiles.cend(), [](const Tile& t) { return t.calmerSinceMs >= 0; });
+    if (waiting && !m_holdTimer->isActive())
+        m_holdTimer->start();
 }
 
 void CapacityPanel::sync()
 {
     const QVector<CapacityModel::Row>& rows = m_model->rows();
-    QStringList order;
+    QStringList providers;
     for (const auto& row : rows)
-        order.append(row.provider);
-    if (order != m_order) {
+        providers.append(row.provider);
+    const bool sameSet = m_tiles.size() == providers.size()
+        && std::all_of(
+            providers.cbegin(), providers.cend(), [this](const QString& p) { return m_tiles.contains(p); });
+    if (!sameSet) {
         // The set of providers changed (rare): tiles are made or dropped, never per tick.
         for (auto it = m_tiles.begin(); it != m_tiles.end();) {
-            if (!order.contains(it.key())) {
+            if (!providers.contains(it.key())) {
                 it->frame->deleteLater();
                 it = m_tiles.erase(it);
             } else {
                 ++it;
             }
         }
-        for (const QString& provider : order) {
+        for (const QString& provider : providers) {
             if (m_tiles.contains(provider))
                 continue;
             Tile t;
@@ -62,8 +131,8 @@ void CapacityPanel::sync()
             t.frame->setProperty("provider", provider);
             t.frame->setFrameShape(QFrame::StyledPanel);
             t.frame->setAutoFillBackground(true);
-            // No fixed minimum: a tile is never narrower than its texts (QLabel's minimum),
-            // and when the tiles need more than the window has, the panel scrolls sideways.
+            // No fixed minimum: a tile is never narrower than its texts (QLabel's minimum);
+            // when the tiles need more than a row, they wrap (FlowLayout).
             t.frame->setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Preferred);
             t.frame->installEventFilter(this);
             // Headline and countdown at the left, big; the figures at the right: a tile is
@@ -95,6 +164,10 @@ void CapacityPanel::sync()
             t.plan->hide();
             for (QLabel* l : { t.name, t.headline, t.next, t.details, t.plan })
                 l->setTextFormat(Qt::PlainText);
+            // Shown now (the plan when it has a text): the tile's size counts them even while
+            // the panel is not on screen yet.
+            for (QLabel* l : { t.name, t.headline, t.next, t.details })
+                l->show();
             grid->addWidget(t.name, 0, 0);
             grid->addWidget(t.headline, 1, 0);
             grid->addWidget(t.next, 2, 0);
@@ -107,16 +180,14 @@ void CapacityPanel::sync()
             grid->addLayout(figures, 0, 1, 3, 1, Qt::AlignTop | Qt::AlignLeft);
             grid->setColumnStretch(1, 1);
             t.level = CapacityModel::Level::Unstyled;
+            t.rank = 2;
             m_tiles.insert(provider, t);
+            m_layout->addWidget(t.frame);
+            t.frame->show(); // now, not queued: fitHeight() below measures the shown tiles
         }
-        // Lay them out in the model's order.
-        for (const QString& provider : order)
-            m_layout->removeWidget(m_tiles[provider].frame);
-        for (int i = 0; i < order.size(); ++i)
-            m_layout->insertWidget(i, m_tiles[order[i]].frame);
-        m_order = order;
-        m_empty->setVisible(order.isEmpty());
+        m_empty->setVisible(providers.isEmpty());
     }
+    applyOrder();
     for (const auto& row : rows) {
         Tile& t = m_tiles[row.provider];
         t.headline->setText(row.headline);
@@ -136,37 +207,80 @@ void CapacityPanel::sync()
 
 void CapacityPanel::fitHeight()
 {
-    // As tall as the tallest tile needs (a provider with input, output and per-day budgets has
-    // more lines), plus the sideways scroll bar when the tiles are wider than the panel: the
-    // splitter can then never cut a tile's text.
     // The layouts are asked afresh: a label's new text reaches them only on the next layout pass.
-    int needed = 0;
-    int width = 0;
     for (const Tile& t : std::as_const(m_tiles)) {
         t.frame->layout()->invalidate();
-        const QSize min = t.frame->minimumSizeHint();
-        needed = std::max(needed, min.height());
-        width += min.width() + m_layout->spacing();
+        t.frame->updateGeometry();
     }
     m_layout->invalidate();
+    const int width = std::max(1, m_scroll->width() - 2 * m_scroll->frameWidth());
     const QMargins margins = m_layout->contentsMargins();
-    needed += margins.top() + margins.bottom();
-    width += margins.left() + margins.right();
-    const bool scrolls = width > m_scroll->viewport()->width();
-    const int height = std::max(MIN_HEIGHT,
-        needed + (scrolls ? m_scroll->horizontalScrollBar()->sizeHint().height() : 0) + 2 * m_scroll->frameWidth());
-    if (height != minimumHeight())
+    const int gap = m_layout->spacing();
+    // A tile wider than the panel: the sideways scroll bar, under the rows.
+    const bool sideways = m_layout->minimumSize().width() > width;
+    const int extra
+        = 2 * m_scroll->frameWidth() + (sideways ? m_scroll->horizontalScrollBar()->sizeHint().height() : 0);
+    QList<int> rows = m_layout->rowHeights(width);
+    const int all = margins.top() + margins.bottom() + extra + std::accumulate(rows.cbegin(), rows.cend(), 0)
+        + gap * std::max<int>(0, int(rows.size()) - 1);
+    // The share of the window: whole rows, at least one.
+    const int share = isWindow() ? all : window()->height() / 4;
+    int shown = margins.top() + margins.bottom() + extra;
+    int count = 0;
+    if (all > share) {
+        // Scrolling down: the vertical scroll bar takes some width, the rows may be more.
+        rows = m_layout->rowHeights(std::max(1, width - m_scroll->verticalScrollBar()->sizeHint().width()));
+    }
+    for (int r : std::as_const(rows)) {
+        const int next = shown + r + (count > 0 ? gap : 0);
+        if (count > 0 && next > share)
+            break;
+        shown = next;
+        ++count;
+    }
+    // Whole rows only: a sliver of the next row would look like a cut tile.
+    const int floor = m_tiles.isEmpty() ? MIN_HEIGHT : 0;
+    const int height = std::max(floor, all <= share ? all : shown);
+    const int full = std::max(floor, all);
+    if (height != minimumHeight() || full != m_fullHeight) {
+        m_fullHeight = full;
         setMinimumHeight(height);
+        updateGeometry();
+    }
 }
 
 QSize CapacityPanel::sizeHint() const
 {
-    return { QWidget::sizeHint().width(), minimumHeight() };
+    return { QWidget::sizeHint().width(), std::max(minimumHeight(), m_fullHeight) };
+}
+
+QSize CapacityPanel::minimumSizeHint() const
+{
+    return { QWidget::minimumSizeHint().width(), minimumHeight() };
+}
+
+QFrame* CapacityPanel::tile(const QString& provider) const
+{
+    auto it = m_tiles.constFind(provider);
+    return it == m_tiles.constEnd() ? nullptr : it->frame;
 }
 
 void CapacityPanel::resizeEvent(QResizeEvent* event)
 {
     QWidget::resizeEvent(event);
+    fitHeight();
+}
+
+void CapacityPanel::showEvent(QShowEvent* event)
+{
+    QWidget::showEvent(event);
+    // The panel's share follows its window's height.
+    if (!isWindow() && m_watchedWindow != window()) {
+        if (m_watchedWindow)
+            m_watchedWindow->removeEventFilter(this);
+        m_watchedWindow = window();
+        m_watchedWindow->installEventFilter(this);
+    }
     fitHeight();
 }
 
@@ -263,6 +377,11 @@ void CapacityPanel::changeEvent(QEvent* event)
 
 bool CapacityPanel::eventFilter(QObject* watched, QEvent* event)
 {
+    if ((watched == m_watchedWindow && event->type() == QEvent::Resize)
+        || (watched == m_layout->parentWidget() && event->type() == QEvent::LayoutRequest)) {
+        fitHeight();
+        return false;
+    }
     if (event->type() == QEvent::ContextMenu) {
         auto* frame = qobject_cast<QFrame*>(watched);
         if (frame) {

@@ -7,6 +7,18 @@
 // when a provider appears and only their texts change on a tick. A subscription plan's usage
 // is a line of its own under the figures, in the near / blocked colour when the plan is nearly
 // or wholly used up, greyed when its figures are of a window that has reset since.
+//
+// Layout invariants (issue 28):
+//  - every label of a tile has the width and height its text needs: tiles flow onto more rows
+//    (FlowLayout) instead of being squeezed, and a tile wider than the whole panel makes the
+//    panel scroll sideways rather than cut it;
+//  - blocked tiles come first, then those that need attention (near a limit), then the rest,
+//    each group in the model's order. A tile moves forward at once and back only once it has
+//    been calmer for HOLD_MS, so a provider that flips between full and free every second
+//    does not make the tiles jump on every tick;
+//  - the panel asks for as many whole rows as fit into a quarter of its window's height (at
+//    least one; all of them when it is a window of its own) and scrolls down to the rest, so
+//    the charts keep their room at 1280×720 with many providers.
 
 #include "capacitymodel.h"
 
@@ -15,25 +27,31 @@
 
 QT_BEGIN_NAMESPACE
 class QFrame;
-class QHBoxLayout;
 class QLabel;
 class QScrollArea;
+class QTimer;
 QT_END_NAMESPACE
 
 namespace tollgate::ui {
+
+class FlowLayout;
 
 class CapacityPanel final : public QWidget
 {
     Q_OBJECT
 public:
-    static constexpr int MIN_HEIGHT = 84;
+    static constexpr int MIN_HEIGHT = 84; // with no tile yet
+    static constexpr qint64 HOLD_MS = 30'000; // before a tile that calmed down moves back
 
     explicit CapacityPanel(CapacityModel* model, QWidget* parent = nullptr);
-    [[nodiscard]] QSize sizeHint() const override;
+    [[nodiscard]] QSize sizeHint() const override; // every row
+    [[nodiscard]] QSize minimumSizeHint() const override; // the rows that fit its share
 
     // The texts a tile shows, joined by newlines (for tests and accessibility); empty: no tile.
     [[nodiscard]] QString tileText(const QString& provider) const;
+    // The providers in the order their tiles are shown (blocked first).
     [[nodiscard]] QStringList providers() const { return m_order; }
+    [[nodiscard]] QFrame* tile(const QString& provider) const;
 
 Q_SIGNALS:
     void contextMenuRequested(const QString& provider, const QPoint& globalPos);
@@ -41,6 +59,7 @@ Q_SIGNALS:
 protected:
     void changeEvent(QEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
+    void showEvent(QShowEvent* event) override;
     bool eventFilter(QObject* watched, QEvent* event) override;
 
 private:
@@ -54,7 +73,11 @@ private:
         QLabel* plan = nullptr; // a subscription plan's windows; hidden when none is stated
         CapacityModel::Level level = CapacityModel::Level::Ok;
         CapacityModel::PlanLevel planLevel = CapacityModel::PlanLevel::None;
+        int rank = 0; // the group it is shown in: 0 blocked, 1 near, 2 ok (held; see HOLD_MS)
+        qint64 calmerSinceMs = -1; // since when its level is calmer than its rank; -1: it is not
     };
+    [[nodiscard]] QStringList displayOrder(qint64 nowMs);
+    void applyOrder();
     void sync();
     void fitHeight();
     void style(Tile& tile, CapacityModel::Level level);
@@ -62,11 +85,14 @@ private:
     [[nodiscard]] QColor accentOf(CapacityModel::Level level) const;
 
     CapacityModel* m_model; // not owned
-    QHBoxLayout* m_layout = nullptr;
+    FlowLayout* m_layout = nullptr; // of the scroll area's widget
     QScrollArea* m_scroll = nullptr; // child
     QLabel* m_empty = nullptr;
     QHash<QString, Tile> m_tiles;
     QStringList m_order;
+    int m_fullHeight = MIN_HEIGHT; // every row
+    QObject* m_watchedWindow = nullptr; // its height sets the panel's share
+    QTimer* m_holdTimer = nullptr; // child
 };
 
 } // namespace tollgate::ui

@@ -99,6 +99,7 @@ ChartsPanel::ChartsPanel(QAbstractItemModel* callerUsage, QAbstractItemModel* ra
     m_rateLimitChart = new RateLimitChart(rateBox);
     m_rateLimitChart->setObjectName(QStringLiteral("rateLimitChart"));
     m_rateLimitChart->setSpan(rateLimitSpanMs);
+    m_rateLimitChart->alignWith(m_usageChart); // their time axes line up
     m_rateLimitView = KeyedTableView::create(rateBox, QStringLiteral("rateLimitView"));
     auto* rateSorted = new QSortFilterProxyModel(this);
     rateSorted->setSourceModel(rateLimitCallers);

@@ -249,6 +249,11 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
     connect(m_controller, &DashboardController::planAlert, this, &MainWindow::onPlanAlert);
     connect(m_controller, &DashboardController::trayStateChanged, this, &MainWindow::onTrayState);
     connect(m_controller, &DashboardController::loadedChanged, this, [this] {
+        // The default layout was made before the tiles and rows it shares the height with.
+        if (m_layoutOnLoad) {
+            m_layoutOnLoad = false;
+            resetLayout();
+        }
         onCharts();
         Q_EMIT loaded();
     });
@@ -1155,8 +1160,10 @@ void MainWindow::saveLayout()
 
 void MainWindow::restoreLayout()
 {
-    if (m_settings.splitterState(m_mainSplitter->objectName()).isEmpty())
+    if (m_settings.splitterState(m_mainSplitter->objectName()).isEmpty()) {
         resetLayout();
+        m_layoutOnLoad = true;
+    }
     // Splitter states first: restoring one shows the panes it holds again.
     for (QSplitter* s : findChildren<QSplitter*>()) {
         const QByteArray state = m_settings.splitterState(s->objectName());
@@ -1184,21 +1191,27 @@ void MainWindow::resetLayout()
 {
     for (const QString& p : panelNames())
         setPanelVisible(p, true);
+    fitProvidersView(); // its rows depend on the window's height
     // The charts and the logs share what the fixed-height panels leave; on a short screen the
     // tables under the charts start folded away (drag the handle to open them), so the event
-    // log keeps enough rows to read.
+    // log keeps enough rows to read. The charts get at least a readable height (their box
+    // with a 160 px chart) while the logs keep a few rows (issue 28: 45 px charts with six
+    // providers at 1280×720).
+    constexpr int READABLE_CHARTS = 230;
+    constexpr int SOME_LOG_ROWS = 180;
     const int h = std::max(400, height() - 120);
-    const int capacityHeight = m_capacityPanel->sizeHint().height();
+    const int capacityHeight = m_capacityPanel->minimumSizeHint().height();
     const int providersHeight = m_panels.value(QStringLiteral("providers"))->sizeHint().height();
     const int rest = std::max(200, h - capacityHeight - providersHeight);
-    m_mainSplitter->setSizes({ capacityHeight, providersHeight, rest * 11 / 20, rest - rest * 11 / 20 });
+    const int charts = std::max(rest * 11 / 20, std::min(rest - SOME_LOG_ROWS, READABLE_CHARTS));
+    m_mainSplitter->setSizes({ capacityHeight, providersHeight, charts, rest - charts });
     const int w = std::max(600, width());
     m_chartsSplitter->setSizes({ w / 2, w - w / 2 });
     m_bottomSplitter->setSizes({ w * 2 / 5, w - w * 2 / 5 });
     // Under each chart its table (callers, 429s by caller): a quarter of the box on a tall
     // window; folded away on a short one, where the chart needs the height.
     const bool shortScreen = height() < 900;
-    const int chartsBox = std::max(120, rest * 11 / 20 - 60);
+    const int chartsBox = std::max(120, charts - 60);
     for (const char* name : { "usageSplitter", "rateSplitter" }) {
         if (auto* s = findChild<QSplitter*>(QLatin1String(name)))
             s->setSizes(
@@ -1242,10 +1255,12 @@ void MainWindow::onSnapshot()
 
 void MainWindow::fitProvidersView()
 {
-    // As tall as its rows (a few providers is the usual case), so the charts get the room.
+    // As tall as its rows (a few providers is the usual case), so the charts get the room;
+    // on a short window at most three (the tiles above show every provider), more scroll.
     // The limits tab shares the height: a provider's classes are rows there.
-    const int rows = std::clamp(
-        std::max(m_controller->providers()->rowCount(), m_controller->limits()->rowCount()), 1, 8);
+    const int rows
+        = std::clamp(std::max(m_controller->providers()->rowCount(), m_controller->limits()->rowCount()), 1,
+            height() < 900 ? 3 : 8);
     const int height = m_providersView->horizontalHeader()->sizeHint().height()
         + rows * m_providersView->verticalHeader()->defaultSectionSize()
         + 2 * m_providersView->frameWidth()

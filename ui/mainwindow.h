@@ -186,6 +186,7 @@ private:
     PauseHandler m_pausePrompt;
     ClassPromptHandler m_classPrompt;
     bool m_quitting = false;
+    bool m_layoutOnLoad = false; // the default layout is made again once the data is there
 
     // owned by the widget tree (the views, charts and chips below are the panels'; kept here
     // because the window's actions act on them)

@@ -4,8 +4,8 @@
 
 #include <QDateTime>
 #include <QtCharts/QAreaSeries>
+#include <QtCharts/QCategoryAxis>
 #include <QtCharts/QChart>
-#include <QtCharts/QDateTimeAxis>
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QScatterSeries>
 #include <QtCharts/QValueAxis>
@@ -136,6 +136,7 @@ void RateLimitChart::update(const UsageHistory& usage, qint64 nowMs)
     m_pauses->replace(pauses);
     m_resumes->replace(resumes);
     m_limits->replace(limits);
+    alignPlotAreas();
 }
 
 int RateLimitChart::markersShown() const

@@ -2,17 +2,19 @@
 
 #include <QApplication>
 #include <QDateTime>
+#include <QGraphicsLayout>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QMenu>
 #include <QMouseEvent>
 #include <QResizeEvent>
 #include <QWheelEvent>
+#include <QtCharts/QCategoryAxis>
 #include <QtCharts/QChart>
-#include <QtCharts/QDateTimeAxis>
 #include <QtCharts/QLegend>
 #include <QtCharts/QValueAxis>
 #include <algorithm>
+#include <cmath>
 
 namespace tollgate::ui {
 
@@ -32,10 +34,9 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     QFont legendFont = chart->legend()->font();
     legendFont.setPointSizeF(legendFont.pointSizeF() * 0.85);
     chart->legend()->setFont(legendFont);
-    chart->setMargins(QMargins(4, 4, 4, 4));
-    m_x = new QDateTimeAxis(chart);
-    m_x->setFormat(QStringLiteral("HH:mm"));
-    m_x->setTickCount(7);
+    chart->setMargins(m_baseMargins);
+    m_x = new QCategoryAxis(chart);
+    m_x->setLabelsPosition(QCategoryAxis::AxisLabelsPositionOnValue);
     m_y = new QValueAxis(chart);
     m_y->setLabelFormat(QStringLiteral("%d"));
     m_y->setMin(0);
@@ -47,7 +48,11 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     setFocusPolicy(Qt::StrongFocus);
     setRubberBand(
         QChartView::RubberBands(QChartView::HorizontalRubberBand) | QChartView::ClickThroughRubberBand);
-    setToolTip(tr("Wheel or drag to zoom, Esc to reset; right-click for more"));
+    // Not a tooltip: that covered the values a hovered bar shows (issue 28).
+    const QString hint = tr("Wheel, drag or +/- to zoom, Esc or 0 to reset; right-click for more");
+    setStatusTip(hint);
+    setWhatsThis(hint);
+    setAccessibleDescription(hint);
 
     m_tip = new QLabel(this);
     m_tip->setObjectName(QStringLiteral("chartTip"));
@@ -68,22 +73,113 @@ void TimeChartView::setSpan(qint64 spanMs)
 
 qint64 TimeChartView::axisMinMs() const
 {
-    return m_x->min().toMSecsSinceEpoch();
+    return std::llround(m_x->min());
 }
 
 qint64 TimeChartView::axisMaxMs() const
 {
-    return m_x->max().toMSecsSinceEpoch();
+    return std::llround(m_x->max());
+}
+
+QStringList TimeChartView::timeTickLabels() const
+{
+    return m_x->categoriesLabels();
+}
+
+int TimeChartView::maxTimeTicks() const
+{
+    // As many labels as fit without crowding (HH:mm:ss needs about 70 px, plus a gap).
+    const int plot = static_cast<int>(chart()->plotArea().width());
+    return std::clamp((plot > 0 ? plot : width() - 150) / 90, 2, 10);
+}
+
+void TimeChartView::applyTicks()
+{
+    const qint64 from = axisMinMs();
+    const qint64 to = axisMaxMs();
+    if (to <= from)
+        return;
+    const qint64 step = ChartSpan::tickStep(to - from, maxTimeTicks());
+    const QVector<qint64> ticks = ChartSpan::ticks(from, to, step);
+    if (ticks == m_ticks && step == m_tickStep)
+        return;
+    m_ticks = ticks;
+    m_tickStep = step;
+    const QString format = step < ChartSpan::MINUTE_MS ? QStringLiteral("HH:mm:ss")
+        : to - from > 20 * ChartSpan::HOUR_MS          ? QStringLiteral("ddd HH:mm")
+                                                       : QStringLiteral("HH:mm");
+    // Each tick is the end of a category whose label sits on it; the first category starts a
+    // step earlier, outside the range.
+    for (const QString& label : m_x->categoriesLabels())
+        m_x->remove(label);
+    if (!ticks.isEmpty())
+        m_x->setStartValue(static_cast<double>(ticks.first() - step));
+    for (qint64 t : ticks) {
+        const QString label = QDateTime::fromMSecsSinceEpoch(t).toString(format);
+        if (!m_x->categoriesLabels().contains(label))
+            m_x->append(label, static_cast<double>(t));
+    }
+    // Appending may move the range to the categories: the range shown is the one set.
+    m_settingRange = true;
+    m_x->setRange(static_cast<double>(from), static_cast<double>(to));
+    m_settingRange = false;
+}
+
+void TimeChartView::alignWith(TimeChartView* other)
+{
+    if (!other || other == this || m_aligned.contains(other))
+        return;
+    m_aligned.append(other);
+    other->alignWith(this);
+}
+
+void TimeChartView::alignPlotAreas()
+{
+    if (m_aligning || m_aligned.isEmpty())
+        return;
+    QList<TimeChartView*> group { this };
+    for (const auto& other : std::as_const(m_aligned)) {
+        if (other)
+            group.append(other.data());
+    }
+    // Each chart's own insets (without what an earlier alignment added), then the widest.
+    struct Insets
+    {
+        int left;
+        int right;
+    };
+    QVector<Insets> natural;
+    int left = 0;
+    int right = 0;
+    for (TimeChartView* v : group) {
+        v->m_aligning = true;
+        v->chart()->layout()->activate();
+        const QRectF plot = v->chart()->plotArea();
+        const int l = static_cast<int>(std::lround(plot.left())) - v->m_extraLeft;
+        const int r
+            = static_cast<int>(std::lround(v->chart()->size().width() - plot.right())) - v->m_extraRight;
+        natural.append({ l, r });
+        left = std::max(left, l);
+        right = std::max(right, r);
+    }
+    for (int i = 0; i < group.size(); ++i) {
+        TimeChartView* v = group[i];
+        const int extraLeft = left - natural[i].left;
+        const int extraRight = right - natural[i].right;
+        if (extraLeft != v->m_extraLeft || extraRight != v->m_extraRight) {
+            v->m_extraLeft = extraLeft;
+            v->m_extraRight = extraRight;
+            v->chart()->setMargins(v->m_baseMargins + QMargins(extraLeft, 0, extraRight, 0));
+            v->chart()->layout()->activate();
+        }
+        v->m_aligning = false;
+    }
 }
 
 const ChartSpan::Buckets& TimeChartView::frame(qint64 nowMs, qint64 oldestMs)
 {
     m_effectiveSpan = m_span == ChartSpan::AUTO ? ChartSpan::autoSpan(oldestMs, nowMs) : m_span;
     m_buckets = ChartSpan::buckets(nowMs, m_effectiveSpan);
-    const qint64 spanMs = m_effectiveSpan;
-    m_x->setFormat(spanMs > 6 * ChartSpan::HOUR_MS ? QStringLiteral("ddd HH:mm")
-            : spanMs <= 15 * ChartSpan::MINUTE_MS  ? QStringLiteral("HH:mm:ss")
-                                                   : QStringLiteral("HH:mm"));
     applyRange();
     return m_buckets;
 }
@@ -99,8 +195,9 @@ void TimeChartView::applyRange()
             from = std::max(m_buckets.firstMs, to - MIN_ZOOM_MS);
     }
     m_settingRange = true;
-    m_x->setRange(QDateTime::fromMSecsSinceEpoch(from), QDateTime::fromMSecsSinceEpoch(to));
+    m_x->setRange(static_cast<double>(from), static_cast<double>(to));
     m_settingRange = false;
+    applyTicks();
 }
 
 void TimeChartView::zoomTo(qint64 fromMs, qint64 toMs)
@@ -141,6 +238,17 @@ std::unique_ptr<QMenu> TimeChartView::contextMenu()
     reset->setEnabled(isZoomed());
     connect(reset, &QAction::triggered, this, &TimeChartView::resetZoom);
     return menu;
+}
+
+void TimeChartView::zoomBy(double factor)
+{
+    if (m_buckets.count == 0)
+        return;
+    const qint64 from = axisMinMs();
+    const qint64 to = axisMaxMs();
+    const double mid = static_cast<double>(from) + static_cast<double>(to - from) / 2;
+    const double half = static_cast<double>(to - from) * factor / 2;
+    zoomTo(static_cast<qint64>(mid - half), static_cast<qint64>(mid + half));
 }
 
 void TimeChartView::resetZoom()
@@ -210,6 +318,28 @@ void TimeChartView::keyPressEvent(QKeyEvent* event)
         event->accept();
         return;
     }
+    // The keyboard zooms as the wheel does, with or without Ctrl (browsers' Ctrl+= / Ctrl+-).
+    const Qt::KeyboardModifiers mods = event->modifiers() & ~(Qt::KeypadModifier | Qt::ShiftModifier);
+    if (mods == Qt::NoModifier || mods == Qt::ControlModifier) {
+        switch (event->key()) {
+        case Qt::Key_Plus:
+        case Qt::Key_Equal:
+            zoomBy(WHEEL_STEP);
+            event->accept();
+            return;
+        case Qt::Key_Minus:
+            zoomBy(1.0 / WHEEL_STEP);
+            event->accept();
+            return;
+        case Qt::Key_0:
+            unpinTip();
+            resetZoom();
+            event->accept();
+            return;
+        default:
+            break;
+        }
+    }
     QChartView::keyPressEvent(event);
 }
 
@@ -269,9 +399,8 @@ bool TimeChartView::isDark() const
 void TimeChartView::resizeEvent(QResizeEvent* event)
 {
     QChartView::resizeEvent(event);
-    // As many time labels as fit without eliding (HH:mm:ss needs about 70 px, plus a gap).
-    const int plot = static_cast<int>(chart()->plotArea().width());
-    m_x->setTickCount(std::clamp((plot > 0 ? plot : width() / 2) / 95 + 1, 3, 9));
+    alignPlotAreas();
+    applyTicks(); // as many as the new width has room for
 }
 
 int TimeChartView::yIntervalsThatFit() const

@@ -4,9 +4,16 @@
 // the bottom, a whole-number count axis at the left and the legend at the right, plus what
 // every time chart does the same way:
 //  - a span (ChartSpan: 5 min … 24 h, or automatic) whose bucket width the subclass draws;
-//  - zoom: the wheel and a horizontal rubber band narrow the time axis to an absolute range,
-//    Escape, resetZoom() or "Reset zoom" in the right-click menu go back to the span. Zoom never widens past
-//    the span;
+//  - a time axis whose ticks fall on round steps of the wall clock (18:55, 19:00, 19:05; see
+//    ChartSpan::tickStep), recomputed whenever the range or the width changes — Qt's
+//    QDateTimeAxis only divides its range evenly, which put labels at 18:57:08;
+//  - zoom: the wheel, a horizontal rubber band, or + and - (also Ctrl+= and Ctrl+-) narrow the
+//    time axis to an absolute range; Escape, 0, resetZoom() or "Reset zoom" in the right-click
+//    menu go back to the span. Zoom never widens past the span;
+//  - charts aligned with each other (alignWith) get the same plot-area edges, so their time
+//    axes line up when they show the same range;
+//  - hovering a bar or point shows its time and values (the subclass's tip), never a static
+//    hint (the hint is the status tip);
 //  - a marker tip that stays while the mouse is on the marker (QToolTip vanishes after a
 //    second while traffic redraws the chart) and is pinned by a click until Escape or a click
 //    elsewhere;
@@ -16,12 +23,13 @@
 
 #include "chartspan.h"
 
+#include <QPointer>
 #include <QtCharts/QChartView>
 #include <memory>
 
 QT_BEGIN_NAMESPACE
 class QChart;
-class QDateTimeAxis;
+class QCategoryAxis;
 class QLabel;
 class QMenu;
 class QValueAxis;
@@ -43,10 +51,19 @@ public:
     [[nodiscard]] const ChartSpan::Buckets& buckets() const { return m_buckets; }
     [[nodiscard]] qint64 axisMinMs() const;
     [[nodiscard]] qint64 axisMaxMs() const;
+    // Where the time axis has its labelled ticks now, and their labels.
+    [[nodiscard]] const QVector<qint64>& timeTicks() const { return m_ticks; }
+    [[nodiscard]] QStringList timeTickLabels() const;
+
+    // Charts aligned with each other share their plot area's left and right insets (the
+    // widest of them), kept at every redraw and resize. Not owned.
+    void alignWith(TimeChartView* other);
 
     [[nodiscard]] bool isZoomed() const { return m_zoomTo > m_zoomFrom; }
     void zoomTo(qint64 fromMs, qint64 toMs);
     void resetZoom();
+    // factor < 1 narrows, > 1 widens, around the middle of what is shown.
+    void zoomBy(double factor);
 
     [[nodiscard]] bool tipVisible() const;
     [[nodiscard]] bool tipPinned() const { return m_tipPinned; }
@@ -91,13 +108,17 @@ protected:
     void keyPressEvent(QKeyEvent* event) override;
     void changeEvent(QEvent* event) override;
     void resizeEvent(QResizeEvent* event) override;
+    // Subclasses call this at the end of each redraw (the count axis's labels changed width).
+    void alignPlotAreas();
 
-    QDateTimeAxis* m_x = nullptr; // owned by the chart
+    QCategoryAxis* m_x = nullptr; // owned by the chart
     QValueAxis* m_y = nullptr; // owned by the chart
 
 private:
     void applyRange();
+    void applyTicks();
     void applyTheme();
+    [[nodiscard]] int maxTimeTicks() const;
 
     qint64 m_span = ChartSpan::AUTO;
     qint64 m_effectiveSpan = 0;
@@ -109,6 +130,13 @@ private:
     bool m_tipPinned = false;
     bool m_tipPinnedThisClick = false;
     bool m_theming = false;
+    QVector<qint64> m_ticks;
+    qint64 m_tickStep = 0;
+    QList<QPointer<TimeChartView>> m_aligned; // the others; not owned
+    QMargins m_baseMargins { 4, 4, 4, 4 };
+    int m_extraLeft = 0; // added to the margins to line up with the others
+    int m_extraRight = 0;
+    bool m_aligning = false;
 };
 
 } // namespace tollgate::ui

@@ -3,9 +3,10 @@
 #include "niceaxis.h"
 
 #include <QDateTime>
+#include <QLocale>
 #include <QtCharts/QAreaSeries>
+#include <QtCharts/QCategoryAxis>
 #include <QtCharts/QChart>
-#include <QtCharts/QDateTimeAxis>
 #include <QtCharts/QLegendMarker>
 #include <QtCharts/QLineSeries>
 #include <QtCharts/QValueAxis>
@@ -36,6 +37,11 @@ UsageChart::UsageChart(QWidget* parent)
         m_uppers.append(upper);
         m_areas.append(area);
         below = upper;
+        connect(area, &QAreaSeries::hovered, this, &UsageChart::onBandHovered);
+        connect(area, &QAreaSeries::clicked, this, [this](const QPointF& p) {
+            onBandHovered(p, true);
+            pinTip();
+        });
     }
     m_limit = new QLineSeries(c);
     m_limit->setName(tr("limit"));
@@ -94,6 +100,7 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     // As many bands as the legend can name (one row is the limit's); the rest are "others".
     const int bands = std::clamp(legendRowsThatFit() - 1, 3, static_cast<int>(MAX_BANDS));
     const QVector<UsageHistory::CallerSeries> series = usage.callerSeries(b, m_tokens, bands);
+    m_series = series;
     QVector<double> base(b.count, 0.0);
     double top = 0;
     for (int band = 0; band < MAX_BANDS; ++band) {
@@ -128,6 +135,7 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     }
     const double rate = m_tokens ? m_tokenRate : m_requestRate;
     const double limit = rate > 0 ? rate * static_cast<double>(b.widthMs) / 1000.0 : 0.0;
+    m_limitPerBucket = limit;
     if (limit > 0) {
         m_limit->replace({ QPointF(static_cast<double>(b.firstMs), limit),
             QPointF(static_cast<double>(b.endMs()), limit) });
@@ -149,6 +157,46 @@ void UsageChart::update(const UsageHistory& usage, qint64 nowMs)
     for (QLegendMarker* marker : chart()->legend()->markers(m_limit))
         marker->setVisible(limit > 0);
     updateTitle();
+    alignPlotAreas();
+}
+
+QString UsageChart::tipAt(qint64 timeMs) const
+{
+    const ChartSpan::Buckets& b = buckets();
+    const int bucket = b.indexOf(timeMs);
+    if (bucket < 0)
+        return {};
+    const qint64 from = b.startOf(bucket);
+    auto hhmmss
+        = [](qint64 ms) { return QDateTime::fromMSecsSinceEpoch(ms).toString(QStringLiteral("HH:mm:ss")); };
+    const QString unit = m_tokens ? tr("tokens") : tr("requests");
+    QStringList lines { tr("%1–%2").arg(hhmmss(from), hhmmss(from + b.widthMs)) };
+    double total = 0;
+    for (const auto& s : m_series) {
+        const double v = bucket < s.perBucket.size() ? s.perBucket[bucket] : 0.0;
+        total += v;
+        if (v > 0)
+            lines.append(tr("%1: %2").arg(s.caller, QLocale().toString(v, 'f', 0)));
+    }
+    lines.append(tr("total: %1 %2").arg(QLocale().toString(total, 'f', 0), unit));
+    if (m_limitPerBucket > 0)
+        lines.append(tr("limit: %1 per %2")
+                         .arg(QLocale().toString(m_limitPerBucket, 'f', m_limitPerBucket < 10 ? 1 : 0),
+                             ChartSpan::bucketLabel(b.widthMs)));
+    return lines.join(QLatin1Char('\n'));
+}
+
+void UsageChart::onBandHovered(const QPointF& point, bool state)
+{
+    if (!state) {
+        hideTip();
+        return;
+    }
+    const QString text = tipAt(static_cast<qint64>(point.x()));
+    if (text.isEmpty())
+        hideTip();
+    else
+        showTip(point, text);
 }
 
 QList<TimeChartView::Scope> UsageChart::scopes() const

@@ -3,7 +3,8 @@
 // UsageChart: requests (or tokens) per bucket per caller over the chosen span, stacked, so the
 // caller eating the quota is the biggest band, with the limit drawn as a dashed line (the
 // limit's sustained rate in the same bucket width). The series are created once and updated
-// with replace(); a caller keeps its colour for as long as the dashboard runs.
+// with replace(); a caller keeps its colour for as long as the dashboard runs. Hovering a band
+// shows the bucket's time and every caller's value in it; a click pins that tip.
 
 #include "timechart.h"
 #include "usagehistory.h"
@@ -34,8 +35,12 @@ public:
     [[nodiscard]] QStringList bandNames() const; // visible bands, largest first (for tests)
     [[nodiscard]] double limitLineValue() const; // per bucket; 0 when not drawn (for tests)
     [[nodiscard]] QList<QPointF> bandPoints(int band) const; // the upper edge (for tests)
+    // What hovering the bucket at this time shows: its time, each caller's value, the total
+    // and the limit (also for tests).
+    [[nodiscard]] QString tipAt(qint64 timeMs) const;
 
 private:
+    void onBandHovered(const QPointF& point, bool state);
     [[nodiscard]] QColor colorFor(const QString& caller);
     void updateTitle();
     void themeChanged() override;
@@ -48,6 +53,8 @@ private:
     QVector<QAreaSeries*> m_areas; // owned by the chart
     QLineSeries* m_limit = nullptr; // owned by the chart
     QHash<QString, QColor> m_colors;
+    QVector<UsageHistory::CallerSeries> m_series; // of the last redraw, largest first
+    double m_limitPerBucket = 0;
 };
 
 } // namespace tollgate::ui
