@@ -1354,8 +1354,11 @@ void MainWindow::resetLayout()
     // with a 160 px chart) while the logs keep a few rows (issue 28: 45 px charts with six
     // providers at 1280×720).
     constexpr int READABLE_CHARTS = 230;
-    constexpr int SOME_LOG_ROWS = 180;
-    const int h = std::max(400, height() - 120);
+    constexpr int SOME_LOG_ROWS = 130;
+    // The page's own height once it is laid out; before, the window's less its bars.
+    const int h = std::max(400,
+        m_mainSplitter->isVisible() && m_mainSplitter->height() > 100 ? m_mainSplitter->height() - 12
+                                                                      : height() - 120);
     const int capacityHeight = m_capacityPanel->minimumSizeHint().height();
     const int providersHeight = m_panels.value(QStringLiteral("providers"))->sizeHint().height();
     const int rest = std::max(200, h - capacityHeight - providersHeight);
