@@ -134,7 +134,7 @@ void TestUsageHistory::autoSpanShowsTheDataThereIs()
     QVERIFY(u.oldestMs() <= e.timeMs && u.oldestMs() > e.timeMs - UsageHistory::FINE_MS);
     QCOMPARE(ChartSpan::autoSpan(u.oldestMs(), T0), 5 * ChartSpan::MINUTE_MS);
     u.add({ hit(T0 - 2 * ChartSpan::HOUR_MS, "api", "a") });
-    QCOMPARE(ChartSpan::autoSpan(u.oldestMs(), T0), 6 * ChartSpan::HOUR_MS);
+    QCOMPARE(ChartSpan::autoSpan(u.oldestMs(), T0), 3 * ChartSpan::HOUR_MS); // Auto's finer ladder
 }
 
 void TestUsageHistory::fineBucketsForShortSpans()
