@@ -1348,6 +1348,8 @@ void MainWindow::resetLayout()
     for (const QString& p : panelNames())
         setPanelVisible(p, true);
     fitProvidersView(); // its rows depend on the window's height
+    // Pending layout requests first: the tiles' panel measures its rows on them.
+    QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
     // The charts and the logs share what the fixed-height panels leave; on a short screen the
     // tables under the charts start folded away (drag the handle to open them), so the event
     // log keeps enough rows to read. The charts get at least a readable height (their box
