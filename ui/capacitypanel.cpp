@@ -205,14 +205,17 @@ void CapacityPanel::sync()
     fitHeight();
 }
 
-void CapacityPanel::fitHeight()
+void CapacityPanel::fitHeight(bool fresh)
 {
-    // The layouts are asked afresh: a label's new text reaches them only on the next layout pass.
-    for (const Tile& t : std::as_const(m_tiles)) {
-        t.frame->layout()->invalidate();
-        t.frame->updateGeometry();
+    // The layouts are asked afresh: a label's new text reaches them only on the next layout
+    // pass. Not when called for that pass itself: invalidating posts another one.
+    if (fresh) {
+        for (const Tile& t : std::as_const(m_tiles)) {
+            t.frame->layout()->invalidate();
+            t.frame->updateGeometry();
+        }
+        m_layout->invalidate();
     }
-    m_layout->invalidate();
     const int width = std::max(1, m_scroll->width() - 2 * m_scroll->frameWidth());
     const QMargins margins = m_layout->contentsMargins();
     const int gap = m_layout->spacing();
@@ -379,7 +382,7 @@ bool CapacityPanel::eventFilter(QObject* watched, QEvent* event)
 {
     if ((watched == m_watchedWindow && event->type() == QEvent::Resize)
         || (watched == m_layout->parentWidget() && event->type() == QEvent::LayoutRequest)) {
-        fitHeight();
+        fitHeight(event->type() != QEvent::LayoutRequest);
         return false;
     }
     if (event->type() == QEvent::ContextMenu) {

@@ -79,7 +79,7 @@ private:
     [[nodiscard]] QStringList displayOrder(qint64 nowMs);
     void applyOrder();
     void sync();
-    void fitHeight();
+    void fitHeight(bool fresh = true); // fresh: the tiles' layouts asked again
     void style(Tile& tile, CapacityModel::Level level);
     void stylePlan(Tile& tile, CapacityModel::PlanLevel level);
     [[nodiscard]] QColor accentOf(CapacityModel::Level level) const;

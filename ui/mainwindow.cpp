@@ -1192,14 +1192,19 @@ void MainWindow::resetLayout()
     for (const QString& p : panelNames())
         setPanelVisible(p, true);
     fitProvidersView(); // its rows depend on the window's height
+    // Pending layout requests first: the tiles' panel measures its rows on them.
+    QCoreApplication::sendPostedEvents(nullptr, QEvent::LayoutRequest);
     // The charts and the logs share what the fixed-height panels leave; on a short screen the
     // tables under the charts start folded away (drag the handle to open them), so the event
     // log keeps enough rows to read. The charts get at least a readable height (their box
     // with a 160 px chart) while the logs keep a few rows (issue 28: 45 px charts with six
     // providers at 1280×720).
     constexpr int READABLE_CHARTS = 230;
-    constexpr int SOME_LOG_ROWS = 180;
-    const int h = std::max(400, height() - 120);
+    constexpr int SOME_LOG_ROWS = 130;
+    // The page's own height once it is laid out; before, the window's less its bars.
+    const int h = std::max(400,
+        m_mainSplitter->isVisible() && m_mainSplitter->height() > 100 ? m_mainSplitter->height() - 12
+                                                                      : height() - 120);
     const int capacityHeight = m_capacityPanel->minimumSizeHint().height();
     const int providersHeight = m_panels.value(QStringLiteral("providers"))->sizeHint().height();
     const int rest = std::max(200, h - capacityHeight - providersHeight);

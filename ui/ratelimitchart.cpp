@@ -108,8 +108,9 @@ void RateLimitChart::update(const UsageHistory& usage, qint64 nowMs)
     m_line->replace(points);
     NiceAxis::apply(m_y, top * 1.15, 5, yIntervalsThatFit());
     const double yTop = m_y->max();
-    chart()->setTitle(tr("429s per %1, last %2")
-                          .arg(ChartSpan::bucketLabel(b.widthMs), ChartSpan::spanLabel(effectiveSpan())));
+    setHeading(tr("429s per %1, last %2")
+                   .arg(ChartSpan::bucketLabel(b.widthMs), ChartSpan::spanLabel(effectiveSpan())),
+        tr("429s / %1").arg(ChartSpan::bucketLabel(b.widthMs)));
 
     // One mark per kind and bucket: a storm of pauses is one mark that says how many.
     m_groups.clear();

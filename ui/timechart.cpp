@@ -29,7 +29,11 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     : QChartView(parent)
 {
     auto* chart = new QChart();
+    m_heading = title;
     chart->setTitle(title);
+    // No rounded frame and its padding around the chart: the height goes to the plot.
+    chart->setBackgroundRoundness(0);
+    chart->layout()->setContentsMargins(0, 0, 0, 0);
     chart->legend()->setAlignment(Qt::AlignRight);
     QFont legendFont = chart->legend()->font();
     legendFont.setPointSizeF(legendFont.pointSizeF() * 0.85);
@@ -63,6 +67,32 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     m_tip->setAttribute(Qt::WA_TransparentForMouseEvents);
     m_tip->hide();
     applyTheme();
+}
+
+void TimeChartView::setHeading(const QString& heading, const QString& compact)
+{
+    m_heading = heading;
+    m_compactHeading = compact;
+    applyHeading();
+}
+
+void TimeChartView::applyHeading()
+{
+    const bool compact = height() < COMPACT_BELOW;
+    const QString title = compact ? QString() : m_heading;
+    const QString beside = compact ? m_compactHeading : QString();
+    if (chart()->title() != title)
+        chart()->setTitle(title);
+    if (m_y->titleText() != beside) {
+        if (!beside.isEmpty()) {
+            QFont f = m_y->titleFont();
+            f.setPointSizeF(QFont().pointSizeF() * 0.8);
+            f.setBold(false);
+            m_y->setTitleFont(f);
+        }
+        m_y->setTitleText(beside);
+        m_y->setTitleVisible(!beside.isEmpty());
+    }
 }
 
 void TimeChartView::setSpan(qint64 spanMs)
@@ -399,6 +429,7 @@ bool TimeChartView::isDark() const
 void TimeChartView::resizeEvent(QResizeEvent* event)
 {
     QChartView::resizeEvent(event);
+    applyHeading();
     alignPlotAreas();
     applyTicks(); // as many as the new width has room for
 }

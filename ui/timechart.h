@@ -17,6 +17,9 @@
 //  - a marker tip that stays while the mouse is on the marker (QToolTip vanishes after a
 //    second while traffic redraws the chart) and is pinned by a click until Escape or a click
 //    elsewhere;
+//  - a heading ("Requests per 10 s by caller, last 5 min") above the plot, or, on a chart
+//    shorter than COMPACT_BELOW, beside it as the count axis's title, so a short chart's
+//    height goes to its bars;
 //  - colours from the widget's palette, re-applied on every palette change, so a dark desktop
 //    gets a dark chart.
 // Subclasses own their series and call frame() at the top of each redraw.
@@ -41,7 +44,14 @@ class TimeChartView : public QChartView
 {
     Q_OBJECT
 public:
+    static constexpr int COMPACT_BELOW = 200; // px of height: the heading moves beside the plot
+
     explicit TimeChartView(const QString& title, QWidget* parent = nullptr);
+
+    // What the chart says it shows, above the plot; beside it (see COMPACT_BELOW) the short
+    // form ("requests / 10 s": the time axis shows the span).
+    void setHeading(const QString& heading, const QString& compact);
+    [[nodiscard]] QString heading() const { return m_heading; }
 
     // ChartSpan::AUTO or one of ChartSpan::spans(); takes effect at the next redraw.
     void setSpan(qint64 spanMs);
@@ -117,6 +127,7 @@ protected:
 private:
     void applyRange();
     void applyTicks();
+    void applyHeading();
     void applyTheme();
     [[nodiscard]] int maxTimeTicks() const;
 
@@ -130,6 +141,8 @@ private:
     bool m_tipPinned = false;
     bool m_tipPinnedThisClick = false;
     bool m_theming = false;
+    QString m_heading;
+    QString m_compactHeading;
     QVector<qint64> m_ticks;
     qint64 m_tickStep = 0;
     QList<QPointer<TimeChartView>> m_aligned; // the others; not owned

@@ -70,8 +70,9 @@ void UsageChart::updateTitle()
     const QString per
         = ChartSpan::bucketLabel(buckets().count > 0 ? buckets().widthMs : ChartSpan::MINUTE_MS);
     const QString span = ChartSpan::spanLabel(effectiveSpan() > 0 ? effectiveSpan() : ChartSpan::HOUR_MS);
-    chart()->setTitle(m_tokens ? tr("Tokens per %1 by caller, last %2").arg(per, span)
-                               : tr("Requests per %1 by caller, last %2").arg(per, span));
+    setHeading(m_tokens ? tr("Tokens per %1 by caller, last %2").arg(per, span)
+                        : tr("Requests per %1 by caller, last %2").arg(per, span),
+        m_tokens ? tr("tokens / %1").arg(per) : tr("requests / %1").arg(per));
 }
 
 void UsageChart::themeChanged()

@@ -488,8 +488,8 @@ void TestDashboardV2::spanSwitchingChangesRangeAndBuckets()
         QCOMPARE(qint64(points.first().x()), chart.axisMinMs());
         QCOMPARE(rate.totalShown(), 1);
     }
-    QVERIFY(chart.chart()->title().contains(QStringLiteral("per 15 min")));
-    QVERIFY(rate.chart()->title().contains(QStringLiteral("last 24 h")));
+    QVERIFY(chart.heading().contains(QStringLiteral("per 15 min")));
+    QVERIFY(rate.heading().contains(QStringLiteral("last 24 h")));
 
     // Auto: the shortest span of its ladder that reaches back to the oldest data (6.3 min:
     // 10 min; tst_timechart has the ladder).

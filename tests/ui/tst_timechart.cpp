@@ -128,6 +128,20 @@ void TestTimeChart::bothChartsLineUp()
         qPrintable(QStringLiteral("%1 %2").arg(plotOf(chart).left()).arg(plotOf(rate).left())));
     QVERIFY(std::abs(plotOf(chart).right() - plotOf(rate).right()) < 1.0);
     const double before = plotOf(chart).left();
+    // Short charts: the heading beside the plot, still lined up.
+    for (TimeChartView* v : { static_cast<TimeChartView*>(&chart), static_cast<TimeChartView*>(&rate) })
+        v->resize(620, TimeChartView::COMPACT_BELOW - 40);
+    chart.update(usage, now);
+    rate.update(usage, now);
+    QVERIFY(chart.chart()->title().isEmpty());
+    QVERIFY2(std::abs(plotOf(chart).left() - plotOf(rate).left()) < 1.0,
+        qPrintable(QStringLiteral("%1 %2").arg(plotOf(chart).left()).arg(plotOf(rate).left())));
+    QVERIFY(std::abs(plotOf(chart).right() - plotOf(rate).right()) < 1.0);
+    for (TimeChartView* v : { static_cast<TimeChartView*>(&chart), static_cast<TimeChartView*>(&rate) })
+        v->resize(620, 280);
+    chart.update(usage, now);
+    rate.update(usage, now);
+    QVERIFY(!chart.chart()->title().isEmpty());
     // A redraw with other figures keeps them lined up.
     usage.add({ admitted(now + 500, "b", 9'000'000) });
     chart.update(usage, now + 1000);
@@ -212,7 +226,7 @@ void TestTimeChart::autoSpanFitsTheData()
     chart.update(usage, now);
     QVERIFY(chart.effectiveSpan() <= 20 * ChartSpan::MINUTE_MS);
     QCOMPARE(chart.axisMaxMs() - chart.axisMinMs(), chart.effectiveSpan());
-    QVERIFY(chart.chart()->title().contains(QStringLiteral("last 20 min")));
+    QVERIFY(chart.heading().contains(QStringLiteral("last 20 min")));
 }
 
 void TestTimeChart::keyboardZooms()
