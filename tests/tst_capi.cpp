@@ -1,8 +1,8 @@
 // The C library (libtollgate.so, clients/c) in real processes: the README's example compiled
 // and run; bad input, a call used out of turn or after its home was closed, a cancel from
 // another thread, fork() after open (tests/helpers/capiworker.c); its status is the CLI's; and
-// C workers and CLI callers sharing one home — a directory and Redis — under a rolling window,
-// a token limit and a parallel limit, with SIGKILLs at random: no overrun (judged from logs kept
+// C workers, CLI callers and Python workers sharing one home — a directory and Redis — under a rolling
+// window, a token limit and a parallel limit, with SIGKILLs at random: no overrun (judged from logs kept
 // outside Tollgate), no lost slot (every slot admitted afterwards).
 
 #include "helpers/redisserver.h"
@@ -34,8 +34,8 @@ private Q_SLOTS:
     void badInputAndOutOfTurnAreTypedErrors();
     void forkAfterOpenIsRefusedInTheChild();
     void statusIsTheClis();
-    void cWorkersAndCliShareAHomeUnderKills_data();
-    void cWorkersAndCliShareAHomeUnderKills();
+    void cPythonAndCliShareAHomeUnderKills_data();
+    void cPythonAndCliShareAHomeUnderKills();
 
 private:
     struct Ran
@@ -157,14 +157,14 @@ void TestCapi::statusIsTheClis()
         QCOMPARE(a[QLatin1String(key)], b[QLatin1String(key)]);
 }
 
-void TestCapi::cWorkersAndCliShareAHomeUnderKills_data()
+void TestCapi::cPythonAndCliShareAHomeUnderKills_data()
 {
     QTest::addColumn<bool>("redis");
     QTest::newRow("directory") << false;
     QTest::newRow("redis") << true;
 }
 
-void TestCapi::cWorkersAndCliShareAHomeUnderKills()
+void TestCapi::cPythonAndCliShareAHomeUnderKills()
 {
     QFETCH(bool, redis);
     if (redis) {
@@ -174,7 +174,7 @@ void TestCapi::cWorkersAndCliShareAHomeUnderKills()
         QVERIFY2(home.failure.isEmpty(), qPrintable(home.failure));
         m_home = QString::fromStdString(home.url);
     }
-    constexpr int REQUESTS = 12, TOKENS = 1500, PARALLEL = 3, CALL_TOKENS = 100;
+    constexpr int REQUESTS = 12, TOKENS = 1300, PARALLEL = 3, CALL_TOKENS = 100;
     constexpr qint64 WINDOW_US = 1000000;
     QCOMPARE(cli(QStringLiteral("limits set storm --requests %1 --tokens %2 --window 1 --parallel %3 -q")
                      .arg(REQUESTS)
@@ -185,11 +185,23 @@ void TestCapi::cWorkersAndCliShareAHomeUnderKills()
     const QString log = m_dir->filePath(QStringLiteral("calls.log"));
     const QString worker = QStringLiteral(TOLLGATE_CAPIWORKER_PATH);
     std::vector<std::unique_ptr<QProcess>> procs;
-    auto start = [&](bool viaCli) {
+    // Kinds of caller: C workers, CLI callers, Python workers (when Debian's python3 is there).
+    enum Kind { C, Cli, Python };
+    const bool python = QFile::exists(QStringLiteral("/usr/bin/python3"));
+    auto start = [&](Kind kind) {
         auto p = std::make_unique<QProcess>();
-        p->setProcessEnvironment(environment());
+        QProcessEnvironment env = environment();
+        env.insert(QStringLiteral("TOLLGATE_LIBRARY"), QStringLiteral(TOLLGATE_CAPI_LIBRARY));
+        env.insert(QStringLiteral("PYTHONPATH"), QStringLiteral(TOLLGATE_PYTHON_PACKAGE));
+        p->setProcessEnvironment(env);
         p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        if (viaCli) {
+        p->setProperty("kind", kind);
+        if (kind == Python) {
+            p->start(QStringLiteral("/usr/bin/python3"),
+                { QStringLiteral(TOLLGATE_PYWORKER_PATH), m_home, QStringLiteral("storm"), log,
+                    QString::number(
+                        2 * CALL_TOKENS) }); // the token limit binds before the request limit, or not
+        } else if (kind == Cli) {
             const QString lo = QString::number(QDateTime::currentMSecsSinceEpoch() * 1000);
             p->start(QStringLiteral(TOLLGATE_CLI_PATH),
                 { QStringLiteral("run"), QStringLiteral("storm"), QStringLiteral("--caller"),
@@ -204,14 +216,17 @@ void TestCapi::cWorkersAndCliShareAHomeUnderKills()
         QVERIFY(p->waitForStarted(10000));
         procs.push_back(std::move(p));
     };
-    // Three C workers and two CLI callers at all times; a SIGKILL every 100-300 ms.
+    // Three C workers, two CLI callers and two Python workers at all times; a SIGKILL every
+    // 100-300 ms.
     auto* rng = QRandomGenerator::global();
     int kills = 0;
     const qint64 end = QDateTime::currentMSecsSinceEpoch() + 6000;
     for (int i = 0; i < 3; ++i)
-        start(false);
+        start(C);
     for (int i = 0; i < 2; ++i)
-        start(true);
+        start(Cli);
+    for (int i = 0; python && i < 2; ++i)
+        start(Python);
     while (QDateTime::currentMSecsSinceEpoch() < end) {
         QTest::qWait(100 + static_cast<int>(rng->bounded(200)));
         auto& victim = procs[rng->bounded(static_cast<quint32>(procs.size()))];
@@ -224,9 +239,9 @@ void TestCapi::cWorkersAndCliShareAHomeUnderKills()
             if (p->state() == QProcess::Running)
                 continue;
             p->waitForFinished();
-            const bool viaCli = p->program() == QStringLiteral(TOLLGATE_CLI_PATH);
+            const Kind kind = static_cast<Kind>(p->property("kind").toInt());
             p.reset();
-            start(viaCli);
+            start(kind);
         }
         procs.erase(std::remove(procs.begin(), procs.end(), nullptr), procs.end());
     }
@@ -301,6 +316,9 @@ void TestCapi::cWorkersAndCliShareAHomeUnderKills()
         worstRequests = std::max(worstRequests, n);
         worstTokens = std::max(worstTokens, tokens);
     }
+    qInfo("%zu admissions, %d kills; at most %lld requests and %lld tokens surely in one window, %d holds at "
+          "once",
+        admissions.size(), kills, worstRequests, worstTokens, peak);
     QVERIFY2(worstRequests <= REQUESTS,
         qPrintable(QStringLiteral("%1 requests in one window").arg(worstRequests)));
     QVERIFY2(worstTokens <= TOKENS, qPrintable(QStringLiteral("%1 tokens in one window").arg(worstTokens)));
