@@ -14,7 +14,9 @@
 #   - `appstreamcli validate --no-net` passes on the metainfo;
 #   - the C library: libtollgate.so with its SONAME, only tollgate_* exported, tollgate.h and
 #     tollgate.pc; the README's C example (clients/c/example.c) compiles against the installed
-#     header with `pkg-config --cflags --libs tollgate` and runs against the installed library.
+#     header with `pkg-config --cflags --libs tollgate` and runs against the installed library;
+#   - the Python client (clients/python) installs with pip (offline: --no-build-isolation
+#     --no-index, from a copy of the folder) and is admitted through the installed library.
 # Configures and builds nothing itself; installs the Debian packages of the tools it needs when
 # they are missing (desktop-file-utils, man-db, groff-base, appstream; via ensure-packages.sh).
 # Exit 0 when all hold; else lists every failure, exit 1.
@@ -166,6 +168,25 @@ if [ -f "$LIB" ]; then
         fi
     else
         fail "pkg-config cannot read the installed tollgate.pc: $(cat "$WORK/pc.log")"
+    fi
+fi
+
+# The Python client: pip installs it (from a copy: pip builds in the folder it is given) and it
+# runs against the installed library. Skipped without Debian's python3 and pip.
+if [ -f "$LIB" ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -m pip --version >/dev/null 2>&1; then
+    check
+    cp -r "$ROOT/clients/python" "$WORK/pysrc"
+    rm -rf "$WORK/pysrc/build" "$WORK/pysrc"/*.egg-info
+    if /usr/bin/python3 -m pip install -q --disable-pip-version-check --no-build-isolation --no-index \
+        --target "$WORK/py" "$WORK/pysrc" >"$WORK/pip.log" 2>&1; then
+        check
+        TOLLGATE_LIBRARY="$PREFIX/$LIBDIR/libtollgate.so.${VERSION%%.*}" PYTHONPATH="$WORK/py" \
+            /usr/bin/python3 -c 'import sys, tollgate
+with tollgate.call("anthropic", caller="installcheck", input_tokens=1, max_tokens=1, home=sys.argv[1]) as c:
+    c.settle({"input_tokens": 1, "output_tokens": 1})' "$WORK/capi-home" >"$WORK/py.log" 2>&1 \
+            || fail "the pip-installed Python client does not run: $(cat "$WORK/py.log")"
+    else
+        fail "pip cannot install clients/python: $(cat "$WORK/pip.log")"
     fi
 fi
 
