@@ -187,7 +187,7 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
     std::vector<std::unique_ptr<QProcess>> procs;
     // Kinds of caller: C workers, CLI callers, Python workers (when Debian's python3 is there).
     enum Kind { C, Cli, Python };
-    const bool python = QFile::exists(QStringLiteral("/usr/bin/python3"));
+    const bool python = TOLLGATE_CAPI_PYTHON && QFile::exists(QStringLiteral("/usr/bin/python3"));
     auto start = [&](Kind kind) {
         auto p = std::make_unique<QProcess>();
         QProcessEnvironment env = environment();
@@ -234,16 +234,19 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
             ::kill(static_cast<pid_t>(victim->processId()), SIGKILL);
             ++kills;
         }
-        // The finished and the killed are replaced, each by one of its kind.
+        // The finished and the killed are replaced, each by one of its kind (started after the
+        // loop: start() grows procs).
+        std::vector<Kind> again;
         for (auto& p : procs) {
             if (p->state() == QProcess::Running)
                 continue;
             p->waitForFinished();
-            const Kind kind = static_cast<Kind>(p->property("kind").toInt());
+            again.push_back(static_cast<Kind>(p->property("kind").toInt()));
             p.reset();
-            start(kind);
         }
         procs.erase(std::remove(procs.begin(), procs.end(), nullptr), procs.end());
+        for (Kind kind : again)
+            start(kind);
     }
     for (auto& p : procs) {
         ::kill(static_cast<pid_t>(p->processId()), SIGKILL);

@@ -10,6 +10,9 @@ namespace tollgate::capi {
 namespace {
 // The exchange's own queue timeout is not used: each call waits for its own timeout.
 constexpr std::chrono::milliseconds UNUSED_QUEUE_TIMEOUT { 30000 };
+// tollgate_call_cancel from another thread ends a wait within this (a look at the flag and the
+// change mark, no store operation, each time).
+constexpr std::chrono::milliseconds CANCEL_POLL { 10 };
 } // namespace
 
 CapiHome::CapiHome(HomeSpec spec)
@@ -51,6 +54,7 @@ Result<std::unique_ptr<CapiHome::Connection>> CapiHome::connect() const
         return backend.error();
     c->backend = std::move(backend).value();
     c->limiter = std::make_unique<QuotaLimiter>(*c->backend, c->clock, c->probe);
+    c->limiter->setCancelPoll(CANCEL_POLL);
     return c;
 }
 

@@ -123,7 +123,7 @@ TOLLGATE_API int tollgate_call_new_http(tollgate_home* home, const char* provide
 TOLLGATE_API int tollgate_call_admit(tollgate_call* call, int64_t timeout_ms, tollgate_error* err);
 /* Ends a wait in tollgate_call_admit (now or when it starts) with TOLLGATE_E_CANCELLED. Any
  * thread, any time before tollgate_call_free; async-signal-safe (a store of an atomic flag).
- * The waiter notices at its next look: within 250 ms. */
+ * The waiter notices within 10 ms (it looks at the flag that often while it waits). */
 TOLLGATE_API void tollgate_call_cancel(tollgate_call* call);
 
 /* The end of an admitted call that succeeded, with its real usage (each >= 0; -1: not known,

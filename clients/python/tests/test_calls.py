@@ -136,3 +136,21 @@ def test_status(cli):
     doc = tollgate.status()
     assert doc["home_exists"] and [p["provider"] for p in doc["providers"]] == ["p"]
     assert doc["providers"][0]["requests"] == 3
+
+
+def test_many_async_waiters_do_not_starve_the_settles(cli, provider_status):
+    # More waiters than the loop's default executor has threads: each waits in a thread of its
+    # own, so the settles that make room are never queued behind them.
+    cli("limits", "set", "p", "--requests", "1000", "--window", "60", "--parallel", "1")
+
+    async def one(i):
+        async with tollgate.call("p", caller=f"a{i}", input_tokens=1, max_tokens=1, timeout=60) as c:
+            await asyncio.sleep(0.005)
+            c.settle(input_tokens=1, output_tokens=1)
+
+    async def main():
+        await asyncio.wait_for(asyncio.gather(*[one(i) for i in range(24)]), timeout=120)
+
+    asyncio.run(main())
+    p = provider_status("p")
+    assert p["used_requests"] == 24 and p["slots"] == [] and p["queue"] == []

@@ -210,22 +210,44 @@ class Call:
         return self
 
     async def admit_async(self, timeout=None):
-        """admit() in a worker thread; cancelling the awaiting task cancels the wait."""
+        """admit() in a thread of its own (not the loop's executor: waiting admissions would fill
+        it, and the settles that make room would queue behind them); cancelling the awaiting task
+        cancels the wait."""
         import asyncio
         ms = _timeout_ms(self.timeout if timeout is None else timeout)
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(None, self._run, _lib.lib.tollgate_call_admit, ms)
+        fut = loop.create_future()
+        finished = threading.Event()
+
+        def deliver(error):
+            if not fut.done():
+                if error is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(error)
+
+        def wait():
+            error = None
+            try:
+                self._run(_lib.lib.tollgate_call_admit, ms)
+            except BaseException as e:  # handed to the awaiting task
+                error = e
+            finished.set()
+            try:
+                loop.call_soon_threadsafe(deliver, error)
+            except RuntimeError:
+                pass  # the loop is closed: nobody awaits it any more
+
+        threading.Thread(target=wait, name="tollgate-admit", daemon=True).start()
         try:
-            await asyncio.shield(fut)
+            await fut
         except asyncio.CancelledError:
             self.cancel()
-            try:
-                await fut
-            except Error:
-                pass
-            if self.holds_slot or self.fence:
+            while not finished.is_set():  # the wait ends within the library's cancel poll
+                await asyncio.sleep(0.005)
+            if self.fence:
                 try:
-                    self.release()
+                    self.release()  # admitted just before the cancel came
                 except Error:
                     pass
             raise
