@@ -99,11 +99,13 @@ TOLLGATE_API int tollgate_home_open(const char* home, tollgate_home** out, tollg
 /* Frees the home (NULL: nothing). Calls not yet freed keep what they need (see above). Not
  * to be called while another thread uses the same home handle. */
 TOLLGATE_API void tollgate_home_close(tollgate_home* home);
-/* The home as shown (the directory, or the URL without a password): valid until close. */
+/* The home as shown (the directory, or the URL without a password): valid until close.
+ * Thread-safe. */
 TOLLGATE_API const char* tollgate_home_text(const tollgate_home* home);
 /* The status of the home as `tollgate status --json` prints it; *json is NUL-terminated, to be
  * freed with tollgate_string_free. Thread-safe. */
 TOLLGATE_API int tollgate_status_json(tollgate_home* home, char** json, tollgate_error* err);
+/* Thread-safe. */
 TOLLGATE_API void tollgate_string_free(char* s);
 
 /* A call that states its cost: input_tokens (its prompt) and output_tokens (its max_tokens),
@@ -119,7 +121,7 @@ TOLLGATE_API int tollgate_call_new_http(tollgate_home* home, const char* provide
 
 /* Waits until admitted, at most timeout_ms (0: a try; the wait in the quota's FIFO queue is
  * that of `tollgate acquire --timeout`). TOLLGATE_E_TIMEOUT, _REFUSED, _CANCELLED: nothing
- * taken. */
+ * taken. One thread per call. */
 TOLLGATE_API int tollgate_call_admit(tollgate_call* call, int64_t timeout_ms, tollgate_error* err);
 /* Ends a wait in tollgate_call_admit (now or when it starts) with TOLLGATE_E_CANCELLED. Any
  * thread, any time before tollgate_call_free; async-signal-safe (a store of an atomic flag).
@@ -128,32 +130,34 @@ TOLLGATE_API void tollgate_call_cancel(tollgate_call* call);
 
 /* The end of an admitted call that succeeded, with its real usage (each >= 0; -1: not known,
  * the estimate stands): the slot back, the usage replacing the estimate in the window, the
- * 429 count reset — one store operation. Then the call is done. */
+ * 429 count reset — one store operation. Then the call is done. One thread per call. */
 TOLLGATE_API int tollgate_call_settle(
     tollgate_call* call, int64_t input_tokens, int64_t output_tokens, tollgate_error* err);
 /* The end of an admitted call the provider answered 429: the slot back, the 429 reported for
- * every caller (a backoff: retry_after_ms from its Retry-After, or -1 for none). */
+ * every caller (a backoff: retry_after_ms from its Retry-After, or -1 for none). One thread per
+ * call. */
 TOLLGATE_API int tollgate_call_report_429(tollgate_call* call, int64_t retry_after_ms, tollgate_error* err);
 /* The end of an admitted call given up before any answer: the slot back, the estimate stands,
- * no success. */
+ * no success. One thread per call. */
 TOLLGATE_API int tollgate_call_release(tollgate_call* call, tollgate_error* err);
 
 /* The HTTP answer, as the proxy reads it: its status and headers (names case-insensitive) when
  * they arrive — the provider's rate-limit headers are acted on at once (a hold, its reported
  * limits) — then its body, chunk by chunk (the usage is read from JSON or server-sent events),
  * then tollgate_call_finish settles as the answer says (a 2xx with its real usage, a 429 with
- * its Retry-After, a spend cap pauses, ...). */
+ * its Retry-After, a spend cap pauses, ...). One thread per call (each of the three). */
 TOLLGATE_API int tollgate_call_headers(tollgate_call* call, int status, const char* const* names,
     const char* const* values, size_t count, tollgate_error* err);
 TOLLGATE_API int tollgate_call_body(tollgate_call* call, const void* chunk, size_t len, tollgate_error* err);
 /* `broken_off`: the answer was cut short (no success; the estimate stands). */
 TOLLGATE_API int tollgate_call_finish(tollgate_call* call, int broken_off, tollgate_error* err);
 
-/* After admission: its fencing token (0 before), whether it holds a slot, how long it waited. */
+/* After admission: its fencing token (0 before and after its end), whether it holds a slot, how
+ * long it waited. One thread per call. */
 TOLLGATE_API uint64_t tollgate_call_fence(const tollgate_call* call);
 TOLLGATE_API int tollgate_call_holds_slot(const tollgate_call* call);
 TOLLGATE_API int64_t tollgate_call_waited_ms(const tollgate_call* call);
-/* The tokens asked for (input + output, as counted). */
+/* The tokens asked for (input + output, as counted). One thread per call. */
 TOLLGATE_API int64_t tollgate_call_tokens(const tollgate_call* call);
 
 /* Frees the call (NULL: nothing). An admitted call not yet ended is released first (its slot
