@@ -154,3 +154,21 @@ def test_many_async_waiters_do_not_starve_the_settles(cli, provider_status):
     asyncio.run(main())
     p = provider_status("p")
     assert p["used_requests"] == 24 and p["slots"] == [] and p["queue"] == []
+
+
+def test_a_redis_home(cli, provider_status):
+    """The same calls on a Redis home (the server scripts/test.sh shares: TOLLGATE_TEST_REDIS_URL)."""
+    import os
+    import uuid
+    url = os.environ.get("TOLLGATE_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("TOLLGATE_TEST_REDIS_URL names no redis-server")
+    home = f"{url}?prefix=py{uuid.uuid4().hex[:12]}"
+    cli("limits", "set", "p", "--requests", "10", "--tokens", "10000", "--window", "60", "--parallel", "1",
+        "--home", home)
+    with tollgate.call("p", input_tokens=100, max_tokens=100, home=home) as call:
+        with pytest.raises(tollgate.Timeout):
+            tollgate.call("p", input_tokens=1, max_tokens=1, timeout=0.2, home=home).admit()
+        call.settle(input_tokens=30, output_tokens=12)
+    p = next(p for p in tollgate.status(home)["providers"] if p["provider"] == "p")
+    assert p["used_tokens"] == 42 and p["slots"] == [] and p["queue"] == []
