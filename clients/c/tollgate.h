@@ -109,7 +109,9 @@ TOLLGATE_API int tollgate_status_json(tollgate_home* home, char** json, tollgate
 TOLLGATE_API void tollgate_string_free(char* s);
 
 /* A call that states its cost: input_tokens (its prompt) and output_tokens (its max_tokens),
- * each >= 0; `model` may be NULL (no per-model limits); `caller` NULL: "c". Nothing is taken
+ * each >= 0; `model` may be NULL (no per-model limits); `caller` NULL: "c". The cost is an
+ * estimate, as the proxy's: one above a token limit is never refused as too large, it waits
+ * for an empty window (its real usage corrects it). Nothing is taken
  * until tollgate_call_admit. Thread-safe (on the home). */
 TOLLGATE_API int tollgate_call_new(tollgate_home* home, const char* provider, const char* caller,
     const char* model, int64_t input_tokens, int64_t output_tokens, int flags, tollgate_call** out,

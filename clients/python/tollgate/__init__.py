@@ -86,11 +86,15 @@ def limited(provider, *, caller=None, model=None, input_tokens=0, max_tokens=0, 
     (its `usage`, or its own usage fields; otherwise the estimate stands). Sync and async functions."""
 
     def settle_with(c, result):
+        # What the function returned, if it says what the call used: an SDK answer (its
+        # `usage`), a usage object or dict; anything else leaves the estimate standing.
+        usage = getattr(result, "usage", None) if not isinstance(result, dict) else result.get("usage", result)
+        if usage is None and hasattr(result, "input_tokens"):
+            usage = result
         try:
-            c.settle(result if result is not None and (hasattr(result, "usage") or isinstance(result, dict)
-                                                       or hasattr(result, "input_tokens")) else None)
+            c.settle(usage)
         except TypeError:
-            c.settle(None)  # a result without a usage: the estimate stands
+            c.settle(None)
 
     def decorate(fn):
         def make():

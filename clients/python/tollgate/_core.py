@@ -181,7 +181,10 @@ class Call:
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
         if handle is not None:
-            _lib.lib.tollgate_call_free(handle)
+            try:
+                _lib.lib.tollgate_call_free(handle)
+            except Exception:
+                pass  # at interpreter exit the module may be gone: the process ends anyway
 
     def _run(self, fn, *args):
         err = _lib.ErrorStruct()
