@@ -33,6 +33,7 @@ private Q_SLOTS:
     void readmeExampleCompilesAndRuns();
     void badInputAndOutOfTurnAreTypedErrors();
     void forkAfterOpenIsRefusedInTheChild();
+    void theHttpAnswerSettlesItsUsageAndA429BacksOff();
     void statusIsTheClis();
     void cPythonAndCliShareAHomeUnderKills_data();
     void cPythonAndCliShareAHomeUnderKills();
@@ -135,6 +136,29 @@ void TestCapi::forkAfterOpenIsRefusedInTheChild()
               .toObject();
     QCOMPARE(p[QStringLiteral("used_requests")].toInt(), 2); // the parent's and the child's own
     QCOMPARE(p[QStringLiteral("slots")].toArray().size(), 0);
+}
+
+void TestCapi::theHttpAnswerSettlesItsUsageAndA429BacksOff()
+{
+    QCOMPARE(
+        cli(QStringLiteral("limits set anthropic --requests 100 --tokens 100000 --window 60 --parallel 2 -q"))
+            .code,
+        0);
+    const Ran r = run(QStringLiteral(TOLLGATE_CAPIWORKER_PATH),
+        { QStringLiteral("http"), m_home, QStringLiteral("anthropic") });
+    QVERIFY2(r.code == 0, (r.out + r.err).constData());
+    const QJsonObject p
+        = QJsonDocument::fromJson(cli(QStringLiteral("status --json")).out)[QStringLiteral("providers")][0]
+              .toObject();
+    // The 200's estimate replaced by its usage (21 + 9); the 429's estimate stands, and it backs off.
+    const int estimate = r.out.mid(r.out.indexOf("estimate ") + 9).split('\n').value(0).toInt();
+    QVERIFY(estimate >= 300);
+    QCOMPARE(p[QStringLiteral("used_tokens")].toInt(), 21 + 9 + estimate);
+    QCOMPARE(p[QStringLiteral("consecutive_429s")].toInt(), 1);
+    QVERIFY(p[QStringLiteral("backoff_remaining_ms")].toInt() > 0);
+    QCOMPARE(p[QStringLiteral("slots")].toArray().size(), 0);
+    // What the 200's headers said of the provider's own limit is kept (as the proxy keeps it).
+    QCOMPARE(p[QStringLiteral("provider_reported")][QStringLiteral("requests_per_minute")].toInt(), 50);
 }
 
 void TestCapi::statusIsTheClis()

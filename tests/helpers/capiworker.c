@@ -6,6 +6,8 @@
  *   capiworker fork HOME PROVIDER               fork() after open: refused in the child
  *   capiworker status HOME                      prints tollgate_status_json
  *   capiworker slots HOME PROVIDER N TIMEOUT_MS admits N slot-holding calls at once, then ends them
+ *   capiworker http HOME PROVIDER               the HTTP answer's way: a JSON 200 with its usage,
+ *                                               a 429 with its Retry-After (both read by the library)
  * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs), "B PID T"
  * (holding from T), "E PID T" (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say
  * what did not. */
@@ -314,6 +316,64 @@ static int slots(const char* where, const char* provider, int n, long long timeo
     return admitted == n ? 0 : 1;
 }
 
+static int http(const char* where, const char* provider)
+{
+    tollgate_error err;
+    tollgate_home* home = NULL;
+    tollgate_call* call = NULL;
+    if (tollgate_home_open(where, &home, &err) != TOLLGATE_OK) {
+        printf("FAIL open: %s\n", err.message);
+        return 1;
+    }
+    static const char request[]
+        = "{\"model\":\"claude-x\",\"max_tokens\":300,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+    expect(tollgate_call_new_http(home, provider, "http", request, sizeof request - 1, &call, &err)
+            == TOLLGATE_OK,
+        "new_http", &err);
+    expect(tollgate_call_tokens(call) >= 300, "the estimate holds max_tokens", &err);
+    expect(tollgate_call_body(call, "x", 1, &err) == TOLLGATE_E_STATE, "a body before admission", &err);
+    expect(tollgate_call_admit(call, 10000, &err) == TOLLGATE_OK, "admit", &err);
+    expect(tollgate_call_finish(call, 0, &err) == TOLLGATE_E_STATE, "finish before the headers", &err);
+    const char* names[] = { "Content-Type", "anthropic-ratelimit-requests-limit" };
+    const char* values[] = { "application/json", "50" };
+    expect(tollgate_call_headers(call, 200, names, values, 2, &err) == TOLLGATE_OK, "headers", &err);
+    expect(
+        tollgate_call_headers(call, 200, names, values, 2, &err) == TOLLGATE_E_STATE, "headers twice", &err);
+    static const char part1[] = "{\"id\":\"x\",\"usage\":{\"input_tokens\":";
+    static const char part2[] = "21,\"output_tokens\":9}}";
+    expect(tollgate_call_body(call, part1, sizeof part1 - 1, &err) == TOLLGATE_OK, "body 1", &err);
+    expect(tollgate_call_body(call, part2, sizeof part2 - 1, &err) == TOLLGATE_OK, "body 2", &err);
+    expect(tollgate_call_finish(call, 0, &err) == TOLLGATE_OK, "finish", &err);
+    tollgate_call_free(call);
+
+    call = NULL;
+    expect(tollgate_call_new_http(home, provider, "http", request, sizeof request - 1, &call, &err)
+            == TOLLGATE_OK,
+        "new_http", &err);
+    expect(tollgate_call_admit(call, 10000, &err) == TOLLGATE_OK, "admit", &err);
+    printf("estimate %lld\n", (long long)tollgate_call_tokens(call)); /* stands: a 429 has no usage */
+    const char* names429[] = { "retry-after", "content-type" };
+    const char* values429[] = { "4", "application/json" };
+    expect(
+        tollgate_call_headers(call, 429, names429, values429, 2, &err) == TOLLGATE_OK, "429 headers", &err);
+    static const char body429[] = "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}";
+    expect(tollgate_call_body(call, body429, sizeof body429 - 1, &err) == TOLLGATE_OK, "429 body", &err);
+    expect(tollgate_call_finish(call, 0, &err) == TOLLGATE_OK, "429 finish", &err);
+    tollgate_call_free(call);
+
+    /* Hostile input: a NULL header, a status out of range, a body that is not JSON. */
+    call = NULL;
+    expect(tollgate_call_new_http(home, provider, "http", "\xff\x00not json", 10, &call, &err) == TOLLGATE_OK,
+        "a body that is not JSON still gets an estimate", &err);
+    expect(tollgate_call_headers(call, 200, names, NULL, 2, &err) == TOLLGATE_E_USAGE, "NULL values", &err);
+    tollgate_call_free(call);
+    expect(tollgate_call_new_http(home, provider, "http", NULL, 5, &call, &err) == TOLLGATE_E_USAGE,
+        "NULL body", &err);
+    tollgate_home_close(home);
+    printf("%s\n", failures ? "http failed" : "http ok");
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char** argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -325,10 +385,12 @@ int main(int argc, char** argv)
         return checks(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "fork") == 0)
         return forked(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "http") == 0)
+        return http(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "status") == 0)
         return status(argv[2]);
     if (argc == 6 && strcmp(argv[1], "slots") == 0)
         return slots(argv[2], argv[3], atoi(argv[4]), atoll(argv[5]));
-    fprintf(stderr, "usage: capiworker loop|record|checks|fork|status|slots ...\n");
+    fprintf(stderr, "usage: capiworker loop|record|checks|fork|http|status|slots ...\n");
     return 2;
 }
