@@ -36,6 +36,9 @@ PACKAGES=(
     dbus desktop-file-utils appstream man-db groff-base
     # the dashboard's display check is tested against a real X server
     xvfb
+    # the Python client (clients/python, stdlib only) is tested with pytest, its httpx
+    # transport with httpx (the HTTP client of the official Anthropic and OpenAI Python SDKs)
+    python3 python3-pytest python3-httpx
 )
 
 "$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"

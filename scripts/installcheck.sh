@@ -11,7 +11,12 @@
 #   - the bash completion parses (bash -n), offers every command, alias and long option of the
 #     help tree, completes `tollgate st<TAB>` to `status`, offers the
 #     providers of the --home on the line, and creates no home while doing so;
-#   - `appstreamcli validate --no-net` passes on the metainfo.
+#   - `appstreamcli validate --no-net` passes on the metainfo;
+#   - the C library: libtollgate.so with its SONAME, only tollgate_* exported, tollgate.h and
+#     tollgate.pc; the README's C example (clients/c/example.c) compiles against the installed
+#     header with `pkg-config --cflags --libs tollgate` and runs against the installed library;
+#   - the Python client (clients/python) installs with pip (offline: --no-build-isolation
+#     --no-index, from a copy of the folder) and is admitted through the installed library.
 # Configures and builds nothing itself; installs the Debian packages of the tools it needs when
 # they are missing (desktop-file-utils, man-db, groff-base, appstream; via ensure-packages.sh).
 # Exit 0 when all hold; else lists every failure, exit 1.
@@ -56,9 +61,11 @@ fi
 cache() { sed -n "s/^$1:[A-Z]*=//p" "$BUILD/CMakeCache.txt"; }
 BINDIR=$(cache CMAKE_INSTALL_BINDIR)
 MANDIR=$(cache CMAKE_INSTALL_MANDIR)
+LIBDIR=$(cache CMAKE_INSTALL_LIBDIR)
+INCLUDEDIR=$(cache CMAKE_INSTALL_INCLUDEDIR)
 DATADIR=$(cache CMAKE_INSTALL_DATAROOTDIR)
 GUI=$(cache TOLLGATE_BUILD_GUI)
-: "${BINDIR:=bin}" "${MANDIR:=share/man}" "${DATADIR:=share}"
+: "${BINDIR:=bin}" "${MANDIR:=share/man}" "${DATADIR:=share}" "${LIBDIR:=lib}" "${INCLUDEDIR:=include}"
 
 expected=()
 expect_file() {
@@ -75,6 +82,12 @@ expect_exec() {
 expect_exec "$BINDIR/tollgate"
 expect_file "$MANDIR/man1/tollgate.1"
 expect_file "$DATADIR/bash-completion/completions/tollgate"
+VERSION=$(sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+expect_file "$LIBDIR/libtollgate.so.$VERSION"
+expect_file "$LIBDIR/libtollgate.so.${VERSION%%.*}"
+expect_file "$LIBDIR/libtollgate.so"
+expect_file "$LIBDIR/pkgconfig/tollgate.pc"
+expect_file "$INCLUDEDIR/tollgate.h"
 DESKTOP=$DATADIR/applications/$APP_ID.desktop
 METAINFO=$DATADIR/metainfo/$APP_ID.metainfo.xml
 if [[ $GUI == ON || $GUI == TRUE || $GUI == 1 ]]; then
@@ -128,6 +141,52 @@ if [ -f "$PREFIX/$METAINFO" ]; then
     check
     if ! out=$(appstreamcli validate --no-net "$PREFIX/$METAINFO" 2>&1); then
         fail "appstreamcli validate: $out"
+    fi
+fi
+
+# The C library: its SONAME, its exports, and the README's example built against what is installed.
+LIB=$PREFIX/$LIBDIR/libtollgate.so
+if [ -f "$LIB" ]; then
+    check
+    soname=$(readelf -d "$LIB" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    [ "$soname" = "libtollgate.so.${VERSION%%.*}" ] || fail "libtollgate.so's SONAME is '$soname'"
+    check
+    exported=$(nm -D --defined-only "$LIB" | awk '$2 == "T" { print $3 }' | grep -v '^tollgate_' || true)
+    [ -z "$exported" ] || fail "libtollgate.so exports functions other than tollgate_*: $(head -c 300 <<<"$exported")"
+    check
+    if flags=$(pkg-config --define-variable=prefix="$PREFIX" --cflags --libs \
+        "$PREFIX/$LIBDIR/pkgconfig/tollgate.pc" 2>"$WORK/pc.log"); then
+        # shellcheck disable=SC2086 # the flags are words
+        if cc -std=c11 -Wall -Wextra -pedantic -Werror -o "$WORK/example" "$ROOT/clients/c/example.c" $flags \
+            -Wl,-rpath,"$PREFIX/$LIBDIR" 2>"$WORK/cc.log"; then
+            check
+            "$PREFIX/$BINDIR/tollgate" limits set anthropic --requests 5 --window 60 --home "$WORK/capi-home" -q \
+                && "$WORK/example" "$WORK/capi-home" >"$WORK/example.log" 2>&1 \
+                || fail "the C example does not run against the installed library: $(cat "$WORK/example.log")"
+        else
+            fail "the README's C example does not compile against the installed header: $(cat "$WORK/cc.log")"
+        fi
+    else
+        fail "pkg-config cannot read the installed tollgate.pc: $(cat "$WORK/pc.log")"
+    fi
+fi
+
+# The Python client: pip installs it (from a copy: pip builds in the folder it is given) and it
+# runs against the installed library. Skipped without Debian's python3 and pip.
+if [ -f "$LIB" ] && [ -x /usr/bin/python3 ] && /usr/bin/python3 -m pip --version >/dev/null 2>&1; then
+    check
+    cp -r "$ROOT/clients/python" "$WORK/pysrc"
+    rm -rf "$WORK/pysrc/build" "$WORK/pysrc"/*.egg-info
+    if /usr/bin/python3 -m pip install -q --disable-pip-version-check --no-build-isolation --no-index \
+        --target "$WORK/py" "$WORK/pysrc" >"$WORK/pip.log" 2>&1; then
+        check
+        TOLLGATE_LIBRARY="$PREFIX/$LIBDIR/libtollgate.so.${VERSION%%.*}" PYTHONPATH="$WORK/py" \
+            /usr/bin/python3 -c 'import sys, tollgate
+with tollgate.call("anthropic", caller="installcheck", input_tokens=1, max_tokens=1, home=sys.argv[1]) as c:
+    c.settle({"input_tokens": 1, "output_tokens": 1})' "$WORK/capi-home" >"$WORK/py.log" 2>&1 \
+            || fail "the pip-installed Python client does not run: $(cat "$WORK/py.log")"
+    else
+        fail "pip cannot install clients/python: $(cat "$WORK/pip.log")"
     fi
 fi
 

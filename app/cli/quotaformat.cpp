@@ -2,6 +2,8 @@
 
 #include "quotaformat.h"
 
+#include "backend/statusreport.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,44 +30,7 @@ std::int64_t QuotaFormat::toMs(double seconds)
 
 json QuotaFormat::limitsJson(const std::string& name, const ProviderLimits& l)
 {
-    json j;
-    j["provider"] = name;
-    j["requests"] = l.requests ? json(*l.requests) : json(nullptr);
-    j["tokens"] = l.tokens ? json(*l.tokens) : json(nullptr);
-    j["window_seconds"] = static_cast<double>(l.windowMs) / 1000.0;
-    j["parallel"] = l.parallel ? json(*l.parallel) : json(nullptr);
-    j["headroom_percent"] = l.headroomPercent;
-    j["effective_requests"] = l.requests ? json(l.effective(*l.requests)) : json(nullptr);
-    j["effective_tokens"] = l.tokens ? json(l.effective(*l.tokens)) : json(nullptr);
-    j["backoff_base_seconds"] = static_cast<double>(l.backoffBaseMs) / 1000.0;
-    j["backoff_cap_seconds"] = static_cast<double>(l.backoffCapMs) / 1000.0;
-    j["max_hold_seconds"] = static_cast<double>(l.maxHoldMs) / 1000.0;
-    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
-    auto budget = [&](const Budget& b) {
-        return json { { "requests", opt(b.requests) }, { "tokens", opt(b.tokens) },
-            { "input_tokens", opt(b.inputTokens) }, { "output_tokens", opt(b.outputTokens) } };
-    };
-    j["input_tokens"] = opt(l.inputTokens);
-    j["output_tokens"] = opt(l.outputTokens);
-    j["per_day"] = budget(l.perDay);
-    j["day_resets"] = l.dayReset.text();
-    j["learn"] = l.learn;
-    j["learned"] = l.learned;
-    json models = json::object();
-    for (const auto& [m, ml] : l.models) {
-        json mj;
-        mj["requests"] = ml.requests ? json(*ml.requests) : json(nullptr);
-        mj["tokens"] = ml.tokens ? json(*ml.tokens) : json(nullptr);
-        mj["window_seconds"] = static_cast<double>(ml.windowMs) / 1000.0;
-        mj["input_tokens"] = opt(ml.inputTokens);
-        mj["output_tokens"] = opt(ml.outputTokens);
-        mj["per_day"] = budget(ml.perDay);
-        mj["match"] = ml.match.empty() ? json::array({ m }) : json(ml.match);
-        mj["learned"] = ml.learned;
-        models[m] = mj;
-    }
-    j["models"] = models;
-    return j;
+    return StatusReport::limitsJson(name, l);
 }
 
 std::string QuotaFormat::planWords(const ProviderCapacity& cap, std::int64_t nowMs)

@@ -3,6 +3,7 @@
 
 #include "statuscommand.h"
 
+#include "backend/statusreport.h"
 #include "exitcodes.h"
 #include "quota/capacity.h"
 #include "quota/holderstatus.h"
@@ -58,160 +59,6 @@ HolderView holderView(const ProcessProbe& probe, const Slot& s, const ProviderLi
     return v;
 }
 
-// "Can the next call go now?" (core's Capacity, the limiter's own rules), for scripts.
-json capacityJson(const ProviderCapacity& c)
-{
-    auto opt = [](const std::optional<std::int64_t>& v) { return v ? json(*v) : json(nullptr); };
-    auto ms = [](std::int64_t v) { return v == Capacity::NEVER ? json(nullptr) : json(v); };
-    json j;
-    j["level"] = capacityLevelName(c.level);
-    j["blocked_by"] = c.level == CapacityLevel::Blocked ? json(waitReasonName(c.blockedBy)) : json(nullptr);
-    j["blocked_until_ms"] = opt(c.blockedUntilMs);
-    j["next_call_in_ms"] = ms(c.nextCallInMs); // null: not a matter of time (paused, slots held)
-    j["requests_left"] = opt(c.window.requestsLeft);
-    j["next_request_in_ms"] = ms(c.window.nextRequestInMs);
-    j["tokens_left"] = opt(c.window.tokensLeft);
-    j["tokens_free_in_ms"] = ms(c.window.tokensFreeInMs);
-    j["slots_in_use"] = c.slotsInUse;
-    j["slots_free"] = opt(c.slotsFree);
-    j["backoff_remaining_ms"] = c.backoffRemainingMs;
-    j["pace_remaining_ms"] = c.paceRemainingMs;
-    return j;
-}
-
-// Which host this is (machine id + pid namespace): holders from other hosts are judged by
-// their lease, never by a pid of ours.
-json hostJson(const ProcessProbe& probe)
-{
-    json host;
-    host["name"] = HostIdentity::hostName();
-    auto id = HostIdentity::current(probe.pidNamespace());
-    host["id"] = id ? json(*id) : json(nullptr);
-    if (!id)
-        host["problem"] = id.error().describe();
-    return host;
-}
-
-// What the provider's own headers said (tollgate proxy); null: never reported.
-json reportedJson(const ProviderCapacity& cap, std::int64_t now)
-{
-    json r = nullptr;
-    if (cap.reportedAtMs > 0) {
-        auto orNull = [](std::int64_t v) { return v < 0 ? json(nullptr) : json(v); };
-        r = json::object();
-        r["requests_per_minute"] = orNull(cap.reportedRequests);
-        r["tokens_per_minute"] = orNull(cap.reportedTokens);
-        r["input_tokens_per_minute"] = orNull(cap.reportedInputTokens);
-        r["output_tokens_per_minute"] = orNull(cap.reportedOutputTokens);
-        r["class"] = cap.reportedScope.empty() ? json(nullptr) : json(cap.reportedScope);
-        r["reported_at_ms"] = cap.reportedAtMs;
-        r["age_ms"] = std::max<std::int64_t>(0, now - cap.reportedAtMs);
-    }
-    return r;
-}
-
-const char* planStatusText(PlanUsage::Status s)
-{
-    switch (s) {
-    case PlanUsage::Status::Allowed:
-        return "allowed";
-    case PlanUsage::Status::Warning:
-        return "allowed_warning";
-    case PlanUsage::Status::Rejected:
-        return "rejected";
-    case PlanUsage::Status::Unknown:
-        break;
-    }
-    return "unknown";
-}
-
-// A subscription plan's windows as the last answer stated them; null: never stated.
-json planJson(const ProviderCapacity& cap, std::int64_t now)
-{
-    if (cap.plan.atMs == 0)
-        return nullptr;
-    const PlanUsage& u = cap.plan;
-    auto window = [&](std::int64_t permille, std::int64_t resetMs) {
-        json w = json::object();
-        w["utilization"] = permille < 0 ? json(nullptr) : json(static_cast<double>(permille) / 1000.0);
-        w["reset_ms"] = resetMs == 0 ? json(nullptr) : json(resetMs);
-        w["resets_in_ms"] = resetMs == 0 ? json(nullptr) : json(std::max<std::int64_t>(0, resetMs - now));
-        return w;
-    };
-    return json { { "status", planStatusText(u.status) }, { "current", cap.planCurrent },
-        { "five_hour", window(u.fiveHourPermille, u.fiveHourResetMs) },
-        { "seven_day", window(u.sevenDayPermille, u.sevenDayResetMs) }, { "stated_at_ms", u.atMs },
-        { "age_ms", std::max<std::int64_t>(0, now - u.atMs) } };
-}
-
-// A holder's or waiter's host on a Redis home: "host_id", and "host_name" for people (null for
-// an id written by a version that recorded none); "host_is_ours". Nothing on a directory home.
-void hostFields(json& j, const std::string& host, bool ours)
-{
-    if (host.empty())
-        return;
-    j["host_id"] = host.substr(0, host.find(' '));
-    const std::string name = HostIdentity::nameOf(host);
-    j["host_name"] = name.empty() ? json(nullptr) : json(name);
-    j["host_is_ours"] = ours;
-}
-
-json slotsJson(const ProcessProbe& probe, const ProviderState& ps, const ProviderLimits& l, std::int64_t now)
-{
-    json slots = json::array();
-    for (const auto& s : ps.slots) {
-        json sj;
-        sj["fence"] = s.fence;
-        sj["pid"] = s.pid;
-        sj["caller"] = s.caller;
-        sj["model"] = s.model;
-        sj["age_ms"] = now - s.acquiredMs;
-        const HolderStatus h = holderView(probe, s, l, now).status;
-        sj["state"] = holderStateName(h.state);
-        sj["pid_namespace"] = holderNamespaceName(h.ns);
-        hostFields(sj, s.host, h.ns == HolderNamespace::Ours);
-        if (h.ns != HolderNamespace::Ours && s.pid != 0)
-            sj["lease_remaining_ms"] = h.leaseLeftMs;
-        slots.push_back(sj);
-    }
-    return slots;
-}
-
-json queueJson(const ProcessProbe& probe, const ProviderState& ps, std::int64_t now)
-{
-    json waiters = json::array();
-    for (const auto& w : ps.queue) {
-        json wj;
-        wj["caller"] = w.caller;
-        wj["pid"] = w.pid;
-        hostFields(wj, w.host, QuotaPolicy::sameNamespace(w.pidNs, probe));
-        wj["waiting_ms"] = now - w.enqueuedMs;
-        wj["reason"] = waitReasonName(w.reason);
-        waiters.push_back(wj);
-    }
-    return waiters;
-}
-
-// Each budget beyond requests and tokens per window (input/output, per day), for scripts:
-// used, limit, left and when one more fits, as the limiter judges it.
-json budgetsJson(const WindowCapacity& w)
-{
-    json out = json::array();
-    for (const BudgetCapacity& b : w.budgets) {
-        json j;
-        j["metric"] = b.metric;
-        j["per"] = b.perDay ? "day" : "window";
-        j["limit"] = b.given;
-        j["effective_limit"] = b.limit;
-        j["used"] = b.used;
-        j["left"] = b.left;
-        j["free_in_ms"] = b.freeInMs == Capacity::NEVER ? json(nullptr) : json(b.freeInMs);
-        j["day_ends_at_ms"] = b.dayEndsAtMs > 0 ? json(b.dayEndsAtMs) : json(nullptr);
-        out.push_back(j);
-    }
-    return out;
-}
-
 // "1000/30000 input tokens", a budget in words.
 std::string budgetText(const BudgetCapacity& b)
 {
@@ -241,58 +88,9 @@ std::string periodText(const WindowCapacity& w, bool perDay, std::int64_t now)
         + "m)";
 }
 
-// What status shows of one provider: its limits, its settled state and core's Capacity of it.
-struct ProviderLook
-{
-    const std::string& name;
-    const ProviderLimits& limits;
-    const ProviderState& state;
-    const ProviderCapacity& capacity;
-    std::int64_t now;
-    bool stateLost = false; // shown as the next call restarts it (QuotaView::lostStates)
-};
-
-json providerJson(const ProcessProbe& probe, const ProviderLook& p)
-{
-    const ProviderCapacity& cap = p.capacity;
-    json j = QuotaFormat::limitsJson(p.name, p.limits);
-    j["used_requests"] = cap.window.requestsUsed;
-    j["used_tokens"] = cap.window.tokensUsed;
-    j["paused"] = cap.paused;
-    j["pause_reason"] = cap.pauseReason;
-    j["backoff_remaining_ms"] = cap.backoffRemainingMs;
-    j["consecutive_429s"] = cap.consecutive429;
-    j["admitted_total"] = p.state.admittedTotal;
-    j["rate_limited_total"] = p.state.rateLimitedTotal;
-    j["waiting"] = cap.waiting;
-    j["capacity"] = capacityJson(cap);
-    j["budgets"] = budgetsJson(cap.window);
-    json classes = json::object();
-    for (const WindowCapacity& m : cap.models) {
-        classes[m.model] = json { { "used_requests", m.requestsUsed }, { "used_tokens", m.tokensUsed },
-            { "requests_left", m.requestsLeft ? json(*m.requestsLeft) : json(nullptr) },
-            { "tokens_left", m.tokensLeft ? json(*m.tokensLeft) : json(nullptr) },
-            { "budgets", budgetsJson(m) } };
-    }
-    j["classes"] = classes;
-    j["provider_reported"] = reportedJson(cap, p.now);
-    // What the provider's latest answer said remains (less admissions since), until its reset.
-    j["provider_remaining"] = cap.providerRequestsLeft
-        ? json { { "requests", *cap.providerRequestsLeft },
-              { "reset_in_ms", std::max<std::int64_t>(0, cap.providerRequestsResetMs - p.now) },
-              { "class", cap.providerRequestsScope.empty() ? json(nullptr) : json(cap.providerRequestsScope) } }
-        : json(nullptr);
-    j["limit_notices"] = cap.limitNotices;
-    j["plan"] = planJson(cap, p.now);
-    j["slots"] = slotsJson(probe, p.state, p.limits, p.now);
-    j["queue"] = queueJson(probe, p.state, p.now);
-    j["state_lost"] = p.stateLost;
-    return j;
-}
-
 // "name: 3/10 requests, 100/1000 tokens in the last 60s, 1/2 slots", and a line per model
 // class; input and output tokens join the window's figures, per-day budgets follow them.
-void sayUsage(const Console& console, const ProviderLook& p)
+void sayUsage(const Console& console, const StatusReport::ProviderLook& p)
 {
     const ProviderLimits& l = p.limits;
     auto scopeLine = [&](const WindowCapacity& w, const std::optional<std::int64_t>& requests,
@@ -330,7 +128,7 @@ void sayUsage(const Console& console, const ProviderLook& p)
 }
 
 // The provider's notices, pause and backoff, its slots and its queue, a line each.
-void sayConditions(const Console& console, const ProcessProbe& probe, const ProviderLook& p)
+void sayConditions(const Console& console, const ProcessProbe& probe, const StatusReport::ProviderLook& p)
 {
     const ProviderState& ps = p.state;
     const std::int64_t now = p.now;
@@ -347,7 +145,8 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Prov
     }
     if (const auto& c = p.capacity; c.providerRequestsLeft)
         console.say("  PROVIDER: " + std::to_string(*c.providerRequestsLeft) + " request(s) left"
-            + (c.providerRequestsScope.empty() ? std::string() : " for " + c.providerRequestsScope) + " until its reset in "
+            + (c.providerRequestsScope.empty() ? std::string() : " for " + c.providerRequestsScope)
+            + " until its reset in "
             + QuotaFormat::seconds(((c.providerRequestsResetMs - now + 99) / 100) * 100)
             + " (its last answer, less admissions since)");
     if (ps.paused)
@@ -395,7 +194,8 @@ int statusOfHome(QuotaSession& c, json& out)
         c.console().say(
             "ALL PAUSED" + (state.pauseReason.empty() ? std::string() : ": " + state.pauseReason));
     if (view->dataLostAtMs > 0) {
-        c.console().say("DATA LOST " + QuotaFormat::seconds(std::max<std::int64_t>(0, now - view->dataLostAtMs))
+        c.console().say("DATA LOST "
+            + QuotaFormat::seconds(std::max<std::int64_t>(0, now - view->dataLostAtMs))
             + " ago: " + view->dataLostReason);
         out["data_lost"] = json { { "at_ms", view->dataLostAtMs }, { "reason", view->dataLostReason } };
     } else {
@@ -406,8 +206,8 @@ int statusOfHome(QuotaSession& c, json& out)
         const ProviderCapacity cap = Capacity::forProvider(state, name, &l, now, &c.probe());
         const bool lost
             = std::find(view->lostStates.begin(), view->lostStates.end(), name) != view->lostStates.end();
-        const ProviderLook look { name, l, *state.provider(name), cap, now, lost };
-        providers.push_back(providerJson(c.probe(), look));
+        const StatusReport::ProviderLook look { name, l, *state.provider(name), cap, now, lost };
+        providers.push_back(StatusReport::providerJson(c.probe(), look));
         sayUsage(c.console(), look);
         sayConditions(c.console(), c.probe(), look);
     }
@@ -431,7 +231,7 @@ int cmdStatus(const QuotaContext& context)
         return *stop;
     json out;
     out["home"] = c.home();
-    out["host"] = hostJson(c.probe());
+    out["host"] = StatusReport::hostJson(c.probe());
     out["home_exists"] = exists;
     if (!exists) {
         c.sayNoHome();

@@ -84,6 +84,24 @@ std::string QuotaLimiter::sanitizeCaller(std::string_view caller)
     return s.empty() ? std::string("anonymous") : s;
 }
 
+void QuotaLimiter::waitForChange(
+    std::uint32_t mark, std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) const
+{
+    if (!cancel || m_cancelPoll <= std::chrono::milliseconds::zero()) {
+        m_backend->waitForChange(mark, timeout);
+        return;
+    }
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+        const auto left = end - std::chrono::steady_clock::now();
+        if (left <= std::chrono::steady_clock::duration::zero() || cancel->load())
+            return;
+        m_backend->waitForChange(mark, std::min<std::chrono::nanoseconds>(left, m_cancelPoll));
+        if (m_backend->changeMark() != mark)
+            return;
+    }
+}
+
 Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, const std::atomic<bool>* cancel)
 {
     request.caller = sanitizeCaller(request.caller);
@@ -208,7 +226,7 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
         if (outcome->lookAgainInMs >= 0)
             sleepMs = std::min(sleepMs, std::max<std::int64_t>(0, asked + outcome->lookAgainInMs - now));
         // Sleep at least a little when the policy says "now": the next bucket edge is a ms off.
-        m_backend->waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)));
+        waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)), cancel);
     }
 }
 

@@ -143,10 +143,18 @@ public:
     [[nodiscard]] QuotaBackend& backend() { return *m_backend; }
 
     void seedJitter(std::uint64_t seed) { m_rng.seed(seed); }
+    // How soon a cancel set by another thread ends a wait: a waiter given a cancel flag looks at
+    // it at least this often (0, the default: only at each look, MAX_SLEEP apart at most, or
+    // when a signal interrupts the wait — what a signal handler's flag needs). In between it
+    // reads only the change mark, no store operation. The C library's calls set it.
+    void setCancelPoll(std::chrono::milliseconds every) { m_cancelPoll = every; }
     [[nodiscard]] static std::string sanitizeCaller(std::string_view caller);
 
 private:
     [[nodiscard]] std::int64_t nowMs() const;
+    // The backend's wait for a change, in slices of m_cancelPoll while `cancel` is not set.
+    void waitForChange(
+        std::uint32_t mark, std::chrono::milliseconds timeout, const std::atomic<bool>* cancel) const;
     // The refusal of a request whose wait cannot end before its deadline (m_lastRefusal says
     // why): it leaves the queue as a deadline would, and the error names the time.
     [[nodiscard]] Result<Permit> refuseEarly(AdmitStep& step, std::int64_t now, std::int64_t deadlineMs);
@@ -159,6 +167,7 @@ private:
     std::int64_t m_selfPid = 0; // the process m_selfStartTicks belongs to
     std::uint64_t m_selfStartTicks = 0;
     Refusal m_lastRefusal;
+    std::chrono::milliseconds m_cancelPoll { 0 };
 };
 
 } // namespace tollgate
