@@ -7,6 +7,7 @@
 #include "learnedlimits.h"
 #include "limitsmodel.h"
 #include "providersmodel.h"
+#include "quotaactions.h"
 #include "quotaobserver.h"
 #include "ratelimitcallersmodel.h"
 
@@ -268,7 +269,7 @@ void DashboardController::requestLimits(const QString& provider, const ProviderL
 void DashboardController::applyLimitChange(const LimitChange& change)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, change] { o->setLimits(change); }, Qt::QueuedConnection);
+        m_observer, [o = m_observer, change] { o->actions()->setLimits(change); }, Qt::QueuedConnection);
 }
 
 void DashboardController::proposeLimitChange(const LimitChange& change)
@@ -333,19 +334,21 @@ void DashboardController::onAction(const ActionResult& result)
 void DashboardController::pause(const QString& provider, const QString& reason)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider, reason] { o->pause(provider, reason); }, Qt::QueuedConnection);
+        m_observer, [o = m_observer, provider, reason] { o->actions()->pause(provider, reason); },
+        Qt::QueuedConnection);
 }
 
 void DashboardController::resume(const QString& provider)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider] { o->resume(provider); }, Qt::QueuedConnection);
+        m_observer, [o = m_observer, provider] { o->actions()->resume(provider); }, Qt::QueuedConnection);
 }
 
 void DashboardController::resetBackoff(const QString& provider)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider] { o->resetBackoff(provider); }, Qt::QueuedConnection);
+        m_observer, [o = m_observer, provider] { o->actions()->resetBackoff(provider); },
+        Qt::QueuedConnection);
 }
 
 void DashboardController::releaseHolder(const QString& key, bool confirmed)
@@ -364,14 +367,15 @@ void DashboardController::releaseHolder(const QString& key, bool confirmed)
 void DashboardController::releaseHolder(const HolderInfo& shown, bool confirmed)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, shown, confirmed] { o->releaseHolder(shown, confirmed); },
+        m_observer, [o = m_observer, shown, confirmed] { o->actions()->releaseHolder(shown, confirmed); },
         Qt::QueuedConnection);
 }
 
 void DashboardController::cleanStale(const QStringList& lockPaths)
 {
     QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, lockPaths] { o->cleanStale(lockPaths); }, Qt::QueuedConnection);
+        m_observer, [o = m_observer, lockPaths] { o->actions()->cleanStale(lockPaths); },
+        Qt::QueuedConnection);
 }
 
 void DashboardController::refreshNow()

@@ -9,15 +9,8 @@
 //   shared flock on state.lock, so a writer is never seen half-way), never creates the home
 //   or any file in it, and never "repairs" a corrupt file: FileQuotaStore would move a
 //   corrupt state aside, so it is not used for reading.
-// - Acting goes through the core under its lock and is recorded in the history with the
-//   dashboard as actor: quota actions are QuotaLimiter/QuotaStore calls; a lock file action
-//   removes the file under its flock (LockFile::releaseIfSame) and then records a "lock-release" or
-//   "lock-clean" event through a QuotaStore transaction. The store is opened only when the
-//   user acts and only on a home that already exists (without one, the lock action is done
-//   and the message says it could not be recorded).
-// - An action names what the user saw (a HolderInfo with its fence or lock identity, a
-//   LimitChange with the limits shown) and is refused, with nothing done, when the target is
-//   no longer that: "deploy.lock changed since you looked".
+// - Acting is QuotaActions' (a child, on the same thread): after each action this object
+//   looks again.
 // - The history is read incrementally (HistoryReader); a home that is deleted and re-created
 //   (a new inode) starts a new reader.
 // - Work follows what changed (HomeWatcher's parts): a history append reads only the new
@@ -52,6 +45,7 @@ class QuotaLimiter;
 namespace tollgate::ui {
 
 class HomeWatcher;
+class QuotaActions;
 
 class QuotaObserver final : public QObject
 {
@@ -71,6 +65,9 @@ public:
 
     [[nodiscard]] static QString who();
 
+    // What the user changes, on this object's thread (its child).
+    [[nodiscard]] QuotaActions* actions() const { return m_actions; }
+
     // Test hooks: how many lock-directory scans and how many lock files were read.
     [[nodiscard]] quint64 lockScans() const { return m_lockScans; }
     [[nodiscard]] quint64 lockReads() const { return m_lockReads; }
@@ -83,20 +80,10 @@ public Q_SLOTS:
     void setLockDirs(const QStringList& lockDirs);
     void setStaleSeconds(qint64 seconds);
 
-    // Applied only if the provider's limits are still change.before (under state.lock).
-    void setLimits(const tollgate::ui::LimitChange& change);
-    void pause(const QString& provider, const QString& reason); // provider empty: all
-    void resume(const QString& provider); // provider empty: all
-    void resetBackoff(const QString& provider);
-    // Acts only on `expected` (same slot fence and holder / same lock file inode and bytes).
-    // confirmed=false refuses (with needsConfirmation) when the holder is alive.
-    void releaseHolder(const tollgate::ui::HolderInfo& expected, bool confirmed);
-    void cleanStale(const QStringList& lockPaths); // see DashboardController::cleanStale
-
 Q_SIGNALS:
     void snapshotReady(const tollgate::ui::DashboardSnapshot& snapshot);
     void historyAppended(const std::vector<tollgate::HistoryEvent>& events);
-    void actionFinished(const tollgate::ui::ActionResult& result);
+    void actionFinished(const tollgate::ui::ActionResult& result); // the actions', passed on
     void historyReset(); // the home is a different directory now: forget the old history
     void refreshed(); // after the snapshot and history of one refresh were emitted
 
@@ -121,12 +108,6 @@ private:
     void readHome(); // status, quota view, slot holders
     bool scanLocks(bool rereadAll); // true: the lock holders changed
     void publish(bool holdersChanged);
-    [[nodiscard]] QString openLimiter(); // empty on success, else why not
-    void finish(ActionResult result);
-    void releaseSlot(const HolderInfo& expected, bool confirmed, ActionResult& r);
-    void releaseLock(const HolderInfo& expected, bool confirmed, ActionResult& r);
-    // Appends events to the history (one transaction); empty on success, else why not.
-    [[nodiscard]] QString record(const std::vector<HistoryEvent>& events);
 
     QString m_home;
     QStringList m_lockDirs;
@@ -149,9 +130,7 @@ private:
     bool m_sentOnce = false;
     std::unique_ptr<HistoryCursor> m_history;
     quint64 m_homeInode = 0;
-    std::unique_ptr<QuotaBackend> m_store;
-    std::unique_ptr<QuotaLimiter> m_limiter;
-    quint64 m_storeInode = 0;
+    QuotaActions* m_actions = nullptr; // child: moves to the worker thread with this object
     DashboardSnapshot m_last;
 };
 

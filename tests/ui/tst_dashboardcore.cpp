@@ -4,6 +4,7 @@
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "lock/lockinfo.h"
+#include "quotaactions.h"
 #include "quotaobserver.h"
 #include "store/filequotastore.h"
 #include "testsupport.h"
@@ -80,7 +81,7 @@ void TestDashboardCore::slotOfAnotherNamespaceIsAliveWhileItsLeaseRuns()
 
     QuotaObserver observer(home(), {});
     QSignalSpy done(&observer, &QuotaObserver::actionFinished);
-    observer.releaseHolder(h, false);
+    observer.actions()->releaseHolder(h, false);
     QCOMPARE(done.count(), 1);
     const auto r = done.last().at(0).value<ActionResult>();
     QVERIFY2(r.needsConfirmation, qPrintable(r.message));
