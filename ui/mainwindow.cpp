@@ -548,6 +548,10 @@ QString MainWindow::shortcutsText() const
         if (!lines.contains(line))
             lines.append(line);
     }
+    // Keys of a widget rather than an action: the Provider box's mnemonic, and the zoom keys
+    // of a chart that has the focus (TimeChartView's keyPressEvent).
+    lines.append(tr("Alt+O\tChoose the provider shown (all, or one in full)"));
+    lines.append(tr("+ / -\tZoom the focused chart in / out (0: whole span)"));
     lines.sort(Qt::CaseInsensitive);
     return lines.join(QLatin1Char('\n'));
 }

@@ -22,6 +22,7 @@
 #include <QAction>
 #include <QComboBox>
 #include <QGroupBox>
+#include <QLabel>
 #include <QMenu>
 #include <QTemporaryDir>
 #include <QTest>
@@ -134,6 +135,11 @@ void TestProviderView::oneProviderInFullAndBackToAll()
     QVERIFY(box);
     QTRY_COMPARE_WITH_TIMEOUT(box->count(), 3, TIMEOUT_MS);
     QCOMPARE(box->itemText(0), QStringLiteral("All providers"));
+    // Reached by Alt+O: its label's mnemonic.
+    bool labelled = false;
+    for (const QLabel* l : w.findChildren<QLabel*>())
+        labelled = labelled || (l->buddy() == box && l->text().contains(QStringLiteral("&o")));
+    QVERIFY(labelled);
     QCOMPARE(box->itemData(1).toString(), QStringLiteral("alpha"));
     QCOMPARE(box->itemData(2).toString(), QStringLiteral("beta"));
     QTRY_COMPARE_WITH_TIMEOUT(c->providers()->rowCount(), 2, TIMEOUT_MS);
