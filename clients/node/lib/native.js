@@ -10,7 +10,7 @@ const errors = require('./errors');
 
 function candidates() {
     const list = [];
-    if (process.env.TOLLGATE_NODE_ADDON) return [process.env.TOLLGATE_NODE_ADDON];
+    if (process.env.TOLLGATE_NODE_ADDON) return [path.resolve(process.env.TOLLGATE_NODE_ADDON)];
     list.push(path.join(__dirname, '..', '..', '..', 'build', 'clients', 'node', 'tollgate.node'));
     for (const prefix of ['/usr/local', '/usr']) {
         list.push(path.join(prefix, 'lib', 'tollgate', 'node', 'tollgate.node'));
