@@ -113,14 +113,19 @@ function meteredFetch(openHome, provider, options = {}) {
         } catch (e) {
             try {
                 call.release();
+            } catch {
+                // Already ended (a closed home): the error that matters is the fetch's.
             } finally {
                 call.free();
             }
             throw e;
         }
         if (!response.body) {
-            call.answerFinish(false);
-            call.free();
+            try {
+                call.answerFinish(false);
+            } finally {
+                call.free();
+            }
             return response;
         }
         const metered = new Response(meteredBody(response.body, call), {

@@ -86,3 +86,22 @@ test('a call outlives its home: closed, it answers ClosedError and still gives i
     call.free();
     assert.deepEqual(h.provider('anthropic').slots, []);
 });
+
+test('a Redis home: admitted, settled, a wait timed out, as on a directory', {
+    skip: process.env.TOLLGATE_TEST_REDIS_URL ? false : 'TOLLGATE_TEST_REDIS_URL names no Redis server',
+}, async (t) => {
+    const h = freshHome(t);
+    const url = `${process.env.TOLLGATE_TEST_REDIS_URL}?prefix=nodeclient${process.pid}x${Date.now()}`;
+    h.cli('limits', 'set', 'anthropic', '--requests', '10', '--tokens', '1000', '--window', '60', '--parallel', '1',
+        '--home', url);
+    const home = new tollgate.Home(url);
+    t.after(() => home.close());
+    const call = await home.call('anthropic', { inputTokens: 100, maxTokens: 100 });
+    await assert.rejects(home.call('anthropic', { timeoutMs: 300 }), tollgate.Timeout);
+    call.settle({ input_tokens: 30, output_tokens: 20 });
+    const p = home.status().providers.find((x) => x.provider === 'anthropic');
+    assert.equal(p.used_tokens, 50);
+    assert.deepEqual(p.slots, []);
+    const next = await home.call('anthropic', { timeoutMs: 0 });
+    next.release();
+});

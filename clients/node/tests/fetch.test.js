@@ -105,3 +105,15 @@ test('an abort while waiting for room cancels the wait; one mid-stream finishes 
     after.release();
     assert.deepEqual(h.provider('anthropic').slots, []);
 });
+
+test('the answer\'s rate-limit headers are learned as the proxy learns them', { skip }, async (t) => {
+    const h = freshHome(t);
+    const mock = await startMock(t, '--limit', '50', '--window-ms', '60000', '--token-limit', '40000');
+    h.cli('limits', 'set', 'anthropic', '--requests', '100', '--window', '60');
+    const client = new Anthropic({ baseURL: mock.url, apiKey: KEY, maxRetries: 0, fetch: tollgate.fetch('anthropic') });
+    await client.messages.create(ASK);
+    const p = h.provider('anthropic');
+    assert.equal(p.provider_reported.requests_per_minute, 50);
+    assert.equal(p.provider_reported.tokens_per_minute, 40000);
+    assert.equal(p.provider_remaining.requests, 49);
+});
