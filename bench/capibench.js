@@ -1,7 +1,7 @@
 // capibench.js HOME CALLS: the same calls as bench/capibench.c through the Node client
 // (clients/node; its addon from TOLLGATE_NODE_ADDON). Prints "row NAME median_us p99_us n" lines.
-// An admission here is a promise settled from libuv's pool (napi async work): the hop to a pool
-// thread and back is part of what is measured, as it is of every real use.
+// Every call finds room here, so an admission is the addon's try on the JS thread and a resolved
+// promise; the thread that a wait for room takes (clients/node/src/nodecall.h) is not measured.
 'use strict';
 const path = require('path');
 const tollgate = require(path.join(__dirname, '..', 'clients', 'node'));

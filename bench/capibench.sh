@@ -39,7 +39,7 @@ awk -v calls="$CALLS" -v spawns="$SPAWNS" '
         what["python_admit"] = "Python: Call.admit alone"
         what["python_call"] = "Python: call + admit + settle"
         what["python_with_call"] = "Python: `with tollgate.call(...)` + settle"
-        what["node_admit"] = "Node: `await call.admit()` alone (a libuv pool thread and back)"
+        what["node_admit"] = "Node: `await call.admit()` alone (with room: a try on the JS thread)"
         what["node_call"] = "Node: newCall + await admit + settle + free"
         what["node_await_call"] = "Node: `await tollgate.call(...)` + settle + free"
         for (i = 1; i <= k; ++i) printf "| %s | %s | %.1f | %.1f | %d |\n", order[i], what[order[i]], med[order[i]], p99[order[i]], n[order[i]]

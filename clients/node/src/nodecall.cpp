@@ -3,8 +3,11 @@
 #include "napiutil.h"
 #include "nodehome.h"
 
+#include <cstdio>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace tollgate::node {
@@ -29,7 +32,7 @@ struct NodeCall::Admission
     NodeCall* call = nullptr;
     napi_ref self = nullptr; // keeps the JS object (and so the call) alive while it waits
     napi_deferred deferred = nullptr;
-    napi_async_work work = nullptr;
+    napi_threadsafe_function done = nullptr; // back to the JS thread (keeps the event loop alive)
     std::int64_t timeoutMs = 0;
     int rc = TOLLGATE_OK;
     tollgate_error err {};
@@ -140,44 +143,70 @@ napi_value NodeCall::admit(napi_env env, napi_callback_info cbinfo)
     std::int64_t timeout = 0;
     if (!c || !readCount(env, a.argv[0], "timeoutMs", 0, timeout))
         return nullptr;
+    napi_deferred deferred = nullptr;
+    napi_value promise = nullptr;
+    if (napi_create_promise(env, &deferred, &promise) != napi_ok)
+        return nullptr;
+    // A try first: with room (the common case) no thread is needed.
+    tollgate_error err {};
+    const int tried = tollgate_call_admit(c->m_call, 0, &err);
+    if (tried == TOLLGATE_OK) {
+        napi_resolve_deferred(env, deferred, undefinedValue(env));
+        return promise;
+    }
+    if (timeout == 0 || (tried != TOLLGATE_E_TIMEOUT && tried != TOLLGATE_E_REFUSED)) {
+        napi_reject_deferred(env, deferred, statusError(env, tried, err));
+        return promise;
+    }
     auto* w = new Admission;
     w->call = c;
+    w->deferred = deferred;
     w->timeoutMs = timeout;
-    napi_value promise = nullptr;
-    napi_value name = makeText(env, "tollgate.admit");
-    if (napi_create_promise(env, &w->deferred, &promise) != napi_ok
-        || napi_create_reference(env, a.self, 1, &w->self) != napi_ok
-        || napi_create_async_work(env, nullptr, name, admitExecute, admitComplete, w, &w->work) != napi_ok
-        || napi_queue_async_work(env, w->work) != napi_ok) {
-        // Nothing queued: the promise (if made) is left pending with the exception thrown.
-        if (w->work)
-            napi_delete_async_work(env, w->work);
+    if (napi_create_reference(env, a.self, 1, &w->self) != napi_ok
+        || napi_create_threadsafe_function(env, nullptr, nullptr, makeText(env, "tollgate.admit"), 0, 1,
+               nullptr, nullptr, w, admitComplete, &w->done)
+            != napi_ok) {
         if (w->self)
             napi_delete_reference(env, w->self);
         delete w;
-        throwCode(env, TOLLGATE_E_INTERNAL, "tollgate: could not start the admission");
-        return nullptr;
+        tollgate_error failed {};
+        failed.retry_after_ms = -1;
+        snprintf(failed.message, sizeof failed.message, "tollgate: could not start the wait for admission");
+        napi_reject_deferred(env, deferred, statusError(env, TOLLGATE_E_INTERNAL, failed));
+        return promise;
     }
     c->m_waiting = true;
+    try {
+        std::thread(admitWait, w).detach();
+    } catch (const std::system_error& e) {
+        c->m_waiting = false;
+        napi_release_threadsafe_function(w->done, napi_tsfn_abort);
+        napi_delete_reference(env, w->self);
+        tollgate_error failed {};
+        failed.retry_after_ms = -1;
+        snprintf(failed.message, sizeof failed.message, "tollgate: no thread for the wait (%s)", e.what());
+        napi_reject_deferred(env, deferred, statusError(env, TOLLGATE_E_INTERNAL, failed));
+        delete w;
+    }
     return promise;
 }
 
-void NodeCall::admitExecute(napi_env, void* data)
+void NodeCall::admitWait(Admission* w)
 {
-    auto* w = static_cast<Admission*>(data);
     w->rc = tollgate_call_admit(w->call->m_call, w->timeoutMs, &w->err);
+    // After the call below the JS thread may free `w` at any time: only the local is used.
+    const napi_threadsafe_function done = w->done;
+    napi_call_threadsafe_function(done, w, napi_tsfn_blocking);
+    napi_release_threadsafe_function(done, napi_tsfn_release);
 }
 
-void NodeCall::admitComplete(napi_env env, napi_status status, void* data)
+void NodeCall::admitComplete(napi_env env, napi_value, void*, void* data)
 {
+    if (!env)
+        return; // the environment is going away: nothing to settle (the process is ending)
     auto* w = static_cast<Admission*>(data);
     NodeCall* c = w->call;
     c->m_waiting = false;
-    if (status == napi_cancelled) {
-        w->rc = TOLLGATE_E_CANCELLED;
-        w->err.code = TOLLGATE_E_CANCELLED;
-        w->err.retry_after_ms = -1;
-    }
     if (c->m_freeWhenDone) {
         tollgate_call_free(c->m_call);
         c->m_call = nullptr;
@@ -187,7 +216,6 @@ void NodeCall::admitComplete(napi_env env, napi_status status, void* data)
     else
         napi_reject_deferred(env, w->deferred, statusError(env, w->rc, w->err));
     napi_delete_reference(env, w->self);
-    napi_delete_async_work(env, w->work);
     delete w;
 }
 

@@ -1,10 +1,17 @@
 #pragma once
 
-// NodeCall: the JS class Call of the addon — one tollgate_call. admit() waits on a thread of
-// libuv's pool (napi async work) and settles a promise, so the event loop never blocks on a
-// wait for room; cancel() ends that wait from the JS thread (tollgate_call_cancel, the one
-// function any thread may call). The ends (settle, report429, release, the HTTP answer) are
-// single store operations done on the JS thread, as Python's client does them.
+// NodeCall: the JS class Call of the addon — one tollgate_call. admit() first tries on the JS
+// thread (one store operation, as an end is); when there is no room and the timeout allows a
+// wait, it waits on a thread of its own and settles its promise through a thread-safe function,
+// so the event loop never blocks on a wait for room; cancel() ends that wait from the JS thread
+// (tollgate_call_cancel, the one function any thread may call). The ends (settle, report429,
+// release, the HTTP answer) are single store operations done on the JS thread, as Python's
+// client does them.
+//
+// Why not libuv's pool (napi async work): it has 4 threads by default, and waits for room last
+// seconds. Four waiting admissions would hold every one of them, and the pool also runs the
+// process's file operations and DNS lookups — those of the requests that hold the slots the
+// waiters wait for: the process would stall until the waits time out.
 //
 // Invariants:
 // - The C call is used by one thread at a time: while an admission is waiting (m_waiting),
@@ -43,8 +50,8 @@ private:
     static napi_value info(napi_env env, napi_callback_info info);
     static napi_value free(napi_env env, napi_callback_info info);
     static void finalize(napi_env env, void* data, void* hint);
-    static void admitExecute(napi_env env, void* data);
-    static void admitComplete(napi_env env, napi_status status, void* data);
+    static void admitWait(Admission* w);
+    static void admitComplete(napi_env env, napi_value callback, void* context, void* data);
 
     // The call for a method of `self`, or nullptr with a TypeError/StateError pending.
     static NodeCall* usable(napi_env env, napi_value self);

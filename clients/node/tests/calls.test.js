@@ -73,6 +73,26 @@ test('a wait does not block the event loop, and an AbortSignal cancels it', asyn
     next.settle();
 });
 
+test('waits for room leave libuv\'s pool free: file I/O and DNS go on while many wait', async (t) => {
+    // More waiters than the pool's 4 threads: had they waited there, the file read and the
+    // lookup below would queue behind them until the waits time out (and the waiters would
+    // then have rejected with Timeout before the read, not been cancelled after it).
+    const h = freshHome(t);
+    h.cli('limits', 'set', 'anthropic', '--requests', '100', '--window', '60', '--parallel', '1');
+    const holder = await tollgate.call('anthropic');
+    const settled = [];
+    const controller = new AbortController();
+    const waiters = Array.from({ length: 8 }, (_, i) => tollgate.call('anthropic', { timeoutMs: 600000, signal: controller.signal })
+        .then(() => settled.push(`admitted ${i}`), (e) => settled.push(e.name)));
+    await require('fs').promises.readFile(__filename);
+    await require('dns').promises.lookup('localhost');
+    assert.deepEqual(settled, []);
+    controller.abort();
+    await Promise.all(waiters);
+    assert.deepEqual(settled, Array(8).fill('Cancelled'));
+    holder.release();
+});
+
 test('a call outlives its home: closed, it answers ClosedError and still gives its slot back', async (t) => {
     const h = freshHome(t);
     h.cli('limits', 'set', 'anthropic', '--requests', '10', '--window', '60', '--parallel', '1');
