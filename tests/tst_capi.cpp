@@ -21,9 +21,23 @@
 #include <QTest>
 #include <algorithm>
 #include <csignal>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <vector>
+
+namespace {
+
+// The callers' logs are stamped with CLOCK_MONOTONIC (every worker, and here a CLI caller's
+// ask): one clock for all, which no step of the wall clock moves.
+qint64 monotonicUs()
+{
+    timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<qint64>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+} // namespace
 
 class TestCapi final : public QObject
 {
@@ -210,7 +224,7 @@ void TestCapi::cPythonNodeAndCliShareAHomeUnderKills()
                     QString::number(
                         2 * CALL_TOKENS) }); // the token limit binds before the request limit, or not
         } else if (kind == Cli) {
-            const QString lo = QString::number(QDateTime::currentMSecsSinceEpoch() * 1000);
+            const QString lo = QString::number(monotonicUs());
             p->start(QStringLiteral(TOLLGATE_CLI_PATH),
                 { QStringLiteral("run"), QStringLiteral("storm"), QStringLiteral("--caller"),
                     QStringLiteral("cli"), QStringLiteral("--tokens"), QString::number(CALL_TOKENS),

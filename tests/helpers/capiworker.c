@@ -6,8 +6,8 @@
  *   capiworker fork HOME PROVIDER               fork() after open: refused in the child
  *   capiworker status HOME                      prints tollgate_status_json
  *   capiworker slots HOME PROVIDER N TIMEOUT_MS admits N slot-holding calls at once, then ends them
- * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs), "B PID T"
- * (holding from T), "E PID T" (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say
+ * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs of
+ * CLOCK_MONOTONIC, the clock of every caller's log), "B PID T" (holding from T), "E PID T" (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say
  * what did not. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -26,7 +26,7 @@
 static long long now_us(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 

@@ -13,7 +13,9 @@ const tollgate = require(process.env.TOLLGATE_NODE_PACKAGE);
 const [home, provider, logPath, tokensArg] = process.argv.slice(2);
 const tokens = Number(tokensArg);
 
-const nowUs = () => Math.floor((performance.timeOrigin + performance.now()) * 1000);
+// CLOCK_MONOTONIC (libuv's hrtime), as every caller of tst_capi stamps its log: one clock for all
+// (a wall clock computed from Node's time origin would drift from the others' if the wall clock is stepped).
+const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 
 function log(text) {
     const fd = fs.openSync(logPath, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o600);
