@@ -7,8 +7,8 @@
  *   capiworker status HOME                      prints tollgate_status_json
  *   capiworker slots HOME PROVIDER N TIMEOUT_MS admits N slot-holding calls at once, then ends them
  * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs of
- * CLOCK_MONOTONIC, the clock of every caller's log), "B PID T" (holding from T), "E PID T" (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say
- * what did not. */
+ * CLOCK_MONOTONIC, the clock of every caller's log), "B PID T" (holding from T), "E PID T"
+ * (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say what did not. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
