@@ -8,8 +8,8 @@
 //   call.settle(answer.usage);
 //
 // tollgate.wrap(fn, options) admits each call of fn; tollgate.fetch(provider) is a fetch for the
-// official SDKs (new Anthropic({ fetch: tollgate.fetch('anthropic') })). Waiting for room runs
-// off the event loop (a libuv pool thread) and an AbortSignal cancels it.
+// official SDKs (new Anthropic({ fetch: tollgate.fetch('anthropic') })). A wait for room runs
+// off the event loop, on a thread of the addon's own, and an AbortSignal cancels it.
 const native = require('./lib/native');
 const errors = require('./lib/errors');
 
