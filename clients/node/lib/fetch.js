@@ -17,7 +17,11 @@ const errors = require('./errors');
 
 function refusal(error) {
     const headers = { 'content-type': 'application/json' };
-    if (error.retryAfterMs !== null) headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
+    if (error.retryAfterMs !== null) {
+        headers['retry-after'] = String(Math.max(1, Math.ceil(error.retryAfterMs / 1000)));
+        // Both SDKs prefer this one (to the millisecond) when it is there.
+        headers['retry-after-ms'] = String(error.retryAfterMs);
+    }
     const body = { type: 'error', error: { type: 'rate_limit_error', message: 'no room in the shared quota: ' + error.message } };
     return new Response(JSON.stringify(body), { status: 429, headers });
 }

@@ -72,7 +72,8 @@ test('no room is answered 429 with a Retry-After; a 429 of the provider backs ev
         fetch: tollgate.fetch('anthropic', { timeoutMs: 500 }) });
     await client.messages.create(ASK);
     await assert.rejects(client.messages.create(ASK), (e) => e.status === 429
-        && Number(e.headers.get('retry-after')) >= 1 && e.error.error.type === 'rate_limit_error');
+        && Number(e.headers.get('retry-after')) >= 1 && Number(e.headers.get('retry-after-ms')) > 0
+        && e.error.error.type === 'rate_limit_error');
     assert.equal((await mock.stats()).requests, 1);
 
     h.cli('limits', 'set', 'anthropic', '--requests', '100', '--window', '60');
