@@ -42,6 +42,11 @@ PACKAGES=(
 )
 
 "$ROOT/scripts/ensure-packages.sh" "${PACKAGES[@]}"
+# The Node addon (clients/node) is built against Node-API's headers: NodeSource's nodejs ships
+# them in /usr/include/node; with Debian's own nodejs they come in libnode-dev.
+if [ ! -f /usr/include/node/node_api.h ]; then
+    "$ROOT/scripts/ensure-packages.sh" libnode-dev
+fi
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${TOLLGATE_CMAKE_ARGS:-}

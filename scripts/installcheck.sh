@@ -16,7 +16,10 @@
 #     tollgate.pc; the README's C example (clients/c/example.c) compiles against the installed
 #     header with `pkg-config --cflags --libs tollgate` and runs against the installed library;
 #   - the Python client (clients/python) installs with pip (offline: --no-build-isolation
-#     --no-index, from a copy of the folder) and is admitted through the installed library.
+#     --no-index, from a copy of the folder) and is admitted through the installed library;
+#   - the Node addon (when built): <libdir>/tollgate/node/tollgate.node, and the Node client
+#     (clients/node) npm-installed from a copy (offline: it has no dependencies) is admitted
+#     through it and the installed library.
 # Configures and builds nothing itself; installs the Debian packages of the tools it needs when
 # they are missing (desktop-file-utils, man-db, groff-base, appstream; via ensure-packages.sh).
 # Exit 0 when all hold; else lists every failure, exit 1.
@@ -88,6 +91,11 @@ expect_file "$LIBDIR/libtollgate.so.${VERSION%%.*}"
 expect_file "$LIBDIR/libtollgate.so"
 expect_file "$LIBDIR/pkgconfig/tollgate.pc"
 expect_file "$INCLUDEDIR/tollgate.h"
+NODE_ADDON=
+if [ -f "$BUILD/clients/node/tollgate.node" ]; then
+    NODE_ADDON=$LIBDIR/tollgate/node/tollgate.node
+    expect_file "$NODE_ADDON"
+fi
 DESKTOP=$DATADIR/applications/$APP_ID.desktop
 METAINFO=$DATADIR/metainfo/$APP_ID.metainfo.xml
 if [[ $GUI == ON || $GUI == TRUE || $GUI == 1 ]]; then
@@ -187,6 +195,26 @@ with tollgate.call("anthropic", caller="installcheck", input_tokens=1, max_token
             || fail "the pip-installed Python client does not run: $(cat "$WORK/py.log")"
     else
         fail "pip cannot install clients/python: $(cat "$WORK/pip.log")"
+    fi
+fi
+
+# The Node client: npm installs a copy of it (one away from the repository's build tree) and it
+# runs through the installed addon, which finds the installed library by its RUNPATH.
+if [ -n "$NODE_ADDON" ] && [ -f "$PREFIX/$NODE_ADDON" ] && command -v npm >/dev/null; then
+    check
+    cp -r "$ROOT/clients/node" "$WORK/nodesrc"
+    mkdir -p "$WORK/nodeapp"
+    if (cd "$WORK/nodeapp" && npm install --offline --no-audit --no-fund --loglevel=error --install-links \
+        "$WORK/nodesrc") >"$WORK/npm.log" 2>&1; then
+        check
+        (cd "$WORK/nodeapp" && TOLLGATE_NODE_ADDON="$PREFIX/$NODE_ADDON" node -e '
+const tollgate = require("tollgate");
+tollgate.call("anthropic", { caller: "installcheck", inputTokens: 1, maxTokens: 1, home: process.argv[1] })
+    .then((c) => { c.settle({ input_tokens: 1, output_tokens: 1 }); c.free(); })
+    .catch((e) => { console.error(e); process.exit(1); });' "$WORK/capi-home") >"$WORK/node.log" 2>&1 \
+            || fail "the npm-installed Node client does not run: $(cat "$WORK/node.log")"
+    else
+        fail "npm cannot install clients/node: $(cat "$WORK/npm.log")"
     fi
 fi
 

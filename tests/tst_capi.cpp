@@ -1,7 +1,7 @@
 // The C library (libtollgate.so, clients/c) in real processes: the README's example compiled
 // and run; bad input, a call used out of turn or after its home was closed, a cancel from
 // another thread, fork() after open (tests/helpers/capiworker.c); its status is the CLI's; and
-// C workers, CLI callers and Python workers sharing one home — a directory and Redis — under a rolling
+// C workers, CLI callers, Python and Node workers sharing one home — a directory and Redis — under a rolling
 // window, a token limit and a parallel limit, with SIGKILLs at random: no overrun (judged from logs kept
 // outside Tollgate), no lost slot (every slot admitted afterwards).
 
@@ -21,9 +21,23 @@
 #include <QTest>
 #include <algorithm>
 #include <csignal>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <vector>
+
+namespace {
+
+// The callers' logs are stamped with CLOCK_MONOTONIC (every worker, and here a CLI caller's
+// ask): one clock for all, which no step of the wall clock moves.
+qint64 monotonicUs()
+{
+    timespec ts {};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<qint64>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+
+} // namespace
 
 class TestCapi final : public QObject
 {
@@ -35,8 +49,8 @@ private Q_SLOTS:
     void forkAfterOpenIsRefusedInTheChild();
     void theHttpAnswerSettlesItsUsageAndA429BacksOff();
     void statusIsTheClis();
-    void cPythonAndCliShareAHomeUnderKills_data();
-    void cPythonAndCliShareAHomeUnderKills();
+    void cPythonNodeAndCliShareAHomeUnderKills_data();
+    void cPythonNodeAndCliShareAHomeUnderKills();
 
 private:
     struct Ran
@@ -181,14 +195,14 @@ void TestCapi::statusIsTheClis()
         QCOMPARE(a[QLatin1String(key)], b[QLatin1String(key)]);
 }
 
-void TestCapi::cPythonAndCliShareAHomeUnderKills_data()
+void TestCapi::cPythonNodeAndCliShareAHomeUnderKills_data()
 {
     QTest::addColumn<bool>("redis");
     QTest::newRow("directory") << false;
     QTest::newRow("redis") << true;
 }
 
-void TestCapi::cPythonAndCliShareAHomeUnderKills()
+void TestCapi::cPythonNodeAndCliShareAHomeUnderKills()
 {
     QFETCH(bool, redis);
     if (redis) {
@@ -209,24 +223,33 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
     const QString log = m_dir->filePath(QStringLiteral("calls.log"));
     const QString worker = QStringLiteral(TOLLGATE_CAPIWORKER_PATH);
     std::vector<std::unique_ptr<QProcess>> procs;
-    // Kinds of caller: C workers, CLI callers, Python workers (when Debian's python3 is there).
-    enum Kind { C, Cli, Python };
+    // Kinds of caller: C workers, CLI callers, Python workers (when Debian's python3 is there
+    // and the library is not sanitized), Node workers (when the addon was built: not in a
+    // sanitizer build).
+    enum Kind { C, Cli, Python, Node };
     const bool python = TOLLGATE_CAPI_PYTHON && QFile::exists(QStringLiteral("/usr/bin/python3"));
+    const bool node = !QStringLiteral(TOLLGATE_NODE_ADDON).isEmpty();
     auto start = [&](Kind kind) {
         auto p = std::make_unique<QProcess>();
         QProcessEnvironment env = environment();
         env.insert(QStringLiteral("TOLLGATE_LIBRARY"), QStringLiteral(TOLLGATE_CAPI_LIBRARY));
         env.insert(QStringLiteral("PYTHONPATH"), QStringLiteral(TOLLGATE_PYTHON_PACKAGE));
+        env.insert(QStringLiteral("TOLLGATE_NODE_ADDON"), QStringLiteral(TOLLGATE_NODE_ADDON));
+        env.insert(QStringLiteral("TOLLGATE_NODE_PACKAGE"), QStringLiteral(TOLLGATE_NODE_PACKAGE));
         p->setProcessEnvironment(env);
         p->setProcessChannelMode(QProcess::ForwardedErrorChannel);
         p->setProperty("kind", kind);
-        if (kind == Python) {
+        if (kind == Node) {
+            p->start(QStringLiteral("node"),
+                { QStringLiteral(TOLLGATE_NODEWORKER_PATH), m_home, QStringLiteral("storm"), log,
+                    QString::number(3 * CALL_TOKENS / 2) });
+        } else if (kind == Python) {
             p->start(QStringLiteral("/usr/bin/python3"),
                 { QStringLiteral(TOLLGATE_PYWORKER_PATH), m_home, QStringLiteral("storm"), log,
                     QString::number(
                         2 * CALL_TOKENS) }); // the token limit binds before the request limit, or not
         } else if (kind == Cli) {
-            const QString lo = QString::number(QDateTime::currentMSecsSinceEpoch() * 1000);
+            const QString lo = QString::number(monotonicUs());
             p->start(QStringLiteral(TOLLGATE_CLI_PATH),
                 { QStringLiteral("run"), QStringLiteral("storm"), QStringLiteral("--caller"),
                     QStringLiteral("cli"), QStringLiteral("--tokens"), QString::number(CALL_TOKENS),
@@ -240,8 +263,8 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
         QVERIFY(p->waitForStarted(10000));
         procs.push_back(std::move(p));
     };
-    // Three C workers, two CLI callers and two Python workers at all times; a SIGKILL every
-    // 100-300 ms.
+    // Three C workers, two CLI callers, two Python workers and two Node workers (two calls each)
+    // at all times; a SIGKILL every 100-300 ms.
     auto* rng = QRandomGenerator::global();
     int kills = 0;
     const qint64 end = QDateTime::currentMSecsSinceEpoch() + 6000;
@@ -251,6 +274,8 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
         start(Cli);
     for (int i = 0; python && i < 2; ++i)
         start(Python);
+    for (int i = 0; node && i < 2; ++i)
+        start(Node);
     while (QDateTime::currentMSecsSinceEpoch() < end) {
         QTest::qWait(100 + static_cast<int>(rng->bounded(200)));
         auto& victim = procs[rng->bounded(static_cast<quint32>(procs.size()))];
@@ -293,7 +318,8 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
     // A hold: from its B (after the admission) to its E (before the slot goes back) — within the
     // slot's true holding; a killed holder's hold is its B alone (it held at least then).
     std::vector<std::pair<qint64, int>> edges;
-    std::map<QByteArray, qint64> open; // pid -> its hold's start
+    std::map<QByteArray, qint64> open; // pid (a Node worker's: pid.n) -> its hold's start
+    int nodeHolds = 0;
     QFile f(log);
     QVERIFY(f.open(QIODevice::ReadOnly));
     auto close = [&](const QByteArray& pid, qint64 at) {
@@ -310,6 +336,7 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
             admissions.push_back({ w[1].toLongLong(), w[2].toLongLong(), w[3].toLongLong() });
         } else if (w.value(0) == "B" && w.size() == 3) {
             close(w[1], open.count(w[1]) ? open[w[1]] : 0); // an unended hold of the same pid: an instant
+            nodeHolds += w[1].contains('.') ? 1 : 0;
             open[w[1]] = w[2].toLongLong();
         } else if (w.value(0) == "E" && w.size() == 3) {
             close(w[1], w[2].toLongLong());
@@ -326,6 +353,7 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
     QVERIFY2(peak <= PARALLEL, qPrintable(QStringLiteral("%1 holds at once").arg(peak)));
     QVERIFY2(
         admissions.size() >= 20, qPrintable(QStringLiteral("only %1 admissions").arg(admissions.size())));
+    QVERIFY2(!node || nodeHolds > 0, "no Node worker was admitted");
     QVERIFY2(kills >= 5, qPrintable(QStringLiteral("only %1 kills").arg(kills)));
     // Definite overrun: more than the limit admitted surely within one window (max hi - min lo < window).
     std::sort(admissions.begin(), admissions.end(),
@@ -343,9 +371,10 @@ void TestCapi::cPythonAndCliShareAHomeUnderKills()
         worstRequests = std::max(worstRequests, n);
         worstTokens = std::max(worstTokens, tokens);
     }
-    qInfo("%zu admissions, %d kills; at most %lld requests and %lld tokens surely in one window, %d holds at "
-          "once",
-        admissions.size(), kills, worstRequests, worstTokens, peak);
+    qInfo(
+        "%zu admissions (%d by Node workers), %d kills; at most %lld requests and %lld tokens surely in one "
+        "window, %d holds at once",
+        admissions.size(), nodeHolds, kills, worstRequests, worstTokens, peak);
     QVERIFY2(worstRequests <= REQUESTS,
         qPrintable(QStringLiteral("%1 requests in one window").arg(worstRequests)));
     QVERIFY2(worstTokens <= TOKENS, qPrintable(QStringLiteral("%1 tokens in one window").arg(worstTokens)));

@@ -8,9 +8,9 @@
  *   capiworker slots HOME PROVIDER N TIMEOUT_MS admits N slot-holding calls at once, then ends them
  *   capiworker http HOME PROVIDER               the HTTP answer's way: a JSON 200 with its usage,
  *                                               a 429 with its Retry-After (both read by the library)
- * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs), "B PID T"
- * (holding from T), "E PID T" (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say
- * what did not. */
+ * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs of
+ * CLOCK_MONOTONIC, the clock of every caller's log), "B PID T" (holding from T), "E PID T"
+ * (still holding at T). Exit 0 when all went as expected; lines "FAIL ..." say what did not. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -28,7 +28,7 @@
 static long long now_us(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000LL + ts.tv_nsec / 1000;
 }
 
