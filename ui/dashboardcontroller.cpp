@@ -35,6 +35,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     , m_rateLimitCallers(new RateLimitCallersModel(this))
 {
     qRegisterMetaType<DashboardSnapshot>();
+    qRegisterMetaType<HoldersPatch>();
     qRegisterMetaType<std::vector<HistoryEvent>>();
     qRegisterMetaType<ProviderLimits>();
     qRegisterMetaType<ActionResult>();
@@ -49,6 +50,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     m_observer->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_observer, &QObject::deleteLater);
     connect(m_observer, &QuotaObserver::snapshotReady, this, &DashboardController::onSnapshot);
+    connect(m_observer, &QuotaObserver::holdersPatched, this, &DashboardController::onHoldersPatch);
     connect(m_observer, &QuotaObserver::historyAppended, this, &DashboardController::onHistory);
     connect(m_observer, &QuotaObserver::refreshed, this, &DashboardController::onRefreshed);
     connect(m_observer, &QuotaObserver::historyReset, this, [this] {
@@ -82,6 +84,17 @@ void DashboardController::start()
 qint64 DashboardController::nowMs() const
 {
     return QDateTime::currentMSecsSinceEpoch();
+}
+
+void DashboardController::onHoldersPatch(const HoldersPatch& patch)
+{
+    // The rest of the snapshot stands; only the holders (and their model) move.
+    m_snapshot.holders = patch.holders;
+    m_snapshot.holdersRevision = patch.revision;
+    m_snapshot.holdersBase = patch.base;
+    m_snapshot.holdersChanged = patch.changed;
+    m_holders->setSnapshot(m_snapshot);
+    Q_EMIT holdersChanged();
 }
 
 void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)

@@ -51,6 +51,26 @@ void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
             announceAges();
         return;
     }
+    if (snapshot.holdersBase != 0 && snapshot.holdersBase == m_revision
+        && snapshot.holders.size() == m_holders.size()) {
+        QVector<Row> upserts;
+        bool same = true;
+        for (const int i : snapshot.holdersChanged) {
+            same
+                = same && i >= 0 && i < m_holders.size() && snapshot.holders.at(i).key == m_holders.at(i).key;
+            if (!same)
+                break;
+            upserts.append(buildRow(snapshot.holders.at(i)));
+        }
+        if (same) {
+            m_revision = snapshot.holdersRevision;
+            m_holders = snapshot.holders;
+            applyChanges({}, std::move(upserts));
+            if (timeMoved)
+                announceAges();
+            return;
+        }
+    }
     m_revision = snapshot.holdersRevision;
     QHash<QString, int> index;
     index.reserve(snapshot.holders.size());
@@ -59,6 +79,7 @@ void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
         const HolderInfo& h = snapshot.holders.at(i);
         index.insert(h.key, i);
         const int before = m_index.value(h.key, -1);
+        ++m_holdersCompared;
         if (before < 0 || !(m_holders.at(before) == h))
             upserts.append(buildRow(h));
     }
@@ -123,7 +144,9 @@ KeyedTableModel::Row HoldersModel::buildRow(const HolderInfo& h)
     row.cells[Where].insert(Qt::ToolTipRole, slot ? tr("%1, fence %2").arg(h.provider).arg(h.fence) : h.path);
     // A pid of another host means something only there: shown with the host it belongs to.
     row.cells[Pid].insert(Qt::DisplayRole,
-        !h.pid ? QString() : h.host.isEmpty() ? QString::number(h.pid) : QStringLiteral("%1 @ %2").arg(h.pid).arg(h.host));
+        !h.pid                 ? QString()
+            : h.host.isEmpty() ? QString::number(h.pid)
+                               : QStringLiteral("%1 @ %2").arg(h.pid).arg(h.host));
     row.cells[Pid].insert(SortRole, h.pid);
     QString who = h.who;
     if (!h.model.isEmpty())

@@ -107,10 +107,14 @@ void HomeWatcher::onPath(const QString& path, bool isDir)
 void HomeWatcher::onEvent(int parts)
 {
     m_pending |= parts;
-    if (m_debounce.isActive())
+    // Only lock directories pending: they may wait longer (LOCKS_BUSY_MS); anything else
+    // pulls a waiting report forward to BUSY_MS.
+    const int busy = (m_pending & ~Locks) ? BUSY_MS : LOCKS_BUSY_MS;
+    const qint64 since = m_sinceFlush.isValid() ? m_sinceFlush.elapsed() : busy;
+    const int wait = static_cast<int>(std::max<qint64>(DEBOUNCE_MS, busy - since));
+    if (m_debounce.isActive() && m_debounce.remainingTime() <= wait)
         return;
-    const qint64 since = m_sinceFlush.isValid() ? m_sinceFlush.elapsed() : BUSY_MS;
-    m_debounce.start(static_cast<int>(std::max<qint64>(DEBOUNCE_MS, BUSY_MS - since)));
+    m_debounce.start(wait);
 }
 
 void HomeWatcher::flush()

@@ -368,6 +368,7 @@ void QuotaObserver::refresh()
     m_round.clear();
     readHome();
     scanLocks(true);
+    m_holdersReshaped = true;
     publish(true);
     pollHistory();
     Q_EMIT refreshed();
@@ -383,18 +384,19 @@ void QuotaObserver::refreshParts(int parts)
         readHome();
         send = true;
         holders = m_slotHolders != before;
+        m_holdersReshaped = m_holdersReshaped || holders;
     } else if (parts & HomeWatcher::History) {
         // The history of a re-created home starts over; its snapshot goes first.
         const quint64 ino = m_isRedis ? m_homeInode : inodeOf(m_home);
         if (ino != m_homeInode) {
             readHome();
-            send = holders = true;
+            send = holders = m_holdersReshaped = true;
         }
     }
     if (parts & HomeWatcher::Locks)
         holders = scanLocks(false) || holders;
     if (send || holders)
-        publish(holders);
+        publish(holders, send);
     if (parts & HomeWatcher::History)
         pollHistory();
     Q_EMIT refreshed();
@@ -429,65 +431,134 @@ bool QuotaObserver::scanLocks(bool rereadAll)
     bool changed = false;
     // The cache follows the list of directories (kept by path).
     std::vector<LockDir> dirs;
+    std::vector<std::string> paths;
     for (const QString& path : std::as_const(m_lockDirs)) {
         auto it = std::find_if(
             m_lockDirCache.begin(), m_lockDirCache.end(), [&](const LockDir& d) { return d.path == path; });
         dirs.push_back(it != m_lockDirCache.end() ? std::move(*it) : LockDir { path, {}, {} });
+        paths.push_back(QFile::encodeName(path).toStdString());
     }
     changed = dirs.size() != m_lockDirCache.size();
+    m_holdersReshaped = m_holdersReshaped || changed;
     m_lockDirCache = std::move(dirs);
+    m_dirEvents.keepOnly(paths);
 
     const QString ownLock = QDir::cleanPath(m_home + QStringLiteral("/state.lock"));
-    for (LockDir& d : m_lockDirCache) {
-        QString problem;
-        std::map<QString, CachedLock> next;
-        const QByteArray native = QFile::encodeName(d.path);
-        DIR* dir = ::opendir(native.constData());
-        if (!dir) {
-            problem = errno == ENOENT || errno == ENOTDIR
-                ? tr("%1: no such directory").arg(d.path)
-                : QStringLiteral("%1: %2").arg(d.path, QString::fromLocal8Bit(std::strerror(errno)));
-        } else {
-            const int dfd = ::dirfd(dir);
-            while (const dirent* e = ::readdir(dir)) {
-                const std::string_view name(e->d_name);
-                if (name.size() <= 5 || !name.ends_with(".lock"))
-                    continue;
-                struct stat st
-                {
-                };
-                // Only regular files can be locks (LockFile refuses anything else).
-                if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-                    continue;
-                const QString fileName = QFile::decodeName(e->d_name);
-                const QString path = QDir::cleanPath(d.path + QLatin1Char('/') + fileName);
-                if (path == ownLock)
-                    continue;
-                CachedLock c;
-                c.inode = st.st_ino;
-                c.size = st.st_size;
-                c.mtimeNs = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
-                c.ctimeNs = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
-                auto old = d.locks.find(fileName);
-                if (!rereadAll && old != d.locks.end() && old->second.inode == c.inode
-                    && old->second.size == c.size && old->second.mtimeNs == c.mtimeNs
-                    && old->second.ctimeNs == c.ctimeNs) {
-                    next.emplace(fileName, std::move(old->second));
-                    continue;
-                }
-                ++m_lockReads;
-                if (!judgeLockFile(path, m_staleSeconds, m_round, m_clock, c.holder, &c.suspicious))
-                    continue;
-                if (old == d.locks.end() || !(old->second.holder == c.holder))
-                    changed = true;
-                next.emplace(fileName, std::move(c));
-            }
-            ::closedir(dir);
+    for (std::size_t i = 0; i < m_lockDirCache.size(); ++i) {
+        LockDir& d = m_lockDirCache[i];
+        // Asked even for a full re-read: it (re)starts the watch before the directory is read.
+        DirectoryEvents::Changes events = m_dirEvents.take(paths[i]);
+        if (rereadAll || events.everything) {
+            const bool moved = scanLockDir(d, ownLock, rereadAll);
+            m_holdersReshaped = m_holdersReshaped || moved;
+            changed = moved || changed;
+            continue;
         }
-        changed = changed || next.size() != d.locks.size() || problem != d.problem;
-        d.locks = std::move(next);
-        d.problem = problem;
+        const QByteArray native = QFile::encodeName(d.path);
+        const int dfd = ::open(native.constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) {
+            const bool moved = scanLockDir(d, ownLock, false); // says why
+            m_holdersReshaped = m_holdersReshaped || moved;
+            changed = moved || changed;
+            continue;
+        }
+        for (const std::string& name : events.names) {
+            if (name.size() <= 5 || !std::string_view(name).ends_with(".lock"))
+                continue;
+            const QString fileName = QFile::decodeName(QByteArray::fromStdString(name));
+            auto old = d.locks.find(fileName);
+            CachedLock c;
+            const LockLook look = lookAtLock(dfd, name.c_str(), d.path, fileName, ownLock,
+                old == d.locks.end() ? nullptr : &old->second, c);
+            if (look == LockLook::Unchanged)
+                continue;
+            if (look == LockLook::Absent) {
+                if (old != d.locks.end()) {
+                    d.locks.erase(old);
+                    changed = m_holdersReshaped = true;
+                }
+                continue;
+            }
+            if (old == d.locks.end()) {
+                changed = m_holdersReshaped = true;
+                d.locks.emplace(fileName, std::move(c));
+            } else {
+                if (!(old->second.holder == c.holder)) {
+                    // Same file name, so the same key in the same place: sent as a delta.
+                    changed = true;
+                    m_lockRewrites.emplace_back(i, fileName);
+                }
+                old->second = std::move(c);
+            }
+        }
+        ::close(dfd);
     }
+    return changed;
+}
+
+QuotaObserver::LockLook QuotaObserver::lookAtLock(int dfd, const char* name, const QString& dirPath,
+    const QString& fileName, const QString& ownLock, const CachedLock* old, CachedLock& c)
+{
+    ++m_lockStats;
+    struct stat st
+    {
+    };
+    // Only regular files can be locks (LockFile refuses anything else).
+    if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return LockLook::Absent;
+    const QString path = QDir::cleanPath(dirPath + QLatin1Char('/') + fileName);
+    if (path == ownLock)
+        return LockLook::Absent;
+    c.inode = st.st_ino;
+    c.size = st.st_size;
+    c.mtimeNs = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+    c.ctimeNs = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+    if (old && old->inode == c.inode && old->size == c.size && old->mtimeNs == c.mtimeNs
+        && old->ctimeNs == c.ctimeNs)
+        return LockLook::Unchanged;
+    ++m_lockReads;
+    if (!judgeLockFile(path, m_staleSeconds, m_round, m_clock, c.holder, &c.suspicious))
+        return LockLook::Absent;
+    return LockLook::Read;
+}
+
+bool QuotaObserver::scanLockDir(LockDir& d, const QString& ownLock, bool rereadAll)
+{
+    bool changed = false;
+    QString problem;
+    std::map<QString, CachedLock> next;
+    const QByteArray native = QFile::encodeName(d.path);
+    DIR* dir = ::opendir(native.constData());
+    if (!dir) {
+        problem = errno == ENOENT || errno == ENOTDIR
+            ? tr("%1: no such directory").arg(d.path)
+            : QStringLiteral("%1: %2").arg(d.path, QString::fromLocal8Bit(std::strerror(errno)));
+    } else {
+        const int dfd = ::dirfd(dir);
+        while (const dirent* e = ::readdir(dir)) {
+            const std::string_view name(e->d_name);
+            if (name.size() <= 5 || !name.ends_with(".lock"))
+                continue;
+            const QString fileName = QFile::decodeName(e->d_name);
+            auto old = d.locks.find(fileName);
+            CachedLock c;
+            const LockLook look = lookAtLock(dfd, e->d_name, d.path, fileName, ownLock,
+                rereadAll || old == d.locks.end() ? nullptr : &old->second, c);
+            if (look == LockLook::Absent)
+                continue;
+            if (look == LockLook::Unchanged) {
+                next.emplace(fileName, std::move(old->second));
+                continue;
+            }
+            if (old == d.locks.end() || !(old->second.holder == c.holder))
+                changed = true;
+            next.emplace(fileName, std::move(c));
+        }
+        ::closedir(dir);
+    }
+    changed = changed || next.size() != d.locks.size() || problem != d.problem;
+    d.locks = std::move(next);
+    d.problem = problem;
     return changed;
 }
 
@@ -541,21 +612,41 @@ void QuotaObserver::checkLiveness()
             ++i;
         }
     }
-    if (changed)
+    if (changed) {
+        m_holdersReshaped = true;
         publish(true);
+    }
 }
 
-void QuotaObserver::publish(bool holdersChanged)
+void QuotaObserver::publish(bool holdersChanged, bool homeChanged)
 {
+    if (!homeChanged && holdersChanged && !m_holdersReshaped && m_sentOnce && !m_lockRewrites.empty()) {
+        HoldersPatch patch;
+        patch.base = m_holdersRevision;
+        patch.changed = patchLockRewrites();
+        patch.revision = m_holdersRevision;
+        patch.holders = m_allHolders;
+        Q_EMIT holdersPatched(patch);
+        return; // the same holders: the liveness timer's need is unchanged
+    }
     DashboardSnapshot s = m_homePart;
     s.nowMs = msNow(m_clock);
-    if (holdersChanged || !m_sentOnce) {
+    if ((holdersChanged || !m_sentOnce) && !m_holdersReshaped && m_sentOnce && !m_lockRewrites.empty()) {
+        // Only lock files rewritten in place: the same rows with new values at known places,
+        // so neither this list nor the GUI's diff walks the other 10,000 holders.
+        s.holdersBase = m_holdersRevision;
+        s.holdersChanged = patchLockRewrites();
+    } else if (holdersChanged || !m_sentOnce) {
         ++m_holdersRevision;
         m_allHolders = m_slotHolders;
         for (const LockDir& d : m_lockDirCache) {
             for (const auto& [name, c] : d.locks)
                 m_allHolders.append(c.holder);
         }
+    }
+    if (holdersChanged || !m_sentOnce) {
+        m_holdersReshaped = false;
+        m_lockRewrites.clear();
     }
     s.holders = m_allHolders;
     s.holdersRevision = m_holdersRevision;
@@ -578,6 +669,24 @@ void QuotaObserver::publish(bool holdersChanged)
         else
             m_livenessTimer->stop();
     }
+}
+
+QList<int> QuotaObserver::patchLockRewrites()
+{
+    QList<int> changed;
+    ++m_holdersRevision;
+    for (const auto& [dir, name] : m_lockRewrites) {
+        qsizetype at = m_slotHolders.size();
+        for (std::size_t i = 0; i < dir; ++i)
+            at += qsizetype(m_lockDirCache[i].locks.size());
+        const auto& locks = m_lockDirCache[dir].locks;
+        const auto it = locks.find(name);
+        at += qsizetype(std::distance(locks.begin(), it));
+        m_allHolders[at] = it->second.holder;
+        changed.append(int(at));
+    }
+    m_lockRewrites.clear();
+    return changed;
 }
 
 void QuotaObserver::pollHistory()

@@ -22,8 +22,10 @@
 //   (a new inode) starts a new reader.
 // - Work follows what changed (HomeWatcher's parts): a history append reads only the new
 //   tail; state.bin or limits.json re-read the quota view and slots; a lock directory's
-//   change notification rescans it, re-reading only lock files whose (inode, size, mtime)
-//   moved (lock files are made by link() and never written in place). Nothing rescans or
+//   change notification looks only at the names inotify reported (DirectoryEvents), and
+//   re-reads only those whose (inode, size, mtime, ctime) moved (lock files are made by
+//   link() and never written in place); the whole directory is stat-ed only when the names
+//   cannot be trusted (first look, overflow, a replaced directory, a network filesystem). Nothing rescans or
 //   re-probes on a timer: every LIVENESS_MS the holders whose answer can change with time
 //   (an alive holder may die, a dead lock may turn stale, a slot may run overdue) are
 //   re-judged, asking /proc once per distinct pid (CachingProbe).
@@ -35,6 +37,7 @@
 #include "cachingprobe.h"
 #include "dashboardsnapshot.h"
 #include "limitchange.h"
+#include "system/directoryevents.h"
 #include "system/processprobe.h"
 
 #include <QObject>
@@ -71,8 +74,9 @@ public:
 
     [[nodiscard]] static QString who();
 
-    // Test hooks: how many lock-directory scans and how many lock files were read.
+    // Test hooks: how many lock-directory scans, lock file stats and lock file reads.
     [[nodiscard]] quint64 lockScans() const { return m_lockScans; }
+    [[nodiscard]] quint64 lockStats() const { return m_lockStats; }
     [[nodiscard]] quint64 lockReads() const { return m_lockReads; }
 
 public Q_SLOTS:
@@ -95,6 +99,8 @@ public Q_SLOTS:
 
 Q_SIGNALS:
     void snapshotReady(const tollgate::ui::DashboardSnapshot& snapshot);
+    // Only lock files rewritten in place, nothing else changed since the last snapshot.
+    void holdersPatched(const tollgate::ui::HoldersPatch& patch);
     void historyAppended(const std::vector<tollgate::HistoryEvent>& events);
     void actionFinished(const tollgate::ui::ActionResult& result);
     void historyReset(); // the home is a different directory now: forget the old history
@@ -120,7 +126,15 @@ private:
     void pollHistory();
     void readHome(); // status, quota view, slot holders
     bool scanLocks(bool rereadAll); // true: the lock holders changed
-    void publish(bool holdersChanged);
+    bool scanLockDir(LockDir& d, const QString& ownLock, bool rereadAll); // readdir, every entry
+    enum class LockLook { Absent, Unchanged, Read };
+    // One entry of an open directory: fstatat, and read it unless its signature matches old.
+    LockLook lookAtLock(int dfd, const char* name, const QString& dirPath, const QString& fileName,
+        const QString& ownLock, const CachedLock* old, CachedLock& c);
+    // homeChanged false: only lock holders may have moved (a lock-directory report).
+    void publish(bool holdersChanged, bool homeChanged = true);
+    // Applies m_lockRewrites to m_allHolders as a new revision; returns the indices.
+    QList<int> patchLockRewrites();
     [[nodiscard]] QString openLimiter(); // empty on success, else why not
     void finish(ActionResult result);
     void releaseSlot(const HolderInfo& expected, bool confirmed, ActionResult& r);
@@ -143,8 +157,10 @@ private:
     QList<HolderInfo> m_slotHolders;
     QList<HolderInfo> m_allHolders; // as last sent
     std::vector<LockDir> m_lockDirCache;
+    DirectoryEvents m_dirEvents; // which lock files changed, so a rescan stats only those
     quint64 m_holdersRevision = 1;
     quint64 m_lockScans = 0;
+    quint64 m_lockStats = 0;
     quint64 m_lockReads = 0;
     bool m_sentOnce = false;
     std::unique_ptr<HistoryCursor> m_history;
@@ -153,6 +169,10 @@ private:
     std::unique_ptr<QuotaLimiter> m_limiter;
     quint64 m_storeInode = 0;
     DashboardSnapshot m_last;
+    // Since the last publish: whether holders came or went (or anything else moved rows), and
+    // the lock files (directory index, name) only rewritten in place.
+    bool m_holdersReshaped = true;
+    std::vector<std::pair<std::size_t, QString>> m_lockRewrites;
 };
 
 } // namespace tollgate::ui

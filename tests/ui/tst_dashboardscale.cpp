@@ -15,6 +15,7 @@
 #include "store/filequotastore.h"
 
 #include <QApplication>
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -23,7 +24,9 @@
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QTest>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace tollgate;
 using namespace tollgate::ui;
@@ -94,6 +97,8 @@ private Q_SLOTS:
     void columnsFitFromABoundedSampleNotPerTick();
     void cachingProbeAsksOncePerPid();
     void hostileEntriesInALockDirectory();
+    void rescanLooksOnlyAtWhatChanged();
+    void patchRebuildsOnlyTheRewrittenRow();
 
 private:
     QString home() const { return m_dir->path() + QStringLiteral("/home"); }
@@ -403,16 +408,160 @@ void TestDashboardScale::hostileEntriesInALockDirectory()
     names.sort();
     QCOMPARE(names, QStringList({ QStringLiteral("new\nline.lock"), QStringLiteral("real.lock") }));
 
-    // Released and taken again (same name, another file): read again.
+    // Released and taken again (same name, another file): read again, and sent as a patch of
+    // that row (or a whole snapshot, had the report caught the moment it was absent).
     const quint64 reads = observer.lockReads();
     snapshots.clear();
+    QSignalSpy patches(&observer, &QuotaObserver::holdersPatched);
     QVERIFY(QFile::remove(locks() + QStringLiteral("/real.lock")));
     takeLock(QStringLiteral("real.lock"));
     QTRY_VERIFY_WITH_TIMEOUT(observer.lockReads() > reads, TIMEOUT_MS);
-    QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() > 0, TIMEOUT_MS);
-    s = snapshots.last().at(0).value<DashboardSnapshot>();
-    QCOMPARE(s.holders.size(), qsizetype(2));
+    QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() + patches.count() > 0, TIMEOUT_MS);
+    const QList<HolderInfo> holders = patches.isEmpty()
+        ? snapshots.last().at(0).value<DashboardSnapshot>().holders
+        : patches.last().at(0).value<HoldersPatch>().holders;
+    QCOMPARE(holders.size(), qsizetype(2));
     QCOMPARE(observer.lockReads(), reads + 1); // only that one
+}
+
+// Issue 28, item 11: a lock-directory report stats only the names inotify gave, yet every kind
+// of change is seen: a lock added, removed, rewritten in place with the same size and the same
+// mtime (to the nanosecond: only the ctime moves), and replaced by rename with the old mtime.
+void TestDashboardScale::rescanLooksOnlyAtWhatChanged()
+{
+    const QByteArray stamp = QByteArray::number(QDateTime::currentSecsSinceEpoch());
+    const auto bytes = [&](const QByteArray& tag) {
+        return "pid=" + QByteArray::number(qint64(::getpid())) + "\ntimestamp=" + stamp + "\ntag=" + tag
+            + '\n';
+    };
+    const auto write = [](const QString& path, const QByteArray& data) {
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        QCOMPARE(f.write(data), data.size());
+    };
+    const auto path = [this](const QString& name) { return locks() + QLatin1Char('/') + name; };
+    for (int i = 0; i < 200; ++i)
+        write(path(QStringLiteral("j%1.lock").arg(i, 3, 10, QLatin1Char('0'))), bytes("aaaa"));
+
+    QuotaObserver observer(home(), { locks() });
+    QList<HolderInfo> current;
+    int patches = 0;
+    connect(&observer, &QuotaObserver::snapshotReady, this,
+        [&](const DashboardSnapshot& s) { current = s.holders; });
+    connect(&observer, &QuotaObserver::holdersPatched, this, [&](const HoldersPatch& p) {
+        current = p.holders;
+        ++patches;
+    });
+    observer.start();
+    QCOMPARE(current.size(), qsizetype(200));
+    QCOMPARE(observer.lockStats(), quint64(200));
+    const auto whoOf = [&](const QString& name) {
+        for (const HolderInfo& h : std::as_const(current)) {
+            if (QFileInfo(h.path).fileName() == name)
+                return h.who;
+        }
+        return QStringLiteral("(absent)");
+    };
+
+    // Added (written beside, then linked, as LockFile does).
+    write(path(QStringLiteral("new.lock.tmp")), bytes("nnnn"));
+    QVERIFY(::link(QFile::encodeName(path(QStringLiteral("new.lock.tmp"))).constData(),
+                QFile::encodeName(path(QStringLiteral("new.lock"))).constData())
+        == 0);
+    QVERIFY(QFile::remove(path(QStringLiteral("new.lock.tmp"))));
+    QTRY_COMPARE_WITH_TIMEOUT(whoOf(QStringLiteral("new.lock")), QStringLiteral("nnnn"), TIMEOUT_MS);
+    QCOMPARE(current.size(), qsizetype(201));
+
+    // Removed.
+    QVERIFY(QFile::remove(path(QStringLiteral("j007.lock"))));
+    QTRY_COMPARE_WITH_TIMEOUT(current.size(), qsizetype(200), TIMEOUT_MS);
+    QCOMPARE(whoOf(QStringLiteral("j007.lock")), QStringLiteral("(absent)"));
+
+    // Rewritten in place: same inode, same size, the mtime put back to the nanosecond.
+    {
+        const QByteArray native = QFile::encodeName(path(QStringLiteral("j010.lock")));
+        struct stat before
+        {
+        };
+        QCOMPARE(::stat(native.constData(), &before), 0);
+        const int fd = ::open(native.constData(), O_WRONLY | O_CLOEXEC);
+        QVERIFY(fd >= 0);
+        const QByteArray data = bytes("bbbb");
+        QCOMPARE(::pwrite(fd, data.constData(), size_t(data.size()), 0), ssize_t(data.size()));
+        const timespec times[2] = { before.st_atim, before.st_mtim };
+        QCOMPARE(::futimens(fd, times), 0);
+        ::close(fd);
+        struct stat after
+        {
+        };
+        QCOMPARE(::stat(native.constData(), &after), 0);
+        QCOMPARE(after.st_ino, before.st_ino);
+        QCOMPARE(after.st_size, before.st_size);
+        QCOMPARE(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(whoOf(QStringLiteral("j010.lock")), QStringLiteral("bbbb"), TIMEOUT_MS);
+    QVERIFY(patches > 0); // a row changed in place travels as a patch, not a whole snapshot
+
+    // Replaced by rename with a file of the same size and the old file's mtime.
+    {
+        const QByteArray target = QFile::encodeName(path(QStringLiteral("j020.lock")));
+        const QByteArray tmp = QFile::encodeName(path(QStringLiteral("j020.lock.x.tmp")));
+        struct stat before
+        {
+        };
+        QCOMPARE(::stat(target.constData(), &before), 0);
+        write(QFile::decodeName(tmp), bytes("cccc"));
+        const timespec times[2] = { before.st_atim, before.st_mtim };
+        QCOMPARE(::utimensat(AT_FDCWD, tmp.constData(), times, 0), 0);
+        QCOMPARE(::rename(tmp.constData(), target.constData()), 0);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(whoOf(QStringLiteral("j020.lock")), QStringLiteral("cccc"), TIMEOUT_MS);
+
+    // Four changes, and far fewer stats than one whole-directory pass (200) would cost.
+    QVERIFY2(observer.lockStats() < 200 + 20, qPrintable(QString::number(observer.lockStats())));
+    // And the incremental view is what a full read sees.
+    const DashboardSnapshot full = QuotaObserver::readSnapshot(
+        home(), { locks() }, QuotaObserver::DEFAULT_STALE_SECONDS, m_probe, m_clock);
+    QStringList seen, truth;
+    for (const HolderInfo& h : std::as_const(current))
+        seen.append(h.path + QLatin1Char('=') + h.who);
+    for (const HolderInfo& h : full.holders)
+        truth.append(h.path + QLatin1Char('=') + h.who);
+    seen.sort();
+    truth.sort();
+    QCOMPARE(seen, truth);
+}
+
+// A snapshot (or patch) that names the revision shown as its base rebuilds the rows it lists
+// and diffs nothing else; one with another base is diffed as before.
+void TestDashboardScale::patchRebuildsOnlyTheRewrittenRow()
+{
+    HoldersModel model;
+    const DashboardSnapshot first = manyHolders(10000, 5);
+    model.setSnapshot(first);
+    const quint64 compared = model.holdersCompared();
+    const quint64 rows = model.rowsBuilt();
+
+    DashboardSnapshot next = first;
+    next.holders[42].who = QStringLiteral("rewritten");
+    next.holdersRevision = 6;
+    next.holdersBase = 5;
+    next.holdersChanged = { 42 };
+    model.setSnapshot(next);
+    QCOMPARE(model.holdersCompared(), compared);
+    QCOMPARE(model.rowsBuilt(), rows + 1);
+    QCOMPARE(model.holder(next.holders[42].key)->who, QStringLiteral("rewritten"));
+    QCOMPARE(model.rowCount(), 10000);
+
+    // A base that is not the revision shown: the whole list is compared.
+    DashboardSnapshot other = next;
+    other.holders[7].who = QStringLiteral("also");
+    other.holdersRevision = 8;
+    other.holdersBase = 3;
+    other.holdersChanged = {};
+    model.setSnapshot(other);
+    QCOMPARE(model.holdersCompared(), compared + 10000);
+    QCOMPARE(model.holder(other.holders[7].key)->who, QStringLiteral("also"));
 }
 
 QTEST_MAIN(TestDashboardScale)
