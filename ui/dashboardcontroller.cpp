@@ -88,12 +88,15 @@ qint64 DashboardController::nowMs() const
 
 void DashboardController::onHoldersPatch(const HoldersPatch& patch)
 {
-    // The rest of the snapshot stands; only the holders (and their model) move.
-    m_snapshot.holders = patch.holders;
-    m_snapshot.holdersRevision = patch.revision;
-    m_snapshot.holdersBase = patch.base;
-    m_snapshot.holdersChanged = patch.changed;
-    m_holders->setSnapshot(m_snapshot);
+    // The rest of the snapshot stands; only the holders move. Ours is let go first, so the
+    // model's list is the only one and is patched in place, not copied whole.
+    m_snapshot.holders = {};
+    if (!m_holders->applyPatch(patch)) // based on a revision not shown: ask for everything
+        QMetaObject::invokeMethod(m_observer, &QuotaObserver::refresh, Qt::QueuedConnection);
+    m_snapshot.holders = m_holders->holders();
+    m_snapshot.holdersRevision = m_holders->revision();
+    m_snapshot.holdersBase = 0;
+    m_snapshot.holdersChanged = {};
     Q_EMIT holdersChanged();
 }
 

@@ -110,16 +110,16 @@ struct DashboardSnapshot
     QStringList lockDirProblems;
 };
 
-// Lock files rewritten in place while nothing else changed: the holder list of revision
-// `revision`, equal to that of revision `base` except at the indices in `changed` (same keys,
-// same order). Sent instead of a whole snapshot so the home's state (10,000 slots) is not
-// copied across threads and into the models for a change of a few rows.
+// Lock files rewritten in place while nothing else changed: holder revision `revision` is
+// revision `base` with rows[i] at index changed[i] (the same key there, the same order). Sent
+// instead of a whole snapshot, so neither the home's state (10,000 slots) nor the list of
+// 20,000 holders is copied for a change of one row.
 struct HoldersPatch
 {
-    QList<HolderInfo> holders;
     quint64 revision = 0;
     quint64 base = 0;
     QList<int> changed;
+    QList<HolderInfo> rows;
 };
 
 } // namespace tollgate::ui

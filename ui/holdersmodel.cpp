@@ -95,6 +95,25 @@ void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
         announceAges();
 }
 
+bool HoldersModel::applyPatch(const HoldersPatch& patch)
+{
+    if (patch.base == 0 || patch.base != m_revision || patch.changed.size() != patch.rows.size())
+        return false;
+    for (int i = 0; i < patch.changed.size(); ++i) {
+        const int at = patch.changed.at(i);
+        if (at < 0 || at >= m_holders.size() || m_holders.at(at).key != patch.rows.at(i).key)
+            return false;
+    }
+    QVector<Row> upserts;
+    for (int i = 0; i < patch.changed.size(); ++i) {
+        m_holders[patch.changed.at(i)] = patch.rows.at(i);
+        upserts.append(buildRow(patch.rows.at(i)));
+    }
+    m_revision = patch.revision;
+    applyChanges({}, std::move(upserts));
+    return true;
+}
+
 void HoldersModel::tick(qint64 nowMs)
 {
     if (nowMs == m_nowMs)

@@ -29,6 +29,10 @@ public:
     [[nodiscard]] QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
 
     void setSnapshot(const DashboardSnapshot& snapshot);
+    // False (nothing changed) unless the patch is based on the revision shown.
+    bool applyPatch(const HoldersPatch& patch);
+    [[nodiscard]] const QList<HolderInfo>& holders() const { return m_holders; }
+    [[nodiscard]] quint64 revision() const { return m_revision; }
     void tick(qint64 nowMs);
 
     [[nodiscard]] const HolderInfo* holder(const QString& key) const;

@@ -107,14 +107,10 @@ void HomeWatcher::onPath(const QString& path, bool isDir)
 void HomeWatcher::onEvent(int parts)
 {
     m_pending |= parts;
-    // Only lock directories pending: they may wait longer (LOCKS_BUSY_MS); anything else
-    // pulls a waiting report forward to BUSY_MS.
-    const int busy = (m_pending & ~Locks) ? BUSY_MS : LOCKS_BUSY_MS;
-    const qint64 since = m_sinceFlush.isValid() ? m_sinceFlush.elapsed() : busy;
-    const int wait = static_cast<int>(std::max<qint64>(DEBOUNCE_MS, busy - since));
-    if (m_debounce.isActive() && m_debounce.remainingTime() <= wait)
+    if (m_debounce.isActive())
         return;
-    m_debounce.start(wait);
+    const qint64 since = m_sinceFlush.isValid() ? m_sinceFlush.elapsed() : BUSY_MS;
+    m_debounce.start(static_cast<int>(std::max<qint64>(DEBOUNCE_MS, BUSY_MS - since)));
 }
 
 void HomeWatcher::flush()

@@ -13,10 +13,7 @@
 //   later events do not restart, so a busy home still reports at least every BUSY_MS. The
 //   first event after a quiet spell is reported after DEBOUNCE_MS; while events keep coming
 //   (100 admissions/s) reports are spaced BUSY_MS apart, so the readers behind them run a
-//   few times a second, not once per write. A report of lock directories alone waits
-//   LOCKS_BUSY_MS after the previous one: a lock file released and taken 10 times a second
-//   next to 10,000 others re-sends the holder list once a second, not four times (the
-//   first change after a quiet spell still comes after DEBOUNCE_MS).
+//   few times a second, not once per write.
 // - A slow poll of (inode, size, mtime) signatures catches whatever inotify misses (a full
 //   watch table, network filesystems). Nothing here reads file contents.
 // - Every report says which parts moved (Quota: state.bin, limits.json; History: the history
@@ -38,7 +35,6 @@ class HomeWatcher final : public QObject
 public:
     static constexpr int DEBOUNCE_MS = 40;
     static constexpr int BUSY_MS = 250;
-    static constexpr int LOCKS_BUSY_MS = 1000;
     static constexpr int POLL_MS = 2000;
     enum class Mode { Notify, PollOnly };
     enum Part : int { Quota = 1, History = 2, Locks = 4, All = Quota | History | Locks };

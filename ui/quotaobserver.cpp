@@ -620,33 +620,38 @@ void QuotaObserver::checkLiveness()
 
 void QuotaObserver::publish(bool holdersChanged, bool homeChanged)
 {
-    if (!homeChanged && holdersChanged && !m_holdersReshaped && m_sentOnce && !m_lockRewrites.empty()) {
+    const bool rewritesOnly = holdersChanged && m_sentOnce && !m_holdersReshaped && !m_lockRewrites.empty();
+    if (rewritesOnly && !homeChanged) {
+        // Only lock files rewritten in place and nothing else: the GUI patches those rows of
+        // its own list. Ours is dropped rather than patched too: one of the two would have to
+        // copy all 20,000 rows (the list is shared), and it is rebuilt only when next needed.
         HoldersPatch patch;
         patch.base = m_holdersRevision;
-        patch.changed = patchLockRewrites();
-        patch.revision = m_holdersRevision;
-        patch.holders = m_allHolders;
+        patch.revision = ++m_holdersRevision;
+        patch.changed = lockRewriteIndices();
+        for (const auto& [dir, name] : m_lockRewrites)
+            patch.rows.append(m_lockDirCache[dir].locks.at(name).holder);
+        m_lockRewrites.clear();
+        m_allHolders = {};
+        m_allHoldersStale = true;
         Q_EMIT holdersPatched(patch);
-        return; // the same holders: the liveness timer's need is unchanged
+        updateLivenessTimer();
+        return;
     }
     DashboardSnapshot s = m_homePart;
     s.nowMs = msNow(m_clock);
-    if ((holdersChanged || !m_sentOnce) && !m_holdersReshaped && m_sentOnce && !m_lockRewrites.empty()) {
-        // Only lock files rewritten in place: the same rows with new values at known places,
-        // so neither this list nor the GUI's diff walks the other 10,000 holders.
+    if (rewritesOnly) {
+        // The same rows with new values at known places: the GUI's model rebuilds only those.
         s.holdersBase = m_holdersRevision;
-        s.holdersChanged = patchLockRewrites();
-    } else if (holdersChanged || !m_sentOnce) {
-        ++m_holdersRevision;
-        m_allHolders = m_slotHolders;
-        for (const LockDir& d : m_lockDirCache) {
-            for (const auto& [name, c] : d.locks)
-                m_allHolders.append(c.holder);
-        }
+        s.holdersChanged = lockRewriteIndices();
     }
     if (holdersChanged || !m_sentOnce) {
+        ++m_holdersRevision;
+        rebuildAllHolders();
         m_holdersReshaped = false;
         m_lockRewrites.clear();
+    } else if (m_allHoldersStale) {
+        rebuildAllHolders(); // the same revision: what the GUI already has, patched
     }
     s.holders = m_allHolders;
     s.holdersRevision = m_holdersRevision;
@@ -656,6 +661,21 @@ void QuotaObserver::publish(bool holdersChanged, bool homeChanged)
     }
     m_sentOnce = true;
     Q_EMIT snapshotReady(s);
+    updateLivenessTimer();
+}
+
+void QuotaObserver::rebuildAllHolders()
+{
+    m_allHolders = m_slotHolders;
+    for (const LockDir& d : m_lockDirCache) {
+        for (const auto& [name, c] : d.locks)
+            m_allHolders.append(c.holder);
+    }
+    m_allHoldersStale = false;
+}
+
+void QuotaObserver::updateLivenessTimer()
+{
     // Only holders whose answer can change with time need the slow look.
     bool timely = !m_slotHolders.isEmpty();
     for (const LockDir& d : m_lockDirCache) {
@@ -671,22 +691,18 @@ void QuotaObserver::publish(bool holdersChanged, bool homeChanged)
     }
 }
 
-QList<int> QuotaObserver::patchLockRewrites()
+QList<int> QuotaObserver::lockRewriteIndices() const
 {
-    QList<int> changed;
-    ++m_holdersRevision;
+    QList<int> at;
     for (const auto& [dir, name] : m_lockRewrites) {
-        qsizetype at = m_slotHolders.size();
-        for (std::size_t i = 0; i < dir; ++i)
-            at += qsizetype(m_lockDirCache[i].locks.size());
+        qsizetype i = m_slotHolders.size();
+        for (std::size_t d = 0; d < dir; ++d)
+            i += qsizetype(m_lockDirCache[d].locks.size());
         const auto& locks = m_lockDirCache[dir].locks;
-        const auto it = locks.find(name);
-        at += qsizetype(std::distance(locks.begin(), it));
-        m_allHolders[at] = it->second.holder;
-        changed.append(int(at));
+        i += qsizetype(std::distance(locks.begin(), locks.find(name)));
+        at.append(int(i));
     }
-    m_lockRewrites.clear();
-    return changed;
+    return at;
 }
 
 void QuotaObserver::pollHistory()

@@ -25,12 +25,14 @@
 //   change notification looks only at the names inotify reported (DirectoryEvents), and
 //   re-reads only those whose (inode, size, mtime, ctime) moved (lock files are made by
 //   link() and never written in place); the whole directory is stat-ed only when the names
-//   cannot be trusted (first look, overflow, a replaced directory, a network filesystem). Nothing rescans or
-//   re-probes on a timer: every LIVENESS_MS the holders whose answer can change with time
-//   (an alive holder may die, a dead lock may turn stale, a slot may run overdue) are
-//   re-judged, asking /proc once per distinct pid (CachingProbe).
+//   cannot be trusted (first look, overflow, a replaced directory, a network filesystem).
+//   Nothing rescans or re-probes on a timer: every LIVENESS_MS the holders whose answer can
+//   change with time (an alive holder may die, a dead lock may turn stale, a slot may run
+//   overdue) are re-judged, asking /proc once per distinct pid (CachingProbe).
 // - A snapshot is sent only when something in it changed; holdersRevision moves exactly when
-//   the holder list changed, so the GUI diffs holders only then.
+//   the holder list changed, so the GUI diffs holders only then. When the only change is
+//   lock files rewritten in place (same names, so the same rows), a HoldersPatch of those
+//   rows is sent instead of a snapshot.
 
 #include "actionresult.h"
 #include "base/systemclock.h"
@@ -133,8 +135,11 @@ private:
         const QString& ownLock, const CachedLock* old, CachedLock& c);
     // homeChanged false: only lock holders may have moved (a lock-directory report).
     void publish(bool holdersChanged, bool homeChanged = true);
-    // Applies m_lockRewrites to m_allHolders as a new revision; returns the indices.
-    QList<int> patchLockRewrites();
+    void rebuildAllHolders();
+    void updateLivenessTimer();
+    // Where the rows of m_lockRewrites are in the holder list (slots first, then each
+    // directory's locks by name).
+    [[nodiscard]] QList<int> lockRewriteIndices() const;
     [[nodiscard]] QString openLimiter(); // empty on success, else why not
     void finish(ActionResult result);
     void releaseSlot(const HolderInfo& expected, bool confirmed, ActionResult& r);
@@ -156,6 +161,7 @@ private:
     DashboardSnapshot m_homePart; // the home part of the next snapshot (no lock holders)
     QList<HolderInfo> m_slotHolders;
     QList<HolderInfo> m_allHolders; // as last sent
+    bool m_allHoldersStale = false; // dropped after a patch: rebuild before sending it again
     std::vector<LockDir> m_lockDirCache;
     DirectoryEvents m_dirEvents; // which lock files changed, so a rescan stats only those
     quint64 m_holdersRevision = 1;
@@ -168,7 +174,6 @@ private:
     std::unique_ptr<QuotaBackend> m_store;
     std::unique_ptr<QuotaLimiter> m_limiter;
     quint64 m_storeInode = 0;
-    DashboardSnapshot m_last;
     // Since the last publish: whether holders came or went (or anything else moved rows), and
     // the lock files (directory index, name) only rewritten in place.
     bool m_holdersReshaped = true;

@@ -417,10 +417,13 @@ void TestDashboardScale::hostileEntriesInALockDirectory()
     takeLock(QStringLiteral("real.lock"));
     QTRY_VERIFY_WITH_TIMEOUT(observer.lockReads() > reads, TIMEOUT_MS);
     QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() + patches.count() > 0, TIMEOUT_MS);
-    const QList<HolderInfo> holders = patches.isEmpty()
-        ? snapshots.last().at(0).value<DashboardSnapshot>().holders
-        : patches.last().at(0).value<HoldersPatch>().holders;
-    QCOMPARE(holders.size(), qsizetype(2));
+    if (patches.isEmpty()) {
+        QCOMPARE(snapshots.last().at(0).value<DashboardSnapshot>().holders.size(), qsizetype(2));
+    } else {
+        const auto p = patches.last().at(0).value<HoldersPatch>();
+        QCOMPARE(p.rows.size(), qsizetype(1));
+        QVERIFY(p.rows.first().path.endsWith(QStringLiteral("/real.lock")));
+    }
     QCOMPARE(observer.lockReads(), reads + 1); // only that one
 }
 
@@ -449,7 +452,10 @@ void TestDashboardScale::rescanLooksOnlyAtWhatChanged()
     connect(&observer, &QuotaObserver::snapshotReady, this,
         [&](const DashboardSnapshot& s) { current = s.holders; });
     connect(&observer, &QuotaObserver::holdersPatched, this, [&](const HoldersPatch& p) {
-        current = p.holders;
+        for (int i = 0; i < p.changed.size(); ++i) {
+            QCOMPARE(current.at(p.changed.at(i)).key, p.rows.at(i).key);
+            current[p.changed.at(i)] = p.rows.at(i);
+        }
         ++patches;
     });
     observer.start();
@@ -552,6 +558,26 @@ void TestDashboardScale::patchRebuildsOnlyTheRewrittenRow()
     QCOMPARE(model.rowsBuilt(), rows + 1);
     QCOMPARE(model.holder(next.holders[42].key)->who, QStringLiteral("rewritten"));
     QCOMPARE(model.rowCount(), 10000);
+
+    // A patch based on the revision shown: its rows only, in place.
+    HoldersPatch patch;
+    patch.base = 6;
+    patch.revision = 7;
+    patch.changed = { 9 };
+    patch.rows = { next.holders[9] };
+    patch.rows[0].who = QStringLiteral("patched");
+    QVERIFY(model.applyPatch(patch));
+    QCOMPARE(model.holdersCompared(), compared);
+    QCOMPARE(model.rowsBuilt(), rows + 2);
+    QCOMPARE(model.holder(next.holders[9].key)->who, QStringLiteral("patched"));
+    QCOMPARE(model.revision(), quint64(7));
+    // Based on another revision, or naming a row by the wrong key: refused, nothing changed.
+    QVERIFY(!model.applyPatch(patch));
+    patch.base = 7;
+    patch.revision = 8;
+    patch.changed = { 10 };
+    QVERIFY(!model.applyPatch(patch));
+    QCOMPARE(model.revision(), quint64(7));
 
     // A base that is not the revision shown: the whole list is compared.
     DashboardSnapshot other = next;
