@@ -7,6 +7,7 @@
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "cachingprobe.h"
+#include "dashboardcontroller.h"
 #include "holdersmodel.h"
 #include "homewatcher.h"
 #include "keyedtableview.h"
@@ -99,6 +100,7 @@ private Q_SLOTS:
     void hostileEntriesInALockDirectory();
     void rescanLooksOnlyAtWhatChanged();
     void patchRebuildsOnlyTheRewrittenRow();
+    void controllerAppliesAPatchAcrossThreads();
 
 private:
     QString home() const { return m_dir->path() + QStringLiteral("/home"); }
@@ -588,6 +590,38 @@ void TestDashboardScale::patchRebuildsOnlyTheRewrittenRow()
     model.setSnapshot(other);
     QCOMPARE(model.holdersCompared(), compared + 10000);
     QCOMPARE(model.holder(other.holders[7].key)->who, QStringLiteral("also"));
+}
+
+// The observer on its worker thread, the controller on this one: a lock file replaced by
+// rename reaches the holders model and the controller's snapshot as a patch.
+void TestDashboardScale::controllerAppliesAPatchAcrossThreads()
+{
+    for (int i = 0; i < 50; ++i)
+        takeLock(QStringLiteral("c%1.lock").arg(i));
+    DashboardController c(home(), { locks() });
+    QSignalSpy patched(&c, &DashboardController::holdersChanged);
+    c.start();
+    QTRY_COMPARE_WITH_TIMEOUT(c.holders()->rowCount(), 50, TIMEOUT_MS);
+
+    const QString target = QDir::cleanPath(locks() + QStringLiteral("/c7.lock"));
+    const QString tmp = target + QStringLiteral(".x.tmp");
+    {
+        QFile f(tmp);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("pid=" + QByteArray::number(qint64(::getpid()))
+            + "\ntimestamp=" + QByteArray::number(QDateTime::currentSecsSinceEpoch()) + "\ntag=replaced\n");
+    }
+    QVERIFY(::rename(QFile::encodeName(tmp).constData(), QFile::encodeName(target).constData()) == 0);
+    const QString key = QStringLiteral("lock:") + target;
+    QTRY_VERIFY_WITH_TIMEOUT(
+        c.holders()->holder(key) && c.holders()->holder(key)->who == QStringLiteral("replaced"), TIMEOUT_MS);
+    QVERIFY(patched.count() > 0);
+    QCOMPARE(c.holders()->rowCount(), 50);
+    int found = 0;
+    for (const HolderInfo& h : c.snapshot().holders)
+        found += h.key == key && h.who == QStringLiteral("replaced");
+    QCOMPARE(found, 1);
+    QCOMPARE(c.snapshot().holders.size(), qsizetype(50));
 }
 
 QTEST_MAIN(TestDashboardScale)
