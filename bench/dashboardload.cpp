@@ -10,6 +10,10 @@
 //   tollgate-dashload admit HOME RATE SECONDS
 //       Admits RATE requests per second (no slot) on provider "traffic" for SECONDS: each
 //       admission rewrites state.bin and appends one history line, as a caller would.
+//   tollgate-dashload churn LOCKFILE RATE SECONDS
+//       Releases and takes LOCKFILE again RATE times per second for SECONDS (a short job run
+//       over and over): each round unlinks the lock and link()s a new temp file to it, so the
+//       directory changes, not the other lock files in it.
 
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
@@ -121,6 +125,35 @@ int admit(const std::string& home, long rate, long seconds)
     return 0;
 }
 
+int churn(const std::string& path, long rate, long seconds)
+{
+    SystemClock clock;
+    ProcessProbe probe;
+    auto lock = LockFile::open(path, clock, probe);
+    if (!lock)
+        return fail("open " + path, lock.error());
+    LockOptions first;
+    first.staleSeconds = 0;
+    if (auto got = lock->tryAcquire(first); !got || !got->acquired)
+        return fail(
+            "take", got ? Error::make(ErrorKind::Busy, path, "held by another process") : got.error());
+    using namespace std::chrono;
+    const auto start = steady_clock::now();
+    const long total = rate * seconds;
+    for (long i = 0; i < total; ++i) {
+        std::this_thread::sleep_until(start + microseconds(i * 1000000 / rate));
+        if (auto gone = lock->release(ProcessProbe::selfPid(), false); !gone)
+            return fail("release " + path, gone.error());
+        LockOptions o;
+        o.tag = "churn " + std::to_string(i);
+        o.staleSeconds = 0;
+        auto got = lock->tryAcquire(o);
+        if (!got)
+            return fail("take " + path, got.error());
+    }
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv)
@@ -137,8 +170,11 @@ int main(int argc, char** argv)
     }
     if (a.size() == 4 && a[0] == "admit")
         return admit(a[1], std::atol(a[2].c_str()), std::atol(a[3].c_str()));
+    if (a.size() == 4 && a[0] == "churn")
+        return churn(a[1], std::atol(a[2].c_str()), std::atol(a[3].c_str()));
     std::fprintf(stderr,
         "usage: tollgate-dashload hold HOME LOCKDIR LOCKS PROVIDERS SLOTS\n"
-        "       tollgate-dashload admit HOME RATE SECONDS\n");
+        "       tollgate-dashload admit HOME RATE SECONDS\n"
+        "       tollgate-dashload churn LOCKFILE RATE SECONDS\n");
     return 2;
 }

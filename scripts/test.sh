@@ -77,6 +77,8 @@ UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanit
 phase "3/4 ThreadSanitizer (dashboard tests, then the proxy)"
 # The dashboard and its tests only: the CLI they spawn is phase 1's (its threads, the proxy's,
 # are not what this phase checks), so this tree never compiles the CLI or Boost.Beast.
+# tsan.supp names the uninstrumented libraries (Qt, glib, libdbus) whose internals TSan cannot
+# follow; tst_tsansuppressions (label ui) fails if it ever hides a race in our code.
 if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
         -DTOLLGATE_TEST_CLI="${TOLLGATE_BUILD_DIR:-$ROOT/build}/app/tollgate" >/dev/null

@@ -44,6 +44,8 @@ DashboardSnapshot scopedTo(const DashboardSnapshot& full, const QString& provide
     s.holders.removeIf(
         [&provider](const HolderInfo& h) { return h.kind != HolderKind::Slot || h.provider != provider; });
     s.holdersRevision = 0; // another subset of the same revision: compare the rows themselves
+    s.holdersBase = 0; // indices of the whole list mean nothing in the subset
+    s.holdersChanged = {};
     return s;
 }
 
@@ -62,6 +64,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     , m_rateLimitCallers(new RateLimitCallersModel(this))
 {
     qRegisterMetaType<DashboardSnapshot>();
+    qRegisterMetaType<HoldersPatch>();
     qRegisterMetaType<std::vector<HistoryEvent>>();
     qRegisterMetaType<ProviderLimits>();
     qRegisterMetaType<ActionResult>();
@@ -76,6 +79,7 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     m_observer->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_observer, &QObject::deleteLater);
     connect(m_observer, &QuotaObserver::snapshotReady, this, &DashboardController::onSnapshot);
+    connect(m_observer, &QuotaObserver::holdersPatched, this, &DashboardController::onHoldersPatch);
     connect(m_observer, &QuotaObserver::historyAppended, this, &DashboardController::onHistory);
     connect(m_observer, &QuotaObserver::refreshed, this, &DashboardController::onRefreshed);
     connect(m_observer, &QuotaObserver::historyReset, this, [this] {
@@ -109,6 +113,47 @@ void DashboardController::start()
 qint64 DashboardController::nowMs() const
 {
     return QDateTime::currentMSecsSinceEpoch();
+}
+
+void DashboardController::onHoldersPatch(const HoldersPatch& patch)
+{
+    if (!m_scope.isEmpty()) {
+        // The provider view shows no lock files (a patch is lock files rewritten in place):
+        // only the whole list kept here (clean stale counts from it) takes the rows.
+        bool fits = patch.base != 0 && patch.base == m_snapshot.holdersRevision
+            && patch.changed.size() == patch.rows.size();
+        for (int i = 0; fits && i < patch.changed.size(); ++i) {
+            const int at = patch.changed.at(i);
+            fits = at >= 0 && at < m_snapshot.holders.size()
+                && m_snapshot.holders.at(at).key == patch.rows.at(i).key;
+        }
+        if (!fits) {
+            QMetaObject::invokeMethod(m_observer, &QuotaObserver::refresh, Qt::QueuedConnection);
+            return;
+        }
+        for (int i = 0; i < patch.changed.size(); ++i)
+            m_snapshot.holders[patch.changed.at(i)] = patch.rows.at(i);
+        m_snapshot.holdersRevision = patch.revision;
+        m_snapshot.holdersBase = 0;
+        m_snapshot.holdersChanged = {};
+        Q_EMIT holdersChanged();
+        return;
+    }
+    // The rest of the snapshot stands; only the holders move. Ours is let go first, so the
+    // model's list is the only one and is patched in place, not copied whole.
+    m_shown.holders = {};
+    m_snapshot.holders = {};
+    if (!m_holders->applyPatch(patch)) // based on a revision not shown: ask for everything
+        QMetaObject::invokeMethod(m_observer, &QuotaObserver::refresh, Qt::QueuedConnection);
+    m_snapshot.holders = m_holders->holders();
+    m_snapshot.holdersRevision = m_holders->revision();
+    m_snapshot.holdersBase = 0;
+    m_snapshot.holdersChanged = {};
+    m_shown.holders = m_snapshot.holders; // shared, not copied
+    m_shown.holdersRevision = m_snapshot.holdersRevision;
+    m_shown.holdersBase = 0;
+    m_shown.holdersChanged = {};
+    Q_EMIT holdersChanged();
 }
 
 void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)

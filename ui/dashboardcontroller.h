@@ -115,6 +115,8 @@ public:
 Q_SIGNALS:
     void snapshotChanged();
     void providerScopeChanged(const QString& provider);
+    // Only holders changed (lock files rewritten in place); snapshot() has them.
+    void holdersChanged();
     void loadedChanged(); // the first snapshot and its history are in
     void chartsChanged();
     void stormStarted(const tollgate::ui::StormDetector::Storm& storm);
@@ -128,6 +130,7 @@ Q_SIGNALS:
 
 private:
     void onSnapshot(const DashboardSnapshot& snapshot);
+    void onHoldersPatch(const HoldersPatch& patch);
     void onHistory(const std::vector<HistoryEvent>& events);
     void showSnapshot();
     void onRefreshed();

@@ -15,6 +15,7 @@
 #include <QMetaType>
 #include <QString>
 #include <QStringList>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -25,6 +26,32 @@ enum class HomeStatus {
     Empty, // it exists but no provider has limits or state: no callers yet
     Ready,
     Unusable, // exists but is refused (owner, mode, symlink) or unreadable
+};
+
+// A lock file's identity (its bytes included), shared by the copies of a holder: a list of
+// 10,000 holders that is detached copies each, and a deep copy of every file's bytes made
+// that cost a core's percent for a lock rewritten 10 times a second. Immutable once made.
+class SharedLockIdentity
+{
+public:
+    SharedLockIdentity() = default;
+    SharedLockIdentity(LockIdentity identity) // NOLINT: implicit, it stands in for the value
+        : m_identity(std::make_shared<const LockIdentity>(std::move(identity)))
+    {
+    }
+    [[nodiscard]] const LockIdentity& get() const
+    {
+        static const LockIdentity none;
+        return m_identity ? *m_identity : none;
+    }
+    operator const LockIdentity&() const { return get(); } // NOLINT
+    bool operator==(const SharedLockIdentity& o) const
+    {
+        return m_identity == o.m_identity || get() == o.get();
+    }
+
+private:
+    std::shared_ptr<const LockIdentity> m_identity;
 };
 
 enum class HolderKind { Slot, LockFile };
@@ -49,7 +76,7 @@ struct HolderInfo
     QString problem; // corrupt lock: why
     // Lock files: the exact file that was looked at. An action on this row acts only on this
     // file (see LockFile::releaseIfSame); a lock released and taken again is another item.
-    LockIdentity lock;
+    SharedLockIdentity lock;
 
     bool operator==(const HolderInfo&) const = default;
 };
@@ -75,11 +102,29 @@ struct DashboardSnapshot
     // Moves whenever holders changed since the observer's previous snapshot; 0: unknown (a
     // snapshot not made by the observer), compare the holders themselves.
     quint64 holdersRevision = 0;
+    // When not 0: holders are those of revision holdersBase except at the indices in
+    // holdersChanged (the same keys in the same order, new values), so a model that shows
+    // holdersBase updates those rows without diffing the rest.
+    quint64 holdersBase = 0;
+    QList<int> holdersChanged;
     QStringList lockDirProblems;
+};
+
+// Lock files rewritten in place while nothing else changed: holder revision `revision` is
+// revision `base` with rows[i] at index changed[i] (the same key there, the same order). Sent
+// instead of a whole snapshot, so neither the home's state (10,000 slots) nor the list of
+// 20,000 holders is copied for a change of one row.
+struct HoldersPatch
+{
+    quint64 revision = 0;
+    quint64 base = 0;
+    QList<int> changed;
+    QList<HolderInfo> rows;
 };
 
 } // namespace tollgate::ui
 
 Q_DECLARE_METATYPE(tollgate::ui::DashboardSnapshot)
+Q_DECLARE_METATYPE(tollgate::ui::HoldersPatch)
 Q_DECLARE_METATYPE(std::vector<tollgate::HistoryEvent>)
 Q_DECLARE_METATYPE(tollgate::ProviderLimits)

@@ -51,6 +51,26 @@ void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
             announceAges();
         return;
     }
+    if (snapshot.holdersBase != 0 && snapshot.holdersBase == m_revision
+        && snapshot.holders.size() == m_holders.size()) {
+        QVector<Row> upserts;
+        bool same = true;
+        for (const int i : snapshot.holdersChanged) {
+            same
+                = same && i >= 0 && i < m_holders.size() && snapshot.holders.at(i).key == m_holders.at(i).key;
+            if (!same)
+                break;
+            upserts.append(buildRow(snapshot.holders.at(i)));
+        }
+        if (same) {
+            m_revision = snapshot.holdersRevision;
+            m_holders = snapshot.holders;
+            applyChanges({}, std::move(upserts));
+            if (timeMoved)
+                announceAges();
+            return;
+        }
+    }
     m_revision = snapshot.holdersRevision;
     QHash<QString, int> index;
     index.reserve(snapshot.holders.size());
@@ -59,6 +79,7 @@ void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
         const HolderInfo& h = snapshot.holders.at(i);
         index.insert(h.key, i);
         const int before = m_index.value(h.key, -1);
+        ++m_holdersCompared;
         if (before < 0 || !(m_holders.at(before) == h))
             upserts.append(buildRow(h));
     }
@@ -72,6 +93,25 @@ void HoldersModel::setSnapshot(const DashboardSnapshot& snapshot)
     applyChanges(removed, std::move(upserts));
     if (timeMoved)
         announceAges();
+}
+
+bool HoldersModel::applyPatch(const HoldersPatch& patch)
+{
+    if (patch.base == 0 || patch.base != m_revision || patch.changed.size() != patch.rows.size())
+        return false;
+    for (int i = 0; i < patch.changed.size(); ++i) {
+        const int at = patch.changed.at(i);
+        if (at < 0 || at >= m_holders.size() || m_holders.at(at).key != patch.rows.at(i).key)
+            return false;
+    }
+    QVector<Row> upserts;
+    for (int i = 0; i < patch.changed.size(); ++i) {
+        m_holders[patch.changed.at(i)] = patch.rows.at(i);
+        upserts.append(buildRow(patch.rows.at(i)));
+    }
+    m_revision = patch.revision;
+    applyChanges({}, std::move(upserts));
+    return true;
 }
 
 void HoldersModel::tick(qint64 nowMs)
@@ -123,7 +163,9 @@ KeyedTableModel::Row HoldersModel::buildRow(const HolderInfo& h)
     row.cells[Where].insert(Qt::ToolTipRole, slot ? tr("%1, fence %2").arg(h.provider).arg(h.fence) : h.path);
     // A pid of another host means something only there: shown with the host it belongs to.
     row.cells[Pid].insert(Qt::DisplayRole,
-        !h.pid ? QString() : h.host.isEmpty() ? QString::number(h.pid) : QStringLiteral("%1 @ %2").arg(h.pid).arg(h.host));
+        !h.pid                 ? QString()
+            : h.host.isEmpty() ? QString::number(h.pid)
+                               : QStringLiteral("%1 @ %2").arg(h.pid).arg(h.host));
     row.cells[Pid].insert(SortRole, h.pid);
     QString who = h.who;
     if (!h.model.isEmpty())

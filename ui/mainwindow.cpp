@@ -242,6 +242,7 @@ MainWindow::MainWindow(const DashboardOptions& options, QWidget* parent)
         &MainWindow::onLimitChangeNeedsConfirmation);
     connect(m_controller, &DashboardController::undoAvailableChanged, this, &MainWindow::updateActions);
     connect(m_controller, &DashboardController::snapshotChanged, this, &MainWindow::updateActions);
+    connect(m_controller, &DashboardController::holdersChanged, this, &MainWindow::updateActions);
     connect(m_providersView, &KeyedTableView::selectedKeyChanged, this, &MainWindow::updateActions);
     connect(m_holdersView, &KeyedTableView::selectedKeyChanged, this, &MainWindow::updateActions);
     updateActions();

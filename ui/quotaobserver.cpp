@@ -372,6 +372,7 @@ void QuotaObserver::refresh()
     m_round.clear();
     readHome();
     scanLocks(true);
+    m_holdersReshaped = true;
     publish(true);
     pollHistory();
     Q_EMIT refreshed();
@@ -387,18 +388,19 @@ void QuotaObserver::refreshParts(int parts)
         readHome();
         send = true;
         holders = m_slotHolders != before;
+        m_holdersReshaped = m_holdersReshaped || holders;
     } else if (parts & HomeWatcher::History) {
         // The history of a re-created home starts over; its snapshot goes first.
         const quint64 ino = m_isRedis ? m_homeInode : inodeOf(m_home);
         if (ino != m_homeInode) {
             readHome();
-            send = holders = true;
+            send = holders = m_holdersReshaped = true;
         }
     }
     if (parts & HomeWatcher::Locks)
         holders = scanLocks(false) || holders;
     if (send || holders)
-        publish(holders);
+        publish(holders, send);
     if (parts & HomeWatcher::History)
         pollHistory();
     Q_EMIT refreshed();
@@ -434,65 +436,134 @@ bool QuotaObserver::scanLocks(bool rereadAll)
     bool changed = false;
     // The cache follows the list of directories (kept by path).
     std::vector<LockDir> dirs;
+    std::vector<std::string> paths;
     for (const QString& path : std::as_const(m_lockDirs)) {
         auto it = std::find_if(
             m_lockDirCache.begin(), m_lockDirCache.end(), [&](const LockDir& d) { return d.path == path; });
         dirs.push_back(it != m_lockDirCache.end() ? std::move(*it) : LockDir { path, {}, {} });
+        paths.push_back(QFile::encodeName(path).toStdString());
     }
     changed = dirs.size() != m_lockDirCache.size();
+    m_holdersReshaped = m_holdersReshaped || changed;
     m_lockDirCache = std::move(dirs);
+    m_dirEvents.keepOnly(paths);
 
     const QString ownLock = QDir::cleanPath(m_home + QStringLiteral("/state.lock"));
-    for (LockDir& d : m_lockDirCache) {
-        QString problem;
-        std::map<QString, CachedLock> next;
-        const QByteArray native = QFile::encodeName(d.path);
-        DIR* dir = ::opendir(native.constData());
-        if (!dir) {
-            problem = errno == ENOENT || errno == ENOTDIR
-                ? tr("%1: no such directory").arg(d.path)
-                : QStringLiteral("%1: %2").arg(d.path, QString::fromLocal8Bit(std::strerror(errno)));
-        } else {
-            const int dfd = ::dirfd(dir);
-            while (const dirent* e = ::readdir(dir)) {
-                const std::string_view name(e->d_name);
-                if (name.size() <= 5 || !name.ends_with(".lock"))
-                    continue;
-                struct stat st
-                {
-                };
-                // Only regular files can be locks (LockFile refuses anything else).
-                if (::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-                    continue;
-                const QString fileName = QFile::decodeName(e->d_name);
-                const QString path = QDir::cleanPath(d.path + QLatin1Char('/') + fileName);
-                if (path == ownLock)
-                    continue;
-                CachedLock c;
-                c.inode = st.st_ino;
-                c.size = st.st_size;
-                c.mtimeNs = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
-                c.ctimeNs = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
-                auto old = d.locks.find(fileName);
-                if (!rereadAll && old != d.locks.end() && old->second.inode == c.inode
-                    && old->second.size == c.size && old->second.mtimeNs == c.mtimeNs
-                    && old->second.ctimeNs == c.ctimeNs) {
-                    next.emplace(fileName, std::move(old->second));
-                    continue;
-                }
-                ++m_lockReads;
-                if (!judgeLockFile(path, m_staleSeconds, m_round, m_clock, c.holder, &c.suspicious))
-                    continue;
-                if (old == d.locks.end() || !(old->second.holder == c.holder))
-                    changed = true;
-                next.emplace(fileName, std::move(c));
-            }
-            ::closedir(dir);
+    for (std::size_t i = 0; i < m_lockDirCache.size(); ++i) {
+        LockDir& d = m_lockDirCache[i];
+        // Asked even for a full re-read: it (re)starts the watch before the directory is read.
+        DirectoryEvents::Changes events = m_dirEvents.take(paths[i]);
+        if (rereadAll || events.everything) {
+            const bool moved = scanLockDir(d, ownLock, rereadAll);
+            m_holdersReshaped = m_holdersReshaped || moved;
+            changed = moved || changed;
+            continue;
         }
-        changed = changed || next.size() != d.locks.size() || problem != d.problem;
-        d.locks = std::move(next);
-        d.problem = problem;
+        const QByteArray native = QFile::encodeName(d.path);
+        const int dfd = ::open(native.constData(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) {
+            const bool moved = scanLockDir(d, ownLock, false); // says why
+            m_holdersReshaped = m_holdersReshaped || moved;
+            changed = moved || changed;
+            continue;
+        }
+        for (const std::string& name : events.names) {
+            if (name.size() <= 5 || !std::string_view(name).ends_with(".lock"))
+                continue;
+            const QString fileName = QFile::decodeName(QByteArray::fromStdString(name));
+            auto old = d.locks.find(fileName);
+            CachedLock c;
+            const LockLook look = lookAtLock(dfd, name.c_str(), d.path, fileName, ownLock,
+                old == d.locks.end() ? nullptr : &old->second, c);
+            if (look == LockLook::Unchanged)
+                continue;
+            if (look == LockLook::Absent) {
+                if (old != d.locks.end()) {
+                    d.locks.erase(old);
+                    changed = m_holdersReshaped = true;
+                }
+                continue;
+            }
+            if (old == d.locks.end()) {
+                changed = m_holdersReshaped = true;
+                d.locks.emplace(fileName, std::move(c));
+            } else {
+                if (!(old->second.holder == c.holder)) {
+                    // Same file name, so the same key in the same place: sent as a delta.
+                    changed = true;
+                    m_lockRewrites.emplace_back(i, fileName);
+                }
+                old->second = std::move(c);
+            }
+        }
+        ::close(dfd);
     }
+    return changed;
+}
+
+QuotaObserver::LockLook QuotaObserver::lookAtLock(int dfd, const char* name, const QString& dirPath,
+    const QString& fileName, const QString& ownLock, const CachedLock* old, CachedLock& c)
+{
+    ++m_lockStats;
+    struct stat st
+    {
+    };
+    // Only regular files can be locks (LockFile refuses anything else).
+    if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        return LockLook::Absent;
+    const QString path = QDir::cleanPath(dirPath + QLatin1Char('/') + fileName);
+    if (path == ownLock)
+        return LockLook::Absent;
+    c.inode = st.st_ino;
+    c.size = st.st_size;
+    c.mtimeNs = st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec;
+    c.ctimeNs = st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec;
+    if (old && old->inode == c.inode && old->size == c.size && old->mtimeNs == c.mtimeNs
+        && old->ctimeNs == c.ctimeNs)
+        return LockLook::Unchanged;
+    ++m_lockReads;
+    if (!judgeLockFile(path, m_staleSeconds, m_round, m_clock, c.holder, &c.suspicious))
+        return LockLook::Absent;
+    return LockLook::Read;
+}
+
+bool QuotaObserver::scanLockDir(LockDir& d, const QString& ownLock, bool rereadAll)
+{
+    bool changed = false;
+    QString problem;
+    std::map<QString, CachedLock> next;
+    const QByteArray native = QFile::encodeName(d.path);
+    DIR* dir = ::opendir(native.constData());
+    if (!dir) {
+        problem = errno == ENOENT || errno == ENOTDIR
+            ? tr("%1: no such directory").arg(d.path)
+            : QStringLiteral("%1: %2").arg(d.path, QString::fromLocal8Bit(std::strerror(errno)));
+    } else {
+        const int dfd = ::dirfd(dir);
+        while (const dirent* e = ::readdir(dir)) {
+            const std::string_view name(e->d_name);
+            if (name.size() <= 5 || !name.ends_with(".lock"))
+                continue;
+            const QString fileName = QFile::decodeName(e->d_name);
+            auto old = d.locks.find(fileName);
+            CachedLock c;
+            const LockLook look = lookAtLock(dfd, e->d_name, d.path, fileName, ownLock,
+                rereadAll || old == d.locks.end() ? nullptr : &old->second, c);
+            if (look == LockLook::Absent)
+                continue;
+            if (look == LockLook::Unchanged) {
+                next.emplace(fileName, std::move(old->second));
+                continue;
+            }
+            if (old == d.locks.end() || !(old->second.holder == c.holder))
+                changed = true;
+            next.emplace(fileName, std::move(c));
+        }
+        ::closedir(dir);
+    }
+    changed = changed || next.size() != d.locks.size() || problem != d.problem;
+    d.locks = std::move(next);
+    d.problem = problem;
     return changed;
 }
 
@@ -546,21 +617,46 @@ void QuotaObserver::checkLiveness()
             ++i;
         }
     }
-    if (changed)
+    if (changed) {
+        m_holdersReshaped = true;
         publish(true);
+    }
 }
 
-void QuotaObserver::publish(bool holdersChanged)
+void QuotaObserver::publish(bool holdersChanged, bool homeChanged)
 {
+    const bool rewritesOnly = holdersChanged && m_sentOnce && !m_holdersReshaped && !m_lockRewrites.empty();
+    if (rewritesOnly && !homeChanged) {
+        // Only lock files rewritten in place and nothing else: the GUI patches those rows of
+        // its own list. Ours is dropped rather than patched too: one of the two would have to
+        // copy all 20,000 rows (the list is shared), and it is rebuilt only when next needed.
+        HoldersPatch patch;
+        patch.base = m_holdersRevision;
+        patch.revision = ++m_holdersRevision;
+        patch.changed = lockRewriteIndices();
+        for (const auto& [dir, name] : m_lockRewrites)
+            patch.rows.append(m_lockDirCache[dir].locks.at(name).holder);
+        m_lockRewrites.clear();
+        m_allHolders = {};
+        m_allHoldersStale = true;
+        Q_EMIT holdersPatched(patch);
+        updateLivenessTimer();
+        return;
+    }
     DashboardSnapshot s = m_homePart;
     s.nowMs = msNow(m_clock);
+    if (rewritesOnly) {
+        // The same rows with new values at known places: the GUI's model rebuilds only those.
+        s.holdersBase = m_holdersRevision;
+        s.holdersChanged = lockRewriteIndices();
+    }
     if (holdersChanged || !m_sentOnce) {
         ++m_holdersRevision;
-        m_allHolders = m_slotHolders;
-        for (const LockDir& d : m_lockDirCache) {
-            for (const auto& [name, c] : d.locks)
-                m_allHolders.append(c.holder);
-        }
+        rebuildAllHolders();
+        m_holdersReshaped = false;
+        m_lockRewrites.clear();
+    } else if (m_allHoldersStale) {
+        rebuildAllHolders(); // the same revision: what the GUI already has, patched
     }
     s.holders = m_allHolders;
     s.holdersRevision = m_holdersRevision;
@@ -570,6 +666,21 @@ void QuotaObserver::publish(bool holdersChanged)
     }
     m_sentOnce = true;
     Q_EMIT snapshotReady(s);
+    updateLivenessTimer();
+}
+
+void QuotaObserver::rebuildAllHolders()
+{
+    m_allHolders = m_slotHolders;
+    for (const LockDir& d : m_lockDirCache) {
+        for (const auto& [name, c] : d.locks)
+            m_allHolders.append(c.holder);
+    }
+    m_allHoldersStale = false;
+}
+
+void QuotaObserver::updateLivenessTimer()
+{
     // Only holders whose answer can change with time need the slow look.
     bool timely = !m_slotHolders.isEmpty();
     for (const LockDir& d : m_lockDirCache) {
@@ -583,6 +694,20 @@ void QuotaObserver::publish(bool holdersChanged)
         else
             m_livenessTimer->stop();
     }
+}
+
+QList<int> QuotaObserver::lockRewriteIndices() const
+{
+    QList<int> at;
+    for (const auto& [dir, name] : m_lockRewrites) {
+        qsizetype i = m_slotHolders.size();
+        for (std::size_t d = 0; d < dir; ++d)
+            i += qsizetype(m_lockDirCache[d].locks.size());
+        const auto& locks = m_lockDirCache[dir].locks;
+        i += qsizetype(std::distance(locks.begin(), locks.find(name)));
+        at.append(int(i));
+    }
+    return at;
 }
 
 void QuotaObserver::pollHistory()

@@ -7,6 +7,7 @@
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
 #include "cachingprobe.h"
+#include "dashboardcontroller.h"
 #include "holdersmodel.h"
 #include "homewatcher.h"
 #include "keyedtableview.h"
@@ -15,6 +16,7 @@
 #include "store/filequotastore.h"
 
 #include <QApplication>
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -23,7 +25,9 @@
 #include <QSortFilterProxyModel>
 #include <QTemporaryDir>
 #include <QTest>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace tollgate;
 using namespace tollgate::ui;
@@ -94,6 +98,9 @@ private Q_SLOTS:
     void columnsFitFromABoundedSampleNotPerTick();
     void cachingProbeAsksOncePerPid();
     void hostileEntriesInALockDirectory();
+    void rescanLooksOnlyAtWhatChanged();
+    void patchRebuildsOnlyTheRewrittenRow();
+    void controllerAppliesAPatchAcrossThreads();
 
 private:
     QString home() const { return m_dir->path() + QStringLiteral("/home"); }
@@ -403,16 +410,218 @@ void TestDashboardScale::hostileEntriesInALockDirectory()
     names.sort();
     QCOMPARE(names, QStringList({ QStringLiteral("new\nline.lock"), QStringLiteral("real.lock") }));
 
-    // Released and taken again (same name, another file): read again.
+    // Released and taken again (same name, another file): read again, and sent as a patch of
+    // that row (or a whole snapshot, had the report caught the moment it was absent).
     const quint64 reads = observer.lockReads();
     snapshots.clear();
+    QSignalSpy patches(&observer, &QuotaObserver::holdersPatched);
     QVERIFY(QFile::remove(locks() + QStringLiteral("/real.lock")));
     takeLock(QStringLiteral("real.lock"));
     QTRY_VERIFY_WITH_TIMEOUT(observer.lockReads() > reads, TIMEOUT_MS);
-    QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() > 0, TIMEOUT_MS);
-    s = snapshots.last().at(0).value<DashboardSnapshot>();
-    QCOMPARE(s.holders.size(), qsizetype(2));
+    QTRY_VERIFY_WITH_TIMEOUT(snapshots.count() + patches.count() > 0, TIMEOUT_MS);
+    if (patches.isEmpty()) {
+        QCOMPARE(snapshots.last().at(0).value<DashboardSnapshot>().holders.size(), qsizetype(2));
+    } else {
+        const auto p = patches.last().at(0).value<HoldersPatch>();
+        QCOMPARE(p.rows.size(), qsizetype(1));
+        QVERIFY(p.rows.first().path.endsWith(QStringLiteral("/real.lock")));
+    }
     QCOMPARE(observer.lockReads(), reads + 1); // only that one
+}
+
+// Issue 28, item 11: a lock-directory report stats only the names inotify gave, yet every kind
+// of change is seen: a lock added, removed, rewritten in place with the same size and the same
+// mtime (to the nanosecond: only the ctime moves), and replaced by rename with the old mtime.
+void TestDashboardScale::rescanLooksOnlyAtWhatChanged()
+{
+    const QByteArray stamp = QByteArray::number(QDateTime::currentSecsSinceEpoch());
+    const auto bytes = [&](const QByteArray& tag) {
+        return "pid=" + QByteArray::number(qint64(::getpid())) + "\ntimestamp=" + stamp + "\ntag=" + tag
+            + '\n';
+    };
+    const auto write = [](const QString& path, const QByteArray& data) {
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        QCOMPARE(f.write(data), data.size());
+    };
+    const auto path = [this](const QString& name) { return locks() + QLatin1Char('/') + name; };
+    for (int i = 0; i < 200; ++i)
+        write(path(QStringLiteral("j%1.lock").arg(i, 3, 10, QLatin1Char('0'))), bytes("aaaa"));
+
+    QuotaObserver observer(home(), { locks() });
+    QList<HolderInfo> current;
+    int patches = 0;
+    connect(&observer, &QuotaObserver::snapshotReady, this,
+        [&](const DashboardSnapshot& s) { current = s.holders; });
+    connect(&observer, &QuotaObserver::holdersPatched, this, [&](const HoldersPatch& p) {
+        for (int i = 0; i < p.changed.size(); ++i) {
+            QCOMPARE(current.at(p.changed.at(i)).key, p.rows.at(i).key);
+            current[p.changed.at(i)] = p.rows.at(i);
+        }
+        ++patches;
+    });
+    observer.start();
+    QCOMPARE(current.size(), qsizetype(200));
+    QCOMPARE(observer.lockStats(), quint64(200));
+    const auto whoOf = [&](const QString& name) {
+        for (const HolderInfo& h : std::as_const(current)) {
+            if (QFileInfo(h.path).fileName() == name)
+                return h.who;
+        }
+        return QStringLiteral("(absent)");
+    };
+
+    // Added (written beside, then linked, as LockFile does).
+    write(path(QStringLiteral("new.lock.tmp")), bytes("nnnn"));
+    QVERIFY(::link(QFile::encodeName(path(QStringLiteral("new.lock.tmp"))).constData(),
+                QFile::encodeName(path(QStringLiteral("new.lock"))).constData())
+        == 0);
+    QVERIFY(QFile::remove(path(QStringLiteral("new.lock.tmp"))));
+    QTRY_COMPARE_WITH_TIMEOUT(whoOf(QStringLiteral("new.lock")), QStringLiteral("nnnn"), TIMEOUT_MS);
+    QCOMPARE(current.size(), qsizetype(201));
+
+    // Removed.
+    QVERIFY(QFile::remove(path(QStringLiteral("j007.lock"))));
+    QTRY_COMPARE_WITH_TIMEOUT(current.size(), qsizetype(200), TIMEOUT_MS);
+    QCOMPARE(whoOf(QStringLiteral("j007.lock")), QStringLiteral("(absent)"));
+
+    // Rewritten in place: same inode, same size, the mtime put back to the nanosecond.
+    {
+        const QByteArray native = QFile::encodeName(path(QStringLiteral("j010.lock")));
+        struct stat before
+        {
+        };
+        QCOMPARE(::stat(native.constData(), &before), 0);
+        const int fd = ::open(native.constData(), O_WRONLY | O_CLOEXEC);
+        QVERIFY(fd >= 0);
+        const QByteArray data = bytes("bbbb");
+        QCOMPARE(::pwrite(fd, data.constData(), size_t(data.size()), 0), ssize_t(data.size()));
+        const timespec times[2] = { before.st_atim, before.st_mtim };
+        QCOMPARE(::futimens(fd, times), 0);
+        ::close(fd);
+        struct stat after
+        {
+        };
+        QCOMPARE(::stat(native.constData(), &after), 0);
+        QCOMPARE(after.st_ino, before.st_ino);
+        QCOMPARE(after.st_size, before.st_size);
+        QCOMPARE(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(whoOf(QStringLiteral("j010.lock")), QStringLiteral("bbbb"), TIMEOUT_MS);
+    QVERIFY(patches > 0); // a row changed in place travels as a patch, not a whole snapshot
+
+    // Replaced by rename with a file of the same size and the old file's mtime.
+    {
+        const QByteArray target = QFile::encodeName(path(QStringLiteral("j020.lock")));
+        const QByteArray tmp = QFile::encodeName(path(QStringLiteral("j020.lock.x.tmp")));
+        struct stat before
+        {
+        };
+        QCOMPARE(::stat(target.constData(), &before), 0);
+        write(QFile::decodeName(tmp), bytes("cccc"));
+        const timespec times[2] = { before.st_atim, before.st_mtim };
+        QCOMPARE(::utimensat(AT_FDCWD, tmp.constData(), times, 0), 0);
+        QCOMPARE(::rename(tmp.constData(), target.constData()), 0);
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(whoOf(QStringLiteral("j020.lock")), QStringLiteral("cccc"), TIMEOUT_MS);
+
+    // Four changes, and far fewer stats than one whole-directory pass (200) would cost.
+    QVERIFY2(observer.lockStats() < 200 + 20, qPrintable(QString::number(observer.lockStats())));
+    // And the incremental view is what a full read sees.
+    const DashboardSnapshot full = QuotaObserver::readSnapshot(
+        home(), { locks() }, QuotaObserver::DEFAULT_STALE_SECONDS, m_probe, m_clock);
+    QStringList seen, truth;
+    for (const HolderInfo& h : std::as_const(current))
+        seen.append(h.path + QLatin1Char('=') + h.who);
+    for (const HolderInfo& h : full.holders)
+        truth.append(h.path + QLatin1Char('=') + h.who);
+    seen.sort();
+    truth.sort();
+    QCOMPARE(seen, truth);
+}
+
+// A snapshot (or patch) that names the revision shown as its base rebuilds the rows it lists
+// and diffs nothing else; one with another base is diffed as before.
+void TestDashboardScale::patchRebuildsOnlyTheRewrittenRow()
+{
+    HoldersModel model;
+    const DashboardSnapshot first = manyHolders(10000, 5);
+    model.setSnapshot(first);
+    const quint64 compared = model.holdersCompared();
+    const quint64 rows = model.rowsBuilt();
+
+    DashboardSnapshot next = first;
+    next.holders[42].who = QStringLiteral("rewritten");
+    next.holdersRevision = 6;
+    next.holdersBase = 5;
+    next.holdersChanged = { 42 };
+    model.setSnapshot(next);
+    QCOMPARE(model.holdersCompared(), compared);
+    QCOMPARE(model.rowsBuilt(), rows + 1);
+    QCOMPARE(model.holder(next.holders[42].key)->who, QStringLiteral("rewritten"));
+    QCOMPARE(model.rowCount(), 10000);
+
+    // A patch based on the revision shown: its rows only, in place.
+    HoldersPatch patch;
+    patch.base = 6;
+    patch.revision = 7;
+    patch.changed = { 9 };
+    patch.rows = { next.holders[9] };
+    patch.rows[0].who = QStringLiteral("patched");
+    QVERIFY(model.applyPatch(patch));
+    QCOMPARE(model.holdersCompared(), compared);
+    QCOMPARE(model.rowsBuilt(), rows + 2);
+    QCOMPARE(model.holder(next.holders[9].key)->who, QStringLiteral("patched"));
+    QCOMPARE(model.revision(), quint64(7));
+    // Based on another revision, or naming a row by the wrong key: refused, nothing changed.
+    QVERIFY(!model.applyPatch(patch));
+    patch.base = 7;
+    patch.revision = 8;
+    patch.changed = { 10 };
+    QVERIFY(!model.applyPatch(patch));
+    QCOMPARE(model.revision(), quint64(7));
+
+    // A base that is not the revision shown: the whole list is compared.
+    DashboardSnapshot other = next;
+    other.holders[7].who = QStringLiteral("also");
+    other.holdersRevision = 8;
+    other.holdersBase = 3;
+    other.holdersChanged = {};
+    model.setSnapshot(other);
+    QCOMPARE(model.holdersCompared(), compared + 10000);
+    QCOMPARE(model.holder(other.holders[7].key)->who, QStringLiteral("also"));
+}
+
+// The observer on its worker thread, the controller on this one: a lock file replaced by
+// rename reaches the holders model and the controller's snapshot as a patch.
+void TestDashboardScale::controllerAppliesAPatchAcrossThreads()
+{
+    for (int i = 0; i < 50; ++i)
+        takeLock(QStringLiteral("c%1.lock").arg(i));
+    DashboardController c(home(), { locks() });
+    QSignalSpy patched(&c, &DashboardController::holdersChanged);
+    c.start();
+    QTRY_COMPARE_WITH_TIMEOUT(c.holders()->rowCount(), 50, TIMEOUT_MS);
+
+    const QString target = QDir::cleanPath(locks() + QStringLiteral("/c7.lock"));
+    const QString tmp = target + QStringLiteral(".x.tmp");
+    {
+        QFile f(tmp);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("pid=" + QByteArray::number(qint64(::getpid()))
+            + "\ntimestamp=" + QByteArray::number(QDateTime::currentSecsSinceEpoch()) + "\ntag=replaced\n");
+    }
+    QVERIFY(::rename(QFile::encodeName(tmp).constData(), QFile::encodeName(target).constData()) == 0);
+    const QString key = QStringLiteral("lock:") + target;
+    QTRY_VERIFY_WITH_TIMEOUT(
+        c.holders()->holder(key) && c.holders()->holder(key)->who == QStringLiteral("replaced"), TIMEOUT_MS);
+    QVERIFY(patched.count() > 0);
+    QCOMPARE(c.holders()->rowCount(), 50);
+    int found = 0;
+    for (const HolderInfo& h : c.snapshot().holders)
+        found += h.key == key && h.who == QStringLiteral("replaced");
+    QCOMPARE(found, 1);
+    QCOMPARE(c.snapshot().holders.size(), qsizetype(50));
 }
 
 QTEST_MAIN(TestDashboardScale)

@@ -12,6 +12,7 @@
 #include "eventsmodel.h"
 #include "holdersmodel.h"
 #include "limitsmodel.h"
+#include "lock/lockinfo.h"
 #include "mainwindow.h"
 #include "providersmodel.h"
 #include "ratelimitcallersmodel.h"
@@ -21,9 +22,12 @@
 
 #include <QAction>
 #include <QComboBox>
+#include <QDateTime>
+#include <QDir>
 #include <QGroupBox>
 #include <QLabel>
 #include <QMenu>
+#include <QSaveFile>
 #include <QTemporaryDir>
 #include <QTest>
 #include <memory>
@@ -39,6 +43,7 @@ private Q_SLOTS:
     void cleanup();
     void oneProviderInFullAndBackToAll();
     void aProviderThatGoesTakesTheViewBackToAll();
+    void aLockRewrittenInPlaceUnderTheProviderView();
 
 private:
     void makeHome();
@@ -211,6 +216,54 @@ void TestProviderView::aProviderThatGoesTakesTheViewBackToAll()
     auto* box = w.findChild<QComboBox*>(QStringLiteral("providerScope"));
     QCOMPARE(box->count(), 3);
     QCOMPARE(box->currentIndex(), 0);
+}
+
+// A lock file rewritten in place travels as a patch of its row (not a whole snapshot). In the
+// provider view, which shows no lock files, the row must still reach the whole list kept for
+// Clean stale, and the view must keep showing only the provider's slots.
+void TestProviderView::aLockRewrittenInPlaceUnderTheProviderView()
+{
+    makeHome();
+    const QString locks = m_dir->path() + QStringLiteral("/locks");
+    QVERIFY(QDir().mkpath(locks));
+    auto writeLock = [&locks](const char* tag) {
+        QSaveFile f(locks + QStringLiteral("/job.lock"));
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(QByteArray::fromStdString(
+            LockInfo { ProcessProbe::selfPid(), QDateTime::currentSecsSinceEpoch(), tag }.serialize()));
+        QVERIFY(f.commit());
+    };
+    writeLock("first");
+    DashboardOptions o = options();
+    o.lockDirs = QStringList { locks };
+    MainWindow w(o);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    QTRY_VERIFY_WITH_TIMEOUT(w.isLoaded(), TIMEOUT_MS);
+    DashboardController* c = w.controller();
+    auto whoOfLock = [c] {
+        for (const HolderInfo& h : c->snapshot().holders) {
+            if (h.kind == HolderKind::LockFile)
+                return h.who;
+        }
+        return QString();
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(whoOfLock(), QStringLiteral("first"), TIMEOUT_MS);
+    QTRY_COMPARE_WITH_TIMEOUT(c->holders()->rowCount(), 2, TIMEOUT_MS); // alpha's slot and the lock
+    w.showProvider(QStringLiteral("alpha"));
+    QCOMPARE(c->holders()->rowCount(), 1);
+    writeLock("second");
+    QTRY_COMPARE_WITH_TIMEOUT(whoOfLock(), QStringLiteral("second"), TIMEOUT_MS);
+    QCOMPARE(c->holders()->rowCount(), 1);
+    QCOMPARE(c->holders()->index(0, HoldersModel::Kind).data().toString(), QStringLiteral("slot"));
+    // And back to all: the lock's row as it is now.
+    w.showProvider(QString());
+    QTRY_COMPARE_WITH_TIMEOUT(c->holders()->rowCount(), 2, TIMEOUT_MS);
+    bool seen = false;
+    for (int r = 0; r < c->holders()->rowCount(); ++r)
+        seen
+            = seen || c->holders()->index(r, HoldersModel::Who).data().toString() == QStringLiteral("second");
+    QVERIFY(seen);
 }
 
 QTEST_MAIN(TestProviderView)
