@@ -91,6 +91,10 @@ public:
         qint64 released = 0;
         quint64 fence = 0;
         qint64 tokens = 0;
+        // Before the first release attempt (= released when the first one succeeded): the
+        // tenure surely lasted until here; between this and `released` the slot may already
+        // have been freed by an attempt whose answer was lost.
+        qint64 releaseAsked = 0;
     };
     struct WorkerLog
     {
@@ -116,7 +120,7 @@ public:
             if (v.size() < 6)
                 continue; // a line cut off by a kill
             log.calls.push_back({ v[0].toLongLong(), v[1].toLongLong(), v[2].toLongLong(), v[3].toULongLong(),
-                v[4].toLongLong() });
+                v[4].toLongLong(), v.size() >= 7 ? v[6].toLongLong() : v[2].toLongLong() });
         }
         return log;
     }

@@ -4,7 +4,8 @@
 // asked, when it was admitted and when it let go:
 //
 //   quotaworker HOME PROVIDER PREFIX ITERATIONS LOGFILE SEED MAXTOKENS MAXHOLDMS
-//   log line: <asked_us> <admitted_us> <released_us> <fence> <tokens> <caller>
+//   log line: <asked_us> <admitted_us> <released_us> <fence> <tokens> <caller> <release_asked_us>
+//   (released: before the release attempt that succeeded; release_asked: before the first)
 // (times: CLOCK_REALTIME microseconds, the same clock Tollgate stamps its history with).
 
 #include "backend/quotalimiter.h"
@@ -101,6 +102,10 @@ int main(int argc, char** argv)
                 std::chrono::milliseconds(static_cast<long>(rng() % static_cast<std::uint64_t>(maxHoldMs))));
         const std::uint64_t fence = permit->fence();
         long long released = 0; // just before the release that succeeded: inside the tenure
+        // Just before the first attempt: the tenure surely lasted until here. A failed attempt
+        // may still have freed the slot on the server (its answer lost in a stall), so from
+        // here to `released` the slot may be anyone's.
+        const long long releaseAsked = nowUs();
         for (;;) {
             released = nowUs();
             auto rel = permit->release();
@@ -114,8 +119,9 @@ int main(int argc, char** argv)
             std::fprintf(log, "error %s\n", rel.error().describe().c_str());
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        std::fprintf(log, "%lld %lld %lld %llu %lld %s\n", asked, admitted, released,
-            static_cast<unsigned long long>(fence), static_cast<long long>(r.tokens), r.caller.c_str());
+        std::fprintf(log, "%lld %lld %lld %llu %lld %s %lld\n", asked, admitted, released,
+            static_cast<unsigned long long>(fence), static_cast<long long>(r.tokens), r.caller.c_str(),
+            releaseAsked);
         std::fflush(log);
     }
     std::fclose(log);
