@@ -668,6 +668,7 @@ void MainWindow::buildUi()
     bottom->setObjectName(QStringLiteral("bottomSplitter"));
     m_bottomSplitter = bottom;
     auto* holdersBox = new HoldersPanel(m_controller->holders(), m_releaseAction, m_cleanStaleAction, bottom);
+    m_holdersPanel = holdersBox;
     m_holdersView = holdersBox->view();
     m_releaseButton = holdersBox->releaseButton();
     connect(holdersBox, &HoldersPanel::releaseRequested, this, &MainWindow::releaseSelected);
@@ -1056,9 +1057,10 @@ void MainWindow::updateProviderScopes()
             m_providerScope->addItem(name, name);
     }
     m_providerScope->setCurrentIndex(std::max(0, m_providerScope->findData(scope)));
-    if (auto* holders = findChild<HoldersPanel*>())
-        holders->setTitle(
-            scope.isEmpty() ? tr("Holders — slots and lock files") : tr("Holders — slots of %1").arg(scope));
+    const QString title
+        = scope.isEmpty() ? tr("Holders — slots and lock files") : tr("Holders — slots of %1").arg(scope);
+    if (m_holdersPanel->title() != title)
+        m_holdersPanel->setTitle(title);
 }
 
 void MainWindow::showProvider(const QString& provider)

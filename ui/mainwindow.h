@@ -48,6 +48,7 @@ namespace tollgate::ui {
 
 class CapacityModel;
 class CapacityPanel;
+class HoldersPanel;
 class DashboardController;
 class TimeChartView;
 class KeyedTableView;
@@ -200,6 +201,7 @@ private:
     QLabel* m_emptyState = nullptr;
     QPushButton* m_undoButton = nullptr;
     QComboBox* m_providerScope = nullptr;
+    HoldersPanel* m_holdersPanel = nullptr;
     KeyedTableView* m_providersView = nullptr;
     KeyedTableView* m_limitsView = nullptr;
     QTabWidget* m_providersTabs = nullptr;
