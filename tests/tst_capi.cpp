@@ -9,6 +9,7 @@
 #include "testsupport.h"
 
 #include <QDateTime>
+#include <QDeadlineTimer>
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -24,6 +25,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <sys/stat.h>
 #include <vector>
 
 namespace {
@@ -49,6 +51,7 @@ private Q_SLOTS:
     void forkAfterOpenIsRefusedInTheChild();
     void theHttpAnswerSettlesItsUsageAndA429BacksOff();
     void statusIsTheClis();
+    void aHomeMovedAwayAndRecreatedIsTheNewOne();
     void cPythonNodeAndCliShareAHomeUnderKills_data();
     void cPythonNodeAndCliShareAHomeUnderKills();
 
@@ -193,6 +196,61 @@ void TestCapi::statusIsTheClis()
     for (const char* key :
         { "provider", "requests", "tokens", "parallel", "used_requests", "used_tokens", "budgets" })
         QCOMPARE(a[QLatin1String(key)], b[QLatin1String(key)]);
+}
+
+// An attack review found an open home went on counting in its old directory after the path
+// was moved away and a new home made there: the library's call and a CLI caller were two
+// holders of one slot (--parallel 1). A kept connection is used only while the path still
+// names the directory it opened.
+void TestCapi::aHomeMovedAwayAndRecreatedIsTheNewOne()
+{
+    QCOMPARE(cli(QStringLiteral("limits set p --requests 100 --window 60 --parallel 1 -q")).code, 0);
+    QProcess worker;
+    worker.start(
+        QStringLiteral(TOLLGATE_CAPIWORKER_PATH), { QStringLiteral("moved"), m_home, QStringLiteral("p") });
+    QVERIFY(worker.waitForStarted(10000));
+    auto readLine = [&worker]() -> QByteArray {
+        QDeadlineTimer deadline(30000);
+        while (!worker.canReadLine() && !deadline.hasExpired() && worker.state() == QProcess::Running)
+            worker.waitForReadyRead(500);
+        return worker.readLine().trimmed();
+    };
+    QCOMPARE(readLine(), QByteArray("held"));
+    QVERIFY(QDir().rename(m_home, m_home + QStringLiteral(".old")));
+    QCOMPARE(cli(QStringLiteral("limits set p --requests 100 --window 60 --parallel 1 -q")).code, 0);
+    worker.write("go\n");
+    QCOMPARE(readLine(), QByteArray("admitted"));
+    // Counted in the new home: its one slot is the library's, so the CLI waits for it.
+    const QJsonObject status = QJsonDocument::fromJson(cli(QStringLiteral("status --json")).out).object();
+    QCOMPARE(status[QStringLiteral("providers")][0]
+                 .toObject()[QStringLiteral("capacity")]
+                 .toObject()[QStringLiteral("slots_in_use")]
+                 .toInt(),
+        1);
+    QVERIFY(cli(QStringLiteral("acquire p --caller sh --slot --timeout 0 -q")).code != 0);
+    worker.write("done\n");
+    QVERIFY(worker.waitForFinished(30000));
+    QCOMPARE(worker.exitCode(), 0);
+
+    // And a path that no longer is a home at all is refused, not served by the kept one.
+    QProcess again;
+    again.start(
+        QStringLiteral(TOLLGATE_CAPIWORKER_PATH), { QStringLiteral("moved"), m_home, QStringLiteral("p") });
+    QVERIFY(again.waitForStarted(10000));
+    QDeadlineTimer deadline(30000);
+    while (!again.canReadLine() && !deadline.hasExpired())
+        again.waitForReadyRead(500);
+    QCOMPARE(again.readLine().trimmed(), QByteArray("held"));
+    QVERIFY(QDir(m_home).removeRecursively());
+    QVERIFY(::mkfifo(QFile::encodeName(m_home).constData(), 0600) == 0);
+    again.write("go\n");
+    deadline.setRemainingTime(30000);
+    while (!again.canReadLine() && !deadline.hasExpired())
+        again.waitForReadyRead(500);
+    const QByteArray refused = again.readLine().trimmed();
+    QVERIFY2(refused.startsWith("refused"), refused.constData());
+    again.write("done\n");
+    QVERIFY(again.waitForFinished(30000));
 }
 
 void TestCapi::cPythonNodeAndCliShareAHomeUnderKills_data()

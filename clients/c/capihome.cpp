@@ -4,6 +4,8 @@
 #include "backend/storefactory.h"
 
 #include <chrono>
+#include <sys/stat.h>
+#include <tuple>
 
 namespace tollgate::capi {
 
@@ -55,19 +57,42 @@ Result<std::unique_ptr<CapiHome::Connection>> CapiHome::connect() const
     c->backend = std::move(backend).value();
     c->limiter = std::make_unique<QuotaLimiter>(*c->backend, c->clock, c->probe);
     c->limiter->setCancelPoll(CANCEL_POLL);
+    if (m_spec.isDirectory()) {
+        // After the open: the directory the backend holds (an exchange of paths between the
+        // open and this look shows as a mismatch at the next take, and is opened again).
+        std::tie(c->dev, c->ino) = homeIdentity();
+    }
     return c;
+}
+
+std::pair<std::uint64_t, std::uint64_t> CapiHome::homeIdentity() const
+{
+    struct stat st
+    {
+    };
+    if (::lstat(m_spec.dir().c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return { 0, 0 };
+    return { static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino) };
 }
 
 Result<std::unique_ptr<CapiHome::Connection>> CapiHome::take()
 {
+    std::vector<std::unique_ptr<Connection>> stale; // closed outside the mutex
     {
+        const auto now = m_spec.isDirectory() ? homeIdentity() : std::pair<std::uint64_t, std::uint64_t> {};
         std::lock_guard lock(m_mutex);
+        if (!m_idle.empty() && (m_idle.back()->dev != now.first || m_idle.back()->ino != now.second)) {
+            // The path names another directory now (or none): every kept one is of the old.
+            stale = std::move(m_idle);
+            m_idle.clear();
+        }
         if (!m_idle.empty()) {
             auto c = std::move(m_idle.back());
             m_idle.pop_back();
             return c;
         }
     }
+    stale.clear();
     return connect();
 }
 

@@ -15,6 +15,12 @@
 //   slot).
 // - Shared (std::shared_ptr) with its calls: closing it (closed()) leaves what a call needs to
 //   give its slot back.
+// - A kept connection of a directory home is taken again only while the home's path still
+//   names the directory it opened (an lstat per call): a home moved away and re-created, or
+//   replaced by something else, would otherwise go on being counted in the old directory, a
+//   quota of its own beside the new one. Then every kept connection is dropped and a new one
+//   opens the path as it is now (refused if it is no home). A call already admitted ends
+//   with the connection it has.
 
 #include "backend/quotabackend.h"
 #include "backend/quotalimiter.h"
@@ -30,6 +36,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tollgate::capi {
@@ -43,6 +50,10 @@ public:
         ProcessProbe probe;
         std::unique_ptr<QuotaBackend> backend;
         std::unique_ptr<QuotaLimiter> limiter;
+        // A directory home: the directory it opened (device, inode), so a kept connection is
+        // never used once the path names another directory (moved and re-created) or none.
+        std::uint64_t dev = 0;
+        std::uint64_t ino = 0;
     };
 
     // Connections kept idle at most (more are closed when given back).
@@ -74,6 +85,8 @@ public:
 private:
     explicit CapiHome(HomeSpec spec);
     [[nodiscard]] Result<std::unique_ptr<Connection>> connect() const;
+    // A directory home's (device, inode) now; (0, 0) when it is not a directory (or missing).
+    [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> homeIdentity() const;
 
     HomeSpec m_spec;
     std::string m_text;

@@ -6,6 +6,7 @@
  *   capiworker fork HOME PROVIDER               fork() after open: refused in the child
  *   capiworker status HOME                      prints tollgate_status_json
  *   capiworker slots HOME PROVIDER N TIMEOUT_MS admits N slot-holding calls at once, then ends them
+ *   capiworker moved HOME PROVIDER              a call after the home was moved and re-created
  *   capiworker http HOME PROVIDER               the HTTP answer's way: a JSON 200 with its usage,
  *                                               a 429 with its Retry-After (both read by the library)
  * Log lines (one write each): "A LO HI TOKENS" (asked at LO, admitted by HI, µs of
@@ -316,6 +317,47 @@ static int slots(const char* where, const char* provider, int n, long long timeo
     return admitted == n ? 0 : 1;
 }
 
+/* An open home whose directory is moved away and re-created by someone else: after a line on
+ * stdin (the test has moved it), a new call must be counted in the directory the path names
+ * now. Prints "held" once its first slot-holding call is admitted, then "admitted" or "FAIL". */
+static int moved(const char* where, const char* provider)
+{
+    tollgate_error err;
+    tollgate_home* home = NULL;
+    tollgate_call* first = NULL;
+    tollgate_call* second = NULL;
+    if (tollgate_home_open(where, &home, &err) != TOLLGATE_OK
+        || tollgate_call_new(home, provider, "mover", NULL, 0, 0, TOLLGATE_SLOT, &first, &err) != TOLLGATE_OK
+        || tollgate_call_admit(first, 10000, &err) != TOLLGATE_OK) {
+        printf("FAIL first: %s\n", err.message);
+        return 1;
+    }
+    if (tollgate_call_settle(first, 0, 0, &err) != TOLLGATE_OK) {
+        printf("FAIL settle: %s\n", err.message);
+        return 1;
+    }
+    tollgate_call_free(first); /* its connection is kept by the home */
+    printf("held\n");
+    fflush(stdout);
+    char line[16];
+    if (!fgets(line, sizeof line, stdin))
+        return 1;
+    int rc = tollgate_call_new(home, provider, "mover", NULL, 0, 0, TOLLGATE_SLOT, &second, &err);
+    if (rc == TOLLGATE_OK)
+        rc = tollgate_call_admit(second, 0, &err);
+    if (rc == TOLLGATE_OK)
+        printf("admitted\n");
+    else
+        printf("refused %d: %s\n", rc, err.message);
+    fflush(stdout);
+    if (!fgets(line, sizeof line, stdin)) /* the test has looked: let go */
+        return 1;
+    if (second)
+        tollgate_call_free(second);
+    tollgate_home_close(home);
+    return 0;
+}
+
 static int http(const char* where, const char* provider)
 {
     tollgate_error err;
@@ -385,6 +427,8 @@ int main(int argc, char** argv)
         return checks(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "fork") == 0)
         return forked(argv[2], argv[3]);
+    if (argc == 4 && strcmp(argv[1], "moved") == 0)
+        return moved(argv[2], argv[3]);
     if (argc == 4 && strcmp(argv[1], "http") == 0)
         return http(argv[2], argv[3]);
     if (argc == 3 && strcmp(argv[1], "status") == 0)
