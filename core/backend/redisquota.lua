@@ -387,8 +387,8 @@ end
 -- Limits decoded and checked, kept between calls by the exact string they were read from
 -- (as the states are, below): an operation reads the string each time, but decodes and checks
 -- it only when it changed. Every use of a provider's limits only reads them.
-local limitsKept, limitsKeptCount = {}, 0
-local MAX_LIMITS_KEPT = 256 -- homes x providers; past it, start over
+-- (A table, not locals: the chunk is near Lua's limit of 200 locals.)
+local LK = { kept = {}, count = 0, MAX = 256 } -- MAX: homes x providers; past it, start over
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
     -- The length first (O(1)): a planted 10 MB value must not be copied and decoded by every call.
@@ -400,7 +400,7 @@ local function limitsOf(provider)
     local raw = redis.call('HGET', KEYS[1], provider)
     local l = false
     local key = KEYS[1] .. '\n' .. provider
-    local kept = limitsKept[key]
+    local kept = LK.kept[key]
     if raw and kept and kept.raw == raw then
         l = kept.l
     elseif raw then
@@ -411,9 +411,9 @@ local function limitsOf(provider)
             return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' are corrupt: ' .. why
         end
         l = v
-        if kept == nil and limitsKeptCount >= MAX_LIMITS_KEPT then limitsKept, limitsKeptCount = {}, 0 end
-        if kept == nil then limitsKeptCount = limitsKeptCount + 1 end
-        limitsKept[key] = { raw = raw, l = l }
+        if kept == nil and LK.count >= LK.MAX then LK.kept, LK.count = {}, 0 end
+        if kept == nil then LK.count = LK.count + 1 end
+        LK.kept[key] = { raw = raw, l = l }
     end
     limitsCache[provider] = l
     return l
@@ -2427,13 +2427,13 @@ end
 -- the state; every other operation writes only the state, a set-aside value, the history and
 -- its channels (ops.record: the history and the 'changed' channel).
 local KEY_TYPES = { { 1, 'hash' }, { 2, 'hash' }, { 3, 'stream' }, { 4, 'string' }, { 5, 'hash' } }
-local STATE_KEY_TYPES = { { 2, 'hash' }, { 3, 'stream' }, { 5, 'hash' } }
 local READ_ONLY_OPS = { snapshot = true }
-local LIMITS_OPS = { setLimits = true, removeLimits = true, importLimits = true }
-local preflightNeeds -- the last home's and channel's commands to check (a home's calls follow one another)
+-- needs: the last home's and channel's commands to check (a home's calls follow one another).
+local PF = { STATE_KEY_TYPES = { { 2, 'hash' }, { 3, 'stream' }, { 5, 'hash' } },
+    LIMITS_OPS = { setLimits = true, removeLimits = true, importLimits = true }, needs = nil }
 local function preflight()
-    local limitsOp = LIMITS_OPS[op]
-    for _, k in ipairs(limitsOp and KEY_TYPES or STATE_KEY_TYPES) do
+    local limitsOp = PF.LIMITS_OPS[op] == true
+    for _, k in ipairs(limitsOp and KEY_TYPES or PF.STATE_KEY_TYPES) do
         local t = redis.call('TYPE', KEYS[k[1]])
         if type(t) == 'table' then t = t.ok end
         if t ~= 'none' and t ~= k[2] then
@@ -2444,7 +2444,7 @@ local function preflight()
     if not redis.acl_check_cmd then return nil end -- before Redis 7: no channel permissions
     -- The commands to check are built once per home and channel (the check itself is made on
     -- every call: the user, and its ACL, may differ from one call to the next).
-    local needs = preflightNeeds
+    local needs = PF.needs
     if not (needs and needs.limitsOp == limitsOp and needs.channel == channel and needs.k1 == KEYS[1]
             and needs.k2 == KEYS[2] and needs.k3 == KEYS[3] and needs.k4 == KEYS[4] and needs.k5 == KEYS[5]) then
         needs = { { 'HSET', KEYS[2], 'f', 'v' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' },
@@ -2457,7 +2457,7 @@ local function preflight()
         end
         needs.limitsOp, needs.channel = limitsOp, channel
         needs.k1, needs.k2, needs.k3, needs.k4, needs.k5 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-        preflightNeeds = needs
+        PF.needs = needs
     end
     for _, c in ipairs(needs) do
         if not redis.acl_check_cmd(unpack(c)) then
