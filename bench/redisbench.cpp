@@ -429,8 +429,8 @@ void benchRedisBudgets(const Config& c, const std::string& url, std::vector<Row>
 {
     constexpr const char* PROVIDER = "budgets";
     std::fprintf(stderr, "bench: 7d. Redis home, 6 limits + 10 classes, 1 client\n");
-    Row r { "7d", "Tollgate Redis home: acquire (try), 6 limits + 10 classes, model in 2 classes, 1 client", {},
-        {}, {}, {}, 0, {} };
+    Row r { "7d", "Tollgate Redis home: acquire (try), 6 limits + 10 classes, model in 2 classes, 1 client",
+        {}, {}, {}, {}, 0, {} };
     {
         HomeClient setup(url);
         if (auto set = setup.limiter->setLimits(PROVIDER, budgetLimits(BudgetConfig::Full), "bench"); !set) {
@@ -457,7 +457,8 @@ void benchRedisBudgets(const Config& c, const std::string& url, std::vector<Row>
     }
     const Summary s = summarize(std::move(samples));
     r.opsPerSec = 1e6 / s.meanUs;
-    r.note = "same server, after 6c" + (refused ? "; " + std::to_string(refused) + " refused" : std::string());
+    r.note
+        = "same server, after 6c" + (refused ? "; " + std::to_string(refused) + " refused" : std::string());
     fillLatency(r, s);
     rows.push_back(r);
     f.redisBudgetsP50Us = s.p50Us;
@@ -555,6 +556,41 @@ void benchRedisHome(const Config& c, int port, const std::string& version, const
 
 void benchRedis(const Config& c, std::vector<Row>& rows, Figures& f)
 {
+    // A/B of two builds on one server (docs/BENCHMARKS.md, "Where the admission's server time
+    // went"): TOLLGATE_BENCH_REDIS_PORT names a running redis-server; only the home is measured,
+    // under the key prefix TOLLGATE_BENCH_REDIS_PREFIX (default "bench"): 1 client making
+    // --redis-calls acquires, or TOLLGATE_BENCH_REDIS_CLIENTS processes for --duration-ms. The
+    // server's INFO (commandstats, cpu) read around the run gives the server time per FCALL.
+    if (const char* external = std::getenv("TOLLGATE_BENCH_REDIS_PORT")) {
+        const char* prefix = std::getenv("TOLLGATE_BENCH_REDIS_PREFIX");
+        const std::string url
+            = std::string("redis://127.0.0.1:") + external + "?prefix=" + (prefix ? prefix : "bench");
+        {
+            HomeClient setup(url);
+            tollgate::ProviderLimits l;
+            l.requests = tollgate::QuotaLimits::MAX_COUNT; // never runs out: we measure cost
+            l.windowMs = 60000;
+            if (!setup.limiter->setLimits("bench", l, "bench"))
+                throw std::runtime_error("cannot set the bench's limits on the Redis home at " + url);
+        }
+        if (const char* clients = std::getenv("TOLLGATE_BENCH_REDIS_CLIENTS")) {
+            const int n = std::max(1, std::atoi(clients));
+            const auto run = aggregate(n, c.durationMs, [&]() -> std::function<bool()> {
+                auto client = std::make_shared<HomeClient>(url);
+                return [client] { return client->acquire(); };
+            });
+            std::printf("Redis home at %s, %d client process(es): %.0f admissions/s, %lld refused\n",
+                url.c_str(), n, run.perSec, static_cast<long long>(run.failed));
+            return;
+        }
+        HomeClient one(url);
+        int refused = 0;
+        for (int i = 0; i < c.redisCalls; ++i)
+            refused += one.acquire() ? 0 : 1;
+        std::printf(
+            "Redis home at %s, 1 client: %d acquires, %d refused\n", url.c_str(), c.redisCalls, refused);
+        return;
+    }
     const std::string exe = findExecutable(c.redisServer);
     if (exe.empty()) {
         f.redisSkipped = "redis-server not found ('" + c.redisServer

@@ -45,6 +45,7 @@ private Q_SLOTS:
     void cleanup();
     void corruptLimitsAdmitNobody_data();
     void corruptLimitsAdmitNobody();
+    void limitsChangedAfterAnAdmissionAreCheckedAgain();
     void aUserWithoutChannelsChangesNothing();
     void aHistoryKeyOfTheWrongTypeSpendsNothing();
     void theDocumentedAclRunsTheWholeCli_data();
@@ -205,6 +206,29 @@ void TestRedisFailClosed::corruptLimitsAdmitNobody()
     const Ran status = cli({ QStringLiteral("status") });
     QCOMPARE(status.code, 3);
     QVERIFY2(status.err.contains(key("limits").toUtf8()), status.err.constData());
+}
+
+void TestRedisFailClosed::limitsChangedAfterAnAdmissionAreCheckedAgain()
+{
+    // The script keeps the limits it decoded and checked beside the string it read them from:
+    // a value planted after an admission (the same function library, a different string) is
+    // checked again and fails closed; good limits written after it are enforced.
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 20 --window 600")).code, 0);
+    QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 0);
+    const QString planted
+        = QStringLiteral(R"({"w":600000,"h":100000,"r":20,"bb":1000,"bc":60000,"mh":600000})");
+    QVERIFY(redisCli({ QStringLiteral("HSET"), key("limits"), QStringLiteral("api"), planted }).code == 0);
+    const Ran refused = cli(words("acquire api --caller c --timeout 0"));
+    QCOMPARE(refused.code, 3);
+    QVERIFY2(refused.err.contains("h (headroom_percent)"), refused.err.constData());
+    QCOMPARE(admissions(), 1);
+    // (limits set refuses to replace limits it cannot read: good ones are planted as well.)
+    const QString good = QStringLiteral(R"({"w":600000,"h":100,"r":2,"bb":1000,"bc":60000,"mh":600000})");
+    QVERIFY(redisCli({ QStringLiteral("HSET"), key("limits"), QStringLiteral("api"), good }).code == 0);
+    QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 0);
+    QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 1); // 2 per window: the new limits hold
+    QCOMPARE(admissions(), 2);
 }
 
 void TestRedisFailClosed::aUserWithoutChannelsChangesNothing()

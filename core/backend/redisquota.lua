@@ -189,9 +189,10 @@ local function fitsUnder(u1, u2, u3, u4, a, l)
     return (l[1] < 0 or u1 + a[1] <= l[1]) and (l[2] < 0 or u2 + a[2] <= l[2])
         and (l[3] < 0 or u3 + a[3] <= l[3]) and (l[4] < 0 or u4 + a[4] <= l[4])
 end
-local function whenFits(sc, t, a, l)
+-- ur..uo: usage(sc, t), when the caller has it already (one pass over the ring less).
+local function whenFits(sc, t, a, l, ur, uk, ui, uo)
     if not fitsUnder(0, 0, 0, 0, a, l) then return NEVER end
-    local ur, uk, ui, uo = usage(sc, t)
+    if not ur then ur, uk, ui, uo = usage(sc, t) end
     if fitsUnder(ur, uk, ui, uo, a, l) then return t end
     local lo = oldest(sc, t)
     local live = {}
@@ -383,6 +384,11 @@ local function limitsProblem(provider, l)
     if n > LIMIT_MAX_MODELS then return 'm (models) holds more than ' .. LIMIT_MAX_MODELS .. ' classes' end
     return nil
 end
+-- Limits decoded and checked, kept between calls by the exact string they were read from
+-- (as the states are, below): an operation reads the string each time, but decodes and checks
+-- it only when it changed. Every use of a provider's limits only reads them.
+-- (A table, not locals: the chunk is near Lua's limit of 200 locals.)
+local LK = { kept = {}, count = 0, MAX = 256 } -- MAX: homes x providers; past it, start over
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
     -- The length first (O(1)): a planted 10 MB value must not be copied and decoded by every call.
@@ -393,7 +399,11 @@ local function limitsOf(provider)
     end
     local raw = redis.call('HGET', KEYS[1], provider)
     local l = false
-    if raw then
+    local key = KEYS[1] .. '\n' .. provider
+    local kept = LK.kept[key]
+    if raw and kept and kept.raw == raw then
+        l = kept.l
+    elseif raw then
         local ok, v = pcall(cjson.decode, raw)
         local why = 'not JSON'
         if ok then why = limitsProblem(provider, v) end
@@ -401,6 +411,9 @@ local function limitsOf(provider)
             return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' are corrupt: ' .. why
         end
         l = v
+        if kept == nil and LK.count >= LK.MAX then LK.kept, LK.count = {}, 0 end
+        if kept == nil then LK.count = LK.count + 1 end
+        LK.kept[key] = { raw = raw, l = l }
     end
     limitsCache[provider] = l
     return l
@@ -1242,8 +1255,8 @@ local function scopeAllows(sc, b, l, cost, how, t, d)
     if anyLimit(wl) then
         local c = cost
         c = capped(cost, wl, how)
-        at = math.max(at, whenFits(sc, t, c, wl))
         local ur, uk, ui, uo = usage(sc, t)
+        at = math.max(at, whenFits(sc, t, c, wl, ur, uk, ui, uo))
         requestsFull = not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { wl[1], -1, -1, -1 })
     end
     local dl = limitsOfBudget(l, b.d)
@@ -2409,10 +2422,18 @@ end
 -- (Redis 7's default for a new user is no channel at all: a PUBLISH refused after the state
 -- was written made `pause` exit 3 with the provider paused). Writes are what the checks cover;
 -- a read the user may not do fails before anything is written anyway.
+-- Only what the operation can write is checked (a check is a call into Redis, and these were
+-- about a tenth of an admission): the limits operations write the limits, the home's marker and
+-- the state; every other operation writes only the state, a set-aside value, the history and
+-- its channels (ops.record: the history and the 'changed' channel).
 local KEY_TYPES = { { 1, 'hash' }, { 2, 'hash' }, { 3, 'stream' }, { 4, 'string' }, { 5, 'hash' } }
 local READ_ONLY_OPS = { snapshot = true }
+-- needs: the last home's and channel's commands to check (a home's calls follow one another).
+local PF = { STATE_KEY_TYPES = { { 2, 'hash' }, { 3, 'stream' }, { 5, 'hash' } },
+    LIMITS_OPS = { setLimits = true, removeLimits = true, importLimits = true }, needs = nil }
 local function preflight()
-    for _, k in ipairs(KEY_TYPES) do
+    local limitsOp = PF.LIMITS_OPS[op] == true
+    for _, k in ipairs(limitsOp and KEY_TYPES or PF.STATE_KEY_TYPES) do
         local t = redis.call('TYPE', KEYS[k[1]])
         if type(t) == 'table' then t = t.ok end
         if t ~= 'none' and t ~= k[2] then
@@ -2421,9 +2442,23 @@ local function preflight()
         end
     end
     if not redis.acl_check_cmd then return nil end -- before Redis 7: no channel permissions
-    local needs = { { 'HSET', KEYS[1], 'f', 'v' }, { 'HDEL', KEYS[1], 'f' }, { 'HSET', KEYS[2], 'f', 'v' },
-        { 'HDEL', KEYS[2], 'f' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' }, { 'SET', KEYS[4], 'v' },
-        { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'w:x', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
+    -- The commands to check are built once per home and channel (the check itself is made on
+    -- every call: the user, and its ACL, may differ from one call to the next).
+    local needs = PF.needs
+    if not (needs and needs.limitsOp == limitsOp and needs.channel == channel and needs.k1 == KEYS[1]
+            and needs.k2 == KEYS[2] and needs.k3 == KEYS[3] and needs.k4 == KEYS[4] and needs.k5 == KEYS[5]) then
+        needs = { { 'HSET', KEYS[2], 'f', 'v' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' },
+            { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'w:x', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
+        if limitsOp then
+            needs[#needs + 1] = { 'HSET', KEYS[1], 'f', 'v' }
+            needs[#needs + 1] = { 'HDEL', KEYS[1], 'f' }
+            needs[#needs + 1] = { 'HDEL', KEYS[2], 'f' }
+            needs[#needs + 1] = { 'SET', KEYS[4], 'v' }
+        end
+        needs.limitsOp, needs.channel = limitsOp, channel
+        needs.k1, needs.k2, needs.k3, needs.k4, needs.k5 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+        PF.needs = needs
+    end
     for _, c in ipairs(needs) do
         if not redis.acl_check_cmd(unpack(c)) then
             return refuse('denied', 'this Redis user may not run ' .. c[1] .. ' on ' .. c[2]
