@@ -11,6 +11,45 @@ namespace tollgate {
 
 namespace {
 
+// A refused URL as it may be shown: its password hidden (SecretMask), and the values of its
+// query options other than prefix= and its fragment too — a password typed as "?password=…"
+// or "#…" is refused as an unknown option, and the refusal quotes the URL.
+std::string maskedUrl(std::string_view text)
+{
+    std::string s = SecretMask::userinfo(text);
+    const auto scheme = s.find("://");
+    if (scheme == std::string::npos)
+        return s; // a directory: a '?' or '#' in its name is part of the name
+    if (const auto hash = s.find('#', scheme); hash != std::string::npos)
+        s.replace(hash + 1, std::string::npos, SecretMask::HIDDEN);
+    const auto query = s.find('?', scheme);
+    if (query == std::string::npos)
+        return s;
+    std::string out = s.substr(0, query + 1);
+    std::string_view rest = std::string_view(s).substr(query + 1);
+    const auto hash = rest.find('#');
+    const std::string_view tail = hash == std::string_view::npos ? std::string_view {} : rest.substr(hash);
+    rest = rest.substr(0, hash);
+    bool first = true;
+    while (true) {
+        const auto amp = rest.find('&');
+        const std::string_view item = rest.substr(0, amp);
+        if (!first)
+            out += '&';
+        first = false;
+        const auto eq = item.find('=');
+        if (eq != std::string_view::npos && item.substr(0, eq) != "prefix")
+            out.append(item.substr(0, eq + 1)).append(SecretMask::HIDDEN);
+        else
+            out.append(item);
+        if (amp == std::string_view::npos)
+            break;
+        rest = rest.substr(amp + 1);
+    }
+    out.append(tail);
+    return out;
+}
+
 constexpr const char* FORM = "redis://[USER@]HOST[:PORT][/DB][?prefix=NAME]";
 
 Error bad(std::string_view text, const std::string& why)
@@ -96,7 +135,8 @@ Result<RedisAddress> parseRedis(std::string_view text)
     const std::size_t start = text.find("://") + 3;
     std::string_view rest = text.substr(start);
     if (rest.find('%') != std::string_view::npos)
-        return bad(text, "percent-encoding is not supported in a Redis home; write the URL as " + std::string(FORM));
+        return bad(
+            text, "percent-encoding is not supported in a Redis home; write the URL as " + std::string(FORM));
     if (rest.find('#') != std::string_view::npos)
         return bad(text, "a Redis home has no '#' part");
 
@@ -165,7 +205,8 @@ Result<RedisAddress> parseRedis(std::string_view text)
         auto db = parseNumber(path, RedisAddress::MAX_DB);
         if (!db)
             return bad(text,
-                "the part after the host must be a database number from 0 to " + std::to_string(RedisAddress::MAX_DB));
+                "the part after the host must be a database number from 0 to "
+                    + std::to_string(RedisAddress::MAX_DB));
         a.db = *db;
     }
     bool seenPrefix = false;
@@ -175,14 +216,16 @@ Result<RedisAddress> parseRedis(std::string_view text)
         query = amp == std::string_view::npos ? std::string_view {} : query.substr(amp + 1);
         const auto eq = item.find('=');
         const std::string_view key = item.substr(0, eq);
-        const std::string_view value = eq == std::string_view::npos ? std::string_view {} : item.substr(eq + 1);
+        const std::string_view value
+            = eq == std::string_view::npos ? std::string_view {} : item.substr(eq + 1);
         if (key != "prefix")
             return bad(text, "unknown option '" + std::string(key) + "' in a Redis home (known: prefix)");
         if (seenPrefix)
             return bad(text, "prefix= is given twice");
         seenPrefix = true;
         if (value.empty() || value.size() > RedisAddress::MAX_PREFIX)
-            return bad(text, "prefix= must have 1 to " + std::to_string(RedisAddress::MAX_PREFIX) + " characters");
+            return bad(
+                text, "prefix= must have 1 to " + std::to_string(RedisAddress::MAX_PREFIX) + " characters");
         for (char c : value) {
             if (!prefixChar(c))
                 return bad(text, "prefix= may only hold letters, digits, '-', '.', '_' and ':'");
@@ -238,14 +281,15 @@ Result<HomeSpec> HomeSpec::parse(std::string_view text)
     // branch, what reaches the user goes through the one mask (stderr and --json end up in
     // logs).
     Error e = spec.error();
-    const std::string masked = SecretMask::userinfo(text);
+    const std::string masked = maskedUrl(text);
     if (masked != text) {
         for (std::string* field : { &e.path, &e.message }) {
-            for (auto at = field->find(text); at != std::string::npos; at = field->find(text, at + masked.size()))
+            for (auto at = field->find(text); at != std::string::npos;
+                 at = field->find(text, at + masked.size()))
                 field->replace(at, text.size(), masked);
         }
     }
-    e.path = SecretMask::userinfo(e.path);
+    e.path = maskedUrl(e.path);
     return e;
 }
 
@@ -263,7 +307,8 @@ Result<HomeSpec> HomeSpec::parseUnmasked(std::string_view text)
     const std::string_view scheme = schemeOf(text);
     if (!scheme.empty()) {
         if (text.substr(scheme.size(), 3) != "://")
-            return bad(text, "this looks like a URL but is not one (a Redis home is " + std::string(FORM) + ")");
+            return bad(
+                text, "this looks like a URL but is not one (a Redis home is " + std::string(FORM) + ")");
         if (isAsciiLower(scheme, "redis")) {
             auto a = parseRedis(text);
             if (!a)
@@ -274,19 +319,25 @@ Result<HomeSpec> HomeSpec::parseUnmasked(std::string_view text)
         }
         if (isAsciiLower(scheme, "rediss"))
             return Error::make(ErrorKind::Unsupported, std::string(text),
-                "rediss:// (Redis over TLS) is not supported: this build's hiredis (0.14) has no TLS, and Tollgate "
+                "rediss:// (Redis over TLS) is not supported: this build's hiredis (0.14) has no TLS, and "
+                "Tollgate "
                 "never falls back to plain text. Run a local TLS tunnel and point the home at it "
                 "(README, \"Redis over TLS\")");
         if (isAsciiLower(scheme, "unix"))
-            return bad(text, "a unix socket is not a Tollgate home; give a directory or " + std::string(FORM));
+            return bad(
+                text, "a unix socket is not a Tollgate home; give a directory or " + std::string(FORM));
         return bad(text,
-            "unknown kind of home '" + std::string(scheme) + "://': a home is a directory or " + std::string(FORM));
+            "unknown kind of home '" + std::string(scheme) + "://': a home is a directory or "
+                + std::string(FORM));
     }
-    if (!text.empty() && (std::isspace(static_cast<unsigned char>(text.front()))
+    if (!text.empty()
+        && (std::isspace(static_cast<unsigned char>(text.front()))
             || std::isspace(static_cast<unsigned char>(text.back()))))
         return bad(text, "the home begins or ends with white space (pasted?); refused");
     if (text.find("://") != std::string_view::npos)
-        return bad(text, "a home with '://' inside is neither a directory nor a URL; a Redis home is " + std::string(FORM));
+        return bad(text,
+            "a home with '://' inside is neither a directory nor a URL; a Redis home is "
+                + std::string(FORM));
     if (looksLikeHostPort(text))
         return bad(text,
             "this looks like HOST:PORT, not a directory; a Redis home is written " + std::string(FORM)
