@@ -12,7 +12,10 @@ function; `tollgate.httpx.Transport(provider)` puts an httpx client (the officia
 OpenAI SDKs') through the quota. Errors: tollgate.Timeout (a TimeoutError), tollgate.Refused,
 tollgate.Error and its kinds; a wrong type is a TypeError, a bad value a UsageError (ValueError).
 
-Threads: a Home is shared by any number of threads; a Call belongs to one at a time.
+Threads: a Home is shared by any number of threads; a Call belongs to one at a time (another
+thread's use meanwhile is a StateError; cancel() excepted). Home.close() lets uses under way
+finish (the last frees the handle); later ones are ClosedError. Ctrl-C interrupts admit() in the
+main thread: the wait is cancelled and the KeyboardInterrupt goes on.
 fork(): the default home (home=None) is opened again in a child on its first use there; a Home
 object opened before the fork answers ForkedError in the child (open a new one there).
 """

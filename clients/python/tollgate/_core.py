@@ -4,8 +4,18 @@ A Home is shared by any number of threads; a Call is used by one thread at a tim
 excepted). The C call is freed when the Call object is (not when it ends), so a Call used
 after its end answers StateError rather than touching freed memory; a Home closed by hand
 refuses everything with ClosedError, and its calls answer ClosedError from the library.
+
+Invariants (the C API's rules, kept here so that a misuse from Python is an error, not a crash):
+- A Call's C handle is used by one thread at a time: every use but cancel() holds the call's
+  guard (a lock taken without waiting); a second thread gets StateError.
+- A Home's C handle is freed only when no thread uses it: each use holds a count; close() marks
+  the home closed (new uses: ClosedError) and the last use to end frees it.
+- admit() in the main thread waits in a helper thread (the main one waits for it in slices), so
+  that a signal (Ctrl-C) interrupts the wait: the call is cancelled, the wait ends (the guard
+  is given back), and the exception goes on.
 """
 
+import contextlib
 import ctypes
 import json
 import math
@@ -69,6 +79,9 @@ def _timeout_ms(timeout):
     return int(min(timeout * 1000.0, 365 * 24 * 3600 * 1000.0))
 
 
+_SIGNAL_SLICE = 0.1  # seconds: how late a signal may interrupt a wait in admit() at most
+
+
 class Home:
     """An open Tollgate home: a directory or redis://... (None: TOLLGATE_HOME, else the default)."""
 
@@ -78,19 +91,38 @@ class Home:
         err = _lib.ErrorStruct()
         _check(_lib.lib.tollgate_home_open(where, ctypes.byref(handle), ctypes.byref(err)), err)
         self._handle = handle
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _handle, _uses, _closed
+        self._uses = 0  # threads inside a C function with _handle
+        self._closed = False
         self.pid = os.getpid()
         self.text = _lib.lib.tollgate_home_text(handle).decode("utf-8", "replace")
 
-    def _live(self):
-        handle = self._handle
-        if handle is None:
-            raise ClosedError(f"{self.text}: the home was closed", code=_lib.E_CLOSED, kind="closed")
-        return handle
+    @contextlib.contextmanager
+    def _use(self):
+        """The C handle, kept from being freed until the block ends."""
+        with self._lock:
+            if self._closed:
+                raise ClosedError(f"{self.text}: the home was closed", code=_lib.E_CLOSED, kind="closed")
+            self._uses += 1
+            handle = self._handle
+        try:
+            yield handle
+        finally:
+            with self._lock:
+                self._uses -= 1
+                last = self._closed and self._uses == 0
+                handle, self._handle = (self._handle, None) if last else (None, self._handle)
+            if handle is not None:
+                _lib.lib.tollgate_home_close(handle)
 
     def close(self):
+        """Closes the home: uses from now on are ClosedError; one under way (in another thread)
+        finishes first, and the last to end frees the handle."""
         with self._lock:
-            handle, self._handle = self._handle, None
+            self._closed = True
+            handle = None
+            if self._uses == 0:
+                handle, self._handle = self._handle, None
         if handle is not None:
             _lib.lib.tollgate_home_close(handle)
 
@@ -110,7 +142,8 @@ class Home:
         """The status as `tollgate status --json` gives it, as a dict."""
         out = ctypes.c_void_p()
         err = _lib.ErrorStruct()
-        _check(_lib.lib.tollgate_status_json(self._live(), ctypes.byref(out), ctypes.byref(err)), err)
+        with self._use() as handle:
+            _check(_lib.lib.tollgate_status_json(handle, ctypes.byref(out), ctypes.byref(err)), err)
         try:
             return json.loads(ctypes.string_at(out).decode("utf-8", "replace"))
         finally:
@@ -125,8 +158,9 @@ class Home:
         o = _count("max_tokens", max_tokens)
         handle = ctypes.c_void_p()
         err = _lib.ErrorStruct()
-        _check(_lib.lib.tollgate_call_new(self._live(), p, c, m, i, o, _lib.SLOT if slot else 0,
-                                          ctypes.byref(handle), ctypes.byref(err)), err)
+        with self._use() as home:
+            _check(_lib.lib.tollgate_call_new(home, p, c, m, i, o, _lib.SLOT if slot else 0,
+                                              ctypes.byref(handle), ctypes.byref(err)), err)
         return Call(self, handle)
 
     def http_call(self, provider, body, *, caller=None):
@@ -138,8 +172,9 @@ class Home:
         data = bytes(body)
         handle = ctypes.c_void_p()
         err = _lib.ErrorStruct()
-        _check(_lib.lib.tollgate_call_new_http(self._live(), p, c, data, len(data), ctypes.byref(handle),
-                                               ctypes.byref(err)), err)
+        with self._use() as home:
+            _check(_lib.lib.tollgate_call_new_http(home, p, c, data, len(data), ctypes.byref(handle),
+                                                   ctypes.byref(err)), err)
         return Call(self, handle)
 
 
@@ -164,6 +199,9 @@ def _usage_counts(usage):
         raise TypeError("tollgate: a usage needs input_tokens and output_tokens (or prompt_tokens and "
                         f"completion_tokens); got {type(usage).__name__}")
     created = get("cache_creation_input_tokens") or 0
+    if inp + created > _lib.INT64_MAX:  # ctypes would wrap the sum to a negative count
+        raise UsageError("tollgate: input_tokens + cache_creation_input_tokens out of range "
+                         f"({inp} + {created})", code=_lib.E_USAGE, kind="usage")
     return inp + created, out
 
 
@@ -176,6 +214,7 @@ class Call:
     def __init__(self, home, handle, timeout=30):
         self._home = home  # keeps the Home (and its handle) alive while the call is
         self._handle = handle
+        self._busy = threading.Lock()  # held by the thread in a C function of the call (not cancel)
         self.timeout = timeout
 
     def __del__(self):
@@ -186,30 +225,115 @@ class Call:
             except Exception:
                 pass  # at interpreter exit the module may be gone: the process ends anyway
 
+    def _take(self, what):
+        """The call's guard, for `what` (it is given back by whoever ends the use)."""
+        if not self._busy.acquire(blocking=False):
+            raise StateError(f"tollgate: {what} of a call that another thread is using (a call is used by "
+                             "one thread at a time; cancel excepted)", code=_lib.E_STATE, kind="state")
+
+    @contextlib.contextmanager
+    def _using(self, what):
+        self._take(what)
+        try:
+            yield self._handle
+        finally:
+            self._busy.release()
+
     def _run(self, fn, *args):
         err = _lib.ErrorStruct()
-        _check(fn(self._handle, *args, ctypes.byref(err)), err)
+        with self._using(fn.__name__.replace("tollgate_call_", "")) as handle:
+            rc = fn(handle, *args, ctypes.byref(err))
+        _check(rc, err)
 
     @property
     def fence(self):
-        return _lib.lib.tollgate_call_fence(self._handle)
+        with self._using("fence") as handle:
+            return _lib.lib.tollgate_call_fence(handle)
 
     @property
     def holds_slot(self):
-        return bool(_lib.lib.tollgate_call_holds_slot(self._handle))
+        with self._using("holds_slot") as handle:
+            return bool(_lib.lib.tollgate_call_holds_slot(handle))
 
     @property
     def waited(self):
         """Seconds it waited for admission."""
-        return _lib.lib.tollgate_call_waited_ms(self._handle) / 1000.0
+        with self._using("waited") as handle:
+            return _lib.lib.tollgate_call_waited_ms(handle) / 1000.0
 
     @property
     def tokens(self):
-        return _lib.lib.tollgate_call_tokens(self._handle)
+        with self._using("tokens") as handle:
+            return _lib.lib.tollgate_call_tokens(handle)
+
+    def _wait_in_thread(self, ms, then):
+        """tollgate_call_admit in a thread of its own, with the guard its caller took: the thread
+        gives it back when the wait ends, then calls then(error) (None: admitted). Returns the
+        thread (to start) and abandon(): for an interrupt that came before the wait began, True
+        when it will never begin (the guard is given back); False when it runs (then() will come)."""
+        claim = threading.Lock()
+        state = ["pending"]
+
+        def wait():
+            with claim:
+                if state[0] == "abandoned":
+                    return
+                state[0] = "running"
+            error = None
+            try:
+                err = _lib.ErrorStruct()
+                _check(_lib.lib.tollgate_call_admit(self._handle, ms, ctypes.byref(err)), err)
+            except BaseException as e:  # handed to the waiting side
+                error = e
+            finally:
+                self._busy.release()
+            then(error)
+
+        def abandon():
+            with claim:
+                if state[0] != "pending":
+                    return False
+                state[0] = "abandoned"
+            self._busy.release()
+            return True
+
+        return threading.Thread(target=wait, name="tollgate-admit", daemon=True), abandon
 
     def admit(self, timeout=None):
-        """Waits for room, `timeout` seconds at most (default: the call's; 0: a try)."""
-        self._run(_lib.lib.tollgate_call_admit, _timeout_ms(self.timeout if timeout is None else timeout))
+        """Waits for room, `timeout` seconds at most (default: the call's; 0: a try). In the main
+        thread the wait is interruptible: a signal's exception (Ctrl-C's KeyboardInterrupt)
+        cancels it, and goes on once the wait has ended."""
+        ms = _timeout_ms(self.timeout if timeout is None else timeout)
+        if ms == 0 or threading.current_thread() is not threading.main_thread():
+            self._run(_lib.lib.tollgate_call_admit, ms)  # only the main thread gets signals
+            return self
+        finished = threading.Event()
+        outcome = []
+
+        def then(error):
+            outcome.append(error)
+            finished.set()
+
+        self._take("admit")
+        thread, abandon = self._wait_in_thread(ms, then)
+        try:
+            thread.start()
+            # In slices: a signal the kernel gives another thread (the waiting one) does not
+            # interrupt this wait; its handler's exception comes when the slice ends.
+            while not finished.wait(_SIGNAL_SLICE):
+                pass
+        except BaseException:
+            if not abandon():
+                self.cancel()
+                finished.wait()  # the wait ends within the library's cancel poll
+                if outcome[0] is None:
+                    try:
+                        self.release()  # admitted just before the cancel came
+                    except Error:
+                        pass
+            raise
+        if outcome[0] is not None:
+            raise outcome[0]
         return self
 
     async def admit_async(self, timeout=None):
@@ -229,19 +353,21 @@ class Call:
                 else:
                     fut.set_exception(error)
 
-        def wait():
-            error = None
-            try:
-                self._run(_lib.lib.tollgate_call_admit, ms)
-            except BaseException as e:  # handed to the awaiting task
-                error = e
+        def then(error):
             finished.set()
             try:
                 loop.call_soon_threadsafe(deliver, error)
             except RuntimeError:
                 pass  # the loop is closed: nobody awaits it any more
 
-        threading.Thread(target=wait, name="tollgate-admit", daemon=True).start()
+        self._take("admit")
+        thread, abandon = self._wait_in_thread(ms, then)
+        try:
+            thread.start()
+        except BaseException:
+            if not abandon():
+                self.cancel()  # nobody will await it
+            raise
         try:
             await fut
         except asyncio.CancelledError:

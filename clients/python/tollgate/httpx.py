@@ -12,6 +12,8 @@ reset), its real usage (JSON or server-sent events) replaces the estimate, and a
 caller off by its Retry-After. While there is no room the transport answers 429 itself with a
 Retry-After, as the proxy does, so the SDK's own retry logic waits. The answer's body is asked
 for uncompressed (Accept-Encoding: identity) so that its usage can be read.
+A failure of the metering while the body is read (the home closed meanwhile) never reaches the
+application: its bytes arrive regardless, and the call ends as broken off.
 """
 
 import asyncio
@@ -20,7 +22,7 @@ import json
 import httpx
 
 from ._core import _timeout_ms
-from ._errors import Cancelled, Refused, Timeout
+from ._errors import Cancelled, Error, Refused, Timeout
 from . import open_home
 
 __all__ = ["Transport", "AsyncTransport"]
@@ -40,18 +42,55 @@ def _prepare(request):
     return request.read()
 
 
+class _Meter:
+    """The metering of one answer: a failure of it (the home closed mid-answer, ...) never
+    reaches the application, which reads its bytes regardless; it ends the metering (the call
+    broken off) and is kept in `error`. The call is dropped at the end: freeing it gives back a
+    slot that no end could."""
+
+    def __init__(self, call):
+        self.call = call
+        self.error = None
+
+    def body(self, chunk):
+        if self.call is None:
+            return
+        try:
+            self.call.answer_body(chunk)
+        except Error as e:
+            self.error = e
+            self.finish(broken_off=True)
+
+    def finish(self, broken_off):
+        call, self.call = self.call, None
+        if call is None:
+            return
+        try:
+            call.answer_finish(broken_off=broken_off)
+        except Error as e:
+            if self.error is None:
+                self.error = e
+            try:
+                call.release()  # the answer was not metered: the estimate stands
+            except Error:
+                pass  # already ended, or its home closed: freeing it gives the slot back
+
+
 class _MeteredStream(httpx.SyncByteStream):
     """The answer's body as it is read: each chunk to the meter; at the end, the call settled."""
 
     def __init__(self, inner, call):
         self._inner = inner
-        self._call = call
+        self._meter = _Meter(call)
         self._done = False
-        self._ended = False
+
+    @property
+    def metering_error(self):
+        return self._meter.error
 
     def __iter__(self):
         for chunk in self._inner:
-            self._call.answer_body(chunk)
+            self._meter.body(chunk)
             yield chunk
         self._done = True
 
@@ -59,21 +98,22 @@ class _MeteredStream(httpx.SyncByteStream):
         try:
             self._inner.close()
         finally:
-            if not self._ended:
-                self._ended = True
-                self._call.answer_finish(broken_off=not self._done)
+            self._meter.finish(broken_off=not self._done)
 
 
 class _AsyncMeteredStream(httpx.AsyncByteStream):
     def __init__(self, inner, call):
         self._inner = inner
-        self._call = call
+        self._meter = _Meter(call)
         self._done = False
-        self._ended = False
+
+    @property
+    def metering_error(self):
+        return self._meter.error
 
     async def __aiter__(self):
         async for chunk in self._inner:
-            self._call.answer_body(chunk)
+            self._meter.body(chunk)
             yield chunk
         self._done = True
 
@@ -81,10 +121,8 @@ class _AsyncMeteredStream(httpx.AsyncByteStream):
         try:
             await self._inner.aclose()
         finally:
-            if not self._ended:
-                self._ended = True
-                await asyncio.get_running_loop().run_in_executor(None, self._call.answer_finish,
-                                                                 not self._done)
+            if self._meter.call is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self._meter.finish, not self._done)
 
 
 class Transport(httpx.BaseTransport):
