@@ -52,6 +52,9 @@ public:
     // The providers in the order their tiles are shown (blocked first).
     [[nodiscard]] QStringList providers() const { return m_order; }
     [[nodiscard]] QFrame* tile(const QString& provider) const;
+    // How many times a tile's layout was invalidated to be measured again (for tests: a
+    // snapshot that changes nothing a tile shows measures none).
+    [[nodiscard]] int remeasuredTiles() const { return m_remeasured; }
 
 Q_SIGNALS:
     void contextMenuRequested(const QString& provider, const QPoint& globalPos);
@@ -79,7 +82,9 @@ private:
     [[nodiscard]] QStringList displayOrder(qint64 nowMs);
     void applyOrder();
     void sync();
-    void fitHeight(bool fresh = true); // fresh: the tiles' layouts asked again
+    void fitHeight(); // every tile's layout asked again
+    void fitHeight(const QList<const Tile*>& fresh); // fresh: the tiles whose layouts are asked again
+    [[nodiscard]] QList<const Tile*> allTiles() const;
     void style(Tile& tile, CapacityModel::Level level);
     void stylePlan(Tile& tile, CapacityModel::PlanLevel level);
     [[nodiscard]] QColor accentOf(CapacityModel::Level level) const;
@@ -93,6 +98,7 @@ private:
     int m_fullHeight = MIN_HEIGHT; // every row
     QObject* m_watchedWindow = nullptr; // its height sets the panel's share
     QTimer* m_holdTimer = nullptr; // child
+    int m_remeasured = 0;
 };
 
 } // namespace tollgate::ui

@@ -140,8 +140,8 @@ void DashboardController::onHoldersPatch(const HoldersPatch& patch)
         return;
     }
     // The rest of the snapshot stands; only the holders move. Ours is let go first, so the
-    // model's list is the only one and is patched in place, not copied whole.
-    m_shown.holders = {};
+    // model's list is the only one and is patched in place, not copied whole (unscoped, the
+    // shown snapshot is m_snapshot itself).
     m_snapshot.holders = {};
     if (!m_holders->applyPatch(patch)) // based on a revision not shown: ask for everything
         QMetaObject::invokeMethod(m_observer, &QuotaObserver::refresh, Qt::QueuedConnection);
@@ -149,10 +149,6 @@ void DashboardController::onHoldersPatch(const HoldersPatch& patch)
     m_snapshot.holdersRevision = m_holders->revision();
     m_snapshot.holdersBase = 0;
     m_snapshot.holdersChanged = {};
-    m_shown.holders = m_snapshot.holders; // shared, not copied
-    m_shown.holdersRevision = m_snapshot.holdersRevision;
-    m_shown.holdersBase = 0;
-    m_shown.holdersChanged = {};
     Q_EMIT holdersChanged();
 }
 
@@ -171,10 +167,14 @@ void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)
 
 void DashboardController::showSnapshot()
 {
-    m_shown = m_scope.isEmpty() ? m_snapshot : scopedTo(m_snapshot, m_scope);
-    m_providers->setSnapshot(m_shown);
-    m_limits->setSnapshot(m_shown);
-    m_holders->setSnapshot(m_shown);
+    if (m_scope.isEmpty())
+        m_scoped = {}; // a scope left: its copy is not kept
+    else
+        m_scoped = scopedTo(m_snapshot, m_scope);
+    const DashboardSnapshot& shown = shownSnapshot();
+    m_providers->setSnapshot(shown);
+    m_limits->setSnapshot(shown);
+    m_holders->setSnapshot(shown);
 }
 
 QStringList DashboardController::providerNames() const

@@ -1028,8 +1028,13 @@ void MainWindow::updatePauseToggle()
     const bool paused = m_controller->snapshot().state.pausedAll;
     m_togglePauseAction->setChecked(paused);
     m_togglePauseAction->setText(paused ? tr("Resume all") : tr("Pause all"));
-    m_togglePauseAction->setIcon(
-        iconNamed(paused ? QStringLiteral("state-paused") : QStringLiteral("pause")));
+    // Set only when it changes: setIcon always emits changed(), which repaints the tool bar's
+    // button on every snapshot.
+    if (m_pauseToggleIcon != int(paused)) {
+        m_pauseToggleIcon = int(paused);
+        m_togglePauseAction->setIcon(
+            iconNamed(paused ? QStringLiteral("state-paused") : QStringLiteral("pause")));
+    }
     const QAction* target = paused ? m_resumeAllAction : m_pauseAllAction;
     m_togglePauseAction->setToolTip(withShortcut(
         paused ? tr("Everything is paused: let every caller go on") : tr("Make every caller wait"),

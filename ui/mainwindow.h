@@ -219,6 +219,7 @@ private:
     QPushButton* m_scopeChip = nullptr;
     int m_newEvents = 0;
     QAction* m_togglePauseAction = nullptr;
+    int m_pauseToggleIcon = -1; // paused (1) or not (0) as its icon shows; -1: none set yet
     QAction* m_pauseAction = nullptr;
     QAction* m_editLimitAction = nullptr;
     QAction* m_cleanStaleAction = nullptr;

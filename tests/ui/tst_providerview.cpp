@@ -149,6 +149,8 @@ void TestProviderView::oneProviderInFullAndBackToAll()
     QCOMPARE(box->itemData(2).toString(), QStringLiteral("beta"));
     QTRY_COMPARE_WITH_TIMEOUT(c->providers()->rowCount(), 2, TIMEOUT_MS);
     QTRY_COMPARE_WITH_TIMEOUT(c->callerUsage()->rowCount(), 4, TIMEOUT_MS);
+    // All providers: what is shown is the snapshot itself, not a copy of it per snapshot.
+    QCOMPARE(&c->shownSnapshot(), &c->snapshot());
     auto* usage = w.findChild<UsageChart*>(QStringLiteral("usageChart"));
     QCOMPARE(usage->limitLineValue(), 0.0); // two providers: no line (never their sum)
 
@@ -156,6 +158,8 @@ void TestProviderView::oneProviderInFullAndBackToAll()
     box->setCurrentIndex(2);
     Q_EMIT box->activated(2);
     QCOMPARE(c->providerScope(), QStringLiteral("beta"));
+    QVERIFY(&c->shownSnapshot() != &c->snapshot());
+    QCOMPARE(c->shownSnapshot().state.providers.size(), std::size_t(1));
     QCOMPARE(columnValues(c->providers(), ProvidersModel::Provider), QStringList { QStringLiteral("beta") });
     // Its limits: the provider and its class, nothing of alpha's.
     QCOMPARE(columnValues(c->limits(), LimitsModel::Provider),
@@ -195,6 +199,7 @@ void TestProviderView::oneProviderInFullAndBackToAll()
     box->setCurrentIndex(0);
     Q_EMIT box->activated(0);
     QCOMPARE(c->providerScope(), QString());
+    QCOMPARE(&c->shownSnapshot(), &c->snapshot());
     QCOMPARE(c->providers()->rowCount(), 2);
     QCOMPARE(c->callerUsage()->rowCount(), 4);
     QTRY_COMPARE_WITH_TIMEOUT(usage->limitLineValue(), 0.0, TIMEOUT_MS);
