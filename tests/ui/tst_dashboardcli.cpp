@@ -9,8 +9,8 @@
 #include <QImage>
 #include <QLibraryInfo>
 #include <QProcess>
-#include <QSettings>
 #include <QProcessEnvironment>
+#include <QSettings>
 #include <QStandardPaths>
 #include <QStringList>
 #include <QTemporaryDir>
@@ -518,8 +518,8 @@ void TestDashboardCli::theThemeChosenInSettingsIsUsedUnlessPaletteSaysOtherwise(
         QFile::remove(png);
         QProcess p;
         startDashboard(QStringList { QStringLiteral("--home"), dir.path() + QStringLiteral("/home"),
-                           QStringLiteral("--settings"), ini, QStringLiteral("--size"), QStringLiteral("800x600"),
-                           QStringLiteral("--screenshot"), png }
+                           QStringLiteral("--settings"), ini, QStringLiteral("--size"),
+                           QStringLiteral("800x600"), QStringLiteral("--screenshot"), png }
                 + extra,
             p);
         if (!p.waitForFinished(60000) || p.exitCode() != 0)

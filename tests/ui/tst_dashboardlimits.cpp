@@ -541,8 +541,8 @@ void TestDashboardLimits::backoffAndMaxHoldAreEditedAsTheCliSetsThem()
     QCOMPARE(written(), expected);
     QTRY_COMPARE_WITH_TIMEOUT(
         model->index(row, LimitsModel::BackoffBase).data().toString(), QStringLiteral("40.5 s"), TIMEOUT_MS);
-    QVERIFY(
-        model->setData(model->index(row, LimitsModel::MaxHold), QStringLiteral("150 s"))); // as the cell reads
+    QVERIFY(model->setData(
+        model->index(row, LimitsModel::MaxHold), QStringLiteral("150 s"))); // as the cell reads
     QVERIFY(actions.wait(TIMEOUT_MS));
     QVERIFY(actions.takeFirst().at(0).value<ActionResult>().ok);
     expected.maxHoldMs = 150000;

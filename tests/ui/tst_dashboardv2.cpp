@@ -30,19 +30,19 @@
 #include <QDir>
 #include <QFile>
 #include <QHeaderView>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenu>
 #include <QMenuBar>
 #include <QPushButton>
 #include <QScreen>
-#include <QHelpEvent>
 #include <QScrollBar>
-#include <QToolTip>
 #include <QSignalSpy>
 #include <QSplitter>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QToolTip>
 #include <QtCharts/QChart>
 #include <QtCharts/QScatterSeries>
 

@@ -279,7 +279,8 @@ void TestMainWindow::helpListsEveryShortcut()
     const QString text = w.shortcutsText();
     for (const QString& line : { QStringLiteral("F2\tEdit limit"), QStringLiteral("F5\tRefresh"),
              QStringLiteral("F1\tKeyboard shortcuts"), QStringLiteral("Ctrl+Shift+K\tClean stale"),
-             QStringLiteral("Alt+O\tChoose the provider shown"), QStringLiteral("+ / -\tZoom the focused chart") })
+             QStringLiteral("Alt+O\tChoose the provider shown"),
+             QStringLiteral("+ / -\tZoom the focused chart") })
         QVERIFY2(text.contains(line), qPrintable(text));
 }
 
