@@ -107,7 +107,7 @@ napi_value NodeCall::construct(napi_env env, napi_callback_info cbinfo)
     return a.self;
 }
 
-NodeCall* NodeCall::usable(napi_env env, napi_value self)
+NodeCall* NodeCall::unwrapped(napi_env env, napi_value self)
 {
     bool tagged = false;
     void* p = nullptr;
@@ -122,7 +122,14 @@ NodeCall* NodeCall::usable(napi_env env, napi_value self)
         throwType(env, "tollgate: not a Call");
         return nullptr;
     }
-    auto* c = static_cast<NodeCall*>(p);
+    return static_cast<NodeCall*>(p);
+}
+
+NodeCall* NodeCall::usable(napi_env env, napi_value self)
+{
+    auto* c = unwrapped(env, self);
+    if (!c)
+        return nullptr;
     if (!c->m_call || c->m_freeWhenDone) {
         throwCode(env, TOLLGATE_E_STATE, "tollgate: the call was freed");
         return nullptr;
@@ -224,14 +231,9 @@ napi_value NodeCall::cancel(napi_env env, napi_callback_info cbinfo)
     Args a;
     if (!readArgs(env, cbinfo, a))
         return nullptr;
-    void* p = nullptr;
-    bool tagged = false;
-    if (napi_check_object_type_tag(env, a.self, &CALL_TAG, &tagged) != napi_ok || !tagged
-        || napi_unwrap(env, a.self, &p) != napi_ok || !p) {
-        throwType(env, "tollgate: not a Call");
+    auto* c = unwrapped(env, a.self);
+    if (!c)
         return nullptr;
-    }
-    auto* c = static_cast<NodeCall*>(p);
     if (c->m_call)
         tollgate_call_cancel(c->m_call);
     return undefinedValue(env);
@@ -382,14 +384,9 @@ napi_value NodeCall::free(napi_env env, napi_callback_info cbinfo)
     Args a;
     if (!readArgs(env, cbinfo, a))
         return nullptr;
-    void* p = nullptr;
-    bool tagged = false;
-    if (napi_check_object_type_tag(env, a.self, &CALL_TAG, &tagged) != napi_ok || !tagged
-        || napi_unwrap(env, a.self, &p) != napi_ok || !p) {
-        throwType(env, "tollgate: not a Call");
+    auto* c = unwrapped(env, a.self);
+    if (!c)
         return nullptr;
-    }
-    auto* c = static_cast<NodeCall*>(p);
     if (c->m_waiting) {
         c->m_freeWhenDone = true;
         tollgate_call_cancel(c->m_call);

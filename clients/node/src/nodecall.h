@@ -53,7 +53,9 @@ private:
     static void admitWait(Admission* w);
     static void admitComplete(napi_env env, napi_value callback, void* context, void* data);
 
-    // The call for a method of `self`, or nullptr with a TypeError/StateError pending.
+    // The call wrapped in `self`, or nullptr with a TypeError pending (not a Call).
+    static NodeCall* unwrapped(napi_env env, napi_value self);
+    // The same, and not freed nor waiting, or nullptr with a TypeError/StateError pending.
     static NodeCall* usable(napi_env env, napi_value self);
 
     tollgate_call* m_call = nullptr; // owned
