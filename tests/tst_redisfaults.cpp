@@ -5,9 +5,11 @@
 // itself once Redis is back, a lost state restarting conservatively, lost limits reported
 // (never replaced by defaults), and no overrun or wedge through it all.
 
+#include "backend/redisquotabackend.h"
 #include "helpers/redisserver.h"
 #include "helpers/tricklepeer.h"
 #include "store/redisconnection.h"
+#include "system/processprobe.h"
 #include "testsupport.h"
 
 #include <QDir>
@@ -57,6 +59,9 @@ private Q_SLOTS:
     void aStateThatWentBackInTimeIsTreatedAsLost();
     void anImportIntoANewHomeCanStartFresh();
     void aWakeUpReachesOnlyTheHead();
+    void aStateWithWaitersInsideIsConverted();
+    void aWaiterWhoseRecordIsLostOrCorruptQueuesAgain();
+    void aRingThatSaysWhenToLookIsNoRing();
 
 private:
     Ran cli(const QStringList& args, int limitMs = 60000) const
@@ -77,6 +82,48 @@ private:
     }
     // The test's own view of the home's Redis (to delete, forge or look at keys).
     RedisAddress address() const { return HomeSpec::parse(m_home.toStdString())->redis(); }
+    // A Lua snippet run on the home's state hash (KEYS[1]) and its provider "api" (ARGV[1]:
+    // the field), as an operator or an older Tollgate could: its reply as text.
+    std::string evalOnState(const char* lua) const
+    {
+        auto c = RedisConnection::open(address());
+        if (!c)
+            return "no connection: " + c.error().describe();
+        auto r = c->command({ "EVAL", lua, "1", RedisConnection::key(address(), "state"), "p:api" });
+        if (!r)
+            return "failed: " + r.error().describe();
+        return r->type == RedisReply::Type::Integer ? std::to_string(r->integer) : r->text;
+    }
+    // The provider's queue as the script keeps it: its tickets, in order.
+    QStringList queuedTickets() const
+    {
+        const std::string q = evalOnState("local p = cmsgpack.unpack(redis.call('HGET', KEYS[1], ARGV[1])) "
+                                          "return type(p.q) == 'string' and p.q or '?'");
+        QStringList out;
+        for (std::size_t at = 0; at + 16 <= q.size(); at += 16)
+            out << QString::fromStdString(q.substr(at, 16)).remove(QRegularExpression(QStringLiteral("^0+")));
+        return out;
+    }
+    int waiting() const
+    {
+        const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+        return QJsonDocument::fromJson(r.out)
+            .object()
+            .value(QStringLiteral("providers"))
+            .toArray()
+            .at(0)
+            .toObject()
+            .value(QStringLiteral("waiting"))
+            .toInt();
+    }
+    // `run api -- true` waiting up to 120 s.
+    TestSupport::Child startWaiter(const QString& caller) const
+    {
+        return TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
+            { QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"),
+                QStringLiteral("--caller"), caller, QStringLiteral("--timeout"), QStringLiteral("120"),
+                QStringLiteral("--"), QStringLiteral("true") });
+    }
     // `acquire api` as a try (no waiting).
     static QStringList tryAcquire()
     {
@@ -515,6 +562,12 @@ void TestRedisFaults::aWakeUpReachesOnlyTheHead()
             .toObject();
     };
     QTRY_COMPARE_WITH_TIMEOUT(provider().value(QStringLiteral("waiting")).toInt(), WAITERS, 60000);
+    // The provider's state holds the queue's tickets, not its waiters (each is a field of its
+    // own): it grows by 16 bytes a waiter. Before, every waiter was in it (~180 bytes each),
+    // and every call decoded and wrote them all.
+    const std::string stateBytes = evalOnState("return redis.call('HSTRLEN', KEYS[1], ARGV[1])");
+    QVERIFY2(std::stoll(stateBytes) < 100 * WAITERS, stateBytes.c_str());
+    QCOMPARE(queuedTickets().size(), WAITERS);
     const qint64 fence = provider()
                              .value(QStringLiteral("slots"))
                              .toArray()
@@ -902,6 +955,120 @@ void TestRedisFaults::aStateThatWentBackInTimeIsTreatedAsLost()
     auto lost = c->command({ "HGET", state, "lost" });
     QVERIFY(lost.ok() && lost->type == RedisReply::Type::String);
     QVERIFY2(lost->text.find("back in time") != std::string::npos, lost->text.c_str());
+}
+
+// An older Tollgate kept each waiter inside its provider's state. Such a state, met with
+// waiters in it, is read by `status` and converted by the next call: the waiter keeps its
+// place and is admitted; nothing is set aside, nothing restarts conservatively.
+void TestRedisFaults::aStateWithWaitersInsideIsConverted()
+{
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    auto holder = startHolder(QStringLiteral("holder"), 30000, false);
+    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("holder") }, 20000);
+    auto waiter = startWaiter(QStringLiteral("w"));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
+    const std::string converted = evalOnState(R"(
+        local p = cmsgpack.unpack(redis.call('HGET', KEYS[1], ARGV[1]))
+        local q = {}
+        for at = 1, #p.q, 16 do
+            local field = 'q:' .. string.format('%d', tonumber(string.sub(p.q, at, at + 15)))
+            q[#q + 1] = cmsgpack.unpack(redis.call('HGET', KEYS[1], field))
+            redis.call('HDEL', KEYS[1], field)
+        end
+        p.q = q
+        redis.call('HSET', KEYS[1], ARGV[1], cmsgpack.pack(p))
+        return #q)");
+    QVERIFY2(converted == "1", converted.c_str());
+    QCOMPARE(waiting(), 1); // read as it is
+    holder.reset(); // killed: its slot is freed once its death is seen (this host: probed)
+    QVERIFY2(waiter->waitForFinished(120000), "the waiter was never admitted");
+    QVERIFY2(waiter->exitCode() == 0, waiter->readAllStandardError().constData());
+    QCOMPARE(queuedTickets(), QStringList {}); // written back as tickets
+    auto c = RedisConnection::open(address());
+    QVERIFY(c.ok());
+    auto aside = c->command({ "EXISTS", RedisConnection::key(address(), "corrupt") });
+    QVERIFY(aside.ok());
+    QCOMPARE(aside->integer, 0);
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QVERIFY2(!history.out.contains("\"type\":\"reset\""), history.out.constData());
+}
+
+// A waiter's record lost (HDEL) or replaced by something that does not decode: the queue does
+// not wedge on it. The record that did not decode is set aside; its ticket leaves the queue;
+// each waiter, finding no entry when it next looks, queues again and is admitted.
+void TestRedisFaults::aWaiterWhoseRecordIsLostOrCorruptQueuesAgain()
+{
+    QVERIFY(startRedis(false));
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    auto holder = startHolder(QStringLiteral("holder"), 30000, false);
+    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("holder") }, 20000);
+    auto first = startWaiter(QStringLiteral("first"));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
+    auto second = startWaiter(QStringLiteral("second"));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 30000);
+    const QStringList tickets = queuedTickets();
+    QCOMPARE(tickets.size(), 2);
+    auto c = RedisConnection::open(address());
+    QVERIFY(c.ok());
+    const std::string state = RedisConnection::key(address(), "state");
+    QVERIFY(c->command({ "HSET", state, "q:" + tickets[0].toStdString(), "\xc1 not MessagePack" }).ok());
+    QVERIFY(c->command({ "HDEL", state, "q:" + tickets[1].toStdString() }).ok());
+    holder.reset();
+    for (auto* w : { first.get(), second.get() }) {
+        QVERIFY2(w->waitForFinished(120000), "a waiter was never admitted");
+        QVERIFY2(w->exitCode() == 0, w->readAllStandardError().constData());
+    }
+    auto aside = c->command({ "HLEN", RedisConnection::key(address(), "corrupt") });
+    QVERIFY(aside.ok());
+    QCOMPARE(aside->integer, 1);
+    QCOMPARE(queuedTickets(), QStringList {});
+    auto fields = c->command({ "HKEYS", state });
+    QVERIFY(fields.ok());
+    for (const RedisReply& f : fields->elements)
+        QVERIFY2(f.text.rfind("q:", 0) != 0, f.text.c_str()); // no waiter's record left behind
+}
+
+// The script tells a head that cannot go yet, and a watcher, when to look ("in:<ms>") rather
+// than to look now ("1"), so that a crowd's admission costs no looks that change nothing. A
+// backend counts only "now" as a ring, and moves its mark when the time it was given comes.
+void TestRedisFaults::aRingThatSaysWhenToLookIsNoRing()
+{
+    QVERIFY(startRedis(false));
+    const ProcessProbe probe;
+    auto backend = RedisQuotaBackend::open(address(), probe);
+    QVERIFY2(backend.ok(), backend.ok() ? "" : backend.error().describe().c_str());
+    const std::uint32_t m0 = (*backend)->changeMark(); // subscribes
+    auto c = RedisConnection::open(address());
+    QVERIFY(c.ok());
+    std::string channel;
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+            auto r = c->command({ "PUBSUB", "CHANNELS", RedisConnection::key(address(), "") + "w:*" });
+            if (!r || r->elements.size() != 1)
+                return false;
+            channel = r->elements[0].text;
+            return true;
+        }(),
+        10000);
+    // "Within a minute", then "now": messages arrive in order, so once the mark moves both were
+    // read, and it moved once.
+    QVERIFY(c->command({ "PUBLISH", channel, "in:60000" }).ok());
+    QVERIFY(c->command({ "PUBLISH", channel, "1" }).ok());
+    std::uint32_t m1 = m0;
+    QTRY_VERIFY_WITH_TIMEOUT(((*backend)->waitForChange(m0, std::chrono::milliseconds(200)),
+                                 (m1 = (*backend)->changeMark()) != m0),
+        20000);
+    QCOMPARE(m1, m0 + 1);
+    // "Within 0 ms": the mark moves by itself when that time comes, with no other message.
+    QVERIFY(c->command({ "PUBLISH", channel, "in:0" }).ok());
+    std::uint32_t m2 = m1;
+    QTRY_VERIFY_WITH_TIMEOUT(((*backend)->waitForChange(m1, std::chrono::milliseconds(200)),
+                                 (m2 = (*backend)->changeMark()) != m1),
+        20000);
+    QCOMPARE(m2, m1 + 1);
 }
 
 QTEST_GUILESS_MAIN(TestRedisFaults)

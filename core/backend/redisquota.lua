@@ -509,53 +509,79 @@ local function checkFields(t, spec)
 end
 local GLOBAL_SPEC = { nf = 'int', nt = 'int', pz = 'boolean', pr = 'string', pat = 'int' }
 local PROVIDER_SPEC = { n = 'string', pz = 'boolean', pr = 'string', pa = 'int', c = 'int', bu = 'int',
-    l4 = 'int', pu = 'int', la = 'int', at = 'int', rt = 'int', sc = 'table', sl = 'table', q = 'table' }
+    l4 = 'int', pu = 'int', la = 'int', at = 'int', rt = 'int', sc = 'table', sl = 'table' }
 local SCOPE_SPEC = { m = 'string', w = 'int', b = 'table' }
 local SLOT_SPEC = { f = 'int', pid = 'int', a = 'int', n = 'int', c = 'string', m = 'string', h = 'string',
     st = 'int', lu = 'int' }
 local WAITER_SPEC = { tk = 'int', pid = 'int', e = 'int', d = 'int', n = 'int', c = 'string', m = 'string',
     s = 'boolean', r = 'int', h = 'string', st = 'int', lu = 'int' }
 
--- Each waiter's own encoding, kept until it changes: a provider's state is written whole, and
--- with a long queue encoding every waiter again was most of an admission's cost (a queue of
--- 200: 5x that of an empty one). Every change to a waiter's fields goes through W.changed (or
--- makes a new table); packProvider splices the kept encodings into the provider's. Functions
--- may not set metatables (no weak keys): waiters that left keep their entry until the table,
--- past MAX_PACKED entries, starts over.
+-- Waiters, each in a field of its own ----------------------------------------------------------
+--
+-- A provider's queue (p.q) holds only its tickets, in FIFO order, as one string of 16 digits
+-- each (W.WIDTH; a ticket is at most NEVER, 2^53: 16 digits), so that reading and writing the
+-- provider's state costs the same with 200 waiters as with none (a list of 200 numbers: 40 µs
+-- more per call to decode, check and encode); each waiter is the field 'q:<ticket>' of the
+-- state hash (tickets are global and only grow: a field is never reused).
+-- A call reads the waiters it looks at (the head, its watcher, the caller's own entry) and
+-- writes those that changed, so its cost does not grow with the queue: with the waiters inside
+-- the provider's state, every call decoded and wrote them all (a queue of 200: 0.2 ms of Lua
+-- per call for the decoding alone, most of an admission's server time). Only the rare calls
+-- that judge every waiter (a stall, releaseStale, abandon, the clock going back) read them all.
+-- A waiter's record is decoded once per string, as the states are (decode/keepDecoded); every
+-- change to it goes through W.changed, which marks it to be written. A record that is missing
+-- or does not decode (a partial loss, a forged value: it is set aside) is a ghost: passed at
+-- once and dropped from the queue when it reaches the head; its waiter, when it next looks,
+-- finds no entry and queues again. A state from before this layout, with whole waiters in q,
+-- is converted when read (W.convert).
 -- (The queue's helpers are fields of W: the script's main chunk is near Lua's 200 locals.)
-local W = { packed = {}, count = 0, MAX_PACKED = 4096 }
-function W.changed(w)
-    W.packed[w] = nil
+local W = { rec = {}, gone = {}, PREFIX = 'q:', WIDTH = QUEUE_TICKET_DIGITS }
+W.FORMAT = '%0' .. W.WIDTH .. 'd'
+function W.field(tk)
+    return W.PREFIX .. string.format('%d', tk)
 end
-function W.packProvider(p)
-    local q = p.q
-    if #q == 0 then return cmsgpack.pack(p) end -- nothing to splice
-    p.q = nil
-    local rest = cmsgpack.pack(p) -- a map of the other fields (fewer than 65536)
-    p.q = q
-    local b0 = string.byte(rest, 1)
-    local skip, n
-    if b0 >= 0x80 and b0 <= 0x8f then
-        skip, n = 1, b0 - 0x80
-    else -- 0xde: map 16
-        skip, n = 3, string.byte(rest, 2) * 256 + string.byte(rest, 3)
+function W.fmt(tk)
+    return string.format(W.FORMAT, tk)
+end
+-- How many wait in p's queue; the ticket at place i (-1, never a real one, where the string
+-- holds something else: a ghost); the place of ticket tk (nil: not queued).
+function W.n(p)
+    return #p.q / W.WIDTH
+end
+function W.at(p, i)
+    local c = string.sub(p.q, (i - 1) * W.WIDTH + 1, i * W.WIDTH)
+    if #c ~= W.WIDTH or string.find(c, '%D') then return -1 end
+    return tonumber(c)
+end
+function W.indexOf(p, tk)
+    local needle = W.fmt(tk)
+    local from = 1
+    while true do
+        local at = string.find(p.q, needle, from, true)
+        if not at then return nil end
+        if (at - 1) % W.WIDTH == 0 then return (at - 1) / W.WIDTH + 1 end
+        from = at + 1
     end
-    n = n + 1
-    local parts = { n < 16 and string.char(0x80 + n) or string.char(0xde, math.floor(n / 256), n % 256),
-        string.sub(rest, skip + 1), cmsgpack.pack('q'),
-        -- n <= MAX_WAITERS < 65536
-        #q < 16 and string.char(0x90 + #q) or string.char(0xdc, math.floor(#q / 256), #q % 256) }
-    for _, w in ipairs(q) do
-        local raw = W.packed[w]
-        if not raw then
-            raw = cmsgpack.pack(w)
-            if W.count >= W.MAX_PACKED then W.packed, W.count = {}, 0 end
-            W.packed[w] = raw
-            W.count = W.count + 1
-        end
-        parts[#parts + 1] = raw
-    end
+end
+function W.removeAt(p, i)
+    p.q = string.sub(p.q, 1, (i - 1) * W.WIDTH) .. string.sub(p.q, i * W.WIDTH + 1)
+end
+function W.append(p, tk)
+    p.q = p.q .. W.fmt(tk)
+end
+function W.join(tickets)
+    local parts = {}
+    for i, tk in ipairs(tickets) do parts[i] = W.fmt(tk) end
     return table.concat(parts)
+end
+function W.changed(w)
+    if w.tk ~= nil and W.rec[w.tk] == w and not w.lost then dirty[W.field(w.tk)] = w end
+end
+-- Taken out of the queue: its field is deleted at the commit.
+function W.drop(tk)
+    local field = W.field(tk)
+    dirty[field] = nil
+    W.gone[field] = true
 end
 
 -- A waiter's wake key (RedisQuotaBackend::m_wakeKey): its channel is channel .. 'w:' .. key.
@@ -563,8 +589,22 @@ function W.validKey(k)
     return type(k) == 'string' and #k >= 1 and #k <= 64 and not string.find(k, '[^%w%-_.]')
 end
 
+function W.validRecord(w)
+    if not checkFields(w, WAITER_SPEC) then return false end
+    -- Its wake key, when its turn came (hs), last seen (sn), its wake-up reached nobody (nr).
+    return not ((w.wk ~= nil and not W.validKey(w.wk)) or (w.hs ~= nil and not isInt(w.hs, -NEVER, NEVER))
+        or (w.sn ~= nil and not isInt(w.sn, -NEVER, NEVER)) or (w.nr ~= nil and not isInt(w.nr, -NEVER, NEVER)))
+end
+
 local function validProvider(p)
-    if not checkFields(p, PROVIDER_SPEC) or #p.sl > MAX_SLOTS or #p.q > MAX_WAITERS then return false end
+    if not checkFields(p, PROVIDER_SPEC) or #p.sl > MAX_SLOTS then return false end
+    -- The queue: a string of tickets (W.WIDTH digits each; one that holds something else is a
+    -- ghost, W.at), or, in a state from before W's layout, the waiters themselves (W.convert).
+    if type(p.q) == 'string' then
+        if #p.q % W.WIDTH ~= 0 or W.n(p) > MAX_WAITERS then return false end
+    elseif type(p.q) ~= 'table' or #p.q > MAX_WAITERS then
+        return false
+    end
     -- The provider's reported limits (noteLimits) are optional: a state from before them has none.
     if (p.ra ~= nil and not isInt(p.ra, 0, NEVER)) or (p.rr ~= nil and not isInt(p.rr, -1, MAX_REPORTED))
         or (p.rk ~= nil and not isInt(p.rk, -1, MAX_REPORTED)) or (p.ri ~= nil and not isInt(p.ri, -1, MAX_REPORTED))
@@ -610,12 +650,13 @@ local function validProvider(p)
     if (p.wt ~= nil and not isInt(p.wt, 0, NEVER)) or (p.hw ~= nil and not isInt(p.hw, -NEVER, NEVER)) then
         return false
     end
-    for _, w in ipairs(p.q) do
-        if not checkFields(w, WAITER_SPEC) then return false end
-        -- Its wake key, when its turn came (hs), last seen (sn), its wake-up reached nobody (nr).
-        if (w.wk ~= nil and not W.validKey(w.wk)) or (w.hs ~= nil and not isInt(w.hs, -NEVER, NEVER))
-            or (w.sn ~= nil and not isInt(w.sn, -NEVER, NEVER)) or (w.nr ~= nil and not isInt(w.nr, -NEVER, NEVER)) then
-            return false
+    if type(p.q) == 'table' then
+        local seen = {}
+        for _, w in ipairs(p.q) do
+            if type(w) ~= 'table' or not W.validRecord(w) or not isInt(w.tk, 1, NEVER) or seen[w.tk] then
+                return false
+            end
+            seen[w.tk] = true
         end
     end
     return true
@@ -639,7 +680,7 @@ end
 -- Under EVALSHA the script runs whole each time and starts with an empty cache.
 local decoded, decodedCount = {}, 0
 local readThisCall -- field -> { raw, v }: the states this call decoded or took from the cache
-local MAX_DECODED = 256 -- states kept at most (homes x providers); past it, start over
+local MAX_DECODED = 8192 -- states and waiters kept at most (homes x (providers + waiters)); past it, start over
 local function cacheKey(field)
     return KEYS[2] .. '\n' .. field
 end
@@ -671,6 +712,79 @@ local function keepDecoded(field, raw, v)
         decodedCount = decodedCount + 1
     end
     decoded[key] = { raw = raw, v = v }
+end
+
+-- A waiter's times as read, bounded by now (a clock that went back; boundTimes does the rest
+-- of the state): done as each is read, so that no call has to look at them all.
+function W.bound(w)
+    local b = false
+    if w.e > now then w.e, b = now, true end
+    local lease = plus(now, WAITER_LEASE_MS)
+    if w.lu > lease then w.lu, b = lease, true end
+    if w.sn and w.sn > now then w.sn, b = now, true end
+    if w.hs and w.hs > now then w.hs, b = now, true end
+    if b then W.changed(w) end
+end
+-- The waiter of ticket tk, read at most once per call; a ghost (w.lost: why) when its record is
+-- missing or did not decode (set aside in KEYS[5] and deleted, so it is set aside once).
+function W.get(tk)
+    local w = W.rec[tk]
+    if w then return w end
+    local field = W.field(tk)
+    local raw = redis.call('HGET', KEYS[2], field)
+    w = decode(field, raw, function(v) return tk >= 1 and W.validRecord(v) and v.tk == tk end)
+    if not w then
+        local why = 'its record ' .. field .. ' was missing from ' .. KEYS[2]
+        if w == false then
+            redis.call('HSET', KEYS[5], field .. '@' .. now, raw)
+            redis.call('HDEL', KEYS[2], field)
+            why = 'its record ' .. field .. ' in ' .. KEYS[2] .. ' did not decode; set aside in ' .. KEYS[5]
+        end
+        w = { tk = tk, pid = 0, e = now, d = now, n = 0, c = '', m = '', s = false, r = 0, h = '', st = 0, lu = 0,
+            lost = why }
+        W.rec[tk] = w
+        W.ghosts = true
+        return w
+    end
+    W.rec[tk] = w
+    W.bound(w)
+    return w
+end
+-- A provider's state deleted (its limits removed): its waiters' fields go with it.
+function W.deleteProvider(name)
+    local field = 'p:' .. name
+    local raw = redis.call('HGET', KEYS[2], field)
+    if raw and #raw <= MAX_STATE_BYTES then
+        local ok, v = pcall(cmsgpack.unpack, raw)
+        if ok and type(v) == 'table' and type(v.q) == 'string' then
+            for i = 1, W.n(v) do
+                local tk = W.at(v, i)
+                if tk >= 1 then redis.call('HDEL', KEYS[2], W.field(tk)) end
+            end
+        end
+    end
+    redis.call('HDEL', KEYS[2], field)
+end
+-- Every waiter of p, read (the rare calls that judge them all): for i, w in W.all(p).
+function W.all(p)
+    local i = 0
+    return function()
+        i = i + 1
+        if i <= W.n(p) then return i, W.get(W.at(p, i)) end
+    end
+end
+-- A state from before this layout (whole waiters in q): its waiters move to fields of their own.
+function W.convert(p)
+    if type(p.q) ~= 'table' then return false end
+    local tickets = {}
+    for i, w in ipairs(p.q) do
+        W.rec[w.tk] = w
+        dirty[W.field(w.tk)] = w
+        W.bound(w)
+        tickets[i] = w.tk
+    end
+    p.q = W.join(tickets)
+    return true
 end
 
 local globalState -- per call (main)
@@ -706,7 +820,7 @@ end
 
 local function newProvider(name)
     return { n = name, pz = false, pr = '', pa = 0, c = 0, bu = 0, l4 = 0, pu = 0, la = 0, at = 0, rt = 0,
-        sc = {}, sl = {}, q = {} }
+        sc = {}, sl = {}, q = '' }
 end
 local function scope(p, model)
     for _, sc in ipairs(p.sc) do
@@ -890,25 +1004,24 @@ local function discountStall(p, t)
                 end
             end
         end
+        -- (Each waiter is written by W.changed: the provider's own state is not changed here.)
         local more = gap - math.floor(WAITER_LEASE_MS / 3)
         if more > 0 then
-            for _, w in ipairs(p.q) do
+            for _, w in W.all(p) do
                 if w.lu ~= 0 then
                     w.lu = plus(w.lu, more)
                     W.changed(w)
-                    changed = true
                 end
             end
         end
         -- A head looks every HEAD_LOOK_MS: a gap longer than its grace allows for is not its fault.
         more = gap - (HEAD_GRACE_MS - HEAD_LOOK_MS)
         if more > 0 then
-            for _, w in ipairs(p.q) do
+            for _, w in W.all(p) do
                 if w.hs then
                     w.hs = math.min(plus(w.hs, more), t)
                     if w.sn then w.sn = math.min(plus(w.sn, more), t) end
                     W.changed(w)
-                    changed = true
                 end
             end
         end
@@ -967,8 +1080,9 @@ local function providerOf(name, l)
         if serverClock then p.sv = now end
         if l then fillConservatively(p, l, now) end
         dirty[field] = p
-    elseif discountStall(p, now) then
-        dirty[field] = p
+    else
+        if W.convert(p) then dirty[field] = p end
+        if discountStall(p, now) then dirty[field] = p end
     end
     providerStates[name] = p
     return p
@@ -1001,6 +1115,7 @@ local function whyHolderGone(s, l, t)
     return 'lease expired (holder pid ' .. s.pid .. ' on another host)'
 end
 local function whyWaiterGone(w, t)
+    if w.lost then return w.lost end
     if t > plus(w.d, GHOST_GRACE_MS) then return 'waiter vanished past its deadline' end
     if w.h == myHost and myHost ~= '' then
         if deadT[w.tk] then return 'waiter died' end
@@ -1047,8 +1162,8 @@ local function reclaimSlots(p, l, t, overdue, who)
 end
 local function pruneQueueHead(p, t)
     local changed = false
-    while #p.q > 0 do
-        local w = p.q[1]
+    while p.q ~= '' do
+        local w = W.get(W.at(p, 1))
         local why = whyWaiterGone(w, t)
         if why == '' then break end
         local e = event(EVENT.GAVE_UP, p.n)
@@ -1057,18 +1172,18 @@ local function pruneQueueHead(p, t)
         e.pid = w.pid
         e.waited_ms = t - w.e
         e.reason = why
-        table.remove(p.q, 1)
+        W.removeAt(p, 1)
+        W.drop(w.tk)
         changed = true
     end
     return changed
 end
 -- The caller's own queue entry, found once per call (each look over a long queue costs).
 function W.find(p, ticket)
-    if ticket == 0 then return nil end
-    for _, w in ipairs(p.q) do
-        if w.tk == ticket then return w end
-    end
-    return nil
+    if ticket == 0 or not W.indexOf(p, ticket) then return nil end
+    local w = W.get(ticket)
+    if w.lost then return nil end -- its record is gone: it queues again
+    return w
 end
 local function renewWaiter(w, t)
     if w.lu - t > math.floor(WAITER_LEASE_MS * 2 / 3) then return false end
@@ -1094,11 +1209,11 @@ function W.saw(w, t, wake)
     return changed
 end
 local function dequeue(p, ticket)
-    for i, w in ipairs(p.q) do
-        if w.tk == ticket then
-            table.remove(p.q, i)
-            return true
-        end
+    local i = W.indexOf(p, ticket)
+    if i then
+        W.removeAt(p, i)
+        W.drop(ticket)
+        return true
     end
     return false
 end
@@ -1111,7 +1226,7 @@ end
 -- its connection, is gone), or, of another host than the caller's (this host's are probed by
 -- the caller), its turn came (hs) and it has not been seen (sn) for HEAD_GRACE_MS since.
 function W.passed(w, t)
-    if w.nr or deadT[w.tk] then return true end
+    if w.nr or w.lost or deadT[w.tk] then return true end
     if w.h == myHost and myHost ~= '' then return false end
     if not w.hs then return false end -- its turn has not come: nobody could expect it yet
     return t > plus(math.max(w.sn or w.e, w.hs), HEAD_GRACE_MS)
@@ -1119,17 +1234,30 @@ end
 -- The index of the waiter whose turn it is (the caller's own entry, `ticket`, is never
 -- passed: it is here); nil when every waiter is passed.
 function W.head(p, t, ticket)
-    for i, w in ipairs(p.q) do
-        if w.tk == ticket or not W.passed(w, t) then return i end
+    for i = 1, W.n(p) do
+        local tk = W.at(p, i)
+        if tk == ticket or not W.passed(W.get(tk), t) then return i end
     end
     return nil
 end
 -- The waiter after the head, not passed: the watcher, who looks when the head would go stale.
 function W.watcher(p, h, t)
-    for i = h + 1, #p.q do
-        if not W.passed(p.q[i], t) then return i end
+    for i = h + 1, W.n(p) do
+        if not W.passed(W.get(W.at(p, i)), t) then return i end
     end
     return nil
+end
+
+-- When the watcher of head hw looks next: when the head would go stale (W.passed).
+function W.watchIn(hw)
+    return clamp(plus(math.max(hw.sn or hw.e, hw.hs or now), HEAD_GRACE_MS) + 1 - now, HEAD_LOOK_MS, HEAD_GRACE_MS + 1)
+end
+-- Whether head w surely cannot be admitted now (its look would change nothing but its being
+-- seen): the provider or everything paused, or every parallel slot held while it wants one.
+function W.blocked(p, w)
+    if p.pz or (globalState and globalState.pz) then return true end
+    local l = limitsOf(p.n)
+    return w.s == true and type(l) == 'table' and l.par ~= nil and #p.sl >= l.par
 end
 
 -- Policy ---------------------------------------------------------------------------------------
@@ -1142,7 +1270,6 @@ local function boundTimes(g, p, l, t)
     local function atMost(obj, key, max)
         if obj[key] > max then
             obj[key] = max
-            W.changed(obj)
             changed = true
         end
     end
@@ -1165,17 +1292,7 @@ local function boundTimes(g, p, l, t)
         atMost(s, 'a', t)
         atMost(s, 'lu', slotLease)
     end
-    -- The waiters' times were all stamped at or before hw (the latest now that wrote this
-    -- state), so they are within bounds unless the clock went back since: only then all of
-    -- them are looked at (a long queue made this loop a real part of every call).
-    if p.hw == nil or t < p.hw then
-        for _, w in ipairs(p.q) do
-            atMost(w, 'e', t)
-            atMost(w, 'lu', plus(t, WAITER_LEASE_MS))
-            if w.sn then atMost(w, 'sn', t) end
-            if w.hs then atMost(w, 'hs', t) end
-        end
-    end
+    -- (The waiters' times are bounded as each is read: W.bound.)
     for _, sc in ipairs(p.sc) do
         if boundFuture(sc, t) then changed = true end
         if sc.dy and boundFuture(sc.dy, t) then changed = true end
@@ -1312,9 +1429,9 @@ local function evaluate(g, p, l, r, ticket, t)
         d.retryAt = be
         return d
     end
-    if #p.q > 0 then
+    if p.q ~= '' then
         local h = W.head(p, t, ticket)
-        if h and p.q[h].tk ~= ticket then
+        if h and W.at(p, h) ~= ticket then
             d.reason = R_QUEUE
             return d
         end
@@ -1364,7 +1481,7 @@ local function admitApply(g, p, l, r, ticket, t, enqueue, me)
                 dirty['p:' .. p.n] = p
             end
         elseif enqueue then
-            if #p.q >= MAX_WAITERS then
+            if W.n(p) >= MAX_WAITERS then
                 return nil, 'too many callers are already waiting for provider \'' .. p.n .. '\''
             end
             local wpid = r.pid
@@ -1378,7 +1495,9 @@ local function admitApply(g, p, l, r, ticket, t, enqueue, me)
             if W.validKey(r.wake) then w.wk = r.wake end
             g.nt = g.nt + 1
             dirty['g'] = g
-            p.q[#p.q + 1] = w
+            W.rec[w.tk] = w
+            W.changed(w)
+            W.append(p, w.tk)
             d.ticket = w.tk
         end
         return d
@@ -1465,9 +1584,14 @@ end
 -- head (p.wt), and then looks whenever the head would go stale: a head may die where no
 -- ring will find it out (waiting for time, or for slots held by the dead; with its host, its
 -- connection still open), and only a look can probe it (this host) or pass it (another).
+-- A ring's message says when to look: '1' now, 'in:<ms>' within that many ms unless rung again
+-- (RedisQuotaBackend::changeMark). A head that cannot go yet (every slot it needs is held, or
+-- the provider is paused) and a watcher are told when to look rather than made to look now:
+-- in a crowd those looks were two of an admission's six calls. (A client from before this
+-- treats any message as "now": it looks more often, and is judged the same.)
 W.MAX_PASSES = 8
-function W.publish(name)
-    local r = redis.pcall('PUBLISH', channel .. name, '1')
+function W.publish(name, message)
+    local r = redis.pcall('PUBLISH', channel .. name, message or '1')
     if type(r) == 'table' and r.err then
         afterCommit[#afterCommit + 1] = 'waiters not woken on ' .. channel .. name .. ': ' .. r.err
         return -1
@@ -1480,50 +1604,76 @@ function W.wake(p)
     while true do
         h = W.head(p, now, callerTicket)
         if not h then return end
-        local w = p.q[h]
+        local w = W.get(W.at(p, h))
         local told = ring
         if not w.hs then
             w.hs = now
             W.changed(w)
-            touch(p)
             told = true
         end
         if not told or w.tk == callerTicket or not w.wk or passes >= W.MAX_PASSES then break end
-        if W.publish('w:' .. w.wk) ~= 0 then break end
+        if W.publish('w:' .. w.wk, W.blocked(p, w) and ('in:' .. HEAD_LOOK_MS) or '1') ~= 0 then break end
         w.nr = now
         W.changed(w)
-        touch(p)
         passes = passes + 1
     end
     local wi = W.watcher(p, h, now)
     if not wi then return end
-    local x = p.q[wi]
+    local x = W.get(W.at(p, wi))
     if p.wt == x.tk then return end
     p.wt = x.tk
     touch(p)
-    if x.tk ~= callerTicket and x.wk then W.publish('w:' .. x.wk) end
+    if x.tk ~= callerTicket and x.wk then W.publish('w:' .. x.wk, 'in:' .. W.watchIn(W.get(W.at(p, h)))) end
+end
+
+-- The ghosts this call met (W.get) leave their queues: their waiters, alive, queue again.
+function W.purge(p)
+    local kept = {}
+    for i = 1, W.n(p) do
+        local tk = W.at(p, i)
+        local w = W.rec[tk]
+        if w and w.lost then
+            local e = event(EVENT.GAVE_UP, p.n)
+            e.reason = w.lost
+            if tk >= 1 then W.drop(tk) end
+        else
+            kept[#kept + 1] = tk
+        end
+    end
+    if #kept ~= W.n(p) then
+        p.q = W.join(kept)
+        touch(p)
+    end
+end
+-- A command over many fields, in parts (unpack is bounded by Lua's C stack).
+function W.inParts(cmd, key, args, step)
+    for i = 1, #args, step do
+        redis.call(cmd, key, unpack(args, i, math.min(i + step - 1, #args)))
+    end
 end
 
 local function commit()
     for _, p in pairs(providerStates) do
-        if #p.q > 0 then W.wake(p) end
+        if W.ghosts then W.purge(p) end
+        if p.q ~= '' then W.wake(p) end
     end
-    local args = {}
+    local args, gone = {}, {}
     for field, v in pairs(dirty) do
-        local raw
-        if field == 'g' then
+        if not W.gone[field] then
+            local raw
+            if v.sc ~= nil then -- a provider ('p:'), not the globals or a waiter ('q:')
+                if v.hw == nil or v.hw < now then v.hw = now end
+            end
             raw = cmsgpack.pack(v)
-        else
-            if v.hw == nil or v.hw < now then v.hw = now end
-            raw = W.packProvider(v)
+            args[#args + 1] = field
+            args[#args + 1] = raw
+            keepDecoded(field, raw, v)
         end
-        args[#args + 1] = field
-        args[#args + 1] = raw
-        keepDecoded(field, raw, v)
     end
     for field, r in pairs(readThisCall) do
-        if dirty[field] == nil then keepDecoded(field, r.raw, r.v) end
+        if dirty[field] == nil and not W.gone[field] then keepDecoded(field, r.raw, r.v) end
     end
+    for field in pairs(W.gone) do gone[#gone + 1] = field end
     if lostNote then
         args[#args + 1] = LOST_FIELD
         args[#args + 1] = lostNote
@@ -1531,8 +1681,10 @@ local function commit()
     -- The state is the commit point: once it is written the operation happened. What follows
     -- it (the history, the wake-ups) was checked by preflight() but may still fail (a stream
     -- whose last id is the largest there is): reported as a warning with the reply, never as a
-    -- failure of an operation that took place.
-    if #args > 0 then redis.call('HSET', KEYS[2], unpack(args)) end
+    -- failure of an operation that took place. (Its fields in parts: a call after a stall may
+    -- write every waiter of every provider.)
+    W.inParts('HSET', KEYS[2], args, 2000)
+    W.inParts('HDEL', KEYS[2], gone, 2000)
     local lost = 0
     local why
     for _, e in ipairs(events) do
@@ -1620,9 +1772,9 @@ function ops.admit()
                 suspects[#suspects + 1] = { k = 's', id = s.f, pid = s.pid, st = s.st }
             end
         end
-    elseif not d.admitted and d.reason == R_QUEUE and #p.q > 0 then
-        local w = p.q[W.head(p, now, d.ticket) or 1]
-        if w.h == myHost and not deadT[w.tk] then
+    elseif not d.admitted and d.reason == R_QUEUE and p.q ~= '' then
+        local w = W.get(W.at(p, W.head(p, now, d.ticket) or 1))
+        if w.h == myHost and not deadT[w.tk] and not w.lost then
             suspects[#suspects + 1] = { k = 'w', id = w.tk, pid = w.pid, st = w.st }
         end
     end
@@ -1636,7 +1788,7 @@ function ops.admit()
         e.waited_ms = a.waited
         if a.first ~= '' then e.reason = a.first end
         changed = true
-        ring = ring or #p.q > 0
+        ring = ring or p.q ~= ''
     elseif d.ticket ~= ticket then
         changed = true -- newly queued
     end
@@ -1647,14 +1799,12 @@ function ops.admit()
         callerTicket = d.ticket
         lookIn = QUEUE_LOOK_MS
         local h = W.head(p, now, d.ticket)
-        if h and p.q[h].tk == d.ticket then
+        if h and W.at(p, h) == d.ticket then
             lookIn = HEAD_LOOK_MS
         elseif h then
             local wi = W.watcher(p, h, now)
-            if wi and p.q[wi].tk == d.ticket then
-                local hw = p.q[h]
-                lookIn = clamp(plus(math.max(hw.sn or hw.e, hw.hs or now), HEAD_GRACE_MS) + 1 - now, HEAD_LOOK_MS,
-                    HEAD_GRACE_MS + 1)
+            if wi and W.at(p, wi) == d.ticket then
+                lookIn = W.watchIn(W.get(W.at(p, h)))
                 if p.wt ~= d.ticket then
                     p.wt = d.ticket
                     changed = true
@@ -1791,7 +1941,7 @@ end
 function ops.removeLimits()
     if redis.call('HEXISTS', KEYS[1], a.provider) == 0 then return unknownProvider(a.provider) end
     redis.call('HDEL', KEYS[1], a.provider)
-    redis.call('HDEL', KEYS[2], 'p:' .. a.provider)
+    W.deleteProvider(a.provider)
     local e = event(EVENT.LIMITS, a.provider)
     e.reason = byWhom('removed', a.who)
     commit()
@@ -1824,7 +1974,7 @@ function ops.importLimits()
     -- Refused above before anything is removed: a refused import changes nothing.
     for _, name in ipairs(removed) do
         redis.call('HDEL', KEYS[1], name)
-        redis.call('HDEL', KEYS[2], 'p:' .. name)
+        W.deleteProvider(name)
         local e = event(EVENT.LIMITS, name)
         e.reason = byWhom('removed by an import', a.who)
         changedNames[#changedNames + 1] = name
@@ -2172,10 +2322,15 @@ function ops.releaseStale()
             local p = providerOf(name, l)
             local k = reclaimSlots(p, l, now, a.overdue, a.who)
             local kept = {}
-            for _, w in ipairs(p.q) do
-                if whyWaiterGone(w, now) == '' then kept[#kept + 1] = w else k = k + 1 end
+            for _, w in W.all(p) do
+                if whyWaiterGone(w, now) == '' then
+                    kept[#kept + 1] = w.tk
+                else
+                    k = k + 1
+                    W.drop(w.tk)
+                end
             end
-            p.q = kept
+            p.q = W.join(kept)
             if k > 0 then touch(p) end
             n = n + k
         end
@@ -2362,12 +2517,17 @@ function ops.abandon()
                 end
             end
             local queue = {}
-            for _, w in ipairs(p.q) do
-                if w.rid ~= rid then queue[#queue + 1] = w else ring = true end
+            for _, w in W.all(p) do
+                if w.rid ~= rid then
+                    queue[#queue + 1] = w.tk
+                else
+                    ring = true
+                    W.drop(w.tk)
+                end
             end
-            if #kept ~= #p.sl or #queue ~= #p.q then
+            if #kept ~= #p.sl or #queue ~= W.n(p) then
                 p.sl = kept
-                p.q = queue
+                p.q = W.join(queue)
                 touch(p)
             end
         end
@@ -2389,10 +2549,10 @@ end
 -- with its size in `oversize` (and a hash with more fields than a home has, with its count), so
 -- that a planted value costs neither Redis nor the client its copy and decoding. `limitsOnly`:
 -- the limits alone (a writer that needs only them).
-local function boundedHash(key, maxBytes, oversize)
+local function boundedHash(key, maxBytes, maxFields, oversize)
     local out = {}
     local fields = redis.call('HLEN', key)
-    if fields > MAX_HASH_FIELDS then
+    if fields > maxFields then
         oversize[#oversize + 1] = { k = key, f = '', n = fields }
         return out
     end
@@ -2409,9 +2569,9 @@ local function boundedHash(key, maxBytes, oversize)
 end
 function ops.snapshot()
     local oversize = {}
-    local limits = boundedHash(KEYS[1], MAX_LIMITS_BYTES, oversize)
+    local limits = boundedHash(KEYS[1], MAX_LIMITS_BYTES, MAX_HASH_FIELDS, oversize)
     local state = {}
-    if not a.limitsOnly then state = boundedHash(KEYS[2], MAX_STATE_BYTES, oversize) end
+    if not a.limitsOnly then state = boundedHash(KEYS[2], MAX_STATE_BYTES, MAX_STATE_FIELDS, oversize) end
     return reply({ now = now, limits = limits, state = state, home = redis.call('EXISTS', KEYS[4]),
         oversize = oversize, stall = serverClock })
 end
@@ -2448,11 +2608,11 @@ local function preflight()
     if not (needs and needs.limitsOp == limitsOp and needs.channel == channel and needs.k1 == KEYS[1]
             and needs.k2 == KEYS[2] and needs.k3 == KEYS[3] and needs.k4 == KEYS[4] and needs.k5 == KEYS[5]) then
         needs = { { 'HSET', KEYS[2], 'f', 'v' }, { 'XADD', KEYS[3], 'MAXLEN', '~', '1', '*', 'e', 'v' },
-            { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'w:x', '1' }, { 'PUBLISH', channel .. 'changed', '1' } }
+            { 'HDEL', KEYS[2], 'f' }, { 'HSET', KEYS[5], 'f', 'v' }, { 'PUBLISH', channel .. 'w:x', '1' },
+            { 'PUBLISH', channel .. 'changed', '1' } }
         if limitsOp then
             needs[#needs + 1] = { 'HSET', KEYS[1], 'f', 'v' }
             needs[#needs + 1] = { 'HDEL', KEYS[1], 'f' }
-            needs[#needs + 1] = { 'HDEL', KEYS[2], 'f' }
             needs[#needs + 1] = { 'SET', KEYS[4], 'v' }
         end
         needs.limitsOp, needs.channel = limitsOp, channel
@@ -2492,6 +2652,7 @@ local function main(keys, args)
     events, ring, dirty, limitsCache = {}, false, {}, {}
     callerTicket = 0
     readThisCall = {}
+    W.rec, W.gone, W.ghosts = {}, {}, false
     globalState, providerStates = nil, {}
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end

@@ -5,6 +5,7 @@
 #include "system/hostidentity.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <poll.h>
@@ -308,6 +309,7 @@ std::int64_t RedisQuotaBackend::clientNowMs() const
 
 Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 {
+    m_lookBy.reset(); // this look answers any ring that said when to look
     const AdmitRequest& r = step.request;
     const std::int64_t clientNow = clientNowMs();
     const std::int64_t deadlineIn = step.deadlineInMs
@@ -711,30 +713,69 @@ std::uint32_t RedisQuotaBackend::changeMark() const
         }
     }
     if (m_subscription) {
-        auto n = m_subscription->takeMessages();
+        std::vector<std::string> payloads;
+        auto n = m_subscription->takeMessages(&payloads);
         if (!n) {
             m_subscription.reset(); // made again at the next look
             ++m_rings;
         } else {
-            m_rings += static_cast<std::uint32_t>(*n);
+            const auto now = std::chrono::steady_clock::now();
+            for (const std::string& p : payloads) {
+                std::int64_t ms = -1;
+                if (p.rfind("in:", 0) == 0) {
+                    const char* last = p.data() + p.size();
+                    if (auto [end, ec] = std::from_chars(p.data() + 3, last, ms);
+                        ec != std::errc() || end != last)
+                        ms = -1;
+                }
+                if (ms < 0) { // "now" (or anything else: a look too many costs only a call)
+                    ++m_rings;
+                    continue;
+                }
+                const auto by
+                    = now + std::chrono::milliseconds(std::min<std::int64_t>(ms, QUEUE_LOOK.count()));
+                if (!m_lookBy || by < *m_lookBy)
+                    m_lookBy = by;
+            }
+            // A message whose payload was lost to the count (none: every message has one).
+            if (payloads.size() < static_cast<std::size_t>(*n))
+                m_rings += static_cast<std::uint32_t>(static_cast<std::size_t>(*n) - payloads.size());
         }
+    }
+    if (m_lookBy && std::chrono::steady_clock::now() >= *m_lookBy) {
+        m_lookBy.reset();
+        ++m_rings;
     }
     return m_rings;
 }
 
 void RedisQuotaBackend::waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const
 {
-    if (changeMark() != mark)
-        return;
-    const int ms = static_cast<int>(std::clamp<std::int64_t>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count(), 0, 24LL * 3600 * 1000));
-    // Without a subscription (Redis unreachable) this waits out the timeout: the next
-    // operation reports the failure.
-    // A signal (EINTR) ends the wait early, as a spurious wake-up may: the caller looks at its
-    // cancel flag and deadline before it waits again.
-    pollfd p { m_subscription ? m_subscription->fd() : -1, POLLIN, 0 };
-    (void)::poll(&p, 1, ms);
-    (void)changeMark();
+    using Clock = std::chrono::steady_clock;
+    const auto end = Clock::now() + std::min<std::chrono::nanoseconds>(timeout, std::chrono::hours(24));
+    // Messages that only say when to look (m_lookBy) do not end the wait: it goes on to that
+    // time, or to a ring, or to the timeout.
+    for (;;) {
+        if (changeMark() != mark)
+            return;
+        auto until = end;
+        if (m_lookBy && *m_lookBy < until) // told when to look: no later than that
+            until = *m_lookBy;
+        const auto left = until - Clock::now();
+        if (left <= Clock::duration::zero())
+            return;
+        // Rounded up: a wait that ends a moment before the time it waits for would spin.
+        const int ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
+        // Without a subscription (Redis unreachable) this waits out the timeout: the next
+        // operation reports the failure.
+        // A signal (EINTR) ends the wait early, as a spurious wake-up may: the caller looks at its
+        // cancel flag and deadline before it waits again.
+        pollfd p { m_subscription ? m_subscription->fd() : -1, POLLIN, 0 };
+        if (::poll(&p, 1, ms) < 0) {
+            (void)changeMark();
+            return;
+        }
+    }
 }
 
 } // namespace tollgate

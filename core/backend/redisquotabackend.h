@@ -18,6 +18,8 @@
 //   it (the watcher): the cost of an admission does not grow with the crowd. The head looks
 //   again every HEAD_LOOK, the watcher when the head would go stale, the rest every
 //   QUEUE_LOOK (renewing a lease of 3 × QUEUE_LOOK); without a subscription every MAX_SLEEP.
+//   A ring says when to look: now ("1"), or within a time ("in:<ms>": a head that cannot go
+//   yet, a watcher), so that a crowd's admission costs no looks that change nothing.
 // - A dead head is passed, not removed: one of another host not seen for HEAD_GRACE, or one
 //   whose wake-up reached no subscriber, no longer blocks the queue; it keeps its place, and
 //   is the head again as soon as it looks (a live but slow head loses nothing).
@@ -191,6 +193,9 @@ private:
     mutable std::unique_ptr<RedisConnection> m_subscription;
     std::string m_wakeKey; // this backend's channel is m_channelPrefix + "w:" + m_wakeKey
     mutable std::uint32_t m_rings = 0;
+    // A ring that said when to look ("in:<ms>": the script's W.publish) rather than "now": the
+    // mark moves when that time comes, unless a look (admit) came first.
+    mutable std::optional<std::chrono::steady_clock::time_point> m_lookBy;
 };
 
 } // namespace tollgate

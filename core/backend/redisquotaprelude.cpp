@@ -188,6 +188,9 @@ int main(int argc, char** argv)
     p.number("MAX_LIMITS_BYTES", RedisStateCodec::MAX_LIMITS_BYTES, "RedisStateCodec::MAX_LIMITS_BYTES");
     p.number("MAX_STATE_BYTES", RedisStateCodec::MAX_STATE_BYTES, "RedisStateCodec::MAX_STATE_BYTES");
     p.number("MAX_HASH_FIELDS", RedisStateCodec::MAX_HASH_FIELDS, "RedisStateCodec::MAX_HASH_FIELDS");
+    p.number("MAX_STATE_FIELDS", RedisStateCodec::MAX_STATE_FIELDS, "RedisStateCodec::MAX_STATE_FIELDS");
+    p.number("QUEUE_TICKET_DIGITS", static_cast<std::int64_t>(RedisStateCodec::QUEUE_TICKET_DIGITS),
+        "RedisStateCodec::QUEUE_TICKET_DIGITS");
     p.number("HOME_FORMAT", RedisQuotaBackend::HOME_FORMAT, "RedisQuotaBackend::HOME_FORMAT");
 
     // The defaults of a provider's limits (the script's DEFAULT_LIMITS).

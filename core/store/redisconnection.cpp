@@ -24,6 +24,9 @@ namespace tollgate {
 
 namespace {
 
+// The most of a notification's payload takeMessages keeps.
+constexpr std::size_t MAX_PAYLOAD_KEPT = 64;
+
 struct ContextDeleter
 {
     void operator()(redisContext* c) const { redisFree(c); }
@@ -584,7 +587,7 @@ int RedisConnection::fd() const
     return m_impl->context ? m_impl->context->fd : -1;
 }
 
-Result<int> RedisConnection::takeMessages()
+Result<int> RedisConnection::takeMessages(std::vector<std::string>* payloads)
 {
     redisContext* c = m_impl->context.get();
     if (!c)
@@ -601,8 +604,13 @@ Result<int> RedisConnection::takeMessages()
             ReplyPtr reply(static_cast<redisReply*>(raw));
             if (reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1
                 && reply->element[0]->type == REDIS_REPLY_STRING
-                && std::string_view(reply->element[0]->str, reply->element[0]->len) == "message")
+                && std::string_view(reply->element[0]->str, reply->element[0]->len) == "message") {
                 ++n;
+                // ["message", channel, payload]
+                if (payloads && reply->elements >= 3 && reply->element[2]->type == REDIS_REPLY_STRING)
+                    payloads->emplace_back(reply->element[2]->str,
+                        std::min<std::size_t>(reply->element[2]->len, MAX_PAYLOAD_KEPT));
+            }
             continue;
         }
         pollfd p { c->fd, POLLIN, 0 };

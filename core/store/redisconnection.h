@@ -93,11 +93,13 @@ public:
 
     // Pub/sub: after subscribe() the connection only receives (no command() any more).
     // fd() becomes readable when a message may have arrived; takeMessages() counts the
-    // messages that arrived, without blocking. A lost connection is an error there (the
-    // subscriber reconnects and re-reads the state: messages sent meanwhile are gone).
+    // messages that arrived, without blocking, and appends their payloads to `payloads` when
+    // given (each cut to a short prefix: they are signals, not data). A lost connection is an
+    // error there (the subscriber reconnects and re-reads the state: messages sent meanwhile
+    // are gone).
     [[nodiscard]] Result<void> subscribe(const std::vector<std::string>& channels);
     [[nodiscard]] int fd() const;
-    [[nodiscard]] Result<int> takeMessages();
+    [[nodiscard]] Result<int> takeMessages(std::vector<std::string>* payloads = nullptr);
 
     // Commands this process sent to any Redis server (each one round trip): for the bench's
     // "one round trip per acquire", counted where they leave, not guessed from server stats.

@@ -5,9 +5,11 @@
 #include "quota/limitmismatch.h"
 #include "quota/quotapolicy.h"
 
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <vector>
 
 namespace tollgate {
 
@@ -370,8 +372,8 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
     return l;
 }
 
-Result<ProviderState> RedisStateCodec::decodeProvider(
-    std::string_view blob, const std::string& myHost, std::uint64_t myPidNs, std::int64_t stallNowMs)
+Result<ProviderState> RedisStateCodec::decodeProvider(std::string_view blob, const std::string& myHost,
+    std::uint64_t myPidNs, std::int64_t stallNowMs, const WaiterRecords& waiters)
 {
     if (static_cast<std::int64_t>(blob.size()) > MAX_STATE_BYTES)
         return corrupt("", tooLarge(blob.size(), MAX_STATE_BYTES, "a provider's state"));
@@ -413,8 +415,8 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     // What the provider said remains until its reset (ops.remaining, ops.hold): absent until said.
     if (j.contains("qu")) {
         if (!integer(j, "qu", p.remainingUntilMs) || !integer(j, "ql", p.remainingRequests)
-            || p.remainingUntilMs < 0 || p.remainingUntilMs > (std::int64_t(1) << 53) || p.remainingRequests < 0
-            || p.remainingRequests > (std::int64_t(1) << 40))
+            || p.remainingUntilMs < 0 || p.remainingUntilMs > (std::int64_t(1) << 53)
+            || p.remainingRequests < 0 || p.remainingRequests > (std::int64_t(1) << 40))
             return bad("a provider state's stated remainder is not whole numbers in range");
         if (j.contains("qs")
             && (!text(j, "qs", p.remainingScope)
@@ -425,9 +427,10 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     if (auto pl = j.find("pl"); pl != j.end()) {
         std::int64_t status = 0;
         PlanUsage& u = p.plan;
-        if (!pl->is_object() || !integer(*pl, "a", u.atMs) || !integer(*pl, "s", status) || !integer(*pl, "f", u.fiveHourPermille)
-            || !integer(*pl, "fr", u.fiveHourResetMs) || !integer(*pl, "v", u.sevenDayPermille)
-            || !integer(*pl, "vr", u.sevenDayResetMs) || u.atMs < 1 || u.atMs > (std::int64_t(1) << 53) || status < 0
+        if (!pl->is_object() || !integer(*pl, "a", u.atMs) || !integer(*pl, "s", status)
+            || !integer(*pl, "f", u.fiveHourPermille) || !integer(*pl, "fr", u.fiveHourResetMs)
+            || !integer(*pl, "v", u.sevenDayPermille) || !integer(*pl, "vr", u.sevenDayResetMs) || u.atMs < 1
+            || u.atMs > (std::int64_t(1) << 53) || status < 0
             || status > static_cast<std::int64_t>(PlanUsage::Status::Rejected) || u.fiveHourPermille < -1
             || u.fiveHourPermille > PlanUsage::MAX_PERMILLE || u.sevenDayPermille < -1
             || u.sevenDayPermille > PlanUsage::MAX_PERMILLE || u.fiveHourResetMs < 0
@@ -440,7 +443,8 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     // longer than a third of a lease is not counted against that lease, as the script does
     // before it judges; a reader shows what the next call will act on.
     std::int64_t gap = 0;
-    if (std::int64_t served = 0; stallNowMs > 0 && integer(j, "sv", served) && served > 0 && served < stallNowMs)
+    if (std::int64_t served = 0;
+        stallNowMs > 0 && integer(j, "sv", served) && served > 0 && served < stallNowMs)
         gap = stallNowMs - served;
     auto discounted = [gap](std::int64_t leaseUntilMs, std::int64_t leaseMs) {
         const std::int64_t more = gap - leaseMs / 3;
@@ -448,11 +452,45 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
     };
     const json* scopes = list(j, "sc");
     const json* slots = list(j, "sl");
-    const json* queue = list(j, "q");
-    if (!scopes || !slots || !queue)
-        return bad("a provider state lacks its windows, slots or queue");
-    if (slots->size() > QuotaState::MAX_SLOTS || queue->size() > QuotaState::MAX_WAITERS)
-        return bad("a provider state holds more slots or waiters than any state may");
+    if (!scopes || !slots)
+        return bad("a provider state lacks its windows or slots");
+    // The queue: a string of tickets (QUEUE_TICKET_DIGITS digits each) whose waiters are fields
+    // of their own ("q:<ticket>"), or (a state from before that layout) a list of the waiters.
+    // A ticket that is not digits, or whose record is missing or malformed, is a ghost that the
+    // script drops when it meets it: not shown.
+    std::vector<json> queued;
+    bool ownFields = false;
+    if (auto q = j.find("q"); q != j.end() && (q->is_string() || q->is_binary())) {
+        const std::string tickets = q->is_string()
+            ? q->get<std::string>()
+            : std::string(q->get_binary().begin(), q->get_binary().end());
+        constexpr std::size_t width = QUEUE_TICKET_DIGITS;
+        if (tickets.size() % width != 0 || tickets.size() / width > QuotaState::MAX_WAITERS)
+            return bad("a provider state's queue is not a string of tickets");
+        ownFields = true;
+        for (std::size_t at = 0; at < tickets.size(); at += width) {
+            std::int64_t tk = 0;
+            const char* first = tickets.data() + at;
+            if (auto [end, ec] = std::from_chars(first, first + width, tk);
+                ec != std::errc() || end != first + width || tk < 1)
+                continue;
+            auto it = waiters.find(tk);
+            if (it == waiters.end())
+                continue;
+            json record = parseMsgpack(it->second);
+            std::int64_t own = 0;
+            if (record.is_object() && integer(record, "tk", own) && own == tk)
+                queued.push_back(std::move(record));
+        }
+    } else if (const json* waitersInline = list(j, "q")) {
+        if (waitersInline->size() > QuotaState::MAX_WAITERS)
+            return bad("a provider state holds more waiters than any state may");
+        queued.assign(waitersInline->begin(), waitersInline->end());
+    } else {
+        return bad("a provider state lacks its queue");
+    }
+    if (slots->size() > QuotaState::MAX_SLOTS)
+        return bad("a provider state holds more slots than any state may");
     for (const json& sj : *scopes) {
         ScopeWindow sc;
         if (!sj.is_object() || !text(sj, "m", sc.model) || !windowOf(sj, sc.window, sc.split))
@@ -510,7 +548,7 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
         }
         p.slots.push_back(std::move(s));
     }
-    for (const json& wj : *queue) {
+    for (const json& wj : queued) {
         Waiter w;
         std::int64_t ticket = 0;
         std::int64_t start = 0;
@@ -519,8 +557,11 @@ Result<ProviderState> RedisStateCodec::decodeProvider(
             || !integer(wj, "e", w.enqueuedMs) || !integer(wj, "d", w.deadlineMs)
             || !integer(wj, "n", w.tokens) || !text(wj, "c", w.caller) || !text(wj, "m", w.model)
             || !flag(wj, "s", w.wantsSlot) || !integer(wj, "r", reason) || !text(wj, "h", w.host)
-            || !integer(wj, "st", start) || !integer(wj, "lu", w.leaseUntilMs))
+            || !integer(wj, "st", start) || !integer(wj, "lu", w.leaseUntilMs)) {
+            if (ownFields)
+                continue; // a record of its own: a ghost, as above
             return bad("a waiter is malformed");
+        }
         w.ticket = static_cast<std::uint64_t>(std::max<std::int64_t>(0, ticket));
         w.startTicks = static_cast<std::uint64_t>(std::max<std::int64_t>(0, start));
         w.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(reason, 0, 6));
@@ -554,7 +595,8 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
             const bool isLimits = key == limitsKey;
             out.corruptKey = field.empty() ? key : key + " field " + field;
             out.corruptReason = field.empty()
-                ? "has " + std::to_string(n) + " fields, more than the " + std::to_string(MAX_HASH_FIELDS)
+                ? "has " + std::to_string(n) + " fields, more than the "
+                    + std::to_string(isLimits ? MAX_HASH_FIELDS : MAX_STATE_FIELDS)
                     + " a home's hash may have; refused unread"
                 : tooLarge(static_cast<std::size_t>(n), isLimits ? MAX_LIMITS_BYTES : MAX_STATE_BYTES,
                     isLimits ? "a provider's limits" : "a field of the state");
@@ -592,6 +634,25 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
     }
     if (state->empty())
         return out;
+    // The waiters' records ("q:<ticket>"), for the providers' queues to find by ticket.
+    WaiterRecords waiters;
+    for (std::size_t i = 0; i + 1 < state->size(); i += 2) {
+        const json& name = (*state)[i];
+        const json& value = (*state)[i + 1];
+        if (!name.is_string() || !(value.is_string() || value.is_binary()))
+            continue;
+        const std::string& field = name.get_ref<const std::string&>();
+        if (field.rfind("q:", 0) != 0)
+            continue;
+        std::int64_t tk = 0;
+        const char* first = field.data() + 2;
+        const char* last = field.data() + field.size();
+        if (auto [end, ec] = std::from_chars(first, last, tk); ec != std::errc() || end != last || tk < 1)
+            continue; // not a waiter's field: nothing of the script's
+        waiters.emplace(tk,
+            value.is_string() ? value.get<std::string>()
+                              : std::string(value.get_binary().begin(), value.get_binary().end()));
+    }
     QuotaState s;
     for (std::size_t i = 0; i + 1 < state->size(); i += 2) {
         const json& name = (*state)[i];
@@ -616,7 +677,7 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
             s.nextFence = static_cast<std::uint64_t>(std::max<std::int64_t>(1, nf));
             s.nextTicket = static_cast<std::uint64_t>(std::max<std::int64_t>(1, nt));
         } else if (field.rfind("p:", 0) == 0) {
-            auto p = decodeProvider(blob, myHost, myPidNs, serverClock ? out.nowMs : 0);
+            auto p = decodeProvider(blob, myHost, myPidNs, serverClock ? out.nowMs : 0, waiters);
             if (!p) {
                 out.corruptKey = stateKey + " field " + field;
                 out.corruptReason = p.error().message;

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace tollgate {
 
@@ -42,6 +43,9 @@ public:
     // A waiter's lease on a Redis home (RedisQuotaBackend::QUEUE_LEASE): a reader discounts a
     // stall by a third of it, as the script does.
     static constexpr std::int64_t WAITER_LEASE_MS = 180000;
+    // A provider state's queue is a string of tickets of this many digits each (redisquota.lua,
+    // W.WIDTH: a ticket is at most NEVER, 16 digits).
+    static constexpr std::size_t QUEUE_TICKET_DIGITS = 16;
 
     // The most bytes a stored value may have (issue 27: a 10 MB value planted in the limits key
     // made every call decode it, 1.7 s of Redis each). Larger ones are refused by name and size
@@ -52,8 +56,12 @@ public:
     // all providers together).
     static constexpr std::int64_t MAX_LIMITS_BYTES = 256 * 1024; // one provider's limits (JSON)
     static constexpr std::int64_t MAX_STATE_BYTES = 2 * 1024 * 1024; // one field of the state hash
-    // Fields of the limits or state hash a look reads at most (real ones: 64 providers, plus "g").
+    // Fields of the limits hash a look reads at most (real ones: 64 providers).
     static constexpr std::int64_t MAX_HASH_FIELDS = 1024;
+    // Fields of the state hash a look reads at most: "g", "lost", a state per provider and a
+    // field per waiter (redisquota.lua, "Waiters, each in a field of its own").
+    static constexpr std::int64_t MAX_STATE_FIELDS
+        = MAX_HASH_FIELDS + static_cast<std::int64_t>(QuotaState::MAX_PROVIDERS * QuotaState::MAX_WAITERS);
 
     // The limits as the script stores and compares them: deterministic (same limits, same
     // bytes), so a compare-and-set is a string comparison on the server.
@@ -65,8 +73,12 @@ public:
     // (so QuotaPolicy probes them here); those of other hosts get none (judged by lease).
     // stallNowMs (> 0: the server's own time): leases are moved on over the gap since the
     // provider was last served, as the script does before it judges (redisquota.lua, "Stalls").
-    [[nodiscard]] static Result<ProviderState> decodeProvider(
-        std::string_view blob, const std::string& myHost, std::uint64_t myPidNs, std::int64_t stallNowMs = 0);
+    // waiters: the state hash's waiter records by ticket (field "q:<ticket>"), which the
+    // provider's queue names.
+    using WaiterRecords = std::unordered_map<std::int64_t, std::string>;
+    [[nodiscard]] static Result<ProviderState> decodeProvider(std::string_view blob,
+        const std::string& myHost, std::uint64_t myPidNs, std::int64_t stallNowMs = 0,
+        const WaiterRecords& waiters = {});
 
     // The reply of the script's snapshot operation.
     [[nodiscard]] static Result<RedisSnapshot> decodeSnapshot(std::string_view reply,
