@@ -39,12 +39,12 @@ extern const char* const REDIS_QUOTA_SCRIPT; // the embedded script (redisquotas
 namespace {
 
 // Steps of each random sequence. Under a sanitizer (a Debug build) a step costs ten times what
-// it does in the normal build, nearly all of it the Redis snapshot's msgpack decoding at -O0
-// with every allocation tracked; scripts/test.sh's ASan phase is there for memory errors in
-// the code paths, which the first half of each sequence reaches as well as the whole (every
-// kind of step is drawn in it, and its end checks below still find a hold and the limit
-// mismatches: seed 8's first hold comes near step 680). The normal build walks every step;
-// the caps phases run whole in both.
+// it does in the normal build, most of it decoding the Redis snapshot (nlohmann's msgpack
+// reader at -O0, every allocation tracked), and more as the state grows; scripts/test.sh's
+// ASan phase is there for memory errors in the code paths, which the first half of each
+// sequence reaches as well as the whole (every kind of step is drawn in it, and the end checks
+// below still find a hold and the limit mismatches: seed 8's first hold comes near step 680,
+// at any time of day). The normal build walks every step; the caps phases run whole in both.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr int RANDOM_STEPS = 750;
 #else
