@@ -2,7 +2,8 @@
 # Builds (installing what is missing) and runs every test:
 #   1. the normal build: every test (ctest), GUI tests offscreen, the short kill storm, and an
 #      install into a temporary prefix (scripts/installcheck.sh);
-#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (the build runs
+#      beside phase 1's tests, at the lowest priority);
 #   3. the dashboard's (threaded) tests built with ThreadSanitizer;
 #   4. each libFuzzer target for a short while (scripts/fuzz.sh).
 # TOLLGATE_QUICK=1 runs phase 1 only (for a fast local loop); CI runs everything.
@@ -22,7 +23,13 @@ phase "1/4 normal build"
 # directory, nothing persisted; stopped on every exit path.
 REDIS_DIR=$(mktemp -d)
 REDIS_PID=
+ASAN_BUILD_PID=
 stopRedis() {
+    # The ASan build started beside phase 1's tests (below), when phase 1 ends the run early.
+    if [ -n "$ASAN_BUILD_PID" ]; then
+        kill -- "-$ASAN_BUILD_PID" 2>/dev/null || true
+        wait "$ASAN_BUILD_PID" 2>/dev/null || true
+    fi
     [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
     rm -rf "$REDIS_DIR"
 }
@@ -56,6 +63,19 @@ fi
 phase "1/4 tests"
 (cd "$ROOT/tests/sdk" && npm ci --no-audit --no-fund --loglevel=error)
 
+# Phase 2's build starts now, beside phase 1's tests, at the lowest priority: those tests spend
+# most of their time waiting (leases running out, servers restarting, timeouts), and the
+# compiler takes the CPU they leave while every test process still comes first. Its own
+# process group (setsid), so an early exit stops the whole build; its output is shown at
+# phase 2. The packages it checks are all installed by now (phase 1's bootstrap and npm).
+ASAN_BUILD_LOG="$REDIS_DIR/asan-build.log"
+if [ "${TOLLGATE_QUICK:-0}" != 1 ]; then
+    TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
+    TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
+        setsid -w nice -n 19 "$ROOT/scripts/bootstrap.sh" >"$ASAN_BUILD_LOG" 2>&1 &
+    ASAN_BUILD_PID=$!
+fi
+
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
 phase "1/4 install check"
 # The install: every file in place, desktop-file-validate, appstreamcli, man -l, completion.
@@ -65,9 +85,11 @@ phase "1/4 install check"
 # The multi-host suite (namespaces, one lease of waiting) and the SDK suite (label sdk: Node
 # processes, not our memory) run once, in the normal phase.
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
-TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
-TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
-    "$ROOT/scripts/bootstrap.sh"
+asanBuilt=0
+wait "$ASAN_BUILD_PID" || asanBuilt=$?
+ASAN_BUILD_PID=
+cat "$ASAN_BUILD_LOG"
+[ "$asanBuilt" = 0 ] || { echo "test.sh: the ASan build failed (exit $asanBuilt)" >&2; exit 1; }
 phase "2/4 tests"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
