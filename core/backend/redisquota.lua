@@ -17,7 +17,8 @@
 --
 -- Keys (every key of a home shares its hash tag, so a Redis Cluster keeps them in one slot):
 --   KEYS[1] limits   hash  provider -> limits, compact JSON written by the client (times in ms)
---   KEYS[2] state    hash  "g" -> globals, "p:<provider>" -> provider state (MessagePack)
+--   KEYS[2] state    hash  "g" -> globals, "p:<provider>" -> provider state, "q:<ticket>" -> a
+--                          waiter of a provider's queue (all MessagePack; see "Waiters")
 --   KEYS[3] history  stream, field "e": one line of history.jsonl; capped (XADD MAXLEN ~)
 --   KEYS[4] home     string: the home's marker, set when its first limits are set
 --   KEYS[5] corrupt  hash  "<field>@<ms>" -> a state value that did not decode, set aside
@@ -535,7 +536,9 @@ local WAITER_SPEC = { tk = 'int', pid = 'int', e = 'int', d = 'int', n = 'int', 
 -- finds no entry and queues again. A state from before this layout, with whole waiters in q,
 -- is converted when read (W.convert).
 -- (The queue's helpers are fields of W: the script's main chunk is near Lua's 200 locals.)
-local W = { rec = {}, gone = {}, PREFIX = 'q:', WIDTH = QUEUE_TICKET_DIGITS }
+-- Per call: rec (ticket -> waiter read or made), gone (fields to delete), ghosts (one was met),
+-- read (provider -> its queue as read).
+local W = { rec = {}, gone = {}, read = {}, PREFIX = 'q:', WIDTH = QUEUE_TICKET_DIGITS }
 W.FORMAT = '%0' .. W.WIDTH .. 'd'
 function W.field(tk)
     return W.PREFIX .. string.format('%d', tk)
@@ -1083,6 +1086,7 @@ local function providerOf(name, l)
     else
         if W.convert(p) then dirty[field] = p end
         if discountStall(p, now) then dirty[field] = p end
+        W.read[name] = p.q
     end
     providerStates[name] = p
     return p
@@ -1653,9 +1657,13 @@ function W.inParts(cmd, key, args, step)
 end
 
 local function commit()
-    for _, p in pairs(providerStates) do
+    for name, p in pairs(providerStates) do
         if W.ghosts then W.purge(p) end
-        if p.q ~= '' then W.wake(p) end
+        -- Who is at the head changes by a ring, by the queue changing, or by time (a head gone
+        -- stale): the last is what a waiter's look (admit) is for. Any other call that neither
+        -- rang nor changed the queue leaves the head and its watcher as the call before woke
+        -- them (reading them cost a release's 'success' a third of its time in a crowd).
+        if p.q ~= '' and (ring or op == 'admit' or W.read[name] ~= p.q) then W.wake(p) end
     end
     local args, gone = {}, {}
     for field, v in pairs(dirty) do
@@ -2652,7 +2660,7 @@ local function main(keys, args)
     events, ring, dirty, limitsCache = {}, false, {}, {}
     callerTicket = 0
     readThisCall = {}
-    W.rec, W.gone, W.ghosts = {}, {}, false
+    W.rec, W.gone, W.ghosts, W.read = {}, {}, false, {}
     globalState, providerStates = nil, {}
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end
