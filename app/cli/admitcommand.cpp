@@ -54,7 +54,8 @@ StopCode parseRequest(QuotaSession& c, const QuotaOptions& o, AdmitRequest& requ
         request.outputTokens = o.askOutputTokens.value_or(0);
         request.tokens = request.inputTokens + request.outputTokens;
     }
-    timeoutSeconds = std::min(o.timeout.value_or(CliOptions::DEFAULT_TIMEOUT_SECONDS), CliOptions::MAX_TIMEOUT_SECONDS);
+    timeoutSeconds
+        = std::min(o.timeout.value_or(CliOptions::DEFAULT_TIMEOUT_SECONDS), CliOptions::MAX_TIMEOUT_SECONDS);
     // A Redis home that does not answer fails the command within its --timeout: each
     // operation gets at most that long (but at least MIN_REDIS_OP, one round trip's room even
     // for a try, and at most the default).
@@ -197,11 +198,12 @@ std::string readRetryAfterFile(QuotaSession& c, const std::string& path)
 // stall, but only down to a third of the lease: see redisquota.lua, "Stalls"). A slot found gone
 // is renewed on too: after a lost state the renewal takes it back (QuotaPolicy::reestablish).
 int runAdmitted(QuotaSession& c, ChildRunner::Keeper& keeper, const AdmitRequest& request, Permit& permit,
-    const std::string& retryPath, std::chrono::milliseconds lease)
+    const std::string& retryPath, std::chrono::milliseconds lease, bool zeroIsSuccess)
 {
     using Steady = std::chrono::steady_clock;
     const auto every = lease / 3;
-    const auto tick = std::max(std::chrono::milliseconds(10), std::min(std::chrono::milliseconds(1000), lease / 6));
+    const auto tick
+        = std::max(std::chrono::milliseconds(10), std::min(std::chrono::milliseconds(1000), lease / 6));
     auto lastTry = Steady::now();
     bool failing = false;
     const int code = ChildRunner::start(
@@ -229,8 +231,15 @@ int runAdmitted(QuotaSession& c, ChildRunner::Keeper& keeper, const AdmitRequest
             lost = held && !*held ? true : (held ? false : lost);
         },
         tick);
-    if (auto r = permit.release(); !r)
+    // A success ends the admission in one store operation, the slot given back and the success
+    // recorded together (QuotaBackend::finishAdmission): one call fewer per run on a shared
+    // store. Anything else gives the slot back, and recordRunOutcome reports what it was.
+    if (code == 0 && zeroIsSuccess) {
+        if (auto r = permit.finish(-1, true); !r)
+            c.console().warn("could not give the slot back and record the success: " + r.error().describe());
+    } else if (auto r = permit.release(); !r) {
         c.console().warn("could not give the slot back: " + r.error().describe());
+    }
     return code;
 }
 
@@ -264,7 +273,8 @@ void recordRunRateLimited(
     }
 }
 
-// What a finished run tells the quota (a 429, a success, or nothing) and its result document.
+// What a finished run tells the quota (a 429; a success was told with the slot's release by
+// runAdmitted) and its result document.
 json recordRunOutcome(QuotaSession& c, const QuotaOptions& o, const AdmitRequest& request,
     const Permit& permit, int code, const RetryAfterFile& retryFile)
 {
@@ -276,12 +286,8 @@ json recordRunOutcome(QuotaSession& c, const QuotaOptions& o, const AdmitRequest
     j["waited_ms"] = permit.waitedMs();
     j["exit_code"] = code;
     j["rate_limited"] = false;
-    if (o.rateLimitedExit && code == *o.rateLimitedExit) {
+    if (o.rateLimitedExit && code == *o.rateLimitedExit)
         recordRunRateLimited(c, request, code, std::move(retryAfter), j);
-    } else if (code == 0) {
-        if (auto r = c.limiter().reportSuccess(request.provider, request.caller); !r)
-            c.console().warn("could not record the success: " + r.error().describe());
-    }
     return j;
 }
 
@@ -313,7 +319,8 @@ int cmdRun(const QuotaContext& context)
     Permit permit;
     if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
         return *stop;
-    const int code = runAdmitted(c, keeper, request, permit, retryFile.path(), lease);
+    const int code = runAdmitted(
+        c, keeper, request, permit, retryFile.path(), lease, !(o.rateLimitedExit && *o.rateLimitedExit == 0));
     c.console().emit(recordRunOutcome(c, o, request, permit, code, retryFile));
     return code;
 }
