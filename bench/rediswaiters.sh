@@ -83,5 +83,22 @@ for N in "${COUNTS[@]}"; do
     PIDS=()
     awk -v N="$N" -v n="$n" -v f=$((f1 - f0)) -v u=$((u1 - u0)) -v a=$((a1 - a0)) -v c=$((c1 - c0)) 'BEGIN {
         if (n < 1) { printf "| %d | 0 | — | — | — | — |\n", N; exit }
-        printf "| %d | %d | %.1f | %.1f | %.2f | %.0f |\n", N, n, f / n, a / n, c / n, u / n }'
+        printf "| %d | %d | %.1f | %.1f | %.2f | %.0f |\n", N, n, f / n, a / n, c / n, u / n }' |
+        tee -a "$WORK/rows"
 done
+
+# Issue 27's targets: script calls per admission at most 3, and Redis CPU per admission within
+# 1.5x of the first row's (1 waiter) at every crowd size.
+awk -F'|' '
+    $3 + 0 < 1 { next }
+    { calls = $4 + 0; cpu = $6 + 0; if (calls > maxCalls) maxCalls = calls
+      if (first == "") first = cpu; else if (cpu / first > maxRatio) { maxRatio = cpu / first; at = $2 + 0 } }
+    END {
+        if (first == "" || first <= 0) exit
+        print ""
+        print "| target | measured | goal | result |"
+        print "|---|---|---|---|"
+        printf "| script calls (FCALL) per admission | %.1f at most | ≤ 3 | **%s** |\n", maxCalls, maxCalls <= 3 ? "PASS" : "FAIL"
+        if (maxRatio > 0)
+            printf "| Redis CPU per admission against the first row | %.2f× (at %d) | ≤ 1.5× | **%s** |\n", maxRatio, at, maxRatio <= 1.5 ? "PASS" : "FAIL"
+    }' "$WORK/rows"

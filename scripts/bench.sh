@@ -89,7 +89,7 @@ TMPDIR=$WORK "$BENCH" "${REDIS_ARGS[@]}" "$@"
 if [ $# -eq 0 ] && ((${#REDIS_ARGS[@]})) && command -v redis-cli >/dev/null; then
     cmake --build "$BUILD_DIR" -j"$JOBS" --target tollgate >&2
     echo
-    echo "### The Redis home with a crowd of waiters (bench/rediswaiters.sh; target: calls per admission flat, Redis CPU per admission within 1.5x from 1 to 200 waiters)"
+    echo "### The Redis home with a crowd of waiters (bench/rediswaiters.sh; targets: at most 3 script calls per admission, Redis CPU per admission within 1.5x from 1 to 200 waiters)"
     echo
     TMPDIR=$WORK "$ROOT/bench/rediswaiters.sh" "$BUILD_DIR"
 fi
