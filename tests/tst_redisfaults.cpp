@@ -9,6 +9,7 @@
 #include "helpers/redisserver.h"
 #include "helpers/tricklepeer.h"
 #include "store/redisconnection.h"
+#include "store/redisstatecodec.h"
 #include "system/processprobe.h"
 #include "testsupport.h"
 
@@ -100,11 +101,14 @@ private:
         const std::string q = evalOnState("local p = cmsgpack.unpack(redis.call('HGET', KEYS[1], ARGV[1])) "
                                           "return type(p.q) == 'string' and p.q or '?'");
         QStringList out;
-        for (std::size_t at = 0; at + 16 <= q.size(); at += 16)
-            out << QString::fromStdString(q.substr(at, 16)).remove(QRegularExpression(QStringLiteral("^0+")));
+        constexpr std::size_t width = RedisStateCodec::QUEUE_TICKET_DIGITS;
+        for (std::size_t at = 0; at + width <= q.size(); at += width)
+            out << QString::fromStdString(q.substr(at, width))
+                       .remove(QRegularExpression(QStringLiteral("^0+")));
         return out;
     }
-    int waiting() const
+    // The one provider as `status --json` shows it.
+    QJsonObject providerStatus() const
     {
         const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
         return QJsonDocument::fromJson(r.out)
@@ -112,17 +116,36 @@ private:
             .value(QStringLiteral("providers"))
             .toArray()
             .at(0)
-            .toObject()
-            .value(QStringLiteral("waiting"))
-            .toInt();
+            .toObject();
     }
-    // `run api -- true` waiting up to 120 s.
-    TestSupport::Child startWaiter(const QString& caller) const
+    int waiting() const { return providerStatus().value(QStringLiteral("waiting")).toInt(); }
+    // `run api -- true`, waiting up to `timeoutS`.
+    TestSupport::Child startWaiter(const QString& caller, int timeoutS = 120) const
     {
         return TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
             { QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"),
-                QStringLiteral("--caller"), caller, QStringLiteral("--timeout"), QStringLiteral("120"),
+                QStringLiteral("--caller"), caller, QStringLiteral("--timeout"), QString::number(timeoutS),
                 QStringLiteral("--"), QStringLiteral("true") });
+    }
+    // Where the queue's tests start: a server of their own, `api` at --parallel 1, and its one
+    // slot held by `holder` (a `run` of this host). Empty when a step failed.
+    TestSupport::Child startWithTheSlotHeld()
+    {
+        if (!startRedis(false))
+            return {};
+        setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
+            QStringLiteral("1") });
+        if (QTest::currentTestFailed())
+            return {};
+        auto holder = startHolder(QStringLiteral("holder"), 30000, false);
+        QElapsedTimer waited;
+        waited.start();
+        while (holder && slotCallers() != QStringList { QStringLiteral("holder") }) {
+            if (waited.hasExpired(20000))
+                return {};
+            QTest::qWait(100);
+        }
+        return holder;
     }
     // `acquire api` as a try (no waiting).
     static QStringList tryAcquire()
@@ -541,36 +564,20 @@ void TestRedisFaults::anImportIntoANewHomeCanStartFresh()
 // 15; before rings said when to look, 4 to 6.
 void TestRedisFaults::aWakeUpReachesOnlyTheHead()
 {
-    QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
-        QStringLiteral("1") });
-    auto holder = startHolder(QStringLiteral("holder"), 30000, false);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("holder") }, 20000);
+    auto holder = startWithTheSlotHeld();
+    QVERIFY2(holder, "no server, or the holder never got the slot");
     constexpr int WAITERS = 30;
     std::vector<TestSupport::Child> waiters;
-    for (int i = 0; i < WAITERS; ++i) {
-        waiters.push_back(TestSupport::startChild(QStringLiteral(TOLLGATE_CLI_PATH),
-            { QStringLiteral("run"), QStringLiteral("--home"), m_home, QStringLiteral("api"),
-                QStringLiteral("--caller"), QStringLiteral("w%1").arg(i), QStringLiteral("--timeout"),
-                QStringLiteral("300"), QStringLiteral("--"), QStringLiteral("true") }));
-    }
-    auto provider = [&] {
-        const Ran r = cli({ QStringLiteral("status"), QStringLiteral("--json") });
-        return QJsonDocument::fromJson(r.out)
-            .object()
-            .value(QStringLiteral("providers"))
-            .toArray()
-            .at(0)
-            .toObject();
-    };
-    QTRY_COMPARE_WITH_TIMEOUT(provider().value(QStringLiteral("waiting")).toInt(), WAITERS, 60000);
+    for (int i = 0; i < WAITERS; ++i)
+        waiters.push_back(startWaiter(QStringLiteral("w%1").arg(i), 300));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), WAITERS, 60000);
     // The provider's state holds the queue's tickets, not its waiters (each is a field of its
     // own): it grows by 16 bytes a waiter. Before, every waiter was in it (~180 bytes each),
     // and every call decoded and wrote them all.
     const std::string stateBytes = evalOnState("return redis.call('HSTRLEN', KEYS[1], ARGV[1])");
     QVERIFY2(std::stoll(stateBytes) < 100 * WAITERS, stateBytes.c_str());
     QCOMPARE(queuedTickets().size(), WAITERS);
-    const qint64 fence = provider()
+    const qint64 fence = providerStatus()
                              .value(QStringLiteral("slots"))
                              .toArray()
                              .at(0)
@@ -964,11 +971,8 @@ void TestRedisFaults::aStateThatWentBackInTimeIsTreatedAsLost()
 // place and is admitted; nothing is set aside, nothing restarts conservatively.
 void TestRedisFaults::aStateWithWaitersInsideIsConverted()
 {
-    QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
-        QStringLiteral("1") });
-    auto holder = startHolder(QStringLiteral("holder"), 30000, false);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("holder") }, 20000);
+    auto holder = startWithTheSlotHeld();
+    QVERIFY2(holder, "no server, or the holder never got the slot");
     auto waiter = startWaiter(QStringLiteral("w"));
     QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
     const std::string converted = evalOnState(R"(
@@ -997,16 +1001,14 @@ void TestRedisFaults::aStateWithWaitersInsideIsConverted()
     QVERIFY2(!history.out.contains("\"type\":\"reset\""), history.out.constData());
 }
 
-// A waiter's record lost (HDEL) or replaced by something that does not decode: the queue does
-// not wedge on it. The record that did not decode is set aside; its ticket leaves the queue;
-// each waiter, finding no entry when it next looks, queues again and is admitted.
+// A waiter's record lost (HDEL) or replaced by something that does not decode, or a place in
+// the queue that holds no ticket: the queue does not wedge on it. The record that did not decode is set
+// aside; its ticket leaves the queue; each waiter, finding no entry when it next looks, queues again and is
+// admitted.
 void TestRedisFaults::aWaiterWhoseRecordIsLostOrCorruptQueuesAgain()
 {
-    QVERIFY(startRedis(false));
-    setLimits({ QStringLiteral("--requests"), QStringLiteral("100000"), QStringLiteral("--parallel"),
-        QStringLiteral("1") });
-    auto holder = startHolder(QStringLiteral("holder"), 30000, false);
-    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("holder") }, 20000);
+    auto holder = startWithTheSlotHeld();
+    QVERIFY2(holder, "no server, or the holder never got the slot");
     auto first = startWaiter(QStringLiteral("first"));
     QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
     auto second = startWaiter(QStringLiteral("second"));
@@ -1018,6 +1020,12 @@ void TestRedisFaults::aWaiterWhoseRecordIsLostOrCorruptQueuesAgain()
     const std::string state = RedisConnection::key(address(), "state");
     QVERIFY(c->command({ "HSET", state, "q:" + tickets[0].toStdString(), "\xc1 not MessagePack" }).ok());
     QVERIFY(c->command({ "HDEL", state, "q:" + tickets[1].toStdString() }).ok());
+    // And a place in the queue that holds no ticket at all (not digits): a ghost too.
+    QCOMPARE(
+        evalOnState("local p = cmsgpack.unpack(redis.call('HGET', KEYS[1], ARGV[1])) "
+                    "p.q = 'not-a-ticket-!!!' .. p.q redis.call('HSET', KEYS[1], ARGV[1], cmsgpack.pack(p)) "
+                    "return #p.q"),
+        std::string("48"));
     holder.reset();
     for (auto* w : { first.get(), second.get() }) {
         QVERIFY2(w->waitForFinished(120000), "a waiter was never admitted");

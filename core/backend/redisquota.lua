@@ -1482,7 +1482,6 @@ local function admitApply(g, p, l, r, ticket, t, enqueue, me)
             if me and me.r ~= d.reason then
                 me.r = d.reason
                 W.changed(me)
-                dirty['p:' .. p.n] = p
             end
         elseif enqueue then
             if W.n(p) >= MAX_WAITERS then

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -79,6 +80,16 @@ std::int64_t time(std::int64_t v)
 json parseMsgpack(std::string_view blob)
 {
     return json::from_msgpack(blob.begin(), blob.end(), true, false);
+}
+
+// The bytes of a MessagePack string or binary (Lua's strings come as either); none otherwise.
+std::optional<std::string> bytesOf(const json& v)
+{
+    if (v.is_string())
+        return v.get<std::string>();
+    if (v.is_binary())
+        return std::string(v.get_binary().begin(), v.get_binary().end());
+    return std::nullopt;
 }
 
 Error corrupt(const std::string& key, const std::string& what)
@@ -460,10 +471,9 @@ Result<ProviderState> RedisStateCodec::decodeProvider(std::string_view blob, con
     // script drops when it meets it: not shown.
     std::vector<json> queued;
     bool ownFields = false;
-    if (auto q = j.find("q"); q != j.end() && (q->is_string() || q->is_binary())) {
-        const std::string tickets = q->is_string()
-            ? q->get<std::string>()
-            : std::string(q->get_binary().begin(), q->get_binary().end());
+    const auto q = j.find("q");
+    if (auto ticketBytes = q != j.end() ? bytesOf(*q) : std::nullopt) {
+        const std::string& tickets = *ticketBytes;
         constexpr std::size_t width = QUEUE_TICKET_DIGITS;
         if (tickets.size() % width != 0 || tickets.size() / width > QuotaState::MAX_WAITERS)
             return bad("a provider state's queue is not a string of tickets");
@@ -611,22 +621,18 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
     for (std::size_t i = 0; i + 1 < limits->size(); i += 2) {
         const json& name = (*limits)[i];
         const json& value = (*limits)[i + 1];
-        if (!name.is_binary() && !name.is_string())
+        const auto provider = bytesOf(name);
+        if (!provider)
             continue;
-        const std::string provider = name.is_string()
-            ? name.get<std::string>()
-            : std::string(name.get_binary().begin(), name.get_binary().end());
-        const std::string text = value.is_string() ? value.get<std::string>()
-            : value.is_binary() ? std::string(value.get_binary().begin(), value.get_binary().end())
-                                : std::string();
-        auto l = parseCompactLimits(provider, text, limitsKey);
+        const std::string text = bytesOf(value).value_or(std::string());
+        auto l = parseCompactLimits(*provider, text, limitsKey);
         if (!l) {
             out.corruptKey = l.error().path;
             out.corruptReason = l.error().message;
             out.limitsCorrupt = true;
             continue;
         }
-        if (auto set = out.limits.set(provider, *l); !set) {
+        if (auto set = out.limits.set(*provider, *l); !set) {
             out.corruptKey = limitsKey;
             out.corruptReason = set.error().message;
             out.limitsCorrupt = true;
@@ -649,9 +655,7 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
         const char* last = field.data() + field.size();
         if (auto [end, ec] = std::from_chars(first, last, tk); ec != std::errc() || end != last || tk < 1)
             continue; // not a waiter's field: nothing of the script's
-        waiters.emplace(tk,
-            value.is_string() ? value.get<std::string>()
-                              : std::string(value.get_binary().begin(), value.get_binary().end()));
+        waiters.emplace(tk, *bytesOf(value));
     }
     QuotaState s;
     for (std::size_t i = 0; i + 1 < state->size(); i += 2) {
@@ -659,10 +663,10 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
         const json& value = (*state)[i + 1];
         if (!name.is_string() || !(value.is_string() || value.is_binary()))
             continue;
-        const std::string field = name.get<std::string>();
-        const std::string blob = value.is_string()
-            ? value.get<std::string>()
-            : std::string(value.get_binary().begin(), value.get_binary().end());
+        const std::string& field = name.get_ref<const std::string&>();
+        if (field.rfind("q:", 0) == 0)
+            continue; // a waiter's record, read above with its provider's queue
+        const std::string blob = *bytesOf(value);
         if (field == "g") {
             const json g = parseMsgpack(blob);
             std::int64_t nf = 0;
