@@ -1,5 +1,6 @@
 #include "capacitymodel.h"
 
+#include "corebridge.h"
 #include "quota/capacity.h"
 
 #include <QLocale>
@@ -7,11 +8,6 @@
 namespace tollgate::ui {
 
 namespace {
-
-QString qs(const std::string& s)
-{
-    return QString::fromStdString(s);
-}
 
 // Whole seconds, rounded up: "next free in 1 s" must not be said 0.4 s early as "0 s".
 QString duration(std::int64_t ms)

@@ -1,5 +1,6 @@
 #include "limitsmodel.h"
 
+#include "corebridge.h"
 #include "learnedlimits.h"
 
 #include <QBrush>
@@ -10,11 +11,6 @@
 namespace tollgate::ui {
 
 namespace {
-
-QString qs(const std::string& s)
-{
-    return QString::fromStdString(s);
-}
 
 // One count column: its field's range, and the CLI option that sets it (the name the core's
 // refusal uses, so the dashboard and `tollgate limits set` say the same words).

@@ -1,5 +1,6 @@
 #include "providersmodel.h"
 
+#include "corebridge.h"
 #include "learnedlimits.h"
 #include "quota/capacity.h"
 #include "quota/quotapolicy.h"
@@ -13,11 +14,6 @@
 namespace tollgate::ui {
 
 namespace {
-
-QString qs(const std::string& s)
-{
-    return QString::fromStdString(s);
-}
 
 QString seconds(qint64 ms)
 {

@@ -3,6 +3,7 @@
 #include "backend/quotalimiter.h"
 #include "backend/storefactory.h"
 #include "base/textsanitizer.h"
+#include "corebridge.h"
 #include "lock/lockfile.h"
 #include "quota/quotapolicy.h"
 #include "quotaobserver.h"
@@ -10,7 +11,6 @@
 #include <QFile>
 #include <QFileInfo>
 #include <algorithm>
-#include <sys/stat.h>
 
 namespace tollgate::ui {
 
@@ -19,30 +19,6 @@ namespace {
 // Lock files are removed by "clean" only once older than this (LockFile's stale rule needs a
 // positive age), so a lock whose holder died a moment ago is re-judged under its flock.
 constexpr std::int64_t CLEAN_AGE_SECONDS = 1;
-
-QString qs(const std::string& s)
-{
-    return QString::fromStdString(s);
-}
-
-std::string ss(const QString& s)
-{
-    return s.toStdString();
-}
-
-qint64 msNow(const Clock& clock)
-{
-    return clock.unixMs();
-}
-
-quint64 inodeOf(const QString& path)
-{
-    struct stat st
-    {
-    };
-    const QByteArray native = QFile::encodeName(path);
-    return ::lstat(native.constData(), &st) == 0 ? static_cast<quint64>(st.st_ino) : 0;
-}
 
 } // namespace
 
@@ -348,7 +324,7 @@ void QuotaActions::releaseLock(const HolderInfo& expected, bool confirmed, Actio
     const QString notRecorded = record({ lockEvent(EventType::LockRelease, path, found,
         found.corrupt ? QStringLiteral("unknown")
                       : (alive ? QStringLiteral("alive") : QStringLiteral("dead")),
-        QStringLiteral("forced by ") + who(), msNow(m_clock)) });
+        QStringLiteral("forced by ") + who(), m_clock.unixMs()) });
     if (!notRecorded.isEmpty())
         r.message += QLatin1Char(' ') + tr("Not recorded in the history: %1").arg(notRecorded);
 }
@@ -398,7 +374,7 @@ void QuotaActions::cleanStale(const QStringList& lockPaths)
             // What was removed, exactly as judged under the flock.
             events.push_back(lockEvent(EventType::LockClean, h.path, outcome->found,
                 outcome->found.holderAlive ? QStringLiteral("untrusted") : QStringLiteral("dead"),
-                QStringLiteral("cleaned by ") + who(), msNow(m_clock)));
+                QStringLiteral("cleaned by ") + who(), m_clock.unixMs()));
         }
         // Orphaned temp files of dead writers (staleSeconds 0: the lock itself is left alone).
         (void)lock->clean(0);

@@ -4,6 +4,7 @@
 #include "backend/storefactory.h"
 #include "base/textsanitizer.h"
 #include "changefeedwatcher.h"
+#include "corebridge.h"
 #include "homewatcher.h"
 #include "lock/lockfile.h"
 #include "quota/capacity.h"
@@ -23,7 +24,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <optional>
-#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tollgate::ui {
@@ -35,30 +35,6 @@ namespace {
 constexpr auto READ_LOCK_TIMEOUT = std::chrono::milliseconds(2000);
 // The window looks a few times a second; a writer's turn matters more than its wake-ups.
 constexpr auto READ_LOCK_PAUSE = std::chrono::microseconds(4000);
-
-QString qs(const std::string& s)
-{
-    return QString::fromStdString(s);
-}
-
-std::string ss(const QString& s)
-{
-    return s.toStdString();
-}
-
-qint64 msNow(const Clock& clock)
-{
-    return clock.unixMs();
-}
-
-quint64 inodeOf(const QString& path)
-{
-    struct stat st
-    {
-    };
-    const QByteArray native = QFile::encodeName(path);
-    return ::lstat(native.constData(), &st) == 0 ? static_cast<quint64>(st.st_ino) : 0;
-}
 
 // The home part of a snapshot through the store's read side (the reader was opened, and the
 // home checked, by the caller).
@@ -237,7 +213,7 @@ bool judgeLockFile(const QString& path, qint64 staleSeconds, const ProcessProbe&
     h.lock = st->identity;
     // From the core's age, which is never negative and never trusts a timestamp in the
     // future: the stored timestamp times 1000 overflows for a forged 2^63-1.
-    const qint64 now = msNow(clock);
+    const qint64 now = clock.unixMs();
     h.sinceMs = now - std::min<std::int64_t>(st->ageSeconds, now / 1000) * 1000;
     if (st->corrupt) {
         h.health = HolderHealth::Corrupt;
@@ -345,7 +321,7 @@ DashboardSnapshot QuotaObserver::readSnapshot(const QString& home, const QString
     CachingProbe cached(probe); // one look per pid for the whole snapshot
     DashboardSnapshot s;
     s.home = home;
-    s.nowMs = msNow(clock);
+    s.nowMs = clock.unixMs();
     readHomePart(s, cached);
     addLockHolders(s, lockDirs, staleSeconds, cached, clock);
     return s;
@@ -410,7 +386,7 @@ void QuotaObserver::readHome()
 {
     DashboardSnapshot s;
     s.home = m_home;
-    s.nowMs = msNow(m_clock);
+    s.nowMs = m_clock.unixMs();
     const bool kept = readHomePart(s, m_round, { &m_homePart.state, &m_homePart.limits, &m_slotHolders },
         m_isRedis ? &m_reader : nullptr);
     if (!kept) // otherwise the same rows: keep the list itself, so comparing it costs nothing
@@ -570,7 +546,7 @@ bool QuotaObserver::scanLockDir(LockDir& d, const QString& ownLock, bool rereadA
 void QuotaObserver::checkLiveness()
 {
     m_round.clear();
-    const qint64 now = msNow(m_clock);
+    const qint64 now = m_clock.unixMs();
     bool changed = false;
     for (LockDir& d : m_lockDirCache) {
         for (auto it = d.locks.begin(); it != d.locks.end();) {
@@ -644,7 +620,7 @@ void QuotaObserver::publish(bool holdersChanged, bool homeChanged)
         return;
     }
     DashboardSnapshot s = m_homePart;
-    s.nowMs = msNow(m_clock);
+    s.nowMs = m_clock.unixMs();
     if (rewritesOnly) {
         // The same rows with new values at known places: the GUI's model rebuilds only those.
         s.holdersBase = m_holdersRevision;
