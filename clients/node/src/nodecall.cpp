@@ -141,12 +141,20 @@ NodeCall* NodeCall::usable(napi_env env, napi_value self)
     return c;
 }
 
+NodeCall* NodeCall::unwrapped(napi_env env, napi_callback_info cbinfo, Args& a)
+{
+    return readArgs(env, cbinfo, a) ? unwrapped(env, a.self) : nullptr;
+}
+
+NodeCall* NodeCall::usable(napi_env env, napi_callback_info cbinfo, Args& a)
+{
+    return readArgs(env, cbinfo, a) ? usable(env, a.self) : nullptr;
+}
+
 napi_value NodeCall::admit(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     std::int64_t timeout = 0;
     if (!c || !readCount(env, a.argv[0], "timeoutMs", 0, timeout))
         return nullptr;
@@ -229,9 +237,7 @@ void NodeCall::admitComplete(napi_env env, napi_value, void*, void* data)
 napi_value NodeCall::cancel(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    auto* c = unwrapped(env, a.self);
+    auto* c = unwrapped(env, cbinfo, a);
     if (!c)
         return nullptr;
     if (c->m_call)
@@ -242,9 +248,7 @@ napi_value NodeCall::cancel(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::settle(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     std::int64_t input = -1, output = -1;
     if (!c || !readCount(env, a.argv[0], "inputTokens", -1, input)
         || !readCount(env, a.argv[1], "outputTokens", -1, output))
@@ -256,9 +260,7 @@ napi_value NodeCall::settle(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::report429(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     std::int64_t retry = -1;
     if (!c || !readCount(env, a.argv[0], "retryAfterMs", -1, retry))
         return nullptr;
@@ -269,9 +271,7 @@ napi_value NodeCall::report429(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::release(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     if (!c)
         return nullptr;
     tollgate_error err {};
@@ -282,9 +282,7 @@ napi_value NodeCall::release(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::headers(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     std::int64_t status = 0;
     if (!c || !readCount(env, a.argv[0], "status", 0, status))
         return nullptr;
@@ -334,9 +332,7 @@ napi_value NodeCall::headers(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::body(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     const void* data = nullptr;
     size_t len = 0;
     if (!c || !readBytes(env, a.argv[0], "chunk", data, len))
@@ -348,9 +344,7 @@ napi_value NodeCall::body(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::finish(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     bool brokenOff = false;
     if (!c || !readBool(env, a.argv[0], "brokenOff", brokenOff))
         return nullptr;
@@ -362,9 +356,7 @@ napi_value NodeCall::finish(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::info(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    NodeCall* c = usable(env, a.self);
+    NodeCall* c = usable(env, cbinfo, a);
     if (!c)
         return nullptr;
     napi_value out, fence, holds;
@@ -382,9 +374,7 @@ napi_value NodeCall::info(napi_env env, napi_callback_info cbinfo)
 napi_value NodeCall::free(napi_env env, napi_callback_info cbinfo)
 {
     Args a;
-    if (!readArgs(env, cbinfo, a))
-        return nullptr;
-    auto* c = unwrapped(env, a.self);
+    auto* c = unwrapped(env, cbinfo, a);
     if (!c)
         return nullptr;
     if (c->m_waiting) {

@@ -23,6 +23,7 @@
 //   wait ends; at the environment's teardown a call still waiting is cancelled and left (the
 //   process is ending). Any use after free() is a StateError, never a touch of freed memory.
 
+#include "napiutil.h"
 #include "tollgate.h"
 
 #include <atomic>
@@ -57,6 +58,9 @@ private:
     static NodeCall* unwrapped(napi_env env, napi_value self);
     // The same, and not freed nor waiting, or nullptr with a TypeError/StateError pending.
     static NodeCall* usable(napi_env env, napi_value self);
+    // The same for the object a method was called on, its arguments read into `a` first.
+    static NodeCall* unwrapped(napi_env env, napi_callback_info cbinfo, Args& a);
+    static NodeCall* usable(napi_env env, napi_callback_info cbinfo, Args& a);
 
     tollgate_call* m_call = nullptr; // owned
     bool m_waiting = false; // an admission runs on a pool thread
