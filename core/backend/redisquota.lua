@@ -90,13 +90,17 @@ local function clamp(v, lo, hi)
     if v > hi then return hi end
     return v
 end
-local function sortedKeys(t)
-    local k = {}
-    if t then
+-- (The main chunk is near Lua's limit of 200 locals: helpers of one function live in a block.)
+local sortedKeys
+do
+    local NO_KEYS = {} -- sortedKeys of nothing (most providers have no model classes); never written
+    sortedKeys = function(t)
+        if not t or next(t) == nil then return NO_KEYS end
+        local k = {}
         for name in pairs(t) do k[#k + 1] = name end
+        table.sort(k)
+        return k
     end
-    table.sort(k)
-    return k
 end
 local function byWhom(what, who)
     if who == nil or who == '' then return what end
@@ -435,9 +439,20 @@ local function limitOrNone(l, v)
 end
 -- A budget (the provider's or a class's limits per window, or their `d` per day) as limits
 -- after the headroom: { requests, tokens, input, output }, -1: none.
+-- Made once per budget: a provider's limits are decoded once per string and never changed
+-- (limitsOf), so a budget table stands for its numbers; callers only read the result. (Kept
+-- by the budget table; past MAX_BUDGETS, start over: limits replaced leave theirs behind.)
+LK.budgets, LK.budgetCount, LK.MAX_BUDGETS = {}, 0, 4096
+LK.NONE = { -1, -1, -1, -1 }
 local function limitsOfBudget(l, b)
-    if not b then return { -1, -1, -1, -1 } end
-    return { limitOrNone(l, b.r), limitOrNone(l, b.t), limitOrNone(l, b.it), limitOrNone(l, b.ot) }
+    if not b then return LK.NONE end
+    local lim = LK.budgets[b]
+    if lim and lim.h == l.h then return lim end
+    lim = { limitOrNone(l, b.r), limitOrNone(l, b.t), limitOrNone(l, b.it), limitOrNone(l, b.ot), h = l.h }
+    if LK.budgetCount >= LK.MAX_BUDGETS then LK.budgets, LK.budgetCount = {}, 0 end
+    LK.budgetCount = LK.budgetCount + 1
+    LK.budgets[b] = lim
+    return lim
 end
 local function anyLimit(lim)
     return lim[1] >= 0 or lim[2] >= 0 or lim[3] >= 0 or lim[4] >= 0
@@ -540,6 +555,17 @@ local WAITER_SPEC = { tk = 'int', pid = 'int', e = 'int', d = 'int', n = 'int', 
 -- read (provider -> its queue as read).
 local W = { rec = {}, gone = {}, read = {}, PREFIX = 'q:', WIDTH = QUEUE_TICKET_DIGITS }
 W.FORMAT = '%0' .. W.WIDTH .. 'd'
+-- A per-call table, emptied for this call (made once: a table made anew each call grows its
+-- hash part key by key, each growth an allocation; these were a fifth of a call's garbage).
+-- Nothing keeps one of them past its call (what outlives a call is copied or kept by value).
+function W.emptied(t)
+    if t == nil then return {} end
+    for k in pairs(t) do t[k] = nil end
+    return t
+end
+-- An admission's arguments the client leaves out when at their default (RedisQuotaBackend::admit).
+W.ADMIT_DEFAULTS = { __index = { model = '', tokens = 0, ['in'] = 0, out = 0, est = false, slot = false,
+    deadlineIn = 0, lease = 0, ticket = 0, enqueue = false, waited = 0, first = '' } }
 function W.field(tk)
     return W.PREFIX .. string.format('%d', tk)
 end
@@ -665,8 +691,24 @@ local function validProvider(p)
     return true
 end
 
-local function setAside(field, raw, why)
+-- The set-aside hash's type is checked when a call first writes it, not by every call's
+-- preflight: a set-aside is the first write of any call that makes one (limits operations,
+-- which write first, still check every key before), so a key of another type refuses the
+-- call with nothing written (main() returns the refusal).
+function W.keepAside(field, raw)
+    if not W.asideChecked then
+        local t = redis.call('TYPE', KEYS[5])
+        if type(t) == 'table' then t = t.ok end
+        if t ~= 'none' and t ~= 'hash' then
+            error({ refusal = refuse('corrupt', KEYS[5] .. ' is a ' .. tostring(t)
+                .. ' where Tollgate keeps a hash (set there by something else?): nothing was changed') }, 0)
+        end
+        W.asideChecked = true
+    end
     redis.call('HSET', KEYS[5], field .. '@' .. now, raw)
+end
+local function setAside(field, raw, why)
+    W.keepAside(field, raw)
     local e = event(EVENT.RESET, field == 'g' and '' or string.sub(field, 3))
     e.reason = why
 end
@@ -696,7 +738,7 @@ local function decode(field, raw, valid)
         decoded[key] = nil
         decodedCount = decodedCount - 1
         if kept.raw == raw then
-            readThisCall[field] = { raw = raw, v = kept.v }
+            readThisCall[field] = kept -- { raw, v }: kept again by commit (keepDecoded)
             return kept.v
         end
     end
@@ -714,7 +756,9 @@ local function keepDecoded(field, raw, v)
         if decodedCount >= MAX_DECODED then decoded, decodedCount = {}, 0 end
         decodedCount = decodedCount + 1
     end
-    decoded[key] = { raw = raw, v = v }
+    local entry = readThisCall[field] or {} -- the entry this call read, if any, is reused
+    entry.raw, entry.v = raw, v
+    decoded[key] = entry
 end
 
 -- A waiter's times as read, bounded by now (a clock that went back; boundTimes does the rest
@@ -739,7 +783,7 @@ function W.get(tk)
     if not w then
         local why = 'its record ' .. field .. ' was missing from ' .. KEYS[2]
         if w == false then
-            redis.call('HSET', KEYS[5], field .. '@' .. now, raw)
+            W.keepAside(field, raw)
             redis.call('HDEL', KEYS[2], field)
             why = 'its record ' .. field .. ' in ' .. KEYS[2] .. ' did not decode; set aside in ' .. KEYS[5]
         end
@@ -897,15 +941,18 @@ end
 -- it (made by admitApply), then kept in step with its budgets; a removed class's dropped.
 local function syncProvider(p, l, t)
     local changed = ensureScope(p, l, '', t)
-    local kept = {}
+    local gone = false
     for _, sc in ipairs(p.sc) do
-        if sc.m == '' or (l.m and l.m[sc.m]) then
-            kept[#kept + 1] = sc
-        else
-            changed = true
-        end
+        if not (sc.m == '' or (l.m and l.m[sc.m])) then gone = true end
     end
-    p.sc = kept
+    if gone then
+        local kept = {}
+        for _, sc in ipairs(p.sc) do
+            if sc.m == '' or (l.m and l.m[sc.m]) then kept[#kept + 1] = sc end
+        end
+        p.sc = kept
+        changed = true
+    end
     for _, sc in ipairs(p.sc) do
         if sc.m ~= '' and syncScope(sc, l.m[sc.m], l, t) then changed = true end
     end
@@ -1269,20 +1316,23 @@ end
 local function backoffUntil(p, t)
     return math.min(p.bu, plus(t, MAX_STOP_MS))
 end
-local function boundTimes(g, p, l, t)
-    local changed = false
-    local function atMost(obj, key, max)
-        if obj[key] > max then
-            obj[key] = max
-            changed = true
-        end
+local boundTimes
+do
+-- obj[key] at most max; true when it was more (no closure made per call: runs on every admission).
+local function atMost(obj, key, max)
+    if obj[key] > max then
+        obj[key] = max
+        return true
     end
-    atMost(p, 'bu', plus(t, MAX_STOP_MS))
-    atMost(p, 'pu', plus(math.max(p.bu, t), math.max(0, l.w)))
-    if p.qu then atMost(p, 'qu', plus(t, MAX_STOP_MS)) end
-    atMost(p, 'la', t)
-    atMost(p, 'l4', t)
-    atMost(p, 'pa', t)
+    return false
+end
+boundTimes = function(g, p, l, t)
+    local changed = atMost(p, 'bu', plus(t, MAX_STOP_MS))
+    if atMost(p, 'pu', plus(math.max(p.bu, t), math.max(0, l.w))) then changed = true end
+    if p.qu and atMost(p, 'qu', plus(t, MAX_STOP_MS)) then changed = true end
+    if atMost(p, 'la', t) then changed = true end
+    if atMost(p, 'l4', t) then changed = true end
+    if atMost(p, 'pa', t) then changed = true end
     if g.pat > t then
         g.pat = t
         dirty['g'] = g
@@ -1293,8 +1343,8 @@ local function boundTimes(g, p, l, t)
     end
     local slotLease = plus(t, MAX_HOLD_MS)
     for _, s in ipairs(p.sl) do
-        atMost(s, 'a', t)
-        atMost(s, 'lu', slotLease)
+        if atMost(s, 'a', t) then changed = true end
+        if atMost(s, 'lu', slotLease) then changed = true end
     end
     -- (The waiters' times are bounded as each is read: W.bound.)
     for _, sc in ipairs(p.sc) do
@@ -1308,6 +1358,7 @@ local function boundTimes(g, p, l, t)
     end
     return changed
 end
+end
 
 -- QuotaPolicy::costOf: { requests, tokens, input, output } of a request; an unknown split
 -- counts its tokens toward each.
@@ -1319,35 +1370,41 @@ local function costOf(r)
     return { 1, inp + out, inp, out }
 end
 
-local function impossible(l, r)
+local impossible
+do
+-- Why the request's tokens can never fit budget b (per `per`) of scope `name`; nil: they can.
+-- (No closures made per call: this runs on every admission.)
+local function overBudget(l, r, cost, split, name, b, per)
+    local lim = limitsOfBudget(l, b)
+    local want, li, what = cost[2], lim[2], 'tokens'
+    if not (li >= 0 and want > li) and split then
+        want, li, what = cost[3], lim[3], 'input tokens'
+        if not (li >= 0 and want > li) then want, li, what = cost[4], lim[4], 'output tokens' end
+    end
+    if not (li >= 0 and want > li) then return nil end
+    local who = 'provider \'' .. r.provider .. '\''
+    if name ~= '' then who = 'model class \'' .. name .. '\'' end
+    return 'asks for ' .. want .. ' ' .. what .. ', but ' .. who .. ' allows ' .. li .. ' per ' .. per
+end
+local function impossibleIn(l, r, cost, split, name)
+    local b = budgetsOf(l, name)
+    return overBudget(l, r, cost, split, name, b, 'window') or (b.d and overBudget(l, r, cost, split, name, b.d, 'day'))
+end
+impossible = function(l, r)
     if r.tokens < 0 or (r['in'] or 0) < 0 or (r.out or 0) < 0 then return 'a negative number of tokens' end
     if r.est then return nil end
     local cost = costOf(r)
     local split = (r['in'] or 0) > 0 or (r.out or 0) > 0
-    local function check(name, b, per)
-        local lim = limitsOfBudget(l, b)
-        local who = 'provider \'' .. r.provider .. '\''
-        if name ~= '' then who = 'model class \'' .. name .. '\'' end
-        local function over(want, li, what)
-            if li >= 0 and want > li then
-                return 'asks for ' .. want .. ' ' .. what .. ', but ' .. who .. ' allows ' .. li .. ' per ' .. per
-            end
-            return nil
-        end
-        local why = over(cost[2], lim[2], 'tokens')
-        if why or not split then return why end
-        return over(cost[3], lim[3], 'input tokens') or over(cost[4], lim[4], 'output tokens')
-    end
-    local names = { '' }
+    local why = impossibleIn(l, r, cost, split, '')
+    if why then return why end
     for _, m in ipairs(sortedKeys(l.m)) do
-        if classMatches(m, l.m[m], r.model) then names[#names + 1] = m end
-    end
-    for _, name in ipairs(names) do
-        local b = budgetsOf(l, name)
-        local why = check(name, b, 'window') or (b.d and check(name, b.d, 'day'))
-        if why then return why end
+        if classMatches(m, l.m[m], r.model) then
+            why = impossibleIn(l, r, cost, split, m)
+            if why then return why end
+        end
     end
     return nil
+end
 end
 
 -- QuotaPolicy's capped: an estimate ('all') is checked capped at every limit, a stated total
@@ -1359,13 +1416,16 @@ local function capOf(r)
 end
 local function capped(cost, lim, how)
     if not how then return cost end
-    local out = { cost[1], cost[2], cost[3], cost[4] }
     local first = 3
     if how == 'all' then first = 1 end
+    local out
     for i = first, 4 do
-        if lim[i] >= 0 then out[i] = math.min(cost[i], lim[i]) end
+        if lim[i] >= 0 and cost[i] > lim[i] then
+            out = out or { cost[1], cost[2], cost[3], cost[4] }
+            out[i] = lim[i]
+        end
     end
-    return out
+    return out or cost -- (callers only read it)
 end
 
 -- QuotaPolicy's scopeAllows: one scope's window and day.
@@ -1378,7 +1438,7 @@ local function scopeAllows(sc, b, l, cost, how, t, d)
         c = capped(cost, wl, how)
         local ur, uk, ui, uo = usage(sc, t)
         at = math.max(at, whenFits(sc, t, c, wl, ur, uk, ui, uo))
-        requestsFull = not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { wl[1], -1, -1, -1 })
+        requestsFull = wl[1] >= 0 and ur + 1 > wl[1] -- one more request would not fit
     end
     local dl = limitsOfBudget(l, b.d)
     if anyLimit(dl) and (sc.dy or sc.cu) then
@@ -1396,7 +1456,7 @@ local function scopeAllows(sc, b, l, cost, how, t, d)
         else
             dayAt = NEVER
         end
-        if dayAt > t and not fitsUnder(ur, uk, ui, uo, { 1, 0, 0, 0 }, { dl[1], -1, -1, -1 }) then
+        if dayAt > t and dl[1] >= 0 and ur + 1 > dl[1] then
             requestsFull = true
         end
         at = math.max(at, dayAt)
@@ -1788,11 +1848,12 @@ function ops.admit()
     if d.admitted then
         local e = event(EVENT.ADMIT, a.provider)
         e.caller = a.caller
-        e.model = a.model
         e.pid = a.pid
-        e.tokens = a.tokens
         e.fence = d.fence
-        e.waited_ms = a.waited
+        -- (The line leaves out empty and zero fields: they are not set.)
+        if a.model ~= '' then e.model = a.model end
+        if a.tokens ~= 0 then e.tokens = a.tokens end
+        if a.waited ~= 0 then e.waited_ms = a.waited end
         if a.first ~= '' then e.reason = a.first end
         changed = true
         ring = ring or p.q ~= ''
@@ -1821,10 +1882,18 @@ function ops.admit()
     end
     if changed then touch(p) end
     commit()
-    local retryAt = d.retryAt
-    if retryAt >= NEVER then retryAt = -1 end
-    return reply({ admitted = d.admitted, reason = d.reason, retryAt = retryAt, fence = d.fence, ticket = d.ticket,
-        slotTaken = d.slotTaken, lease = lease, now = now, suspects = suspects, lookIn = lookIn })
+    -- Fields at their defaults are left out (the client reads a missing one as its default:
+    -- false, 0, -1 for retryAt and lookIn, no suspects): every call is one of these.
+    local out = { lease = lease, now = now }
+    if d.admitted then out.admitted = true end
+    if d.reason ~= 0 then out.reason = d.reason end
+    if d.retryAt < NEVER then out.retryAt = d.retryAt end
+    if d.fence ~= 0 then out.fence = d.fence end
+    if d.ticket ~= 0 then out.ticket = d.ticket end
+    if d.slotTaken then out.slotTaken = true end
+    if #suspects > 0 then out.suspects = suspects end
+    if lookIn ~= -1 then out.lookIn = lookIn end
+    return reply(out)
 end
 
 function ops.leave()
@@ -2596,7 +2665,7 @@ end
 local KEY_TYPES = { { 1, 'hash' }, { 2, 'hash' }, { 3, 'stream' }, { 4, 'string' }, { 5, 'hash' } }
 local READ_ONLY_OPS = { snapshot = true }
 -- needs: the last home's and channel's commands to check (a home's calls follow one another).
-local PF = { STATE_KEY_TYPES = { { 2, 'hash' }, { 3, 'stream' }, { 5, 'hash' } },
+local PF = { STATE_KEY_TYPES = { { 2, 'hash' }, { 3, 'stream' } }, -- (and 5 where written: W.keepAside)
     LIMITS_OPS = { setLimits = true, removeLimits = true, importLimits = true }, needs = nil }
 local function preflight()
     local limitsOp = PF.LIMITS_OPS[op] == true
@@ -2651,19 +2720,20 @@ local function main(keys, args)
     a = {}
     if ARGV[5] and ARGV[5] ~= '' then
         a = cmsgpack.unpack(ARGV[5])
+        if op == 'admit' then setmetatable(a, W.ADMIT_DEFAULTS) end
     end
     myHost = a.host or ''
-    deadF, deadT = {}, {}
-    for _, f in ipairs(a.deadF or {}) do deadF[f] = true end
-    for _, t in ipairs(a.deadT or {}) do deadT[t] = true end
-    events, ring, dirty, limitsCache = {}, false, {}, {}
+    deadF, deadT = W.emptied(deadF), W.emptied(deadT)
+    if a.deadF then for _, f in ipairs(a.deadF) do deadF[f] = true end end
+    if a.deadT then for _, t in ipairs(a.deadT) do deadT[t] = true end end
+    events, ring, dirty, limitsCache = W.emptied(events), false, W.emptied(dirty), W.emptied(limitsCache)
     callerTicket = 0
-    readThisCall = {}
-    W.rec, W.gone, W.ghosts, W.read = {}, {}, false, {}
-    globalState, providerStates = nil, {}
+    readThisCall = W.emptied(readThisCall)
+    W.rec, W.gone, W.ghosts, W.read, W.asideChecked = W.emptied(W.rec), W.emptied(W.gone), false, W.emptied(W.read), false
+    globalState, providerStates = nil, W.emptied(providerStates)
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end
-    afterCommit = {}
+    afterCommit = W.emptied(afterCommit)
     local f = ops[op]
     if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
     if not READ_ONLY_OPS[op] then
@@ -2675,6 +2745,7 @@ local function main(keys, args)
     if type(result) == 'table' and result.needday then
         return reply({ err = 'needday', day = result.needday })
     end
+    if type(result) == 'table' and result.refusal then return result.refusal end
     error(result, 0)
 end
 

@@ -18,6 +18,12 @@ extern const char* const REDIS_QUOTA_SCRIPT;
 
 using nlohmann::json;
 
+const RedisLibrary& RedisQuotaBackend::library()
+{
+    static const RedisLibrary script { REDIS_QUOTA_SCRIPT };
+    return script;
+}
+
 namespace {
 
 std::string packed(const json& j)
@@ -176,7 +182,7 @@ Result<std::string> RedisQuotaBackend::send(
     m_connection.setTimeout(timeout);
     const std::string now = m_testClock ? std::to_string(msOf(*m_testClock)) : std::string();
     auto r = m_connection.callFunction(
-        REDIS_QUOTA_SCRIPT, m_keys, { op, now, m_channelPrefix, m_historyCap, args, daysArgument() });
+        library(), m_keys, { op, now, m_channelPrefix, m_historyCap, args, daysArgument() });
     if (!r) {
         Error e = r.error();
         if (e.kind == ErrorKind::Timeout) // not a refusal of the quota: the store is unreachable
@@ -316,12 +322,28 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
         ? *step.deadlineInMs
         : std::clamp(r.deadlineMs, clientNow - RedisStateCodec::NEVER, clientNow + RedisStateCodec::NEVER)
             - clientNow;
-    json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "model", r.model },
-        { "tokens", r.tokens }, { "in", r.inputTokens }, { "out", r.outputTokens }, { "est", r.estimated },
-        { "slot", r.wantsSlot }, { "pid", r.pid }, { "wpid", r.waiterPid }, { "deadlineIn", deadlineIn },
-        { "st", r.startTicks }, { "wst", r.waiterStartTicks }, { "lease", r.leaseMs },
-        { "ticket", step.ticket }, { "enqueue", step.enqueue }, { "waited", clientNow - step.startMs },
-        { "first", step.firstReason == WaitReason::None ? "" : waitReasonName(step.firstReason) } };
+    // A field at its default (zero, false, empty) is left out: the script reads it as that
+    // (ADMIT_DEFAULTS in redisquota.lua). Every call is an admission: unpacking 23 fields
+    // where 9 are needed was a tenth of its server time.
+    json a = { { "host", m_host }, { "provider", r.provider }, { "caller", r.caller }, { "pid", r.pid },
+        { "wpid", r.waiterPid }, { "st", r.startTicks }, { "wst", r.waiterStartTicks } };
+    const auto unlessZero = [&a](const char* key, auto value) {
+        if (value != decltype(value) {})
+            a[key] = value;
+    };
+    unlessZero("model", r.model);
+    unlessZero("tokens", r.tokens);
+    unlessZero("in", r.inputTokens);
+    unlessZero("out", r.outputTokens);
+    unlessZero("est", r.estimated);
+    unlessZero("slot", r.wantsSlot);
+    unlessZero("deadlineIn", deadlineIn);
+    unlessZero("lease", r.leaseMs);
+    unlessZero("ticket", step.ticket);
+    unlessZero("enqueue", step.enqueue);
+    unlessZero("waited", clientNow - step.startMs);
+    if (step.firstReason != WaitReason::None)
+        a["first"] = waitReasonName(step.firstReason);
     // Rung on its own channel only while it listens there (else it looks every MAX_SLEEP).
     if (m_subscription)
         a["wake"] = m_wakeKey;
@@ -339,8 +361,10 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
     // Each round names more dead holders or waiters of this host; the queue's head can only
     // be probed once it is the head, so a few rounds may be needed (bounded).
     for (int round = 0;; ++round) {
-        a["deadF"] = deadF;
-        a["deadT"] = deadT;
+        if (!deadF.empty())
+            a["deadF"] = deadF;
+        if (!deadT.empty())
+            a["deadT"] = deadT;
         // The acquire's id, kept with the slot or queue place it takes (any of its calls).
         const std::uint64_t rid
             = step.requestId != 0 ? step.requestId : (m_nextRequestId++ & ((std::uint64_t(1) << 53) - 1));

@@ -137,6 +137,8 @@ public:
 
     // The keys and channels of a home (shared with the reader).
     [[nodiscard]] static std::vector<std::string> keys(const RedisAddress& address);
+    // The server script (core/backend/redisquota.lua) with its names, made once per process.
+    [[nodiscard]] static const RedisLibrary& library();
     [[nodiscard]] static std::string channelPrefix(const RedisAddress& address);
 
 private:

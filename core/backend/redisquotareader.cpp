@@ -9,8 +9,6 @@
 
 namespace tollgate {
 
-extern const char* const REDIS_QUOTA_SCRIPT;
-
 namespace {
 
 // Reads the stream after the last entry returned; counts what the cap trimmed unread.
@@ -140,7 +138,7 @@ Result<QuotaView> RedisQuotaReader::snapshot()
             return c.error();
         m_connection = std::make_unique<RedisConnection>(std::move(c).value());
     }
-    auto r = m_connection->callReadOnly(REDIS_QUOTA_SCRIPT, RedisQuotaBackend::keys(m_address),
+    auto r = m_connection->callReadOnly(RedisQuotaBackend::library(), RedisQuotaBackend::keys(m_address),
         { "snapshot", "", RedisQuotaBackend::channelPrefix(m_address), "0", "" });
     if (!r)
         return r.error();

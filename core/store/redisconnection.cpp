@@ -14,7 +14,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/sha.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -179,8 +178,7 @@ struct RedisConnection::Impl
     std::chrono::milliseconds timeout;
     std::optional<std::string> password;
     ContextPtr context;
-    std::map<std::string, std::string> shas; // script text -> SHA1 the server gave
-    std::map<std::string, std::string> functions; // library text -> its function's name
+    std::map<std::string, std::string> loadedAs; // SHA1 of a script text -> the SHA1 the server gave
     bool functionsRefused = false; // this server (or our user) has no FUNCTION/FCALL
     bool readOnlyRefused = false; // ... nor EVALSHA_RO (before Redis 7, or an ACL)
 
@@ -409,35 +407,35 @@ Result<std::int64_t> RedisConnection::serverTimeMs()
 Result<RedisReply> RedisConnection::eval(
     const std::string& script, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
-    return evalAs("EVALSHA", script, keys, args);
+    return evalAs("EVALSHA", RedisLibrary(script), keys, args);
 }
 
-Result<RedisReply> RedisConnection::evalAs(const char* verb, const std::string& script,
+Result<RedisReply> RedisConnection::evalAs(const char* verb, const RedisLibrary& script,
     const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    // The server names a script by its SHA1, so the first call needs no SCRIPT LOAD.
+    std::string sha = script.sha();
+    if (auto it = m_impl->loadedAs.find(sha); it != m_impl->loadedAs.end())
+        sha = it->second;
     for (int attempt = 0; attempt < 2; ++attempt) {
-        auto it = m_impl->shas.find(script);
-        if (it == m_impl->shas.end() && attempt == 0)
-            it = m_impl->shas.emplace(script, scriptSha(script)).first; // the server likely knows it
-        if (it == m_impl->shas.end()) {
-            auto loaded = command({ "SCRIPT", "LOAD", script });
+        if (attempt > 0) {
+            auto loaded = command({ "SCRIPT", "LOAD", script.text() });
             if (!loaded)
                 return loaded.error();
             if (loaded->type != RedisReply::Type::String)
                 return Error::make(ErrorKind::Io, url(), "Redis did not load a script: " + loaded->text);
-            it = m_impl->shas.emplace(script, loaded->text).first;
+            sha = loaded->text;
+            m_impl->loadedAs[script.sha()] = sha;
         }
-        std::vector<std::string> argv { verb, it->second, std::to_string(keys.size()) };
+        std::vector<std::string> argv { verb, sha, std::to_string(keys.size()) };
         argv.insert(argv.end(), keys.begin(), keys.end());
         argv.insert(argv.end(), args.begin(), args.end());
         auto r = command(argv);
         if (!r)
             return r;
         // NOSCRIPT: the server lost its scripts (a restart, SCRIPT FLUSH); nothing ran. Load again.
-        if (r->type == RedisReply::Type::Error && r->text.rfind("NOSCRIPT", 0) == 0) {
-            m_impl->shas.erase(it);
+        if (r->type == RedisReply::Type::Error && r->text.rfind("NOSCRIPT", 0) == 0)
             continue;
-        }
         return r;
     }
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting the script");
@@ -463,16 +461,28 @@ bool functionsRefused(const RedisReply& r)
 Result<RedisReply> RedisConnection::callFunction(
     const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    return invoke(RedisLibrary(library), keys, args, false);
+}
+
+Result<RedisReply> RedisConnection::callFunction(
+    const RedisLibrary& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
     return invoke(library, keys, args, false);
 }
 
 Result<RedisReply> RedisConnection::callReadOnly(
     const std::string& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
 {
+    return invoke(RedisLibrary(library), keys, args, true);
+}
+
+Result<RedisReply> RedisConnection::callReadOnly(
+    const RedisLibrary& library, const std::vector<std::string>& keys, const std::vector<std::string>& args)
+{
     return invoke(library, keys, args, true);
 }
 
-Result<RedisReply> RedisConnection::invoke(const std::string& library, const std::vector<std::string>& keys,
+Result<RedisReply> RedisConnection::invoke(const RedisLibrary& library, const std::vector<std::string>& keys,
     const std::vector<std::string>& args, bool readOnly)
 {
     // The read-only way where the server has none (before Redis 7) or the user may not take it:
@@ -482,10 +492,7 @@ Result<RedisReply> RedisConnection::invoke(const std::string& library, const std
         readOnly = false;
     if (m_impl->functionsRefused)
         return evalReadOnlyOr(library, keys, args, readOnly);
-    auto it = m_impl->functions.find(library);
-    if (it == m_impl->functions.end())
-        it = m_impl->functions.emplace(library, "tollgate_" + scriptSha(library).substr(0, 16)).first;
-    const std::string& name = it->second;
+    const std::string& name = library.functionName();
     std::vector<std::string> argv { readOnly ? "FCALL_RO" : "FCALL", readOnly ? name + "_ro" : name,
         std::to_string(keys.size()) };
     argv.insert(argv.end(), keys.begin(), keys.end());
@@ -504,7 +511,7 @@ Result<RedisReply> RedisConnection::invoke(const std::string& library, const std
         if (attempt == 0 && r->type == RedisReply::Type::Error
             && startsWith(r->text, "ERR Function not found")) {
             auto loaded = command({ "FUNCTION", "LOAD",
-                "#!lua name=" + name + "\nlocal FUNCTION_NAME = '" + name + "'\n" + library });
+                "#!lua name=" + name + "\nlocal FUNCTION_NAME = '" + name + "'\n" + library.text() });
             if (!loaded)
                 return loaded.error();
             if (functionsRefused(*loaded)) {
@@ -528,11 +535,11 @@ Result<RedisReply> RedisConnection::invoke(const std::string& library, const std
     return Error::make(ErrorKind::Io, url(), "Redis kept forgetting Tollgate's function library");
 }
 
-Result<RedisReply> RedisConnection::evalReadOnlyOr(const std::string& library,
+Result<RedisReply> RedisConnection::evalReadOnlyOr(const RedisLibrary& library,
     const std::vector<std::string>& keys, const std::vector<std::string>& args, bool readOnly)
 {
     if (!readOnly)
-        return eval(library, keys, args);
+        return evalAs("EVALSHA", library, keys, args);
     auto r = evalAs("EVALSHA_RO", library, keys, args);
     if (r && functionsRefused(*r)) {
         // Neither read-only way (before Redis 7, or an ACL without them): the ordinary one, by
@@ -546,19 +553,6 @@ Result<RedisReply> RedisConnection::evalReadOnlyOr(const std::string& library,
 std::uint64_t RedisConnection::commandsSent()
 {
     return g_commandsSent.load(std::memory_order_relaxed);
-}
-
-std::string RedisConnection::scriptSha(const std::string& script)
-{
-    unsigned char digest[SHA_DIGEST_LENGTH];
-    SHA1(reinterpret_cast<const unsigned char*>(script.data()), script.size(), digest);
-    static constexpr char HEX[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned char c : digest) {
-        out += HEX[c >> 4];
-        out += HEX[c & 15];
-    }
-    return out;
 }
 
 Result<void> RedisConnection::subscribe(const std::vector<std::string>& channels)

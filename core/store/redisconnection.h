@@ -30,6 +30,7 @@
 
 #include "base/result.h"
 #include "store/homespec.h"
+#include "store/redislibrary.h"
 
 #include <chrono>
 #include <cstdint>
@@ -84,11 +85,15 @@ public:
     // first when the server does not have it; EVALSHA where functions are refused.
     [[nodiscard]] Result<RedisReply> callFunction(const std::string& library,
         const std::vector<std::string>& keys, const std::vector<std::string>& args);
+    [[nodiscard]] Result<RedisReply> callFunction(const RedisLibrary& library,
+        const std::vector<std::string>& keys, const std::vector<std::string>& args);
     // The same for a call that writes nothing: the library's FUNCTION_NAME_ro (registered with
     // the no-writes flag) by FCALL_RO, else the text by EVALSHA_RO. Such a call runs on a
     // read-only replica and while the server holds writers (CLIENT PAUSE WRITE, a failover);
     // on a server without either (before Redis 7) it is an ordinary call.
     [[nodiscard]] Result<RedisReply> callReadOnly(const std::string& library,
+        const std::vector<std::string>& keys, const std::vector<std::string>& args);
+    [[nodiscard]] Result<RedisReply> callReadOnly(const RedisLibrary& library,
         const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
     // Pub/sub: after subscribe() the connection only receives (no command() any more).
@@ -105,9 +110,6 @@ public:
     // "one round trip per acquire", counted where they leave, not guessed from server stats.
     [[nodiscard]] static std::uint64_t commandsSent();
 
-    // The SHA1 Redis names a script by (so the first call needs no SCRIPT LOAD round trip).
-    [[nodiscard]] static std::string scriptSha(const std::string& script);
-
     [[nodiscard]] const RedisAddress& address() const;
     [[nodiscard]] std::string url() const { return address().url(); }
     [[nodiscard]] bool broken() const;
@@ -122,11 +124,11 @@ private:
     struct Impl;
     explicit RedisConnection(std::unique_ptr<Impl> impl);
     Result<void> reconnect(std::chrono::steady_clock::time_point deadline);
-    Result<RedisReply> evalAs(const char* command, const std::string& script,
+    Result<RedisReply> evalAs(const char* command, const RedisLibrary& script,
         const std::vector<std::string>& keys, const std::vector<std::string>& args);
-    Result<RedisReply> invoke(const std::string& library, const std::vector<std::string>& keys,
+    Result<RedisReply> invoke(const RedisLibrary& library, const std::vector<std::string>& keys,
         const std::vector<std::string>& args, bool readOnly);
-    Result<RedisReply> evalReadOnlyOr(const std::string& library, const std::vector<std::string>& keys,
+    Result<RedisReply> evalReadOnlyOr(const RedisLibrary& library, const std::vector<std::string>& keys,
         const std::vector<std::string>& args, bool readOnly);
     std::unique_ptr<Impl> m_impl;
 };
