@@ -48,6 +48,7 @@ private Q_SLOTS:
     void limitsChangedAfterAnAdmissionAreCheckedAgain();
     void aUserWithoutChannelsChangesNothing();
     void aHistoryKeyOfTheWrongTypeSpendsNothing();
+    void aSetAsideKeyOfTheWrongTypeRefusesOnlyWhatMustSetAside();
     void theDocumentedAclRunsTheWholeCli_data();
     void theDocumentedAclRunsTheWholeCli();
     void aStoppedServerEndsWaitersWithinTheirTimeout_data();
@@ -298,6 +299,40 @@ void TestRedisFailClosed::aHistoryKeyOfTheWrongTypeSpendsNothing()
     QVERIFY2(warned.err.contains("warning") && warned.err.contains("history event(s) not written"),
         warned.err.constData());
     QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 1); // the 4th request was spent
+}
+
+void TestRedisFailClosed::aSetAsideKeyOfTheWrongTypeRefusesOnlyWhatMustSetAside()
+{
+    // The set-aside hash is written only to keep a state that did not decode, so its type is
+    // checked where a call first writes it (W.keepAside), not by every call: with a string in
+    // its place, a home that needs no set-aside works on; one that must set a state aside
+    // refuses, naming the key, with nothing written — the bad state is neither replaced nor
+    // kept elsewhere, and no request is spent.
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 3 --window 600")).code, 0);
+    QVERIFY(redisCli({ QStringLiteral("SET"), key("corrupt"), QStringLiteral("x") }).out.startsWith("OK"));
+    const Ran first = cli(words("acquire api --caller c --timeout 0"));
+    QVERIFY2(first.code == 0, first.err.constData());
+    QVERIFY(redisCli({ QStringLiteral("HSET"), key("state"), QStringLiteral("p:api"), QStringLiteral("garbage") })
+                .code
+        == 0);
+    for (int i = 0; i < 3; ++i) {
+        const Ran refused = cli(words("acquire api --caller c --timeout 1"));
+        QCOMPARE(refused.code, 3);
+        QVERIFY2(refused.err.contains(key("corrupt").toUtf8()) && refused.err.contains("nothing was changed"),
+            refused.err.constData());
+    }
+    QCOMPARE(redisCli({ QStringLiteral("HGET"), key("state"), QStringLiteral("p:api") }).out.trimmed(),
+        QByteArray("garbage"));
+    QCOMPARE(redisCli({ QStringLiteral("GET"), key("corrupt") }).out.trimmed(), QByteArray("x"));
+    QCOMPARE(admissions(), 1);
+    // The key made a hash again: the state is set aside there, the provider restarts
+    // conservatively (its window counts as full: nothing more is admitted in it).
+    QVERIFY(redisCli({ QStringLiteral("DEL"), key("corrupt") }).code == 0);
+    QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 1);
+    const Ran kept = redisCli({ QStringLiteral("HGETALL"), key("corrupt") });
+    QVERIFY2(kept.out.contains("p:api@") && kept.out.contains("garbage"), kept.out.constData());
+    QCOMPARE(admissions(), 1);
 }
 
 void TestRedisFailClosed::theDocumentedAclRunsTheWholeCli_data()
