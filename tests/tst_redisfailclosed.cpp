@@ -313,8 +313,9 @@ void TestRedisFailClosed::aSetAsideKeyOfTheWrongTypeRefusesOnlyWhatMustSetAside(
     QVERIFY(redisCli({ QStringLiteral("SET"), key("corrupt"), QStringLiteral("x") }).out.startsWith("OK"));
     const Ran first = cli(words("acquire api --caller c --timeout 0"));
     QVERIFY2(first.code == 0, first.err.constData());
-    QVERIFY(redisCli({ QStringLiteral("HSET"), key("state"), QStringLiteral("p:api"), QStringLiteral("garbage") })
-                .code
+    QVERIFY(
+        redisCli({ QStringLiteral("HSET"), key("state"), QStringLiteral("p:api"), QStringLiteral("garbage") })
+            .code
         == 0);
     for (int i = 0; i < 3; ++i) {
         const Ran refused = cli(words("acquire api --caller c --timeout 1"));
