@@ -62,6 +62,7 @@ private Q_SLOTS:
     void aWakeUpReachesOnlyTheHead();
     void aStateWithWaitersInsideIsConverted();
     void aWaiterWhoseRecordIsLostOrCorruptQueuesAgain();
+    void aRefusedCallWakesNobody();
     void aRingThatSaysWhenToLookIsNoRing();
 
 private:
@@ -1039,6 +1040,61 @@ void TestRedisFaults::aWaiterWhoseRecordIsLostOrCorruptQueuesAgain()
     QVERIFY(fields.ok());
     for (const RedisReply& f : fields->elements)
         QVERIFY2(f.text.rfind("q:", 0) != 0, f.text.c_str()); // no waiter's record left behind
+}
+
+// The set-aside hash is type-checked where a call first needs it, not by every call. A call
+// that rings the queue's head and then meets a record it must set aside (the next waiter's,
+// forged), with a string where that hash should be, is refused: nobody may have been rung by
+// it. (The head's own looks meet the same record and are refused too: it may end, exit 3;
+// the test listens on its channel itself.)
+void TestRedisFaults::aRefusedCallWakesNobody()
+{
+    auto holder = startWithTheSlotHeld();
+    QVERIFY2(holder, "no server, or the holder never got the slot");
+    auto first = startWaiter(QStringLiteral("first"));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
+    auto second = startWaiter(QStringLiteral("second"));
+    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 30000);
+    const QStringList tickets = queuedTickets();
+    QCOMPARE(tickets.size(), 2);
+    // The head's channel, once its record names it (it does after its first look).
+    const std::string wakeKeyOfFirst = "local w = cmsgpack.unpack(redis.call('HGET', KEYS[1], 'q:"
+        + tickets[0].toStdString() + "')) return w.wk or ''";
+    std::string key;
+    QTRY_VERIFY_WITH_TIMEOUT(!(key = evalOnState(wakeKeyOfFirst.c_str())).empty(), 20000);
+    const std::string channel = RedisConnection::key(address(), "") + "w:" + key;
+    auto listener = RedisConnection::open(address());
+    QVERIFY(listener.ok());
+    QVERIFY(listener->subscribe({ channel }).ok());
+    auto c = RedisConnection::open(address());
+    QVERIFY(c.ok());
+    const std::string state = RedisConnection::key(address(), "state");
+    const std::string corrupt = RedisConnection::key(address(), "corrupt");
+    QVERIFY(c->command({ "SET", corrupt, "x" }).ok());
+    QVERIFY(c->command({ "HSET", state, "q:" + tickets[1].toStdString(), "\xc1 not MessagePack" }).ok());
+    const Ran refused = cli({ QStringLiteral("resume"), QStringLiteral("api") });
+    QCOMPARE(refused.code, 3);
+    QVERIFY2(refused.err.contains(corrupt.c_str()) && refused.err.contains("nothing was changed"),
+        refused.err.constData());
+    // A mark sent after the refusal: messages on one channel arrive in order, so once it is
+    // here anything the refused call sent would be too. ("in:" a long time: a head still
+    // waiting does not look for it.)
+    QVERIFY(c->command({ "PUBLISH", channel, "in:600000" }).ok());
+    std::vector<std::string> heard;
+    QTRY_VERIFY_WITH_TIMEOUT(
+        [&] {
+            auto n = listener->takeMessages(&heard);
+            return n.ok() && !heard.empty() && heard.back() == "in:600000";
+        }(),
+        20000);
+    QCOMPARE(heard, std::vector<std::string> { "in:600000" });
+    // The key a hash again: the same call goes through and sets the forged record aside.
+    QVERIFY(c->command({ "DEL", corrupt }).ok());
+    const Ran resumed = cli({ QStringLiteral("resume"), QStringLiteral("api") });
+    QVERIFY2(resumed.code == 0, resumed.err.constData());
+    auto aside = c->command({ "HLEN", corrupt });
+    QVERIFY(aside.ok());
+    QCOMPARE(aside->integer, 1);
 }
 
 // The script tells a head that cannot go yet, and a watcher, when to look ("in:<ms>") rather

@@ -558,9 +558,16 @@ W.FORMAT = '%0' .. W.WIDTH .. 'd'
 -- A per-call table, emptied for this call (made once: a table made anew each call grows its
 -- hash part key by key, each growth an allocation; these were a fifth of a call's garbage).
 -- Nothing keeps one of them past its call (what outlives a call is copied or kept by value).
+-- One that held many (a call that read every waiter) is replaced instead: a table keeps the
+-- room it grew to, and every later pass over it would walk that room.
 function W.emptied(t)
     if t == nil then return {} end
-    for k in pairs(t) do t[k] = nil end
+    local n = 0
+    for k in pairs(t) do
+        t[k] = nil
+        n = n + 1
+    end
+    if n > 32 then return {} end
     return t
 end
 -- An admission's arguments the client leaves out when at their default (RedisQuotaBackend::admit).
@@ -694,8 +701,10 @@ end
 -- The set-aside hash's type is checked when a call first writes it, not by every call's
 -- preflight: a set-aside is the first write of any call that makes one (limits operations,
 -- which write first, still check every key before), so a key of another type refuses the
--- call with nothing written (main() returns the refusal).
-function W.keepAside(field, raw)
+-- call with nothing written (main() returns the refusal). A wake-up to a waiter can come
+-- before a set-aside in the same call (W.wake reads the next waiters after ringing one), so
+-- the first one checks too (W.publish): nothing leaves a call that is then refused.
+function W.checkAside()
     if not W.asideChecked then
         local t = redis.call('TYPE', KEYS[5])
         if type(t) == 'table' then t = t.ok end
@@ -705,6 +714,9 @@ function W.keepAside(field, raw)
         end
         W.asideChecked = true
     end
+end
+function W.keepAside(field, raw)
+    W.checkAside()
     redis.call('HSET', KEYS[5], field .. '@' .. now, raw)
 end
 local function setAside(field, raw, why)
@@ -1654,6 +1666,7 @@ end
 -- treats any message as "now": it looks more often, and is judged the same.)
 W.MAX_PASSES = 8
 function W.publish(name, message)
+    W.checkAside()
     local r = redis.pcall('PUBLISH', channel .. name, message or '1')
     if type(r) == 'table' and r.err then
         afterCommit[#afterCommit + 1] = 'waiters not woken on ' .. channel .. name .. ': ' .. r.err
