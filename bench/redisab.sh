@@ -10,26 +10,8 @@ set -euo pipefail
 R=${1:?usage: bench/redisab.sh ROUNDS BENCH_BINARY...}
 shift
 [ $# -gt 0 ] || { echo "redisab: name at least one tollgate-bench binary" >&2; exit 2; }
-command -v redis-server >/dev/null && command -v redis-cli >/dev/null || {
-    echo "redisab: redis-server and redis-cli are needed (Debian package redis-server)" >&2
-    exit 2
-}
-WORK=$(mktemp -d)
-PORT=
-cleanup() {
-    [ -n "$PORT" ] && redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-for p in $(shuf -i 20000-40000 -n 20); do
-    if redis-server --bind 127.0.0.1 --port "$p" --save '' --appendonly no --daemonize yes \
-        --dir "$WORK" --logfile "$WORK/redis.log" >/dev/null 2>&1; then
-        for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
-        if redis-cli -p "$p" ping >/dev/null 2>&1; then PORT=$p; break; fi
-    fi
-done
-[ -n "$PORT" ] || { echo "redisab: no redis-server came up" >&2; exit 1; }
-rc() { redis-cli -p "$PORT" "$@"; }
+. "$(cd "$(dirname "$0")" && pwd)/scratchredis.sh"
+scratchRedis redisab
 cpu() { rc INFO cpu | tr -d '\r' | awk -F: '/used_cpu_(user|sys)_main/ { s += $2 } END { print s }'; }
 fcall() { rc INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_fcall:/ { print $6, $2 }'; }
 

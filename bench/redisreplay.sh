@@ -16,26 +16,8 @@ R=${3:-5}
 HERE=$(cd "$(dirname "$0")" && pwd)
 BENCH="$BUILD/bench/tollgate-bench"
 [ -x "$BENCH" ] || { echo "redisreplay: $BENCH not built (scripts/bench.sh builds it)" >&2; exit 2; }
-command -v redis-server >/dev/null && command -v redis-cli >/dev/null || {
-    echo "redisreplay: redis-server and redis-cli are needed (Debian package redis-server)" >&2
-    exit 2
-}
-WORK=$(mktemp -d)
-PORT=
-cleanup() {
-    [ -n "$PORT" ] && redis-cli -p "$PORT" shutdown nosave >/dev/null 2>&1 || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-for p in $(shuf -i 20000-40000 -n 20); do
-    if redis-server --bind 127.0.0.1 --port "$p" --save '' --appendonly no --daemonize yes \
-        --dir "$WORK" --logfile "$WORK/redis.log" >/dev/null 2>&1; then
-        for _ in $(seq 100); do redis-cli -p "$p" ping >/dev/null 2>&1 && break; sleep 0.05; done
-        if redis-cli -p "$p" ping >/dev/null 2>&1; then PORT=$p; break; fi
-    fi
-done
-[ -n "$PORT" ] || { echo "redisreplay: no redis-server came up" >&2; exit 1; }
-rc() { redis-cli -p "$PORT" "$@"; }
+. "$HERE/scratchredis.sh"
+scratchRedis redisreplay
 
 # The library's text: the generated source's raw string, or a variant given by the caller.
 if [ -n "${LIBRARY:-}" ]; then
