@@ -451,7 +451,6 @@ void TestProviderQuota::stateKeepsSplitAndDayAndStaysVersion3WithoutThem()
     said.remainingScope = "claude-opus";
     const std::string v6 = five.encode();
     std::memcpy(&version, v6.data() + 4, 4);
-    QCOMPARE(version, QuotaState::FORMAT_VERSION);
     QCOMPARE(version, 6u);
     auto read6 = QuotaState::decode(v6);
     QVERIFY2(read6, read6 ? "" : read6.error().message.c_str());
@@ -469,6 +468,54 @@ void TestProviderQuota::stateKeepsSplitAndDayAndStaysVersion3WithoutThem()
         QVERIFY(!r);
         QCOMPARE(r.error().kind, ErrorKind::Corrupt);
     }
+
+    // Version 7 only while a slot was handed to a waiter or a waiter can be handed one
+    // (QuotaPolicy::handOff); each field round-trips, a hostile one is refused.
+    Waiter w;
+    w.ticket = 9;
+    w.pid = 4242;
+    w.caller = "seven";
+    w.wantsSlot = true;
+    w.holds = true;
+    w.estimated = true;
+    w.inputTokens = 700;
+    w.outputTokens = 70;
+    w.leaseMs = 15000;
+    w.holderPid = 4243;
+    w.holderStartTicks = 77;
+    five.ensureProvider("anthropic").queue.push_back(w);
+    five.ensureProvider("anthropic").slots.back().ticket = 8;
+    const std::string v7 = five.encode();
+    std::memcpy(&version, v7.data() + 4, 4);
+    QCOMPARE(version, QuotaState::FORMAT_VERSION);
+    QCOMPARE(version, 7u);
+    auto read7 = QuotaState::decode(v7);
+    QVERIFY2(read7, read7 ? "" : read7.error().message.c_str());
+    const Waiter& handed = read7->provider("anthropic")->queue.back();
+    QVERIFY(handed.holds);
+    QVERIFY(handed.estimated);
+    QCOMPARE(handed.inputTokens, std::int64_t(700));
+    QCOMPARE(handed.outputTokens, std::int64_t(70));
+    QCOMPARE(handed.leaseMs, std::int64_t(15000));
+    QCOMPARE(handed.holderPid, std::int64_t(4243));
+    QCOMPARE(handed.holderStartTicks, std::uint64_t(77));
+    QCOMPARE(read7->provider("anthropic")->slots.back().ticket, std::uint64_t(8));
+    QCOMPARE(read7->encode(), v7);
+    for (auto spoil : { +[](Waiter& q) { q.inputTokens = -1; },
+             +[](Waiter& q) { q.outputTokens = RollingWindow::MAX_BUCKET_COUNT + 1; },
+             +[](Waiter& q) { q.leaseMs = -5; }, +[](Waiter& q) { q.holderPid = -2; } }) {
+        QuotaState hostile = five;
+        spoil(hostile.ensureProvider("anthropic").queue.back());
+        auto r = QuotaState::decode(hostile.encode());
+        QVERIFY(!r);
+        QCOMPARE(r.error().kind, ErrorKind::Corrupt);
+    }
+    // Neither: back to the version before.
+    five.ensureProvider("anthropic").queue.back().holds = false;
+    five.ensureProvider("anthropic").slots.back().ticket = 0;
+    const std::string back6 = five.encode();
+    std::memcpy(&version, back6.data() + 4, 4);
+    QCOMPARE(version, 6u);
 }
 
 void TestProviderQuota::limitsRoundTripAndOldFilesStayByteForByte()
@@ -561,7 +608,8 @@ void TestProviderQuota::badLimitsAreRefusedByName_data()
                                         << "\"per_day\" is not an object";
     QTest::newRow("day_resets number") << R"({"day_resets": 0})"
                                        << "\"day_resets\" is not a string";
-    QTest::newRow("learn not a flag") << R"({"requests": 5, "learn": 1})" << "\"learn\" is not true or false";
+    QTest::newRow("learn not a flag") << R"({"requests": 5, "learn": 1})"
+                                      << "\"learn\" is not true or false";
     QTest::newRow("learned not a list") << R"({"requests": 5, "learned": "requests"})"
                                         << "\"learned\" is not a list of limit names";
     QTest::newRow("learned unknown metric") << R"({"requests": 5, "learned": ["parallel"]})"
@@ -570,8 +618,9 @@ void TestProviderQuota::badLimitsAreRefusedByName_data()
                                             << "learned names tokens, which has no limit";
     QTest::newRow("learned twice") << R"({"requests": 5, "learned": ["requests", "requests"]})"
                                    << "learned lists requests twice or out of order";
-    QTest::newRow("class learned unset") << R"({"models": {"opus": {"requests": 5, "learned": ["input_tokens"]}}})"
-                                         << "model 'opus': learned names input_tokens, which has no limit";
+    QTest::newRow("class learned unset")
+        << R"({"models": {"opus": {"requests": 5, "learned": ["input_tokens"]}}})"
+        << "model 'opus': learned names input_tokens, which has no limit";
 }
 
 void TestProviderQuota::badLimitsAreRefusedByName()

@@ -60,6 +60,7 @@ private Q_SLOTS:
     void modelLimitsAndProviderBothHold();
     void parallelSlots();
     void deadSlotHolderIsReclaimed();
+    void aReleasedSlotIsHandedToTheHead();
     void backoffDoublesAndHonoursRetryAfter();
     void backoffBlocksAndPacesRestart();
     void aBurstOf429sIsOneStormOnTheProvidersClock();
@@ -168,6 +169,72 @@ void TestQuotaPolicy::parallelSlots()
     QVERIFY(admit(req("d", 0, false), 0)->admitted); // no slot asked, none needed
     std::erase_if(provider().slots, [&](const Slot& s) { return s.fence == a->fence; });
     QVERIFY(admit(req("c", 0, true), 0)->admitted);
+}
+
+// Issue 27: a release hands its slot to the head of the queue (QuotaPolicy::handOff) when the
+// head takes one (AdmitRequest::takesHandOff), before its deadline, and could go now; the slot
+// keeps the head's ticket and holder, and the head's request as it queued it is what counts.
+void TestQuotaPolicy::aReleasedSlotIsHandedToTheHead()
+{
+    m_limits.requests = 10;
+    m_limits.parallel = 1;
+    auto a = admit(req("a", 0, true), 0);
+    QVERIFY(a->admitted);
+    AdmitRequest keeper = req("head", 40, true, 200); // held by its keeper (pid 200), waited for by 100
+    keeper.waiterPid = 100;
+    keeper.startTicks = 7;
+    keeper.waiterStartTicks = 5;
+    keeper.leaseMs = 9000;
+    keeper.takesHandOff = true;
+    auto head = admit(keeper, 10, 0, true);
+    QVERIFY(!head->admitted && head->ticket != 0);
+    auto plain = admit(req("acquire", 0, true), 20, 0, true); // acquire --pid: only rung
+    QVERIFY(!plain->admitted && plain->ticket != 0);
+    QVERIFY(provider().queue.front().holds);
+    QVERIFY(!provider().queue.back().holds);
+
+    // Nothing to hand while the slot is held.
+    QVERIFY(!QuotaPolicy::handOff(m_state, provider(), m_limits, 30));
+    std::erase_if(provider().slots, [&](const Slot& s) { return s.fence == a->fence; });
+    const std::uint64_t admittedBefore = provider().admittedTotal;
+    auto h = QuotaPolicy::handOff(m_state, provider(), m_limits, 30);
+    QVERIFY(h);
+    QCOMPARE(h->waiter.ticket, head->ticket);
+    QCOMPARE(h->leaseMs, std::int64_t(9000));
+    QVERIFY(h->decision.admitted && h->decision.slotTaken);
+    QCOMPARE(provider().admittedTotal, admittedBefore + 1);
+    QCOMPARE(provider().queue.size(), std::size_t(1)); // the plain waiter, now the head
+    const Slot* slot = QuotaPolicy::handedSlot(provider(), head->ticket);
+    QVERIFY(slot);
+    QCOMPARE(slot->fence, h->decision.fence);
+    QCOMPARE(slot->pid, std::int64_t(200));
+    QCOMPARE(slot->startTicks, std::uint64_t(7));
+    QCOMPARE(slot->tokens, std::int64_t(40));
+    QCOMPARE(slot->leaseUntilMs, std::int64_t(30 + 9000));
+    QCOMPARE(provider().scopes.front().window.usage(30).tokens, std::int64_t(40));
+    QVERIFY(!QuotaPolicy::handedSlot(provider(), plain->ticket));
+
+    // A head that only asked to be rung is not handed a slot; nor one past its deadline.
+    provider().slots.clear();
+    QVERIFY(!QuotaPolicy::handOff(m_state, provider(), m_limits, 40));
+    QCOMPARE(provider().queue.size(), std::size_t(1));
+    AdmitRequest late = keeper;
+    late.deadlineMs = 50;
+    QVERIFY(QuotaPolicy::dequeue(provider(), plain->ticket));
+    auto lateHead = admit(late, 45, 0, true);
+    QVERIFY(lateHead->admitted); // the slot is free: no queue
+    provider().slots.clear();
+    auto blocker = admit(req("b", 0, true), 46);
+    QVERIFY(blocker->admitted);
+    auto queued = admit(late, 47, 0, true);
+    QVERIFY(!queued->admitted);
+    provider().slots.clear();
+    QVERIFY(!QuotaPolicy::handOff(m_state, provider(), m_limits, 51));
+    // Nor one the window would refuse: it stays queued, as its own look would leave it.
+    provider().queue.front().deadlineMs = 1'000'000;
+    m_limits.requests = 3;
+    QVERIFY(!QuotaPolicy::handOff(m_state, provider(), m_limits, 52));
+    QCOMPARE(provider().queue.size(), std::size_t(1));
 }
 
 void TestQuotaPolicy::deadSlotHolderIsReclaimed()
@@ -612,7 +679,8 @@ void TestQuotaPolicy::formatOneStateIsReadConservatively()
     QVERIFY(!QuotaPolicy::holderAlive(held, l, held.acquiredMs + l.maxHoldMs, m_probe));
     // Rewritten in the current format (3: nothing of 4 is in use), and read back the same.
     const std::string again = s->encode();
-    QCOMPARE(static_cast<unsigned char>(again[4]), static_cast<unsigned char>(QuotaState::PLAIN_FORMAT_VERSION));
+    QCOMPARE(
+        static_cast<unsigned char>(again[4]), static_cast<unsigned char>(QuotaState::PLAIN_FORMAT_VERSION));
     auto back = QuotaState::decode(again);
     QVERIFY(back.ok());
     QCOMPARE(back->encode(), again);
@@ -649,7 +717,8 @@ void TestQuotaPolicy::formatTwoStateIsReadWithNothingReported()
     p->reportedAtMs = t;
     p->reportedRequests = 40;
     const std::string again = s->encode();
-    QCOMPARE(static_cast<unsigned char>(again[4]), static_cast<unsigned char>(QuotaState::PLAIN_FORMAT_VERSION));
+    QCOMPARE(
+        static_cast<unsigned char>(again[4]), static_cast<unsigned char>(QuotaState::PLAIN_FORMAT_VERSION));
     auto back = QuotaState::decode(again);
     QVERIFY(back.ok());
     QCOMPARE(back->encode(), again);

@@ -411,6 +411,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
         admit.request.pidNs = probe.pidNamespace();
         admit.request.startTicks = probe.startTicks(admit.request.pid).value_or(0);
         admit.request.waiterStartTicks = probe.startTicks(admit.request.waiterPid).value_or(0);
+        // As QuotaLimiter sets it (no draw of its own: the seeds' sequences stay as they were).
+        admit.request.takesHandOff = admit.request.pid == admit.request.waiterPid;
         const std::int64_t nowMs
             = std::chrono::duration_cast<std::chrono::milliseconds>(clock.now().time_since_epoch()).count();
         admit.request.deadlineMs = nowMs + pick(20000);
@@ -750,6 +752,39 @@ void TestRedisDifferential::slotCap(Twins& t)
     QVERIFY(p);
     QCOMPARE(p->slots.size(), QuotaState::MAX_SLOTS);
     QVERIFY(p->queue.empty());
+
+    // Waiters that take a slot handed to them (QuotaPolicy::handOff): a release admits the head
+    // in its place; one that gives up before it learns of it gives the slot back, and it goes
+    // on to the next in line, who finds it by its ticket when it looks.
+    AdmitStep taker = t.request("s");
+    taker.request.wantsSlot = true;
+    taker.request.takesHandOff = true;
+    taker.enqueue = true;
+    taker.request.caller = "taker";
+    QVERIFY2(t.admit("a waiter that takes a handed slot", taker, cap + 2, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=slots"), out.c_str());
+    taker.request.caller = "next";
+    QVERIFY2(t.admit("and one behind it", taker, cap + 3, &out), t.why());
+    QVERIFY2(out.starts_with("refused reason=queue"), out.c_str());
+    t.advance(10);
+    QVERIFY2(t.release("another holder leaves: its slot is handed on", "s", 8), t.why());
+    p = t.provider("s");
+    QVERIFY(p);
+    QCOMPARE(p->slots.size(), QuotaState::MAX_SLOTS);
+    QCOMPARE(p->queue.size(), std::size_t(1));
+    QVERIFY2(t.both("the taker gives up before it learns of its slot",
+                 [&](Side& side) {
+                     const bool left = side.backend->leaveQueue(side.waiters.at(cap + 2), true, "test").ok();
+                     side.waiters.erase(cap + 2);
+                     return std::string(left ? "left" : "error");
+                 }),
+        t.why());
+    p = t.provider("s");
+    QVERIFY(p);
+    QCOMPARE(p->slots.size(), QuotaState::MAX_SLOTS); // handed on to the next
+    QVERIFY(p->queue.empty());
+    QVERIFY2(t.retry("the next finds its handed slot", cap + 3, &out), t.why());
+    QVERIFY2(out.starts_with("admitted") && out.find("slot=1") != std::string::npos, out.c_str());
 }
 
 // Windows of the longest length (QuotaLimits::MAX_WINDOW_MS = RollingWindow::MAX_WINDOW_MS,

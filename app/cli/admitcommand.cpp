@@ -314,6 +314,7 @@ int cmdRun(const QuotaContext& context)
     // This runner renews the slot's lease that readers in other pid namespaces go by.
     request.wantsSlot = true;
     request.pid = keeper.pid();
+    request.takesHandOff = true; // the keeper dies with this runner (ChildRunner)
     const auto lease = ChildRunner::lease(QuotaLimiter::RUN_LEASE);
     request.leaseMs = lease.count();
     Permit permit;

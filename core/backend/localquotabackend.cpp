@@ -29,6 +29,34 @@ Result<const ProviderLimits*> knownProvider(const QuotaLimits& limits, const std
             + " (add one with: tollgate limits set PROVIDER --requests N --window SECONDS)");
 }
 
+// After a slot was given back: the head of the queue takes it at once when it can
+// (QuotaPolicy::handOff), with the admission's history event; the head finds it by its ticket.
+void handOffFreedSlot(QuotaTransaction& tx, ProviderState& p, std::int64_t nowMs, const ProcessProbe& probe)
+{
+    const ProviderLimits* l = tx.limits.find(p.name);
+    if (!l || p.queue.empty())
+        return;
+    if (QuotaPolicy::pruneQueueHead(p, nowMs, probe, tx.events))
+        tx.changed = true;
+    // Only to a head of this pid namespace, which is probed, not judged by its lease (the
+    // script: of this host): one that fell silent elsewhere must not keep the slot for a lease.
+    if (p.queue.empty() || !QuotaPolicy::sameNamespace(p.queue.front().pidNs, probe))
+        return;
+    auto h = QuotaPolicy::handOff(tx.state, p, *l, nowMs);
+    if (!h)
+        return;
+    HistoryEvent e = event(nowMs, EventType::Admit, p.name, h->waiter.caller);
+    e.model = h->waiter.model;
+    e.pid = h->waiter.holderPid > 0 ? h->waiter.holderPid : h->waiter.pid;
+    e.tokens = h->waiter.tokens;
+    e.fence = h->decision.fence;
+    e.waitedMs = nowMs - h->waiter.enqueuedMs;
+    e.reason = waitReasonName(WaitReason::Slots);
+    tx.events.push_back(std::move(e));
+    tx.changed = true;
+    tx.ring = true;
+}
+
 } // namespace
 
 std::int64_t LocalQuotaBackend::nowMs() const
@@ -60,6 +88,16 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
             tx.changed = true;
             tx.ring = true;
         }
+        out.leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
+        out.nowMs = now;
+        if (const Slot* handed = QuotaPolicy::handedSlot(p, step.ticket)) {
+            // A release handed us its slot while we waited (QuotaPolicy::handOff): ours.
+            out.decision.admitted = true;
+            out.decision.fence = handed->fence;
+            out.decision.ticket = step.ticket;
+            out.decision.slotTaken = true;
+            return {};
+        }
         // A copy: the function reads its inputs and may run twice (quotastore.h).
         std::uint64_t myTicket = step.ticket;
         if (myTicket != 0 && std::none_of(p.queue.begin(), p.queue.end(), [&](const Waiter& w) {
@@ -68,7 +106,6 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
             myTicket = 0; // judged a ghost while we lived (stopped, or a lease that lapsed): queue again
         if (myTicket != 0 && QuotaPolicy::renewWaiter(p, myTicket, now))
             tx.changed = true;
-        out.leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
         auto d = QuotaPolicy::admit(tx.state, p, **l, request, myTicket, now, step.enqueue);
         if (!d)
             return d.error();
@@ -115,6 +152,20 @@ Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
         if (p && QuotaPolicy::dequeue(*p, step.ticket)) {
             tx.changed = true;
             tx.ring = true; // someone else may be at the head now
+        } else if (Slot* handed = p ? QuotaPolicy::handedSlot(*p, step.ticket) : nullptr) {
+            // It gave up after a release handed it a slot it never learned of: given back,
+            // and on to the next in line.
+            const std::int64_t now = nowMs();
+            HistoryEvent e = event(now, EventType::Release, request.provider, handed->caller);
+            e.model = handed->model;
+            e.pid = handed->pid;
+            e.fence = handed->fence;
+            e.reason = "given back: its waiter gave up before it learned of it";
+            tx.events.push_back(std::move(e));
+            std::erase_if(p->slots, [&](const Slot& s) { return s.ticket == step.ticket; });
+            tx.changed = true;
+            tx.ring = true;
+            handOffFreedSlot(tx, *p, now, *m_probe);
         }
         if (gaveUp) {
             const std::int64_t now = nowMs();
@@ -610,6 +661,7 @@ Result<bool> LocalQuotaBackend::releaseSlot(
         found = true;
         tx.changed = true;
         tx.ring = true;
+        handOffFreedSlot(tx, *p, nowMs(), *m_probe);
         return {};
     });
     if (!r)
@@ -667,6 +719,8 @@ Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
             }
             tx.events.push_back(event(now, EventType::Ok, end.provider, caller));
         }
+        if (found)
+            handOffFreedSlot(tx, *p, now, *m_probe);
         return {};
     });
     if (!r)

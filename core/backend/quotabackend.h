@@ -187,6 +187,13 @@ public:
     // appeared) or the timeout passes.
     [[nodiscard]] virtual std::uint32_t changeMark() const = 0;
     virtual void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const = 0;
+    // The admission of this process's queued request `ticket` by a release that handed it its
+    // slot (QuotaPolicy::handOff), when the ring carried it (a Redis home): taken once, no call
+    // needed. None: the waiter's next look (admit) finds a handed slot by its ticket.
+    [[nodiscard]] virtual std::optional<AdmitOutcome> takeHandOff(std::uint64_t /*ticket*/)
+    {
+        return std::nullopt;
+    }
     // The longest a waiter sleeps without a ring (the one event nobody rings for is a slot
     // holder's death); each look is one operation on the store.
     [[nodiscard]] virtual std::chrono::milliseconds maxSleep() const

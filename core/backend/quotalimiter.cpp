@@ -122,6 +122,9 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     request.startTicks
         = request.pid == self ? m_selfStartTicks : m_probe->startTicks(request.pid).value_or(0);
     request.waiterStartTicks = m_selfStartTicks;
+    // A slot this process would hold itself may be handed to it while it waits.
+    if (request.pid == self)
+        request.takesHandOff = true;
     const std::int64_t deadlineMs
         = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count();
     request.deadlineMs = deadlineMs;
@@ -143,6 +146,9 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     };
     WaitReason lastReason = WaitReason::None;
     m_lastRefusal = Refusal {};
+    // A release that handed us its slot while we waited, as the ring said (takeHandOff): the
+    // next round takes it without a call of its own.
+    std::optional<AdmitOutcome> handed;
 
     for (;;) {
         const std::uint32_t mark = m_backend->changeMark();
@@ -153,7 +159,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             - stepNow;
         step.storeWait = storeWait();
         const std::int64_t asked = nowMs();
-        auto outcome = m_backend->admit(step);
+        auto outcome = handed ? Result<AdmitOutcome>(*handed) : m_backend->admit(step);
+        handed.reset();
         if (!outcome) {
             step.storeWait = StoreWait {};
             const Error& e = outcome.error();
@@ -227,6 +234,8 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
             sleepMs = std::min(sleepMs, std::max<std::int64_t>(0, asked + outcome->lookAgainInMs - now));
         // Sleep at least a little when the policy says "now": the next bucket edge is a ms off.
         waitForChange(mark, std::chrono::milliseconds(std::max<std::int64_t>(1, sleepMs)), cancel);
+        if (step.ticket != 0)
+            handed = m_backend->takeHandOff(step.ticket);
     }
 }
 

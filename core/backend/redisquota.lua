@@ -572,7 +572,7 @@ function W.emptied(t)
 end
 -- An admission's arguments the client leaves out when at their default (RedisQuotaBackend::admit).
 W.ADMIT_DEFAULTS = { __index = { model = '', tokens = 0, ['in'] = 0, out = 0, est = false, slot = false,
-    deadlineIn = 0, lease = 0, ticket = 0, enqueue = false, waited = 0, first = '' } }
+    deadlineIn = 0, lease = 0, ticket = 0, enqueue = false, waited = 0, first = '', ho = false } }
 function W.field(tk)
     return W.PREFIX .. string.format('%d', tk)
 end
@@ -628,8 +628,14 @@ end
 function W.validRecord(w)
     if not checkFields(w, WAITER_SPEC) then return false end
     -- Its wake key, when its turn came (hs), last seen (sn), its wake-up reached nobody (nr).
+    -- What a release needs to admit it in its place (W.handOff): it holds what it waits for
+    -- (hd), its estimate is one (x), its split (i, o), the lease it asked (ls).
     return not ((w.wk ~= nil and not W.validKey(w.wk)) or (w.hs ~= nil and not isInt(w.hs, -NEVER, NEVER))
-        or (w.sn ~= nil and not isInt(w.sn, -NEVER, NEVER)) or (w.nr ~= nil and not isInt(w.nr, -NEVER, NEVER)))
+        or (w.sn ~= nil and not isInt(w.sn, -NEVER, NEVER)) or (w.nr ~= nil and not isInt(w.nr, -NEVER, NEVER))
+        or (w.hd ~= nil and w.hd ~= true) or (w.x ~= nil and w.x ~= true)
+        or (w.i ~= nil and not isInt(w.i, 0, MAX_BUCKET_COUNT)) or (w.o ~= nil and not isInt(w.o, 0, MAX_BUCKET_COUNT))
+        or (w.ls ~= nil and not isInt(w.ls, 1, NEVER)) or (w.hp ~= nil and not isInt(w.hp, 1, NEVER))
+        or (w.hst ~= nil and not isInt(w.hst, 0, NEVER)))
 end
 
 local function validProvider(p)
@@ -679,7 +685,8 @@ local function validProvider(p)
     end
     for _, s in ipairs(p.sl) do
         if not checkFields(s, SLOT_SPEC) then return false end
-        if (s.ei ~= nil and not isInt(s.ei, 0, MAX_BUCKET_COUNT)) or (s.eo ~= nil and not isInt(s.eo, 0, MAX_BUCKET_COUNT)) then
+        if (s.ei ~= nil and not isInt(s.ei, 0, MAX_BUCKET_COUNT)) or (s.eo ~= nil and not isInt(s.eo, 0, MAX_BUCKET_COUNT))
+            or (s.tk ~= nil and not isInt(s.tk, 1, NEVER)) then
             return false
         end
     end
@@ -1568,6 +1575,17 @@ local function admitApply(g, p, l, r, ticket, t, enqueue, me)
             local w = { tk = g.nt, pid = wpid, e = t, d = deadline, n = r.tokens, c = r.caller, m = r.model,
                 s = r.slot, r = d.reason, h = myHost, st = r.wst, lu = t + WAITER_LEASE_MS, rid = r.rid, sn = t }
             if W.validKey(r.wake) then w.wk = r.wake end
+            -- (QuotaPolicy::admit's Waiter::holds and the rest, for W.handOff; defaults left out.)
+            if r.slot and r.ho then
+                w.hd = true
+                if r.pid ~= wpid then w.hp, w.hst = r.pid, r.st end
+                if r.est then w.x = true end
+                local ein, eout = clamp(r['in'] or 0, 0, MAX_BUCKET_COUNT), clamp(r.out or 0, 0, MAX_BUCKET_COUNT)
+                if ein > 0 then w.i = ein end
+                if eout > 0 then w.o = eout end
+                local ls = clamp(r.lease, 0, NEVER)
+                if ls > 0 then w.ls = ls end
+            end
             g.nt = g.nt + 1
             dirty['g'] = g
             W.rec[w.tk] = w
@@ -1617,6 +1635,68 @@ local function admitApply(g, p, l, r, ticket, t, enqueue, me)
     p.la = t
     p.at = p.at + 1
     return d
+end
+
+-- Hand-off (QuotaPolicy::handOff): a slot given back goes straight to the first in line
+-- when it takes a handed slot (hd), waits on the releaser's own host (where it is probed, not
+-- judged by its lease: a head of another host that fell silent is passed within HEAD_GRACE,
+-- which a slot handed to it would not be), before its deadline, and can go now: admitted here as its own look would admit it (admitApply with its ticket,
+-- its request as it queued it). The slot keeps its ticket (tk) and the waiter's host; the
+-- waiter finds it by its ticket when it looks (ops.admit), and its ring carries the admission
+-- ('a:<ticket>:<fence>:<lease>:<now>', published once the state is written: W.permits), so it
+-- needs no call of its own: one call fewer per queued admission. A head with a channel that
+-- has no subscriber (its process or connection gone since it last looked) is handed nothing:
+-- it is rung as before, and passed when that reaches nobody; so is every head where the user
+-- may not count a channel's subscribers (PUBSUB NUMSUB).
+W.permits = {}
+W.handReq = {}
+function W.handOff(p, l)
+    if p.q == '' or type(l) ~= 'table' or not l.par then return end
+    if pruneQueueHead(p, now) then touch(p) end
+    if p.q == '' then return end
+    -- The first in line, passed or not (a release's caller may not judge it: it names no host);
+    -- its own look would be admitted now (evaluate: its own ticket is never passed).
+    local w = W.get(W.at(p, 1))
+    if w.lost or not w.hd or not w.s or now > w.d or myHost == '' or w.h ~= myHost then return end
+    local r = W.emptied(W.handReq)
+    W.handReq = r
+    r.provider, r.caller, r.model, r.tokens = p.n, w.c, w.m, w.n
+    r['in'], r.out, r.est, r.slot = w.i or 0, w.o or 0, w.x or false, true
+    r.pid, r.wpid, r.st, r.wst, r.lease, r.rid, r.deadlineIn = w.hp or w.pid, w.pid, w.hst or w.st, w.st, w.ls or 0, w.rid, 0
+    r.ho = true
+    local g = global()
+    if not evaluate(g, p, l, r, w.tk, now).admitted then return end
+    local ch
+    if w.wk then
+        ch = channel .. 'w:' .. w.wk
+        if redis.acl_check_cmd and not redis.acl_check_cmd('PUBSUB', 'NUMSUB', ch) then return end
+        local n = redis.pcall('PUBSUB', 'NUMSUB', ch)
+        if type(n) ~= 'table' or tonumber(n[2]) == nil or tonumber(n[2]) < 1 then return end
+        W.checkAside() -- the ring comes after the state is written: nothing may refuse the call then
+    end
+    local d = admitApply(g, p, l, r, w.tk, now, false, nil)
+    if not d or not d.admitted or not d.slotTaken then return end
+    local s = p.sl[#p.sl]
+    s.tk, s.h = w.tk, w.h
+    local e = event(EVENT.ADMIT, p.n)
+    e.caller = w.c
+    e.pid = r.pid
+    e.fence = d.fence
+    if w.m ~= '' then e.model = w.m end
+    if w.n ~= 0 then e.tokens = w.n end
+    if now - w.e ~= 0 then e.waited_ms = now - w.e end
+    e.reason = 'slots'
+    if ch then W.permits[#W.permits + 1] = { ch, string.format('a:%d:%d:%d:%d', w.tk, d.fence, s.ll, now) } end
+    touch(p)
+    ring = true
+end
+-- The slot a release handed to the waiter of this ticket (W.handOff), while it is held.
+function W.handed(p, ticket)
+    if ticket == 0 then return nil end
+    for i, s in ipairs(p.sl) do
+        if s.tk == ticket then return s, i end
+    end
+    return nil
 end
 
 local function backoffFor(l, consecutive, ra)
@@ -1765,6 +1845,12 @@ local function commit()
     -- write every waiter of every provider.)
     W.inParts('HSET', KEYS[2], args, 2000)
     W.inParts('HDEL', KEYS[2], gone, 2000)
+    for _, m in ipairs(W.permits) do
+        local r = redis.pcall('PUBLISH', m[1], m[2])
+        if type(r) == 'table' and r.err then
+            afterCommit[#afterCommit + 1] = 'a handed slot not announced on ' .. m[1] .. ': ' .. r.err
+        end
+    end
     local lost = 0
     local why
     for _, e in ipairs(events) do
@@ -1827,13 +1913,20 @@ function ops.admit()
         changed = true
         ring = true
     end
+    local lease = l.mh
+    if a.lease > 0 then lease = a.lease end
+    local handed = W.handed(p, a.ticket)
+    if handed then
+        -- A release handed us its slot while we waited (W.handOff): ours.
+        if changed then touch(p) end
+        commit()
+        return reply({ lease = lease, now = now, admitted = true, fence = handed.f, ticket = a.ticket, slotTaken = true })
+    end
     local ticket = a.ticket
     local me = W.find(p, ticket)
     if not me then ticket = 0 end -- not queued, or judged a ghost while we lived: queue again
     if me and renewWaiter(me, now) then changed = true end
     if me and W.saw(me, now, a.wake) then changed = true end
-    local lease = l.mh
-    if a.lease > 0 then lease = a.lease end
     local d, err = admitApply(g, p, l, a, ticket, now, a.enqueue, me)
     if not d then return refuse('busy', err) end
     if not d.admitted and d.reason == R_SLOTS and a.slot then
@@ -1917,6 +2010,22 @@ function ops.leave()
         if dequeue(p, a.ticket) then
             touch(p)
             ring = true
+        else
+            local s, i = W.handed(p, a.ticket)
+            if s then
+                -- It gave up after a release handed it a slot it never learned of: given back,
+                -- and on to the next in line.
+                local e = event(EVENT.RELEASE, a.provider)
+                e.caller = s.c
+                e.model = s.m
+                e.pid = s.pid
+                e.fence = s.f
+                e.reason = 'given back: its waiter gave up before it learned of it'
+                table.remove(p.sl, i)
+                touch(p)
+                ring = true
+                W.handOff(p, l)
+            end
         end
     end
     if a.gaveUp then
@@ -2452,6 +2561,7 @@ function ops.releaseSlot()
     table.remove(p.sl, i)
     touch(p)
     ring = true
+    W.handOff(p, limitsOf(a.provider))
     commit()
     return reply({ found = true })
 end
@@ -2498,6 +2608,11 @@ function ops.finishAdmission()
         ok.caller = caller
     end
     touch(p)
+    if found then
+        -- The release may have been forced on a provider whose limits are corrupt or gone.
+        local l = limitsOf(a.provider)
+        W.handOff(p, l)
+    end
     commit()
     return reply({ found = found })
 end
@@ -2747,6 +2862,7 @@ local function main(keys, args)
     daySpans = nil
     if ARGV[6] and ARGV[6] ~= '' then daySpans = cmsgpack.unpack(ARGV[6]) end
     afterCommit = W.emptied(afterCommit)
+    W.permits = W.emptied(W.permits)
     local f = ops[op]
     if not f then return refuse('usage', 'unknown operation ' .. tostring(op)) end
     if not READ_ONLY_OPS[op] then

@@ -316,6 +316,7 @@ std::int64_t RedisQuotaBackend::clientNowMs() const
 Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 {
     m_lookBy.reset(); // this look answers any ring that said when to look
+    m_handed.erase(step.ticket); // and the server's answer, any ring that said we were handed a slot
     const AdmitRequest& r = step.request;
     const std::int64_t clientNow = clientNowMs();
     const std::int64_t deadlineIn = step.deadlineInMs
@@ -337,6 +338,7 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
     unlessZero("out", r.outputTokens);
     unlessZero("est", r.estimated);
     unlessZero("slot", r.wantsSlot);
+    unlessZero("ho", r.takesHandOff);
     unlessZero("deadlineIn", deadlineIn);
     unlessZero("lease", r.leaseMs);
     unlessZero("ticket", step.ticket);
@@ -412,7 +414,7 @@ Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
     const AdmitRequest& r = step.request;
     json a = { { "provider", r.provider }, { "ticket", step.ticket }, { "gaveUp", gaveUp }, { "why", why },
         { "caller", r.caller }, { "model", r.model }, { "pid", r.pid }, { "tokens", r.tokens },
-        { "waited", clientNowMs() - step.startMs } };
+        { "waited", clientNowMs() - step.startMs }, { "host", m_host } };
     auto reply = call("leave", packed(a), Budget::CleanUp);
     if (!reply) {
         // The queue place stays unless given back later (its holder is alive: no one else
@@ -626,8 +628,8 @@ Result<int> RedisQuotaBackend::releaseStale(bool overdue, const std::string& who
 Result<bool> RedisQuotaBackend::releaseSlot(
     const std::string& provider, std::uint64_t fence, const std::string& who)
 {
-    auto reply
-        = call("releaseSlot", packed(json { { "provider", provider }, { "fence", fence }, { "who", who } }));
+    auto reply = call("releaseSlot",
+        packed(json { { "host", m_host }, { "provider", provider }, { "fence", fence }, { "who", who } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
@@ -648,7 +650,7 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
                 std::clamp<std::int64_t>(end.estimatedInputTokens, 0, RollingWindow::MAX_BUCKET_COUNT) },
             { "estOut",
                 std::clamp<std::int64_t>(end.estimatedOutputTokens, 0, RollingWindow::MAX_BUCKET_COUNT) },
-            { "caller", end.caller } }));
+            { "caller", end.caller }, { "host", m_host } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
@@ -745,6 +747,11 @@ std::uint32_t RedisQuotaBackend::changeMark() const
         } else {
             const auto now = std::chrono::steady_clock::now();
             for (const std::string& p : payloads) {
+                if (p.rfind("a:", 0) == 0) {
+                    takeHandedRing(p);
+                    ++m_rings;
+                    continue;
+                }
                 std::int64_t ms = -1;
                 if (p.rfind("in:", 0) == 0) {
                     const char* last = p.data() + p.size();
@@ -771,6 +778,44 @@ std::uint32_t RedisQuotaBackend::changeMark() const
         ++m_rings;
     }
     return m_rings;
+}
+
+// "a:<ticket>:<fence>:<lease>:<now>": the admission of a queued request of ours, by a
+// release (W.handOff). One that does not parse is only a ring: the look finds the slot.
+void RedisQuotaBackend::takeHandedRing(const std::string& payload) const
+{
+    std::array<std::int64_t, 4> v {};
+    const char* at = payload.data() + 2;
+    const char* last = payload.data() + payload.size();
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        auto [end, ec] = std::from_chars(at, last, v[i]);
+        if (ec != std::errc() || end == at || (i + 1 < v.size() ? (end == last || *end != ':') : end != last))
+            return;
+        at = end + 1;
+    }
+    if (v[0] < 1 || v[1] < 1 || v[2] < 0)
+        return;
+    if (m_handed.size() >= MAX_HANDED)
+        m_handed.erase(m_handed.begin()); // the oldest ticket: long since answered by a look
+    AdmitOutcome& o = m_handed[static_cast<std::uint64_t>(v[0])];
+    o = AdmitOutcome {};
+    o.decision.admitted = true;
+    o.decision.ticket = static_cast<std::uint64_t>(v[0]);
+    o.decision.fence = static_cast<std::uint64_t>(v[1]);
+    o.decision.slotTaken = true;
+    o.leaseMs = v[2];
+    o.nowMs = v[3];
+}
+
+std::optional<AdmitOutcome> RedisQuotaBackend::takeHandOff(std::uint64_t ticket)
+{
+    (void)changeMark(); // reads what arrived
+    const auto it = m_handed.find(ticket);
+    if (ticket == 0 || it == m_handed.end())
+        return std::nullopt;
+    AdmitOutcome o = it->second;
+    m_handed.erase(it);
+    return o;
 }
 
 void RedisQuotaBackend::waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const

@@ -19,7 +19,9 @@
 //   again every HEAD_LOOK, the watcher when the head would go stale, the rest every
 //   QUEUE_LOOK (renewing a lease of 3 × QUEUE_LOOK); without a subscription every MAX_SLEEP.
 //   A ring says when to look: now ("1"), or within a time ("in:<ms>": a head that cannot go
-//   yet, a watcher), so that a crowd's admission costs no looks that change nothing.
+//   yet, a watcher), so that a crowd's admission costs no looks that change nothing; or that
+//   a release handed the head its slot ("a:…", QuotaPolicy::handOff): the head is admitted
+//   by the ring, without a call (it also finds the slot by its ticket when it looks).
 // - A dead head is passed, not removed: one of another host not seen for HEAD_GRACE, or one
 //   whose wake-up reached no subscriber, no longer blocks the queue; it keeps its place, and
 //   is the head again as soon as it looks (a live but slow head loses nothing).
@@ -125,6 +127,7 @@ public:
 
     [[nodiscard]] std::uint32_t changeMark() const override;
     void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override;
+    [[nodiscard]] std::optional<AdmitOutcome> takeHandOff(std::uint64_t ticket) override;
     [[nodiscard]] std::chrono::milliseconds maxSleep() const override
     {
         return m_subscription ? QUEUE_LOOK : MAX_SLEEP;
@@ -163,6 +166,8 @@ private:
     // first clean-up since the last admission attempt; none left: an error (not sent).
     [[nodiscard]] Result<std::chrono::milliseconds> cleanUpTimeout();
     [[nodiscard]] std::int64_t clientNowMs() const;
+    // Keeps the admission a ring carried (takeHandOff's source).
+    void takeHandedRing(const std::string& payload) const;
     [[nodiscard]] Result<void> abandonUncertain(Budget budget);
     // A calendar day the script asked for (needday: it has no time-zone database): four
     // consecutive day starts around this host's clock, kept for the next calls.
@@ -198,6 +203,10 @@ private:
     // A ring that said when to look ("in:<ms>": the script's W.publish) rather than "now": the
     // mark moves when that time comes, unless a look (admit) came first.
     mutable std::optional<std::chrono::steady_clock::time_point> m_lookBy;
+    // Admissions rings carried ("a:<ticket>:<fence>:<lease>:<now>", the script's W.handOff), by
+    // ticket, until taken (a few at most: one per queued request of this process).
+    mutable std::map<std::uint64_t, AdmitOutcome> m_handed;
+    static constexpr std::size_t MAX_HANDED = 64;
 };
 
 } // namespace tollgate

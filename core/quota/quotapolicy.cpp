@@ -632,6 +632,15 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
             w.pidNs = r.pidNs;
             w.startTicks = r.waiterStartTicks;
             w.leaseUntilMs = nowMs + WAITER_LEASE_MS;
+            w.holds = r.wantsSlot && r.takesHandOff;
+            if (w.holds && r.pid != w.pid) {
+                w.holderPid = r.pid;
+                w.holderStartTicks = r.startTicks;
+            }
+            w.estimated = r.estimated;
+            w.inputTokens = std::clamp<std::int64_t>(r.inputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+            w.outputTokens = std::clamp<std::int64_t>(r.outputTokens, 0, RollingWindow::MAX_BUCKET_COUNT);
+            w.leaseMs = std::clamp<std::int64_t>(r.leaseMs, 0, RollingWindow::MAX_TIME_MS);
             p.queue.push_back(std::move(w));
             d.ticket = p.queue.back().ticket;
         }
@@ -676,6 +685,55 @@ bool QuotaPolicy::dequeue(ProviderState& p, std::uint64_t ticket)
     return std::erase_if(p.queue, [&](const Waiter& w) { return w.ticket == ticket; }) != 0;
 }
 
+std::optional<QuotaPolicy::HandOff> QuotaPolicy::handOff(
+    QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs)
+{
+    if (p.queue.empty() || !l.parallel)
+        return std::nullopt;
+    const Waiter& head = p.queue.front();
+    if (!head.holds || !head.wantsSlot || nowMs > head.deadlineMs)
+        return std::nullopt;
+    AdmitRequest r;
+    r.provider = p.name;
+    r.caller = head.caller;
+    r.model = head.model;
+    r.tokens = head.tokens;
+    r.inputTokens = head.inputTokens;
+    r.outputTokens = head.outputTokens;
+    r.estimated = head.estimated;
+    r.wantsSlot = true;
+    r.pid = head.holderPid > 0 ? head.holderPid : head.pid;
+    r.waiterPid = head.pid;
+    r.deadlineMs = head.deadlineMs;
+    r.pidNs = head.pidNs;
+    r.startTicks = head.holderPid > 0 ? head.holderStartTicks : head.startTicks;
+    r.waiterStartTicks = head.startTicks;
+    r.takesHandOff = true;
+    r.leaseMs = head.leaseMs;
+    if (!evaluate(s, p, l, r, head.ticket, nowMs).admitted)
+        return std::nullopt;
+    HandOff h;
+    h.waiter = head; // admit() dequeues it
+    auto d = admit(s, p, l, r, head.ticket, nowMs, false);
+    if (!d || !d->admitted || !d->slotTaken)
+        return std::nullopt; // (evaluate said it would: admit decides the same)
+    p.slots.back().ticket = h.waiter.ticket;
+    h.decision = *d;
+    h.leaseMs = r.leaseMs > 0 ? r.leaseMs : l.maxHoldMs;
+    return h;
+}
+
+Slot* QuotaPolicy::handedSlot(ProviderState& p, std::uint64_t ticket)
+{
+    if (ticket == 0)
+        return nullptr;
+    for (auto& slot : p.slots) {
+        if (slot.ticket == ticket)
+            return &slot;
+    }
+    return nullptr;
+}
+
 std::int64_t QuotaPolicy::backoffFor(
     const ProviderLimits& l, std::int32_t consecutive, std::optional<std::int64_t> retryAfterMs)
 {
@@ -694,8 +752,8 @@ bool QuotaPolicy::sameStorm(const ProviderState& p, std::int64_t nowMs)
     return backoffUntil(p, nowMs) > nowMs;
 }
 
-std::int64_t QuotaPolicy::backoffOf429(
-    const ProviderState& p, const ProviderLimits& l, std::int64_t nowMs, std::optional<std::int64_t> retryAfterMs)
+std::int64_t QuotaPolicy::backoffOf429(const ProviderState& p, const ProviderLimits& l, std::int64_t nowMs,
+    std::optional<std::int64_t> retryAfterMs)
 {
     if (retryAfterMs && *retryAfterMs >= 0)
         return RetryAfter::bound(*retryAfterMs);
@@ -715,7 +773,8 @@ std::int64_t QuotaPolicy::apply429(ProviderState& p, const ProviderLimits& l, st
         p.consecutive429 = std::min<std::int32_t>(p.consecutive429 + 1, 1 << 20);
     const std::int64_t jitter = std::clamp<std::int64_t>(jitterMs, 0, MAX_JITTER_MS);
     // From the bounded current end: a forged far-future one must not survive a new report.
-    p.backoffUntilMs = std::max(backoffUntil(p, nowMs), IntMath::plusSaturated(nowMs, IntMath::plusSaturated(backoff, jitter)));
+    p.backoffUntilMs = std::max(
+        backoffUntil(p, nowMs), IntMath::plusSaturated(nowMs, IntMath::plusSaturated(backoff, jitter)));
     // After the backoff, admissions restart at an even pace for one window instead of
     // all queued callers firing in the same instant.
     p.paceUntilMs = IntMath::plusSaturated(std::max(p.backoffUntilMs, nowMs), l.windowMs);

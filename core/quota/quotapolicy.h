@@ -55,6 +55,11 @@ struct AdmitRequest
     // How long the slot's lease lasts (seen from other pid namespaces); the holder renews it.
     // 0: the provider's maximum hold time (for a holder that does not renew: acquire --slot).
     std::int64_t leaseMs = 0;
+    // A slot may be handed to this request while it waits (QuotaPolicy::handOff): its holder
+    // lives no longer than the waiter (the waiter itself, or `run`'s keeper, which dies with
+    // its runner), so a slot handed to a waiter that dies is not left to a holder that does
+    // not know it holds it. Not for `acquire --pid` of a longer-lived process.
+    bool takesHandOff = false;
 };
 
 struct AdmitDecision
@@ -173,6 +178,27 @@ public:
     [[nodiscard]] static Result<AdmitDecision> admit(QuotaState& s, ProviderState& p, const ProviderLimits& l,
         const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue);
     static bool dequeue(ProviderState& p, std::uint64_t ticket);
+
+    // Hand-off (issue 27): a slot given back goes straight to the head of the queue, so the
+    // head needs no look of its own to take it (on a Redis home the ring carries the
+    // admission: one call fewer per queued admission, and no slot idle while the head wakes).
+    // Only a head that takes a handed slot (Waiter::holds), before its deadline (the backends
+    // hand off only to a head of the releaser's own pid namespace or host, whose holder is
+    // probed rather than judged by its lease); it is admitted as its own look would admit it now (evaluate
+    // and admit with its ticket, its request as it queued it), and the slot keeps its ticket (Slot::ticket):
+    // the waiter finds it by that ticket when it looks (handedSlot), and one that gives up first gives it
+    // back. Nothing else changes: a head that cannot go now stays queued and is rung as before. The
+    // admission, for its history event and the ring.
+    struct HandOff
+    {
+        Waiter waiter; // as it was queued
+        AdmitDecision decision;
+        std::int64_t leaseMs = 0; // the slot's lease
+    };
+    [[nodiscard]] static std::optional<HandOff> handOff(
+        QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
+    // The slot handed to the waiter with this ticket (0: none), while it is held.
+    [[nodiscard]] static Slot* handedSlot(ProviderState& p, std::uint64_t ticket);
 
     // The backoff of a 429 (docs/PROXY.md, "429 storms"): the time the provider named
     // (Retry-After, retry-after-ms: exactly that, at most RetryAfter::MAX_MS) when it named

@@ -214,6 +214,21 @@ bool needsVersion4(const QuotaState& s)
     return false;
 }
 
+bool needsVersion7(const QuotaState& s)
+{
+    for (const auto& p : s.providers) {
+        for (const auto& slot : p.slots) {
+            if (slot.ticket != 0)
+                return true;
+        }
+        for (const auto& q : p.queue) {
+            if (q.holds)
+                return true;
+        }
+    }
+    return false;
+}
+
 bool needsVersion6(const QuotaState& s)
 {
     for (const auto& p : s.providers) {
@@ -226,7 +241,8 @@ bool needsVersion6(const QuotaState& s)
 bool needsVersion5(const QuotaState& s)
 {
     for (const auto& p : s.providers) {
-        if (p.reportedInputTokens >= 0 || p.reportedOutputTokens >= 0 || !p.reportedScope.empty() || p.plan.atMs != 0)
+        if (p.reportedInputTokens >= 0 || p.reportedOutputTokens >= 0 || !p.reportedScope.empty()
+            || p.plan.atMs != 0)
             return true;
         for (const auto& slot : p.slots) {
             if (slot.inputTokens != 0 || slot.outputTokens != 0)
@@ -255,10 +271,11 @@ std::string QuotaState::encode() const
 {
     Writer w;
     w.u32(PAYLOAD_MAGIC);
-    const bool v6 = needsVersion6(*this);
+    const bool v7 = needsVersion7(*this);
+    const bool v6 = v7 || needsVersion6(*this);
     const bool v5 = v6 || needsVersion5(*this);
     const bool v4 = v5 || needsVersion4(*this);
-    w.u32(v6 ? FORMAT_VERSION : v5 ? 5 : v4 ? 4 : PLAIN_FORMAT_VERSION);
+    w.u32(v7 ? FORMAT_VERSION : v6 ? 6 : v5 ? 5 : v4 ? 4 : PLAIN_FORMAT_VERSION);
     w.u64(nextFence);
     w.u64(nextTicket);
     w.u8(pausedAll ? 1 : 0);
@@ -327,6 +344,8 @@ std::string QuotaState::encode() const
                 w.i64(s.inputTokens);
                 w.i64(s.outputTokens);
             }
+            if (v7)
+                w.u64(s.ticket);
         }
         w.u16(static_cast<std::uint16_t>(p.queue.size()));
         for (const auto& q : p.queue) {
@@ -342,6 +361,14 @@ std::string QuotaState::encode() const
             w.u64(q.pidNs);
             w.u64(q.startTicks);
             w.i64(q.leaseUntilMs);
+            if (v7) {
+                w.u8(static_cast<std::uint8_t>((q.holds ? 1 : 0) | (q.estimated ? 2 : 0)));
+                w.i64(q.inputTokens);
+                w.i64(q.outputTokens);
+                w.i64(q.leaseMs);
+                w.i64(q.holderPid);
+                w.u64(q.holderStartTicks);
+            }
         }
     }
     return w.take();
@@ -398,17 +425,17 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             auto badTime = [](std::int64_t v) { return v < 0 || v > RollingWindow::MAX_TIME_MS; };
             if (badReport(p.reportedInputTokens) || badReport(p.reportedOutputTokens))
                 return bad(r, "invalid provider-reported limits");
-            if (status > static_cast<std::uint8_t>(PlanUsage::Status::Rejected) || badShare(u.fiveHourPermille)
-                || badShare(u.sevenDayPermille) || badTime(u.atMs) || badTime(u.fiveHourResetMs)
-                || badTime(u.sevenDayResetMs))
+            if (status > static_cast<std::uint8_t>(PlanUsage::Status::Rejected)
+                || badShare(u.fiveHourPermille) || badShare(u.sevenDayPermille) || badTime(u.atMs)
+                || badTime(u.fiveHourResetMs) || badTime(u.sevenDayResetMs))
                 return bad(r, "invalid plan usage");
             u.status = static_cast<PlanUsage::Status>(status);
         }
         if (version >= 6) {
             if (!r.i64(p.remainingRequests) || !r.i64(p.remainingUntilMs) || !r.str(p.remainingScope))
                 return bad(r, "truncated provider");
-            if (p.remainingRequests < 0 || p.remainingRequests > (std::int64_t(1) << 40) || p.remainingUntilMs < 0
-                || p.remainingUntilMs > RollingWindow::MAX_TIME_MS
+            if (p.remainingRequests < 0 || p.remainingRequests > (std::int64_t(1) << 40)
+                || p.remainingUntilMs < 0 || p.remainingUntilMs > RollingWindow::MAX_TIME_MS
                 || p.remainingScope.size() > MAX_TEXT
                 || TextSanitizer::clean(p.remainingScope, MAX_TEXT) != p.remainingScope)
                 return bad(r, "invalid stated remainder");
@@ -461,10 +488,13 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             if (version >= 5) {
                 if (!r.i64(sl.inputTokens) || !r.i64(sl.outputTokens))
                     return bad(r, "truncated slot");
-                if (sl.inputTokens < 0 || sl.outputTokens < 0 || sl.inputTokens > RollingWindow::MAX_BUCKET_COUNT
+                if (sl.inputTokens < 0 || sl.outputTokens < 0
+                    || sl.inputTokens > RollingWindow::MAX_BUCKET_COUNT
                     || sl.outputTokens > RollingWindow::MAX_BUCKET_COUNT)
                     return bad(r, "invalid slot split");
             }
+            if (version >= 7 && !r.u64(sl.ticket))
+                return bad(r, "truncated slot");
         }
         if (!r.u16(nWaiters) || nWaiters > MAX_WAITERS)
             return bad(r, "invalid waiter count");
@@ -480,6 +510,19 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             if (reason > static_cast<std::uint8_t>(WaitReason::Slots))
                 return bad(r, "invalid wait reason");
             q.reason = static_cast<WaitReason>(reason);
+            if (version >= 7) {
+                std::uint8_t flags = 0;
+                if (!r.u8(flags) || !r.i64(q.inputTokens) || !r.i64(q.outputTokens) || !r.i64(q.leaseMs)
+                    || !r.i64(q.holderPid) || !r.u64(q.holderStartTicks))
+                    return bad(r, "truncated waiter");
+                if (flags > 3 || q.inputTokens < 0 || q.outputTokens < 0
+                    || q.inputTokens > RollingWindow::MAX_BUCKET_COUNT
+                    || q.outputTokens > RollingWindow::MAX_BUCKET_COUNT || q.leaseMs < 0
+                    || q.leaseMs > RollingWindow::MAX_TIME_MS || q.holderPid < 0)
+                    return bad(r, "invalid waiter hand-off");
+                q.holds = (flags & 1) != 0;
+                q.estimated = (flags & 2) != 0;
+            }
         }
     }
     if (!r.atEnd())

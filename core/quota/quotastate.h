@@ -12,8 +12,8 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tollgate {
@@ -45,6 +45,9 @@ struct Slot
     // from what it counted. Format 5.
     std::int64_t inputTokens = 0;
     std::int64_t outputTokens = 0;
+    // The queue ticket of the waiter this slot was handed to by a release (QuotaPolicy::handOff);
+    // 0: admitted by its own look. The waiter finds its slot by it. Format 7.
+    std::uint64_t ticket = 0;
 };
 
 struct Waiter
@@ -62,6 +65,19 @@ struct Waiter
     std::uint64_t startTicks = 0;
     std::int64_t leaseUntilMs = 0; // renewed while it waits; 0 = none (then only the deadline)
     std::string host; // as in Slot
+    // What a release needs to admit this waiter in its place (QuotaPolicy::handOff), format 7:
+    // it takes a slot handed to it (AdmitRequest::takesHandOff), the estimate's split and
+    // whether it is one, the lease it asked (0: the provider's maximum hold), its holder. A
+    // waiter without `holds` is only rung, as before format 7.
+    bool holds = false;
+    bool estimated = false;
+    std::int64_t inputTokens = 0;
+    std::int64_t outputTokens = 0;
+    std::int64_t leaseMs = 0;
+    // The holder the slot is for, when another process than the waiter (`run`'s keeper): its
+    // pid and start (0: the waiter's own).
+    std::int64_t holderPid = 0;
+    std::uint64_t holderStartTicks = 0;
 };
 
 // The usage of one scope: the provider (model "") or one model class, in its rolling window
@@ -132,19 +148,21 @@ struct ProviderState
 
 struct QuotaState
 {
-    static constexpr std::uint32_t FORMAT_VERSION = 6;
+    static constexpr std::uint32_t FORMAT_VERSION = 7;
     // The version written while no scope splits tokens or counts a day: a home whose limits use
     // none of version 4's metrics stays readable by the versions before it. Version 4 is written
     // while nothing of version 5 (reported input/output limits or their class, a plan's usage)
     // is kept, version 5 only once it is, version 6 only while a provider's stated remainder
-    // is kept (ProviderState::remaining*).
+    // is kept (ProviderState::remaining*), version 7 only while a slot was handed to a waiter
+    // or a waiter can be handed one (Slot::ticket, Waiter::holds).
     static constexpr std::uint32_t PLAIN_FORMAT_VERSION = 3;
     // Still read (and rewritten as FORMAT_VERSION or PLAIN_FORMAT_VERSION): version 1 has slots
     // and waiters without namespace, start time and lease (docs/PROTOCOL.md says how such
     // holders are judged); versions 1 and 2 have no provider-reported limits (read as "not
     // reported"); versions 1 to 3 have no input/output split and no day (read as none); versions 1
     // to 4 no reported input/output limits and no plan usage (read as not reported); versions 1
-    // to 5 no stated remainder (read as none).
+    // to 5 no stated remainder (read as none); versions 1 to 6 no hand-off (slots of no waiter,
+    // waiters only rung).
     static constexpr std::uint32_t OLDEST_READABLE_VERSION = 1;
     static constexpr std::size_t MAX_PROVIDERS = 64;
     static constexpr std::size_t MAX_SLOTS = 256; // per provider (the parallel limit's maximum)

@@ -556,6 +556,13 @@ Result<ProviderState> RedisStateCodec::decodeProvider(std::string_view blob, con
                 && (!integer(sj, key, *out) || *out < 0 || *out > RollingWindow::MAX_BUCKET_COUNT))
                 return bad("a slot's estimate split is not a whole number in range");
         }
+        // The ticket of the waiter a release handed it to (absent: admitted by its own look).
+        if (sj.contains("tk")) {
+            std::int64_t tk = 0;
+            if (!integer(sj, "tk", tk) || tk < 1)
+                return bad("a slot's waiter ticket is not a whole number in range");
+            s.ticket = static_cast<std::uint64_t>(tk);
+        }
         p.slots.push_back(std::move(s));
     }
     for (const json& wj : queued) {
@@ -577,6 +584,18 @@ Result<ProviderState> RedisStateCodec::decodeProvider(std::string_view blob, con
         w.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(reason, 0, 6));
         w.leaseUntilMs = discounted(w.leaseUntilMs, WAITER_LEASE_MS);
         w.pidNs = !w.host.empty() && w.host == myHost ? myPidNs : 0;
+        // What a release needs to hand it a slot (each absent at its default).
+        const json hd = wj.value("hd", json());
+        const json x = wj.value("x", json());
+        w.holds = hd.is_boolean() && hd.get<bool>();
+        w.estimated = x.is_boolean() && x.get<bool>();
+        for (auto [key, out] : { std::pair { "i", &w.inputTokens }, std::pair { "o", &w.outputTokens },
+                 std::pair { "ls", &w.leaseMs }, std::pair { "hp", &w.holderPid } }) {
+            if (wj.contains(key) && (!integer(wj, key, *out) || *out < 0))
+                *out = 0;
+        }
+        if (std::int64_t hst = 0; wj.contains("hst") && integer(wj, "hst", hst) && hst > 0)
+            w.holderStartTicks = static_cast<std::uint64_t>(hst);
         p.queue.push_back(std::move(w));
     }
     return p;
