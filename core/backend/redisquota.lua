@@ -1654,18 +1654,18 @@ function W.handOff(p, l)
     if p.q == '' or type(l) ~= 'table' or not l.par then return end
     if pruneQueueHead(p, now) then touch(p) end
     if p.q == '' then return end
-    -- The first in line, passed or not (a release's caller may not judge it: it names no host);
-    -- its own look would be admitted now (evaluate: its own ticket is never passed).
+    -- The first in line, as QuotaPolicy::handOff takes the queue's front (its own ticket is
+    -- never passed: its look would be admitted now if admitApply admits it here).
     local w = W.get(W.at(p, 1))
-    if w.lost or not w.hd or not w.s or now > w.d or myHost == '' or w.h ~= myHost then return end
+    -- (The releaser's host comes as hh, not host: a release judges holders and waiters as
+    -- of no host, as it always did; only the hand-off asks where the head waits.)
+    if w.lost or not w.hd or not w.s or now > w.d or not a.hh or a.hh == '' or w.h ~= a.hh then return end
     local r = W.emptied(W.handReq)
     W.handReq = r
     r.provider, r.caller, r.model, r.tokens = p.n, w.c, w.m, w.n
     r['in'], r.out, r.est, r.slot = w.i or 0, w.o or 0, w.x or false, true
     r.pid, r.wpid, r.st, r.wst, r.lease, r.rid, r.deadlineIn = w.hp or w.pid, w.pid, w.hst or w.st, w.st, w.ls or 0, w.rid, 0
     r.ho = true
-    local g = global()
-    if not evaluate(g, p, l, r, w.tk, now).admitted then return end
     local ch
     if w.wk then
         ch = channel .. 'w:' .. w.wk
@@ -1674,7 +1674,8 @@ function W.handOff(p, l)
         if type(n) ~= 'table' or tonumber(n[2]) == nil or tonumber(n[2]) < 1 then return end
         W.checkAside() -- the ring comes after the state is written: nothing may refuse the call then
     end
-    local d = admitApply(g, p, l, r, w.tk, now, false, nil)
+    -- Refused, it changes nothing (no record of its own is passed: its reason stays).
+    local d = admitApply(global(), p, l, r, w.tk, now, false, nil)
     if not d or not d.admitted or not d.slotTaken then return end
     local s = p.sl[#p.sl]
     s.tk, s.h = w.tk, w.h

@@ -414,7 +414,7 @@ Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
     const AdmitRequest& r = step.request;
     json a = { { "provider", r.provider }, { "ticket", step.ticket }, { "gaveUp", gaveUp }, { "why", why },
         { "caller", r.caller }, { "model", r.model }, { "pid", r.pid }, { "tokens", r.tokens },
-        { "waited", clientNowMs() - step.startMs }, { "host", m_host } };
+        { "waited", clientNowMs() - step.startMs }, { "hh", m_host } };
     auto reply = call("leave", packed(a), Budget::CleanUp);
     if (!reply) {
         // The queue place stays unless given back later (its holder is alive: no one else
@@ -629,7 +629,7 @@ Result<bool> RedisQuotaBackend::releaseSlot(
     const std::string& provider, std::uint64_t fence, const std::string& who)
 {
     auto reply = call("releaseSlot",
-        packed(json { { "host", m_host }, { "provider", provider }, { "fence", fence }, { "who", who } }));
+        packed(json { { "hh", m_host }, { "provider", provider }, { "fence", fence }, { "who", who } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
@@ -650,7 +650,7 @@ Result<bool> RedisQuotaBackend::finishAdmission(const AdmissionEnd& end)
                 std::clamp<std::int64_t>(end.estimatedInputTokens, 0, RollingWindow::MAX_BUCKET_COUNT) },
             { "estOut",
                 std::clamp<std::int64_t>(end.estimatedOutputTokens, 0, RollingWindow::MAX_BUCKET_COUNT) },
-            { "caller", end.caller }, { "host", m_host } }));
+            { "caller", end.caller }, { "hh", m_host } }));
     if (!reply)
         return reply.error();
     const json& j = *reply;
@@ -809,7 +809,6 @@ void RedisQuotaBackend::takeHandedRing(const std::string& payload) const
 
 std::optional<AdmitOutcome> RedisQuotaBackend::takeHandOff(std::uint64_t ticket)
 {
-    (void)changeMark(); // reads what arrived
     const auto it = m_handed.find(ticket);
     if (ticket == 0 || it == m_handed.end())
         return std::nullopt;
