@@ -204,7 +204,7 @@ void TestQuotaPolicy::aReleasedSlotIsHandedToTheHead()
     QVERIFY(h->decision.admitted && h->decision.slotTaken);
     QCOMPARE(provider().admittedTotal, admittedBefore + 1);
     QCOMPARE(provider().queue.size(), std::size_t(1)); // the plain waiter, now the head
-    const Slot* slot = QuotaPolicy::handedSlot(provider(), head->ticket);
+    const Slot* slot = QuotaPolicy::handedSlot(provider(), head->ticket, 200);
     QVERIFY(slot);
     QCOMPARE(slot->fence, h->decision.fence);
     QCOMPARE(slot->pid, std::int64_t(200));
@@ -212,7 +212,9 @@ void TestQuotaPolicy::aReleasedSlotIsHandedToTheHead()
     QCOMPARE(slot->tokens, std::int64_t(40));
     QCOMPARE(slot->leaseUntilMs, std::int64_t(30 + 9000));
     QCOMPARE(provider().scopes.front().window.usage(30).tokens, std::int64_t(40));
-    QVERIFY(!QuotaPolicy::handedSlot(provider(), plain->ticket));
+    QVERIFY(!QuotaPolicy::handedSlot(provider(), plain->ticket, 100));
+    // Its ticket with another holder (a ticket issued again after a lost state) finds nothing.
+    QVERIFY(!QuotaPolicy::handedSlot(provider(), head->ticket, 100));
 
     // A head that only asked to be rung is not handed a slot; nor one past its deadline.
     provider().slots.clear();

@@ -169,6 +169,9 @@ public:
     {
         m_sides[0].backend = std::move(file);
         m_sides[1].backend = std::move(redis);
+        // The Redis twin listens on its wake-up channel, as every waiting client does: the
+        // script hands a released slot only to a head that listens (W.handOff).
+        (void)m_sides[1].backend->changeMark();
     }
 
     // Applies `op` to both homes; true when both answered alike and then showed the same state
@@ -319,6 +322,8 @@ void TestRedisDifferential::sameDecisionsAndStateAtEveryStep()
     auto redis = StoreFactory::openBackend(*spec, clock, probe, &clock);
     QVERIFY2(redis.ok(), redis.ok() ? "" : redis.error().describe().c_str());
     sides[1].backend = std::move(redis).value();
+    // Listening on its wake-up channel, as every waiting client does (see Twins).
+    (void)sides[1].backend->changeMark();
 
     std::mt19937_64 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<std::uint64_t>(n)); };

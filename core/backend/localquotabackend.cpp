@@ -90,7 +90,7 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
         }
         out.leaseMs = request.leaseMs > 0 ? request.leaseMs : (*l)->maxHoldMs;
         out.nowMs = now;
-        if (const Slot* handed = QuotaPolicy::handedSlot(p, step.ticket)) {
+        if (const Slot* handed = QuotaPolicy::handedSlot(p, step.ticket, request.pid)) {
             // A release handed us its slot while we waited (QuotaPolicy::handOff): ours.
             out.decision.admitted = true;
             out.decision.fence = handed->fence;
@@ -152,7 +152,7 @@ Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
         if (p && QuotaPolicy::dequeue(*p, step.ticket)) {
             tx.changed = true;
             tx.ring = true; // someone else may be at the head now
-        } else if (Slot* handed = p ? QuotaPolicy::handedSlot(*p, step.ticket) : nullptr) {
+        } else if (Slot* handed = p ? QuotaPolicy::handedSlot(*p, step.ticket, request.pid) : nullptr) {
             // It gave up after a release handed it a slot it never learned of: given back,
             // and on to the next in line.
             const std::int64_t now = nowMs();
@@ -162,7 +162,8 @@ Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
             e.fence = handed->fence;
             e.reason = "given back: its waiter gave up before it learned of it";
             tx.events.push_back(std::move(e));
-            std::erase_if(p->slots, [&](const Slot& s) { return s.ticket == step.ticket; });
+            const std::uint64_t fence = handed->fence;
+            std::erase_if(p->slots, [&](const Slot& s) { return s.fence == fence; });
             tx.changed = true;
             tx.ring = true;
             handOffFreedSlot(tx, *p, now, *m_probe);

@@ -122,8 +122,10 @@ Result<Permit> QuotaLimiter::acquire(AdmitRequest request, WallTime deadline, co
     request.startTicks
         = request.pid == self ? m_selfStartTicks : m_probe->startTicks(request.pid).value_or(0);
     request.waiterStartTicks = m_selfStartTicks;
-    // A slot this process would hold itself may be handed to it while it waits.
-    if (request.pid == self)
+    // A slot this process would hold itself, under a lease it renews, may be handed to it while
+    // it waits (a holder on a lease of max_hold_seconds, stopped, would keep it that long for
+    // other hosts; `run`, whose keeper holds, says so itself).
+    if (request.pid == self && request.leaseMs > 0 && request.leaseMs <= QuotaPolicy::RENEWED_LEASE_MS)
         request.takesHandOff = true;
     const std::int64_t deadlineMs
         = std::chrono::duration_cast<std::chrono::milliseconds>(deadline.time_since_epoch()).count();

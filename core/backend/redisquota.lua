@@ -1637,17 +1637,19 @@ local function admitApply(g, p, l, r, ticket, t, enqueue, me)
     return d
 end
 
--- Hand-off (QuotaPolicy::handOff): a slot given back goes straight to the first in line
--- when it takes a handed slot (hd), waits on the releaser's own host (where it is probed, not
--- judged by its lease: a head of another host that fell silent is passed within HEAD_GRACE,
--- which a slot handed to it would not be), before its deadline, and can go now: admitted here as its own look would admit it (admitApply with its ticket,
--- its request as it queued it). The slot keeps its ticket (tk) and the waiter's host; the
--- waiter finds it by its ticket when it looks (ops.admit), and its ring carries the admission
+-- Hand-off (QuotaPolicy::handOff): a slot given back goes straight to the first in line when
+-- it takes a handed slot (hd), waits on the releaser's own host (hh: where its holder is probed
+-- by its host-mates, not judged by a lease; a head of another host that falls silent must still
+-- be passed within HEAD_GRACE), listens on its channel, before its deadline, and can go now:
+-- admitted here as its own look would admit it (admitApply with its ticket, its request as it
+-- queued it). The slot keeps its ticket (tk) and the waiter's host; the waiter finds it by its
+-- ticket and pid when it looks (ops.admit), and its ring carries the admission
 -- ('a:<ticket>:<fence>:<lease>:<now>', published once the state is written: W.permits), so it
--- needs no call of its own: one call fewer per queued admission. A head with a channel that
--- has no subscriber (its process or connection gone since it last looked) is handed nothing:
--- it is rung as before, and passed when that reaches nobody; so is every head where the user
--- may not count a channel's subscribers (PUBSUB NUMSUB).
+-- needs no call of its own: one call fewer per queued admission. A head whose channel has no
+-- subscriber (its process or connection gone since it last looked; a release probes nobody)
+-- is handed nothing: it is rung as before, and passed when that reaches nobody; so is every
+-- head where the user may not count a channel's subscribers (PUBSUB NUMSUB), and every head
+-- without a channel.
 W.permits = {}
 W.handReq = {}
 function W.handOff(p, l)
@@ -1659,21 +1661,22 @@ function W.handOff(p, l)
     local w = W.get(W.at(p, 1))
     -- (The releaser's host comes as hh, not host: a release judges holders and waiters as
     -- of no host, as it always did; only the hand-off asks where the head waits.)
-    if w.lost or not w.hd or not w.s or now > w.d or not a.hh or a.hh == '' or w.h ~= a.hh then return end
+    -- Only a head that listens on its channel (wk: checked below to have a subscriber): a
+    -- release probes nobody, so a head with none could be dead and would keep the slot.
+    if w.lost or not w.hd or not w.s or not w.wk or now > w.d or not a.hh or a.hh == '' or w.h ~= a.hh then
+        return
+    end
     local r = W.emptied(W.handReq)
     W.handReq = r
     r.provider, r.caller, r.model, r.tokens = p.n, w.c, w.m, w.n
     r['in'], r.out, r.est, r.slot = w.i or 0, w.o or 0, w.x or false, true
     r.pid, r.wpid, r.st, r.wst, r.lease, r.rid, r.deadlineIn = w.hp or w.pid, w.pid, w.hst or w.st, w.st, w.ls or 0, w.rid, 0
     r.ho = true
-    local ch
-    if w.wk then
-        ch = channel .. 'w:' .. w.wk
-        if redis.acl_check_cmd and not redis.acl_check_cmd('PUBSUB', 'NUMSUB', ch) then return end
-        local n = redis.pcall('PUBSUB', 'NUMSUB', ch)
-        if type(n) ~= 'table' or tonumber(n[2]) == nil or tonumber(n[2]) < 1 then return end
-        W.checkAside() -- the ring comes after the state is written: nothing may refuse the call then
-    end
+    local ch = channel .. 'w:' .. w.wk
+    if redis.acl_check_cmd and not redis.acl_check_cmd('PUBSUB', 'NUMSUB', ch) then return end
+    local n = redis.pcall('PUBSUB', 'NUMSUB', ch)
+    if type(n) ~= 'table' or tonumber(n[2]) == nil or tonumber(n[2]) < 1 then return end
+    W.checkAside() -- the ring comes after the state is written: nothing may refuse the call then
     -- Refused, it changes nothing (no record of its own is passed: its reason stays).
     local d = admitApply(global(), p, l, r, w.tk, now, false, nil)
     if not d or not d.admitted or not d.slotTaken then return end
@@ -1687,15 +1690,16 @@ function W.handOff(p, l)
     if w.n ~= 0 then e.tokens = w.n end
     if now - w.e ~= 0 then e.waited_ms = now - w.e end
     e.reason = 'slots'
-    if ch then W.permits[#W.permits + 1] = { ch, string.format('a:%d:%d:%d:%d', w.tk, d.fence, s.ll, now) } end
+    W.permits[#W.permits + 1] = { ch, string.format('a:%d:%d:%d:%d', w.tk, d.fence, s.ll, now) }
     touch(p)
     ring = true
 end
--- The slot a release handed to the waiter of this ticket (W.handOff), while it is held.
-function W.handed(p, ticket)
+-- The slot a release handed to the waiter of this ticket for this holder pid (W.handOff),
+-- while it is held (the pid too: a ticket issued again after a lost state must not find another's).
+function W.handed(p, ticket, pid)
     if ticket == 0 then return nil end
     for i, s in ipairs(p.sl) do
-        if s.tk == ticket then return s, i end
+        if s.tk == ticket and s.pid == pid then return s, i end
     end
     return nil
 end
@@ -1916,7 +1920,7 @@ function ops.admit()
     end
     local lease = l.mh
     if a.lease > 0 then lease = a.lease end
-    local handed = W.handed(p, a.ticket)
+    local handed = W.handed(p, a.ticket, a.pid)
     if handed then
         -- A release handed us its slot while we waited (W.handOff): ours.
         if changed then touch(p) end
@@ -2012,7 +2016,7 @@ function ops.leave()
             touch(p)
             ring = true
         else
-            local s, i = W.handed(p, a.ticket)
+            local s, i = W.handed(p, a.ticket, a.pid)
             if s then
                 -- It gave up after a release handed it a slot it never learned of: given back,
                 -- and on to the next in line.

@@ -412,6 +412,7 @@ Result<AdmitOutcome> RedisQuotaBackend::admit(const AdmitStep& step)
 Result<void> RedisQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
 {
     const AdmitRequest& r = step.request;
+    m_handed.erase(step.ticket); // a ring that came too late: the leave gives that slot back
     json a = { { "provider", r.provider }, { "ticket", step.ticket }, { "gaveUp", gaveUp }, { "why", why },
         { "caller", r.caller }, { "model", r.model }, { "pid", r.pid }, { "tokens", r.tokens },
         { "waited", clientNowMs() - step.startMs }, { "hh", m_host } };

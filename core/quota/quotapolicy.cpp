@@ -723,12 +723,12 @@ std::optional<QuotaPolicy::HandOff> QuotaPolicy::handOff(
     return h;
 }
 
-Slot* QuotaPolicy::handedSlot(ProviderState& p, std::uint64_t ticket)
+Slot* QuotaPolicy::handedSlot(ProviderState& p, std::uint64_t ticket, std::int64_t holderPid)
 {
     if (ticket == 0)
         return nullptr;
     for (auto& slot : p.slots) {
-        if (slot.ticket == ticket)
+        if (slot.ticket == ticket && slot.pid == holderPid)
             return &slot;
     }
     return nullptr;

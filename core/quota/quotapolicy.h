@@ -197,8 +197,9 @@ public:
     };
     [[nodiscard]] static std::optional<HandOff> handOff(
         QuotaState& s, ProviderState& p, const ProviderLimits& l, std::int64_t nowMs);
-    // The slot handed to the waiter with this ticket (0: none), while it is held.
-    [[nodiscard]] static Slot* handedSlot(ProviderState& p, std::uint64_t ticket);
+    // The slot handed to the waiter with this ticket (0: none) for this holder pid, while it is
+    // held (the pid too: a ticket issued again after a lost state must not find another's slot).
+    [[nodiscard]] static Slot* handedSlot(ProviderState& p, std::uint64_t ticket, std::int64_t holderPid);
 
     // The backoff of a 429 (docs/PROXY.md, "429 storms"): the time the provider named
     // (Retry-After, retry-after-ms: exactly that, at most RetryAfter::MAX_MS) when it named

@@ -331,6 +331,9 @@ Result<QuotaState> FileQuotaStore::readState(std::vector<HistoryEvent>& events, 
         // Fencing tokens must keep growing across a reset: start above any earlier count
         // (good unless more than 1000 admissions per millisecond were ever made).
         fresh.nextFence = static_cast<std::uint64_t>(now) * 1000;
+        // Tickets too: a waiter still alive keeps its old ticket, and a new one must never be
+        // given it (a slot handed to the new one would be found by the old: QuotaPolicy::handOff).
+        fresh.nextTicket = static_cast<std::uint64_t>(now) * 1000;
         for (const auto& [name, l] : m_limits.providers())
             QuotaPolicy::fillConservatively(fresh.ensureProvider(name), l, now);
         HistoryEvent e;

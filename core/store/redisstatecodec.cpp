@@ -584,18 +584,29 @@ Result<ProviderState> RedisStateCodec::decodeProvider(std::string_view blob, con
         w.reason = static_cast<WaitReason>(std::clamp<std::int64_t>(reason, 0, 6));
         w.leaseUntilMs = discounted(w.leaseUntilMs, WAITER_LEASE_MS);
         w.pidNs = !w.host.empty() && w.host == myHost ? myPidNs : 0;
-        // What a release needs to hand it a slot (each absent at its default).
+        // What a release needs to hand it a slot (each absent at its default), checked as the
+        // script checks it (W.validRecord): a record that fails is malformed.
         const json hd = wj.value("hd", json());
         const json x = wj.value("x", json());
-        w.holds = hd.is_boolean() && hd.get<bool>();
-        w.estimated = x.is_boolean() && x.get<bool>();
-        for (auto [key, out] : { std::pair { "i", &w.inputTokens }, std::pair { "o", &w.outputTokens },
-                 std::pair { "ls", &w.leaseMs }, std::pair { "hp", &w.holderPid } }) {
-            if (wj.contains(key) && (!integer(wj, key, *out) || *out < 0))
-                *out = 0;
+        bool handOffOk = (hd.is_null() || hd == json(true)) && (x.is_null() || x == json(true));
+        w.holds = hd == json(true);
+        w.estimated = x == json(true);
+        std::int64_t hst = 0;
+        for (auto [key, out, lo, hi] :
+            { std::tuple { "i", &w.inputTokens, std::int64_t(0), RollingWindow::MAX_BUCKET_COUNT },
+                std::tuple { "o", &w.outputTokens, std::int64_t(0), RollingWindow::MAX_BUCKET_COUNT },
+                std::tuple { "ls", &w.leaseMs, std::int64_t(1), RedisStateCodec::NEVER },
+                std::tuple { "hp", &w.holderPid, std::int64_t(1), RedisStateCodec::NEVER },
+                std::tuple { "hst", &hst, std::int64_t(0), RedisStateCodec::NEVER } }) {
+            if (wj.contains(key) && (!integer(wj, key, *out) || *out < lo || *out > hi))
+                handOffOk = false;
         }
-        if (std::int64_t hst = 0; wj.contains("hst") && integer(wj, "hst", hst) && hst > 0)
-            w.holderStartTicks = static_cast<std::uint64_t>(hst);
+        if (!handOffOk) {
+            if (ownFields)
+                continue; // a ghost, as above
+            return bad("a waiter's hand-off fields are malformed");
+        }
+        w.holderStartTicks = static_cast<std::uint64_t>(hst);
         p.queue.push_back(std::move(w));
     }
     return p;
