@@ -351,6 +351,11 @@ void TestQuotaStore::deletedStateStartsConservatively()
     auto snap = limiter.snapshot();
     QVERIFY(snap.ok());
     QCOMPARE(snap->state.provider("p")->scope("")->window.usage(snap->nowMs).requests, 5);
+    // Fences and tickets start above any issued before (the time in µs): a waiter still alive
+    // with an old ticket must never share it with a new one (QuotaPolicy::handedSlot).
+    const auto micros = static_cast<std::uint64_t>(snap->nowMs) * 1000;
+    QVERIFY(snap->state.nextFence >= micros);
+    QVERIFY(snap->state.nextTicket >= micros);
 }
 
 void TestQuotaStore::corruptLimitsAreNeverRewritten()

@@ -519,6 +519,9 @@ void TestRedisFaults::hostileValuesInNewerFieldsAreSetAside()
                 p["sl"][0]["ei"] = 1;
                 p["sl"][0]["eo"] = "x";
             } },
+        // Issue 27's hand-off: the ticket of the waiter a slot was handed to.
+        { "slot tk zero", [](nlohmann::json& p) { p["sl"][0]["tk"] = 0; } },
+        { "slot tk text", [](nlohmann::json& p) { p["sl"][0]["tk"] = "7"; } },
     };
     for (const auto& [what, spoil] : spoils) {
         // A state with a slot to spoil: after a set-aside the state restarts conservatively (no
