@@ -162,6 +162,30 @@ private:
                 QStringLiteral("--caller"), caller, QStringLiteral("--timeout"), QString::number(timeoutS),
                 QStringLiteral("--"), QStringLiteral("true") });
     }
+    // startWaiter, once it is queued as the place-th waiter; empty when it never was (20 s).
+    TestSupport::Child queueWaiter(const QString& caller, int place) const
+    {
+        auto w = startWaiter(caller);
+        QElapsedTimer waited;
+        waited.start();
+        while (waiting() != place) {
+            if (waited.hasExpired(20000))
+                return {};
+            QTest::qWait(50);
+        }
+        return w;
+    }
+    // The fence of the provider's first slot, as `status --json` shows it.
+    qint64 firstSlotFence() const
+    {
+        return providerStatus()
+            .value(QStringLiteral("slots"))
+            .toArray()
+            .at(0)
+            .toObject()
+            .value(QStringLiteral("fence"))
+            .toInteger();
+    }
     // Where the queue's tests start: a server of their own, `api` at --parallel 1, and its one
     // slot held by `holder` (a `run` of this host). Empty when a step failed.
     TestSupport::Child startWithTheSlotHeld()
@@ -596,10 +620,10 @@ void TestRedisFaults::anImportIntoANewHomeCanStartFresh()
 // per admission with 100 waiters, 85 with 200. Now only the head (and once, its watcher) is
 // rung. 30 callers queue behind one holder; the holder's slot is freed and all 30 go in turn.
 // Counted: the script's calls (FCALL) the whole chain made, per admission. Each admission needs
-// 2 here (the admission, and its release with the success: the waiters queued before the
-// count); a head that cannot go yet and the watcher are told when to look, not made to look at
-// once; the head's own looks (every HEAD_LOOK) add some on a slow machine. Before: more than
-// 15; before rings said when to look, 4 to 6.
+// 1 here (its end, which also hands the slot to the next: the waiters queued before the count);
+// a head that cannot go yet and the watcher are told when to look, not made to look at once;
+// the head's own looks (every HEAD_LOOK) add some on a slow machine. Before: more than 15;
+// before rings said when to look, 4 to 6; before the hand-off, 2.
 void TestRedisFaults::aWakeUpReachesOnlyTheHead()
 {
     auto holder = startWithTheSlotHeld();
@@ -615,23 +639,8 @@ void TestRedisFaults::aWakeUpReachesOnlyTheHead()
     const std::string stateBytes = evalOnState("return redis.call('HSTRLEN', KEYS[1], ARGV[1])");
     QVERIFY2(std::stoll(stateBytes) < 100 * WAITERS, stateBytes.c_str());
     QCOMPARE(queuedTickets().size(), WAITERS);
-    const qint64 fence = providerStatus()
-                             .value(QStringLiteral("slots"))
-                             .toArray()
-                             .at(0)
-                             .toObject()
-                             .value(QStringLiteral("fence"))
-                             .toInteger();
-    auto c = RedisConnection::open(address());
-    QVERIFY(c.ok());
-    auto fcalls = [&]() -> qint64 {
-        auto r = c->command({ "INFO", "commandstats" });
-        if (!r)
-            return -1;
-        static const QRegularExpression calls(QStringLiteral("cmdstat_fcall:calls=(\\d+)"));
-        return calls.match(QString::fromStdString(r->text)).captured(1).toLongLong();
-    };
-    const qint64 before = fcalls();
+    const qint64 fence = firstSlotFence();
+    const qint64 before = scriptCalls();
     QVERIFY(before > 0);
     const Ran released = cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"),
         QString::number(fence) });
@@ -640,7 +649,7 @@ void TestRedisFaults::aWakeUpReachesOnlyTheHead()
         QVERIFY2(w->waitForFinished(300000), "a waiter never ended");
         QVERIFY2(w->exitCode() == 0, w->readAllStandardError().constData());
     }
-    const double perAdmission = static_cast<double>(fcalls() - before) / WAITERS;
+    const double perAdmission = static_cast<double>(scriptCalls() - before) / WAITERS;
     qInfo("%.2f script calls per admission with %d waiters", perAdmission, WAITERS);
     // A release hands the slot to the head and its ring carries the admission (W.handOff): the
     // head's end is its one call, and a head that cannot go yet looks about once a second
@@ -1050,10 +1059,10 @@ void TestRedisFaults::aWaiterWhoseRecordIsLostOrCorruptQueuesAgain()
 {
     auto holder = startWithTheSlotHeld();
     QVERIFY2(holder, "no server, or the holder never got the slot");
-    auto first = startWaiter(QStringLiteral("first"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
-    auto second = startWaiter(QStringLiteral("second"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 30000);
+    auto first = queueWaiter(QStringLiteral("first"), 1);
+    QVERIFY(first);
+    auto second = queueWaiter(QStringLiteral("second"), 2);
+    QVERIFY(second);
     const QStringList tickets = queuedTickets();
     QCOMPARE(tickets.size(), 2);
     auto c = RedisConnection::open(address());
@@ -1091,18 +1100,15 @@ void TestRedisFaults::aRefusedCallWakesNobody()
 {
     auto holder = startWithTheSlotHeld();
     QVERIFY2(holder, "no server, or the holder never got the slot");
-    auto first = startWaiter(QStringLiteral("first"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
-    auto second = startWaiter(QStringLiteral("second"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 30000);
+    auto first = queueWaiter(QStringLiteral("first"), 1);
+    QVERIFY(first);
+    auto second = queueWaiter(QStringLiteral("second"), 2);
+    QVERIFY(second);
     const QStringList tickets = queuedTickets();
     QCOMPARE(tickets.size(), 2);
     // The head's channel, once its record names it (it does after its first look).
-    const std::string wakeKeyOfFirst = "local w = cmsgpack.unpack(redis.call('HGET', KEYS[1], 'q:"
-        + tickets[0].toStdString() + "')) return w.wk or ''";
-    std::string key;
-    QTRY_VERIFY_WITH_TIMEOUT(!(key = evalOnState(wakeKeyOfFirst.c_str())).empty(), 20000);
-    const std::string channel = RedisConnection::key(address(), "") + "w:" + key;
+    std::string channel;
+    QTRY_VERIFY_WITH_TIMEOUT(!(channel = channelOf(tickets[0])).empty(), 20000);
     auto listener = RedisConnection::open(address());
     QVERIFY(listener.ok());
     QVERIFY(listener->subscribe({ channel }).ok());
@@ -1184,19 +1190,13 @@ void TestRedisFaults::aReleasedSlotGoesStraightToTheHead()
 {
     auto holder = startWithTheSlotHeld();
     QVERIFY2(holder, "no server, or the holder never got the slot");
-    auto waiter = startWaiter(QStringLiteral("head"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
+    auto waiter = queueWaiter(QStringLiteral("head"), 1);
+    QVERIFY(waiter);
     const QStringList tickets = queuedTickets();
     QCOMPARE(tickets.size(), 1);
     // Subscribed, and its record names its channel (after its first look).
     QTRY_VERIFY_WITH_TIMEOUT(!channelOf(tickets[0]).empty(), 20000);
-    const qint64 fence = providerStatus()
-                             .value(QStringLiteral("slots"))
-                             .toArray()
-                             .at(0)
-                             .toObject()
-                             .value(QStringLiteral("fence"))
-                             .toInteger();
+    const qint64 fence = firstSlotFence();
     const qint64 before = scriptCalls();
     QVERIFY(before > 0);
     const Ran released = cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"),
@@ -1226,10 +1226,10 @@ void TestRedisFaults::aHeadThatDiedIsHandedNothing()
 {
     auto holder = startWithTheSlotHeld();
     QVERIFY2(holder, "no server, or the holder never got the slot");
-    auto dead = startWaiter(QStringLiteral("dead"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 1, 30000);
-    auto next = startWaiter(QStringLiteral("next"));
-    QTRY_COMPARE_WITH_TIMEOUT(waiting(), 2, 30000);
+    auto dead = queueWaiter(QStringLiteral("dead"), 1);
+    QVERIFY(dead);
+    auto next = queueWaiter(QStringLiteral("next"), 2);
+    QVERIFY(next);
     const QStringList tickets = queuedTickets();
     QCOMPARE(tickets.size(), 2);
     std::string channel;
@@ -1244,13 +1244,7 @@ void TestRedisFaults::aHeadThatDiedIsHandedNothing()
         return r && r->elements.size() == 2 ? r->elements[1].integer : -1;
     };
     QTRY_COMPARE_WITH_TIMEOUT(subscribers(), qint64(0), 20000);
-    const qint64 fence = providerStatus()
-                             .value(QStringLiteral("slots"))
-                             .toArray()
-                             .at(0)
-                             .toObject()
-                             .value(QStringLiteral("fence"))
-                             .toInteger();
+    const qint64 fence = firstSlotFence();
     const Ran released = cli({ QStringLiteral("release"), QStringLiteral("api"), QStringLiteral("--fence"),
         QString::number(fence) });
     QVERIFY2(released.code == 0, released.err.constData());

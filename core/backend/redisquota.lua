@@ -1652,6 +1652,18 @@ end
 -- without a channel.
 W.permits = {}
 W.handReq = {}
+-- An admission's history line (an admit's own, or one a release made: W.handOff). The line
+-- leaves out empty and zero fields: they are not set.
+function W.admitEvent(provider, caller, pid, fence, model, tokens, waited, reason)
+    local e = event(EVENT.ADMIT, provider)
+    e.caller = caller
+    e.pid = pid
+    e.fence = fence
+    if model ~= '' then e.model = model end
+    if tokens ~= 0 then e.tokens = tokens end
+    if waited ~= 0 then e.waited_ms = waited end
+    if reason ~= '' then e.reason = reason end
+end
 function W.handOff(p, l)
     if p.q == '' or type(l) ~= 'table' or not l.par then return end
     if pruneQueueHead(p, now) then touch(p) end
@@ -1682,14 +1694,7 @@ function W.handOff(p, l)
     if not d or not d.admitted or not d.slotTaken then return end
     local s = p.sl[#p.sl]
     s.tk, s.h = w.tk, w.h
-    local e = event(EVENT.ADMIT, p.n)
-    e.caller = w.c
-    e.pid = r.pid
-    e.fence = d.fence
-    if w.m ~= '' then e.model = w.m end
-    if w.n ~= 0 then e.tokens = w.n end
-    if now - w.e ~= 0 then e.waited_ms = now - w.e end
-    e.reason = 'slots'
+    W.admitEvent(p.n, w.c, r.pid, d.fence, w.m, w.n, now - w.e, 'slots')
     W.permits[#W.permits + 1] = { ch, string.format('a:%d:%d:%d:%d', w.tk, d.fence, s.ll, now) }
     touch(p)
     ring = true
@@ -1957,15 +1962,7 @@ function ops.admit()
         end
     end
     if d.admitted then
-        local e = event(EVENT.ADMIT, a.provider)
-        e.caller = a.caller
-        e.pid = a.pid
-        e.fence = d.fence
-        -- (The line leaves out empty and zero fields: they are not set.)
-        if a.model ~= '' then e.model = a.model end
-        if a.tokens ~= 0 then e.tokens = a.tokens end
-        if a.waited ~= 0 then e.waited_ms = a.waited end
-        if a.first ~= '' then e.reason = a.first end
+        W.admitEvent(a.provider, a.caller, a.pid, d.fence, a.model, a.tokens, a.waited, a.first)
         changed = true
         ring = ring or p.q ~= ''
     elseif d.ticket ~= ticket then
