@@ -10,6 +10,7 @@
 #include "quotaactions.h"
 #include "quotaobserver.h"
 #include "ratelimitcallersmodel.h"
+#include "threadinbox.h"
 
 #include <QDateTime>
 
@@ -77,17 +78,41 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     m_thread.setObjectName(QStringLiteral("tollgate-observer"));
     m_observer = new QuotaObserver(m_home, m_lockDirs);
     m_observer->moveToThread(&m_thread);
+    m_inbox = new ThreadInbox(this);
+    m_workerInbox = new ThreadInbox;
+    m_workerInbox->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_observer, &QObject::deleteLater);
-    connect(m_observer, &QuotaObserver::snapshotReady, this, &DashboardController::onSnapshot);
-    connect(m_observer, &QuotaObserver::holdersPatched, this, &DashboardController::onHoldersPatch);
-    connect(m_observer, &QuotaObserver::historyAppended, this, &DashboardController::onHistory);
-    connect(m_observer, &QuotaObserver::refreshed, this, &DashboardController::onRefreshed);
-    connect(m_observer, &QuotaObserver::historyReset, this, [this] {
-        m_events->clear();
-        m_usage.clear();
-        m_chartsDirty = true;
-    });
-    connect(m_observer, &QuotaObserver::actionFinished, this, &DashboardController::onAction);
+    connect(&m_thread, &QThread::finished, m_workerInbox, &QObject::deleteLater);
+    // Direct: each lambda runs in the worker as it emits, and hands a copy over through m_inbox
+    // (see ThreadInbox for why no value rides a queued signal).
+    connect(
+        m_observer, &QuotaObserver::snapshotReady, m_observer,
+        [this](const DashboardSnapshot& s) { m_inbox->post([this, s] { onSnapshot(s); }); },
+        Qt::DirectConnection);
+    connect(
+        m_observer, &QuotaObserver::holdersPatched, m_observer,
+        [this](const HoldersPatch& p) { m_inbox->post([this, p] { onHoldersPatch(p); }); },
+        Qt::DirectConnection);
+    connect(
+        m_observer, &QuotaObserver::historyAppended, m_observer,
+        [this](const std::vector<HistoryEvent>& e) { m_inbox->post([this, e] { onHistory(e); }); },
+        Qt::DirectConnection);
+    connect(
+        m_observer, &QuotaObserver::refreshed, m_observer,
+        [this] { m_inbox->post([this] { onRefreshed(); }); }, Qt::DirectConnection);
+    connect(
+        m_observer, &QuotaObserver::historyReset, m_observer,
+        [this] {
+            m_inbox->post([this] {
+                m_events->clear();
+                m_usage.clear();
+                m_chartsDirty = true;
+            });
+        },
+        Qt::DirectConnection);
+    connect(
+        m_observer, &QuotaObserver::actionFinished, m_observer,
+        [this](const ActionResult& r) { m_inbox->post([this, r] { onAction(r); }); }, Qt::DirectConnection);
     connect(m_providers, &ProvidersModel::limitsEditRequested, this, &DashboardController::requestLimits);
     connect(m_limits, &LimitsModel::limitsEditRequested, this, &DashboardController::requestLimits);
 
@@ -106,7 +131,7 @@ void DashboardController::start()
     if (m_thread.isRunning())
         return;
     m_thread.start();
-    QMetaObject::invokeMethod(m_observer, &QuotaObserver::start, Qt::QueuedConnection);
+    toWorker([](QuotaObserver* o) { o->start(); });
     m_tick.start();
 }
 
@@ -128,7 +153,7 @@ void DashboardController::onHoldersPatch(const HoldersPatch& patch)
                 && m_snapshot.holders.at(at).key == patch.rows.at(i).key;
         }
         if (!fits) {
-            QMetaObject::invokeMethod(m_observer, &QuotaObserver::refresh, Qt::QueuedConnection);
+            toWorker([](QuotaObserver* o) { o->refresh(); });
             return;
         }
         for (int i = 0; i < patch.changed.size(); ++i)
@@ -144,7 +169,7 @@ void DashboardController::onHoldersPatch(const HoldersPatch& patch)
     // shown snapshot is m_snapshot itself).
     m_snapshot.holders = {};
     if (!m_holders->applyPatch(patch)) // based on a revision not shown: ask for everything
-        QMetaObject::invokeMethod(m_observer, &QuotaObserver::refresh, Qt::QueuedConnection);
+        toWorker([](QuotaObserver* o) { o->refresh(); });
     m_snapshot.holders = m_holders->holders();
     m_snapshot.holdersRevision = m_holders->revision();
     m_snapshot.holdersBase = 0;
@@ -288,14 +313,12 @@ void DashboardController::setStormThreshold(int count, qint64 windowMs)
 void DashboardController::setLockDirs(const QStringList& dirs)
 {
     m_lockDirs = dirs;
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, dirs] { o->setLockDirs(dirs); }, Qt::QueuedConnection);
+    toWorker([dirs](QuotaObserver* o) { o->setLockDirs(dirs); });
 }
 
 void DashboardController::setStaleSeconds(qint64 seconds)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, seconds] { o->setStaleSeconds(seconds); }, Qt::QueuedConnection);
+    toWorker([seconds](QuotaObserver* o) { o->setStaleSeconds(seconds); });
 }
 
 void DashboardController::requestLimits(const QString& provider, const ProviderLimits& limits)
@@ -313,8 +336,7 @@ void DashboardController::requestLimits(const QString& provider, const ProviderL
 
 void DashboardController::applyLimitChange(const LimitChange& change)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, change] { o->actions()->setLimits(change); }, Qt::QueuedConnection);
+    toWorker([change](QuotaObserver* o) { o->actions()->setLimits(change); });
 }
 
 void DashboardController::proposeLimitChange(const LimitChange& change)
@@ -378,22 +400,17 @@ void DashboardController::onAction(const ActionResult& result)
 
 void DashboardController::pause(const QString& provider, const QString& reason)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider, reason] { o->actions()->pause(provider, reason); },
-        Qt::QueuedConnection);
+    toWorker([provider, reason](QuotaObserver* o) { o->actions()->pause(provider, reason); });
 }
 
 void DashboardController::resume(const QString& provider)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider] { o->actions()->resume(provider); }, Qt::QueuedConnection);
+    toWorker([provider](QuotaObserver* o) { o->actions()->resume(provider); });
 }
 
 void DashboardController::resetBackoff(const QString& provider)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, provider] { o->actions()->resetBackoff(provider); },
-        Qt::QueuedConnection);
+    toWorker([provider](QuotaObserver* o) { o->actions()->resetBackoff(provider); });
 }
 
 void DashboardController::releaseHolder(const QString& key, bool confirmed)
@@ -411,22 +428,23 @@ void DashboardController::releaseHolder(const QString& key, bool confirmed)
 
 void DashboardController::releaseHolder(const HolderInfo& shown, bool confirmed)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, shown, confirmed] { o->actions()->releaseHolder(shown, confirmed); },
-        Qt::QueuedConnection);
+    toWorker([shown, confirmed](QuotaObserver* o) { o->actions()->releaseHolder(shown, confirmed); });
 }
 
 void DashboardController::cleanStale(const QStringList& lockPaths)
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer, lockPaths] { o->actions()->cleanStale(lockPaths); },
-        Qt::QueuedConnection);
+    toWorker([lockPaths](QuotaObserver* o) { o->actions()->cleanStale(lockPaths); });
 }
 
 void DashboardController::refreshNow()
 {
-    QMetaObject::invokeMethod(
-        m_observer, [o = m_observer] { o->refresh(); }, Qt::QueuedConnection);
+    toWorker([](QuotaObserver* o) { o->refresh(); });
+}
+
+void DashboardController::toWorker(std::function<void(QuotaObserver*)> call)
+{
+    // The observer is deleted only when the thread has finished, after its inbox's last job.
+    m_workerInbox->post([o = m_observer, call = std::move(call)] { call(o); });
 }
 
 } // namespace tollgate::ui

@@ -4,11 +4,12 @@
 // its QuotaObserver), the models the views show and the aggregates the charts draw, and turns
 // user intents into queued calls to the worker.
 //
-// Invariants: nothing here touches a file. Snapshots and history batches arrive as values by
-// queued signals; models are updated by difference (never reset on a tick); the one-second
-// tick only re-derives time-dependent cells (countdowns, ages, window decay) from the last
-// snapshot. Storm alerts are raised once per storm; plan alerts once per plan window
-// (PlanAlerts).
+// Invariants: nothing here touches a file. Every call between this thread and the worker goes
+// through a ThreadInbox (m_inbox here, m_workerInbox there), never a queued signal or a queued
+// functor: snapshots and history batches arrive as values handed over under its mutex. Models
+// are updated by difference (never reset on a tick); the one-second tick only re-derives
+// time-dependent cells (countdowns, ages, window decay) from the last snapshot. Storm alerts
+// are raised once per storm; plan alerts once per plan window (PlanAlerts).
 
 #include "actionresult.h"
 #include "dashboardsnapshot.h"
@@ -34,6 +35,7 @@ class LimitsModel;
 class ProvidersModel;
 class QuotaObserver;
 class RateLimitCallersModel;
+class ThreadInbox;
 
 class DashboardController final : public QObject
 {
@@ -143,11 +145,14 @@ private:
     void updateTrayState();
     void onAction(const ActionResult& result);
     void proposeLimitChange(const LimitChange& change);
+    void toWorker(std::function<void(QuotaObserver*)> call);
 
     QString m_home;
     QStringList m_lockDirs;
     QThread m_thread;
     QuotaObserver* m_observer = nullptr; // lives in m_thread; deleted when it finishes
+    ThreadInbox* m_inbox = nullptr; // this thread's: the worker's results come in here
+    ThreadInbox* m_workerInbox = nullptr; // lives in m_thread; deleted when it finishes
     QTimer m_tick;
     DashboardSnapshot m_snapshot;
     DashboardSnapshot m_scoped; // m_snapshot's m_scope part; empty (unused) while unscoped
