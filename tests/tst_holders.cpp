@@ -4,7 +4,10 @@
 // lease and loses it when it stops, and a command that does not exist spends nothing.
 // The evidence is taken outside Tollgate: the commands' own marker files and /proc.
 
+#include "backend/localquotabackend.h"
+#include "base/systemclock.h"
 #include "history/historyreader.h"
+#include "store/filequotastore.h"
 #include "system/processprobe.h"
 #include "testsupport.h"
 
@@ -14,6 +17,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
 #include <algorithm>
@@ -35,6 +39,7 @@ private Q_SLOTS:
     void holderInAnotherTimeNamespaceIsNotTakenForDead();
     void anotherPidNamespaceIsAnotherHost();
     void runningHoldersTakeBackTheSlotsOfALostState();
+    void aSlotHandedToAWaiterWhoseLeaveFailedIsGivenBackNextTime();
 
 private:
     struct Ran
@@ -539,6 +544,93 @@ void TestHolders::runningHoldersTakeBackTheSlotsOfALostState()
     QVERIFY2(!QFile::exists(marker), "a third command ran at --parallel 2 after the state was lost");
     QCOMPARE(r.code, 1);
     QTRY_COMPARE_WITH_TIMEOUT(callers(), both, 10000);
+}
+
+// A library client (the proxy, the clients) queued for a slot gives up, and its leave fails:
+// another process holds state.lock past the leave's wait. A release had handed it the slot
+// meanwhile (QuotaPolicy::handOff). Before, that slot stayed with the live process until it
+// exited (its pid is alive by the probe). Now the leave is kept and done in the backend's next
+// transaction: the slot is given back, with the history's "given back" and the give-up.
+void TestHolders::aSlotHandedToAWaiterWhoseLeaveFailedIsGivenBackNextTime()
+{
+    using namespace tollgate;
+    if (QStandardPaths::findExecutable(QStringLiteral("flock")).isEmpty())
+        QSKIP("flock(1) (util-linux) is not installed");
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--window"),
+                     QStringLiteral("60"), QStringLiteral("--parallel"), QStringLiteral("1") })
+                 .code,
+        0);
+    QProcess* holder = start(QStringLiteral(TOLLGATE_CLI_PATH),
+        withHome({ QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("holder"), QStringLiteral("--"), QStringLiteral("sleep"), uniqueSleep() }));
+    auto slotCallers = [&] {
+        QStringList out;
+        for (const auto& s : providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray())
+            out << s.toObject().value(QStringLiteral("caller")).toString();
+        return out;
+    };
+    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("holder") }, 20000);
+
+    SystemClock clock;
+    ProcessProbe probe;
+    auto store = FileQuotaStore::open(m_home.toStdString(), clock);
+    QVERIFY2(store, store ? "" : store.error().message.c_str());
+    LocalQuotaBackend backend(std::move(*store), clock, probe);
+    AdmitStep step;
+    step.request.provider = "api";
+    step.request.caller = "gives-up";
+    step.request.wantsSlot = true;
+    step.request.takesHandOff = true; // as QuotaLimiter sets it: its own slot, a renewed lease
+    step.request.leaseMs = 20000;
+    step.request.pid = ProcessProbe::selfPid();
+    step.request.waiterPid = step.request.pid;
+    step.request.pidNs = probe.pidNamespace();
+    step.request.startTicks = probe.startTicks(step.request.pid).value_or(0);
+    step.request.waiterStartTicks = step.request.startTicks;
+    step.startMs = clock.unixMs();
+    step.request.deadlineMs = step.startMs + 600000;
+    step.enqueue = true;
+    auto queued = backend.admit(step);
+    QVERIFY2(queued, queued ? "" : queued.error().message.c_str());
+    QVERIFY(!queued->decision.admitted);
+    QVERIFY(queued->decision.ticket != 0);
+    step.ticket = queued->decision.ticket;
+
+    // The holder's command ends (SIGTERM, passed on): its release hands the slot to us.
+    ::kill(static_cast<pid_t>(holder->processId()), SIGTERM);
+    QVERIFY(holder->waitForFinished(60000));
+    QTRY_COMPARE_WITH_TIMEOUT(slotCallers(), QStringList { QStringLiteral("gives-up") }, 20000);
+
+    // Another process holds state.lock: the leave waits its floor and fails. (-o: the lock is
+    // flock's own, not its command's, so it goes when flock is killed.)
+    QProcess* locker = start(QStringLiteral("flock"),
+        { QStringLiteral("-o"), m_home + QStringLiteral("/state.lock"), QStringLiteral("sh"),
+            QStringLiteral("-c"), QStringLiteral("echo locked; exec sleep 600") });
+    QVERIFY(locker->waitForReadyRead(30000));
+    QCOMPARE(locker->readLine().trimmed(), QByteArray("locked"));
+    step.storeWait.deadline = std::chrono::steady_clock::now();
+    const auto left = backend.leaveQueue(step, true, "slots (deadline)");
+    QVERIFY(!left);
+    QCOMPARE(backend.pendingLeaves(), std::size_t(1));
+    locker->kill();
+    QVERIFY(locker->waitForFinished(30000));
+    QCOMPARE(slotCallers(), QStringList { QStringLiteral("gives-up") }); // still ours, for now
+
+    // The next operation of this backend, whatever it is, does the leave first.
+    QVERIFY(backend.reportSuccess("api", "gives-up"));
+    QCOMPARE(slotCallers(), QStringList {});
+    QCOMPARE(backend.pendingLeaves(), std::size_t(0));
+    bool givenBack = false;
+    bool gaveUp = false;
+    for (const auto& e : history()) {
+        givenBack = givenBack
+            || (e.type == EventType::Release && e.caller == "gives-up"
+                && e.reason.find("given back") != std::string::npos);
+        gaveUp = gaveUp || (e.type == EventType::GaveUp && e.caller == "gives-up");
+    }
+    QVERIFY(givenBack);
+    QVERIFY(gaveUp);
 }
 
 QTEST_GUILESS_MAIN(TestHolders)

@@ -68,7 +68,7 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
 {
     const AdmitRequest& request = step.request;
     AdmitOutcome out;
-    auto r = m_store->transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, request.provider);
         if (!l)
             return l.error();
@@ -144,42 +144,79 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
     return out;
 }
 
+Result<void> LocalQuotaBackend::transact(const StoreWait& wait, const QuotaStore::TxFunction& fn)
+{
+    if (m_pendingLeaves.empty())
+        return m_store->transact(wait, fn);
+    auto r = m_store->transact(wait, [&](QuotaTransaction& tx) -> Result<void> {
+        for (const PendingLeave& pending : m_pendingLeaves) {
+            if (ProviderState* p = tx.state.provider(pending.provider))
+                leave(tx, *p, pending.ticket, pending.pid);
+            if (pending.gaveUp) {
+                // Stamped now, so the history stays in the order it was written; how long
+                // it had waited is as it was when it gave up.
+                HistoryEvent e = *pending.gaveUp;
+                e.timeMs = nowMs();
+                tx.events.push_back(std::move(e));
+            }
+        }
+        return fn(tx);
+    });
+    if (r)
+        m_pendingLeaves.clear();
+    return r;
+}
+
+void LocalQuotaBackend::leave(
+    QuotaTransaction& tx, ProviderState& p, std::uint64_t ticket, std::int64_t pid) const
+{
+    if (QuotaPolicy::dequeue(p, ticket)) {
+        tx.changed = true;
+        tx.ring = true; // someone else may be at the head now
+    } else if (Slot* handed = QuotaPolicy::handedSlot(p, ticket, pid)) {
+        // It gave up after a release handed it a slot it never learned of: given back,
+        // and on to the next in line.
+        const std::int64_t now = nowMs();
+        HistoryEvent e = event(now, EventType::Release, p.name, handed->caller);
+        e.model = handed->model;
+        e.pid = handed->pid;
+        e.fence = handed->fence;
+        e.reason = "given back: its waiter gave up before it learned of it";
+        tx.events.push_back(std::move(e));
+        const std::uint64_t fence = handed->fence;
+        std::erase_if(p.slots, [&](const Slot& s) { return s.fence == fence; });
+        tx.changed = true;
+        tx.ring = true;
+        handOffFreedSlot(tx, p, now, *m_probe);
+    }
+}
+
 Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
 {
     const AdmitRequest& request = step.request;
-    return m_store->transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
-        ProviderState* p = tx.state.provider(request.provider);
-        if (p && QuotaPolicy::dequeue(*p, step.ticket)) {
-            tx.changed = true;
-            tx.ring = true; // someone else may be at the head now
-        } else if (Slot* handed = p ? QuotaPolicy::handedSlot(*p, step.ticket, request.pid) : nullptr) {
-            // It gave up after a release handed it a slot it never learned of: given back,
-            // and on to the next in line.
-            const std::int64_t now = nowMs();
-            HistoryEvent e = event(now, EventType::Release, request.provider, handed->caller);
-            e.model = handed->model;
-            e.pid = handed->pid;
-            e.fence = handed->fence;
-            e.reason = "given back: its waiter gave up before it learned of it";
-            tx.events.push_back(std::move(e));
-            const std::uint64_t fence = handed->fence;
-            std::erase_if(p->slots, [&](const Slot& s) { return s.fence == fence; });
-            tx.changed = true;
-            tx.ring = true;
-            handOffFreedSlot(tx, *p, now, *m_probe);
-        }
-        if (gaveUp) {
-            const std::int64_t now = nowMs();
-            HistoryEvent e = event(now, EventType::GaveUp, request.provider, request.caller);
-            e.model = request.model;
-            e.pid = request.pid;
-            e.tokens = request.tokens;
-            e.waitedMs = now - step.startMs;
-            e.reason = why;
-            tx.events.push_back(std::move(e));
-        }
+    auto gaveUpAt = [&](std::int64_t now) {
+        HistoryEvent e = event(now, EventType::GaveUp, request.provider, request.caller);
+        e.model = request.model;
+        e.pid = request.pid;
+        e.tokens = request.tokens;
+        e.waitedMs = now - step.startMs;
+        e.reason = why;
+        return e;
+    };
+    auto r = transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
+        if (ProviderState* p = tx.state.provider(request.provider))
+            leave(tx, *p, step.ticket, request.pid);
+        if (gaveUp)
+            tx.events.push_back(gaveUpAt(nowMs()));
         return {};
     });
+    if (!r && step.ticket != 0) {
+        // Done again in the next transaction (see the header): a slot handed to us meanwhile
+        // must not stay ours while we live.
+        m_pendingLeaves.push_back(PendingLeave { request.provider, step.ticket, request.pid,
+            gaveUp ? std::optional<HistoryEvent>(gaveUpAt(nowMs())) : std::nullopt });
+    }
+    return r;
 }
 
 Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, const std::string& caller,
@@ -187,7 +224,7 @@ Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, c
 {
     std::int64_t backoff = 0;
     const std::string& who = caller;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact([&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, provider);
         if (!l)
             return l.error();
@@ -219,7 +256,7 @@ Result<std::int64_t> LocalQuotaBackend::report429(const std::string& provider, c
 
 Result<void> LocalQuotaBackend::reportSuccess(const std::string& provider, const std::string& caller)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         if (auto l = knownProvider(tx.limits, provider); !l)
             return l.error();
         ProviderState& p = tx.state.ensureProvider(provider);
@@ -235,7 +272,7 @@ Result<void> LocalQuotaBackend::reportSuccess(const std::string& provider, const
 Result<QuotaLimits> LocalQuotaBackend::limits(const StoreWait& wait)
 {
     QuotaLimits out;
-    auto r = m_store->transact(wait, [&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact(wait, [&](QuotaTransaction& tx) -> Result<void> {
         out = tx.limits;
         return {};
     });
@@ -356,7 +393,7 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
 Result<void> LocalQuotaBackend::pause(
     const std::string& provider, const std::string& stored, const std::string& why, const std::string& who)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         const std::int64_t now = nowMs();
         if (provider.empty()) {
             tx.state.pausedAll = true;
@@ -381,7 +418,7 @@ Result<void> LocalQuotaBackend::pause(
 
 Result<void> LocalQuotaBackend::resume(const std::string& provider, const std::string& who)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         if (provider.empty()) {
             tx.state.pausedAll = false;
             tx.state.pauseReason.clear();
@@ -408,7 +445,7 @@ Result<void> LocalQuotaBackend::resume(const std::string& provider, const std::s
 
 Result<void> LocalQuotaBackend::resetBackoff(const std::string& provider, const std::string& who)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         if (auto l = knownProvider(tx.limits, provider); !l)
             return l.error();
         ProviderState& p = tx.state.ensureProvider(provider);
@@ -430,7 +467,7 @@ Result<void> LocalQuotaBackend::resetBackoff(const std::string& provider, const 
 Result<void> LocalQuotaBackend::noteRemaining(const std::string& provider, const std::string& model,
     std::int64_t left, std::int64_t untilMs, std::uint64_t fence)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, provider);
         if (!l)
             return l.error();
@@ -450,7 +487,7 @@ Result<void> LocalQuotaBackend::noteRemaining(const std::string& provider, const
 Result<void> LocalQuotaBackend::holdUntil(
     const std::string& provider, std::int64_t untilMs, const std::string& reason)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, provider);
         if (!l)
             return l.error();
@@ -473,7 +510,7 @@ Result<bool> LocalQuotaBackend::noteReportedLimits(const std::string& provider,
     const ReportedLimits& reported, const PlanUsage& plan, const std::string& caller)
 {
     bool written = false;
-    auto done = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto done = transact([&](QuotaTransaction& tx) -> Result<void> {
         written = false; // a transaction may run more than once (quotastore.h)
         auto l = knownProvider(tx.limits, provider);
         if (!l)
@@ -580,7 +617,7 @@ std::pair<bool, bool> correctEnd(ProviderState& p, const ProviderLimits* l, cons
 Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const std::string& model,
     std::int64_t admittedAtMs, std::int64_t estimated, std::int64_t used)
 {
-    return m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    return transact([&](QuotaTransaction& tx) -> Result<void> {
         auto l = knownProvider(tx.limits, provider);
         if (!l)
             return l.error();
@@ -598,7 +635,7 @@ Result<void> LocalQuotaBackend::correctTokens(const std::string& provider, const
 Result<int> LocalQuotaBackend::releaseStale(bool overdue, const std::string& who)
 {
     int n = 0;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact([&](QuotaTransaction& tx) -> Result<void> {
         n = 0; // an output, overwritten on every run
         const std::int64_t now = nowMs();
         for (auto& p : tx.state.providers) {
@@ -645,7 +682,7 @@ Result<bool> LocalQuotaBackend::releaseSlot(
     const std::string& provider, std::uint64_t fence, const std::string& who)
 {
     bool found = false;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact([&](QuotaTransaction& tx) -> Result<void> {
         found = false; // an output, overwritten on every run
         ProviderState* p = nullptr;
         const auto it = findSlot(tx.state, provider, fence, p);
@@ -673,7 +710,7 @@ Result<bool> LocalQuotaBackend::releaseSlot(
 Result<bool> LocalQuotaBackend::finishAdmission(const AdmissionEnd& end)
 {
     bool found = false;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact([&](QuotaTransaction& tx) -> Result<void> {
         found = false; // an output, overwritten on every run
         const std::int64_t now = nowMs();
         ProviderState* p = nullptr;
@@ -733,7 +770,7 @@ Result<bool> LocalQuotaBackend::renewSlot(
     const std::string& provider, std::uint64_t fence, std::int64_t leaseMs, const Slot* holder)
 {
     bool found = false;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact([&](QuotaTransaction& tx) -> Result<void> {
         found = false; // an output, overwritten on every run
         ProviderState* p = nullptr;
         const auto it = findSlot(tx.state, provider, fence, p);
@@ -767,7 +804,7 @@ Result<bool> LocalQuotaBackend::renewSlot(
 
 Result<void> LocalQuotaBackend::record(const std::vector<HistoryEvent>& events)
 {
-    return m_store->transact([&events](QuotaTransaction& tx) -> Result<void> {
+    return transact([&events](QuotaTransaction& tx) -> Result<void> {
         tx.events.insert(tx.events.end(), events.begin(), events.end());
         return {};
     });
@@ -776,7 +813,7 @@ Result<void> LocalQuotaBackend::record(const std::vector<HistoryEvent>& events)
 Result<LimiterSnapshot> LocalQuotaBackend::snapshot()
 {
     LimiterSnapshot out;
-    auto r = m_store->transact([&](QuotaTransaction& tx) -> Result<void> {
+    auto r = transact([&](QuotaTransaction& tx) -> Result<void> {
         out.state = tx.state;
         out.limits = tx.limits;
         out.nowMs = nowMs();

@@ -6,6 +6,12 @@
 // transaction function here is pure in the sense of quotastore.h (it may run twice): it reads
 // its inputs, writes the transaction and plain outputs it overwrites, nothing else.
 // Time is the injected clock; liveness is the injected process probe.
+//
+// A leave that failed (the store did not answer in time) is kept and done again inside this
+// backend's next transaction, of any operation: a waiter that gave up may have been handed a
+// slot by a release meanwhile (QuotaPolicy::handOff), and a live process would otherwise hold
+// it until it exits. Kept in this object only: a process that exits first leaves its slot to
+// the probe, as any dead holder does.
 
 #include "backend/quotabackend.h"
 #include "base/clock.h"
@@ -13,6 +19,8 @@
 #include "system/processprobe.h"
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 namespace tollgate {
 
@@ -77,8 +85,31 @@ public:
     [[nodiscard]] std::string describe() const override { return m_store->describe(); }
     [[nodiscard]] std::vector<Error> takeWarnings() override { return m_store->takeWarnings(); }
 
+    // Leaves not done yet (see above), for tests and status.
+    [[nodiscard]] std::size_t pendingLeaves() const { return m_pendingLeaves.size(); }
+
 private:
+    struct PendingLeave
+    {
+        std::string provider;
+        std::uint64_t ticket = 0;
+        std::int64_t pid = 0;
+        std::optional<HistoryEvent> gaveUp; // made when the leave failed; stamped when done
+    };
+
     [[nodiscard]] std::int64_t nowMs() const;
+    // The store's transaction, with the pending leaves done first in the same transaction;
+    // committed, they are forgotten.
+    [[nodiscard]] Result<void> transact(const StoreWait& wait, const QuotaStore::TxFunction& fn);
+    [[nodiscard]] Result<void> transact(const QuotaStore::TxFunction& fn)
+    {
+        return transact(StoreWait {}, fn);
+    }
+    // Takes the waiter `ticket` of `pid` out of p's queue, or gives back the slot a release
+    // handed it (on to the next in line). Pure: it changes tx and p only.
+    void leave(QuotaTransaction& tx, ProviderState& p, std::uint64_t ticket, std::int64_t pid) const;
+
+    std::vector<PendingLeave> m_pendingLeaves;
 
     std::unique_ptr<QuotaStore> m_owned;
     QuotaStore* m_store; // not owned (or m_owned)
