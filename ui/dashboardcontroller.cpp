@@ -52,6 +52,20 @@ DashboardSnapshot scopedTo(const DashboardSnapshot& full, const QString& provide
 
 } // namespace
 
+template <typename... Args>
+void DashboardController::relay(
+    void (QuotaObserver::*signal)(const Args&...), void (DashboardController::*handler)(const Args&...))
+{
+    // Direct: runs in the worker as it emits, and hands a copy over through m_inbox (see
+    // ThreadInbox for why no value rides a queued signal).
+    connect(
+        m_observer, signal, m_observer,
+        [this, handler](const Args&... args) {
+            m_inbox->post([this, handler, ... copies = args] { (this->*handler)(copies...); });
+        },
+        Qt::DirectConnection);
+}
+
 DashboardController::DashboardController(QString home, QStringList lockDirs, QObject* parent)
     : QObject(parent)
     , m_home(std::move(home))
@@ -83,36 +97,12 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
     m_workerInbox->moveToThread(&m_thread);
     connect(&m_thread, &QThread::finished, m_observer, &QObject::deleteLater);
     connect(&m_thread, &QThread::finished, m_workerInbox, &QObject::deleteLater);
-    // Direct: each lambda runs in the worker as it emits, and hands a copy over through m_inbox
-    // (see ThreadInbox for why no value rides a queued signal).
-    connect(
-        m_observer, &QuotaObserver::snapshotReady, m_observer,
-        [this](const DashboardSnapshot& s) { m_inbox->post([this, s] { onSnapshot(s); }); },
-        Qt::DirectConnection);
-    connect(
-        m_observer, &QuotaObserver::holdersPatched, m_observer,
-        [this](const HoldersPatch& p) { m_inbox->post([this, p] { onHoldersPatch(p); }); },
-        Qt::DirectConnection);
-    connect(
-        m_observer, &QuotaObserver::historyAppended, m_observer,
-        [this](const std::vector<HistoryEvent>& e) { m_inbox->post([this, e] { onHistory(e); }); },
-        Qt::DirectConnection);
-    connect(
-        m_observer, &QuotaObserver::refreshed, m_observer,
-        [this] { m_inbox->post([this] { onRefreshed(); }); }, Qt::DirectConnection);
-    connect(
-        m_observer, &QuotaObserver::historyReset, m_observer,
-        [this] {
-            m_inbox->post([this] {
-                m_events->clear();
-                m_usage.clear();
-                m_chartsDirty = true;
-            });
-        },
-        Qt::DirectConnection);
-    connect(
-        m_observer, &QuotaObserver::actionFinished, m_observer,
-        [this](const ActionResult& r) { m_inbox->post([this, r] { onAction(r); }); }, Qt::DirectConnection);
+    relay(&QuotaObserver::snapshotReady, &DashboardController::onSnapshot);
+    relay(&QuotaObserver::holdersPatched, &DashboardController::onHoldersPatch);
+    relay(&QuotaObserver::historyAppended, &DashboardController::onHistory);
+    relay(&QuotaObserver::refreshed, &DashboardController::onRefreshed);
+    relay(&QuotaObserver::historyReset, &DashboardController::onHistoryReset);
+    relay(&QuotaObserver::actionFinished, &DashboardController::onAction);
     connect(m_providers, &ProvidersModel::limitsEditRequested, this, &DashboardController::requestLimits);
     connect(m_limits, &LimitsModel::limitsEditRequested, this, &DashboardController::requestLimits);
 
@@ -175,6 +165,13 @@ void DashboardController::onHoldersPatch(const HoldersPatch& patch)
     m_snapshot.holdersBase = 0;
     m_snapshot.holdersChanged = {};
     Q_EMIT holdersChanged();
+}
+
+void DashboardController::onHistoryReset()
+{
+    m_events->clear();
+    m_usage.clear();
+    m_chartsDirty = true;
 }
 
 void DashboardController::onSnapshot(const DashboardSnapshot& snapshot)

@@ -139,6 +139,7 @@ private:
     void onSnapshot(const DashboardSnapshot& snapshot);
     void onHoldersPatch(const HoldersPatch& patch);
     void onHistory(const std::vector<HistoryEvent>& events);
+    void onHistoryReset(); // the home is another directory now: forget the old history
     void showSnapshot();
     void onRefreshed();
     void tick();
@@ -146,6 +147,10 @@ private:
     void onAction(const ActionResult& result);
     void proposeLimitChange(const LimitChange& change);
     void toWorker(std::function<void(QuotaObserver*)> call);
+    // The observer's signal, handled here in this thread through m_inbox.
+    template <typename... Args>
+    void relay(
+        void (QuotaObserver::*signal)(const Args&...), void (DashboardController::*handler)(const Args&...));
 
     QString m_home;
     QStringList m_lockDirs;
