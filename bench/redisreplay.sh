@@ -23,12 +23,7 @@ scratchRedis redisreplay
 if [ -n "${LIBRARY:-}" ]; then
     cp "$LIBRARY" "$WORK/library.lua"
 else
-    python3 - "$BUILD/core/redisquotascript.cpp" "$WORK/library.lua" <<'PY'
-import sys
-src = open(sys.argv[1]).read()
-start = src.index('R"TOLLGATE_LUA(') + len('R"TOLLGATE_LUA(')
-open(sys.argv[2], 'w').write(src[start:src.rindex(')TOLLGATE_LUA"')])
-PY
+    libraryText "$BUILD" "$WORK/library.lua"
 fi
 # Its registration block (from `if redis.register_function then` on) replaced by the replay.
 {

@@ -1,6 +1,7 @@
 # Sourced by the Redis bench scripts (bench/redisab.sh, bench/redisreplay.sh): a scratch
 # redis-server on a free loopback port, no persistence, in a temporary directory ($WORK), shut
-# down and removed when the script exits. Sets PORT; rc runs redis-cli against it.
+# down and removed when the script exits. Sets PORT; rc runs redis-cli against it; libraryText
+# writes out the build's library text.
 #   scratchRedis NAME      (NAME: the calling script's, for its messages)
 scratchRedis() {
     local name=$1
@@ -22,3 +23,15 @@ scratchRedis() {
     [ -n "$PORT" ] || { echo "$name: no redis-server came up" >&2; exit 1; }
 }
 rc() { redis-cli -p "$PORT" "$@"; }
+
+# The library's text as the build embeds it (BUILD/core/redisquotascript.cpp: the generated
+# source's raw string, constants in place), written to OUT.
+#   libraryText BUILD OUT
+libraryText() {
+    python3 - "$1/core/redisquotascript.cpp" "$2" <<'PY'
+import sys
+src = open(sys.argv[1]).read()
+start = src.index('R"TOLLGATE_LUA(') + len('R"TOLLGATE_LUA(')
+open(sys.argv[2], 'w').write(src[start:src.rindex(')TOLLGATE_LUA"')])
+PY
+}
