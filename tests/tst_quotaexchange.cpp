@@ -9,6 +9,7 @@
 #include "base/manualclock.h"
 #include "exchange/quotaexchange.h"
 #include "quota/limitmismatch.h"
+#include "helpers/switchablestore.h"
 #include "store/memoryquotastore.h"
 
 #include <QDateTime>
@@ -22,37 +23,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The memory store, or a store that is down (every operation fails as an unreachable store's
-// would): what the proxy meets when Redis goes away mid-exchange.
-class SwitchableStore final : public QuotaStore
-{
-public:
-    using QuotaStore::transact;
-    Result<void> transact(const StoreWait& wait, const TxFunction& fn) override
-    {
-        if (down)
-            return Error::make(ErrorKind::Io, {}, "the store is down (test)");
-        return m_memory.transact(wait, fn);
-    }
-    Result<void> updateLimits(const LimitsFunction& fn) override
-    {
-        if (down)
-            return Error::make(ErrorKind::Io, {}, "the store is down (test)");
-        return m_memory.updateLimits(fn);
-    }
-    std::uint32_t changeMark() const override { return m_memory.changeMark(); }
-    void waitForChange(std::uint32_t mark, std::chrono::nanoseconds timeout) const override
-    {
-        m_memory.waitForChange(mark, timeout);
-    }
-    std::string describe() const override { return "memory (switchable)"; }
-    MemoryQuotaStore& memory() { return m_memory; }
-
-    bool down = false;
-
-private:
-    MemoryQuotaStore m_memory;
-};
+using test::SwitchableStore;
 
 // An Anthropic answer's usage: most of the prompt read from the cache.
 TokenUsage cachedUsage(std::int64_t uncached, std::int64_t written, std::int64_t read, std::int64_t output)

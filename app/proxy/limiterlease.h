@@ -40,6 +40,13 @@ public:
     // closing one may talk to its store (a Redis backend gives back an admission whose reply
     // it lost: a round trip of up to 2 s).
     [[nodiscard]] bool failed() const { return m_entry && m_store && m_store->failed(); }
+    // Whether letting go of it may wait for the store: a failed backend is closed, and one that
+    // owes its store a clean-up (QuotaBackend::owesCleanUp) does it when it is next used or
+    // destroyed, which the pool may do at once (full, or the entry too old to keep).
+    [[nodiscard]] bool lettingGoWaits() const
+    {
+        return failed() || (m_entry && m_entry->backend && m_entry->backend->owesCleanUp());
+    }
 
 private:
     LimiterPool& m_pool;

@@ -15,6 +15,10 @@ void LimiterPool::setHome(std::string home)
 
 Result<std::unique_ptr<LimiterPool::Entry>> LimiterPool::take()
 {
+    // Entries too old to keep go after the mutex is let go of: destroying one may wait for its
+    // store (a clean-up it owes, QuotaBackend::owesCleanUp), and every take and give would wait
+    // with it.
+    std::vector<std::unique_ptr<Entry>> aged;
     {
         std::lock_guard lock(m_mutex);
         while (!m_idle.empty()) {
@@ -22,8 +26,10 @@ Result<std::unique_ptr<LimiterPool::Entry>> LimiterPool::take()
             m_idle.pop_back();
             if (Steady::now() - e->opened < MAX_AGE)
                 return e;
+            aged.push_back(std::move(e));
         }
     }
+    aged.clear();
     auto spec = HomeSpec::resolve(m_home.empty() ? std::nullopt : std::optional<std::string>(m_home));
     if (!spec)
         return spec.error();
@@ -41,9 +47,14 @@ Result<std::unique_ptr<LimiterPool::Entry>> LimiterPool::take()
 
 void LimiterPool::give(std::unique_ptr<Entry> e)
 {
-    std::lock_guard lock(m_mutex);
-    if (m_idle.size() < MAX_IDLE)
-        m_idle.push_back(std::move(e));
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_idle.size() < MAX_IDLE) {
+            m_idle.push_back(std::move(e));
+            return;
+        }
+    }
+    e.reset(); // not kept: destroyed outside the mutex (see take)
 }
 
 } // namespace tollgate::proxy

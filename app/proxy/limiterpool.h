@@ -48,6 +48,7 @@ public:
     // A kept entry, else a new one; the error says why the shared quota cannot be reached.
     [[nodiscard]] Result<std::unique_ptr<Entry>> take();
     // Never allocates (it runs in a destructor): room for MAX_IDLE was reserved by setHome.
+    // An entry not kept (the pool is full) is destroyed after the mutex is let go of.
     void give(std::unique_ptr<Entry> e);
 
     // The kind of home last opened (a directory home's operations go one at a time).

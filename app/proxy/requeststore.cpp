@@ -4,7 +4,7 @@ namespace tollgate::proxy {
 
 RequestStore::~RequestStore()
 {
-    if (!(m_held->permit && m_held->permit->holdsSlot()) && !m_held->lease->failed())
+    if (!(m_held->permit && m_held->permit->holdsSlot()) && !m_held->lease->lettingGoWaits())
         return; // the permit, then the lease: a mutex at most
     try {
         // One capture: however the job ends — run, or dropped unrun by a pool that stops —

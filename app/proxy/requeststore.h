@@ -2,7 +2,8 @@
 
 // RequestStore: a request's lease and permit. Letting go of them is usually a mutex (the lease
 // goes back to its pool), but may be store work: a permit still holding its slot releases it,
-// and a failed backend is closed (see LimiterLease::failed). Then they go to a store thread to
+// a failed backend is closed, and one that owes its store a clean-up may be destroyed by the
+// pool (see LimiterLease::lettingGoWaits). Then they go to a store thread to
 // be let go of there, never on the event loop; a slot the store did not take back is owed
 // (QuotaExchange::letGo).
 //

@@ -3,6 +3,7 @@
 #include "quota/limitmismatch.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 namespace tollgate {
@@ -144,22 +145,21 @@ Result<AdmitOutcome> LocalQuotaBackend::admit(const AdmitStep& step)
     return out;
 }
 
+LocalQuotaBackend::~LocalQuotaBackend()
+{
+    // The last try (see the header). A deadline of now: the store waits its floor
+    // (FileQuotaStore::MIN_LOCK_WAIT), no longer. What fails here is left to the probe.
+    if (!m_pendingLeaves.empty())
+        (void)transact(StoreWait { std::chrono::steady_clock::now(), nullptr },
+            [](QuotaTransaction&) -> Result<void> { return {}; });
+}
+
 Result<void> LocalQuotaBackend::transact(const StoreWait& wait, const QuotaStore::TxFunction& fn)
 {
     if (m_pendingLeaves.empty())
         return m_store->transact(wait, fn);
     auto r = m_store->transact(wait, [&](QuotaTransaction& tx) -> Result<void> {
-        for (const PendingLeave& pending : m_pendingLeaves) {
-            if (ProviderState* p = tx.state.provider(pending.provider))
-                leave(tx, *p, pending.ticket, pending.pid);
-            if (pending.gaveUp) {
-                // Stamped now, so the history stays in the order it was written; how long
-                // it had waited is as it was when it gave up.
-                HistoryEvent e = *pending.gaveUp;
-                e.timeMs = nowMs();
-                tx.events.push_back(std::move(e));
-            }
-        }
+        leavePending(tx);
         return fn(tx);
     });
     if (r)
@@ -167,10 +167,38 @@ Result<void> LocalQuotaBackend::transact(const StoreWait& wait, const QuotaStore
     return r;
 }
 
-void LocalQuotaBackend::leave(
-    QuotaTransaction& tx, ProviderState& p, std::uint64_t ticket, std::int64_t pid) const
+Result<void> LocalQuotaBackend::updateLimits(const QuotaStore::LimitsFunction& fn)
 {
-    if (QuotaPolicy::dequeue(p, ticket)) {
+    if (m_pendingLeaves.empty())
+        return m_store->updateLimits(fn);
+    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+        leavePending(tx);
+        return fn(all, tx);
+    });
+    if (r)
+        m_pendingLeaves.clear();
+    return r;
+}
+
+void LocalQuotaBackend::leavePending(QuotaTransaction& tx) const
+{
+    for (const PendingLeave& pending : m_pendingLeaves) {
+        if (ProviderState* p = tx.state.provider(pending.provider))
+            leave(tx, *p, pending.ticket, pending.pid, pending.waiterPid);
+        if (pending.gaveUp) {
+            // Stamped now, so the history stays in the order it was written; how long it had
+            // waited is as it was when it gave up.
+            HistoryEvent e = *pending.gaveUp;
+            e.timeMs = nowMs();
+            tx.events.push_back(std::move(e));
+        }
+    }
+}
+
+void LocalQuotaBackend::leave(QuotaTransaction& tx, ProviderState& p, std::uint64_t ticket, std::int64_t pid,
+    std::int64_t waiterPid) const
+{
+    if (QuotaPolicy::dequeue(p, ticket, waiterPid)) {
         tx.changed = true;
         tx.ring = true; // someone else may be at the head now
     } else if (Slot* handed = QuotaPolicy::handedSlot(p, ticket, pid)) {
@@ -194,6 +222,7 @@ void LocalQuotaBackend::leave(
 Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, const std::string& why)
 {
     const AdmitRequest& request = step.request;
+    const std::int64_t waiterPid = request.waiterPid > 0 ? request.waiterPid : request.pid; // as queued
     auto gaveUpAt = [&](std::int64_t now) {
         HistoryEvent e = event(now, EventType::GaveUp, request.provider, request.caller);
         e.model = request.model;
@@ -205,7 +234,7 @@ Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
     };
     auto r = transact(step.storeWait, [&](QuotaTransaction& tx) -> Result<void> {
         if (ProviderState* p = tx.state.provider(request.provider))
-            leave(tx, *p, step.ticket, request.pid);
+            leave(tx, *p, step.ticket, request.pid, waiterPid);
         if (gaveUp)
             tx.events.push_back(gaveUpAt(nowMs()));
         return {};
@@ -213,7 +242,7 @@ Result<void> LocalQuotaBackend::leaveQueue(const AdmitStep& step, bool gaveUp, c
     if (!r && step.ticket != 0) {
         // Done again in the next transaction (see the header): a slot handed to us meanwhile
         // must not stay ours while we live.
-        m_pendingLeaves.push_back(PendingLeave { request.provider, step.ticket, request.pid,
+        m_pendingLeaves.push_back(PendingLeave { request.provider, step.ticket, request.pid, waiterPid,
             gaveUp ? std::optional<HistoryEvent>(gaveUpAt(nowMs())) : std::nullopt });
     }
     return r;
@@ -288,7 +317,7 @@ Result<bool> LocalQuotaBackend::setLimits(const std::string& provider,
     if (auto v = QuotaLimits::validate(provider, limits); !v)
         return v.error();
     bool mismatch = false;
-    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+    auto r = updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
         mismatch = false;
         // Compared under state.lock with the limits as they are now (this function may run
         // twice: once to prepare limits.json, once under the lock): an edit made on what
@@ -320,7 +349,7 @@ Result<bool> LocalQuotaBackend::setLimits(const std::string& provider,
 
 Result<void> LocalQuotaBackend::removeLimits(const std::string& provider, const std::string& who)
 {
-    return m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+    return updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
         if (!all.remove(provider))
             return Error::make(ErrorKind::Usage, "",
                 "unknown provider '" + provider + "'; known providers: " + all.knownProviders());
@@ -340,7 +369,7 @@ Result<std::vector<std::string>> LocalQuotaBackend::importLimits(
             return v.error();
     }
     std::vector<std::string> changed;
-    auto r = m_store->updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
+    auto r = updateLimits([&](QuotaLimits& all, QuotaTransaction& tx) -> Result<void> {
         changed.clear(); // an output, overwritten on every run
         const std::int64_t now = nowMs();
         if (replace) {

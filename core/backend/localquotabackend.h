@@ -11,7 +11,9 @@
 // backend's next transaction, of any operation: a waiter that gave up may have been handed a
 // slot by a release meanwhile (QuotaPolicy::handOff), and a live process would otherwise hold
 // it until it exits. Kept in this object only: a process that exits first leaves its slot to
-// the probe, as any dead holder does.
+// the probe, as any dead holder does; an object destroyed while its process lives on (the
+// proxy's pool drops the backends it no longer keeps) tries them once more, for at most the
+// store's shortest wait, as the Redis home's clean-up does.
 
 #include "backend/quotabackend.h"
 #include "base/clock.h"
@@ -41,6 +43,10 @@ public:
         , m_probe(&probe)
     {
     }
+
+    ~LocalQuotaBackend() override;
+    LocalQuotaBackend(const LocalQuotaBackend&) = delete;
+    LocalQuotaBackend& operator=(const LocalQuotaBackend&) = delete;
 
     [[nodiscard]] Result<AdmitOutcome> admit(const AdmitStep& step) override;
     [[nodiscard]] Result<void> leaveQueue(
@@ -83,6 +89,7 @@ public:
         m_store->waitForChange(mark, timeout);
     }
     [[nodiscard]] std::string describe() const override { return m_store->describe(); }
+    [[nodiscard]] bool owesCleanUp() const override { return !m_pendingLeaves.empty(); }
     [[nodiscard]] std::vector<Error> takeWarnings() override { return m_store->takeWarnings(); }
 
     // Leaves not done yet (see above), for tests and status.
@@ -93,7 +100,8 @@ private:
     {
         std::string provider;
         std::uint64_t ticket = 0;
-        std::int64_t pid = 0;
+        std::int64_t pid = 0; // the holder's (a slot handed to it)
+        std::int64_t waiterPid = 0; // the queue entry's
         std::optional<HistoryEvent> gaveUp; // made when the leave failed; stamped when done
     };
 
@@ -105,9 +113,13 @@ private:
     {
         return transact(StoreWait {}, fn);
     }
-    // Takes the waiter `ticket` of `pid` out of p's queue, or gives back the slot a release
-    // handed it (on to the next in line). Pure: it changes tx and p only.
-    void leave(QuotaTransaction& tx, ProviderState& p, std::uint64_t ticket, std::int64_t pid) const;
+    // The store's limits update, with the pending leaves done first likewise.
+    [[nodiscard]] Result<void> updateLimits(const QuotaStore::LimitsFunction& fn);
+    void leavePending(QuotaTransaction& tx) const;
+    // Takes the waiter `ticket` of `waiterPid` out of p's queue, or gives back the slot a
+    // release handed it for `pid` (on to the next in line). Pure: it changes tx and p only.
+    void leave(QuotaTransaction& tx, ProviderState& p, std::uint64_t ticket, std::int64_t pid,
+        std::int64_t waiterPid) const;
 
     std::vector<PendingLeave> m_pendingLeaves;
 

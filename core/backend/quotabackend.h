@@ -201,6 +201,10 @@ public:
         return std::chrono::milliseconds(250);
     }
     [[nodiscard]] virtual std::string describe() const = 0;
+    // Whether this backend still owes its store something it does before its next operation,
+    // and at the latest when it is destroyed (a leave that failed, an admission whose reply
+    // was lost): destroying it then may wait for the store, briefly.
+    [[nodiscard]] virtual bool owesCleanUp() const { return false; }
     // Problems that did not undo a committed operation (see QuotaStore::takeWarnings).
     [[nodiscard]] virtual std::vector<Error> takeWarnings() = 0;
 };

@@ -133,6 +133,7 @@ public:
         return m_subscription ? QUEUE_LOOK : MAX_SLEEP;
     }
     [[nodiscard]] std::string describe() const override { return m_address.url(); }
+    [[nodiscard]] bool owesCleanUp() const override { return !m_uncertain.empty(); }
     // What failed after an operation's commit (its history, a wake-up): the operation happened.
     [[nodiscard]] std::vector<Error> takeWarnings() override { return std::exchange(m_warnings, {}); }
 

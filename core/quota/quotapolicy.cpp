@@ -680,9 +680,11 @@ Result<AdmitDecision> QuotaPolicy::admit(QuotaState& s, ProviderState& p, const 
     return d;
 }
 
-bool QuotaPolicy::dequeue(ProviderState& p, std::uint64_t ticket)
+bool QuotaPolicy::dequeue(ProviderState& p, std::uint64_t ticket, std::int64_t waiterPid)
 {
-    return std::erase_if(p.queue, [&](const Waiter& w) { return w.ticket == ticket; }) != 0;
+    return std::erase_if(p.queue, [&](const Waiter& w) {
+        return w.ticket == ticket && (waiterPid == 0 || w.pid == waiterPid);
+    }) != 0;
 }
 
 std::optional<QuotaPolicy::HandOff> QuotaPolicy::handOff(

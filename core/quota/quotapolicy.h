@@ -177,7 +177,10 @@ public:
     // evaluate(), then apply: record the admission, or queue the request (when `enqueue`).
     [[nodiscard]] static Result<AdmitDecision> admit(QuotaState& s, ProviderState& p, const ProviderLimits& l,
         const AdmitRequest& r, std::uint64_t ticket, std::int64_t nowMs, bool enqueue);
-    static bool dequeue(ProviderState& p, std::uint64_t ticket);
+    // Takes the waiter `ticket` out of the queue; with a waiter pid, only if it is that pid's
+    // (a leave done late must not take out another's waiter given the same ticket again: a
+    // state that fell back to its previous copy issues its tickets again).
+    static bool dequeue(ProviderState& p, std::uint64_t ticket, std::int64_t waiterPid = 0);
 
     // Hand-off (issue 27): a slot given back goes straight to the head of the queue, so the
     // head needs no look of its own to take it (on a Redis home the ring carries the
