@@ -112,14 +112,21 @@ DashboardController::DashboardController(QString home, QStringList lockDirs, QOb
 
 DashboardController::~DashboardController()
 {
+    if (!m_started) {
+        // Never ran: nothing of theirs is in use, and no `finished` will delete them.
+        delete m_observer;
+        delete m_workerInbox;
+        return;
+    }
     m_thread.quit();
     m_thread.wait();
 }
 
 void DashboardController::start()
 {
-    if (m_thread.isRunning())
-        return;
+    if (m_started)
+        return; // once: a thread started again would find its objects deleted
+    m_started = true;
     m_thread.start();
     toWorker([](QuotaObserver* o) { o->start(); });
     m_tick.start();

@@ -155,9 +155,13 @@ private:
     QString m_home;
     QStringList m_lockDirs;
     QThread m_thread;
-    QuotaObserver* m_observer = nullptr; // lives in m_thread; deleted when it finishes
+    // The worker's objects live in m_thread, which runs once (start) and finishes only in the
+    // destructor: then they are deleted in it, after its last job (or by the destructor, if it
+    // never ran), so no post can reach them deleted.
+    QuotaObserver* m_observer = nullptr;
     ThreadInbox* m_inbox = nullptr; // this thread's: the worker's results come in here
-    ThreadInbox* m_workerInbox = nullptr; // lives in m_thread; deleted when it finishes
+    ThreadInbox* m_workerInbox = nullptr;
+    bool m_started = false;
     QTimer m_tick;
     DashboardSnapshot m_snapshot;
     DashboardSnapshot m_scoped; // m_snapshot's m_scope part; empty (unused) while unscoped

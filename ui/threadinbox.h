@@ -18,7 +18,9 @@
 //   wait, so a job that spins a nested event loop (a modal dialog) does not stall the rest;
 //   they run in that loop, in their order.
 // - Jobs still waiting when the inbox is destroyed are dropped, as queued events are when
-//   their receiver goes; they run only in the inbox's thread.
+//   their receiver goes; they run only in the inbox's thread. Its owner destroys it only
+//   after the last post() of any thread has returned (post() asks for the wake-up after
+//   letting go of the mutex).
 
 #include <QObject>
 #include <deque>
