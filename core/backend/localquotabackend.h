@@ -13,7 +13,10 @@
 // it until it exits. Kept in this object only: a process that exits first leaves its slot to
 // the probe, as any dead holder does; an object destroyed while its process lives on (the
 // proxy's pool drops the backends it no longer keeps) tries them once more, for at most the
-// store's shortest wait, as the Redis home's clean-up does.
+// store's shortest wait, as the Redis home's clean-up does. The list stays short: an entry
+// needs a ticket, which only a committed transaction gives, and every committed transaction
+// empties it (so it holds at most the waiters this object had queued when the store stopped
+// answering).
 
 #include "backend/quotabackend.h"
 #include "base/clock.h"
