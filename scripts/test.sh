@@ -116,14 +116,15 @@ fi
 
 # The proxy under ThreadSanitizer: its event loop hands work to store threads and threads of
 # their own (queued admissions, long bodies), so the CLI itself is built with TSan here, in a
-# tree of its own (no dashboard), and tst_proxy runs against it.
+# tree of its own (no dashboard), and tst_proxy runs against it; tst_limiterpool's threads
+# share the pool of store connections.
 if [ ! -f "$ROOT/build-tsan-proxy/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$ROOT/build-tsan-proxy" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
         -DTOLLGATE_BUILD_GUI=OFF >/dev/null
 fi
-cmake --build "$ROOT/build-tsan-proxy" -j"$TOLLGATE_JOBS" --target tollgate tst_proxy
+cmake --build "$ROOT/build-tsan-proxy" -j"$TOLLGATE_JOBS" --target tollgate tst_proxy tst_limiterpool
 TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:ignore_noninstrumented_modules=1:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
-    ctest --test-dir "$ROOT/build-tsan-proxy" -R '^tst_proxy$' --output-on-failure
+    ctest --test-dir "$ROOT/build-tsan-proxy" -R '^tst_(proxy|limiterpool)$' --output-on-failure
 
 phase "4/4 fuzzing (${FUZZ_SECONDS:=10} s per target)"
 FUZZ_SECONDS=$FUZZ_SECONDS "$ROOT/scripts/fuzz.sh"

@@ -25,10 +25,12 @@ constexpr double WHEEL_STEP = 0.8;
 
 } // namespace
 
+// The chart goes to the constructor: the one-argument one makes a chart of its own, which
+// setChart() would leave to nobody (LeakSanitizer found it).
 TimeChartView::TimeChartView(const QString& title, QWidget* parent)
-    : QChartView(parent)
+    : QChartView(new QChart(), parent)
 {
-    auto* chart = new QChart();
+    QChart* chart = this->chart();
     m_heading = title;
     chart->setTitle(title);
     // No rounded frame and its padding around the chart: the height goes to the plot.
@@ -46,7 +48,6 @@ TimeChartView::TimeChartView(const QString& title, QWidget* parent)
     m_y->setMin(0);
     chart->addAxis(m_x, Qt::AlignBottom);
     chart->addAxis(m_y, Qt::AlignLeft);
-    setChart(chart);
     setRenderHint(QPainter::Antialiasing);
     setMinimumHeight(110); // the axes and a few bars; the splitters give it more when there is room
     setFocusPolicy(Qt::StrongFocus);
