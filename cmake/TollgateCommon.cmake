@@ -17,7 +17,14 @@ endif()
 # Sanitizer builds: -DTOLLGATE_SANITIZE=address,undefined (or thread).
 set(TOLLGATE_SANITIZE "" CACHE STRING "Comma-separated -fsanitize= list, empty for none")
 if(TOLLGATE_SANITIZE)
-    target_compile_options(tollgate_options INTERFACE -fsanitize=${TOLLGATE_SANITIZE} -fno-omit-frame-pointer)
+    # A target may compile its own code with fewer of them (its TOLLGATE_SANITIZE_COMPILE
+    # property, a comma-separated list: the test programs, tests/CMakeLists.txt); every target
+    # links every runtime.
+    string(REPLACE "," "$<COMMA>" tollgateSanitizeAll "${TOLLGATE_SANITIZE}")
+    set(tollgateSanitizeOwn "$<TARGET_PROPERTY:TOLLGATE_SANITIZE_COMPILE>")
+    target_compile_options(tollgate_options INTERFACE
+        "-fsanitize=$<IF:$<BOOL:${tollgateSanitizeOwn}>,${tollgateSanitizeOwn},${tollgateSanitizeAll}>"
+        -fno-omit-frame-pointer)
     target_link_options(tollgate_options INTERFACE -fsanitize=${TOLLGATE_SANITIZE})
     if(TOLLGATE_SANITIZE MATCHES "address")
         # Linked as position-dependent executables: UBSan's check records each hold a pointer,

@@ -63,11 +63,13 @@ fi
 phase "1/4 tests"
 (cd "$ROOT/tests/sdk" && npm ci --no-audit --no-fund --loglevel=error)
 
-# Each sanitizer phase's build runs beside the previous phase's tests, at the lowest priority:
-# those tests spend much of their time waiting (leases running out, servers restarting,
-# timeouts), and the compiler takes the CPU they leave while every test process still comes
-# first. startBuild NAME CMD...: CMD in its own process group (setsid), so an early exit stops
-# the whole build, its output kept for finishBuild NAME, which waits for it and shows it.
+# The ASan build runs beside phase 1's tests, at the lowest priority: those tests spend most of
+# their time waiting (leases running out, servers restarting, timeouts), and the compiler
+# takes the CPU they leave while every test process still comes first. (A TSan build beside
+# phase 2's tests did not pay: those use the CPU, and took 4 min longer, more than the build
+# takes on its own.) startBuild NAME CMD...: CMD in its own process group (setsid), so an early
+# exit stops the whole build, its output kept for finishBuild NAME, which waits for it and
+# shows it.
 startBuild() {
     local name=$1
     shift
@@ -86,18 +88,15 @@ finishBuild() {
 }
 # Phase 3's one tree: the dashboard and its tests, and the CLI with the proxy's tests (see phase 3).
 tsanBuild() {
-    set -euo pipefail
     if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
         cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
-            -DTOLLGATE_TEST_CLI="$NORMAL_BUILD/app/tollgate"
+            -DTOLLGATE_TEST_CLI="$NORMAL_BUILD/app/tollgate" >/dev/null
     fi
     local uiTests
     mapfile -t uiTests < <(ctest --test-dir "$ROOT/build-tsan" -L ui -N | sed -n 's/^ *Test *#[0-9]*: //p')
     cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${uiTests[@]}" tollgate tst_proxy tst_limiterpool
 }
 NORMAL_BUILD=${TOLLGATE_BUILD_DIR:-$ROOT/build}
-export -f tsanBuild
-export ROOT NORMAL_BUILD
 
 # The packages the ASan build checks are all installed by now (phase 1's bootstrap and npm).
 if [ "${TOLLGATE_QUICK:-0}" != 1 ]; then
@@ -117,24 +116,22 @@ phase "1/4 install check"
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
 finishBuild ASAN
 phase "2/4 tests"
-startBuild TSAN bash -c tsanBuild
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
     ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' -LE '^sdk$' "$@"
 
 phase "3/4 ThreadSanitizer (dashboard tests, then the proxy)"
-# One tree (built by tsanBuild beside phase 2's tests): the dashboard and its tests, and the
-# CLI with the proxy's tests. The dashboard's tests spawn phase 1's CLI (TOLLGATE_TEST_CLI:
-# its threads are not what they check); the proxy's event loop hands work to store threads
-# and threads of their own (queued admissions, long bodies), so tst_proxy runs this tree's
-# CLI, built with TSan (OWN_CLI in tests/CMakeLists.txt), and tst_limiterpool's threads share
-# the pool of store connections.
+# One tree (tsanBuild): the dashboard and its tests, and the CLI with the proxy's tests. The
+# dashboard's tests spawn phase 1's CLI (TOLLGATE_TEST_CLI: its threads are not what they
+# check); the proxy's event loop hands work to store threads and threads of their own (queued
+# admissions, long bodies), so tst_proxy runs this tree's CLI, built with TSan (OWN_CLI in
+# tests/CMakeLists.txt), and tst_limiterpool's threads share the pool of store connections.
 # ignore_noninstrumented_modules=1: accesses by interceptors that uninstrumented libraries (Qt,
 # glib, libdbus) call are not checked, as their locking is invisible to TSan; tsan.supp names
 # libdbus only. tst_tsansuppressions (label ui) fails if either ever hides a race in our code,
 # in a slot under Qt's frames too.
-finishBuild TSAN
+tsanBuild
 phase "3/4 tests"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:ignore_noninstrumented_modules=1:suppressions=$ROOT/tests/sanitizers/tsan.supp"
 ctest --test-dir "$ROOT/build-tsan" -L ui --output-on-failure -j2
