@@ -23,13 +23,13 @@ phase "1/4 normal build"
 # directory, nothing persisted; stopped on every exit path.
 REDIS_DIR=$(mktemp -d)
 REDIS_PID=
-BUILD_PIDS=()
+ASAN_BUILD_PID=
 stopRedis() {
-    # A build started beside a phase's tests (startBuild), when that phase ends the run early.
-    for pid in "${BUILD_PIDS[@]}"; do
-        kill -- "-$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    done
+    # The ASan build started beside phase 1's tests (below), when phase 1 ends the run early.
+    if [ -n "$ASAN_BUILD_PID" ]; then
+        kill -- "-$ASAN_BUILD_PID" 2>/dev/null || true
+        wait "$ASAN_BUILD_PID" 2>/dev/null || true
+    fi
     [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
     rm -rf "$REDIS_DIR"
 }
@@ -63,46 +63,19 @@ fi
 phase "1/4 tests"
 (cd "$ROOT/tests/sdk" && npm ci --no-audit --no-fund --loglevel=error)
 
-# The ASan build runs beside phase 1's tests, at the lowest priority: those tests spend most of
-# their time waiting (leases running out, servers restarting, timeouts), and the compiler
-# takes the CPU they leave while every test process still comes first. (A TSan build beside
-# phase 2's tests did not pay: those use the CPU, and took 4 min longer, more than the build
-# takes on its own.) startBuild NAME CMD...: CMD in its own process group (setsid), so an early
-# exit stops the whole build, its output kept for finishBuild NAME, which waits for it and
-# shows it.
-startBuild() {
-    local name=$1
-    shift
-    setsid -w nice -n 19 "$@" >"$REDIS_DIR/$name-build.log" 2>&1 &
-    BUILD_PIDS+=("$!")
-    eval "${name}_BUILD_PID=$!"
-}
-finishBuild() {
-    local name=$1 pidVar="${1}_BUILD_PID" built=0 pid
-    wait "${!pidVar}" || built=$?
-    for pid in "${!BUILD_PIDS[@]}"; do
-        [ "${BUILD_PIDS[$pid]}" != "${!pidVar}" ] || unset "BUILD_PIDS[$pid]"
-    done
-    cat "$REDIS_DIR/$name-build.log"
-    [ "$built" = 0 ] || { echo "test.sh: the $name build failed (exit $built)" >&2; exit 1; }
-}
-# Phase 3's one tree: the dashboard and its tests, and the CLI with the proxy's tests (see phase 3).
-tsanBuild() {
-    if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
-        cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
-            -DTOLLGATE_TEST_CLI="$NORMAL_BUILD/app/tollgate" >/dev/null
-    fi
-    local uiTests
-    mapfile -t uiTests < <(ctest --test-dir "$ROOT/build-tsan" -L ui -N | sed -n 's/^ *Test *#[0-9]*: //p')
-    cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${uiTests[@]}" tollgate tst_proxy tst_limiterpool
-}
-NORMAL_BUILD=${TOLLGATE_BUILD_DIR:-$ROOT/build}
-
-# The packages the ASan build checks are all installed by now (phase 1's bootstrap and npm).
+# Phase 2's build starts now, beside phase 1's tests, at the lowest priority: those tests spend
+# most of their time waiting (leases running out, servers restarting, timeouts), and the
+# compiler takes the CPU they leave while every test process still comes first. Its own
+# process group (setsid), so an early exit stops the whole build; its output is shown at
+# phase 2. The packages it checks are all installed by now (phase 1's bootstrap and npm).
+# (Phase 3's build beside phase 2's tests did not pay: those use the CPU, and took 4 min
+# longer, more than the build takes on its own.)
+ASAN_BUILD_LOG="$REDIS_DIR/asan-build.log"
 if [ "${TOLLGATE_QUICK:-0}" != 1 ]; then
-    startBuild ASAN env TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
-        TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
-        "$ROOT/scripts/bootstrap.sh"
+    TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
+    TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
+        setsid -w nice -n 19 "$ROOT/scripts/bootstrap.sh" >"$ASAN_BUILD_LOG" 2>&1 &
+    ASAN_BUILD_PID=$!
 fi
 
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
@@ -114,7 +87,11 @@ phase "1/4 install check"
 # The multi-host suite (namespaces, one lease of waiting) and the SDK suite (label sdk: Node
 # processes, not our memory) run once, in the normal phase.
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
-finishBuild ASAN
+asanBuilt=0
+wait "$ASAN_BUILD_PID" || asanBuilt=$?
+ASAN_BUILD_PID=
+cat "$ASAN_BUILD_LOG"
+[ "$asanBuilt" = 0 ] || { echo "test.sh: the ASan build failed (exit $asanBuilt)" >&2; exit 1; }
 phase "2/4 tests"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
@@ -122,7 +99,7 @@ UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanit
     ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' -LE '^sdk$' "$@"
 
 phase "3/4 ThreadSanitizer (dashboard tests, then the proxy)"
-# One tree (tsanBuild): the dashboard and its tests, and the CLI with the proxy's tests. The
+# One tree: the dashboard and its tests, and the CLI with the proxy's tests. The
 # dashboard's tests spawn phase 1's CLI (TOLLGATE_TEST_CLI: its threads are not what they
 # check); the proxy's event loop hands work to store threads and threads of their own (queued
 # admissions, long bodies), so tst_proxy runs this tree's CLI, built with TSan (OWN_CLI in
@@ -131,7 +108,12 @@ phase "3/4 ThreadSanitizer (dashboard tests, then the proxy)"
 # glib, libdbus) call are not checked, as their locking is invisible to TSan; tsan.supp names
 # libdbus only. tst_tsansuppressions (label ui) fails if either ever hides a race in our code,
 # in a slot under Qt's frames too.
-tsanBuild
+if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
+    cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
+        -DTOLLGATE_TEST_CLI="${TOLLGATE_BUILD_DIR:-$ROOT/build}/app/tollgate" >/dev/null
+fi
+mapfile -t uiTests < <(ctest --test-dir "$ROOT/build-tsan" -L ui -N | sed -n 's/^ *Test *#[0-9]*: //p')
+cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${uiTests[@]}" tollgate tst_proxy tst_limiterpool
 phase "3/4 tests"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:ignore_noninstrumented_modules=1:suppressions=$ROOT/tests/sanitizers/tsan.supp"
 ctest --test-dir "$ROOT/build-tsan" -L ui --output-on-failure -j2
