@@ -4,7 +4,8 @@
 #      install into a temporary prefix (scripts/installcheck.sh);
 #   2. the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer (the build runs
 #      beside phase 1's tests, at the lowest priority);
-#   3. the dashboard's (threaded) tests and the proxy's built with ThreadSanitizer, in one tree;
+#   3. the dashboard's (threaded) tests and the proxy's built with ThreadSanitizer, in one tree
+#      (built beside phase 2's tests, as is phase 4's fuzzer build, at the lowest priority);
 #   4. each libFuzzer target for a short while (scripts/fuzz.sh).
 # TOLLGATE_QUICK=1 runs phase 1 only (for a fast local loop); CI runs everything.
 set -euo pipefail
@@ -15,6 +16,29 @@ export TOLLGATE_JOBS=${TOLLGATE_JOBS:-2}
 # Each banner shows the seconds since test.sh began, so a slow phase is easy to find.
 phase() { echo; echo "==== test.sh: $* (at ${SECONDS} s) ===="; }
 
+# background LOG COMMAND...: COMMAND at the lowest priority, output to LOG, in a session of its
+# own so that an early exit stops the whole of it (stopRedis). The kernel's scheduler
+# autogroups (/proc/sys/kernel/sched_autogroup_enabled, on by default) put each new session in a
+# group that shares the CPU equally with the others whatever its processes' nice values: a
+# build at nice 19 took half the CPU from the tests beside it. So the group is set to nice 19
+# as well (its /proc/self/autogroup; absent where the kernel has no autogroups). Sets BG_PID.
+BG_PID=
+background() {
+    local log=$1
+    shift
+    setsid -w bash -c '{ echo 19 >/proc/self/autogroup; } 2>/dev/null || true; exec nice -n 19 "$@"' \
+        background "$@" >"$log" 2>&1 &
+    BG_PID=$!
+}
+# awaitBackground WHAT LOG: waits for BG_PID, shows its output, fails naming WHAT if it failed.
+awaitBackground() {
+    local status=0
+    wait "$BG_PID" || status=$?
+    BG_PID=
+    cat "$2"
+    [ "$status" = 0 ] || { echo "test.sh: $1 failed (exit $status)" >&2; exit 1; }
+}
+
 phase "1/4 normal build"
 "$ROOT/scripts/bootstrap.sh"
 
@@ -23,12 +47,11 @@ phase "1/4 normal build"
 # directory, nothing persisted; stopped on every exit path.
 REDIS_DIR=$(mktemp -d)
 REDIS_PID=
-ASAN_BUILD_PID=
 stopRedis() {
-    # The ASan build started beside phase 1's tests (below), when phase 1 ends the run early.
-    if [ -n "$ASAN_BUILD_PID" ]; then
-        kill -- "-$ASAN_BUILD_PID" 2>/dev/null || true
-        wait "$ASAN_BUILD_PID" 2>/dev/null || true
+    # A build started beside a phase's tests (below), when that phase ends the run early.
+    if [ -n "$BG_PID" ]; then
+        kill -- "-$BG_PID" 2>/dev/null || true
+        wait "$BG_PID" 2>/dev/null || true
     fi
     [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
     rm -rf "$REDIS_DIR"
@@ -64,18 +87,14 @@ phase "1/4 tests"
 (cd "$ROOT/tests/sdk" && npm ci --no-audit --no-fund --loglevel=error)
 
 # Phase 2's build starts now, beside phase 1's tests, at the lowest priority: those tests spend
-# most of their time waiting (leases running out, servers restarting, timeouts), and the
-# compiler takes the CPU they leave while every test process still comes first. Its own
-# process group (setsid), so an early exit stops the whole build; its output is shown at
-# phase 2. The packages it checks are all installed by now (phase 1's bootstrap and npm).
-# (Phase 3's build beside phase 2's tests did not pay: those use the CPU, and took 4 min
-# longer, more than the build takes on its own.)
+# much of their time waiting (leases running out, servers restarting, timeouts), and the
+# compiler takes the CPU they leave while every test process still comes first. Its output is
+# shown at phase 2. The packages it checks are all installed by now (phase 1's bootstrap, npm).
 ASAN_BUILD_LOG="$REDIS_DIR/asan-build.log"
 if [ "${TOLLGATE_QUICK:-0}" != 1 ]; then
     TOLLGATE_BUILD_DIR="$ROOT/build-asan" \
     TOLLGATE_CMAKE_ARGS="-DTOLLGATE_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug" \
-        setsid -w nice -n 19 "$ROOT/scripts/bootstrap.sh" >"$ASAN_BUILD_LOG" 2>&1 &
-    ASAN_BUILD_PID=$!
+        background "$ASAN_BUILD_LOG" "$ROOT/scripts/bootstrap.sh"
 fi
 
 ctest --test-dir "${TOLLGATE_BUILD_DIR:-$ROOT/build}" --output-on-failure -j2 "$@"
@@ -87,38 +106,43 @@ phase "1/4 install check"
 # The multi-host suite (namespaces, one lease of waiting) and the SDK suite (label sdk: Node
 # processes, not our memory) run once, in the normal phase.
 phase "2/4 AddressSanitizer + UndefinedBehaviorSanitizer"
-asanBuilt=0
-wait "$ASAN_BUILD_PID" || asanBuilt=$?
-ASAN_BUILD_PID=
-cat "$ASAN_BUILD_LOG"
-[ "$asanBuilt" = 0 ] || { echo "test.sh: the ASan build failed (exit $asanBuilt)" >&2; exit 1; }
+awaitBackground "the ASan build" "$ASAN_BUILD_LOG"
+
+# Phases 3 and 4 build now, beside phase 2's tests, as phase 2 built beside phase 1's: one
+# waits on a stopped Redis or a lease while another runs on one core.
+# One ThreadSanitizer tree: the dashboard and its tests, and the CLI with the proxy's tests.
+# The dashboard's tests spawn phase 1's CLI (TOLLGATE_TEST_CLI: its threads are not what they
+# check); the proxy's event loop hands work to store threads and threads of their own (queued
+# admissions, long bodies), so tst_proxy runs this tree's CLI, built with TSan (OWN_CLI in
+# tests/CMakeLists.txt), and tst_limiterpool's threads share the pool of store connections.
+# The tests of label tsan are those (tests/CMakeLists.txt).
+buildLater() {
+    if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
+        cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
+            -DTOLLGATE_TEST_CLI="${TOLLGATE_BUILD_DIR:-$ROOT/build}/app/tollgate" >/dev/null
+    fi
+    mapfile -t tsanTests < <(ctest --test-dir "$ROOT/build-tsan" -L '^tsan$' -N | sed -n 's/^ *Test *#[0-9]*: //p')
+    cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${tsanTests[@]}" tollgate
+    FUZZ_BUILD_ONLY=1 "$ROOT/scripts/fuzz.sh"
+}
+LATER_BUILD_LOG="$REDIS_DIR/later-build.log"
+export ROOT
+export -f buildLater
+background "$LATER_BUILD_LOG" bash -c 'set -euo pipefail; buildLater'
 phase "2/4 tests"
 ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:suppressions=$ROOT/tests/sanitizers/asan.supp" \
 LSAN_OPTIONS="suppressions=$ROOT/tests/sanitizers/lsan.supp:print_suppressions=0" \
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$ROOT/tests/sanitizers/ubsan.supp" \
     ctest --test-dir "$ROOT/build-asan" --output-on-failure -j2 -E '^tst_redismultihost$' -LE '^sdk$' "$@"
 
-phase "3/4 ThreadSanitizer (dashboard tests, then the proxy)"
-# One tree: the dashboard and its tests, and the CLI with the proxy's tests. The
-# dashboard's tests spawn phase 1's CLI (TOLLGATE_TEST_CLI: its threads are not what they
-# check); the proxy's event loop hands work to store threads and threads of their own (queued
-# admissions, long bodies), so tst_proxy runs this tree's CLI, built with TSan (OWN_CLI in
-# tests/CMakeLists.txt), and tst_limiterpool's threads share the pool of store connections.
+phase "3/4 ThreadSanitizer (the dashboard's tests and the proxy's)"
+awaitBackground "the ThreadSanitizer or fuzzer build" "$LATER_BUILD_LOG"
 # ignore_noninstrumented_modules=1: accesses by interceptors that uninstrumented libraries (Qt,
 # glib, libdbus) call are not checked, as their locking is invisible to TSan; tsan.supp names
-# libdbus only. tst_tsansuppressions (label ui) fails if either ever hides a race in our code,
+# libdbus only. tst_tsansuppressions (label tsan) fails if either ever hides a race in our code,
 # in a slot under Qt's frames too.
-if [ ! -f "$ROOT/build-tsan/CMakeCache.txt" ]; then
-    cmake -S "$ROOT" -B "$ROOT/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=thread \
-        -DTOLLGATE_TEST_CLI="${TOLLGATE_BUILD_DIR:-$ROOT/build}/app/tollgate" >/dev/null
-fi
-mapfile -t uiTests < <(ctest --test-dir "$ROOT/build-tsan" -L ui -N | sed -n 's/^ *Test *#[0-9]*: //p')
-cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${uiTests[@]}" tollgate tst_proxy tst_limiterpool
-phase "3/4 tests"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:ignore_noninstrumented_modules=1:suppressions=$ROOT/tests/sanitizers/tsan.supp"
-ctest --test-dir "$ROOT/build-tsan" -L ui --output-on-failure -j2
-ctest --test-dir "$ROOT/build-tsan" -R '^tst_(proxy|limiterpool)$' --output-on-failure
-unset TSAN_OPTIONS
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:ignore_noninstrumented_modules=1:suppressions=$ROOT/tests/sanitizers/tsan.supp" \
+    ctest --test-dir "$ROOT/build-tsan" -L '^tsan$' --output-on-failure -j2
 
 phase "4/4 fuzzing (${FUZZ_SECONDS:=10} s per target)"
 FUZZ_SECONDS=$FUZZ_SECONDS "$ROOT/scripts/fuzz.sh"

@@ -38,9 +38,9 @@ extern const char* const REDIS_QUOTA_SCRIPT; // the embedded script (redisquotas
 
 namespace {
 
-// Steps of each random sequence. Under a sanitizer (a Debug build) a step costs ten times what
-// it does in the normal build, most of it decoding the Redis snapshot (nlohmann's msgpack
-// reader at -O0, every allocation tracked), and more as the state grows; scripts/test.sh's
+// Steps of each random sequence. Under a sanitizer (a Debug build) a step costs several times
+// what it does in the normal build, most of it decoding the Redis snapshot (nlohmann's msgpack
+// reader at -Og in the ASan tree, every allocation tracked), and more as the state grows; scripts/test.sh's
 // ASan phase is there for memory errors in the code paths, which the first half of each
 // sequence reaches as well as the whole (every kind of step is drawn in it, and the end checks
 // below still find a hold and the limit mismatches: seed 8's first hold comes near step 680,
