@@ -20,12 +20,15 @@ if(TOLLGATE_SANITIZE)
     # A target may compile its own code with fewer of them (its TOLLGATE_SANITIZE_COMPILE
     # property, a comma-separated list: the test programs, tests/CMakeLists.txt); every target
     # links every runtime.
+    # A host tool that only runs during the build (TOLLGATE_HOST_TOOL: core's
+    # redisquotaprelude) is built without any: its output is checked by the tests instead.
     string(REPLACE "," "$<COMMA>" tollgateSanitizeAll "${TOLLGATE_SANITIZE}")
     set(tollgateSanitizeOwn "$<TARGET_PROPERTY:TOLLGATE_SANITIZE_COMPILE>")
+    set(tollgateSanitized "$<NOT:$<BOOL:$<TARGET_PROPERTY:TOLLGATE_HOST_TOOL>>>")
     target_compile_options(tollgate_options INTERFACE
-        "-fsanitize=$<IF:$<BOOL:${tollgateSanitizeOwn}>,${tollgateSanitizeOwn},${tollgateSanitizeAll}>"
+        "$<${tollgateSanitized}:-fsanitize=$<IF:$<BOOL:${tollgateSanitizeOwn}>,${tollgateSanitizeOwn},${tollgateSanitizeAll}>>"
         -fno-omit-frame-pointer)
-    target_link_options(tollgate_options INTERFACE -fsanitize=${TOLLGATE_SANITIZE})
+    target_link_options(tollgate_options INTERFACE "$<${tollgateSanitized}:-fsanitize=${TOLLGATE_SANITIZE}>")
     if(TOLLGATE_SANITIZE MATCHES "undefined")
         # UBSan without its type-mismatch checks (null, alignment: checked together at every
         # pointer and reference use). They doubled the compile time of this tree's code, and

@@ -29,6 +29,22 @@ QVariant KeyedTableModel::Cell::value(int role) const
     return v ? *v : QVariant();
 }
 
+KeyedTableModel::Cell KeyedTableModel::textCell(const QString& display, const QVariant& sort)
+{
+    Cell c;
+    c.insert(Qt::DisplayRole, display);
+    if (sort.isValid())
+        c.insert(SortRole, sort);
+    return c;
+}
+
+QString KeyedTableModel::secondsText(qint64 ms)
+{
+    if (ms % 1000 == 0)
+        return QStringLiteral("%1 s").arg(ms / 1000);
+    return QStringLiteral("%1 s").arg(static_cast<double>(ms) / 1000.0, 0, 'f', 1);
+}
+
 KeyedTableModel::KeyedTableModel(QStringList headers, QObject* parent)
     : QAbstractTableModel(parent)
     , m_headers(std::move(headers))

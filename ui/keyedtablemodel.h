@@ -49,6 +49,11 @@ public:
         QVector<Cell> cells;
     };
 
+    // A cell showing `display`, sorted by `sort` when given (else by its text).
+    [[nodiscard]] static Cell textCell(const QString& display, const QVariant& sort = {});
+    // A duration as the tables show it: "12 s", or "1.5 s" when not whole seconds.
+    [[nodiscard]] static QString secondsText(qint64 ms);
+
     explicit KeyedTableModel(QStringList headers, QObject* parent = nullptr);
 
     [[nodiscard]] int rowCount(const QModelIndex& parent = {}) const override;

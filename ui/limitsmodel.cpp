@@ -89,27 +89,19 @@ bool providerOnly(int column)
         || column == LimitsModel::Learn;
 }
 
-KeyedTableModel::Cell text(const QString& display, const QVariant& sort = {})
-{
-    KeyedTableModel::Cell c;
-    c.insert(Qt::DisplayRole, display);
-    if (sort.isValid())
-        c.insert(KeyedTableModel::SortRole, sort);
-    return c;
-}
-
 KeyedTableModel::Cell countCell(
     const std::optional<std::int64_t>& given, std::int64_t headroom, const char* unit, bool learned = false)
 {
     if (!given) {
-        auto c = text(QStringLiteral("—"), -1);
+        auto c = KeyedTableModel::textCell(QStringLiteral("—"), -1);
         c.insert(Qt::EditRole, QString());
         c.insert(Qt::ToolTipRole, QObject::tr("No %1 limit. Edit to set one.").arg(QLatin1String(unit)));
         return c;
     }
     // A learned value says so in the cell itself (a tooltip alone is never seen in a
     // screenshot or by a keyboard user); the editor gets the bare number.
-    auto c = text(learned ? QObject::tr("%1 (from provider)").arg(*given) : QString::number(*given),
+    auto c = KeyedTableModel::textCell(
+        learned ? QObject::tr("%1 (from provider)").arg(*given) : QString::number(*given),
         static_cast<qlonglong>(*given));
     c.insert(Qt::EditRole, QString::number(*given));
     QStringList tip;
@@ -134,16 +126,9 @@ KeyedTableModel::Cell countCell(
     return c;
 }
 
-QString seconds(std::int64_t ms)
-{
-    if (ms % 1000 == 0)
-        return QStringLiteral("%1 s").arg(ms / 1000);
-    return QStringLiteral("%1 s").arg(static_cast<double>(ms) / 1000.0, 0, 'f', 1);
-}
-
 KeyedTableModel::Cell windowCell(std::int64_t ms)
 {
-    auto w = text(seconds(ms), static_cast<qlonglong>(ms));
+    auto w = KeyedTableModel::textCell(KeyedTableModel::secondsText(ms), static_cast<qlonglong>(ms));
     w.insert(Qt::EditRole, QString::number(static_cast<double>(ms) / 1000.0));
     return w;
 }
@@ -211,24 +196,25 @@ void LimitsModel::rebuild()
         Row row;
         row.key = keyOf(provider);
         row.cells.resize(ColumnCount);
-        row.cells[Provider] = text(provider);
-        auto all = text(tr("all models"));
+        row.cells[Provider] = KeyedTableModel::textCell(provider);
+        auto all = KeyedTableModel::textCell(tr("all models"));
         all.insert(Qt::ToolTipRole, tr("The provider's own limits: every call counts in them"));
         row.cells[Class] = all;
-        row.cells[Models] = text(QString());
+        row.cells[Models] = KeyedTableModel::textCell(QString());
         for (const CountColumn& c : COUNT_COLUMNS) {
             const auto* v = slotOf(l, c.column);
             row.cells[c.column] = countCell(
                 *v, l.headroomPercent, c.unit, c.learnKey && LearnedLimits::isLearned(l.learned, c.learnKey));
         }
         row.cells[Window] = windowCell(l.windowMs);
-        auto reset = text(qs(l.dayReset.text()));
+        auto reset = KeyedTableModel::textCell(qs(l.dayReset.text()));
         reset.insert(Qt::EditRole, qs(l.dayReset.text()));
         reset.insert(Qt::ToolTipRole,
             tr("When a day's budget starts afresh: \"rolling\" (the last 24 h), \"HH:MM\" (UTC) or "
                "\"HH:MM@Area/City\""));
         row.cells[DayResets] = reset;
-        auto headroom = text(QString::number(l.headroomPercent), static_cast<qlonglong>(l.headroomPercent));
+        auto headroom = KeyedTableModel::textCell(
+            QString::number(l.headroomPercent), static_cast<qlonglong>(l.headroomPercent));
         headroom.insert(Qt::EditRole, QString::number(l.headroomPercent));
         row.cells[Headroom] = headroom;
         auto timed = [](std::int64_t ms, const QString& tip) {
@@ -244,7 +230,7 @@ void LimitsModel::rebuild()
         row.cells[MaxHold] = timed(l.maxHoldMs,
             tr("A slot held longer than this is shown as overdue, and a dead holder's slot is reclaimed "
                "(--max-hold)"));
-        auto learn = text(l.learn ? tr("yes") : tr("no"), l.learn ? 1 : 0);
+        auto learn = KeyedTableModel::textCell(l.learn ? tr("yes") : tr("no"), l.learn ? 1 : 0);
         learn.insert(Qt::CheckStateRole, l.learn ? Qt::Checked : Qt::Unchecked);
         learn.insert(Qt::ToolTipRole,
             tr("Follow the provider's limits: the per-window limits you have not set take the figures "
@@ -256,13 +242,14 @@ void LimitsModel::rebuild()
             Row c;
             c.key = keyOf(provider, qs(className));
             c.cells.resize(ColumnCount);
-            c.cells[Provider] = text(provider);
-            c.cells[Class] = text(qs(className));
+            c.cells[Provider] = KeyedTableModel::textCell(provider);
+            c.cells[Class] = KeyedTableModel::textCell(qs(className));
             QStringList patterns;
             for (const std::string& p : m.match)
                 patterns.append(qs(p));
-            auto models = text(patterns.isEmpty() ? tr("(the model %1)").arg(qs(className))
-                                                  : patterns.join(QStringLiteral(", ")));
+            auto models
+                = KeyedTableModel::textCell(patterns.isEmpty() ? tr("(the model %1)").arg(qs(className))
+                                                               : patterns.join(QStringLiteral(", ")));
             models.insert(Qt::EditRole, patterns.join(QStringLiteral(", ")));
             models.insert(Qt::ToolTipRole,
                 tr("Model name patterns this class pools (* ? [...]), separated by commas; empty: "
@@ -277,7 +264,7 @@ void LimitsModel::rebuild()
             c.cells[Window] = windowCell(m.windowMs);
             for (int column : { int(DayResets), int(Parallel), int(Headroom), int(BackoffBase),
                      int(BackoffCap), int(MaxHold), int(Learn) }) {
-                auto cell = text(inherited);
+                auto cell = KeyedTableModel::textCell(inherited);
                 cell.insert(Qt::ForegroundRole, QBrush(QPalette().color(QPalette::Disabled, QPalette::Text)));
                 c.cells[column] = cell;
             }

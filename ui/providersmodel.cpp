@@ -15,32 +15,16 @@ namespace tollgate::ui {
 
 namespace {
 
-QString seconds(qint64 ms)
-{
-    if (ms % 1000 == 0)
-        return QStringLiteral("%1 s").arg(ms / 1000);
-    return QStringLiteral("%1 s").arg(static_cast<double>(ms) / 1000.0, 0, 'f', 1);
-}
-
-KeyedTableModel::Cell text(const QString& display, const QVariant& sort = {})
-{
-    KeyedTableModel::Cell c;
-    c.insert(Qt::DisplayRole, display);
-    if (sort.isValid())
-        c.insert(KeyedTableModel::SortRole, sort);
-    return c;
-}
-
 KeyedTableModel::Cell limitCell(const std::optional<std::int64_t>& given, const ProviderLimits& l,
     const QString& unit, const char* learnKey = nullptr)
 {
     if (!given) {
-        auto c = text(QStringLiteral("—"), -1);
+        auto c = KeyedTableModel::textCell(QStringLiteral("—"), -1);
         c.insert(Qt::EditRole, QString());
         c.insert(Qt::ToolTipRole, QObject::tr("No %1 limit. Edit to set one.").arg(unit));
         return c;
     }
-    auto c = text(QString::number(*given), static_cast<qlonglong>(*given));
+    auto c = KeyedTableModel::textCell(QString::number(*given), static_cast<qlonglong>(*given));
     c.insert(Qt::EditRole, QString::number(*given));
     QStringList tip;
     // A learned limit in italics, as in the limits tab (which also says so in the cell).
@@ -66,10 +50,10 @@ KeyedTableModel::Cell usageCell(
     std::int64_t used, const std::optional<std::int64_t>& limit, const ProviderLimits* l)
 {
     if (!limit || !l)
-        return text(QString::number(used), static_cast<qlonglong>(used));
+        return KeyedTableModel::textCell(QString::number(used), static_cast<qlonglong>(used));
     const std::int64_t effective = l->effective(*limit);
     const double share = effective > 0 ? static_cast<double>(used) / static_cast<double>(effective) : 0.0;
-    auto c = text(
+    auto c = KeyedTableModel::textCell(
         QStringLiteral("%1 / %2 (%3%)").arg(used).arg(effective).arg(std::lround(share * 100.0)), share);
     c.insert(KeyedTableModel::FractionRole, share);
     if (share >= 0.9)
@@ -169,19 +153,20 @@ void ProvidersModel::rebuild()
         Row row;
         row.key = name;
         row.cells.resize(ColumnCount);
-        auto nameCell = text(name);
+        auto nameCell = KeyedTableModel::textCell(name);
         if (!l)
             nameCell.insert(Qt::ToolTipRole, tr("No limits are set for %1 (removed?)").arg(name));
         row.cells[Provider] = nameCell;
         if (l) {
             row.cells[RequestLimit] = limitCell(l->requests, *l, tr("requests"), "requests");
             row.cells[TokenLimit] = limitCell(l->tokens, *l, tr("tokens"), "tokens");
-            auto w = text(seconds(l->windowMs), static_cast<qlonglong>(l->windowMs));
+            auto w = KeyedTableModel::textCell(
+                KeyedTableModel::secondsText(l->windowMs), static_cast<qlonglong>(l->windowMs));
             w.insert(Qt::EditRole, QString::number(static_cast<double>(l->windowMs) / 1000.0));
             row.cells[Window] = w;
             row.cells[Parallel] = limitCell(l->parallel, *l, tr("parallel"));
         } else {
-            row.cells[RequestLimit] = text(tr("(no limits)"));
+            row.cells[RequestLimit] = KeyedTableModel::textCell(tr("(no limits)"));
         }
         // The figures are core's summary (Capacity), the same status and status --watch show.
         const ProviderCapacity c = Capacity::forProvider(m_liveState, key, l, m_nowMs);
@@ -189,26 +174,27 @@ void ProvidersModel::rebuild()
         row.cells[TokensUsed] = usageCell(c.window.tokensUsed, l ? l->tokens : std::nullopt, l);
         const qlonglong slots = static_cast<qlonglong>(c.slotsInUse);
         if (l && l->parallel) {
-            auto c = text(QStringLiteral("%1 / %2").arg(slots).arg(*l->parallel), slots);
+            auto c = KeyedTableModel::textCell(QStringLiteral("%1 / %2").arg(slots).arg(*l->parallel), slots);
             c.insert(FractionRole, static_cast<double>(slots) / static_cast<double>(*l->parallel));
             row.cells[Slots] = c;
         } else {
-            row.cells[Slots] = text(QString::number(slots), slots);
+            row.cells[Slots] = KeyedTableModel::textCell(QString::number(slots), slots);
         }
         // Bounded as the core judges it: a forged far-future backoff shows at most 24 h + 5 s.
         const qint64 backoff = c.backoffRemainingMs;
         if (backoff > 0) {
             // Whole seconds, rounded up, so the countdown reaches 0 when the backoff ends.
-            auto c = text(tr("%1 s").arg((backoff + 999) / 1000), backoff);
+            auto c = KeyedTableModel::textCell(tr("%1 s").arg((backoff + 999) / 1000), backoff);
             c.insert(Qt::ForegroundRole, QBrush(QColor(0xc0, 0x60, 0x00)));
             row.cells[Backoff] = c;
         } else {
-            row.cells[Backoff] = text(QString(), 0);
+            row.cells[Backoff] = KeyedTableModel::textCell(QString(), 0);
         }
         const int consecutive = c.consecutive429;
-        row.cells[Consecutive429] = text(consecutive ? QString::number(consecutive) : QString(), consecutive);
+        row.cells[Consecutive429]
+            = KeyedTableModel::textCell(consecutive ? QString::number(consecutive) : QString(), consecutive);
         const qlonglong waiting = static_cast<qlonglong>(c.waiting);
-        auto wc = text(waiting ? QString::number(waiting) : QString(), waiting);
+        auto wc = KeyedTableModel::textCell(waiting ? QString::number(waiting) : QString(), waiting);
         if (p && !p->queue.empty()) {
             QStringList who;
             for (const Waiter& w : p->queue) {
@@ -231,7 +217,7 @@ void ProvidersModel::rebuild()
             else
                 paused = why.isEmpty() ? tr("paused") : tr("paused: %1").arg(why);
         }
-        auto pc = text(paused);
+        auto pc = KeyedTableModel::textCell(paused);
         if (!paused.isEmpty())
             pc.insert(Qt::ForegroundRole, QBrush(QColor(0x20, 0x50, 0xb0)));
         row.cells[Paused] = pc;
@@ -249,7 +235,7 @@ void ProvidersModel::rebuild()
             if (c.reportedOutputTokens >= 0)
                 reports.append(tr("%1 out/min").arg(c.reportedOutputTokens));
         }
-        auto rc = text(reports.join(QStringLiteral(", ")));
+        auto rc = KeyedTableModel::textCell(reports.join(QStringLiteral(", ")));
         if (!c.limitNotices.empty()) {
             QStringList notices;
             for (const std::string& n : c.limitNotices)
