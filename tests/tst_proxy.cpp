@@ -9,6 +9,7 @@
 
 #include "helpers/redisserver.h"
 #include "helpers/testcerts.h"
+#include "helpers/testshard.h"
 #include "testsupport.h"
 
 #include <QCryptographicHash>
@@ -2478,5 +2479,5 @@ void TestProxy::aSubscriptionRejectionHoldsUntilItsResetWithoutPausing()
         1, 10000);
 }
 
-QTEST_GUILESS_MAIN(TestProxy)
+TOLLGATE_SHARDED_GUILESS_MAIN(TestProxy)
 #include "tst_proxy.moc"
