@@ -16,6 +16,28 @@
 
 namespace tollgate::test {
 
+// The test functions of shard k of n (1 <= k <= n) of `meta`'s class, in declaration order:
+// by Qt Test's own rule, a private slot without parameters that is not one of the fixtures
+// or a data function.
+inline QStringList shardFunctions(const QMetaObject* meta, int k, int n)
+{
+    QStringList names;
+    int index = 0;
+    for (int i = meta->methodOffset(); i < meta->methodCount(); ++i) {
+        const QMetaMethod m = meta->method(i);
+        if (m.methodType() != QMetaMethod::Slot || m.access() != QMetaMethod::Private
+            || m.parameterCount() != 0)
+            continue;
+        const QByteArray name = m.name();
+        if (name == "initTestCase" || name == "initTestCase_data" || name == "cleanupTestCase"
+            || name == "init" || name == "cleanup" || name.endsWith("_data"))
+            continue;
+        if (index++ % n == k - 1)
+            names.append(QString::fromLatin1(name));
+    }
+    return names;
+}
+
 inline int execShard(QObject* test, int argc, char** argv)
 {
     QStringList args;
@@ -34,33 +56,14 @@ inline int execShard(QObject* test, int argc, char** argv)
         std::fprintf(stderr, "TOLLGATE_TEST_SHARD='%s': expected K/N with 1 <= K <= N\n", spec.constData());
         return 2;
     }
-    // Qt Test's own rule for a test function: a private slot without parameters that is not
-    // one of the fixtures or a data function.
-    const QMetaObject* meta = test->metaObject();
-    int index = 0;
-    int chosen = 0;
-    for (int i = meta->methodOffset(); i < meta->methodCount(); ++i) {
-        const QMetaMethod m = meta->method(i);
-        if (m.methodType() != QMetaMethod::Slot || m.access() != QMetaMethod::Private
-            || m.parameterCount() != 0)
-            continue;
-        const QByteArray name = m.name();
-        if (name == "initTestCase" || name == "initTestCase_data" || name == "cleanupTestCase"
-            || name == "init" || name == "cleanup" || name.endsWith("_data"))
-            continue;
-        if (index++ % n == k - 1) {
-            args.append(QString::fromLatin1(name));
-            ++chosen;
-        }
-    }
-    if (chosen == 0) {
+    const QStringList names = shardFunctions(test->metaObject(), k, n);
+    if (names.isEmpty()) {
         // No names would run every function: a shard count larger than the functions is a
         // mistake in tests/CMakeLists.txt, not a pass.
-        std::fprintf(stderr, "TOLLGATE_TEST_SHARD=%s: no test function in this shard (%d in all)\n",
-            spec.constData(), index);
+        std::fprintf(stderr, "TOLLGATE_TEST_SHARD=%s: no test function in this shard\n", spec.constData());
         return 2;
     }
-    return QTest::qExec(test, args);
+    return QTest::qExec(test, args + names);
 }
 
 } // namespace tollgate::test
