@@ -125,7 +125,7 @@ buildLater() {
     # NAME_KofN (SHARDS in tests/CMakeLists.txt). Not from ctest's "Test command": in a tree
     # not built yet it has none.
     mapfile -t tsanPrograms < <(ctest --test-dir "$ROOT/build-tsan" -L '^tsan$' -N \
-        | sed -n 's/^ *Test *#[0-9]*: //p' | sed 's/_[0-9]*of[0-9]*$//' | sort -u)
+        | sed -n '/^ *Test *#[0-9]*: /{s///;s/_[0-9]*of[0-9]*$//;p}' | sort -u)
     cmake --build "$ROOT/build-tsan" -j"$TOLLGATE_JOBS" --target "${tsanPrograms[@]}" tollgate
     FUZZ_BUILD_ONLY=1 "$ROOT/scripts/fuzz.sh"
 }
