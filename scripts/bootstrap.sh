@@ -5,6 +5,7 @@
 #
 #   scripts/bootstrap.sh            # packages + configure + build into ./build
 #   TOLLGATE_BUILD_DIR=dir scripts/bootstrap.sh
+#   TOLLGATE_CMAKE_ARGS="-D..." scripts/bootstrap.sh   # CMake options, applied to an existing tree too
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,5 +51,8 @@ fi
 
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
     cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${TOLLGATE_CMAKE_ARGS:-}
+elif [ -n "${TOLLGATE_CMAKE_ARGS:-}" ]; then
+    # Options asked for now win over the cached ones (scripts/test.sh sets some for ./build).
+    cmake -S "$ROOT" -B "$BUILD_DIR" ${TOLLGATE_CMAKE_ARGS}
 fi
 cmake --build "$BUILD_DIR" -j"$JOBS"
