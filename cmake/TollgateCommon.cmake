@@ -18,15 +18,16 @@ endif()
 set(TOLLGATE_SANITIZE "" CACHE STRING "Comma-separated -fsanitize= list, empty for none")
 if(TOLLGATE_SANITIZE)
     # A target may compile its own code with fewer of them (its TOLLGATE_SANITIZE_COMPILE
-    # property, a comma-separated list: the test programs, tests/CMakeLists.txt); every target
-    # links every runtime.
+    # property, a comma-separated list, or "none": the test programs, tests/CMakeLists.txt);
+    # every target links every runtime.
     # A host tool that only runs during the build (TOLLGATE_HOST_TOOL: core's
     # redisquotaprelude) is built without any: its output is checked by the tests instead.
     string(REPLACE "," "$<COMMA>" tollgateSanitizeAll "${TOLLGATE_SANITIZE}")
     set(tollgateSanitizeOwn "$<TARGET_PROPERTY:TOLLGATE_SANITIZE_COMPILE>")
     set(tollgateSanitized "$<NOT:$<BOOL:$<TARGET_PROPERTY:TOLLGATE_HOST_TOOL>>>")
+    set(tollgateInstrumented "$<AND:${tollgateSanitized},$<NOT:$<STREQUAL:${tollgateSanitizeOwn},none>>>")
     target_compile_options(tollgate_options INTERFACE
-        "$<${tollgateSanitized}:-fsanitize=$<IF:$<BOOL:${tollgateSanitizeOwn}>,${tollgateSanitizeOwn},${tollgateSanitizeAll}>>"
+        "$<${tollgateInstrumented}:-fsanitize=$<IF:$<BOOL:${tollgateSanitizeOwn}>,${tollgateSanitizeOwn},${tollgateSanitizeAll}>>"
         -fno-omit-frame-pointer)
     target_link_options(tollgate_options INTERFACE "$<${tollgateSanitized}:-fsanitize=${TOLLGATE_SANITIZE}>")
     if(TOLLGATE_SANITIZE MATCHES "undefined")

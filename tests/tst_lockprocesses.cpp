@@ -17,7 +17,7 @@
 // the lock code, which a third of the iterations reaches as well (they still count over a
 // thousand wins and hundreds of stale takeovers, far above the floors below). The normal build
 // runs them all.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef TOLLGATE_TEST_SANITIZED
 constexpr int ITERATION_SHARE = 3;
 #else
 constexpr int ITERATION_SHARE = 1;

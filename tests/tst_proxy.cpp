@@ -1442,7 +1442,7 @@ void TestProxy::abusiveBodiesAreReadInBoundedMemory()
     QVERIFY2(r.out.contains(bigHash), r.out.constData()); // every byte, once, in order
     QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 1 + 777, 10000);
     const int smallInput = usedOf("input_tokens") - int((bigSize + 3) / 4);
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifndef TOLLGATE_TEST_SANITIZED
     QVERIFY2(kib("VmHWM") - base < 64 * 1024, QByteArray::number(kib("VmHWM") - base).constData());
 #endif
 
@@ -1462,7 +1462,7 @@ void TestProxy::abusiveBodiesAreReadInBoundedMemory()
     }
     QTRY_COMPARE_WITH_TIMEOUT(usedOf("output_tokens"), 1 + 777 + 4 * 333, 10000);
     QCOMPARE(usedOf("input_tokens"), smallInput + int((bigSize + 3) / 4) + 4 * int((lateSize + 3) / 4));
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#ifndef TOLLGATE_TEST_SANITIZED
     QVERIFY2(kib("VmHWM") - base < (4 * 20 + 64) * 1024, QByteArray::number(kib("VmHWM") - base).constData());
     // What the held bodies took goes back to the system once they are answered.
     QTRY_VERIFY_WITH_TIMEOUT(kib("VmRSS") - base < 32 * 1024, 10000);

@@ -45,7 +45,7 @@ namespace {
 // sequence reaches as well as the whole (every kind of step is drawn in it, and the end checks
 // below still find a hold and the limit mismatches: seed 8's first hold comes near step 680,
 // at any time of day). The normal build walks every step; the caps phases run whole in both.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef TOLLGATE_TEST_SANITIZED
 constexpr int RANDOM_STEPS = 750;
 #else
 constexpr int RANDOM_STEPS = 1500;
