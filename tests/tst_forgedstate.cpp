@@ -23,6 +23,8 @@ private Q_SLOTS:
     void hugeRetryAfterIsBoundedInStateAndHistory();
     void pauseWithoutReasonNamesOnlyWhoPaused();
     void setLimitsIfComparesUnderTheLock();
+    void valuesOutOfRangeAreNotTrusted_data();
+    void valuesOutOfRangeAreNotTrusted();
 
 private:
     std::string home() const { return (m_dir->path() + QStringLiteral("/home")).toStdString(); }
@@ -62,6 +64,81 @@ void TestForgedState::init()
     m_dir = std::make_unique<QTemporaryDir>();
     QVERIFY(m_dir->isValid());
     m_clock.set(std::chrono::system_clock::now());
+}
+
+// A state.bin slot whose checksum is right but whose values no Tollgate writes (hand-made:
+// anyone who may write the home may write it) is not trusted: read as a torn slot is, the other
+// one is used (both bad: set aside, as every corrupt state). Before, a window of 1 ms made every
+// request look a window old (10 admissions at a limit of 5), and a fence counter at 2^64-1
+// wrapped to the placeholder's 0.
+void TestForgedState::valuesOutOfRangeAreNotTrusted_data()
+{
+    QTest::addColumn<int>("forgery");
+    QTest::newRow("a window of 1 ms") << 0;
+    QTest::newRow("the fence counter at 2^64-1") << 1;
+    QTest::newRow("-5 consecutive 429s") << 2;
+    QTest::newRow("a slot of pid -1") << 3;
+    QTest::newRow("a slot taken before 1970") << 4;
+}
+
+void TestForgedState::valuesOutOfRangeAreNotTrusted()
+{
+    QFETCH(int, forgery);
+    auto store = FileQuotaStore::open(home(), m_clock);
+    QVERIFY(store.ok());
+    QuotaLimiter limiter(**store, m_clock, m_probe);
+    QVERIFY(limiter.setLimits("p", simple(), "test").ok());
+    QVERIFY(tryAcquire(limiter).ok());
+    // Written twice, into both of state.bin's slots (one forged slot alone is passed over for
+    // the other, as a torn write is).
+    for (int copy = 0; copy < 2; ++copy)
+        QVERIFY((*store)
+                    ->transact([&](QuotaTransaction& tx) -> Result<void> {
+                        ProviderState& p = tx.state.ensureProvider("p");
+                        Slot forged;
+                        forged.fence = 7;
+                        forged.pid = 1;
+                        forged.acquiredMs = nowMs();
+                        switch (forgery) {
+                        case 0:
+                            for (auto& sc : p.scopes)
+                                sc.window = RollingWindow(1);
+                            break;
+                        case 1:
+                            tx.state.nextFence = UINT64_MAX;
+                            break;
+                        case 2:
+                            p.consecutive429 = -5;
+                            break;
+                        case 3:
+                            forged.pid = -1;
+                            p.slots.push_back(forged);
+                            break;
+                        default:
+                            forged.acquiredMs = -1;
+                            p.slots.push_back(forged);
+                            break;
+                        }
+                        tx.changed = true;
+                        return {};
+                    })
+                    .ok());
+    // Another process's first look at it (this store keeps the state it wrote itself).
+    auto other = FileQuotaStore::open(home(), m_clock);
+    QVERIFY(other.ok());
+    QuotaLimiter otherLimiter(**other, m_clock, m_probe);
+    // The forged slot is passed over as a torn one would be: the other slot, the last state
+    // Tollgate wrote, is read (a store writes only the slot not in use, so one stays good).
+    auto snap = otherLimiter.snapshot();
+    QVERIFY2(snap.ok(), snap ? "" : snap.error().message.c_str());
+    const ProviderState* p = snap->state.provider("p");
+    QVERIFY(p);
+    QVERIFY(snap->state.nextFence < 100);
+    QCOMPARE(p->consecutive429, 0);
+    QVERIFY(p->slots.empty());
+    for (const auto& sc : p->scopes)
+        QCOMPARE(sc.window.windowMs(), std::int64_t(60000));
+    QVERIFY(tryAcquire(otherLimiter).ok());
 }
 
 // Clamping only when reading would not do: "now + 24 h" moves with now. The first transaction

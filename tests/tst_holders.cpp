@@ -33,6 +33,8 @@ private Q_SLOTS:
     void killedRunTakesItsCommandAlong_data();
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
+    void aSlotTakenInACommandSubstitutionIsTheScripts_data();
+    void aSlotTakenInACommandSubstitutionIsTheScripts();
     void theKeeperChangesNothingForTheCommand();
     void retryFilesOfRunsKilledWholeAreRemovedLater();
     void holderInAnotherPidNamespaceKeepsItsSlotWhileItRenews();
@@ -174,6 +176,69 @@ std::vector<qint64> TestHolders::pidsOf(const QByteArrayList& argv, bool prefix)
             out.push_back(pid);
     }
     return out;
+}
+
+// `fence=$(tollgate acquire --slot ... 2>/dev/null)`: with the redirection bash runs tollgate
+// in a subshell that exits as soon as tollgate does. The slot is the script's (it makes the
+// call after), not the subshell's: with --parallel 1 nobody else is admitted while the script
+// goes on, and the slot is reclaimed once the script ends. A subshell left running by itself
+// (`( ... ) &`, its script gone) whose output goes to the same pipe as the script's keeps the
+// slot as its own, as before.
+void TestHolders::aSlotTakenInACommandSubstitutionIsTheScripts_data()
+{
+    QTest::addColumn<QString>("script"); // $0 the CLI, $1 the home, $2 a file for the answer, $3 "go"
+    QTest::addColumn<bool>("scriptHolds"); // else the subshell
+    const QString acquire = QStringLiteral("\"$0\" acquire api --caller s --slot --timeout 20 --home \"$1\"");
+    const QString waitGo = QStringLiteral("while [ ! -e \"$3\" ]; do sleep 0.05; done");
+    QTest::newRow("$(... 2>/dev/null)")
+        << QStringLiteral("out=$(%1 2>/dev/null) || exit 3; echo \"$out\" > \"$2\"; %2").arg(acquire, waitGo) << true;
+    QTest::newRow("$(... | cat)")
+        << QStringLiteral("out=$(%1 | cat) || exit 3; echo \"$out\" > \"$2\"; %2").arg(acquire, waitGo) << true;
+    QTest::newRow("$($(...))")
+        << QStringLiteral("out=$(echo $(%1 2>/dev/null)) || exit 3; echo \"$out\" > \"$2\"; %2").arg(acquire, waitGo)
+        << true;
+    QTest::newRow("( ... ) & exit")
+        << QStringLiteral("( %1 > \"$2.part\" && mv \"$2.part\" \"$2\"; %2 ) & exit 0").arg(acquire, waitGo) << false;
+}
+
+void TestHolders::aSlotTakenInACommandSubstitutionIsTheScripts()
+{
+    QFETCH(QString, script);
+    QFETCH(bool, scriptHolds);
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("1000"), QStringLiteral("--window"), QStringLiteral("60"), QStringLiteral("--parallel"),
+                     QStringLiteral("1") })
+                 .code,
+        0);
+    const QString got = m_dir->path() + QStringLiteral("/got");
+    const QString go = m_dir->path() + QStringLiteral("/go");
+    QProcess* sh = start(QStringLiteral("bash"),
+        { QStringLiteral("-c"), script, QStringLiteral(TOLLGATE_CLI_PATH), m_home, got, go });
+    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(got).size() > 0, 30000);
+    QVERIFY2(QFile(got).open(QIODevice::ReadOnly), qPrintable(got));
+    const auto slots = providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray();
+    QCOMPARE(slots.size(), 1);
+    const qint64 holder = slots.first().toObject().value(QStringLiteral("pid")).toInteger();
+    if (scriptHolds) {
+        QCOMPARE(holder, sh->processId());
+    } else {
+        QVERIFY(holder != sh->processId());
+        QTRY_VERIFY_WITH_TIMEOUT(sh->state() == QProcess::NotRunning, 30000);
+    }
+    QVERIFY(!gone(holder));
+    // Held: nobody else is admitted while the holder runs (the subshell that ran tollgate is gone).
+    const Ran second = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("t"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0.5"),
+        QStringLiteral("--pid"), QString::number(::getpid()) });
+    QVERIFY2(second.code == 1, second.out + second.err);
+    QFile goFile(go);
+    QVERIFY(goFile.open(QIODevice::WriteOnly));
+    goFile.close();
+    QTRY_VERIFY_WITH_TIMEOUT(gone(holder), 30000);
+    const Ran third = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("t"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("20"),
+        QStringLiteral("--pid"), QString::number(::getpid()) });
+    QVERIFY2(third.code == 0, third.out + third.err);
 }
 
 bool TestHolders::canUnsharePid()

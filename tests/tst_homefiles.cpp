@@ -8,9 +8,11 @@
 #include "system/homedir.h"
 #include "testsupport.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
@@ -20,6 +22,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <map>
 #include <optional>
@@ -40,6 +43,9 @@ private Q_SLOTS:
     void lostLimitsAreRefusedAndNoBackupIsOverwritten();
     void lostLimitsSeenThroughTheState();
     void backupsKeepThreeGenerations();
+    void tempFilesOfKilledLimitWritersAreSwept();
+    void aLostStateShowsAsTheNextCommandWillSeeIt_data();
+    void aLostStateShowsAsTheNextCommandWillSeeIt();
     void nonRegularFilesAreRefusedWithoutHanging_data();
     void nonRegularFilesAreRefusedWithoutHanging();
     void foreignOrWritableFilesInsideAreRefused();
@@ -172,6 +178,81 @@ void TestHomeFiles::lostLimitsAreRefusedAndNoBackupIsOverwritten()
     QVERIFY(view.ok());
     QCOMPARE(QString::fromStdString(view->corruptFile), file("limits.json"));
     QVERIFY(view->corruptReason.find("limits.json.bak") != std::string::npos);
+}
+
+// A `limits set` killed between writing its temp files and renaming them leaves
+// limits.json.<pid>.tmp and limits.json.bak.<pid>.tmp; one per kill, they would pile up. The
+// next limit change removes those of dead writers that nobody touched for ten minutes, and
+// leaves a live writer's (its pid answers) and a recent one's (a live writer in another pid
+// namespace looks dead to kill(2)), and anything that is not a regular file.
+void TestHomeFiles::tempFilesOfKilledLimitWritersAreSwept()
+{
+    QCOMPARE(cli(setArgs("a", 5)).code, 0);
+    const QString dead = QString::number(TestSupport::deadPid());
+    const QString live = QString::number(QCoreApplication::applicationPid());
+    const auto plant = [this](const QString& name, bool old) {
+        const QString path = m_home + QLatin1Char('/') + name;
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"providers\":{}}");
+        f.close();
+        if (old) {
+            const struct timespec times[2] = { { ::time(nullptr) - 3600, 0 }, { ::time(nullptr) - 3600, 0 } };
+            QCOMPARE(::utimensat(AT_FDCWD, QFile::encodeName(path).constData(), times, 0), 0);
+        }
+    };
+    plant(QStringLiteral("limits.json.") + dead + QStringLiteral(".tmp"), true);
+    plant(QStringLiteral("limits.json.bak.") + dead + QStringLiteral(".tmp"), true);
+    plant(QStringLiteral("limits.json.") + live + QStringLiteral(".tmp"), true);
+    plant(QStringLiteral("limits.json.bak.") + dead + QStringLiteral("1.tmp"), false);
+    QVERIFY(QDir(m_home).mkdir(QStringLiteral("limits.json.") + dead + QStringLiteral("2.tmp")));
+    QCOMPARE(cli(setArgs("a", 6)).code, 0);
+    QVERIFY(!QFile::exists(m_home + QStringLiteral("/limits.json.") + dead + QStringLiteral(".tmp")));
+    QVERIFY(!QFile::exists(m_home + QStringLiteral("/limits.json.bak.") + dead + QStringLiteral(".tmp")));
+    QVERIFY(QFile::exists(m_home + QStringLiteral("/limits.json.") + live + QStringLiteral(".tmp")));
+    QVERIFY(QFile::exists(m_home + QStringLiteral("/limits.json.bak.") + dead + QStringLiteral("1.tmp")));
+    QVERIFY(QFileInfo(m_home + QStringLiteral("/limits.json.") + dead + QStringLiteral("2.tmp")).isDir());
+    QVERIFY(readFile(file("limits.json")).contains("\"requests\": 6"));
+}
+
+// state.bin deleted or emptied while limits.json stays: the next transaction starts the
+// provider conservatively (window full, slots held). `status` showed the free capacity it would
+// not give ("ok", 5 left, state_lost false) while the next acquire was refused.
+void TestHomeFiles::aLostStateShowsAsTheNextCommandWillSeeIt_data()
+{
+    QTest::addColumn<bool>("deleted"); // else emptied
+    QTest::newRow("state.bin deleted") << true;
+    QTest::newRow("state.bin emptied") << false;
+}
+
+void TestHomeFiles::aLostStateShowsAsTheNextCommandWillSeeIt()
+{
+    QFETCH(bool, deleted);
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"), QStringLiteral("--requests"),
+                     QStringLiteral("5"), QStringLiteral("--window"), QStringLiteral("600"), QStringLiteral("--parallel"),
+                     QStringLiteral("2") })
+                 .code,
+        0);
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller=a") }).code, 0);
+    if (deleted) {
+        QVERIFY(QFile::remove(file("state.bin")));
+    } else {
+        QFile f(file("state.bin"));
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    }
+    const Ran status = cli({ QStringLiteral("status"), QStringLiteral("--json") });
+    QCOMPARE(status.code, 0);
+    const QJsonObject p
+        = QJsonDocument::fromJson(status.out).object().value(QStringLiteral("providers")).toArray().first().toObject();
+    QVERIFY2(p.value(QStringLiteral("state_lost")).toBool(), status.out.constData());
+    QCOMPARE(p.value(QStringLiteral("used_requests")).toInt(), 5);
+    const Ran words = cli({ QStringLiteral("status") });
+    QVERIFY2(words.out.contains("STATE LOST") && words.out.contains("5/5 requests"), words.out.constData());
+    // What the next command sees: no room.
+    QCOMPARE(cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller=b"),
+                     QStringLiteral("--timeout"), QStringLiteral("0") })
+                 .code,
+        1);
 }
 
 void TestHomeFiles::lostLimitsSeenThroughTheState()
@@ -464,12 +545,13 @@ void TestHomeFiles::namedHomeIsCreatedOnlyAsItsLastDirectory()
     const QString caller = QStringLiteral("--caller=me");
     const std::vector<Case> cases {
         // These would create the home: the missing parent is refused, naming it.
-        { { QStringLiteral("acquire"), p, caller }, 3, "does not exist" },
-        { { QStringLiteral("run"), p, caller, QStringLiteral("--"), QStringLiteral("true") }, 3,
-            "does not exist" },
         { setArgs("openai", 5), 3, "does not exist" },
         { { QStringLiteral("pause") }, 3, "does not exist" },
-        // These have nothing to act on in a home that does not exist: answered without it.
+        // These have nothing to act on in a home that does not exist: answered without it
+        // (acquire and run: no limits there, so no such provider; the home is named).
+        { { QStringLiteral("acquire"), p, caller }, 2, "no Tollgate home at" },
+        { { QStringLiteral("run"), p, caller, QStringLiteral("--"), QStringLiteral("true") }, 2,
+            "unknown provider" },
         { { QStringLiteral("report-429"), p, caller }, 2, "unknown provider" },
         { { QStringLiteral("report-ok"), p, caller }, 2, "unknown provider" },
         { { QStringLiteral("pause"), p }, 2, "unknown provider" },
@@ -525,6 +607,9 @@ void TestHomeFiles::commandsWithNothingToDoCreateNoHome()
         { QStringLiteral("resume") },
         { QStringLiteral("reset-backoff"), p },
         { QStringLiteral("limits"), QStringLiteral("remove"), p },
+        // Refused (no limits, so no such provider), as on an empty home: nothing made for it.
+        { QStringLiteral("acquire"), p, caller, QStringLiteral("--timeout"), QStringLiteral("0") },
+        { QStringLiteral("run"), p, caller, QStringLiteral("--"), QStringLiteral("true") },
     };
     for (const QStringList& args : nothingToDo) {
         const Ran r = cli(args);

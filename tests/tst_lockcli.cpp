@@ -4,6 +4,7 @@
 
 #include <QCoreApplication>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -34,6 +35,7 @@ private Q_SLOTS:
     void runRefusesWhenHeld();
     void runOfAMissingCommandTakesNoLock();
     void runForwardsTerminationAndReleases();
+    void runKilledReleasesOnceTheCommandIsGone();
     void acquireAndWaitTimeOut();
     void cleanTakesDeadOldLock();
     void nonRegularLockPathIsRefusedByEveryCommand_data();
@@ -286,6 +288,37 @@ void TestLockCli::runForwardsTerminationAndReleases()
     QCOMPARE(p.exitStatus(), QProcess::NormalExit);
     QCOMPARE(p.exitCode(), 128 + SIGTERM);
     QVERIFY(!QFile::exists(lockPath()));
+}
+
+// `lock run` SIGKILLed: its keeper ends the command's tree and then gives the lock back, as the
+// holder the lock names. Before, the dead keeper's lock stayed until the stale timeout (an hour).
+void TestLockCli::runKilledReleasesOnceTheCommandIsGone()
+{
+    const QString ready = m_dir->path() + QStringLiteral("/ready");
+    QProcess p;
+    p.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("lock"), QStringLiteral("run"), lockPath(), QStringLiteral("--"),
+            QStringLiteral("sh"), QStringLiteral("-c"), QStringLiteral("echo $$ > \"$0\"; exec sleep 600"),
+            ready });
+    QVERIFY(p.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo(ready).size() > 0, 30000);
+    QFile f(ready);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const qint64 command = f.readAll().trimmed().toLongLong();
+    QVERIFY(command > 0);
+    QVERIFY(QFile::exists(lockPath()));
+    p.kill();
+    QVERIFY(p.waitForFinished(30000));
+    QTRY_VERIFY_WITH_TIMEOUT(!QFile::exists(lockPath()), 30000);
+    // Freed only after the command had ended (dead, or a zombie not reaped yet): the lock is
+    // never free while a holder's command still runs.
+    QFile stat(QStringLiteral("/proc/%1/stat").arg(command));
+    if (stat.open(QIODevice::ReadOnly)) {
+        const QByteArray line = stat.readAll();
+        const qsizetype close = line.lastIndexOf(')');
+        QVERIFY2(close > 0 && line.mid(close + 2, 1) == "Z", line.constData());
+    }
+    QCOMPARE(tollgate({ QStringLiteral("lock"), QStringLiteral("try"), lockPath() }).code, 0);
 }
 
 void TestLockCli::acquireAndWaitTimeOut()

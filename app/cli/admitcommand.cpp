@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 namespace tollgate::cli {
 
@@ -118,8 +119,13 @@ int reportRefusal(QuotaSession& c, const Error& e)
 // A refusal is reported here, and its exit code returned.
 StopCode waitForAdmission(QuotaSession& c, const AdmitRequest& request, double timeoutSeconds, Permit& permit)
 {
-    if (auto stop = c.open())
+    // A home that does not exist has no limits: the provider is unknown there, answered as on
+    // an empty home, and nothing is created for a typo.
+    bool missing = false;
+    if (auto stop = c.openUnlessMissing(missing))
         return stop;
+    if (missing)
+        return c.failUnknownOnMissingHome(request.provider);
     warnUnknownModel(c, request, timeoutSeconds);
     ChildRunner::installSignalHandlers();
     auto admitted
@@ -140,7 +146,7 @@ int cmdAcquire(const QuotaContext& context)
         return *stop;
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
     request.wantsSlot = o.slot;
-    request.pid = o.pid.value_or(ProcessProbe::parentPid());
+    request.pid = o.pid.value_or(o.slot ? ProcessProbe::callerPid() : ProcessProbe::parentPid());
     Permit permit;
     if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
         return *stop;
@@ -306,7 +312,10 @@ int cmdRun(const QuotaContext& context)
     // gone, even when this runner is killed (ChildRunner). Forked before the store is opened,
     // so it holds none of the store's descriptors. A command that cannot run is found out
     // here: it spends no request, tokens or slot.
-    ChildRunner::Keeper keeper = ChildRunner::prepare(context.trailing(), retryFile.path());
+    ChildRunner::Keeper keeper = ChildRunner::prepare(context.trailing(), [path = retryFile.path()] {
+        if (!path.empty())
+            ::unlink(path.c_str());
+    });
     if (!keeper.ok())
         return c.console().fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io,
                                     "", keeper.problem() + " (nothing was spent)"),

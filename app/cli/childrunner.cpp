@@ -300,7 +300,7 @@ struct KeeperPlan
     std::vector<char*> args;
     std::vector<char*> shArgs;
     std::vector<std::string> environment; // the runner's, as at prepare()
-    std::string cleanupFile; // removed when the runner dies: its retry-after file
+    std::function<void()> onRunnerGone; // called when the runner died, after the tree is gone
 };
 
 // Tells the runner how the command ended (or that it did not start), then exits.
@@ -313,11 +313,16 @@ struct KeeperPlan
 
 // The runner is gone (it never writes again and holds the pipe until the command is done):
 // nothing holds the slot for the command once this keeper exits, so nothing of it may run on.
-[[noreturn]] void keeperOrphaned(const std::string& cleanupFile)
+[[noreturn]] void keeperOrphaned(const std::function<void()>& onRunnerGone)
 {
     killTree();
-    if (!cleanupFile.empty())
-        ::unlink(cleanupFile.c_str());
+    if (onRunnerGone) {
+        try {
+            onRunnerGone();
+        } catch (...) {
+            // Nothing to tell anyone: the runner is gone. What was not undone ages out (stale).
+        }
+    }
     ::_exit(0);
 }
 
@@ -397,7 +402,7 @@ bool runnerGone(int go)
         sigaddset(&forwarded, sig);
     ::sigprocmask(SIG_SETMASK, &forwarded, nullptr);
     if (runnerGone(go))
-        keeperOrphaned(plan.cleanupFile);
+        keeperOrphaned(plan.onRunnerGone);
     if (g_pending != 0)
         keeperReport(report, ENDED, g_pending); // a wait status "killed by signal N", unstarted
     const pid_t keeper = ::getpid();
@@ -434,7 +439,7 @@ bool runnerGone(int go)
         pollfd p { go, POLLIN, 0 };
         const int n = ::ppoll(&p, 1, nullptr, &waiting);
         if (n > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)))
-            keeperOrphaned(plan.cleanupFile);
+            keeperOrphaned(plan.onRunnerGone);
     }
 }
 
@@ -571,7 +576,7 @@ ChildRunner::Keeper::Keeper(Keeper&& other) noexcept
 {
 }
 
-ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv, const std::string& cleanupFile)
+ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv, std::function<void()> onRunnerGone)
 {
     Keeper k;
     k.m_name = argv.empty() ? std::string() : argv[0];
@@ -583,7 +588,7 @@ ChildRunner::Keeper ChildRunner::prepare(const std::vector<std::string>& argv, c
     }
     KeeperPlan plan;
     plan.path = found.path;
-    plan.cleanupFile = cleanupFile;
+    plan.onRunnerGone = std::move(onRunnerGone);
     for (char** e = environ; e && *e; ++e)
         plan.environment.emplace_back(*e);
     for (const auto& a : argv)
@@ -651,9 +656,11 @@ int ChildRunner::start(Keeper& keeper, const std::vector<std::pair<std::string, 
         g_child = 0;
         return 128 + g_signal;
     }
-    if (!writeAllRetrying(keeper.m_go, &length, sizeof length) || !writeAllRetrying(keeper.m_go, block.data(), block.size())) {
+    if (!writeAllRetrying(keeper.m_go, &length, sizeof length)
+        || !writeAllRetrying(keeper.m_go, block.data(), block.size())) {
         g_child = 0;
-        std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": its keeper process is gone\n";
+        std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name)
+                  << ": its keeper process is gone\n";
         return 126;
     }
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, keeper.m_pid, 0));
@@ -693,8 +700,8 @@ int ChildRunner::start(Keeper& keeper, const std::vector<std::pair<std::string, 
     if (!told) // the keeper itself was killed (by hand): the command died with it
         return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 3;
     if (o.kind == EXEC_FAILED) {
-        std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": " << std::strerror(o.value)
-                  << '\n';
+        std::cerr << "tollgate: cannot run " << Console::printable(keeper.m_name) << ": "
+                  << std::strerror(o.value) << '\n';
         return codeFor(o.value);
     }
     if (WIFEXITED(o.value))

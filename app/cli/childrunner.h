@@ -75,9 +75,11 @@ public:
         int m_exitCode = 126;
     };
     // Resolves argv[0] (resolve()) and forks the keeper for it; nothing is forked for a command
-    // that cannot run. `cleanupFile` is removed by the keeper if the runner dies (the run's
-    // retry-after file).
-    [[nodiscard]] static Keeper prepare(const std::vector<std::string>& argv, const std::string& cleanupFile = {});
+    // that cannot run. If the runner dies, the keeper calls `onRunnerGone` in its own process
+    // once the command's tree is gone (the run's retry-after file is removed; `lock run`'s lock,
+    // which names the keeper, is released), so nothing of the run is left for the stale timeout.
+    [[nodiscard]] static Keeper prepare(
+        const std::vector<std::string>& argv, std::function<void()> onRunnerGone = {});
     // Has the keeper run argv with extraEnv added to the environment and waits for it; while it
     // runs, calls `every` once per `period` (e.g. to renew a lease).
     [[nodiscard]] static int start(Keeper& keeper, const std::vector<std::pair<std::string, std::string>>& extraEnv,

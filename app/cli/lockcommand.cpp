@@ -21,7 +21,6 @@ namespace tollgate::cli {
 
 namespace {
 
-
 struct Settings
 {
     std::string command;
@@ -280,10 +279,14 @@ int doClean(const Settings& s, Console& console, const LockFile& lock)
 int doRun(const Settings& s, Console& console, const LockFile& lock)
 {
     // The command's keeper is the holder: it lives until the last process of the command is
-    // gone, even when this runner is SIGKILLed (ChildRunner), so the lock becomes reclaimable
-    // only then, not while the command's tree still runs (nor tied to a long-lived shell).
-    // A command that cannot run takes no lock (nor makes others wait for it).
-    ChildRunner::Keeper keeper = ChildRunner::prepare(s.commandLine);
+    // gone, even when this runner is SIGKILLed (ChildRunner), so the lock is not free while
+    // the command's tree still runs (nor tied to a long-lived shell). A keeper whose runner
+    // died releases it once the tree is gone, as the owner it is recorded as: without that,
+    // the dead keeper's lock would turn stale only after the stale timeout (an hour by
+    // default). The release removes the lock only if it still names the keeper (--pid, a
+    // takeover: left alone). A command that cannot run takes no lock (nor makes others wait).
+    ChildRunner::Keeper keeper = ChildRunner::prepare(
+        s.commandLine, [&lock] { (void)lock.release(static_cast<std::int64_t>(::getpid()), false); });
     if (!keeper.ok())
         return console.fail(Error::make(keeper.exitCode() == 127 ? ErrorKind::NotFound : ErrorKind::Io, "",
                                 keeper.problem() + " (the lock was not taken)"),

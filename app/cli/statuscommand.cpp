@@ -133,9 +133,9 @@ void sayConditions(const Console& console, const ProcessProbe& probe, const Stat
     const ProviderState& ps = p.state;
     const std::int64_t now = p.now;
     if (p.stateLost)
-        console.say("  STATE LOST: Redis has no state for '" + p.name
-            + "' (a restart without persistence, a flush, an eviction); shown as the next call restarts it: "
-              "every window full for one window, slots held by placeholders");
+        console.say("  STATE LOST: the home has no state for '" + p.name
+            + "' (state.bin deleted or emptied; in Redis a restart without persistence, a flush, an eviction); "
+              "shown as the next call restarts it: every window full for one window, slots held by placeholders");
     for (const auto& notice : p.capacity.limitNotices)
         console.say("  NOTE " + notice + " (reported "
             + QuotaFormat::seconds(std::max<std::int64_t>(0, now - p.capacity.reportedAtMs)) + " ago)");

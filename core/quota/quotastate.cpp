@@ -1,6 +1,7 @@
 #include "quota/quotastate.h"
 
 #include "base/textsanitizer.h"
+#include "quota/quotalimits.h"
 
 #include <bit>
 #include <cstring>
@@ -182,7 +183,10 @@ bool readWindow(Reader& r, RollingWindow& window, bool split, const char*& why)
     if (!r.i64(windowMs) || !r.u8(used))
         return false;
     why = "invalid window";
-    if (windowMs < 1 || used > RollingWindow::SLOTS)
+    // A window the limits could never have (QuotaLimits' range): a forged one of 1 ms made
+    // every request look a window old, and the window empty.
+    if (windowMs < QuotaLimits::MIN_WINDOW_MS || windowMs > RollingWindow::MAX_WINDOW_MS
+        || used > RollingWindow::SLOTS)
         return false;
     std::array<RollingWindow::Bucket, RollingWindow::SLOTS> buckets {};
     for (std::uint8_t i = 0; i < used; ++i) {
@@ -396,6 +400,11 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
         return bad(r, "truncated header");
     if (nProviders > MAX_PROVIDERS)
         return bad(r, "too many providers");
+    // Fences and tickets count up, one per admission or wait (from the clock x 1000 after a
+    // reset): near 2^64 the next one would wrap to 0, the placeholder's fence.
+    constexpr std::uint64_t maxCounter = std::uint64_t(1) << 62;
+    if (s.nextFence > maxCounter || s.nextTicket > maxCounter)
+        return bad(r, "invalid fence or ticket counter");
     s.providers.resize(nProviders);
     for (auto& p : s.providers) {
         std::uint16_t nScopes = 0, nSlots = 0, nWaiters = 0;
@@ -404,6 +413,8 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
             || !r.i64(p.paceUntilMs) || !r.i64(p.lastAdmitMs) || !r.u64(p.admittedTotal)
             || !r.u64(p.rateLimitedTotal))
             return bad(r, "truncated provider");
+        if (p.consecutive429 < 0 || p.consecutive429 > (1 << 20))
+            return bad(r, "invalid count of consecutive 429s");
         if (reported) {
             if (!r.i64(p.reportedAtMs) || !r.i64(p.reportedRequests) || !r.i64(p.reportedTokens))
                 return bad(r, "truncated provider");
@@ -485,6 +496,9 @@ Result<QuotaState> QuotaState::decode(std::string_view bytes)
                 return bad(r, "truncated slot");
             if (holderIds && (!r.u64(sl.pidNs) || !r.u64(sl.startTicks) || !r.i64(sl.leaseUntilMs)))
                 return bad(r, "truncated slot");
+            if (sl.pid < 0 || sl.pid > (std::int64_t(1) << 32) || sl.acquiredMs < 0
+                || sl.acquiredMs > RollingWindow::MAX_TIME_MS || sl.fence > maxCounter)
+                return bad(r, "invalid slot");
             if (version >= 5) {
                 if (!r.i64(sl.inputTokens) || !r.i64(sl.outputTokens))
                     return bad(r, "truncated slot");

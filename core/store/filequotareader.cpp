@@ -1,6 +1,8 @@
 #include "store/filequotareader.h"
 
+#include "base/systemclock.h"
 #include "history/historyreader.h"
+#include "quota/quotapolicy.h"
 #include "store/quotapeek.h"
 #include "system/homedir.h"
 
@@ -97,7 +99,18 @@ Result<std::unique_ptr<ChangeFeed>> FileQuotaReader::subscribe() const
 
 Result<QuotaView> FileQuotaReader::snapshot()
 {
-    return QuotaPeek::read(m_dir, m_options.lockTimeout, m_options.longestPause);
+    auto view = QuotaPeek::read(m_dir, m_options.lockTimeout, m_options.longestPause);
+    if (!view || view->state || !view->corruptFile.empty() || view->limits.providers().empty())
+        return view;
+    static const SystemClock systemClock;
+    const std::int64_t now = (m_options.clock ? *m_options.clock : systemClock).unixMs();
+    QuotaState state;
+    for (const auto& [name, limits] : view->limits.providers()) {
+        QuotaPolicy::fillConservatively(state.ensureProvider(name), limits, now);
+        view->lostStates.push_back(name);
+    }
+    view->state = std::move(state);
+    return view;
 }
 
 std::unique_ptr<HistoryCursor> FileQuotaReader::history() const

@@ -7,10 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace tollgate {
@@ -65,6 +71,58 @@ void unlinkName(const Fd& home, const std::string& name)
 {
     if (!name.empty())
         (void)::unlinkat(home.get(), name.c_str(), 0);
+}
+
+// Temp files of limit changes ("limits.json.<pid>.tmp", "limits.json.bak.<pid>.tmp") whose
+// writer was killed before it renamed or removed them: removed by the next limit change, or
+// they would pile up, one per kill. Only a regular file whose writer pid is gone (ESRCH) and
+// that has not been touched for TEMP_GRACE: a home shared by several pid namespaces may hold a
+// live writer that kill() cannot see, and a writer renames its file within seconds of
+// writing it. Best effort: what cannot be listed or judged is left for later.
+constexpr std::chrono::minutes TEMP_GRACE { 10 };
+
+void sweepDeadLimitsTemps(const Fd& home, const Clock& clock)
+{
+    const int listFd = ::openat(home.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (listFd < 0)
+        return;
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(listFd), &::closedir);
+    if (!d) {
+        ::close(listFd);
+        return;
+    }
+    const std::string_view prefixes[] = { "limits.json.bak.", "limits.json." };
+    const std::int64_t now = clock.unixSeconds();
+    const std::int64_t grace = std::chrono::seconds(TEMP_GRACE).count();
+    while (const dirent* e = ::readdir(d.get())) {
+        const std::string_view name(e->d_name);
+        if (!name.ends_with(".tmp"))
+            continue;
+        std::string_view pidText;
+        for (const std::string_view prefix : prefixes) {
+            if (name.size() > prefix.size() + 4 && name.substr(0, prefix.size()) == prefix) {
+                pidText = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+                break;
+            }
+        }
+        if (pidText.empty() || pidText.size() > 10
+            || pidText.find_first_not_of("0123456789") != std::string_view::npos)
+            continue;
+        const long long writer = std::stoll(std::string(pidText));
+        if (writer <= 0 || writer > std::numeric_limits<pid_t>::max() || writer == ::getpid())
+            continue;
+        if (::kill(static_cast<pid_t>(writer), 0) == 0 || errno != ESRCH)
+            continue;
+        const std::string entry(name);
+        struct stat st
+        {
+        };
+        if (::fstatat(home.get(), entry.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        if (now - static_cast<std::int64_t>(st.st_mtim.tv_sec) < grace)
+            continue;
+        (void)::unlinkat(home.get(), entry.c_str(), 0);
+    }
 }
 
 } // namespace
@@ -508,6 +566,7 @@ Result<void> FileQuotaStore::updateLimits(const LimitsFunction& fn)
     // (if the limits did not change meanwhile; otherwise prepare again). Every caller keeps
     // moving meanwhile.
     reopenBrokenDoorbell();
+    sweepDeadLimitsTemps(m_home, *m_clock);
     const std::string suffix = "." + std::to_string(::getpid()) + ".tmp";
     for (int attempt = 0; attempt < 8; ++attempt) {
         if (auto r = loadLimits(); !r)

@@ -6,9 +6,13 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <limits>
+#include <memory>
+#include <string>
 #include <unistd.h>
 
 namespace tollgate {
@@ -262,6 +266,102 @@ std::int64_t ProcessProbe::selfPid()
 std::int64_t ProcessProbe::parentPid()
 {
     return ::getppid();
+}
+
+namespace {
+
+std::string procText(const std::string& path, std::size_t max)
+{
+    auto fd = Fd::open(path, O_RDONLY);
+    if (!fd)
+        return {};
+    auto text = fd->readAll(max);
+    return text ? std::move(*text) : std::string();
+}
+
+std::string procLink(const std::string& path)
+{
+    char buf[256];
+    const ssize_t n = ::readlink(path.c_str(), buf, sizeof buf);
+    return n > 0 && static_cast<std::size_t>(n) < sizeof buf ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+}
+
+// The parent of `pid` from /proc/PID/stat (0 when it does not tell).
+pid_t procParent(pid_t pid)
+{
+    const std::string stat = procText("/proc/" + std::to_string(pid) + "/stat", 4096);
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos || close + 4 >= stat.size())
+        return 0;
+    // ") S PPID ..."
+    const char* p = stat.c_str() + close + 4;
+    char* end = nullptr;
+    const long v = std::strtol(p, &end, 10);
+    return end != p && v > 0 && v <= std::numeric_limits<pid_t>::max() ? static_cast<pid_t>(v) : 0;
+}
+
+// Does `pid` hold the read end of the pipe `link` ("pipe:[N]", as readlink shows it)? A
+// command substitution's shell reads what its subshell writes; a shell whose own output merely
+// goes to the same pipe (`script | tee`, an inherited stdout) holds the write end only.
+bool readsPipe(pid_t pid, const std::string& link)
+{
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    const int dirFd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dirFd < 0)
+        return false;
+    std::unique_ptr<DIR, int (*)(DIR*)> d(::fdopendir(dirFd), &::closedir);
+    if (!d) {
+        ::close(dirFd);
+        return false;
+    }
+    int seen = 0;
+    while (const dirent* e = ::readdir(d.get())) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (++seen > 4096) // a shell holds a handful; bounded either way
+            return false;
+        if (procLink(dir + "/" + e->d_name) != link)
+            continue;
+        // "flags:\t0100000\n" (octal) in /proc/PID/fdinfo/N.
+        const std::string info = procText("/proc/" + std::to_string(pid) + "/fdinfo/" + e->d_name, 4096);
+        const auto at = info.find("flags:");
+        if (at == std::string::npos)
+            continue;
+        const long flags = std::strtol(info.c_str() + at + 6, nullptr, 8);
+        if ((flags & O_ACCMODE) == O_RDONLY)
+            return true;
+    }
+    return false;
+}
+
+} // namespace
+
+std::int64_t ProcessProbe::callerPid()
+{
+    pid_t holder = ::getppid();
+    for (int depth = 0; depth < 16 && holder > 1; ++depth) {
+        const std::string self = "/proc/" + std::to_string(holder);
+        const pid_t above = procParent(holder);
+        if (above <= 1)
+            break;
+        const std::string up = "/proc/" + std::to_string(above);
+        const std::string out = procLink(self + "/fd/1");
+        if (!out.starts_with("pipe:"))
+            break;
+        const std::string exe = procLink(self + "/exe");
+        if (exe.empty() || exe != procLink(up + "/exe"))
+            break;
+        const std::string cmdline = procText(self + "/cmdline", 65536);
+        if (cmdline.empty() || cmdline != procText(up + "/cmdline", 65536))
+            break;
+        if (!readsPipe(above, out))
+            break;
+        // Still the parent of what we looked at: not a reused pid met half-way.
+        if (procParent(holder) != above)
+            break;
+        holder = above;
+    }
+    return holder;
 }
 
 } // namespace tollgate

@@ -54,6 +54,16 @@ public:
 
     [[nodiscard]] static std::int64_t selfPid();
     [[nodiscard]] static std::int64_t parentPid();
+    // The process a slot taken for "whoever ran tollgate" is held for: our parent, unless that
+    // parent is a shell's subshell made for a command substitution — a forked copy of its own
+    // parent (the same executable and command line) whose standard output is a pipe that
+    // parent reads, as bash makes for fence=$(tollgate acquire --slot ... 2>/dev/null) and
+    // exits as soon as tollgate does. Then the shell above it (and above nested
+    // substitutions) is the holder: the subshell's death would free the slot while the
+    // script goes on to make its call. A subshell that nobody above reads (`( ... ) &`)
+    // stays the holder: it may outlive the script. Linux /proc; parentPid() where it does
+    // not tell.
+    [[nodiscard]] static std::int64_t callerPid();
 };
 
 } // namespace tollgate
