@@ -59,6 +59,7 @@ private Q_SLOTS:
     void streamsArriveAsTheyAreSent();
     void theTokenWindowFollowsTheRealUsage();
     void aProvider429BacksEveryoneOff();
+    void aQueuedRequestDoesNotSlipIntoA429sBackoff();
     void nothingGoesWhileTheProviderSaysNothingIsLeft();
     void spendCapPausesTheProvider();
     void roomPastTheQueueTimeoutIsRefusedAtOnceWithItsTime();
@@ -369,6 +370,62 @@ void TestProxy::aProvider429BacksEveryoneOff()
     r = cli({ QStringLiteral("acquire"), QStringLiteral("anthropic"), QStringLiteral("--caller"),
         QStringLiteral("c"), QStringLiteral("--timeout"), QStringLiteral("0") });
     QCOMPARE(r.code, 1);
+}
+
+// --parallel 1: one request holds the slot, another waits for it; the first's answer is a
+// 429. The backoff is in place before the slot is given back, so the waiter is not handed the
+// slot and sent upstream in between (the slot went back first, the 429 was reported after).
+void TestProxy::aQueuedRequestDoesNotSlipIntoA429sBackoff()
+{
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("60") });
+    QTcpSocket first;
+    first.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(first.waitForConnected(10000));
+    first.write(rawMockPost("{}", "late-429", "first"));
+    QElapsedTimer t;
+    t.start();
+    while (mockStats().value(QStringLiteral("gated")).toArray().size() != 1 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(mockStats().value(QStringLiteral("gated")).toArray().size(), qsizetype(1));
+    QTcpSocket second;
+    second.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+    QVERIFY(second.waitForConnected(10000));
+    second.write(rawPost("{}"));
+    // How many entries the provider's `list` ("queue", "slots") has in `status --json`.
+    auto count = [&](const char* list) {
+        for (const auto& p : status().value(QStringLiteral("providers")).toArray()) {
+            if (p.toObject().value(QStringLiteral("provider")).toString() == QStringLiteral("anthropic"))
+                return p.toObject().value(QLatin1String(list)).toArray().size();
+        }
+        return qsizetype(-1);
+    };
+    while (count("queue") != 1 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(count("queue"), qsizetype(1));
+    curl({ QStringLiteral("-X"), QStringLiteral("POST"), m_mockUrl + QStringLiteral("/_release?id=first") });
+    QByteArray got;
+    readUntil(first, got, "rate_limit_error", t);
+    QVERIFY2(got.startsWith("HTTP/1.1 429"), got.constData());
+    // The first exchange is settled once its slot is free again (the waiter still waits).
+    while (count("slots") != 0 && !t.hasExpired(20000))
+        QTest::qWait(20);
+    QCOMPARE(count("slots"), qsizetype(0));
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 1); // the waiter never went
+    const Ran history = cli({ QStringLiteral("history"), QStringLiteral("--json") });
+    QCOMPARE(history.out.count("\"type\":\"admit\""), 1);
+    // The backoff came first: the race that let the waiter in needs luck to show, the order not.
+    const QJsonArray events = QJsonDocument::fromJson(history.out).array();
+    qsizetype backoffAt = -1, releaseAt = -1;
+    for (qsizetype i = 0; i < events.size(); ++i) {
+        const QString type = events[i].toObject().value(QStringLiteral("type")).toString();
+        if (type == QStringLiteral("429") && backoffAt < 0)
+            backoffAt = i;
+        if (type == QStringLiteral("release") && releaseAt < 0)
+            releaseAt = i;
+    }
+    QVERIFY2(backoffAt >= 0 && releaseAt > backoffAt, history.out.constData());
 }
 
 void TestProxy::nothingGoesWhileTheProviderSaysNothingIsLeft()

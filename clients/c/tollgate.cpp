@@ -214,6 +214,13 @@ int tollgate_call_new(tollgate_home* home, const char* provider, const char* cal
                     + std::to_string(output_tokens) + ")");
         if ((flags & ~TOLLGATE_SLOT) != 0)
             return CapiStatus::make(TOLLGATE_E_USAGE, "unknown flags " + std::to_string(flags));
+        // As the CLI's --model: a name that goes into the state and every history line (a 4 MB
+        // or control-byte name made lines no reader takes, and the admission vanished from it).
+        if (model && *model) {
+            if (!tollgate::QuotaLimits::validateName("model", model).ok())
+                return CapiStatus::make(TOLLGATE_E_USAGE,
+                    "a model name is 1 to 64 letters, digits and . _ - : @ (as the CLI's --model)");
+        }
         tollgate::RequestEstimate estimate;
         estimate.json = true;
         estimate.model = model ? model : "";

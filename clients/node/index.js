@@ -89,15 +89,25 @@ function usageCounts(usage) {
 }
 
 // The Retry-After of an SDK's 429 error (its `headers`, a Headers or a plain object), in ms.
+// A provider's Retry-After is told, not trusted: at most a day, as the proxy and the CLI cap
+// it (an absurd value would otherwise throw in count() and hide the SDK's own error).
+const MAX_RETRY_AFTER_MS = 24 * 3600 * 1000;
+
 function retryAfterOf(error) {
     const h = error && error.headers;
     if (!h) return -1;
     const get = (k) => (typeof h.get === 'function' ? h.get(k) : h[k]);
-    const ms = Number(get('retry-after-ms'));
-    if (get('retry-after-ms') != null && Number.isFinite(ms) && ms >= 0) return Math.floor(ms);
-    const s = Number(get('retry-after'));
-    if (get('retry-after') != null && Number.isFinite(s) && s >= 0) return Math.floor(s * 1000);
-    return -1;
+    const cap = (ms) => Math.min(Math.floor(ms), MAX_RETRY_AFTER_MS);
+    const msText = get('retry-after-ms');
+    const ms = Number(msText);
+    if (msText != null && String(msText).trim() !== '' && Number.isFinite(ms) && ms >= 0) return cap(ms);
+    const text = get('retry-after');
+    if (text == null || String(text).trim() === '') return -1;
+    const s = Number(text);
+    if (Number.isFinite(s)) return s >= 0 ? cap(s * 1000) : -1;
+    if (/^[0-9]+$/.test(String(text).trim())) return MAX_RETRY_AFTER_MS; // digits past a double
+    const at = Date.parse(String(text)); // an HTTP date
+    return Number.isFinite(at) ? cap(Math.max(0, at - Date.now())) : -1;
 }
 
 function statusOf(error) {
@@ -301,8 +311,19 @@ function wrap(fn, options) {
             try {
                 result = await fn.apply(this, args);
             } catch (e) {
-                if (statusOf(e) === 429) c.report429(e);
-                else c.release();
+                // The SDK's error is what the caller gets, whatever ending the call says.
+                try {
+                    if (statusOf(e) === 429) c.report429(e);
+                    else c.release();
+                } catch (ended) {
+                    if (!(ended instanceof StateError)) {
+                        try {
+                            c.release();
+                        } catch (ignored) {
+                            // c.free() below gives the slot back if nothing else could
+                        }
+                    }
+                }
                 throw e;
             }
             let usage;

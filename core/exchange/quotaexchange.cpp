@@ -333,6 +333,12 @@ void QuotaExchange::settle(ExchangeStore& store, Permit& permit, const Answer& a
     std::optional<CountedUsage> counted;
     if (answer.usage)
         counted = m_rule.count(*answer.usage);
+    // What holds everyone (a 429's backoff, a plan's reset, a spend cap's pause) is in place
+    // before the slot is given back: finishing first let a queued waiter take the slot, and
+    // call upstream, between the two (inside the backoff the 429 asked for).
+    const bool brokenOffSuccess = answer.brokenOff && kind.kind == AnswerKind::Kind::Ok;
+    if (answer.answered && !brokenOffSuccess)
+        learnFromAnswer(store, kind, answer, caller);
     (void)store.quick([&](QuotaLimiter&) {
         return counted ? permit.finish(counted->tokens, counted->inputTokens, counted->outputTokens, ok)
                        : permit.finish(-1, ok);
@@ -341,7 +347,7 @@ void QuotaExchange::settle(ExchangeStore& store, Permit& permit, const Answer& a
         std::lock_guard lock(m_promptMutex);
         m_prompts.learn(caller, permit.model(), promptTokens, counted->inputTokens, m_clock->unixMs());
     }
-    if (answer.answered && answer.brokenOff && kind.kind == AnswerKind::Kind::Ok) {
+    if (answer.answered && brokenOffSuccess) {
         HistoryEvent e;
         e.timeMs = m_clock->unixMs();
         e.type = EventType::BrokenOff;
@@ -351,10 +357,7 @@ void QuotaExchange::settle(ExchangeStore& store, Permit& permit, const Answer& a
         e.reason = "the upstream broke off its " + std::to_string(answer.status)
             + " answer before the end (not a success; the estimate stands)";
         (void)store.quick([&](QuotaLimiter& l) { return l.record({ e }); });
-        return;
     }
-    if (answer.answered)
-        learnFromAnswer(store, kind, answer, caller);
 }
 
 void QuotaExchange::abandon(ExchangeStore& store, Permit& permit) const
@@ -362,7 +365,7 @@ void QuotaExchange::abandon(ExchangeStore& store, Permit& permit) const
     (void)store.quick([&](QuotaLimiter&) { return permit.finish(-1, false); });
 }
 
-// A success was recorded with the slot (finish); what else the answer means needs its body.
+// What the answer means beyond the call's own accounting (recorded by finish, after this).
 void QuotaExchange::learnFromAnswer(
     ExchangeStore& store, const AnswerKind& kind, const Answer& answer, const std::string& caller)
 {

@@ -649,7 +649,8 @@ const handler = (req, res) => {
             // 'late': the whole answer waits for POST /_release?id=<x-mock-id> (or 20 s), as a
             // long generation that is not streamed sends nothing until it is done.
             // 'headers-first': its headers go at once, its body after the release.
-            if (mock === 'late' || mock === 'headers-first') {
+            // 'late-429': a 429 (retry-after 7) after the release.
+            if (mock === 'late' || mock === 'headers-first' || mock === 'late-429') {
                 if (mock === 'headers-first') {
                     res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
                     res.flushHeaders();
@@ -657,6 +658,11 @@ const handler = (req, res) => {
                 const id = String(req.headers['x-mock-id'] || '');
                 const answer = () => {
                     if (finished) return; // the proxy left meanwhile
+                    if (mock === 'late-429') {
+                        error(res, 429, { 'retry-after': '7' }, 'rate_limit_error', 'rate limited (mock)');
+                        finish();
+                        return;
+                    }
                     if (!res.headersSent) res.writeHead(200, Object.assign({ 'content-type': 'application/json' }, sent(headers)));
                     res.end(JSON.stringify({ id: 'x', type: 'message', role: 'assistant', model: body.model,
                         content: [{ type: 'text', text: pieces.join('') }], stop_reason: 'end_turn',

@@ -125,3 +125,30 @@ test('a Redis home: admitted, settled, a wait timed out, as on a directory', {
     const next = await home.call('anthropic', { timeoutMs: 0 });
     next.release();
 });
+
+// A provider's Retry-After is told, not trusted: an absurd one is capped at a day (as the proxy
+// caps it), one that is not a time is left out; either way the SDK's error reaches the caller,
+// the 429 is reported for everyone and the slot comes back.
+test('wrap reports a 429 with a hostile Retry-After and rethrows the SDK error', async (t) => {
+    const h = freshHome(t);
+    h.cli('limits', 'set', 'anthropic', '--requests', '100', '--window', '60', '--parallel', '1');
+    const day = 24 * 3600 * 1000;
+    const cases = [
+        ['99999999999999999999', day], ['1e300', day], ['9'.repeat(400), day],
+        ['Fri, 31 Dec 9999 23:59:59 GMT', day], ['nan', null], ['-1', null], ['soon', null], ['', null],
+    ];
+    for (const [value, backoffAtMost] of cases) {
+        h.cli('reset-backoff', 'anthropic');
+        const sdkError = Object.assign(new Error('rate limited by the SDK'), { status: 429, headers: { 'retry-after': value } });
+        const failing = tollgate.wrap(async () => { throw sdkError; }, { provider: 'anthropic' });
+        await assert.rejects(failing(), (e) => e === sdkError, value.slice(0, 40));
+        const p = h.provider('anthropic');
+        assert.deepEqual(p.slots, [], value.slice(0, 40));
+        assert.ok(p.consecutive_429s >= 1, value.slice(0, 40));
+        assert.ok(p.backoff_remaining_ms > 0, value.slice(0, 40));
+        if (backoffAtMost !== null) {
+            assert.ok(p.backoff_remaining_ms > day / 2 && p.backoff_remaining_ms <= day + 10000,
+                `${value.slice(0, 40)}: ${p.backoff_remaining_ms}`);
+        }
+    }
+});

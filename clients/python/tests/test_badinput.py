@@ -32,6 +32,16 @@ def test_wrong_types_and_negative_numbers(kwargs, error):
         tollgate.call(provider, **kwargs)
 
 
+@pytest.mark.parametrize("model", ["m" * (4 << 20), "m\n\x7f", "a b", "m" * 65],
+                         ids=["4 MB", "control bytes", "a space", "65 characters"])
+def test_a_model_name_the_cli_refuses_is_refused(provider_status, model):
+    # Each went into the state and the history whole (a 4 MB line that no reader takes).
+    with pytest.raises(tollgate.UsageError) as e:
+        tollgate.call("p", model=model, input_tokens=1, max_tokens=1).admit()
+    assert "model name" in str(e.value) and len(str(e.value)) < 1000
+    assert provider_status("p")["used_requests"] == 0
+
+
 def test_negative_numbers_are_usage_errors():
     with pytest.raises(tollgate.UsageError) as e:
         tollgate.call("p", input_tokens=-5)

@@ -172,3 +172,29 @@ def test_a_redis_home(cli, provider_status):
         call.settle(input_tokens=30, output_tokens=12)
     p = next(p for p in tollgate.status(home)["providers"] if p["provider"] == "p")
     assert p["used_tokens"] == 42 and p["slots"] == [] and p["queue"] == []
+
+
+def test_a_hostile_retry_after_neither_hides_the_sdk_error_nor_keeps_the_slot(cli, provider_status):
+    # Told, not trusted: an absurd Retry-After is capped at a day, one that is no time is left
+    # out; the SDK's error reaches the caller, the 429 backs everyone off, the slot comes back.
+    cli("limits", "set", "p", "--requests", "100", "--window", "60", "--parallel", "1")
+    day_ms = 24 * 3600 * 1000
+    for value, capped in (("99999999999999999999", True), ("1e300", True), ("inf", True),
+                          ("Fri, 31 Dec 9999 23:59:59 GMT", True), ("nan", False), ("-1", False),
+                          ("soon", False), ("", False)):
+        cli("reset-backoff", "p")
+
+        class RateLimitError(Exception):
+            status_code = 429
+
+            class response:
+                headers = {"retry-after": value}
+
+        with pytest.raises(RateLimitError):
+            with tollgate.call("p", input_tokens=1, max_tokens=1):
+                raise RateLimitError()
+        p = provider_status("p")
+        assert p["slots"] == [], value
+        assert p["consecutive_429s"] >= 1 and p["backoff_remaining_ms"] > 0, value
+        if capped:
+            assert day_ms / 2 < p["backoff_remaining_ms"] <= day_ms + 10000, (value, p["backoff_remaining_ms"])

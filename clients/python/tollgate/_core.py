@@ -37,6 +37,41 @@ _CLASSES = {
 }
 
 
+# A provider's Retry-After is told, not trusted: at most a day (as the proxy and the CLI cap
+# it); a value that is no time (nan, negative, garbage) is left out, so the 429 still backs
+# everyone off by the usual doubling.
+_MAX_RETRY_AFTER_S = 24 * 3600.0
+
+
+def _retry_after_seconds(value):
+    """Seconds from a Retry-After header value (delta-seconds or an HTTP date), or None."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    try:
+        seconds = float(text)
+    except (ValueError, OverflowError):
+        seconds = None
+    if seconds is None:
+        import email.utils
+        try:
+            when = email.utils.parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
+        if when is None:
+            return None
+        import datetime
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=datetime.timezone.utc)
+        seconds = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        return min(max(seconds, 0.0), _MAX_RETRY_AFTER_S)
+    if math.isnan(seconds) or seconds < 0:
+        return None
+    return min(seconds, _MAX_RETRY_AFTER_S)
+
+
 def _raise(rc, err):
     kind = _lib.lib.tollgate_status_name(rc).decode()
     retry = err.retry_after_ms / 1000.0 if err.retry_after_ms >= 0 else None
@@ -441,18 +476,25 @@ class Call:
                 return
             status = getattr(exc, "status_code", None)
             if status == 429:
-                retry = None
                 response = getattr(exc, "response", None)
-                value = response.headers.get("retry-after") if response is not None else None
+                headers = getattr(response, "headers", None) if response is not None else None
                 try:
-                    retry = float(value) if value is not None else None
-                except ValueError:
-                    retry = None
-                self.report_429(retry)
+                    value = headers.get("retry-after") if headers is not None else None
+                except Exception:  # a headers object of its own kind: the time is not told
+                    value = None
+                self.report_429(_retry_after_seconds(value))
             else:
                 self.release()
         except StateError:
             pass  # ended inside the block (settled, reported or released)
+        except Error:
+            # The block's own exception is what the caller gets: ending the call must not
+            # replace it. The slot goes back if it can (else with the call's end, or the
+            # process's, as for any call not ended).
+            if exc is None:
+                raise
+            with contextlib.suppress(Error):
+                self.release()
 
     def __enter__(self):
         return self.admit()
