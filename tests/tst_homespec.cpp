@@ -260,6 +260,15 @@ void TestHomeSpec::masksAnyUserinfo_data()
                                   << "http://h/a:b@c";
     QTest::newRow("a url inside") << "x/redis://u:pw@h"
                                   << "x/redis://u:***@h";
+    // A scheme that lost its ':' or itself: after "//", a user:password@ is a URL's.
+    QTest::newRow("scheme without ':'") << "redis//u:pw@h"
+                                        << "redis//u:***@h";
+    QTest::newRow("scheme with ';'") << "redis;//u:pw@h"
+                                     << "redis;//u:***@h";
+    QTest::newRow("no scheme, slashes") << "//u:pw@h"
+                                        << "//u:***@h";
+    QTest::newRow("a path with '//'") << "/data//a/b:c@d"
+                                      << "/data//a/b:c@d";
     QTest::newRow("empty") << ""
                            << "";
 }
@@ -285,6 +294,9 @@ void TestHomeSpec::everyShapeOfPasswordIsRefusedMasked_data()
     QTest::newRow("no slash") << "redis:u:hunter2@h";
     QTest::newRow("no scheme") << "u:hunter2@h:6379";
     QTest::newRow("url inside a path") << "x/redis://u:hunter2@h";
+    QTest::newRow("scheme without ':'") << "redis//u:hunter2@h";
+    QTest::newRow("scheme with ';'") << "redis;//u:hunter2@h";
+    QTest::newRow("no scheme, slashes") << "//u:hunter2@h";
     QTest::newRow("after a NUL") << QStringLiteral("redis://u:hunter2@h") + QChar(0) + QStringLiteral("x");
     // Typed where no password goes: refused as an unknown option or a '#' part, the URL quoted.
     QTest::newRow("query option") << "redis://127.0.0.1:6379?password=hunter2";

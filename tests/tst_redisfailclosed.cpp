@@ -181,6 +181,28 @@ void TestRedisFailClosed::corruptLimitsAdmitNobody_data()
     row("class window text",
         QStringLiteral(R"("w":2000,"h":100,"r":20,"m":{"x":{"w":"60000","r":1}},)") + rest, "m.x.w");
     QTest::newRow("not JSON") << QStringLiteral("{\"w\":2000,") << QStringLiteral("not JSON");
+    // What cjson reads and JSON does not allow, or cannot tell apart: the client refuses them,
+    // the script did not (each admitted by r = 2, or by the class's limit of 1).
+    const QString canon = QStringLiteral(R"("bb":60000,"bc":900000,"h":100,"mh":600000,)");
+    const char* const notTollgates = "not as Tollgate writes them";
+    for (const auto& [name, fields] : std::initializer_list<std::pair<const char*, QString>> {
+             { "hex number", canon + QStringLiteral(R"("r":0x2,"w":60000)") },
+             { "plus sign", canon + QStringLiteral(R"("r":+2,"w":60000)") },
+             { "leading zero", canon + QStringLiteral(R"("r":02,"w":60000)") },
+             { "trailing dot", canon + QStringLiteral(R"("r":2.,"w":60000)") },
+             { "a key twice", canon + QStringLiteral(R"("r":1000,"r":2,"w":60000)") },
+             { "an unknown key", canon + QStringLiteral(R"("r":2,"w":60000,"zz":1)") },
+             { "keys out of order", QStringLiteral(R"("w":60000,"r":2,"bb":60000,"bc":900000,"h":100,"mh":600000)") },
+             { "models a list", QStringLiteral(R"("bb":60000,"bc":900000,"h":100,"m":[],"mh":600000,"r":2,"w":60000)") },
+             { "learned an object", canon + QStringLiteral(R"("ld":{},"r":2,"w":60000)") },
+             { "an empty day", QStringLiteral(R"("bb":60000,"bc":900000,"d":{},"h":100,"mh":600000,"r":2,"w":60000)") } })
+        QTest::newRow(name) << (QLatin1Char('{') + fields + QLatin1Char('}')) << QString::fromLatin1(notTollgates);
+    QTest::newRow("learn 1") << (QLatin1Char('{') + canon + QStringLiteral(R"("ln":1,"r":2,"w":60000})"))
+                             << QStringLiteral("learn");
+    QTest::newRow("patterns that are not the class's")
+        << QStringLiteral(R"({"bb":60000,"bc":900000,"h":100,"m":{"opus":{"g":["claude-opus*"],"p":["^zzz$"],"r":1,)"
+                          R"("w":60000}},"mh":600000,"r":1000,"w":60000})")
+        << QStringLiteral("is not what g (match) gives");
     QTest::newRow("a list") << QStringLiteral("[1,2]") << QStringLiteral("w (window");
 }
 
@@ -225,7 +247,7 @@ void TestRedisFailClosed::limitsChangedAfterAnAdmissionAreCheckedAgain()
     QVERIFY2(refused.err.contains("h (headroom_percent)"), refused.err.constData());
     QCOMPARE(admissions(), 1);
     // (limits set refuses to replace limits it cannot read: good ones are planted as well.)
-    const QString good = QStringLiteral(R"({"w":600000,"h":100,"r":2,"bb":1000,"bc":60000,"mh":600000})");
+    const QString good = QStringLiteral(R"({"bb":1000,"bc":60000,"h":100,"mh":600000,"r":2,"w":600000})");
     QVERIFY(redisCli({ QStringLiteral("HSET"), key("limits"), QStringLiteral("api"), good }).code == 0);
     QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 0);
     QCOMPARE(cli(words("acquire api --caller c --timeout 0")).code, 1); // 2 per window: the new limits hold

@@ -30,6 +30,7 @@ private Q_SLOTS:
     void cleanup();
     void aHugeLimitsValueIsRefusedByNameUnread();
     void aHugeStateValueIsSetAsideUnread();
+    void aHugeFieldNameIsNamedByItsStartUnread();
     void aHashWithTooManyFieldsIsRefusedByItsCount();
 
 private:
@@ -141,6 +142,34 @@ void TestRedisValueSizes::aHugeLimitsValueIsRefusedByNameUnread()
                  .code,
         0);
     QCOMPARE(cli({ QStringLiteral("status") }).code, 0);
+}
+
+// A 10 MB field *name* in the limits key (values are bounded; names were not): every reader
+// pulled it and printed it whole (10 MB on stderr, 20 MB with --json). Now it is named by its
+// first 64 bytes and its length, and never sent.
+void TestRedisValueSizes::aHugeFieldNameIsNamedByItsStartUnread()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("5") })
+                 .code,
+        0);
+    const std::string name = "evil\x1b[31m" + std::string(BIG, 'n');
+    plant(key("limits"), name, R"({"bb":60000,"bc":900000,"h":100,"mh":600000,"r":1,"w":60000})");
+    const qint64 before = bytesSent();
+    const QList<QStringList> commands { { QStringLiteral("status") },
+        { QStringLiteral("status"), QStringLiteral("--json") }, { QStringLiteral("limits"), QStringLiteral("show") },
+        { QStringLiteral("limits"), QStringLiteral("export") } };
+    for (const QStringList& args : commands) {
+        const Ran r = cli(args);
+        const QByteArray what = args.join(QLatin1Char(' ')).toUtf8() + " -> " + QByteArray::number(r.code) + ": "
+            + r.err.left(2000) + r.out.left(2000);
+        QVERIFY2(r.code == 3, what.constData());
+        QVERIFY2(r.err.contains(QByteArray::number(static_cast<qint64>(name.size())) + " bytes"), what.constData());
+        QVERIFY2(r.err.size() + r.out.size() < 4096, what.constData());
+        QVERIFY2(!r.err.contains('\x1b') && !r.out.contains('\x1b'), what.constData());
+    }
+    const qint64 sent = bytesSent() - before;
+    QVERIFY2(sent < BIG / 4, QByteArray::number(sent).constData());
 }
 
 void TestRedisValueSizes::aHugeStateValueIsSetAsideUnread()

@@ -300,6 +300,121 @@ local function rangeProblem(v, name, lo, hi, required)
     end
     return nil
 end
+-- Limits as Tollgate's client writes them, and their checks (a table, not locals: the chunk
+-- is near Lua's limit of 200 locals).
+local LK = { kept = {}, count = 0, MAX = 256 }
+-- The Lua pattern the client derives from a model class's glob (luaPatternOf in
+-- redisstatecodec.cpp, byte for byte): a stored p must be it, or the class would pool other
+-- models than its patterns say.
+function LK.literal(c)
+    if string.find(c, '^[a-zA-Z0-9]$') then return c end
+    return '%' .. c
+end
+function LK.luaPatternOf(glob)
+    local s, i, n = '^', 1, #glob
+    while i <= n do
+        local c = string.sub(glob, i, i)
+        if c == '*' then
+            if string.sub(s, -2) ~= '.*' then s = s .. '.*' end
+        elseif c == '?' then
+            s = s .. '.'
+        elseif c == '\\' and i < n then
+            i = i + 1
+            s = s .. LK.literal(string.sub(glob, i, i))
+        elseif c == '[' then
+            local j = i + 1
+            local negate = j <= n and (string.sub(glob, j, j) == '!' or string.sub(glob, j, j) == '^')
+            if negate then j = j + 1 end
+            local first = j
+            if j <= n and string.sub(glob, j, j) == ']' then j = j + 1 end
+            while j <= n and string.sub(glob, j, j) ~= ']' do j = j + 1 end
+            if j > n then
+                s = s .. '%['
+            else
+                s = s .. (negate and '[^' or '[')
+                for k = first, j - 1 do
+                    local m = string.sub(glob, k, k)
+                    if m == '-' and k > first and k + 1 < j then s = s .. '-' else s = s .. LK.literal(m) end
+                end
+                s = s .. ']'
+                i = j
+            end
+        else
+            s = s .. LK.literal(c)
+        end
+        i = i + 1
+    end
+    return s .. '$'
+end
+-- The exact bytes the client writes for decoded limits (compactLimits: nlohmann's dump, keys
+-- sorted bytewise, no spaces, whole numbers as integers), or nil for a value it never writes. A
+-- stored value must be those bytes: cjson reads what JSON does not allow (0x2, +2, 02, 2.,
+-- [] for {} and {} for [], a key twice) and the client refuses, so the script refuses it too.
+LK.ESC = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f', ['\n'] = '\\n', ['\r'] = '\\r',
+    ['\t'] = '\\t' }
+function LK.jsonString(v)
+    local out = string.gsub(v, '[%z\1-\31"\\]', function(c)
+        return LK.ESC[c] or string.format('\\u%04x', string.byte(c))
+    end)
+    return '"' .. out .. '"'
+end
+function LK.byteLess(x, y)
+    for i = 1, math.min(#x, #y) do
+        local a, b = string.byte(x, i), string.byte(y, i)
+        if a ~= b then return a < b end
+    end
+    return #x < #y
+end
+-- What each object may hold (compactLimits): its keys and what their values are ('list': a
+-- list of strings; 'models': class name -> 'class'; nil: a number or a string). An empty list
+-- or object, a false ln, a key of another place: the client never writes them, and refuses them.
+LK.SHAPES = {
+    provider = { r = 0, t = 0, it = 0, ot = 0, d = 'day', dz = 0, w = 0, par = 0, h = 0, bb = 0, bc = 0, mh = 0,
+        ln = 0, ld = 'list', m = 'models' },
+    class = { r = 0, t = 0, it = 0, ot = 0, d = 'day', g = 'list', p = 'list', w = 0, ld = 'list' },
+    day = { r = 0, t = 0, it = 0, ot = 0 },
+}
+function LK.canonical(v, shape, key)
+    local t = type(v)
+    if shape == 0 then
+        if key == 'ln' then
+            if v ~= true then return nil end
+            return 'true'
+        end
+        if t == 'string' then return LK.jsonString(v) end
+        if t ~= 'number' or v ~= v or v ~= math.floor(v) or v > 2 ^ 53 or v < -2 ^ 53 then return nil end
+        return string.format('%d', v)
+    end
+    if t ~= 'table' or next(v) == nil then return nil end
+    local parts = {}
+    if shape == 'list' then
+        local n = #v
+        for k in pairs(v) do
+            if type(k) ~= 'number' or k < 1 or k > n or k ~= math.floor(k) then return nil end
+        end
+        for i = 1, n do
+            if type(v[i]) ~= 'string' then return nil end
+            parts[i] = LK.jsonString(v[i])
+        end
+        return '[' .. table.concat(parts, ',') .. ']'
+    end
+    local keys = {}
+    for k in pairs(v) do
+        if type(k) ~= 'string' then return nil end
+        keys[#keys + 1] = k
+    end
+    table.sort(keys, LK.byteLess)
+    local fields = LK.SHAPES[shape]
+    for i, k in ipairs(keys) do
+        local inner
+        if shape == 'models' then inner = 'class' else inner = fields[k] end
+        if inner == nil then return nil end
+        local e = LK.canonical(v[k], inner, k)
+        if not e then return nil end
+        parts[i] = LK.jsonString(k) .. ':' .. e
+    end
+    return '{' .. table.concat(parts, ',') .. '}'
+end
 local function validName(name)
     return type(name) == 'string' and #name >= 1 and #name <= 64 and not string.find(name, '[^%w%._%-:@]')
 end
@@ -349,6 +464,9 @@ local function patternsProblem(ml, where)
         if type(pat) ~= 'string' or #pat > 4 * LIMIT_MAX_PATTERN + 8 or string.sub(pat, 1, 1) ~= '^' then
             return where .. 'p holds a script pattern that is not an anchored string of its size'
         end
+        if pat ~= LK.luaPatternOf(glob) then
+            return where .. 'p (the script\'s patterns) is not what g (match) gives'
+        end
         -- Each ".*" backtracks, inside the server: no more than the glob's own '*'s allow.
         local _, stars = string.gsub(pat, '%.%*', '')
         if globStars > LIMIT_MAX_STARS or stars > LIMIT_MAX_STARS then
@@ -393,7 +511,7 @@ end
 -- (as the states are, below): an operation reads the string each time, but decodes and checks
 -- it only when it changed. Every use of a provider's limits only reads them.
 -- (A table, not locals: the chunk is near Lua's limit of 200 locals.)
-local LK = { kept = {}, count = 0, MAX = 256 } -- MAX: homes x providers; past it, start over
+-- (LK, declared above: kept = {}, count = 0, MAX = 256: homes x providers; past it, start over)
 local function limitsOf(provider)
     if limitsCache[provider] ~= nil then return limitsCache[provider] end
     -- The length first (O(1)): a planted 10 MB value must not be copied and decoded by every call.
@@ -412,6 +530,10 @@ local function limitsOf(provider)
         local ok, v = pcall(cjson.decode, raw)
         local why = 'not JSON'
         if ok then why = limitsProblem(provider, v) end
+        if not why and LK.canonical(v, 'provider') ~= raw then
+            why = 'not as Tollgate writes them (a number, list or object JSON does not allow, a key twice or unknown, '
+                .. 'or keys out of order)'
+        end
         if why then
             return nil, 'the limits of \'' .. provider .. '\' in ' .. KEYS[1] .. ' are corrupt: ' .. why
         end
@@ -2187,7 +2309,7 @@ function ops.importLimits()
             local p
             if current or redis.call('HEXISTS', KEYS[2], 'p:' .. name) == 1 then
                 p = providerOf(name, l)
-            elseif a.fresh then
+            elseif a.fresh and not recentlyLost(l) then
                 -- The user says this quota is used nowhere else (a new home): it starts empty.
                 p = newProvider(name)
                 if serverClock then p.sv = now end
@@ -2195,8 +2317,11 @@ function ops.importLimits()
                 providerStates[name] = p
             else
                 -- A restore, or the limits of a quota used elsewhere: what was spent is not known.
-                p = restartConservatively(name, l, 'imported without a state (a restore): windows start full, '
-                    .. 'slots held until their holders renew')
+                -- Nor after a loss this home has seen, --fresh or not: its holders still run
+                -- (a setup script run again after a flush must not give their slots away).
+                local why = 'imported without a state (a restore)'
+                if a.fresh then why = 'imported with --fresh after this home lost its data (not a new home)' end
+                p = restartConservatively(name, l, why .. ': windows start full, slots held until their holders renew')
             end
             syncProvider(p, l, now)
             touch(p)
@@ -2764,7 +2889,11 @@ local function boundedHash(key, maxBytes, maxFields, oversize)
     end
     for _, name in ipairs(redis.call('HKEYS', key)) do
         local bytes = redis.call('HSTRLEN', key, name)
-        if bytes > maxBytes then
+        if #name > 128 then
+            -- No field Tollgate writes has a name this long (a provider's is at most 64 bytes):
+            -- named by its start and its length, never sent whole (a planted 10 MB name).
+            oversize[#oversize + 1] = { k = key, f = string.sub(name, 1, 64), n = #name, nm = true }
+        elseif bytes > maxBytes then
             oversize[#oversize + 1] = { k = key, f = name, n = bytes }
         else
             out[#out + 1] = name

@@ -63,6 +63,13 @@ std::optional<PasswordSpan> passwordSpan(std::string_view text)
         if (auto span = spanFrom(text, pastSlashes(text, c)))
             return span;
     }
+    // A URL whose scheme lost its ':' or itself ("redis//u:pw@h", "redis;//u:pw@h",
+    // "//u:pw@h"): after a "//", a user:password@ with no '/' in it is a URL's userinfo, not a
+    // path (a directory named so would be "./u:pw@h").
+    for (auto c = text.find("//", p); c != std::string_view::npos; c = text.find("//", c + 1)) {
+        if (auto span = spanFrom(text, pastSlashes(text, c)))
+            return span;
+    }
     return std::nullopt;
 }
 

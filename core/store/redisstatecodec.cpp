@@ -380,6 +380,14 @@ Result<ProviderLimits> RedisStateCodec::parseCompactLimits(
     }
     if (auto ok = QuotaLimits::validate(provider, l); !ok)
         return corrupt(where, ok.error().message);
+    // Only the bytes compactLimits writes: the script reads the value with cjson, which takes
+    // what JSON does not allow (0x2, +2, 02, 2.) and cannot tell [] from {}; it refuses any
+    // other bytes (LK.canonical in redisquota.lua), and so does this, so that the two never
+    // disagree on a value (nor on a key twice, or one this version does not know).
+    if (compactLimits(l) != textIn)
+        return corrupt(where,
+            "not as Tollgate writes them (a number, list or object JSON does not allow, a key twice or unknown, "
+            "or keys out of order)");
     return l;
 }
 
@@ -633,8 +641,15 @@ Result<RedisSnapshot> RedisStateCodec::decodeSnapshot(std::string_view reply, co
             if (!o.is_object() || !text(o, "k", key) || !text(o, "f", field) || !integer(o, "n", n))
                 return corrupt(stateKey, "the Redis script answered a snapshot with something else");
             const bool isLimits = key == limitsKey;
-            out.corruptKey = field.empty() ? key : key + " field " + field;
-            out.corruptReason = field.empty()
+            bool longName = false;
+            if (o.contains("nm") && !flag(o, "nm", longName))
+                return corrupt(stateKey, "the Redis script answered a snapshot with something else");
+            out.corruptKey = field.empty() ? key
+                                           : key + " field " + TextSanitizer::clean(field, 64)
+                    + (longName ? "..." : "");
+            out.corruptReason = longName
+                ? "has a field name of " + std::to_string(n) + " bytes, longer than any Tollgate writes; refused unread"
+                : field.empty()
                 ? "has " + std::to_string(n) + " fields, more than the "
                     + std::to_string(isLimits ? MAX_HASH_FIELDS : MAX_STATE_FIELDS)
                     + " a home's hash may have; refused unread"
