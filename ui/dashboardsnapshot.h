@@ -89,6 +89,7 @@ struct DashboardSnapshot
     // A file that does not parse: the banner names it. Nothing is rewritten or moved.
     QString corruptFile;
     QString corruptReason;
+    bool limitsCorrupt = false; // what does not parse is the limits (never moved aside), else the state
     bool hasState = false; // state.bin was read (false: missing, empty or corrupt)
     QuotaState state;
     // The state as the next acquire will judge it (Capacity::discountGone: slots of holders

@@ -1248,11 +1248,17 @@ void MainWindow::onSnapshot()
     }
 
     if (!s.corruptFile.isEmpty()) {
-        m_corruptBanner->setText(
-            tr("<b>Corrupt file:</b> <tt>%1</tt> does not parse (%2). The dashboard leaves it "
-               "untouched; until it is fixed what it holds is not shown. The next <tt>tollgate</tt> "
-               "command moves a corrupt state aside and starts conservatively.")
-                .arg(s.corruptFile.toHtmlEscaped(), s.corruptReason.toHtmlEscaped()));
+        // Limits are never moved aside (they are the user's): every command refuses until they
+        // are fixed. A corrupt state is set aside by the next command, which starts conservatively.
+        m_corruptBanner->setText(s.limitsCorrupt
+                ? tr("<b>Corrupt limits:</b> <tt>%1</tt> does not parse (%2). Nothing moves it aside: "
+                     "every <tt>tollgate</tt> command that needs these limits refuses (exit 3) until it "
+                     "is fixed (restore <tt>limits.json.bak</tt>, or import saved limits).")
+                      .arg(s.corruptFile.toHtmlEscaped(), s.corruptReason.toHtmlEscaped())
+                : tr("<b>Corrupt file:</b> <tt>%1</tt> does not parse (%2). The dashboard leaves it "
+                     "untouched; until it is fixed what it holds is not shown. The next <tt>tollgate</tt> "
+                     "command moves a corrupt state aside and starts conservatively.")
+                      .arg(s.corruptFile.toHtmlEscaped(), s.corruptReason.toHtmlEscaped()));
         m_corruptBanner->show();
     } else if (s.status == HomeStatus::Unusable || !s.problem.isEmpty()) {
         m_corruptBanner->setText(

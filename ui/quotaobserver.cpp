@@ -50,6 +50,7 @@ bool readQuota(QuotaReader& reader, DashboardSnapshot& s)
     }
     s.limits = std::move(view->limits);
     s.corruptFile = qs(view->corruptFile);
+    s.limitsCorrupt = view->limitsCorrupt;
     s.corruptReason = qs(view->corruptReason);
     if (view->state) {
         s.state = std::move(*view->state);

@@ -98,8 +98,14 @@ int main(int argc, char** argv)
     }
 
     std::optional<std::string> explicitHome;
-    if (parser.isSet(homeOption))
+    if (parser.isSet(homeOption)) {
         explicitHome = parser.value(homeOption).toStdString();
+        // As the CLI: an empty --home (an unset variable in a script) is no home, not the default one.
+        if (explicitHome->empty()) {
+            qCritical("tollgate-dashboard: --home must not be empty (leave --home out for the default home)");
+            return 2;
+        }
+    }
     auto home = tollgate::HomeSpec::resolve(explicitHome);
     if (!home) {
         qCritical(

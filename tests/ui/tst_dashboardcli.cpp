@@ -551,7 +551,10 @@ void TestDashboardCli::badSizeOrPaletteIsAUsageError()
         { QStringLiteral("--size"), QStringLiteral("99999x99999") }, // a 40 GB picture
         { QStringLiteral("--size"), QStringLiteral("10x10") },
         { QStringLiteral("--size"), QStringLiteral("1280x720x3") },
-        { QStringLiteral("--palette"), QStringLiteral("purple") } };
+        { QStringLiteral("--palette"), QStringLiteral("purple") },
+        // The last --home wins: an empty one (an unset variable) is refused, as by the CLI,
+        // not taken for the default home.
+        { QStringLiteral("--home"), QString() } };
     for (const QStringList& args : bad) {
         QProcess p;
         startDashboard(QStringList { QStringLiteral("--home"), dir.path() + QStringLiteral("/home"),

@@ -37,6 +37,7 @@ private Q_SLOTS:
     void emptyStateOnMissingHome();
     void liveState();
     void corruptStateShowsBanner();
+    void corruptLimitsSayEveryCommandRefuses();
     void windowActionsReachCore();
     void f2EditsTheSelectedCellOnly();
     void theUsageChartNeverSumsProvidersLimits();
@@ -191,6 +192,28 @@ void TestMainWindow::corruptStateShowsBanner()
     QVERIFY(f.open(QIODevice::ReadOnly));
     QCOMPARE(f.readAll(), QByteArray(3000, '\x7f'));
     QCOMPARE(QDir(m_home).entryList({ QStringLiteral("state.bin.corrupt-*") }).size(), 0);
+    QVERIFY(banner->text().contains(QStringLiteral("moves a corrupt state aside")));
+}
+
+// Corrupt limits are never moved aside: the banner said the next command would (it refuses).
+void TestMainWindow::corruptLimitsSayEveryCommandRefuses()
+{
+    makeHome();
+    m_limiter.reset();
+    m_store.reset();
+    const QString limits = m_home + QStringLiteral("/limits.json");
+    {
+        QFile f(limits);
+        QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+        f.write("{\"providers\": {\"api\": {\"requests\": ");
+    }
+    OPEN_WINDOW(w);
+    auto* banner = w.findChild<QLabel*>(QStringLiteral("corruptBanner"));
+    QVERIFY(banner);
+    QTRY_VERIFY_WITH_TIMEOUT(banner->isVisible(), TIMEOUT_MS);
+    QVERIFY(banner->text().contains(limits));
+    QVERIFY2(banner->text().contains(QStringLiteral("refuses")), qPrintable(banner->text()));
+    QVERIFY(!banner->text().contains(QStringLiteral("moves a corrupt state aside")));
 }
 
 // Issue 28, item 1: F2 edited the requests limit whichever cell was selected (a user fixing
