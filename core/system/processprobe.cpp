@@ -54,6 +54,7 @@ std::optional<std::int64_t> bootTime()
 struct StatFields
 {
     char state = '?';
+    std::int64_t parent = 0; // field 4 (ppid)
     unsigned long long startTicks = 0;
 };
 
@@ -68,6 +69,7 @@ std::optional<StatFields> readStat(std::int64_t pid)
         return std::nullopt;
     StatFields out;
     out.state = (*text)[close + 2];
+    out.parent = std::strtoll(text->c_str() + close + 4, nullptr, 10);
     // Fields after comm: 3 (state) is index 0, so field 22 (starttime) is index 19.
     std::size_t pos = close + 2;
     for (int field = 0; field < 19; ++field) {
@@ -286,18 +288,13 @@ std::string procLink(const std::string& path)
     return n > 0 && static_cast<std::size_t>(n) < sizeof buf ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-// The parent of `pid` from /proc/PID/stat (0 when it does not tell).
+// The parent of `pid` (0 when /proc does not tell).
 pid_t procParent(pid_t pid)
 {
-    const std::string stat = procText("/proc/" + std::to_string(pid) + "/stat", 4096);
-    const auto close = stat.rfind(')');
-    if (close == std::string::npos || close + 4 >= stat.size())
-        return 0;
-    // ") S PPID ..."
-    const char* p = stat.c_str() + close + 4;
-    char* end = nullptr;
-    const long v = std::strtol(p, &end, 10);
-    return end != p && v > 0 && v <= std::numeric_limits<pid_t>::max() ? static_cast<pid_t>(v) : 0;
+    const auto stat = readStat(pid);
+    return stat && stat->parent > 0 && stat->parent <= std::numeric_limits<pid_t>::max()
+        ? static_cast<pid_t>(stat->parent)
+        : 0;
 }
 
 // Does `pid` hold the read end of the pipe `link` ("pipe:[N]", as readlink shows it)? A
@@ -323,11 +320,11 @@ bool readsPipe(pid_t pid, const std::string& link)
         if (procLink(dir + "/" + e->d_name) != link)
             continue;
         // "flags:\t0100000\n" (octal) in /proc/PID/fdinfo/N.
-        const std::string info = procText("/proc/" + std::to_string(pid) + "/fdinfo/" + e->d_name, 4096);
-        const auto at = info.find("flags:");
+        const auto info = readSmallFile("/proc/" + std::to_string(pid) + "/fdinfo/" + e->d_name);
+        const auto at = info ? info->find("flags:") : std::string::npos;
         if (at == std::string::npos)
             continue;
-        const long flags = std::strtol(info.c_str() + at + 6, nullptr, 8);
+        const long flags = std::strtol(info->c_str() + at + 6, nullptr, 8);
         if ((flags & O_ACCMODE) == O_RDONLY)
             return true;
     }
