@@ -12,6 +12,7 @@
 #include <QDir>
 #include <QDirIterator>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -298,7 +299,8 @@ void TestHomeFiles::nonRegularFilesAreRefusedWithoutHanging_data()
     QTest::addColumn<QString>("name");
     QTest::addColumn<QString>("kind");
     for (const char* name :
-        { "state.bin", "limits.json", "history.jsonl", "history.1.jsonl", "doorbell", "state.lock" }) {
+        { "state.bin", "limits.json", "history.jsonl", "history.1.jsonl", "doorbell", "state.lock",
+            "limits.json.bak", "limits.json.bak.1", "limits.json.bak.2" }) {
         for (const char* kind : { "fifo", "directory", "socket" })
             QTest::newRow((std::string(name) + " " + kind).c_str())
                 << QString::fromLatin1(name) << QString::fromLatin1(kind);
@@ -342,6 +344,17 @@ void TestHomeFiles::nonRegularFilesAreRefusedWithoutHanging()
     // Nobody else is left waiting on a lock held by a stuck process.
     auto other = cli({ QStringLiteral("limits"), QStringLiteral("show") });
     QVERIFY2(other.code != -1, "a second command hung");
+    if (name.startsWith(QLatin1String("limits.json.bak"))) {
+        // A limit change refuses it too, before committing: nothing is rotated down the
+        // generations, and the limits stay as they were.
+        const QByteArray limitsBefore = readFile(file("limits.json"));
+        auto set = cli(setArgs("api", 3));
+        QCOMPARE(set.code, 3);
+        QVERIFY2(set.err.contains(name.toUtf8()), set.err.constData());
+        QCOMPARE(readFile(file("limits.json")), limitsBefore);
+        QFileInfo planted(path);
+        QVERIFY(planted.exists() && !planted.isFile());
+    }
 }
 
 void TestHomeFiles::foreignOrWritableFilesInsideAreRefused()

@@ -141,6 +141,12 @@ Result<std::unique_ptr<FileQuotaStore>> FileQuotaStore::open(
         if (auto r = HomeDir::checkEntry(*home, name); !r)
             return r.error();
     }
+    // The backups too: a FIFO or directory there would otherwise be rotated down the
+    // generations like a backup (and a limit change committed) instead of refused.
+    for (int g = 0; g < LIMITS_BACKUPS; ++g) {
+        if (auto r = HomeDir::checkEntry(*home, backupName(g)); !r)
+            return r.error();
+    }
     auto lockFd = HomeDir::openFile(*home, LOCK_NAME, O_RDWR | O_CREAT, 0600);
     if (!lockFd)
         return lockFd.error();
