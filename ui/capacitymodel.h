@@ -55,6 +55,10 @@ private:
     QuotaLimits m_limits;
     QuotaState m_state;
     bool m_hasState = false;
+    // Whose limits do not parse: every command refuses (exit 3) until they are fixed, so no
+    // provider can take a call, whatever its state says.
+    bool m_limitsCorrupt = false;
+    QString m_corruptReason;
     qint64 m_nowMs = 0;
     QVector<Row> m_rows;
 };

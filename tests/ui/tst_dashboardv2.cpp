@@ -63,6 +63,7 @@ private Q_SLOTS:
     void capacitySaysWhenTheProviderReportsOtherLimits();
     void capacityNearAndTokensAndSlots();
     void capacityHostileNamesArePlainText();
+    void capacityOnCorruptLimitsRefusesEveryCall();
     void capacityPanelInTheWindow();
 
     // Charts.
@@ -278,6 +279,38 @@ void TestDashboardV2::capacityFullWindowSaysWhenTheNextRequestFrees()
     auto* tile = panel.findChild<QFrame*>(QStringLiteral("capacityTile"));
     QVERIFY(tile);
     QCOMPARE(tile->property("level").toInt(), int(CapacityModel::Level::Ok));
+}
+
+// Limits that do not parse reach the model as none: core's figures then say "no limit, next
+// call: now" in green, while every command refuses (exit 3) until the file is fixed.
+void TestDashboardV2::capacityOnCorruptLimitsRefusesEveryCall()
+{
+    StateBuilder s;
+    s.limits("api", windowLimits(3));
+    s.admit("api", T0);
+    DashboardSnapshot corrupt = s.snapshot;
+    corrupt.limits = QuotaLimits {};
+    corrupt.corruptFile = QStringLiteral("/home/u/.local/state/tollgate/limits.json");
+    corrupt.corruptReason = QStringLiteral("unexpected end of input");
+    corrupt.limitsCorrupt = true;
+
+    CapacityModel model;
+    CapacityPanel panel(&model);
+    model.setSnapshot(corrupt, T0 + 1000);
+    const CapacityModel::Row* r = model.row(QStringLiteral("api"));
+    QVERIFY(r);
+    QCOMPARE(r->level, CapacityModel::Level::Blocked);
+    QCOMPARE(r->headline, QStringLiteral("LIMITS CORRUPT"));
+    QVERIFY2(!r->next.contains(QStringLiteral("now")), qPrintable(r->next));
+    QVERIFY2(r->details.join(QLatin1Char('|')).contains(QStringLiteral("unexpected end of input")),
+        qPrintable(r->details.join(QLatin1Char('|'))));
+    QVERIFY(!panel.tileText(QStringLiteral("api")).contains(QStringLiteral("no limit")));
+
+    // Fixed: the tile shows the limits again.
+    model.setSnapshot(s.snapshot, T0 + 1000);
+    r = model.row(QStringLiteral("api"));
+    QCOMPARE(r->level, CapacityModel::Level::Ok);
+    QCOMPARE(r->headline, QStringLiteral("2 left"));
 }
 
 void TestDashboardV2::capacityBackoffCountsDown()

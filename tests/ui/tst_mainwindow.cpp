@@ -4,6 +4,7 @@
 
 #include "backend/quotalimiter.h"
 #include "base/systemclock.h"
+#include "capacitymodel.h"
 #include "dashboardcontroller.h"
 #include "eventsmodel.h"
 #include "holdersmodel.h"
@@ -199,6 +200,10 @@ void TestMainWindow::corruptStateShowsBanner()
 void TestMainWindow::corruptLimitsSayEveryCommandRefuses()
 {
     makeHome();
+    AdmitRequest call;
+    call.provider = "api";
+    call.caller = "indexer";
+    QVERIFY(m_limiter->acquire(call, m_clock.now()));
     m_limiter.reset();
     m_store.reset();
     const QString limits = m_home + QStringLiteral("/limits.json");
@@ -214,6 +219,10 @@ void TestMainWindow::corruptLimitsSayEveryCommandRefuses()
     QVERIFY(banner->text().contains(limits));
     QVERIFY2(banner->text().contains(QStringLiteral("refuses")), qPrintable(banner->text()));
     QVERIFY(!banner->text().contains(QStringLiteral("moves a corrupt state aside")));
+    // The provider's tile agrees: not "no limit, next call: now" in green.
+    QTRY_VERIFY_WITH_TIMEOUT(w.capacity()->row(QStringLiteral("api")), TIMEOUT_MS);
+    QCOMPARE(w.capacity()->row(QStringLiteral("api"))->level, CapacityModel::Level::Blocked);
+    QCOMPARE(w.capacity()->row(QStringLiteral("api"))->headline, QStringLiteral("LIMITS CORRUPT"));
 }
 
 // Issue 28, item 1: F2 edited the requests limit whichever cell was selected (a user fixing
