@@ -92,6 +92,8 @@ private Q_SLOTS:
     void aHomeThatVanishesOrIsSwappedGetsClearAnswers();
     void aSlotNotGivenBackInAnOutageIsGivenBackAfter();
     void aClientThatLeavesBeforeTheAnswerEndsTheExchange();
+    void aClientThatHangsUpInASilentStretchEndsTheExchange_data();
+    void aClientThatHangsUpInASilentStretchEndsTheExchange();
     void headersGoOutBeforeTheBody();
     void aTruncatedDoorbellKillsNothing();
     void theProvidersOwnTermsAreCounted();
@@ -2313,6 +2315,55 @@ void TestProxy::aClientThatLeavesBeforeTheAnswerEndsTheExchange()
     }
     QCOMPARE(got.count("HTTP/1.1 200"), 2);
     QCOMPARE(mockStats().value(QStringLiteral("aborted")).toInt(), 1);
+}
+
+void TestProxy::aClientThatHangsUpInASilentStretchEndsTheExchange_data()
+{
+    QTest::addColumn<QByteArray>("mock");
+    QTest::addColumn<QByteArray>("body");
+    QTest::addColumn<QByteArray>("seen"); // what the client reads before it hangs up
+    // JSON whose headers came, its body held (a long generation that is not streamed).
+    QTest::newRow("headers, then silence")
+        << QByteArray("headers-first") << QByteArray(R"({"model":"claude-x","max_tokens":10})")
+        << QByteArray("\r\n\r\n");
+    // A stream silent after its first text (a reasoning model thinking between events).
+    QTest::newRow("stream, then silence")
+        << QByteArray("gated") << QByteArray(R"({"model":"claude-x","max_tokens":10,"stream":true})")
+        << QByteArray("content_block_delta");
+}
+
+// Once the answer has begun, a client that hangs up while the upstream is silent ends the
+// exchange then: the upstream closed (the provider stops), the slot given back — not at the
+// upstream's next byte (the mock's gate timing out, counted in gateTimeouts) or the stall
+// timeout.
+void TestProxy::aClientThatHangsUpInASilentStretchEndsTheExchange()
+{
+    QFETCH(QByteArray, mock);
+    QFETCH(QByteArray, body);
+    QFETCH(QByteArray, seen);
+    setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
+        QStringLiteral("1") });
+    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("60") });
+    {
+        QTcpSocket s;
+        s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
+        QVERIFY(s.waitForConnected(10000));
+        s.write(rawMockPost(body, mock, "silent"));
+        QElapsedTimer t;
+        t.start();
+        QByteArray got;
+        readUntil(s, got, seen.constData(), t);
+        QVERIFY2(got.startsWith("HTTP/1.1 200") && got.contains(seen), got.constData());
+        QCOMPARE(mockStats().value(QStringLiteral("gated")).toArray().size(), qsizetype(1));
+        s.abort();
+    }
+    QTRY_COMPARE_WITH_TIMEOUT(mockStats().value(QStringLiteral("aborted")).toInt(), 1, 30000);
+    QCOMPARE(mockStats().value(QStringLiteral("gateTimeouts")).toInt(), 0);
+    QCOMPARE(mockStats().value(QStringLiteral("concurrent")).toInt(), 0);
+    // The slot is back: the next request (--parallel 1) is answered.
+    const Ran r = curl(post(QString::fromUtf8(R"({"model":"claude-x","max_tokens":10})")));
+    QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
+    QCOMPARE(mockStats().value(QStringLiteral("gateTimeouts")).toInt(), 0);
 }
 
 // An answer's headers reach the client as soon as they come, not with the first byte of its

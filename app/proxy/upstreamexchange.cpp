@@ -35,9 +35,13 @@ template <class Parser> void takeBuffered(beast::flat_buffer& buffer, Parser& pa
 // socket is read again, so a stream that pauses (a model thinking, a client that must see
 // a token first) never holds back what already came. Beast's http::read_some reads again
 // on need_more even after progress; that is safe only while the parser is not eager,
-// which this does not depend on.
-template <class Stream, class Parser>
-net::awaitable<void> pump(Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec)
+// which this does not depend on. While it waits for the upstream, `clientLeaves` watches the
+// client: an answer may fall silent for minutes (a model thinking between events), and a
+// client that hangs up then must end the exchange now, not at the upstream's next byte or the
+// stall timeout. `gone`: it did (the read was cancelled; the upstream is not to be used again).
+template <class Stream, class Parser, class Leaves>
+net::awaitable<void> pump(Stream& upstream, beast::flat_buffer& buffer, Parser& parser, beast::error_code& ec,
+    Leaves clientLeaves, bool& gone)
 {
     for (;;) {
         if (buffer.size() > 0) {
@@ -64,7 +68,13 @@ net::awaitable<void> pump(Stream& upstream, beast::flat_buffer& buffer, Parser& 
             ec = http::error::buffer_overflow; // a chunk line past the header limit
             co_return;
         }
-        const std::size_t n = co_await upstream.async_read_some(buffer.prepare(room), into(ec));
+        using namespace net::experimental::awaitable_operators;
+        auto read = co_await (upstream.async_read_some(buffer.prepare(room), into(ec)) || clientLeaves());
+        if (read.index() == 1) {
+            gone = true;
+            co_return;
+        }
+        const std::size_t n = std::get<0>(read);
         buffer.commit(n);
         if (ec == net::error::eof || ec == ssl::error::stream_truncated) {
             ec = {};
@@ -511,7 +521,10 @@ net::awaitable<bool> UpstreamExchange<Client>::relayBody(Relay<Stream>& relay,
         if (!parser.is_done()) {
             response.body().data = chunk;
             response.body().size = sizeof chunk;
-            co_await pump(relay.upstream, relay.buffer, parser, relay.ec);
+            bool gone = false;
+            co_await pump(relay.upstream, relay.buffer, parser, relay.ec, [this] { return clientLeaves(); }, gone);
+            if (gone)
+                co_return false; // the client hung up in a silent stretch: as below, the upstream is closed
             relay.stall.touch();
             if (relay.ec) {
                 // The upstream broke off mid-answer: the client must not take the part for the
