@@ -33,6 +33,7 @@ private Q_SLOTS:
     void killedRunTakesItsCommandAlong_data();
     void killedRunTakesItsCommandAlong();
     void missingCommandSpendsNothing();
+    void aSlotForAPidThatDoesNotRunSpendsNothing();
     void aSlotTakenInACommandSubstitutionIsTheScripts_data();
     void aSlotTakenInACommandSubstitutionIsTheScripts();
     void theKeeperChangesNothingForTheCommand();
@@ -385,6 +386,43 @@ void TestHolders::retryFilesOfRunsKilledWholeAreRemovedLater()
 
 // `run` resolves its command before it asks for anything: a missing or non-executable
 // command spends no request, no tokens and no slot.
+// `acquire --slot --pid` of a process that does not run here (a typo, a pid above pid_max):
+// the slot would be reclaimed by the next command, after a request was spent. Refused first.
+void TestHolders::aSlotForAPidThatDoesNotRunSpendsNothing()
+{
+    QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
+                     QStringLiteral("--requests"), QStringLiteral("5"), QStringLiteral("--parallel"),
+                     QStringLiteral("1") })
+                 .code,
+        0);
+    QProcess ended;
+    ended.start(QStringLiteral("true"), QStringList {});
+    QVERIFY(ended.waitForFinished(10000));
+    const qint64 deadPid = ended.processId() > 0 ? ended.processId() : 0;
+    QFile pidMax(QStringLiteral("/proc/sys/kernel/pid_max"));
+    QVERIFY(pidMax.open(QIODevice::ReadOnly));
+    const qint64 aboveMax = pidMax.readAll().trimmed().toLongLong() + 1;
+    QVERIFY(aboveMax > 1);
+    for (const qint64 pid : { deadPid, aboveMax }) {
+        if (pid <= 0 || pid > INT32_MAX || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+            continue; // (the dead one's pid was taken again meanwhile)
+        const Ran r = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+            QStringLiteral("t"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0"),
+            QStringLiteral("--pid"), QString::number(pid) });
+        QCOMPARE(r.code, 2);
+        QVERIFY2(r.err.contains("--pid " + QByteArray::number(pid) + ": no such process"), r.err.constData());
+    }
+    const QJsonObject api = providerStatus(QStringLiteral("api"));
+    QCOMPARE(api.value(QStringLiteral("admitted_total")).toInt(-1), 0);
+    QCOMPARE(api.value(QStringLiteral("slots")).toArray().size(), qsizetype(0));
+    // A pid that runs is taken, as before.
+    const Ran held = cli({ QStringLiteral("acquire"), QStringLiteral("api"), QStringLiteral("--caller"),
+        QStringLiteral("t"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0"),
+        QStringLiteral("--pid"), QString::number(::getpid()) });
+    QVERIFY2(held.code == 0, held.out + held.err);
+    QCOMPARE(providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray().size(), qsizetype(1));
+}
+
 void TestHolders::missingCommandSpendsNothing()
 {
     QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),

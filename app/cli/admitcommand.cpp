@@ -146,6 +146,12 @@ int cmdAcquire(const QuotaContext& context)
         return *stop;
     // A slot taken by `acquire` belongs to the calling script: reclaimed when it dies.
     request.wantsSlot = o.slot;
+    // A holder that does not run here would have its slot reclaimed by the next command, after
+    // spending a request: a mistyped --pid is refused before anything is spent.
+    if (o.pid && !ProcessProbe().exists(*o.pid))
+        return c.console().usage("--pid " + std::to_string(*o.pid)
+            + ": no such process here (its slot would be reclaimed at once); give the pid of the "
+              "process that holds the slot");
     request.pid = o.pid.value_or(o.slot ? ProcessProbe::callerPid() : ProcessProbe::parentPid());
     Permit permit;
     if (auto stop = waitForAdmission(c, request, timeoutSeconds, permit))
