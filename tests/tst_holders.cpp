@@ -420,7 +420,8 @@ void TestHolders::aSlotForAPidThatDoesNotRunSpendsNothing()
         QStringLiteral("t"), QStringLiteral("--slot"), QStringLiteral("--timeout"), QStringLiteral("0"),
         QStringLiteral("--pid"), QString::number(::getpid()) });
     QVERIFY2(held.code == 0, held.out + held.err);
-    QCOMPARE(providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray().size(), qsizetype(1));
+    QCOMPARE(
+        providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray().size(), qsizetype(1));
 }
 
 void TestHolders::missingCommandSpendsNothing()

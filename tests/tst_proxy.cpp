@@ -204,7 +204,10 @@ private:
     }
     QJsonObject mockStats() const
     {
-        const Ran r = curl({ m_mockUrl + QStringLiteral("/_stats") });
+        QStringList args { m_mockUrl + QStringLiteral("/_stats") };
+        if (!m_mockCa.isEmpty())
+            args << QStringLiteral("--cacert") << m_mockCa;
+        const Ran r = curl(args);
         return QJsonDocument::fromJson(r.out).object();
     }
     // What the provider's window holds of one budget (status --json: "input_tokens",
@@ -232,6 +235,7 @@ private:
     QString m_home;
     Child m_mock;
     QString m_mockUrl;
+    QString m_mockCa; // the CA of a mock over TLS (its /_stats asked with it)
     Child m_proxy;
     QString m_proxyUrl;
     quint16 m_proxyPort = 0;
@@ -255,6 +259,7 @@ void TestProxy::init()
     const QByteArray port = TestSupport::firstLine(*m_mock);
     QVERIFY2(!port.isEmpty(), "the mock provider did not start");
     m_mockUrl = QStringLiteral("http://127.0.0.1:") + QString::fromLatin1(port);
+    m_mockCa.clear();
 }
 
 void TestProxy::cleanup()
@@ -2322,14 +2327,18 @@ void TestProxy::aClientThatHangsUpInASilentStretchEndsTheExchange_data()
     QTest::addColumn<QByteArray>("mock");
     QTest::addColumn<QByteArray>("body");
     QTest::addColumn<QByteArray>("seen"); // what the client reads before it hangs up
+    QTest::addColumn<bool>("tls"); // the upstream over TLS (its read is what is cancelled)
     // JSON whose headers came, its body held (a long generation that is not streamed).
     QTest::newRow("headers, then silence")
         << QByteArray("headers-first") << QByteArray(R"({"model":"claude-x","max_tokens":10})")
-        << QByteArray("\r\n\r\n");
+        << QByteArray("\r\n\r\n") << false;
     // A stream silent after its first text (a reasoning model thinking between events).
     QTest::newRow("stream, then silence")
         << QByteArray("gated") << QByteArray(R"({"model":"claude-x","max_tokens":10,"stream":true})")
-        << QByteArray("content_block_delta");
+        << QByteArray("content_block_delta") << false;
+    QTest::newRow("stream over TLS, then silence")
+        << QByteArray("gated") << QByteArray(R"({"model":"claude-x","max_tokens":10,"stream":true})")
+        << QByteArray("content_block_delta") << true;
 }
 
 // Once the answer has begun, a client that hangs up while the upstream is silent ends the
@@ -2341,9 +2350,25 @@ void TestProxy::aClientThatHangsUpInASilentStretchEndsTheExchange()
     QFETCH(QByteArray, mock);
     QFETCH(QByteArray, body);
     QFETCH(QByteArray, seen);
+    QFETCH(bool, tls);
     setLimits({ QStringLiteral("--requests"), QStringLiteral("100"), QStringLiteral("--parallel"),
         QStringLiteral("1") });
-    startProxy({ QStringLiteral("--queue-timeout"), QStringLiteral("60") });
+    QStringList proxyArgs { QStringLiteral("--queue-timeout"), QStringLiteral("60") };
+    if (tls) {
+        const QString dir = m_dir->path();
+        QVERIFY(TestCerts::authority(dir, QStringLiteral("ca")));
+        QVERIFY(TestCerts::server(dir, QStringLiteral("server"), QStringLiteral("IP:127.0.0.1")));
+        m_mock.reset();
+        m_mock = TestSupport::startChild(QStringLiteral("node"),
+            { MOCK, QStringLiteral("--tls-cert"), dir + QStringLiteral("/server.crt"),
+                QStringLiteral("--tls-key"), dir + QStringLiteral("/server.key") });
+        QVERIFY(m_mock);
+        m_mockUrl
+            = QStringLiteral("https://127.0.0.1:") + QString::fromLatin1(TestSupport::firstLine(*m_mock));
+        m_mockCa = dir + QStringLiteral("/ca.crt");
+        proxyArgs << QStringLiteral("--upstream-ca") << m_mockCa;
+    }
+    startProxy(proxyArgs);
     {
         QTcpSocket s;
         s.connectToHost(QStringLiteral("127.0.0.1"), m_proxyPort);
@@ -2364,6 +2389,7 @@ void TestProxy::aClientThatHangsUpInASilentStretchEndsTheExchange()
     const Ran r = curl(post(QString::fromUtf8(R"({"model":"claude-x","max_tokens":10})")));
     QVERIFY2(r.out.startsWith("HTTP/1.1 200"), r.out.constData());
     QCOMPARE(mockStats().value(QStringLiteral("gateTimeouts")).toInt(), 0);
+    QCOMPARE(mockStats().value(QStringLiteral("requests")).toInt(), 2);
 }
 
 // An answer's headers reach the client as soon as they come, not with the first byte of its

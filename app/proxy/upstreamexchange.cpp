@@ -522,7 +522,8 @@ net::awaitable<bool> UpstreamExchange<Client>::relayBody(Relay<Stream>& relay,
             response.body().data = chunk;
             response.body().size = sizeof chunk;
             bool gone = false;
-            co_await pump(relay.upstream, relay.buffer, parser, relay.ec, [this] { return clientLeaves(); }, gone);
+            co_await pump(
+                relay.upstream, relay.buffer, parser, relay.ec, [this] { return clientLeaves(); }, gone);
             if (gone)
                 co_return false; // the client hung up in a silent stretch: as below, the upstream is closed
             relay.stall.touch();
