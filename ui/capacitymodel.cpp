@@ -266,6 +266,7 @@ void CapacityModel::setSnapshot(const DashboardSnapshot& snapshot, qint64 nowMs)
     m_state = snapshot.hasState ? snapshot.liveState.value_or(snapshot.state) : QuotaState {};
     m_hasState = snapshot.hasState;
     m_limitsCorrupt = snapshot.limitsCorrupt && !snapshot.corruptFile.isEmpty();
+    m_corruptFile = snapshot.corruptFile;
     m_corruptReason = snapshot.corruptReason;
     m_nowMs = nowMs;
     rebuild();
@@ -296,23 +297,22 @@ void CapacityModel::rebuild()
     for (const ProviderCapacity& c : all) {
         Row r;
         r.provider = qs(c.provider);
+        if (m_limitsCorrupt) {
+            // Without limits core sees no limit; the commands see corrupt ones and refuse.
+            r.level = Level::Blocked;
+            r.headline = tr("LIMITS CORRUPT");
+            r.next = tr("every call refused until the limits are fixed");
+            r.details.append(tr("the limits do not parse: %1").arg(m_corruptReason));
+            r.tooltip = tr("tollgate commands refuse (exit 3) while %1 does not parse").arg(m_corruptFile);
+            rows.append(r);
+            continue;
+        }
         r.level = levelOf(c.level);
         // The provider's own limits differ from the ones set: not green (core's level stays:
         // the limits set are what the limiter applies; the tile asks the user to look).
         if (r.level == Level::Ok && !c.limitNotices.empty())
             r.level = Level::Near;
         r.headline = headlineOf(c);
-        if (m_limitsCorrupt) {
-            // Without limits core sees no limit; the commands see corrupt ones and refuse.
-            r.level = Level::Blocked;
-            r.headline = tr("LIMITS CORRUPT");
-            r.next = tr("every call refused until limits.json is fixed");
-            r.details.append(tr("the limits do not parse: %1").arg(m_corruptReason));
-            r.tooltip = tr("tollgate commands refuse (exit 3) while limits.json does not parse; restore "
-                           "limits.json.bak or import saved limits");
-            rows.append(r);
-            continue;
-        }
         if (c.level == CapacityLevel::Blocked) {
             if (c.nextCallInMs != Capacity::NEVER && c.nextCallInMs > 0)
                 r.next = tr("next free in %1").arg(duration(c.nextCallInMs));

@@ -58,6 +58,7 @@ private:
     // Whose limits do not parse: every command refuses (exit 3) until they are fixed, so no
     // provider can take a call, whatever its state says.
     bool m_limitsCorrupt = false;
+    QString m_corruptFile; // the limits file, or a Redis home's limits key
     QString m_corruptReason;
     qint64 m_nowMs = 0;
     QVector<Row> m_rows;
