@@ -384,8 +384,6 @@ void TestHolders::retryFilesOfRunsKilledWholeAreRemovedLater()
     QCOMPARE(left, expected);
 }
 
-// `run` resolves its command before it asks for anything: a missing or non-executable
-// command spends no request, no tokens and no slot.
 // `acquire --slot --pid` of a process that does not run here (a typo, a pid above pid_max):
 // the slot would be reclaimed by the next command, after a request was spent. Refused first.
 void TestHolders::aSlotForAPidThatDoesNotRunSpendsNothing()
@@ -424,6 +422,8 @@ void TestHolders::aSlotForAPidThatDoesNotRunSpendsNothing()
         providerStatus(QStringLiteral("api")).value(QStringLiteral("slots")).toArray().size(), qsizetype(1));
 }
 
+// `run` resolves its command before it asks for anything: a missing or non-executable
+// command spends no request, no tokens and no slot.
 void TestHolders::missingCommandSpendsNothing()
 {
     QCOMPARE(cli({ QStringLiteral("limits"), QStringLiteral("set"), QStringLiteral("api"),
