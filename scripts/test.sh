@@ -13,8 +13,19 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export QT_QPA_PLATFORM=offscreen
 export TOLLGATE_JOBS=${TOLLGATE_JOBS:-2}
 
-# Each banner shows the seconds since test.sh began, so a slow phase is easy to find.
-phase() { echo; echo "==== test.sh: $* (at ${SECONDS} s) ===="; }
+# Each banner shows the seconds since test.sh began, so a slow phase is easy to find, and the
+# CPU time the whole machine spent since (busy: not idle, not waiting for I/O; /proc/stat), so
+# its idle cores are too: a phase whose busy time grew by less than twice its length (2 cores)
+# left CPU unused. The run is bound by CPU where the two grow alike.
+HZ=$(getconf CLK_TCK 2>/dev/null || echo 100)
+cpuBusy() { awk -v hz="$HZ" '/^cpu /{printf "%d", ($2 + $3 + $4 + $7 + $8) / hz; exit}' /proc/stat 2>/dev/null; }
+BUSY_AT_START=$(cpuBusy)
+phase() {
+    local busy
+    busy=$(($(cpuBusy) - ${BUSY_AT_START:-0}))
+    echo
+    echo "==== test.sh: $* (at ${SECONDS} s; CPU busy ${busy} s) ===="
+}
 
 # background LOG COMMAND...: COMMAND at the lowest priority, output to LOG, in a session of its
 # own so that an early exit stops the whole of it (stopRedis). The kernel's scheduler

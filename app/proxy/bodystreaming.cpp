@@ -373,6 +373,11 @@ template <class Client> bool BodyStreaming<Client>::admit()
     m_streamed.ask = exchange.askFor(estimate, m_connection.callerOf(m_head));
     // An upload's size says nothing of a conversation's prompt: nothing to learn from it.
     m_streamed.promptTokens = m_byItsSize ? 0 : estimate.inputTokens;
+    // Off the store strand: a remaining-requests word an answer gave before this is in the
+    // store first (RemainingWords), as it is for a first try the strand runs after it.
+    m_server.words.noteNow([&](const QuotaExchange::RemainingWord& word) {
+        exchange.noteRemaining(lease.store(), word);
+    });
     QuotaExchange::Admission admission = exchange.firstTry(lease.store(), m_streamed.ask);
     if (admission.mustWait)
         admission = m_connection.waitTurn(m_streamed.ask);

@@ -7,6 +7,12 @@ LimiterLease::~LimiterLease()
     if (m_entry && !failed()) {
         m_store.reset();
         m_pool.give(std::move(m_entry));
+        return;
+    }
+    if (m_entry) {
+        m_store.reset();
+        m_entry.reset(); // closed, not kept
+        m_pool.forgetIdle();
     }
 }
 

@@ -2,7 +2,7 @@
 
 // LimiterLease: one request's entry of the LimiterPool, from its first store operation to its
 // last. Given back when the request is done, unless a store operation failed with it (then it
-// is closed, and the next request opens a new one).
+// is closed, and so are the pool's idle entries: the next request opens a new one).
 //
 // Invariants: used by one thread at a time (the request's); store() exists once open()
 // succeeded and refers to the entry, so it goes first when the entry goes back.

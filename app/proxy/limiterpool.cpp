@@ -57,4 +57,25 @@ void LimiterPool::give(std::unique_ptr<Entry> e)
     e.reset(); // not kept: destroyed outside the mutex (see take)
 }
 
+void LimiterPool::forgetIdle()
+{
+    // At most the entries idle now: one given back meanwhile worked, and is kept.
+    std::size_t left = 0;
+    {
+        std::lock_guard lock(m_mutex);
+        left = m_idle.size();
+    }
+    for (; left > 0; --left) {
+        std::unique_ptr<Entry> e;
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_idle.empty())
+                return;
+            e = std::move(m_idle.front());
+            m_idle.erase(m_idle.begin());
+        }
+        e.reset();
+    }
+}
+
 } // namespace tollgate::proxy

@@ -50,6 +50,12 @@ public:
     // Never allocates (it runs in a destructor): room for MAX_IDLE was reserved by setHome.
     // An entry not kept (the pool is full) is destroyed after the mutex is let go of.
     void give(std::unique_ptr<Entry> e);
+    // A store failure with one entry (its home gone, its server away): the idle entries opened
+    // on the same home are as likely stale, so they are closed, rather than each failing a
+    // request of its own first (the proxy keeps more than one when operations overlap: a
+    // request's and a remaining-requests word's). Never allocates; each is destroyed outside
+    // the mutex (see take).
+    void forgetIdle();
 
     // The kind of home last opened (a directory home's operations go one at a time).
     [[nodiscard]] bool directory() const { return m_directory.load(); }

@@ -18,6 +18,7 @@
 #include "proxy/connectionplaces.h"
 #include "proxy/limiterpool.h"
 #include "proxy/listenat.h"
+#include "proxy/remainingwords.h"
 #include "proxy/netcommon.h"
 #include "proxy/proxyserver.h"
 #include "proxy/stallmonitor.h"
@@ -57,6 +58,9 @@ struct Server
     std::unique_ptr<QuotaExchange> exchange;
     BodyBudget bodies;
     LimiterPool limiters;
+    // The remaining-requests words of a directory home's answers, noted on the store strand
+    // without the answer waiting (noteRemainingSoon in upstreamexchange.cpp).
+    RemainingWords words;
     // After what their operations use: destroyed (joined) first.
     net::thread_pool storeThreads { STORE_THREADS };
     net::strand<net::thread_pool::executor_type> storeTurn { storeThreads.get_executor() };

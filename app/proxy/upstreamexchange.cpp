@@ -2,6 +2,7 @@
 
 #include "base/textsanitizer.h"
 #include "proxy/clientconnection.h"
+#include "proxy/limiterlease.h"
 #include "proxy/offload.h"
 #include "proxy/requestrules.h"
 #include "proxy/server.h"
@@ -105,6 +106,36 @@ std::string_view reasonForUnnamedStatus(unsigned status)
         return "Client Error";
     default:
         return "Server Error";
+    }
+}
+
+// A remaining-requests word noted on a directory home's store strand, without the answer
+// waiting for it (RemainingWords: why that is as safe as waiting). The job has a store
+// connection of its own: the request's goes on with the answer. Server outlives the job:
+// serve() joins the store threads (a job queued then still runs), and they are the first of
+// Server's members destroyed. Nothing escapes the job into the pool's thread: a word that could
+// not be noted (no store connection to be had, no memory) is dropped, as a failed
+// learnFromHeaders drops it, and the next answer says it again.
+void noteRemainingSoon(Server& s, const QuotaExchange::RemainingWord& word)
+{
+    if (!s.words.offer(word))
+        return; // a queued job notes it
+    Server* server = &s;
+    try {
+        net::post(s.storeOneAtATime, [server] {
+            try {
+                server->words.noteNow([server](const QuotaExchange::RemainingWord& taken) {
+                    LimiterLease lease(server->limiters);
+                    std::string why;
+                    if (lease.open(why))
+                        server->exchange->noteRemaining(lease.store(), taken);
+                });
+            } catch (const std::exception&) {
+            }
+        });
+    } catch (...) {
+        s.words.withdraw();
+        throw;
     }
 }
 
@@ -318,6 +349,11 @@ template <class Client> net::awaitable<void> UpstreamExchange<Client>::learnFrom
     lesson.fence = m_connection.fence();
     out.retryAfterMs = lesson.retryAfterMs;
     out.planRejected = lesson.planRejected;
+    if (lesson.requestsLeft && m_server.limiters.directory()) {
+        // Posted to the strand before the rest of the lesson (a hold must come after it).
+        noteRemainingSoon(m_server, *lesson.word());
+        lesson.requestsLeft.reset();
+    }
     if (!lesson.needsStore())
         co_return; // most answers: nothing for the store
     auto work = [&] {

@@ -10,7 +10,9 @@
 // - Nothing is buffered whole: each piece the upstream sends is written to the client before
 //   the upstream is read again (pump).
 // - What the answer's headers say is acted on before its body streams (learnFromHeaders): a
-//   hold is in place before the exchange's slot is given back.
+//   hold is in place before the exchange's slot is given back. On a directory home the
+//   remaining-requests word is posted to the store strand, ahead of the rest, and not waited
+//   for (RemainingWords): the strand's order, not the wait, puts it before later admissions.
 // - A link goes back to the pool only after an answer that ended properly and that both sides
 //   let go on; the stall watch lets go of its descriptor before the link is kept or closed.
 // - A request the upstream may have received is sent again only when that is harmless

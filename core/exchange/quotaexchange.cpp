@@ -256,12 +256,8 @@ void QuotaExchange::learnFromHeaders(
     ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller)
 {
     // Before a hold: the hold leaves one request after its end, which this must not replace.
-    if (lesson.requestsLeft) {
-        (void)store.quick([&](QuotaLimiter& l) {
-            return l.noteRemaining(
-                m_provider, lesson.model, *lesson.requestsLeft, lesson.requestsUntilMs, lesson.fence);
-        });
-    }
+    if (const auto word = lesson.word())
+        noteRemaining(store, *word);
     if (lesson.holdUntilMs) {
         const std::int64_t until = *lesson.holdUntilMs;
         (void)store.quick([&](QuotaLimiter& l) {
@@ -277,6 +273,13 @@ void QuotaExchange::learnFromHeaders(
             return store.quick([&](QuotaLimiter& l) { return tellStore(l, merged, lesson.model, caller); }).ok();
         });
     }
+}
+
+void QuotaExchange::noteRemaining(ExchangeStore& store, const RemainingWord& word) const
+{
+    (void)store.quick([&](QuotaLimiter& l) {
+        return l.noteRemaining(m_provider, word.model, word.left, word.untilMs, word.fence);
+    });
 }
 
 Result<bool> QuotaExchange::tellStore(QuotaLimiter& limiter, const ReportedLimitsMemo::Report& report,

@@ -111,6 +111,16 @@ public:
         bool brokenOff = false;
     };
 
+    // The provider's word that `left` requests remain until untilMs, said in the answer to a
+    // request for `model` admitted with `fence` (QuotaBackend::noteRemaining).
+    struct RemainingWord
+    {
+        std::string model;
+        std::int64_t left = 0;
+        std::int64_t untilMs = 0;
+        std::uint64_t fence = 0;
+    };
+
     // What an answer's headers say (readHeaders), for learnFromHeaders.
     struct HeaderLesson
     {
@@ -138,6 +148,13 @@ public:
         [[nodiscard]] bool needsStore() const
         {
             return holdUntilMs.has_value() || requestsLeft.has_value() || tell || !warning.empty();
+        }
+        // The remaining-requests word, if the headers said one.
+        [[nodiscard]] std::optional<RemainingWord> word() const
+        {
+            if (!requestsLeft)
+                return std::nullopt;
+            return RemainingWord { model, *requestsLeft, requestsUntilMs, fence };
         }
     };
 
@@ -177,6 +194,9 @@ public:
     // Acts on them before the body streams: a hold must be in place before the exchange's
     // slot is given back, or the next admission would not see it. `caller`: whose answer.
     void learnFromHeaders(ExchangeStore& store, const HeaderLesson& lesson, const std::string& caller);
+    // The remaining-requests word alone (learnFromHeaders notes it first, before a hold): for
+    // a proxy that notes it apart from the rest of the lesson. One store operation.
+    void noteRemaining(ExchangeStore& store, const RemainingWord& word) const;
 
     // The end of the exchange: the slot back with the real usage as the rule counts it (none:
     // the estimate stands) and, for a 2xx, the success; then what the answer means (report429,
