@@ -5,8 +5,9 @@
 //
 // On a directory home the proxy's store operations go one at a time on the store strand
 // (Server::storeExecutor), so a word that the relay awaited cost the answer a turn behind
-// every admission and settling queued before it: 0.7-1.3 ms at 16 clients (docs/BENCHMARKS.md,
-// ninth measurement). The word is about other admissions, not this answer's, and the strand
+// every admission and settling queued before it, and a store operation per answer (6 % of the
+// proxy's CPU per request at 16 clients: docs/BENCHMARKS.md, tenth measurement). The word is
+// about other admissions, not this answer's, and the strand
 // runs its jobs in the order they were posted: a job posted when the headers are read is done
 // before any first try posted after it, whether or not the answer waits. A first try made off
 // the strand (a streamed body's, on the body's thread) calls noteNow() first: it notes a word
