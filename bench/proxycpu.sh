@@ -17,44 +17,29 @@ N=${N:-4000}
 C=${C:-16}
 ROUNDS=${ROUNDS:-5}
 HZ=$(getconf CLK_TCK)
-WORK=$(mktemp -d)
-MOCK_PID=
-PROXY_PID=
-cleanup() {
-    [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
-    [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-node "$ROOT/tests/helpers/mockprovider.js" > "$WORK/mock.out" &
-MOCK_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/mock.out" ] && break; sleep 0.05; done
+. "$ROOT/bench/proxyfixture.sh"
+proxyFixture bench/proxycpu.sh
+startServer mock.out node "$ROOT/tests/helpers/mockprovider.js"
 MOCK="http://127.0.0.1:$(head -1 "$WORK/mock.out")"
 BODY='{"model":"claude-x","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}'
 cpuOf() { awk -v hz="$HZ" '{ printf "%d", ($14 + $15) * 1000000 / hz }' "/proc/$1/stat"; }
-# One round of BUILD: a proxy on a new home, 200 requests to warm it, then N measured.
+# One round of BUILD: a proxy on a new home, 200 requests to warm it, then N measured; the
+# proxy's CPU µs per request is added to got[BUILD].
+declare -A got
 round() {
     local t="$1/app/tollgate" home="$WORK/home.$RANDOM" before after
     "$t" --home "$home" limits set bench --requests 1000000 --tokens 1000000000 --parallel 64 >/dev/null
-    "$t" proxy bench --home "$home" --upstream "$MOCK" --listen 127.0.0.1:0 > "$WORK/proxy.out" 2>&1 &
-    PROXY_PID=$!
-    for _ in $(seq 100); do grep -q listening "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
-    local proxy
-    proxy=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")
-    node "$ROOT/bench/proxyload.js" "$proxy" "$C" 200 "$BODY" >/dev/null
+    startProxy "$t" bench --home "$home" --upstream "$MOCK"
+    node "$ROOT/bench/proxyload.js" "$PROXY" "$C" 200 "$BODY" >/dev/null
     before=$(cpuOf "$PROXY_PID")
-    node "$ROOT/bench/proxyload.js" "$proxy" "$C" "$N" "$BODY" >/dev/null
+    node "$ROOT/bench/proxyload.js" "$PROXY" "$C" "$N" "$BODY" >/dev/null
     after=$(cpuOf "$PROXY_PID")
-    kill "$PROXY_PID"
-    wait "$PROXY_PID" 2>/dev/null || true
-    PROXY_PID=
-    echo $(((after - before) / N))
+    stopProxy
+    got[$1]="${got[$1]:-} $(((after - before) / N))"
 }
-declare -A got
 for r in $(seq "$ROUNDS"); do
     for b in "$@"; do
-        got[$b]="${got[$b]:-} $(round "$b")"
+        round "$b"
     done
 done
 echo "| build | proxy CPU µs per request, each round ($N requests, $C keep-alive clients) | median |"

@@ -22,35 +22,17 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:?usage: bench/proxylatency.sh BUILD_DIR [REQUESTS]}
 N=${2:-400}
 T="$BUILD/app/tollgate"
-WORK=$(mktemp -d)
-MOCK_PID=
-PROXY_PID=
-FLOOR_PID=
-cleanup() {
-    [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
-    [ -n "$FLOOR_PID" ] && kill "$FLOOR_PID" 2>/dev/null
-    [ -n "$MOCK_PID" ] && kill "$MOCK_PID" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-node "$ROOT/tests/helpers/mockprovider.js" > "$WORK/mock.out" &
-MOCK_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/mock.out" ] && break; sleep 0.05; done
+. "$ROOT/bench/proxyfixture.sh"
+proxyFixture bench/proxylatency.sh
+startServer mock.out node "$ROOT/tests/helpers/mockprovider.js"
 MOCK="http://127.0.0.1:$(head -1 "$WORK/mock.out")"
 "$T" --home "$WORK/home" limits set bench --requests 1000000 --tokens 1000000000 --parallel 64 >/dev/null
-"$T" proxy bench --home "$WORK/home" --upstream "$MOCK" --listen 127.0.0.1:0 ${PROXY_ARGS:-} > "$WORK/proxy.out" 2>&1 &
-PROXY_PID=$!
-for _ in $(seq 100); do grep -q listening "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
-PROXY=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")
+# shellcheck disable=SC2086 # PROXY_ARGS: words
+startProxy "$T" bench --home "$WORK/home" --upstream "$MOCK" ${PROXY_ARGS:-}
 # The relay floor (bench/relayfloor.cpp), when built: the least a second hop costs here.
 FLOOR=
-FLOOR_PID=
 if [ -x "$BUILD/bench/tollgate-relayfloor" ]; then
-    "$BUILD/bench/tollgate-relayfloor" "${MOCK##*:}" > "$WORK/floor.out" &
-    FLOOR_PID=$!
-    for _ in $(seq 100); do [ -s "$WORK/floor.out" ] && break; sleep 0.05; done
+    startServer floor.out "$BUILD/bench/tollgate-relayfloor" "${MOCK##*:}"
     FLOOR=$(sed -n 's/^listening on //p' "$WORK/floor.out")
 fi
 urlOf() { case $1 in direct) echo "$MOCK" ;; floor) echo "$FLOOR" ;; proxy) echo "$PROXY" ;; esac; }

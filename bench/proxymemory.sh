@@ -13,20 +13,9 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${1:?usage: bench/proxymemory.sh BUILD_DIR}
 T="$BUILD/app/tollgate"
-WORK=$(mktemp -d)
-SINK_PID=
-PROXY_PID=
-cleanup() {
-    [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
-    [ -n "$SINK_PID" ] && kill "$SINK_PID" 2>/dev/null
-    wait 2>/dev/null
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-node "$ROOT/bench/proxymemory.js" sink > "$WORK/sink.out" &
-SINK_PID=$!
-for _ in $(seq 100); do [ -s "$WORK/sink.out" ] && break; sleep 0.05; done
+. "$ROOT/bench/proxyfixture.sh"
+proxyFixture bench/proxymemory.sh
+startServer sink.out node "$ROOT/bench/proxymemory.js" sink
 SINK="http://127.0.0.1:$(head -1 "$WORK/sink.out")"
 "$T" limits set anthropic --requests 1000 --home "$WORK/home" >/dev/null
 
@@ -35,25 +24,19 @@ kib() { sed -n "s/^$1:[[:space:]]*\([0-9]*\) kB/\1/p" "/proc/$PROXY_PID/status";
 # One case: a fresh proxy, CONCURRENT bodies of SHAPE and MIB MiB; prints a table row.
 measure() {
     local shape=$1 mib=$2 concurrent=$3 what=$4
-    "$T" proxy anthropic --home "$WORK/home" --upstream "$SINK" --listen 127.0.0.1:0 > "$WORK/proxy.out" 2>&1 &
-    PROXY_PID=$!
-    for _ in $(seq 100); do grep -q listening "$WORK/proxy.out" 2>/dev/null && break; sleep 0.05; done
-    local proxy
-    proxy=$(sed -n 's/^listening on \(http:[^ ]*\) .*/\1/p' "$WORK/proxy.out")
+    startProxy "$T" anthropic --home "$WORK/home" --upstream "$SINK"
     local before seen
     before=$(curl -s "$SINK/_seen" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).length))')
     local t0 t1
     t0=$(date +%s.%N)
-    node "$ROOT/bench/proxymemory.js" send "$proxy" "$shape" "$mib" "$concurrent" > "$WORK/sent"
+    node "$ROOT/bench/proxymemory.js" send "$PROXY" "$shape" "$mib" "$concurrent" > "$WORK/sent"
     t1=$(date +%s.%N)
     local peak
     peak=$(kib VmHWM)
     sleep 2
     local after
     after=$(kib VmRSS)
-    kill "$PROXY_PID"
-    wait "$PROXY_PID" 2>/dev/null || true
-    PROXY_PID=
+    stopProxy
     local statuses exact
     statuses=$(cut -d' ' -f1 "$WORK/sent" | sort | uniq -c | awk '{ printf "%s%s x %s", (NR > 1 ? ", " : ""), $1, $2 }')
     seen=$(curl -s "$SINK/_seen" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const x of JSON.parse(s).slice('"$before"'))console.log(x.sha256)})' | sort)

@@ -232,8 +232,10 @@ private:
     // of it), in a new pid namespace (another host: judged by its lease) when `elsewhere`.
     TestSupport::Child startHolder(const QString& caller, int leaseMs, bool elsewhere) const
     {
+        // TMPDIR: the run's retry-after file. Killed with its namespace (its first process), the
+        // runner and its keeper die at once, and no later run of another namespace may remove it.
         QStringList args { QStringLiteral("TOLLGATE_TEST_LEASE_MS=%1").arg(leaseMs),
-            QStringLiteral(TOLLGATE_CLI_PATH), QStringLiteral("run"), QStringLiteral("--home"), m_home,
+            QStringLiteral("TMPDIR=") + m_dir->path(), QStringLiteral(TOLLGATE_CLI_PATH), QStringLiteral("run"), QStringLiteral("--home"), m_home,
             QStringLiteral("api"), QStringLiteral("--caller"), caller, QStringLiteral("--timeout"),
             QStringLiteral("10"), QStringLiteral("--"), QStringLiteral("sleep"), QStringLiteral("600") };
         if (!elsewhere)

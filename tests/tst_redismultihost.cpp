@@ -102,12 +102,14 @@ private Q_SLOTS:
     void killingAHostReleasesItsSlotsWithinOneLease();
 
 private:
-    // The nsenter arguments that run the CLI inside host `h` (0 or 1) with m_home.
+    // The nsenter arguments that run the CLI inside host `h` (0 or 1) with m_home. TMPDIR: a
+    // run's retry-after file, which nobody may remove once its host is killed whole.
     QStringList inHost(int h, const QStringList& tollgateArgs) const
     {
         return QStringList { QStringLiteral("-t"), QString::number(m_hosts[h].pid), QStringLiteral("-n"),
             QStringLiteral("-p"), QStringLiteral("-m"), QStringLiteral("--"), QStringLiteral("env"),
-            QStringLiteral("TOLLGATE_HOME=") + m_home, QStringLiteral(TOLLGATE_CLI_PATH) }
+            QStringLiteral("TOLLGATE_HOME=") + m_home, QStringLiteral("TMPDIR=") + m_dir.path(),
+            QStringLiteral(TOLLGATE_CLI_PATH) }
         + tollgateArgs;
     }
     Ran tollgate(int h, const QStringList& args, int limitMs = TIMEOUT_MS) const
@@ -382,7 +384,8 @@ void TestRedisMultiHost::aServerStallUnderParallelOverrunsNothing()
     loop.start(QStringLiteral("nsenter"),
         { QStringLiteral("-t"), QString::number(m_hosts[1].pid), QStringLiteral("-n"), QStringLiteral("-p"),
             QStringLiteral("-m"), QStringLiteral("--"), QStringLiteral("env"),
-            QStringLiteral("TOLLGATE_HOME=") + homeB, QStringLiteral("sh"), QStringLiteral("-c"),
+            QStringLiteral("TOLLGATE_HOME=") + homeB, QStringLiteral("TMPDIR=") + m_dir.path(),
+            QStringLiteral("sh"), QStringLiteral("-c"),
             QStringLiteral("n=0; while [ ! -e \"$1\" ]; do \"$2\" run api --caller b --timeout 0 -- sh -c "
                            "'echo ran >> \"$0\"' \"$3\" 2>/dev/null; n=$((n+1)); done; echo $n"),
             QStringLiteral("sh"), stop, QStringLiteral(TOLLGATE_CLI_PATH), log });

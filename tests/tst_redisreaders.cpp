@@ -255,8 +255,10 @@ void TestRedisReaders::holdersAndWaitersOfOtherHostsAreNamed()
         QStringLiteral("1") });
     QVERIFY2(set.code == 0, set.err.constData());
     auto elsewhere = [&](const QString& args) {
-        const QString script = QStringLiteral("hostname build-box && exec '%1' --home '%3' %2")
-                                   .arg(QStringLiteral(TOLLGATE_CLI_PATH), args, m_home);
+        // TMPDIR: the run's retry-after file, which nobody is left to remove when the namespace
+        // dies with its first process (this tollgate and its keeper at once).
+        const QString script = QStringLiteral("hostname build-box && TMPDIR='%4' exec '%1' --home '%3' %2")
+                                   .arg(QStringLiteral(TOLLGATE_CLI_PATH), args, m_home, m_dir->path());
         return TestSupport::startChild(QStringLiteral("unshare"),
             // --kill-child: the namespace's first process, and with it all of the namespace, dies
             // with unshare, which the test kills at its end.

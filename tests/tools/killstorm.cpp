@@ -13,6 +13,8 @@
 //
 //   tollgate-killstorm --cli PATH [--callers 16] [--seconds 30] [--seed S] [--workdir DIR]
 // Exits 0 when every check holds; prints a summary ending "killstorm: N passed, M failed".
+// Without --workdir the run's home and logs go to a new directory in $TMPDIR (else /tmp), kept
+// for inspection when a check fails and removed when every check holds.
 
 #include "history/historyreader.h"
 
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -372,9 +375,11 @@ int main(int argc, char** argv)
         if (n > 0)
             o.self.assign(buf, static_cast<std::size_t>(n));
     }
-    if (o.workdir.empty()) {
-        char tmpl[] = "/tmp/tollgate-killstorm-XXXXXX";
-        if (!::mkdtemp(tmpl))
+    const bool ownWorkdir = o.workdir.empty();
+    if (ownWorkdir) {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string tmpl = std::string(tmp && tmp[0] == '/' ? tmp : "/tmp") + "/tollgate-killstorm-XXXXXX";
+        if (!::mkdtemp(tmpl.data()))
             return 3;
         o.workdir = tmpl;
     }
@@ -623,5 +628,11 @@ int main(int argc, char** argv)
         (c.ok ? passed : failed)++;
     }
     std::printf("killstorm: %d passed, %d failed\n", passed, failed);
+    if (ownWorkdir && failed == 0) {
+        std::error_code ec; // remove_all does not follow symlinks; a failure only leaves files behind
+        std::filesystem::remove_all(o.workdir, ec);
+        std::printf("killstorm: workdir %s %s\n", o.workdir.c_str(),
+            ec ? ("not removed: " + ec.message()).c_str() : "removed");
+    }
     return failed == 0 ? 0 : 1;
 }
