@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds (installing what is missing) and runs every test:
 #   1. the normal build: the suites no sanitizer tree can run (the multi-host suite, the
-#      official SDKs, the Python and Node clients, the C library's with their workers), the
-#      short kill storm, and an install into a temporary prefix (scripts/installcheck.sh);
+#      official SDKs, the Python and Node clients, the C library's with their workers), the two
+#      random walks whole, the short kill storm, and an install into a temporary prefix
+#      (scripts/installcheck.sh);
 #   2. every other suite, the dashboard's (offscreen) included, built with AddressSanitizer +
 #      UndefinedBehaviorSanitizer (the build runs beside phase 1's tests, at the lowest priority);
 #   3. the dashboard's (threaded) tests and the proxy's built with ThreadSanitizer, in one tree
@@ -30,7 +31,7 @@ phase() {
 }
 
 # background LOG COMMAND...: COMMAND at the lowest priority, output to LOG, in a session of its
-# own so that an early exit stops the whole of it (stopRedis). The kernel's scheduler
+# own so that an early exit stops the whole of it (finish). The kernel's scheduler
 # autogroups (/proc/sys/kernel/sched_autogroup_enabled, on by default) put each new session in a
 # group that shares the CPU equally with the others whatever its processes' nice values: a
 # build at nice 19 took half the CPU from the tests beside it. So the group is set to nice 19
@@ -43,6 +44,33 @@ background() {
         background "$@" >"$log" 2>&1 &
     BG_PID=$!
 }
+# Every temporary file of the run (the tests' directories, the CLI's retry-after files, the
+# servers' files and the builds' logs below) goes in one directory of the run's own: removed
+# when the run passes, kept and named when it fails. A test killed by its timeout, or runs
+# killed whole (runner and keeper at once) in a pid namespace that is gone, left theirs in
+# /tmp for good.
+# Shared as /tmp is (sticky, everyone may create files): the suites that run a second user's
+# processes have them make their own temporary files here.
+RUN_TMP=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-test.XXXXXX")
+chmod 1777 "$RUN_TMP"
+export TMPDIR=$RUN_TMP
+REDIS_PID=
+# On every exit path: the background build (when a phase ends the run early) and the
+# redis-server are stopped, then the run's temporary files go, or are kept on a failure.
+finish() {
+    local status=$1
+    if [ -n "$BG_PID" ]; then
+        kill -- "-$BG_PID" 2>/dev/null || true
+        wait "$BG_PID" 2>/dev/null || true
+    fi
+    [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
+    if [ "$status" = 0 ]; then
+        rm -rf "$RUN_TMP"
+    else
+        echo "test.sh: failed (exit $status); the run's temporary files are kept in $RUN_TMP" >&2
+    fi
+}
+trap 'finish $?' EXIT
 # awaitBackground WHAT LOG: waits for BG_PID, shows its output, fails naming WHAT if it failed.
 awaitBackground() {
     local status=0
@@ -58,9 +86,9 @@ phase "1/4 normal build"
 # 250 CPU-seconds (docs/RELIABILITY.md §5). TOLLGATE_QUICK=1 (phase 1 alone) keeps them here.
 # Nor the other suites the ASan+UBSan tree runs: this tree builds and runs only what no sanitizer
 # tree can (the multi-host suite, the official SDKs, the Python and Node clients, the C
-# library's suite with their workers) and the kill storm, against this build's binaries. The
-# others' run here cost ~650 CPU-seconds (their build and run), a fifth of the whole, and the
-# run is bound by CPU (docs/RELIABILITY.md §5).
+# library's suite with their workers, the two random walks a sanitizer tree shortens) and the
+# kill storm, against this build's binaries. The others' build and run here cost a fifth of
+# the run's CPU time, and the run is bound by CPU (docs/RELIABILITY.md §5).
 if [ "${TOLLGATE_QUICK:-0}" = 1 ]; then allTests=ON; else allTests=OFF; fi
 TOLLGATE_CMAKE_ARGS="-DTOLLGATE_BUILD_DASHBOARD_TESTS=$allTests -DTOLLGATE_BUILD_CORE_TESTS=$allTests" \
     "$ROOT/scripts/bootstrap.sh"
@@ -69,17 +97,6 @@ TOLLGATE_CMAKE_ARGS="-DTOLLGATE_BUILD_DASHBOARD_TESTS=$allTests -DTOLLGATE_BUILD
 # password-protect a server start their own): a free loopback port, files in a temporary
 # directory, nothing persisted; stopped on every exit path.
 REDIS_DIR=$(mktemp -d)
-REDIS_PID=
-stopRedis() {
-    # A build started beside a phase's tests (below), when that phase ends the run early.
-    if [ -n "$BG_PID" ]; then
-        kill -- "-$BG_PID" 2>/dev/null || true
-        wait "$BG_PID" 2>/dev/null || true
-    fi
-    [ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null && wait "$REDIS_PID" 2>/dev/null
-    rm -rf "$REDIS_DIR"
-}
-trap stopRedis EXIT
 for attempt in $(seq 1 20); do
     port=$((20000 + RANDOM % 30000))
     redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$REDIS_DIR" \

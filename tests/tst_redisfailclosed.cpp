@@ -46,6 +46,7 @@ private Q_SLOTS:
     void corruptLimitsAdmitNobody_data();
     void corruptLimitsAdmitNobody();
     void limitsChangedAfterAnAdmissionAreCheckedAgain();
+    void aDayResetInAnUnknownZoneAdmitsNobody();
     void aUserWithoutChannelsChangesNothing();
     void aHistoryKeyOfTheWrongTypeSpendsNothing();
     void aSetAsideKeyOfTheWrongTypeRefusesOnlyWhatMustSetAside();
@@ -226,6 +227,34 @@ void TestRedisFailClosed::corruptLimitsAdmitNobody()
     QCOMPARE(run.code, 3);
     QCOMPARE(admissions(), 0);
     // The client says the same of them.
+    const Ran status = cli({ QStringLiteral("status") });
+    QCOMPARE(status.code, 3);
+    QVERIFY2(status.err.contains(key("limits").toUtf8()), status.err.constData());
+}
+
+// A calendar day reset in a zone this host's time-zone database does not have, in limits with no
+// per-day limit: the client called the limits corrupt (status exited 3) while the script, which
+// asked for a day only where a per-day limit counts in it, admitted every acquire.
+void TestRedisFailClosed::aDayResetInAnUnknownZoneAdmitsNobody()
+{
+    QVERIFY(startRedis());
+    QCOMPARE(cli(words("limits set api --requests 20 --window 2 --day-resets 04:00@Europe/Berlin")).code, 0);
+    // A zone that exists: admitted (the day is asked for and given).
+    QCOMPARE(cli(words("acquire api --caller c --timeout 1")).code, 0);
+    QCOMPARE(admissions(), 1);
+    const Ran shown = redisCli({ QStringLiteral("HGET"), key("limits"), QStringLiteral("api") });
+    QVERIFY2(shown.out.contains("04:00@Europe/Berlin"), shown.out.constData());
+    const QString planted
+        = QString::fromUtf8(shown.out.trimmed()).replace(QStringLiteral("Europe/Berlin"), QStringLiteral("Mars/Olympus"));
+    const Ran set = redisCli({ QStringLiteral("HSET"), key("limits"), QStringLiteral("api"), planted });
+    QVERIFY2(set.code == 0 && !set.out.startsWith("ERR"), set.out.constData());
+    for (const char* command : { "acquire api --caller c --timeout 1", "run api --caller c --timeout 1 -- true" }) {
+        const Ran r = cli(words(command));
+        QCOMPARE(r.code, 3);
+        QVERIFY2(r.err.contains(key("limits").toUtf8()) && r.err.contains("unknown time zone 'Mars/Olympus'"),
+            r.err.constData());
+    }
+    QCOMPARE(admissions(), 1);
     const Ran status = cli({ QStringLiteral("status") });
     QCOMPARE(status.code, 3);
     QVERIFY2(status.err.contains(key("limits").toUtf8()), status.err.constData());

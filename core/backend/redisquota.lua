@@ -2030,6 +2030,10 @@ local ops = {}
 function ops.admit()
     local l, refusal = knownLimits(a.provider)
     if refusal then return refusal end
+    -- A calendar day in the limits is asked for even where no per-day limit counts in it: a
+    -- zone the client cannot read is then refused there (learnDay), as every reader of these
+    -- limits refuses it, and nothing is admitted under limits the client calls corrupt.
+    if l.dz then dayOf(l, now) end
     local why = impossible(l, a)
     if why then return refuse('usage', 'this request can never be admitted: it ' .. why) end
     local g = global()
