@@ -47,6 +47,7 @@ private Q_SLOTS:
     void corruptLimitsAdmitNobody();
     void limitsChangedAfterAnAdmissionAreCheckedAgain();
     void aDayResetInAnUnknownZoneAdmitsNobody();
+    void aDayResetInAnUnknownZoneIsHandedNoSlot();
     void aUserWithoutChannelsChangesNothing();
     void aHistoryKeyOfTheWrongTypeSpendsNothing();
     void aSetAsideKeyOfTheWrongTypeRefusesOnlyWhatMustSetAside();
@@ -258,6 +259,50 @@ void TestRedisFailClosed::aDayResetInAnUnknownZoneAdmitsNobody()
     const Ran status = cli({ QStringLiteral("status") });
     QCOMPARE(status.code, 3);
     QVERIFY2(status.err.contains(key("limits").toUtf8()), status.err.constData());
+}
+
+// The other way in: a release hands its slot to the head of the queue in the same call
+// (W.handOff). Planted while the head waits, an unknown zone must not be admitted that way
+// either, and the release must still go through.
+void TestRedisFailClosed::aDayResetInAnUnknownZoneIsHandedNoSlot()
+{
+    QVERIFY(startRedis());
+    QCOMPARE(
+        cli(words("limits set api --requests 100 --window 60 --parallel 1 --day-resets 04:00@Europe/Berlin")).code,
+        0);
+    const QString stop = m_dir->path() + QStringLiteral("/stop");
+    QProcess holder;
+    holder.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--caller"), QStringLiteral("holder"), QStringLiteral("--"), QStringLiteral("sh"),
+            QStringLiteral("-c"), QStringLiteral("while [ ! -e \"$0\" ]; do sleep 0.05; done"), stop });
+    QVERIFY(holder.waitForStarted(10000));
+    QTRY_COMPARE_WITH_TIMEOUT(admissions(), 1, 20000);
+    QProcess waiter;
+    // A `run` (only a run takes a handed slot: its keeper dies with it).
+    waiter.start(QStringLiteral(TOLLGATE_CLI_PATH),
+        { QStringLiteral("run"), QStringLiteral("api"), QStringLiteral("--home"), m_home,
+            QStringLiteral("--caller"), QStringLiteral("waiter"), QStringLiteral("--timeout"),
+            QStringLiteral("30"), QStringLiteral("--"), QStringLiteral("true") });
+    QVERIFY(waiter.waitForStarted(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(
+        cli({ QStringLiteral("status"), QStringLiteral("--json") }).out.contains("\"waiting\":1"), 20000);
+
+    const Ran shown = redisCli({ QStringLiteral("HGET"), key("limits"), QStringLiteral("api") });
+    const QString planted
+        = QString::fromUtf8(shown.out.trimmed()).replace(QStringLiteral("Europe/Berlin"), QStringLiteral("Mars/Olympus"));
+    QVERIFY(planted.contains(QStringLiteral("Mars/Olympus")));
+    const Ran set = redisCli({ QStringLiteral("HSET"), key("limits"), QStringLiteral("api"), planted });
+    QVERIFY2(set.code == 0 && !set.out.startsWith("ERR"), set.out.constData());
+    QFile(stop).open(QIODevice::WriteOnly);
+
+    QVERIFY(holder.waitForFinished(30000));
+    QCOMPARE(holder.exitCode(), 0); // its command's: the release went through
+    QVERIFY(waiter.waitForFinished(40000));
+    const QByteArray said = waiter.readAllStandardError();
+    QCOMPARE(waiter.exitCode(), 3);
+    QVERIFY2(said.contains("unknown time zone 'Mars/Olympus'"), said.constData());
+    QCOMPARE(admissions(), 1);
 }
 
 void TestRedisFailClosed::limitsChangedAfterAnAdmissionAreCheckedAgain()

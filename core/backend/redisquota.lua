@@ -1800,6 +1800,10 @@ function W.handOff(p, l)
     if w.lost or not w.hd or not w.s or not w.wk or now > w.d or not a.hh or a.hh == '' or w.h ~= a.hh then
         return
     end
+    -- Limits with a calendar day: handed only where the releaser's client gave that day (it
+    -- read the zone). Else the head, rung, looks itself, and ops.admit asks for the day: a
+    -- zone nobody can read admits nobody this way either, and the release itself goes on.
+    if l.dz and not (daySpans and daySpans[l.dz]) then return end
     local r = W.emptied(W.handReq)
     W.handReq = r
     r.provider, r.caller, r.model, r.tokens = p.n, w.c, w.m, w.n
